@@ -1,0 +1,1 @@
+"""Experiment runners, paper reproductions and reports, built from tidy records."""

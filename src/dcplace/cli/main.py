@@ -1,0 +1,185 @@
+"""The ``dcplace`` command line: simulate, reproduce, demo, policies.
+
+User errors (bad files, bad flags) end with one sentence on stderr and exit code 2; tracebacks mean a bug.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from dcplace.errors import InputError
+
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True, help="dcplace: decide where datacenter workloads run."
+)
+simulate_app = typer.Typer(no_args_is_help=True, help="Run placement policies in a simulator.")
+reproduce_app = typer.Typer(no_args_is_help=True, help="Reproduce a paper's tables (records + Markdown).")
+app.add_typer(simulate_app, name="simulate")
+app.add_typer(reproduce_app, name="reproduce")
+console = Console()
+
+
+class ModeOpt(str, Enum):
+    non_expansion = "non-expansion"
+    expansion = "expansion"
+
+
+class OversizeOpt(str, Enum):
+    error = "error"
+    skip = "skip"
+
+
+def _fail(exc: InputError) -> None:
+    typer.echo(f"error: {exc}", err=True)
+    raise typer.Exit(2)
+
+
+@simulate_app.command("numa")
+def simulate_numa(
+    trace: Annotated[
+        str, typer.Option(help="huawei-east-1, azure-v1, synthetic, or a trace file path")
+    ] = "synthetic",
+    pms: Annotated[
+        int, typer.Option(help="machines at the start (2 NUMA nodes of 40 CPU / 90 GB each)")
+    ] = 50,
+    warm_start: Annotated[
+        float, typer.Option(help="CPU allocation rate reached before scoring, in [0, 1)")
+    ] = 0.0,
+    mode: Annotated[
+        ModeOpt, typer.Option(help="end at the first unhostable request, or grow the cluster")
+    ] = (ModeOpt.non_expansion),
+    no_release: Annotated[
+        bool, typer.Option("--no-release", help="VMs never leave (VMAgent's fading)")
+    ] = False,
+    policy: Annotated[str, typer.Option(help="a registered policy (see `dcplace policies`)")] = "best-fit",
+    episodes: Annotated[int, typer.Option(help="episodes, each from its own seeded start")] = 10,
+    seed: Annotated[int, typer.Option(help="same seed, same numbers")] = 0,
+    max_pms: Annotated[int, typer.Option(help="expansion: the most machines")] = 110,
+    expand_step: Annotated[int, typer.Option(help="expansion: machines added per unhostable request")] = 10,
+    double_threshold: Annotated[
+        float, typer.Option(help="VMs with memory above this many GB are double-NUMA")
+    ] = 32.0,
+    max_requests: Annotated[
+        int, typer.Option(help="stop after this many scored placements (0: no limit)")
+    ] = 0,
+    oversize: Annotated[
+        OversizeOpt, typer.Option(help="a VM no machine can host: refuse the trace, or count and skip")
+    ] = (OversizeOpt.error),
+    check: Annotated[bool, typer.Option(help="check the ledger invariants after every episode")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="print exactly one JSON object")] = False,
+) -> None:
+    """Online VM scheduling on double-NUMA machines (the CVD-RL / VMAgent setting)."""
+    from dcplace.bench.numa_runner import check_hostable, prepare, run_episodes, summarise, warm_up_jit
+    from dcplace.cluster.numa import NumaCluster
+    from dcplace.policies import get_policy
+    from dcplace.sim.numa import Scenario
+    from dcplace.workload.traces import load_trace
+
+    try:
+        get_policy(policy)
+        scenario = Scenario(
+            pms=pms,
+            mode=mode.value,  # type: ignore[arg-type]
+            max_pms=max_pms,
+            expand_step=expand_step,
+            release=not no_release,
+            warm_start=warm_start,
+            max_requests=max_requests,
+        )
+        table = load_trace(trace, seed=seed)
+        prepared = prepare(table, double_threshold)
+        cluster = NumaCluster.uniform(scenario.machines)
+        if oversize == OversizeOpt.error:
+            check_hostable(cluster, prepared)
+        warm_up_jit(cluster, prepared)
+        results, wall, decisions = run_episodes(
+            policy, cluster, prepared, scenario, episodes, seed, check=check
+        )
+    except InputError as exc:
+        _fail(exc)
+    summary = summarise(policy, trace, scenario, double_threshold, seed, results, wall, decisions)
+    if json_out:
+        typer.echo(json.dumps(summary.as_dict()))
+        return
+    t = Table(title=f"{policy} on {trace}: {pms} PMs, {mode.value}, warm start {warm_start:.0%}, "
+              f"releases {'off' if no_release else 'on'}")  # fmt: skip
+    for col in ("episode", "length", "income", "cpu alloc", "mem alloc", "PMs in use", "final PMs", "status"):
+        t.add_column(col, justify="right")
+    for i, r in enumerate(results):
+        t.add_row(str(i), str(r.length), f"{r.income:.1f}", f"{r.cpu_alloc_mean:.1%}", f"{r.mem_alloc_mean:.1%}",
+                  f"{r.pms_in_use_mean:.1f}", str(r.final_pms), r.status)  # fmt: skip
+    t.add_row("mean", f"{summary.length_mean:.1f} ± {summary.length_std:.1f}", f"{summary.income_mean:.1f}",
+              f"{summary.cpu_alloc_mean:.1%}", f"{summary.mem_alloc_mean:.1%}", f"{summary.pms_in_use_mean:.1f}",
+              f"{summary.final_pms_mean:.1f}", "", style="bold")  # fmt: skip
+    console.print(t)
+    console.print(f"{decisions:,} decisions in {wall:.3f} s ({summary.decisions_per_s:,.0f}/s); "
+                  f"oversize VMs skipped: {summary.oversize}")  # fmt: skip
+
+
+@reproduce_app.command("cvd-heuristics")
+def reproduce_cvd(
+    trace: Annotated[
+        str, typer.Option(help="huawei-east-1 (default when present), synthetic, or a path")
+    ] = "auto",
+    episodes: Annotated[int, typer.Option(help="episodes per cell")] = 20,
+    seed: Annotated[int, typer.Option()] = 0,
+    out: Annotated[Path, typer.Option(help="folder for records.jsonl and table.md")] = Path(
+        "results/cvd-heuristics"
+    ),
+    quick: Annotated[bool, typer.Option(help="5 episodes, 0 % and 50 % warm start only")] = False,
+) -> None:
+    """The heuristic columns of CVD-RL's Tables 2-4, ours beside the paper's."""
+    from dcplace.bench.cvd_heuristics import run_reproduction
+
+    try:
+        md = run_reproduction(trace=trace, episodes=5 if quick else episodes, seed=seed, out=out, quick=quick)
+    except InputError as exc:
+        _fail(exc)
+    typer.echo(md)
+    console.print(f"records and table written to {out}/")
+
+
+@app.command("policies")
+def list_policies() -> None:
+    """List the registered policies and the rule each implements."""
+    from dcplace.policies.registry import policy_doc, policy_names
+
+    for name in policy_names():
+        typer.echo(f"{name:18s} {policy_doc(name)}")
+
+
+@app.command("demo")
+def demo(
+    episodes: Annotated[int, typer.Option(help="episodes per cell")] = 5,
+) -> None:
+    """The main job: a side-by-side of the schedulers on Huawei-East-1 (synthetic when the data is absent)."""
+    from dcplace.bench.cvd_heuristics import run_reproduction
+
+    try:
+        md = run_reproduction(trace="auto", episodes=episodes, seed=0, out=Path("results/demo"), quick=True)
+    except InputError as exc:
+        _fail(exc)
+    typer.echo(md)
+
+
+def main() -> None:
+    try:
+        app()
+    except InputError as exc:  # pragma: no cover - commands catch their own
+        typer.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,34 @@
+"""Errors a user can cause. The CLI turns each into one sentence on stderr and exit code 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class InputError(Exception):
+    """Bad user input: a malformed file, an impossible request, a bad flag value.
+
+    The message is one sentence naming the file, line and field where they are known.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | Path | None = None,
+        line: int | None = None,
+        field: str | None = None,
+    ) -> None:
+        self.path = None if path is None else str(path)
+        self.line = line
+        self.field = field
+        self.detail = message
+        where = []
+        if self.path is not None:
+            where.append(self.path)
+        if line is not None:
+            where.append(f"line {line}")
+        if field is not None:
+            where.append(f"field '{field}'")
+        prefix = ", ".join(where)
+        super().__init__(f"{prefix}: {message}" if prefix else message)

@@ -1,0 +1,146 @@
+"""Readers for the Huawei-East-1 VM trace (Sheng et al., VMAgent, IJCAI 2022; CC BY-NC 4.0).
+
+Two forms:
+
+* lifetime form ``vmid,cpu,mem,at,lt`` (``../shared/data/huawei-east-1/Huawei-East-1-lt.csv``): one row per VM,
+  arrival ``at`` and lifetime ``lt`` in seconds;
+* the original event log ``vmid,cpu,memory,time,type`` with type 0 = create, 1 = delete. A VM that is never
+  deleted gets ``departure = inf``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from dcplace.errors import InputError
+from dcplace.workload.csvio import read_numeric_csv, require
+from dcplace.workload.table import RequestTable
+
+
+def _check_common(
+    path: Path, vmid: np.ndarray, cpu: np.ndarray, mem: np.ndarray, line_of: np.ndarray, mem_field: str
+) -> None:
+    for name, col in (("cpu", cpu), (mem_field, mem)):
+        i = np.flatnonzero(col <= 0)
+        if len(i):
+            raise InputError(
+                f"must be positive, got {col[i[0]]:g}", path=path, line=int(line_of[i[0]]), field=name
+            )
+    i = np.flatnonzero(vmid < 0)
+    if len(i):
+        raise InputError("must be non-negative", path=path, line=int(line_of[i[0]]), field="vmid")
+
+
+def read_huawei_lifetime(path: str | Path) -> RequestTable:
+    """Read the lifetime form ``vmid,cpu,mem,at,lt``.
+
+    Checks: every column present and numeric, ``cpu, mem > 0``, ``at >= 0``, ``lt >= 0``, ``at`` non-decreasing,
+    ``vmid`` unique.
+    """
+    p = Path(path)
+    cols = read_numeric_csv(p, ("vmid", "cpu", "mem", "at", "lt"))
+    n = len(cols["vmid"])
+    if n == 0:
+        raise InputError("the trace has no requests", path=p)
+    line = np.arange(2, n + 2, dtype=np.int64)
+    vmid = cols["vmid"].astype(np.int64)
+    _check_common(p, vmid, cols["cpu"], cols["mem"], line, "mem")
+    require(cols["at"] >= 0, p, "at", "arrival time must be non-negative")
+    require(cols["lt"] >= 0, p, "lt", "lifetime must be non-negative")
+    require(np.r_[True, np.diff(cols["at"]) >= 0], p, "at", "arrival times must be non-decreasing (unsorted)")
+    _check_unique_ids(p, vmid, line)
+    return RequestTable.from_arrays(
+        arrival=cols["at"],
+        departure=cols["at"] + cols["lt"],
+        cpu=cols["cpu"],
+        mem=cols["mem"],
+        vmid=vmid,
+        line=line,
+        source=str(p),
+    )
+
+
+def _check_unique_ids(path: Path, vmid: np.ndarray, line: np.ndarray) -> None:
+    order = np.argsort(vmid, kind="stable")
+    dup = np.flatnonzero(np.diff(vmid[order]) == 0)
+    if len(dup):
+        second = order[dup + 1]
+        i = int(second[np.argmin(line[second])])
+        raise InputError(f"duplicate vmid {vmid[i]}", path=path, line=int(line[i]), field="vmid")
+
+
+def read_huawei_events(path: str | Path) -> RequestTable:
+    """Read the event-log form ``vmid,cpu,memory,time,type`` (type 0 create, 1 delete).
+
+    Checks: columns present and numeric, type in {0, 1}, times non-decreasing, one creation per vmid, every
+    deletion preceded by the creation of the same vmid. VMs never deleted depart at ``inf``.
+    """
+    p = Path(path)
+    cols = read_numeric_csv(p, ("vmid", "cpu", "memory", "time", "type"))
+    n = len(cols["vmid"])
+    if n == 0:
+        raise InputError("the trace has no events", path=p)
+    line = np.arange(2, n + 2, dtype=np.int64)
+    kind = cols["type"]
+    require(np.isin(kind, (0.0, 1.0)), p, "type", "type must be 0 (create) or 1 (delete)")
+    require(cols["time"] >= 0, p, "time", "time must be non-negative")
+    require(np.r_[True, np.diff(cols["time"]) >= 0], p, "time", "times must be non-decreasing (unsorted)")
+    vmid = cols["vmid"].astype(np.int64)
+    create = kind == 0
+    _check_common(p, vmid[create], cols["cpu"][create], cols["memory"][create], line[create], "memory")
+    c_ids, c_line, c_time = vmid[create], line[create], cols["time"][create]
+    _check_unique_ids(p, c_ids, c_line)
+    d_ids, d_line, d_time = vmid[~create], line[~create], cols["time"][~create]
+    # Match deletions to creations by id (sorted search, no Python loop over rows).
+    order = np.argsort(c_ids, kind="stable")
+    pos = np.searchsorted(c_ids[order], d_ids)
+    pos_c = np.minimum(pos, max(len(c_ids) - 1, 0))
+    found = (len(c_ids) > 0) & (c_ids[order][pos_c] == d_ids) if len(c_ids) else np.zeros(len(d_ids), bool)
+    bad = np.flatnonzero(~found)
+    if len(bad):
+        i = int(bad[0])
+        raise InputError(
+            f"delete of vmid {d_ids[i]} that was never created", path=p, line=int(d_line[i]), field="vmid"
+        )
+    idx = order[pos_c]
+    late = np.flatnonzero(c_line[idx] > d_line)
+    if len(late):
+        i = int(late[0])
+        raise InputError(
+            f"delete of vmid {d_ids[i]} before its creation", path=p, line=int(d_line[i]), field="vmid"
+        )
+    twice = np.flatnonzero(np.bincount(idx, minlength=len(c_ids)) > 1)
+    if len(twice):
+        j = int(twice[0])
+        i = int(np.flatnonzero(idx == j)[1])
+        raise InputError(f"vmid {c_ids[j]} is deleted twice", path=p, line=int(d_line[i]), field="vmid")
+    departure = np.full(len(c_ids), np.inf)
+    departure[idx] = d_time
+    return RequestTable.from_arrays(
+        arrival=c_time,
+        departure=departure,
+        cpu=cols["cpu"][create],
+        mem=cols["memory"][create],
+        vmid=c_ids,
+        line=c_line,
+        source=str(p),
+    )
+
+
+def write_huawei_events(table: RequestTable, path: str | Path) -> None:
+    """Write a table as an event log (create at arrival, delete at departure unless it is ``inf``).
+
+    Events are sorted by time; at equal times deletions come first, then creations in table order.
+    """
+    fin = np.isfinite(table.departure)
+    times = np.concatenate([table.departure[fin], table.arrival])
+    kinds = np.concatenate([np.ones(int(fin.sum()), np.int64), np.zeros(len(table), np.int64)])
+    rows = np.concatenate([np.flatnonzero(fin), np.arange(len(table))])
+    order = np.lexsort((np.arange(len(times)), -kinds, times))
+    with open(path, "w") as fh:
+        fh.write("vmid,cpu,memory,time,type\n")
+        for j in order:
+            r = rows[j]
+            fh.write(f"{table.vmid[r]},{table.cpu[r]:g},{table.mem[r]:g},{times[j]:g},{kinds[j]}\n")

@@ -1,0 +1,122 @@
+"""The in-memory request table: one struct of arrays for every trace and generator.
+
+A request asks for ``cpu`` cores and ``mem`` GB from ``arrival`` to ``departure`` (seconds). ``multi_numa``
+marks requests that span every NUMA node of one machine in equal parts (the paper's double-NUMA VMs on
+2-node machines); the others take one NUMA node. ``departure`` is ``inf`` for a VM the trace never deletes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import numpy.typing as npt
+
+from dcplace.errors import InputError
+
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+B = npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True)
+class RequestTable:
+    """Requests sorted by arrival (ties keep trace order).
+
+    Attributes:
+        vmid: ``(n,)`` int64, the id in the source trace.
+        arrival: ``(n,)`` float64 seconds, non-decreasing.
+        departure: ``(n,)`` float64 seconds, ``>= arrival``; ``inf`` when the VM is never deleted.
+        cpu: ``(n,)`` float64 cores, > 0.
+        mem: ``(n,)`` float64 GB, > 0.
+        multi_numa: ``(n,)`` bool, spans all NUMA nodes of its machine.
+        censored: ``(n,)`` bool, true when the trace only bounds the lifetime from below (Azure ``C`` tokens).
+        line: ``(n,)`` int64, the 1-based source line (for error messages); 0 for generated requests.
+        source: where the table came from (a path or a generator name).
+    """
+
+    vmid: I64
+    arrival: F64
+    departure: F64
+    cpu: F64
+    mem: F64
+    multi_numa: B
+    censored: B
+    line: I64
+    source: str = "<memory>"
+
+    def __post_init__(self) -> None:
+        n = len(self.vmid)
+        for name in ("arrival", "departure", "cpu", "mem", "multi_numa", "censored", "line"):
+            if len(getattr(self, name)) != n:
+                raise ValueError(f"column {name} has {len(getattr(self, name))} rows, expected {n}")
+        if n and np.any(np.diff(self.arrival) < 0):
+            raise ValueError("arrivals must be sorted")
+        if n and np.any(self.departure < self.arrival):
+            raise ValueError("a departure precedes its arrival")
+
+    def __len__(self) -> int:
+        return len(self.vmid)
+
+    @classmethod
+    def from_arrays(
+        cls,
+        arrival: npt.ArrayLike,
+        departure: npt.ArrayLike,
+        cpu: npt.ArrayLike,
+        mem: npt.ArrayLike,
+        *,
+        multi_numa: npt.ArrayLike | None = None,
+        censored: npt.ArrayLike | None = None,
+        vmid: npt.ArrayLike | None = None,
+        line: npt.ArrayLike | None = None,
+        source: str = "<memory>",
+    ) -> RequestTable:
+        """Build a table, sorting by arrival (stable) if needed."""
+        arr = np.asarray(arrival, dtype=np.float64)
+        n = len(arr)
+        dep = np.asarray(departure, dtype=np.float64)
+        c = np.asarray(cpu, dtype=np.float64)
+        m = np.asarray(mem, dtype=np.float64)
+        mn = np.zeros(n, bool) if multi_numa is None else np.asarray(multi_numa, dtype=bool)
+        cen = np.zeros(n, bool) if censored is None else np.asarray(censored, dtype=bool)
+        ids = np.arange(n, dtype=np.int64) if vmid is None else np.asarray(vmid, dtype=np.int64)
+        ln = np.zeros(n, np.int64) if line is None else np.asarray(line, dtype=np.int64)
+        order = np.argsort(arr, kind="stable")
+        return cls(
+            vmid=ids[order],
+            arrival=arr[order],
+            departure=dep[order],
+            cpu=c[order],
+            mem=m[order],
+            multi_numa=mn[order],
+            censored=cen[order],
+            line=ln[order],
+            source=source,
+        )
+
+    @property
+    def lifetime(self) -> F64:
+        """``departure - arrival`` in seconds (``inf`` for never-deleted VMs)."""
+        return np.asarray(self.departure - self.arrival)
+
+    def with_double_numa_threshold(self, threshold_gb: float) -> RequestTable:
+        """Classify as multi-NUMA every request with memory strictly above ``threshold_gb`` (VMAgent's rule)."""
+        if not threshold_gb >= 0:
+            raise InputError(f"--double-threshold must be a non-negative number of GB, got {threshold_gb}")
+        return replace(self, multi_numa=np.asarray(self.mem > threshold_gb))
+
+    def slice(self, start: int, stop: int) -> RequestTable:
+        """Rows ``start:stop`` (a view)."""
+        s = np.s_[start:stop]
+        return replace(
+            self,
+            vmid=self.vmid[s],
+            arrival=self.arrival[s],
+            departure=self.departure[s],
+            cpu=self.cpu[s],
+            mem=self.mem[s],
+            multi_numa=self.multi_numa[s],
+            censored=self.censored[s],
+            line=self.line[s],
+        )

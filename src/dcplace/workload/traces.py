@@ -1,0 +1,74 @@
+"""Find and load traces by name: ``huawei-east-1``, ``azure-v1``, ``synthetic`` or a path.
+
+The shared data folder is looked up in this order: ``$DCPLACE_DATA``; ``../shared/data`` next to the current
+directory; ``../shared/data`` next to the project checkout. Nothing is copied into the repository.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from dcplace.errors import InputError
+from dcplace.workload.azure import read_azure
+from dcplace.workload.huawei import read_huawei_events, read_huawei_lifetime
+from dcplace.workload.synthetic import synthetic_trace
+from dcplace.workload.table import RequestTable
+
+TRACE_NAMES = ("huawei-east-1", "azure-v1", "synthetic")
+
+
+def shared_data_dir() -> Path | None:
+    """The shared data folder, or None when it is absent."""
+    env = os.environ.get("DCPLACE_DATA")
+    candidates = [Path(env)] if env else []
+    candidates.append(Path.cwd().parent / "shared" / "data")
+    candidates.append(Path(__file__).resolve().parents[3].parent / "shared" / "data")
+    for c in candidates:
+        if c.is_dir():
+            return c
+    return None
+
+
+def trace_available(name: str) -> bool:
+    """Whether a named real trace can be read here."""
+    root = shared_data_dir()
+    if root is None:
+        return False
+    if name == "huawei-east-1":
+        return (root / "huawei-east-1" / "Huawei-East-1-lt.csv").is_file()
+    if name == "azure-v1":
+        return (root / "azure-v1" / "v1.dev.txt").is_file()
+    return name == "synthetic"
+
+
+def load_trace(name_or_path: str, *, seed: int = 0, synthetic_n: int = 20_000) -> RequestTable:
+    """Load a named trace or a file.
+
+    A path ending in ``.csv`` is read as the Huawei lifetime form when its header has ``at,lt`` and as the
+    event-log form when it has ``time,type``; a folder is read as Azure V1 (dev split).
+    """
+    if name_or_path == "synthetic":
+        return synthetic_trace(synthetic_n, seed=seed)
+    if name_or_path in ("huawei-east-1", "azure-v1"):
+        root = shared_data_dir()
+        if root is None or not trace_available(name_or_path):
+            raise InputError(
+                f"trace '{name_or_path}' needs the shared data folder (../shared/data or $DCPLACE_DATA), "
+                "which is not here; pass a file path or use --trace synthetic"
+            )
+        if name_or_path == "huawei-east-1":
+            return read_huawei_lifetime(root / "huawei-east-1" / "Huawei-East-1-lt.csv")
+        return read_azure(root / "azure-v1", split="dev")
+    p = Path(name_or_path)
+    if p.is_dir():
+        return read_azure(p, split="dev")
+    if not p.is_file():
+        raise InputError(
+            f"--trace must be one of {', '.join(TRACE_NAMES)} or an existing file, got {name_or_path!r}"
+        )
+    with open(p) as fh:
+        header = fh.readline().strip().replace(" ", "").split(",")
+    if "type" in header and "time" in header:
+        return read_huawei_events(p)
+    return read_huawei_lifetime(p)
