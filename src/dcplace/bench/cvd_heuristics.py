@@ -79,9 +79,7 @@ def run_reproduction(trace: str, episodes: int, seed: int, out: Path, quick: boo
             check_hostable(cluster, prepared)
             warm_up_jit(cluster, prepared)
             for pol in POLICIES:
-                results, wall, decisions = run_episodes(
-                    pol, cluster, prepared, scenario, episodes, seed, check=True
-                )
+                results, wall, _ = run_episodes(pol, cluster, prepared, scenario, episodes, seed, check=True)
                 for i, r in enumerate(results):
                     records.append(
                         dict(table=key, policy=pol, warm_start=warm, episode=i, trace=trace, seed=seed,
@@ -115,9 +113,7 @@ def render_markdown(records: list[dict[str, object]], trace: str, episodes: int)
             continue
         lines += ["", f"## {title}", ""]
         head = (
-            ["warm", "metric"]
-            + [f"paper {PAPER_COLUMNS[p]}" for p in PAPER_COLUMNS]
-            + [f"ours {p}" for p in POLICIES]
+            ["warm", "metric"] + [f"paper {PAPER_COLUMNS[p]}" for p in PAPER_COLUMNS] + [f"ours {p}" for p in POLICIES]
         )
         lines.append("| " + " | ".join(head) + " |")
         lines.append("|" + "---|" * len(head))
@@ -129,9 +125,7 @@ def render_markdown(records: list[dict[str, object]], trace: str, episodes: int)
                 for p in PAPER_COLUMNS:
                     cells.append(f"{PAPER[key][p][warm][mi]:g}")
                 for p in POLICIES:
-                    vals = np.array(
-                        [float(r[field]) for r in rows if r["policy"] == p and r["warm_start"] == warm]
-                    )  # type: ignore[arg-type]
+                    vals = np.array([float(r[field]) for r in rows if r["policy"] == p and r["warm_start"] == warm])  # type: ignore[arg-type]
                     cells.append(f"{vals.mean() * scale:.1f} ± {vals.std() * scale:.1f}")
                 lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

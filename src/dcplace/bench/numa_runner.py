@@ -70,7 +70,7 @@ def run_episodes(
     wall = 0.0
     for i in range(episodes):
         t0 = time.perf_counter()
-        status = sim.reset(seed=np.random.default_rng([seed, i]).integers(2**63 - 1))
+        status = sim.reset(seed=int(np.random.default_rng([seed, i]).integers(2**63 - 1)))
         if status == DECIDE:
             policy.run(sim)
         wall += time.perf_counter() - t0

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -20,9 +20,7 @@ from rich.table import Table
 
 from dcplace.errors import InputError
 
-app = typer.Typer(
-    add_completion=False, no_args_is_help=True, help="dcplace: decide where datacenter workloads run."
-)
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="dcplace: decide where datacenter workloads run.")
 simulate_app = typer.Typer(no_args_is_help=True, help="Run placement policies in a simulator.")
 reproduce_app = typer.Typer(no_args_is_help=True, help="Reproduce a paper's tables (records + Markdown).")
 app.add_typer(simulate_app, name="simulate")
@@ -30,12 +28,12 @@ app.add_typer(reproduce_app, name="reproduce")
 console = Console()
 
 
-class ModeOpt(str, Enum):
+class ModeOpt(StrEnum):
     non_expansion = "non-expansion"
     expansion = "expansion"
 
 
-class OversizeOpt(str, Enum):
+class OversizeOpt(StrEnum):
     error = "error"
     skip = "skip"
 
@@ -47,32 +45,20 @@ def _fail(exc: InputError) -> None:
 
 @simulate_app.command("numa")
 def simulate_numa(
-    trace: Annotated[
-        str, typer.Option(help="huawei-east-1, azure-v1, synthetic, or a trace file path")
-    ] = "synthetic",
-    pms: Annotated[
-        int, typer.Option(help="machines at the start (2 NUMA nodes of 40 CPU / 90 GB each)")
-    ] = 50,
-    warm_start: Annotated[
-        float, typer.Option(help="CPU allocation rate reached before scoring, in [0, 1)")
-    ] = 0.0,
-    mode: Annotated[
-        ModeOpt, typer.Option(help="end at the first unhostable request, or grow the cluster")
-    ] = (ModeOpt.non_expansion),
-    no_release: Annotated[
-        bool, typer.Option("--no-release", help="VMs never leave (VMAgent's fading)")
-    ] = False,
+    trace: Annotated[str, typer.Option(help="huawei-east-1, azure-v1, synthetic, or a trace file path")] = "synthetic",
+    pms: Annotated[int, typer.Option(help="machines at the start (2 NUMA nodes of 40 CPU / 90 GB each)")] = 50,
+    warm_start: Annotated[float, typer.Option(help="CPU allocation rate reached before scoring, in [0, 1)")] = 0.0,
+    mode: Annotated[ModeOpt, typer.Option(help="end at the first unhostable request, or grow the cluster")] = (
+        ModeOpt.non_expansion
+    ),
+    no_release: Annotated[bool, typer.Option("--no-release", help="VMs never leave (VMAgent's fading)")] = False,
     policy: Annotated[str, typer.Option(help="a registered policy (see `dcplace policies`)")] = "best-fit",
     episodes: Annotated[int, typer.Option(help="episodes, each from its own seeded start")] = 10,
     seed: Annotated[int, typer.Option(help="same seed, same numbers")] = 0,
     max_pms: Annotated[int, typer.Option(help="expansion: the most machines")] = 110,
     expand_step: Annotated[int, typer.Option(help="expansion: machines added per unhostable request")] = 10,
-    double_threshold: Annotated[
-        float, typer.Option(help="VMs with memory above this many GB are double-NUMA")
-    ] = 32.0,
-    max_requests: Annotated[
-        int, typer.Option(help="stop after this many scored placements (0: no limit)")
-    ] = 0,
+    double_threshold: Annotated[float, typer.Option(help="VMs with memory above this many GB are double-NUMA")] = 32.0,
+    max_requests: Annotated[int, typer.Option(help="stop after this many scored placements (0: no limit)")] = 0,
     oversize: Annotated[
         OversizeOpt, typer.Option(help="a VM no machine can host: refuse the trace, or count and skip")
     ] = (OversizeOpt.error),
@@ -90,7 +76,7 @@ def simulate_numa(
         get_policy(policy)
         scenario = Scenario(
             pms=pms,
-            mode=mode.value,  # type: ignore[arg-type]
+            mode=mode.value,
             max_pms=max_pms,
             expand_step=expand_step,
             release=not no_release,
@@ -103,9 +89,7 @@ def simulate_numa(
         if oversize == OversizeOpt.error:
             check_hostable(cluster, prepared)
         warm_up_jit(cluster, prepared)
-        results, wall, decisions = run_episodes(
-            policy, cluster, prepared, scenario, episodes, seed, check=check
-        )
+        results, wall, decisions = run_episodes(policy, cluster, prepared, scenario, episodes, seed, check=check)
     except InputError as exc:
         _fail(exc)
     summary = summarise(policy, trace, scenario, double_threshold, seed, results, wall, decisions)
@@ -129,14 +113,10 @@ def simulate_numa(
 
 @reproduce_app.command("cvd-heuristics")
 def reproduce_cvd(
-    trace: Annotated[
-        str, typer.Option(help="huawei-east-1 (default when present), synthetic, or a path")
-    ] = "auto",
+    trace: Annotated[str, typer.Option(help="huawei-east-1 (default when present), synthetic, or a path")] = "auto",
     episodes: Annotated[int, typer.Option(help="episodes per cell")] = 20,
     seed: Annotated[int, typer.Option()] = 0,
-    out: Annotated[Path, typer.Option(help="folder for records.jsonl and table.md")] = Path(
-        "results/cvd-heuristics"
-    ),
+    out: Annotated[Path, typer.Option(help="folder for records.jsonl and table.md")] = Path("results/cvd-heuristics"),
     quick: Annotated[bool, typer.Option(help="5 episodes, 0 % and 50 % warm start only")] = False,
 ) -> None:
     """The heuristic columns of CVD-RL's Tables 2-4, ours beside the paper's."""

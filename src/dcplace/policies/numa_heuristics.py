@@ -26,9 +26,10 @@ and exposed here by name.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from dcplace.policies.registry import register
+from dcplace.policies.registry import Policy, register
 from dcplace.sim import numa_kernel as K
 from dcplace.sim.numa import NumaSim, heuristic_code
 
@@ -58,5 +59,10 @@ _DOCS = {
     "vmagent-best-fit": "VMAgent's shipped best_fit_action (largest min free fraction: near worst-fit)",
 }
 
+
+def _factory(name: str) -> Callable[[], Policy]:
+    return lambda: Heuristic(name)
+
+
 for _name in K.HEURISTIC_CODES:
-    register(_name, lambda n=_name: Heuristic(n), _DOCS[_name])
+    register(_name, _factory(_name), _DOCS[_name])

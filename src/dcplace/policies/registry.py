@@ -18,7 +18,10 @@ from dcplace.sim.numa import NumaSim
 class Policy(Protocol):
     """An online NUMA placement policy."""
 
-    name: str
+    @property
+    def name(self) -> str:
+        """The registry name."""
+        ...
 
     def act(self, sim: NumaSim) -> int:
         """The action (machine * numa + node) for the request ``sim`` is waiting on."""

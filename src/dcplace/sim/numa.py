@@ -94,7 +94,8 @@ class Scenario:
     """CPU allocation rate reached by the warm-up heuristic before scoring starts, in [0, 1)."""
     warm_policy: str = "first-fit"
     start_range: tuple[int, int] = (1000, 10000)
-    """Half-open range of event-log rows from which the episode start is drawn."""
+    """Half-open range of event-log rows from which the episode start is drawn (clipped to the trace; a trace
+    shorter than ``lo`` rows starts at row 0)."""
     max_requests: int = 0
     """Stop (truncated) after this many scored placements; 0 = no limit."""
 
@@ -245,9 +246,7 @@ class NumaSim:
         weights: HeuristicWeights | None = None,
     ) -> None:
         if cluster.machines < scenario.machines:
-            raise InputError(
-                f"the cluster has {cluster.machines} machines but the scenario needs {scenario.machines}"
-            )
+            raise InputError(f"the cluster has {cluster.machines} machines but the scenario needs {scenario.machines}")
         if cluster.capacity.shape[2] < 2:
             raise InputError("the NUMA simulator needs cpu and mem resources")
         self.cluster = cluster
@@ -281,8 +280,10 @@ class NumaSim:
         """Draw the episode's first event: the first creation at or after a uniform row of ``start_range``."""
         lo, hi = self.scenario.start_range
         e = self.trace.events
-        lo, hi = min(lo, e - 1), min(hi, e)
-        row = int(rng.integers(lo, max(hi, lo + 1)))
+        hi = min(hi, e)
+        if lo >= hi:  # a trace shorter than the range starts at its beginning
+            lo, hi = 0, 1
+        row = int(rng.integers(lo, hi))
         i = int(np.searchsorted(self.trace.arrival_events, row))
         i = min(i, len(self.trace.arrival_events) - 1)
         return int(self.trace.arrival_events[i])
@@ -325,7 +326,7 @@ class NumaSim:
                 self.oversize,
                 t.ev_req,
                 t.ev_dep,
-            )  # fmt: skip
+            )
         )
 
     def step(self, action: int) -> int:
@@ -334,9 +335,19 @@ class NumaSim:
             raise RuntimeError("step() called on a finished episode; call reset()")
         t = self.trace
         s = K.apply_action(
-            self.free, self.cap_prefix, self.vm_count, self.used, self.pm_of, self.node_of, self.ctr, self.acc,
-            t.demand, t.multi, t.price, int(action),
-        )  # fmt: skip
+            self.free,
+            self.cap_prefix,
+            self.vm_count,
+            self.used,
+            self.pm_of,
+            self.node_of,
+            self.ctr,
+            self.acc,
+            t.demand,
+            t.multi,
+            t.price,
+            int(action),
+        )
         if s != K.DECIDE:
             return int(s)
         return self._advance()
@@ -366,7 +377,7 @@ class NumaSim:
                 t.price,
                 t.ev_req,
                 t.ev_dep,
-            )  # fmt: skip
+            )
         )
 
     # -- views ----------------------------------------------------------------------------------------------
@@ -389,9 +400,7 @@ class NumaSim:
             self._mask[:] = False
         else:
             r = self.request
-            K.feasible_mask(
-                self.free, self.trace.demand[r], bool(self.trace.multi[r]), self.n_active, self._mask
-            )
+            K.feasible_mask(self.free, self.trace.demand[r], bool(self.trace.multi[r]), self.n_active, self._mask)
         return self._mask.copy()
 
     def choose(self, code: int) -> int:
@@ -407,7 +416,7 @@ class NumaSim:
                 self.trace.demand[r],
                 bool(self.trace.multi[r]),
                 self.n_active,
-            )  # fmt: skip
+            )
         )
 
     def copy(self) -> NumaSim:

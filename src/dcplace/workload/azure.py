@@ -104,13 +104,9 @@ def read_azure(
             try:
                 t = float(fparts[0])
             except ValueError:
-                raise InputError(
-                    f"bad timestamp {fparts[0]!r}", path=flav_path, line=ln, field="timestamp"
-                ) from None
+                raise InputError(f"bad timestamp {fparts[0]!r}", path=flav_path, line=ln, field="timestamp") from None
             if len(lparts) < 1 or lparts[0] != fparts[0]:
-                raise InputError(
-                    "timestamp differs from the flavour trace", path=life_path, line=ln, field="timestamp"
-                )
+                raise InputError("timestamp differs from the flavour trace", path=life_path, line=ln, field="timestamp")
             ftoks = [x for x in (fparts[1].split(",") if len(fparts) > 1 else []) if x not in ("|", "")]
             ltoks = [x for x in (lparts[1].split(",") if len(lparts) > 1 else []) if x not in ("|", "")]
             if len(ftoks) != len(ltoks):
@@ -127,9 +123,7 @@ def read_azure(
                 try:
                     kind, b = lt[0], int(lt[1:])
                 except (ValueError, IndexError):
-                    raise InputError(
-                        f"bad lifetime token {lt!r}", path=life_path, line=ln, field="lifetime"
-                    ) from None
+                    raise InputError(f"bad lifetime token {lt!r}", path=life_path, line=ln, field="lifetime") from None
                 if kind not in ("U", "C") or not 0 <= b < len(bins):
                     raise InputError(f"bad lifetime token {lt!r}", path=life_path, line=ln, field="lifetime")
                 if kind == "C" and censored == "drop":

@@ -29,9 +29,7 @@ def read_numeric_csv(path: Path, columns: tuple[str, ...]) -> dict[str, npt.NDAr
     frame.columns = pd.Index(header)
     for col in columns:
         if col not in header:
-            raise InputError(
-                f"missing column (the header has {', '.join(header)})", path=path, line=1, field=col
-            )
+            raise InputError(f"missing column (the header has {', '.join(header)})", path=path, line=1, field=col)
     out: dict[str, npt.NDArray[np.float64]] = {}
     for col in columns:
         raw = frame[col]

@@ -25,9 +25,7 @@ def _check_common(
     for name, col in (("cpu", cpu), (mem_field, mem)):
         i = np.flatnonzero(col <= 0)
         if len(i):
-            raise InputError(
-                f"must be positive, got {col[i[0]]:g}", path=path, line=int(line_of[i[0]]), field=name
-            )
+            raise InputError(f"must be positive, got {col[i[0]]:g}", path=path, line=int(line_of[i[0]]), field=name)
     i = np.flatnonzero(vmid < 0)
     if len(i):
         raise InputError("must be non-negative", path=path, line=int(line_of[i[0]]), field="vmid")
@@ -101,16 +99,12 @@ def read_huawei_events(path: str | Path) -> RequestTable:
     bad = np.flatnonzero(~found)
     if len(bad):
         i = int(bad[0])
-        raise InputError(
-            f"delete of vmid {d_ids[i]} that was never created", path=p, line=int(d_line[i]), field="vmid"
-        )
+        raise InputError(f"delete of vmid {d_ids[i]} that was never created", path=p, line=int(d_line[i]), field="vmid")
     idx = order[pos_c]
     late = np.flatnonzero(c_line[idx] > d_line)
     if len(late):
         i = int(late[0])
-        raise InputError(
-            f"delete of vmid {d_ids[i]} before its creation", path=p, line=int(d_line[i]), field="vmid"
-        )
+        raise InputError(f"delete of vmid {d_ids[i]} before its creation", path=p, line=int(d_line[i]), field="vmid")
     twice = np.flatnonzero(np.bincount(idx, minlength=len(c_ids)) > 1)
     if len(twice):
         j = int(twice[0])
@@ -143,4 +137,4 @@ def write_huawei_events(table: RequestTable, path: str | Path) -> None:
         fh.write("vmid,cpu,memory,time,type\n")
         for j in order:
             r = rows[j]
-            fh.write(f"{table.vmid[r]},{table.cpu[r]:g},{table.mem[r]:g},{times[j]:g},{kinds[j]}\n")
+            fh.write(f"{table.vmid[r]},{table.cpu[r]:.17g},{table.mem[r]:.17g},{times[j]:.17g},{kinds[j]}\n")

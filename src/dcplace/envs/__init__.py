@@ -1,0 +1,7 @@
+"""Gymnasium adapters over the simulators. Importing this package registers the environments."""
+
+import gymnasium as gym
+
+gym.register(id="dcplace/NumaVM-v0", entry_point="dcplace.envs.numa_vm:NumaVMEnv")
+
+__all__: list[str] = []

@@ -1,0 +1,132 @@
+"""``dcplace/NumaVM-v0``: online VM placement on machines with NUMA nodes (CVD-RL's setting, VMAgent's semantics).
+
+Specification (``M`` = machines after any expansion, i.e. ``max_pms`` in Expansion mode, else ``pms``; ``K`` = NUMA
+nodes per machine, 2 by default):
+
+Observation, a ``Dict``:
+    * ``machines``: ``(M, K, 2)`` float32, free CPU cores and GB of memory of every NUMA node; machines not (yet)
+      in the cluster read 0.
+    * ``request``: ``(3,)`` float32, the waiting VM: ``[cpu cores, memory GB, 1 if multi-NUMA else 0]`` (all 0 once
+      the episode is over; requests larger than a machine are skipped and counted, never shown).
+    * ``action_mask``: ``(M * K,)`` int8, 1 where the action can host the request.
+Action:
+    ``Discrete(M * K)``. Action ``a`` = machine ``a // K``, NUMA node ``a % K`` (the paper's encoding). For a
+    multi-NUMA VM every action of a machine means that machine (it takes ``1/K`` from each node). The mask is also
+    returned by :meth:`NumaVMEnv.action_masks` and in ``info["action_mask"]``.
+Reward:
+    1.0 for each VM placed, else 0.0 (the return is the scheduled length; VMAgent's reward).
+Termination:
+    ``terminated`` when the next request fits nowhere (after expansion to ``max_pms`` in Expansion mode), or when
+    an infeasible (masked) action is taken: that request fails, ``info["invalid_action"]`` is True, reward 0.
+    ``truncated`` at the end of the trace or after ``max_requests`` placements.
+Dynamics:
+    Departures, warm start, expansion and episode starts as documented in :mod:`dcplace.sim.numa`. The environment
+    never asks for a decision that no action can satisfy.
+Info:
+    ``action_mask``, ``request`` (index in the trace), ``length``, ``active_pms``, and at the end ``episode`` (the
+    :class:`~dcplace.sim.numa.EpisodeResult` fields).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import numpy.typing as npt
+from gymnasium import spaces
+
+from dcplace.cluster.numa import VMAGENT_NODE_CPU, VMAGENT_NODE_MEM, NumaCluster
+from dcplace.sim import numa_kernel as K
+from dcplace.sim.numa import Mode, NumaSim, PreparedTrace, Scenario
+from dcplace.workload.table import RequestTable
+from dcplace.workload.traces import load_trace
+
+
+class NumaVMEnv(gym.Env[dict[str, npt.NDArray[Any]], int]):
+    """See the module docstring: it is this environment's specification."""
+
+    metadata = {"render_modes": []}  # noqa: RUF012
+
+    def __init__(
+        self,
+        trace: str | RequestTable = "synthetic",
+        pms: int = 50,
+        mode: Mode = "non-expansion",
+        max_pms: int = 110,
+        expand_step: int = 10,
+        warm_start: float = 0.0,
+        release: bool = True,
+        double_threshold: float = 32.0,
+        max_requests: int = 0,
+        start_range: tuple[int, int] = (1000, 10000),
+        numa: int = 2,
+        node_cpu: float = VMAGENT_NODE_CPU,
+        node_mem: float = VMAGENT_NODE_MEM,
+    ) -> None:
+        table = load_trace(trace) if isinstance(trace, str) else trace
+        self.scenario = Scenario(
+            pms=pms, mode=mode, max_pms=max_pms, expand_step=expand_step, release=release,
+            warm_start=warm_start, max_requests=max_requests, start_range=start_range,
+        )  # fmt: skip
+        self.cluster = NumaCluster.uniform(self.scenario.machines, numa=numa, cpu=node_cpu, mem=node_mem)
+        self.sim = NumaSim(self.cluster, PreparedTrace.build(table.with_double_numa_threshold(double_threshold)),
+                           self.scenario)  # fmt: skip
+        m, k = self.cluster.machines, self.cluster.numa
+        high = float(max(node_cpu, node_mem))
+        self.observation_space: spaces.Dict = spaces.Dict(  # type: ignore[assignment]
+            {
+                "machines": spaces.Box(0.0, high, shape=(m, k, 2), dtype=np.float32),
+                "request": spaces.Box(0.0, k * high, shape=(3,), dtype=np.float32),
+                "action_mask": spaces.MultiBinary(m * k),
+            }
+        )
+        self.action_space: spaces.Discrete = spaces.Discrete(m * k)  # type: ignore[assignment]
+        self._mask = np.zeros(m * k, np.int8)
+
+    # -- gymnasium API --------------------------------------------------------------------------------------
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]]:
+        super().reset(seed=seed)
+        start = None if options is None else options.get("start_event")
+        self.sim.reset(seed=int(self.np_random.integers(2**63 - 1)), start_event=start)
+        obs = self._obs()
+        return obs, self._info()
+
+    def step(self, action: int) -> tuple[dict[str, npt.NDArray[Any]], float, bool, bool, dict[str, Any]]:
+        before = int(self.sim.ctr[K.C_LENGTH])
+        status = self.sim.step(int(action))
+        placed = int(self.sim.ctr[K.C_LENGTH]) > before
+        terminated = status in (K.TERMINATED, K.INVALID)
+        truncated = status == K.TRUNCATED
+        obs = self._obs()  # refreshes the mask that _info reports
+        info = self._info()
+        info["invalid_action"] = status == K.INVALID
+        if terminated or truncated:
+            info["episode"] = asdict(self.sim.result())
+        return obs, 1.0 if placed else 0.0, terminated, truncated, info
+
+    def action_masks(self) -> npt.NDArray[np.bool_]:
+        """``(M * K,)`` bool: the feasible actions for the waiting request (all False once the episode is over)."""
+        return self.sim.feasible_mask()
+
+    # -- helpers --------------------------------------------------------------------------------------------
+    def _obs(self) -> dict[str, npt.NDArray[Any]]:
+        machines = self.sim.free.astype(np.float32)
+        machines[self.sim.n_active :] = 0.0
+        self._mask[:] = self.sim.feasible_mask()
+        req = np.zeros(3, np.float32)
+        if self.sim.status == K.DECIDE:
+            r = self.sim.request
+            req[:] = (*self.sim.trace.demand[r], float(self.sim.trace.multi[r]))
+        return {"machines": machines, "request": req, "action_mask": self._mask.copy()}
+
+    def _info(self) -> dict[str, Any]:
+        return {
+            "action_mask": self._mask.astype(bool),
+            "request": self.sim.request if self.sim.status == K.DECIDE else -1,
+            "length": int(self.sim.ctr[K.C_LENGTH]),
+            "active_pms": self.sim.n_active,
+        }

@@ -1,0 +1,94 @@
+"""The command line, run as a newcomer would: one JSON object, one-sentence errors with exit code 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+KEYS = {
+    "policy", "trace", "pms", "warm_start", "mode", "episodes", "length_mean", "length_std", "income_mean",
+    "cpu_alloc_mean", "mem_alloc_mean", "wall_s", "decisions_per_s",
+}  # fmt: skip
+
+
+def dcplace(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dcplace.cli.main", *args], capture_output=True, text=True, timeout=300, check=False
+    )
+
+
+def test_simulate_json_is_one_object():
+    p = dcplace("simulate", "numa", "--trace", "synthetic", "--pms", "10", "--episodes", "3", "--json",
+                "--mode", "expansion", "--max-pms", "20", "--warm-start", "0.3", "--check")  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert KEYS <= set(out)
+    assert out["episodes"] == 3 and out["mode"] == "expansion" and out["length_mean"] > 0
+
+
+def test_same_seed_same_json_numbers():
+    a = json.loads(dcplace("simulate", "numa", "--pms", "8", "--episodes", "2", "--json", "--policy", "random").stdout)
+    b = json.loads(dcplace("simulate", "numa", "--pms", "8", "--episodes", "2", "--json", "--policy", "random").stdout)
+    for k in ("length_mean", "income_mean", "cpu_alloc_mean"):
+        assert a[k] == b[k]
+
+
+def test_human_table():
+    p = dcplace("simulate", "numa", "--pms", "5", "--episodes", "2", "--no-release")
+    assert p.returncode == 0 and "mean" in p.stdout and "decisions" in p.stdout
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        ("vmid,cpu,mem,at,lt\n0,1,2,0,1\n1,abc,2,1,1\n", "line 3, field 'cpu'"),
+        ("vmid,cpu,mem,at\n0,1,2,0\n", "line 1, field 'lt'"),
+        ("vmid,cpu,mem,at,lt\n0,1,2,0,1\n1,200,2,1,1\n", "line 3, field 'cpu'"),  # larger than any machine
+    ],
+)
+def test_bad_trace_is_one_sentence_exit_2(tmp_path, content, needle):
+    f = tmp_path / "t.csv"
+    f.write_text(content)
+    p = dcplace("simulate", "numa", "--trace", str(f), "--pms", "2", "--episodes", "1")
+    assert p.returncode == 2
+    assert needle in p.stderr and str(f) in p.stderr
+    assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    assert p.stdout == ""
+
+
+def test_oversize_skip_counts(tmp_path):
+    f = tmp_path / "t.csv"
+    f.write_text("vmid,cpu,mem,at,lt\n0,1,2,0,1\n1,200,2,1,1\n2,1,2,2,1\n")
+    p = dcplace("simulate", "numa", "--trace", str(f), "--pms", "2", "--episodes", "1", "--oversize", "skip",
+                "--json")  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["oversize"] == 1 and out["length_mean"] == 2
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--warm-start", "1.5"], ["--pms", "0"], ["--policy", "nope"], ["--mode", "sideways"], ["--episodes", "0"]],
+)
+def test_bad_flags_exit_2(args):
+    p = dcplace("simulate", "numa", *args)
+    assert p.returncode == 2
+    assert "Traceback" not in p.stderr
+
+
+def test_every_command_has_help():
+    for cmd in (["--help"], ["simulate", "numa", "--help"], ["reproduce", "cvd-heuristics", "--help"],
+                ["demo", "--help"], ["policies", "--help"]):  # fmt: skip
+        p = dcplace(*cmd)
+        assert p.returncode == 0 and "Usage" in p.stdout
+
+
+def test_reproduce_writes_records_and_table(tmp_path):
+    p = dcplace("reproduce", "cvd-heuristics", "--trace", "synthetic", "--quick", "--out", str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    records = [json.loads(x) for x in (tmp_path / "records.jsonl").read_text().splitlines()]
+    assert {r["table"] for r in records} == {"table2", "table3", "table4"}
+    assert "paper First-Fit" in (tmp_path / "table.md").read_text()

@@ -1,0 +1,209 @@
+"""Simulator invariants (property-based), determinism, and cross-checks against independent implementations."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import make_table
+from dcplace.cluster import NumaCluster
+from dcplace.policies import get_policy, policy_names
+from dcplace.sim import NumaSim, PreparedTrace, Scenario
+from dcplace.sim import numa_kernel as K
+from dcplace.sim.reference import reference_episode
+from dcplace.workload import synthetic_trace
+from dcplace.workload.table import RequestTable
+
+FLAVOURS = [(1, 1), (1, 2), (2, 4), (4, 8), (4, 16), (8, 32), (16, 64), (12, 24), (32, 64)]
+
+
+@st.composite
+def traces(draw, max_n=60):
+    n = draw(st.integers(1, max_n))
+    gaps = draw(st.lists(st.integers(0, 20), min_size=n, max_size=n))
+    lives = draw(st.lists(st.integers(0, 300), min_size=n, max_size=n))
+    kinds = draw(st.lists(st.integers(0, len(FLAVOURS) - 1), min_size=n, max_size=n))
+    arrival = np.cumsum(gaps).astype(float)
+    rows = [(arrival[i], lives[i], *FLAVOURS[kinds[i]]) for i in range(n)]
+    return make_table(rows, threshold=draw(st.sampled_from([10.0, 32.0])))
+
+
+@st.composite
+def clusters(draw):
+    m = draw(st.integers(1, 5))
+    k = draw(st.integers(1, 3))
+    cpu = draw(st.lists(st.sampled_from([8.0, 16.0, 40.0]), min_size=m * k, max_size=m * k))
+    mem = draw(st.lists(st.sampled_from([16.0, 32.0, 90.0]), min_size=m * k, max_size=m * k))
+    cap = np.stack([np.reshape(cpu, (m, k)), np.reshape(mem, (m, k))], axis=2)
+    return NumaCluster(cap)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    trace=traces(),
+    cluster=clusters(),
+    policy=st.sampled_from(sorted(K.HEURISTIC_CODES)),
+    release=st.booleans(),
+    expansion=st.booleans(),
+    warm=st.sampled_from([0.0, 0.3, 0.6]),
+    seed=st.integers(0, 10),
+)
+def test_invariants_hold_at_every_step(trace, cluster, policy, release, expansion, warm, seed):
+    m = cluster.machines
+    sc = Scenario(
+        pms=1 if expansion else m, mode="expansion" if expansion else "non-expansion", max_pms=m, expand_step=1,
+        release=release, warm_start=warm, start_range=(0, 3),
+    )  # fmt: skip
+    sim = NumaSim(cluster, PreparedTrace.build(trace), sc)
+    pol = get_policy(policy)
+    status = sim.reset(seed)
+    sim.check_invariants()
+    while status == K.DECIDE:
+        mask = sim.feasible_mask()
+        a = pol.act(sim)
+        assert mask[a], "a heuristic chose an infeasible action"
+        status = sim.step(a)
+        sim.check_invariants()
+    res = sim.result()
+    assert res.length + res.warm_placed + res.warm_skipped + res.oversize <= len(trace)
+    assert res.final_pms <= m
+
+
+@settings(max_examples=60, deadline=None)
+@given(trace=traces(), seed=st.integers(0, 5))
+def test_cluster_is_empty_after_the_last_departure(trace, seed):
+    # A cluster large enough for the whole trace: the episode runs to the end and every VM leaves.
+    cluster = NumaCluster.uniform(len(trace))
+    sim = NumaSim(cluster, PreparedTrace.build(trace), Scenario(pms=len(trace), start_range=(0, 1)))
+    sim.reset(seed)
+    status = get_policy("best-fit").run(sim)
+    assert status == K.TRUNCATED
+    assert sim.result().length == len(trace)
+    sim.check_invariants()
+    assert np.array_equal(sim.free, sim.cap)
+    assert np.all(sim.vm_count == 0) and np.all(sim.used == 0)
+    assert sim.result().departures == len(trace)
+
+
+@pytest.mark.parametrize("policy", sorted(K.HEURISTIC_CODES))
+def test_fast_path_equals_step_path(policy):
+    trace = PreparedTrace.build(synthetic_trace(3000, seed=4).with_double_numa_threshold(32))
+    sc = Scenario(pms=8, warm_start=0.3, start_range=(0, 500), release=True)
+    a = NumaSim(NumaCluster.uniform(8), trace, sc)
+    b = NumaSim(NumaCluster.uniform(8), trace, sc)
+    a.reset(11)
+    a.run(K.HEURISTIC_CODES[policy])
+    b.reset(11)
+    pol = get_policy(policy)
+    while b.status == K.DECIDE:
+        b.step(pol.act(b))
+    assert a.result() == b.result()
+    assert np.array_equal(a.pm_of, b.pm_of) and np.array_equal(a.node_of, b.node_of)
+
+
+def test_same_seed_same_numbers_and_different_seed_differs():
+    trace = PreparedTrace.build(synthetic_trace(5000, seed=1).with_double_numa_threshold(32))
+    sim = NumaSim(NumaCluster.uniform(10), trace, Scenario(pms=10, start_range=(0, 3000)))
+    out = []
+    for s in (5, 5, 6):
+        sim.reset(s)
+        sim.run(K.RANDOM)
+        out.append(sim.result())
+    assert out[0] == out[1]
+    assert out[0] != out[2]
+
+
+@pytest.mark.parametrize("policy", ["first-fit", "best-fit"])
+@pytest.mark.parametrize("release", [True, False])
+def test_agrees_with_object_reference(policy, release):
+    table = synthetic_trace(4000, seed=7).with_double_numa_threshold(10)
+    trace = PreparedTrace.build(table)
+    sim = NumaSim(NumaCluster.uniform(6), trace, Scenario(pms=6, release=release))
+    start_req = 100
+    sim.reset(0, start_event=int(trace.arrival_events[start_req]))
+    pol = get_policy(policy)
+    got = []
+    while sim.status == K.DECIDE:
+        r, a = sim.request, pol.act(sim)
+        got.append((r, a))
+        sim.step(a)
+    expect = reference_episode(table, 6, policy, start=start_req, release=release)
+    assert len(expect) > 100
+    assert got == expect
+
+
+def _one_request_sim(free_cpu, cpu=4.0, mem=8.0):
+    """Machines with the given free CPU on node 0 (node 1 full), deciding a (cpu, mem) single-NUMA VM."""
+    m = len(free_cpu)
+    table = make_table([(0.0, 10.0, cpu, mem)])
+    sim = NumaSim(NumaCluster.uniform(m), PreparedTrace.build(table), Scenario(pms=m, start_range=(0, 1)))
+    sim.reset(0)
+    sim.free[:, 0, 0] = free_cpu
+    sim.free[:, 1, :] = 0.0
+    return sim
+
+
+def test_best_fit_picks_least_remaining_cpu_and_first_fit_the_first():
+    sim = _one_request_sim([30.0, 6.0, 10.0, 6.0])
+    assert get_policy("best-fit").act(sim) == 2  # machine 1, node 0 (tie with machine 3 -> lower index)
+    assert get_policy("first-fit").act(sim) == 0
+
+
+def test_invalid_action_ends_the_episode():
+    sim = _one_request_sim([2.0, 30.0])
+    assert sim.step(0) == K.INVALID
+    assert sim.result().status == "invalid" and sim.result().length == 0
+
+
+def test_expansion_grows_then_terminates():
+    table = make_table([(float(i), 1e9, 40.0, 80.0) for i in range(10)])  # each VM fills a node
+    sc = Scenario(pms=1, mode="expansion", max_pms=3, expand_step=1, release=False, start_range=(0, 1))
+    sim = NumaSim(NumaCluster.uniform(3), PreparedTrace.build(table), sc)
+    sim.reset(0)
+    assert get_policy("first-fit").run(sim) == K.TERMINATED
+    r = sim.result()
+    assert (r.length, r.final_pms, r.expansions) == (6, 3, 2)
+
+
+def test_warm_start_reaches_ratio_before_scoring():
+    trace = PreparedTrace.build(synthetic_trace(20000, seed=2).with_double_numa_threshold(32))
+    sim = NumaSim(NumaCluster.uniform(20), trace, Scenario(pms=20, warm_start=0.5, release=False))
+    sim.reset(3)
+    r0 = sim.used[0] / sim.cap[:, :, 0].sum()
+    assert r0 >= 0.5
+    get_policy("first-fit").run(sim)
+    r = sim.result()
+    assert r.warm_placed > 0 and r.warm_cpu_alloc == pytest.approx(r0)
+    assert r.cpu_alloc_mean >= 0.5
+
+
+def test_oversize_requests_are_counted_not_hidden():
+    table = make_table([(0.0, 5.0, 1.0, 1.0), (1.0, 5.0, 100.0, 8.0), (2.0, 5.0, 1.0, 1.0)])
+    sim = NumaSim(NumaCluster.uniform(1), PreparedTrace.build(table), Scenario(pms=1, start_range=(0, 1)))
+    sim.reset(0)
+    get_policy("first-fit").run(sim)
+    assert sim.result().oversize == 1 and sim.result().length == 2
+
+
+def test_registry_has_all_heuristics():
+    assert set(K.HEURISTIC_CODES) <= set(policy_names())
+
+
+def test_copy_is_independent():
+    trace = PreparedTrace.build(synthetic_trace(2000, seed=2).with_double_numa_threshold(32))
+    sim = NumaSim(NumaCluster.uniform(5), trace, Scenario(pms=5, start_range=(0, 10)))
+    sim.reset(0)
+    c = sim.copy()
+    c.step(c.choose(K.FIRST_FIT))
+    assert sim.result().length == 0 and c.result().length == 1
+    assert not np.array_equal(sim.free, c.free)
+
+
+def test_heterogeneous_capacity_respected():
+    cap = np.array([[[4.0, 8.0], [4.0, 8.0]], [[64.0, 256.0], [64.0, 256.0]]])
+    table = RequestTable.from_arrays([0, 1], [10, 10], [32, 32], [64, 64]).with_double_numa_threshold(32)
+    sim = NumaSim(NumaCluster(cap), PreparedTrace.build(table), Scenario(pms=2, start_range=(0, 1)))
+    sim.reset(0)
+    assert sim.feasible_mask().tolist() == [False, False, True, True]
