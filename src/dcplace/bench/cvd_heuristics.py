@@ -85,6 +85,7 @@ def run_reproduction(trace: str, episodes: int, seed: int, out: Path, quick: boo
                         dict(table=key, policy=pol, warm_start=warm, episode=i, trace=trace, seed=seed,
                              length=r.length, income=r.income, cpu_alloc=r.cpu_alloc_mean,
                              mem_alloc=r.mem_alloc_mean, pms_in_use=r.pms_in_use_mean, final_pms=r.final_pms,
+                             final_cpu_alloc=r.final_cpu_alloc,
                              expansions=r.expansions, status=r.status, wall_s=wall / episodes)
                     )  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)

@@ -233,6 +233,15 @@ def choose(
     b2 = 0.0
     seen = 0
     for m in range(n_active):
+        if code == BEST_FIT and best >= 0:
+            # Prune: Best-Fit's first key is the machine's free CPU after placement; a machine whose free CPU
+            # already exceeds the best key cannot win (ties must still be scored). Same decisions, far fewer
+            # key computations on large, lightly loaded clusters.
+            pc = 0.0
+            for j in range(K):
+                pc += free[m, j, 0]
+            if pc - d[0] > b0:
+                continue
         for k in range(kmax):
             if not fits(free, d, multi, m, k):
                 continue

@@ -58,9 +58,13 @@ def reference_episode(
     numa: int = 2,
     cpu: float = 40.0,
     mem: float = 90.0,
+    limit: int = 0,
+    vmagent_checks: bool = False,
 ) -> list[tuple[int, int]]:
     """Replay ``table`` from request ``start``; return ``(request, action)`` for each placement until the first
-    request that fits nowhere. ``policy`` is ``"first-fit"`` or ``"best-fit"`` (same rules and tie-breaks as
+    request that fits nowhere (or ``limit`` placements, if > 0). With ``vmagent_checks`` it also
+    computes every machine's usability before each decision, as VMAgent's step does (its termination check and
+    action mask), which is what the throughput benchmark compares against. ``policy`` is ``"first-fit"`` or ``"best-fit"`` (same rules and tie-breaks as
     dcplace.policies.numa_heuristics). Deletions at a time come before creations at that time."""
     ms = [_Machine(cpu, mem, numa) for _ in range(machines)]
     where: dict[int, _Machine] = {}
@@ -75,6 +79,10 @@ def reference_episode(
                 break
             where.pop(q).remove(q, float(table.cpu[q]), float(table.mem[q]))
         c, m_, multi = float(table.cpu[r]), float(table.mem[r]), bool(table.multi_numa[r])
+        if vmagent_checks:  # VMAgent computes every server's usability each step (termination + mask)
+            usable = [mach.fits(c, m_, multi, node) for mach in ms for node in range(numa)]
+            if not any(usable):
+                return out
         best = None
         best_key: tuple[float, float, float] | None = None
         for i, mach in enumerate(ms):
@@ -100,4 +108,6 @@ def reference_episode(
         where[r] = mach
         heapq.heappush(pending, (float(table.departure[r]), r))
         out.append((r, best))
+        if limit and len(out) >= limit:
+            break
     return out

@@ -1,0 +1,83 @@
+"""Decisions per second of the NUMA simulator, departures included, on one core.
+
+For each cluster size: First-Fit and Best-Fit replay Huawei-East-1 (synthetic when absent) from its first
+request with releases on, Non-Expansion, until the first unhostable request or the end of the trace. The
+compiled kernel is timed after a warm-up call (compilation excluded). The object-per-machine reference simulator
+(VMAgent's design, ``dcplace.sim.reference``) replays the same trace for the same first decisions in the same
+run, and the ratio is reported. Also: the step-by-step API (what Gymnasium and Python policies use), and peak
+memory of the process.
+
+    python benchmarks/bench_numa_throughput.py [--sizes 50 100 500 1000 5000] [--ref-decisions 3000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import resource
+import time
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np
+
+from dcplace.bench.numa_runner import prepare, warm_up_jit
+from dcplace.cluster import NumaCluster
+from dcplace.policies import get_policy
+from dcplace.sim import NumaSim, Scenario
+from dcplace.sim import numa_kernel as K
+from dcplace.sim.reference import reference_episode
+from dcplace.workload import load_trace, trace_available
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", type=int, nargs="+", default=[50, 100, 500, 1000, 5000])
+    ap.add_argument("--ref-decisions", type=int, default=3000, help="decisions replayed by the reference")
+    ap.add_argument("--ref-max-pms", type=int, default=1000, help="skip the (slow) reference above this size")
+    args = ap.parse_args()
+    name = "huawei-east-1" if trace_available("huawei-east-1") else "synthetic"
+    table = load_trace(name, synthetic_n=116_313).with_double_numa_threshold(32)
+    prepared = prepare(table, 32)
+    print(f"trace {name} ({len(table):,} VMs); {platform.processor() or platform.machine()}, python "
+          f"{platform.python_version()}, {time.strftime('%Y-%m-%d')}")  # fmt: skip
+    warm_up_jit(NumaCluster.uniform(2), prepared)
+    print(
+        "| PMs | policy | decisions | kernel decisions/s | step API decisions/s | reference decisions/s | kernel / reference |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for n in args.sizes:
+        cluster = NumaCluster.uniform(n)
+        sc = Scenario(pms=n, start_range=(0, 1), release=True)
+        for pol in ("first-fit", "best-fit"):
+            sim = NumaSim(cluster, prepared, sc)
+            sim.reset(0)
+            t0 = time.perf_counter()
+            get_policy(pol).run(sim)
+            wall = time.perf_counter() - t0
+            dec = sim.result().length
+            # step API on the first decisions
+            sim.reset(0)
+            steps = min(dec, 20_000)
+            code = K.HEURISTIC_CODES[pol]
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                if sim.step(sim.choose(code)) != K.DECIDE:
+                    break
+            step_rate = steps / (time.perf_counter() - t0)
+            ref_rate = float("nan")
+            if n <= args.ref_max_pms:
+                t0 = time.perf_counter()
+                got = reference_episode(table, n, pol, limit=args.ref_decisions, vmagent_checks=True)
+                ref_rate = len(got) / (time.perf_counter() - t0)
+            rate = dec / wall
+            print(f"| {n} | {pol} | {dec:,} | {rate:,.0f} | {step_rate:,.0f} | "
+                  f"{'-' if np.isnan(ref_rate) else f'{ref_rate:,.0f}'} | "
+                  f"{'-' if np.isnan(ref_rate) else f'{rate / ref_rate:,.0f}x'} |")  # fmt: skip
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"\npeak resident memory of this process (imports, full trace, all replays): {peak:.0f} MB")
+
+
+if __name__ == "__main__":
+    main()
