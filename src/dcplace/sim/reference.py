@@ -64,8 +64,9 @@ def reference_episode(
     """Replay ``table`` from request ``start``; return ``(request, action)`` for each placement until the first
     request that fits nowhere (or ``limit`` placements, if > 0). With ``vmagent_checks`` it also
     computes every machine's usability before each decision, as VMAgent's step does (its termination check and
-    action mask), which is what the throughput benchmark compares against. ``policy`` is ``"first-fit"`` or ``"best-fit"`` (same rules and tie-breaks as
-    dcplace.policies.numa_heuristics). Deletions at a time come before creations at that time."""
+    action mask), which is what the throughput benchmark compares against. ``policy`` is ``"first-fit"`` or
+    ``"best-fit"`` (same rules and tie-breaks as dcplace.policies.numa_heuristics). Deletions at a time
+    come before creations at that time."""
     ms = [_Machine(cpu, mem, numa) for _ in range(machines)]
     where: dict[int, _Machine] = {}
     pending: list[tuple[float, int]] = []  # (departure, request) heap
