@@ -15,15 +15,13 @@ import numpy as np
 from dcplace.cluster.numa import NumaCluster
 from dcplace.errors import InputError
 from dcplace.policies import get_policy
-from dcplace.sim.numa import EpisodeResult, HeuristicWeights, NumaSim, PreparedTrace, Scenario
+from dcplace.sim.numa import EpisodeResult, HeuristicWeights, NumaSim, PreparedTrace, Scenario, oversize_mask
 from dcplace.sim.numa_kernel import DECIDE
 from dcplace.workload.table import RequestTable
 
 
 def check_hostable(cluster: NumaCluster, trace: PreparedTrace) -> None:
     """Raise InputError naming the first request that no machine could ever host."""
-    from dcplace.sim.numa import oversize_mask
-
     bad = np.flatnonzero(oversize_mask(cluster, trace))
     if len(bad):
         t = trace.table
