@@ -70,15 +70,3 @@ class NumaCluster:
     @property
     def numa(self) -> int:
         return int(self.capacity.shape[1])
-
-    def machine_capacity(self) -> npt.NDArray[np.float64]:
-        """``(machines, resources)``: the sum over NUMA nodes."""
-        return np.asarray(self.capacity.sum(axis=1))
-
-    def largest_node(self) -> npt.NDArray[np.float64]:
-        """``(resources,)``: per resource, the largest single NUMA node (what a single-NUMA VM can use)."""
-        return np.asarray(self.capacity.max(axis=(0, 1)))
-
-    def largest_spread(self) -> npt.NDArray[np.float64]:
-        """``(resources,)``: the most a multi-NUMA VM can take on one machine: numa x its smallest node."""
-        return np.asarray((self.capacity.min(axis=1) * self.numa).max(axis=0))

@@ -44,14 +44,8 @@ def read_numeric_csv(path: Path, columns: tuple[str, ...]) -> dict[str, npt.NDAr
     return out
 
 
-def first_where(mask: npt.NDArray[np.bool_]) -> int | None:
-    """Index of the first true entry, or None."""
-    idx = np.flatnonzero(mask)
-    return int(idx[0]) if len(idx) else None
-
-
-def require(ok: npt.NDArray[np.bool_], path: Path, field: str, message: str, *, line_offset: int = 2) -> None:
-    """Raise InputError at the first row where ``ok`` is false."""
-    i = first_where(~ok)
-    if i is not None:
-        raise InputError(message, path=path, line=i + line_offset, field=field)
+def require(ok: npt.NDArray[np.bool_], path: Path, field: str, message: str) -> None:
+    """Raise InputError at the first row (data rows start at line 2) where ``ok`` is false."""
+    bad = np.flatnonzero(~ok)
+    if len(bad):
+        raise InputError(message, path=path, line=int(bad[0]) + 2, field=field)

@@ -89,13 +89,15 @@ def read_huawei_events(path: str | Path) -> RequestTable:
     create = kind == 0
     _check_common(p, vmid[create], cols["cpu"][create], cols["memory"][create], line[create], "memory")
     c_ids, c_line, c_time = vmid[create], line[create], cols["time"][create]
+    if len(c_ids) == 0:
+        raise InputError("the trace has no creation events (type 0)", path=p, line=2, field="type")
     _check_unique_ids(p, c_ids, c_line)
     d_ids, d_line, d_time = vmid[~create], line[~create], cols["time"][~create]
     # Match deletions to creations by id (sorted search, no Python loop over rows).
     order = np.argsort(c_ids, kind="stable")
     pos = np.searchsorted(c_ids[order], d_ids)
-    pos_c = np.minimum(pos, max(len(c_ids) - 1, 0))
-    found = (len(c_ids) > 0) & (c_ids[order][pos_c] == d_ids) if len(c_ids) else np.zeros(len(d_ids), bool)
+    pos_c = np.minimum(pos, len(c_ids) - 1)
+    found = c_ids[order][pos_c] == d_ids
     bad = np.flatnonzero(~found)
     if len(bad):
         i = int(bad[0])

@@ -105,18 +105,3 @@ class RequestTable:
         if not threshold_gb >= 0:
             raise InputError(f"--double-threshold must be a non-negative number of GB, got {threshold_gb}")
         return replace(self, multi_numa=np.asarray(self.mem > threshold_gb))
-
-    def slice(self, start: int, stop: int) -> RequestTable:
-        """Rows ``start:stop`` (a view)."""
-        s = np.s_[start:stop]
-        return replace(
-            self,
-            vmid=self.vmid[s],
-            arrival=self.arrival[s],
-            departure=self.departure[s],
-            cpu=self.cpu[s],
-            mem=self.mem[s],
-            multi_numa=self.multi_numa[s],
-            censored=self.censored[s],
-            line=self.line[s],
-        )
