@@ -111,6 +111,51 @@ def simulate_numa(
                   f"oversize VMs skipped: {summary.oversize}")  # fmt: skip
 
 
+@simulate_app.command("netalloc")
+def simulate_netalloc(
+    topology: Annotated[str, typer.Option(help="alpha, beta, gamma, delta, or a .json / .csv topology file")] = "alpha",
+    dataset: Annotated[str, typer.Option(help="uniform, azure, alibaba, or a request CSV (cpu,mem,bw,hold)")] = (
+        "uniform"
+    ),
+    policy: Annotated[str, typer.Option(help="a registered netalloc policy (see `dcplace policies`)")] = "tetris",
+    requests: Annotated[
+        int, typer.Option(help="requests per episode (0: the paper's length for the topology, 128 otherwise)")
+    ] = 0,
+    episodes: Annotated[int, typer.Option(help="episodes, each its own seeded request sequence")] = 5,
+    seed: Annotated[int, typer.Option(help="same seed, same numbers")] = 0,
+    split: Annotated[str, typer.Option(help="train or test part of the trace-derived sets")] = "test",
+    check: Annotated[bool, typer.Option(help="check the ledger invariants after every episode")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="print exactly one JSON object")] = False,
+) -> None:
+    """Network-aware allocation of multi-server requests on a datacenter network (the Nara setting)."""
+    from dcplace.bench.netalloc_runner import run_policy
+
+    try:
+        if split not in ("train", "test"):
+            raise InputError(f"--split must be train or test, got {split!r}")
+        run = run_policy(topology, dataset, policy, requests or None, episodes, seed, split, check)
+    except InputError as exc:
+        _fail(exc)
+    s = run.summary()
+    if json_out:
+        typer.echo(json.dumps(s))
+        return
+    t = Table(title=f"{policy} on {run.topology}, {run.dataset}: {run.requests} requests per episode")
+    for col in ("episode", "acceptance", "cpu util", "mem util", *s["bw_util_by_tier"], "rejected (net/cap)"):
+        t.add_column(col, justify="right")
+    for i, r in enumerate(run.results):
+        t.add_row(str(i), f"{r.acceptance:.3f}", f"{r.cpu_util:.2f}", f"{r.mem_util:.2f}",
+                  *(f"{v:.2f}" for v in r.bw_util_by_tier.values()),
+                  f"{r.rejected['network']}/{r.rejected['capacity']}")  # fmt: skip
+    t.add_row("mean", f"{s['acceptance_mean']:.3f} ± {s['acceptance_std']:.3f}", f"{s['cpu_util_mean']:.2f}",
+              f"{s['mem_util_mean']:.2f}", *(f"{v:.2f}" for v in s["bw_util_by_tier"].values()), "",
+              style="bold")  # fmt: skip
+    console.print(t)
+    console.print("locality: " + ", ".join(f"{k} {v:.0%}" for k, v in s["locality"].items())
+                  + f"; {s['servers_per_allocation_mean']:.1f} servers per allocation")  # fmt: skip
+    console.print(f"{s['decisions']:,} decisions in {s['wall_s']:.3f} s ({s['decisions_per_s']:,.0f}/s)")
+
+
 @reproduce_app.command("cvd-heuristics")
 def reproduce_cvd(
     trace: Annotated[str, typer.Option(help="huawei-east-1 (default when present), synthetic, or a path")] = "auto",
@@ -130,24 +175,52 @@ def reproduce_cvd(
     console.print(f"records and table written to {out}/")
 
 
+@reproduce_app.command("nara-baselines")
+def reproduce_nara_baselines(
+    episodes: Annotated[int, typer.Option(help="rollouts per cell (the paper: 5)")] = 5,
+    seed: Annotated[int, typer.Option()] = 0,
+    out: Annotated[Path, typer.Option(help="folder for records.jsonl, table.md and plots")] = Path(
+        "results/nara-baselines"
+    ),
+    quick: Annotated[bool, typer.Option(help="2 rollouts per cell")] = False,
+) -> None:
+    """The baseline rows of the Nara paper's Tables 1-4 on alpha..delta, ours beside the paper's."""
+    from dcplace.bench.nara_baselines import run_reproduction
+
+    try:
+        if episodes < 1:
+            raise InputError(f"--episodes must be at least 1, got {episodes}")
+        md = run_reproduction(out, episodes=2 if quick else episodes, seed=seed)
+    except InputError as exc:
+        _fail(exc)
+    typer.echo(md)
+    console.print(f"records, table and plots written to {out}/")
+
+
 @app.command("policies")
 def list_policies() -> None:
     """List the registered policies and the rule each implements."""
     from dcplace.policies.registry import policy_doc, policy_names
 
-    for name in policy_names():
-        typer.echo(f"{name:18s} {policy_doc(name)}")
+    for setting in ("numa", "netalloc"):
+        typer.echo(f"{setting}:")
+        for name in policy_names(setting):
+            typer.echo(f"  {name:18s} {policy_doc(name, setting)}")
 
 
 @app.command("demo")
 def demo(
     episodes: Annotated[int, typer.Option(help="episodes per cell")] = 5,
 ) -> None:
-    """The main job: a side-by-side of the schedulers on Huawei-East-1 (synthetic when the data is absent)."""
+    """The main job: the CVD-RL heuristics on Huawei-East-1 (synthetic when the data is absent) and the Nara
+    baselines on alpha..delta, each side by side with the papers' numbers."""
+    from dcplace.bench import nara_baselines
     from dcplace.bench.cvd_heuristics import run_reproduction
 
     try:
         md = run_reproduction(trace="auto", episodes=episodes, seed=0, out=Path("results/demo"), quick=True)
+        typer.echo(md)
+        md = nara_baselines.run_reproduction(Path("results/demo/nara-baselines"), episodes=2, seed=0)
     except InputError as exc:
         _fail(exc)
     typer.echo(md)

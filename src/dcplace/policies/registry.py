@@ -1,17 +1,23 @@
-"""The policy interface and its registry.
+"""The policy interfaces and their registry.
 
 A policy answers one call: given the simulator waiting for a decision, return an action. Heuristics, learned
 policies and optimisers all answer it, so every method runs on every scenario it applies to. Policies register
-under a name (``register``) and are built by name (``get_policy``), which is how the CLI and benchmarks find them.
+under a name and a *setting* (``numa``: online VM scheduling on NUMA machines; ``netalloc``: network-aware
+multi-server allocation) and are built by name, which is how the CLI and benchmarks find them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
 
 from dcplace.errors import InputError
-from dcplace.sim.numa import NumaSim
+
+if TYPE_CHECKING:
+    from dcplace.sim.netalloc import NetAllocSim
+    from dcplace.sim.numa import NumaSim
+
+SETTINGS = ("numa", "netalloc")
 
 
 @runtime_checkable
@@ -32,29 +38,53 @@ class Policy(Protocol):
         ...
 
 
-_REGISTRY: dict[str, Callable[[], Policy]] = {}
-_DOCS: dict[str, str] = {}
+@runtime_checkable
+class NetPolicy(Protocol):
+    """A network-aware allocation policy: picks one server at a time for the waiting request."""
+
+    @property
+    def name(self) -> str:
+        """The registry name."""
+        ...
+
+    def choose(self, sim: NetAllocSim) -> int:
+        """The next server for the request ``sim`` is waiting on (one of ``sim.action_mask()``)."""
+        ...
 
 
-def register(name: str, factory: Callable[[], Policy], doc: str) -> None:
-    """Make ``factory`` available as ``name``; ``doc`` is the one-line rule shown by ``--help`` and the docs."""
-    if name in _REGISTRY:
-        raise ValueError(f"policy {name!r} is already registered")
-    _REGISTRY[name] = factory
-    _DOCS[name] = doc
+_REGISTRY: dict[str, dict[str, Callable[..., object]]] = {s: {} for s in SETTINGS}
+_DOCS: dict[str, dict[str, str]] = {s: {} for s in SETTINGS}
+
+
+def register(name: str, factory: Callable[..., object], doc: str, setting: str = "numa") -> None:
+    """Make ``factory`` available as ``name`` in ``setting``; ``doc`` is the one-line rule shown by ``--help`` and
+    the docs. NUMA factories take no argument, netalloc factories take a seed."""
+    if name in _REGISTRY[setting]:
+        raise ValueError(f"policy {name!r} is already registered for {setting}")
+    _REGISTRY[setting][name] = factory
+    _DOCS[setting][name] = doc
+
+
+def _factory(name: str, setting: str) -> Callable[..., object]:
+    try:
+        return _REGISTRY[setting][name]
+    except KeyError:
+        raise InputError(f"--policy must be one of {', '.join(sorted(_REGISTRY[setting]))}, got {name!r}") from None
 
 
 def get_policy(name: str) -> Policy:
-    """Build the policy registered as ``name``."""
-    try:
-        return _REGISTRY[name]()
-    except KeyError:
-        raise InputError(f"--policy must be one of {', '.join(sorted(_REGISTRY))}, got {name!r}") from None
+    """Build the NUMA policy registered as ``name``."""
+    return cast(Policy, _factory(name, "numa")())
 
 
-def policy_names() -> list[str]:
-    return sorted(_REGISTRY)
+def get_net_policy(name: str, seed: int = 0) -> NetPolicy:
+    """Build the netalloc policy registered as ``name``, seeded (random choices come from its own generator)."""
+    return cast(NetPolicy, _factory(name, "netalloc")(seed))
 
 
-def policy_doc(name: str) -> str:
-    return _DOCS[name]
+def policy_names(setting: str = "numa") -> list[str]:
+    return sorted(_REGISTRY[setting])
+
+
+def policy_doc(name: str, setting: str = "numa") -> str:
+    return _DOCS[setting][name]

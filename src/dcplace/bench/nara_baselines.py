@@ -1,0 +1,184 @@
+"""``dcplace reproduce nara-baselines``: the baseline rows of the Nara paper's Tables 1-4, ours beside the paper's.
+
+Scenario (section 5.1, appendix G/H): test split, 5 rollouts per cell, 128-request episodes on alpha and beta, 896 on
+gamma, 4,096 on delta (Table 5's caption; section 5.2's text says 2,048). The paper ran NALB and NULB only on alpha
+and beta and Tetris up to gamma ("prohibitively slow"); we run every baseline everywhere and mark the paper's missing
+cells with "-". Nara's own rows (issue 4) are listed for reference only.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from dcplace.bench.netalloc_runner import NetRun, plot_runs, run_policy
+from dcplace.cluster.topology import PRESETS, preset
+
+TOPOLOGIES = ("alpha", "beta", "gamma", "delta")
+DATASETS = ("uniform", "azure", "alibaba")
+POLICIES = ("tetris", "nalb", "nulb", "random")
+EXTRA_POLICIES = ("nalb-strict",)
+
+# Table 1: acceptance ratio, [dataset][policy] -> per topology alpha, beta, gamma, delta (None: not run).
+PAPER_ACCEPTANCE: dict[str, dict[str, tuple[float | None, ...]]] = {
+    "uniform": {
+        "nara": (0.71, 0.68, 0.84, 0.81),
+        "tetris": (0.61, 0.60, 0.63, None),
+        "nalb": (0.52, 0.45, None, None),
+        "nulb": (0.29, 0.42, None, None),
+        "random": (0.35, 0.37, 0.20, None),
+    },
+    "azure": {
+        "nara": (0.86, 0.82, 0.89, 0.88),
+        "tetris": (0.77, 0.67, 0.71, None),
+        "nalb": (0.68, 0.65, None, None),
+        "nulb": (0.50, 0.53, None, None),
+        "random": (0.50, 0.50, 0.36, None),
+    },
+    "alibaba": {
+        "nara": (0.72, 0.67, 0.75, 0.68),
+        "tetris": (0.63, 0.60, 0.70, None),
+        "nalb": (0.44, 0.43, None, None),
+        "nulb": (0.20, 0.44, None, None),
+        "random": (0.29, 0.31, 0.14, None),
+    },
+}
+
+# Tables 2-5: (CPU, memory) utilisation, [topology][policy] -> ((cpu, mem) uniform, azure, alibaba).
+PAPER_UTIL: dict[str, dict[str, tuple[tuple[float, float], ...]]] = {
+    "alpha": {
+        "nara": ((0.64, 0.62), (0.62, 0.47), (0.81, 0.24)),
+        "tetris": ((0.58, 0.57), (0.56, 0.42), (0.77, 0.23)),
+        "nalb": ((0.47, 0.46), (0.43, 0.31), (0.60, 0.18)),
+        "nulb": ((0.23, 0.23), (0.32, 0.28), (0.27, 0.08)),
+        "random": ((0.30, 0.31), (0.38, 0.26), (0.42, 0.12)),
+    },
+    "beta": {
+        "nara": ((0.62, 0.62), (0.62, 0.47), (0.79, 0.23)),
+        "tetris": ((0.54, 0.51), (0.57, 0.40), (0.75, 0.22)),
+        "nalb": ((0.36, 0.36), (0.48, 0.32), (0.55, 0.15)),
+        "nulb": ((0.34, 0.31), (0.40, 0.32), (0.50, 0.15)),
+        "random": ((0.29, 0.27), (0.43, 0.27), (0.44, 0.13)),
+    },
+    "gamma": {
+        "nara": ((0.74, 0.75), (0.71, 0.53), (0.87, 0.25)),
+        "tetris": ((0.52, 0.50), (0.53, 0.39), (0.83, 0.25)),
+        "random": ((0.15, 0.13), (0.18, 0.13), (0.16, 0.05)),
+    },
+    "delta": {"nara": ((0.74, 0.75), (0.72, 0.51), (0.79, 0.23))},
+}
+
+
+def _paper_acc(dataset: str, policy: str, topology: str) -> float | None:
+    row = PAPER_ACCEPTANCE[dataset].get(policy)
+    return None if row is None else row[TOPOLOGIES.index(topology)]
+
+
+def _paper_util(topology: str, policy: str, dataset: str) -> tuple[float, float] | None:
+    row = PAPER_UTIL.get(topology, {}).get(policy)
+    return None if row is None else row[DATASETS.index(dataset)]
+
+
+def _cell(ours: float, paper: float | None) -> str:
+    return f"{ours:.2f} ({paper:.2f})" if paper is not None else f"{ours:.2f} (-)"
+
+
+def run_reproduction(
+    out: Path,
+    episodes: int = 5,
+    seed: int = 0,
+    topologies: tuple[str, ...] = TOPOLOGIES,
+    progress: bool = True,
+) -> str:
+    """Run every cell, write ``records.jsonl``, ``table.md`` and Figure-2-style plots under ``out``; return the
+    Markdown."""
+    out.mkdir(parents=True, exist_ok=True)
+    runs: dict[tuple[str, str, str], NetRun] = {}
+    records: list[dict[str, Any]] = []
+    for topo_name in topologies:
+        top = preset(topo_name)
+        for dataset in DATASETS:
+            for policy in POLICIES + EXTRA_POLICIES:
+                run = run_policy(top, dataset, policy, PRESETS[topo_name].episode_requests, episodes, seed)
+                runs[(topo_name, dataset, policy)] = run
+                summary = run.summary()
+                summary["paper_acceptance"] = _paper_acc(dataset, policy, topo_name)
+                summary["paper_util"] = _paper_util(topo_name, policy, dataset)
+                records.append(summary)
+                if progress:
+                    print(
+                        f"{topo_name:6s} {dataset:8s} {policy:12s} acceptance {summary['acceptance_mean']:.3f} "
+                        f"({run.wall_s:.1f} s)",
+                        flush=True,
+                    )
+            if topo_name in ("alpha", "beta"):
+                plot_runs(
+                    [runs[(topo_name, dataset, p)] for p in POLICIES + EXTRA_POLICIES],
+                    out / f"fig2_{topo_name}_{dataset}.png",
+                    f"{topo_name}, {dataset}: utilisation, locality, servers per allocation",
+                )
+    with open(out / "records.jsonl", "w") as fh:
+        for r in records:
+            fh.write(json.dumps(r) + "\n")
+    md = _markdown(runs, topologies, episodes, seed)
+    (out / "table.md").write_text(md)
+    return md
+
+
+def _markdown(runs: dict[tuple[str, str, str], NetRun], topologies: tuple[str, ...], episodes: int, seed: int) -> str:
+    lines = [
+        "# Nara baselines: ours (paper)",
+        "",
+        f"{episodes} episodes per cell, seed {seed}, test split; requests per episode "
+        + ", ".join(f"{t} {PRESETS[t].episode_requests}" for t in topologies)
+        + ". Paper values in parentheses, '-' where the paper has none. `nalb-strict` is ours.",
+        "",
+        "## Table 1: acceptance ratio",
+        "",
+    ]
+    header = "| policy | " + " | ".join(f"{d} {t}" for d in DATASETS for t in topologies) + " |"
+    lines += [header, "|" + "---|" * (1 + len(DATASETS) * len(topologies))]
+    for policy in POLICIES + EXTRA_POLICIES:
+        cells = []
+        for d in DATASETS:
+            for t in topologies:
+                s = runs[(t, d, policy)].summary()
+                cells.append(_cell(s["acceptance_mean"], _paper_acc(d, policy, t)))
+        lines.append(f"| {policy} | " + " | ".join(cells) + " |")
+    nara = [
+        f"{v:.2f}" if v is not None else "-"
+        for d in DATASETS
+        for v in (PAPER_ACCEPTANCE[d]["nara"][TOPOLOGIES.index(t)] for t in topologies)
+    ]
+    lines.append("| nara (paper only) | " + " | ".join(nara) + " |")
+    for t in topologies:
+        lines += ["", f"## Utilisation on {t} (CPU / memory)", ""]
+        lines += ["| policy | " + " | ".join(DATASETS) + " |", "|---|---|---|---|"]
+        for policy in POLICIES + EXTRA_POLICIES:
+            cells = []
+            for d in DATASETS:
+                s = runs[(t, d, policy)].summary()
+                p = _paper_util(t, policy, d)
+                paper = f" ({p[0]:.2f} / {p[1]:.2f})" if p else " (-)"
+                cells.append(f"{s['cpu_util_mean']:.2f} / {s['mem_util_mean']:.2f}{paper}")
+            lines.append(f"| {policy} | " + " | ".join(cells) + " |")
+    lines += ["", "## Where accepted requests landed, bandwidth per tier (uniform)", ""]
+    lines += [
+        "| topology | policy | 1 server | 1 rack | neighbouring racks | other racks | servers/alloc | "
+        "bw server-rack | bw rack-fabric | bw fabric-spine | decisions/s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for t in topologies:
+        for policy in POLICIES + EXTRA_POLICIES:
+            s = runs[(t, "uniform", policy)].summary()
+            loc = list(s["locality"].values())
+            bw = list(s["bw_util_by_tier"].values())
+            lines.append(
+                f"| {t} | {policy} | "
+                + " | ".join(f"{x:.2f}" for x in loc)
+                + f" | {s['servers_per_allocation_mean']:.1f} | "
+                + " | ".join(f"{x:.2f}" for x in bw)
+                + f" | {s['decisions_per_s']:,.0f} |"
+            )
+    return "\n".join(lines) + "\n"

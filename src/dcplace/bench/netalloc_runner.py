@@ -1,0 +1,165 @@
+"""Run netalloc policies over seeded episodes and summarise them (used by the CLI, the reproduction and benchmarks).
+
+Episode ``e`` of a run with seed ``s`` draws its requests with seed ``s * 1_000_003 + e`` and seeds the policy with
+the same number, so every policy sees the same request sequences and a rerun gives the same numbers.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dcplace.cluster.topology import PRESETS, Topology, load_topology
+from dcplace.errors import InputError
+from dcplace.policies import get_net_policy
+from dcplace.policies.registry import NetPolicy
+from dcplace.sim.netalloc import LOCALITY_NAMES, NetAllocSim, NetResult
+from dcplace.workload.netreq import DATASETS, NetRequests, generate, read_requests
+
+
+def episode_seed(seed: int, episode: int) -> int:
+    return seed * 1_000_003 + episode
+
+
+def default_requests(topology: Topology) -> int:
+    """The paper's test episode length for a preset (128 / 896 / 4,096); 128 otherwise."""
+    spec = PRESETS.get(topology.name)
+    return spec.episode_requests if spec else 128
+
+
+def episode_requests(
+    topology: Topology, dataset: str, n_requests: int, seed: int, episode: int, split: str = "test"
+) -> NetRequests:
+    """The requests of one episode: a named set drawn for this topology, or a request file replayed as is."""
+    if dataset in DATASETS:
+        return generate(
+            dataset,
+            n_requests,
+            episode_seed(seed, episode),
+            int(topology.server_cpu.sum()),
+            int(topology.server_mem.sum()),
+            split,
+        )
+    return read_requests(Path(dataset))
+
+
+def run_episode(sim: NetAllocSim, policy: NetPolicy) -> NetResult:
+    while not sim.done:
+        sim.pick(policy.choose(sim))
+    return sim.result()
+
+
+@dataclass
+class NetRun:
+    policy: str
+    topology: str
+    dataset: str
+    requests: int
+    results: list[NetResult] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    def summary(self) -> dict[str, Any]:
+        rs = self.results
+        acc = np.array([r.acceptance for r in rs])
+        decisions = sum(r.decisions for r in rs)
+        tiers = rs[0].bw_util_by_tier.keys() if rs else []
+        loc = np.bincount(np.concatenate([np.array(r.locality, dtype=np.int64) for r in rs]), minlength=4)
+        spa = np.concatenate([np.array(r.servers_per_allocation, dtype=np.int64) for r in rs])
+        rejected: dict[str, int] = {}
+        for r in rs:
+            for k, v in r.rejected.items():
+                rejected[k] = rejected.get(k, 0) + v
+        return {
+            "policy": self.policy,
+            "topology": self.topology,
+            "dataset": self.dataset,
+            "requests": self.requests,
+            "episodes": len(rs),
+            "acceptance_mean": float(acc.mean()),
+            "acceptance_std": float(acc.std()),
+            "acceptance_per_episode": [float(a) for a in acc],
+            "cpu_util_mean": float(np.mean([r.cpu_util for r in rs])),
+            "mem_util_mean": float(np.mean([r.mem_util for r in rs])),
+            "bw_util_by_tier": {t: float(np.mean([r.bw_util_by_tier[t] for r in rs])) for t in tiers},
+            "locality": {name: float(loc[i] / max(loc.sum(), 1)) for i, name in enumerate(LOCALITY_NAMES)},
+            "servers_per_allocation_mean": float(spa.mean()) if len(spa) else 0.0,
+            "servers_per_allocation_hist": np.bincount(spa).tolist() if len(spa) else [],
+            "rejected": rejected,
+            "wall_s": self.wall_s,
+            "decisions": decisions,
+            "decisions_per_s": decisions / self.wall_s if self.wall_s > 0 else 0.0,
+        }
+
+
+def run_policy(
+    topology: Topology | str,
+    dataset: str,
+    policy: str,
+    n_requests: int | None = None,
+    episodes: int = 5,
+    seed: int = 0,
+    split: str = "test",
+    check: bool = False,
+) -> NetRun:
+    """``episodes`` seeded episodes of one policy. ``check`` verifies the ledger after every episode."""
+    top = topology if isinstance(topology, Topology) else load_topology(topology)
+    if episodes < 1:
+        raise InputError(f"--episodes must be at least 1, got {episodes}")
+    n = n_requests if n_requests is not None else default_requests(top)
+    if n < 1:
+        raise InputError(f"--requests must be at least 1, got {n}")
+    get_net_policy(policy)  # fail on a bad name before any work
+    label = dataset if dataset in DATASETS else Path(dataset).name
+    run = NetRun(policy, top.name, label, n)
+    for e in range(episodes):
+        req = episode_requests(top, dataset, n, seed, e, split)
+        run.requests = len(req)
+        sim = NetAllocSim(top, req)
+        pol = get_net_policy(policy, episode_seed(seed, e))
+        t0 = time.perf_counter()
+        res = run_episode(sim, pol)
+        run.wall_s += time.perf_counter() - t0
+        if check:
+            sim.check_invariants()
+            sim.drain()
+            sim.check_invariants()
+        run.results.append(res)
+    return run
+
+
+def plot_runs(runs: list[NetRun], path: Path, title: str) -> None:
+    """A Figure-2-style panel: utilisation per resource and tier, locality of accepted requests, and servers per
+    allocation, one bar group per policy."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sums = [r.summary() for r in runs]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    width = 0.8 / max(len(sums), 1)
+    util_keys = ["cpu", "mem", *sums[0]["bw_util_by_tier"].keys()]
+    for i, s in enumerate(sums):
+        vals = [s["cpu_util_mean"], s["mem_util_mean"], *s["bw_util_by_tier"].values()]
+        axes[0].bar(np.arange(len(vals)) + i * width, vals, width, label=s["policy"])
+        axes[1].bar(np.arange(4) + i * width, list(s["locality"].values()), width, label=s["policy"])
+        hist = np.array(s["servers_per_allocation_hist"], dtype=float)
+        if hist.sum():
+            hist = hist / hist.sum()
+        axes[2].bar(np.arange(len(hist)) + i * width, hist, width, label=s["policy"])
+    axes[0].set_xticks(np.arange(len(util_keys)) + 0.4 - width / 2, util_keys, rotation=20)
+    axes[0].set_ylabel("utilisation (mean over steps)")
+    axes[1].set_xticks(np.arange(4) + 0.4 - width / 2, ["1 server", "1 rack", "neighb. racks", "other racks"])
+    axes[1].set_ylabel("share of accepted requests")
+    axes[2].set_xlabel("servers per allocation")
+    axes[2].set_ylabel("share of accepted requests")
+    axes[0].legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)

@@ -1,0 +1,138 @@
+"""``dcplace/NetAlloc-v0``: network-aware multi-server allocation (the Nara setting) as a Gymnasium environment.
+
+One step = one server pick for the waiting request (:mod:`dcplace.sim.netalloc` has the exact transition).
+
+Observation (``Dict``), for a topology with ``V`` nodes (servers first), ``S`` servers and ``L`` links:
+
+* ``nodes``: (V, 4) float32 in [0, 1], per node ``[cpu, mem, bandwidth, selected]`` scaled to the current request:
+  free CPU / CPU still needed and free memory / memory still needed (clipped to 1; 1 when nothing more is needed;
+  0 for switches), the most free bandwidth on any of the node's links / the request's bandwidth (clipped to 1), and
+  1 if the server is already selected for this request.
+* ``edge_index``: (2, 2L) int64, every link in both directions (constant for a topology).
+* ``edges``: (2L, 1) float32 in [0, 1], free bandwidth of the link / the request's bandwidth, clipped to 1.
+* ``state``: (3,) float32 in [0, 1]: ``<cpu_util, mem_util, hold>`` (mean server utilisation; the request's holding
+  period over the episode's largest possible one).
+* ``action_mask``: (S,) int8, 1 for servers that may be picked.
+
+Action: ``Discrete(S)``, a server id. A masked action rejects the request (``info["rejected"] == "invalid"``).
+
+Reward: +10 when a pick completes the request, -10 when it fails the path check (or is invalid), 0 otherwise
+(the paper's grid-searched values; ``rewards=`` changes them).
+
+Termination: after the episode's last request. Never truncated.
+
+Options: ``topology`` (preset name, file, or :class:`~dcplace.cluster.topology.Topology`), ``dataset`` (uniform,
+azure, alibaba), ``requests`` per episode (default 32, the paper's training length), ``split`` (train or test; the
+trace-derived sets are split 80/20). ``reset(seed=...)`` draws a new request sequence.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import numpy.typing as npt
+from gymnasium import spaces
+
+from dcplace.cluster.topology import Topology, load_topology
+from dcplace.sim.netalloc import NetAllocSim, Outcome, Rewards
+from dcplace.workload.netreq import NetRequests, generate
+
+
+class NetAllocEnv(gym.Env[dict[str, npt.NDArray[Any]], int]):
+    metadata = {"render_modes": []}  # noqa: RUF012
+
+    def __init__(
+        self,
+        topology: str | Topology = "alpha",
+        dataset: str = "uniform",
+        requests: int = 32,
+        split: str = "train",
+        k: int = 3,
+        rewards: Rewards | None = None,
+    ) -> None:
+        self.topology = topology if isinstance(topology, Topology) else load_topology(topology)
+        self.dataset = dataset
+        self.n_requests = requests
+        self.split = split
+        self.k = k
+        self.rewards = rewards or Rewards()
+        top = self.topology
+        v, s, n_links = top.n_nodes, top.n_servers, top.n_links
+        self._edge_index = top.edge_index
+        # Node of each directed edge end, to take per-node maxima of link bandwidth.
+        self._ends = np.concatenate([top.link_u, top.link_v])
+        self._links2 = np.concatenate([np.arange(n_links), np.arange(n_links)])
+        self.observation_space = spaces.Dict(  # type: ignore[assignment]
+            {
+                "nodes": spaces.Box(0.0, 1.0, (v, 4), np.float32),
+                "edge_index": spaces.Box(0, v - 1, (2, 2 * n_links), np.int64),
+                "edges": spaces.Box(0.0, 1.0, (2 * n_links, 1), np.float32),
+                "state": spaces.Box(0.0, 1.0, (3,), np.float32),
+                "action_mask": spaces.MultiBinary(s),
+            }
+        )
+        self.action_space: spaces.Discrete = spaces.Discrete(s)  # type: ignore[assignment]
+        self.sim: NetAllocSim | None = None
+
+    def _requests(self, seed: int) -> NetRequests:
+        top = self.topology
+        return generate(
+            self.dataset, self.n_requests, seed, int(top.server_cpu.sum()), int(top.server_mem.sum()), self.split
+        )
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]]:
+        super().reset(seed=seed)
+        for _ in range(100):
+            draw = int(self.np_random.integers(2**62))
+            self.sim = NetAllocSim(self.topology, self._requests(draw), self.k, self.rewards)
+            if not self.sim.done:
+                return self._obs(), {}
+        raise RuntimeError("no request of 100 drawn episodes fits this topology at all")
+
+    def step(self, action: int) -> tuple[dict[str, npt.NDArray[Any]], float, bool, bool, dict[str, Any]]:
+        sim = self.sim
+        if sim is None:
+            raise RuntimeError("call reset() first")
+        outcome, reward, info = sim.pick(int(action))
+        info = dict(info, outcome=Outcome(outcome).name.lower())
+        return self._obs(), float(reward), sim.done, False, info
+
+    def _obs(self) -> dict[str, npt.NDArray[Any]]:
+        sim = self.sim
+        assert sim is not None
+        top = self.topology
+        v, s = top.n_nodes, top.n_servers
+        nodes = np.zeros((v, 4), dtype=np.float32)
+        edges = np.zeros((2 * top.n_links, 1), dtype=np.float32)
+        state = np.zeros(3, dtype=np.float32)
+        mask = np.zeros(s, dtype=np.int8)
+        if not sim.done:
+            _cpu, _mem, bw, hold = sim.request
+            nodes[:s, 0] = np.minimum(sim.free_cpu / sim.need_cpu, 1.0) if sim.need_cpu else 1.0
+            nodes[:s, 1] = np.minimum(sim.free_mem / sim.need_mem, 1.0) if sim.need_mem else 1.0
+            link_bw = np.minimum(sim.free_bw / bw, 1.0)
+            per_node = np.zeros(v)
+            np.maximum.at(per_node, self._ends, link_bw[self._links2])
+            nodes[:, 2] = per_node
+            nodes[:s, 3] = sim.selected
+            edges[:, 0] = link_bw[self._links2]
+            state[0] = 1.0 - sim.free_cpu_total / top.server_cpu.sum()
+            state[1] = 1.0 - sim.free_mem_total / top.server_mem.sum()
+            state[2] = min(hold / sim.requests.hold_max, 1.0)
+            mask[:] = sim.action_mask()
+        return {
+            "nodes": nodes,
+            "edge_index": self._edge_index.copy(),
+            "edges": edges,
+            "state": state,
+            "action_mask": mask,
+        }
+
+    def action_masks(self) -> npt.NDArray[np.bool_]:
+        """The current mask as bools (the convention of maskable-PPO libraries)."""
+        assert self.sim is not None
+        return self.sim.action_mask()

@@ -1,0 +1,184 @@
+"""The Nara paper's baselines for network-aware allocation (section 4.1, appendix D), as server-pick rules.
+
+Every rule sees the simulator waiting on a request and returns one server from ``sim.action_mask()``; the simulator
+checks paths and ends the request when it is provisioned or a pair of its servers cannot be connected. Routing
+(bandwidth-weighted k = 3 shortest paths) belongs to the simulator and is the same for every rule, so the rules
+differ only in which servers they pick.
+
+* ``random``: a uniformly random server of the mask, until the request is provisioned or fails.
+* ``tetris`` (Grandl et al. 2014, appendix D.1): the server whose free (CPU, memory) has the highest cosine
+  similarity with the request's still-needed (CPU, memory); once a first server is chosen, servers outside its rack
+  have their score cut by 90 % (the paper's best penalty). Ties go to the lowest server id.
+* ``nalb`` (Zervas et al. 2018, appendix D.2, network-aware locality-based): a random first server, then the
+  servers in the order of a bandwidth-weighted breadth-first search from it: a node's neighbours are visited in order
+  of decreasing free bandwidth on the connecting link (ties by id).
+* ``nulb`` (network-unaware): the same with a plain breadth-first search (neighbours in id order), as the paper
+  defines it: "NULB works similarly to the NALB method, except that the breadth-first-search algorithm does not use
+  weighting".
+* ``nalb-strict`` (ours, beyond the paper): NALB that is network-aware in its filter too: the first server is random
+  among those whose links have the request's bandwidth free, and the search crosses only such links.
+
+When a search runs out of reachable servers before the request is provisioned, NALB / NULB fall back to a random
+server of the mask (which usually fails the path check: the request could not be placed locally).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from dcplace.cluster.topology import Topology
+from dcplace.policies.registry import register
+from dcplace.sim.netalloc import NetAllocSim
+
+TETRIS_PENALTY = 0.9
+
+
+class RandomPick:
+    name = "random"
+
+    def __init__(self, seed: int = 0) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def choose(self, sim: NetAllocSim) -> int:
+        return int(self.rng.choice(np.flatnonzero(sim.action_mask())))
+
+
+class Tetris:
+    name = "tetris"
+
+    def __init__(self, seed: int = 0, penalty: float = TETRIS_PENALTY) -> None:
+        self.penalty = penalty
+
+    def choose(self, sim: NetAllocSim) -> int:
+        need = np.array([sim.need_cpu, sim.need_mem], dtype=np.float64)
+        fc = sim.free_cpu.astype(np.float64)
+        fm = sim.free_mem.astype(np.float64)
+        norm = np.sqrt(fc * fc + fm * fm) * np.sqrt(need @ need)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            score = (fc * need[0] + fm * need[1]) / norm
+        if sim.picks:
+            rack = sim.topology.server_rack
+            first = rack[sim.picks[0]]
+            score = np.where((rack == first) & (first >= 0), score, score * (1.0 - self.penalty))
+        score = np.where(sim.action_mask(), score, -np.inf)
+        return int(np.argmax(score))
+
+
+@dataclass
+class _Adjacency:
+    """CSR adjacency of a topology: neighbours of node i are ``nbr[start[i]:start[i+1]]`` in id order."""
+
+    start: list[int]
+    nbr: list[int]
+    link: list[int]
+    server_of: npt.NDArray[np.int64]  # (server links,) the server end of each link touching a server
+    link_of: npt.NDArray[np.int64]  # (server links,) that link's id
+
+    @classmethod
+    def of(cls, top: Topology) -> _Adjacency:
+        u = np.concatenate([top.link_u, top.link_v])
+        v = np.concatenate([top.link_v, top.link_u])
+        e = np.concatenate([np.arange(top.n_links), np.arange(top.n_links)])
+        order = np.lexsort((v, u))
+        start = np.searchsorted(u[order], np.arange(top.n_nodes + 1))
+        touches = u < top.n_servers
+        return cls(start.tolist(), v[order].tolist(), e[order].tolist(), u[touches], e[touches])
+
+    def servers_with_bandwidth(self, n_servers: int, free_bw: npt.NDArray[np.int64], bw: int) -> npt.NDArray[np.bool_]:
+        """(servers,) bool: every link of the server has at least ``bw`` free."""
+        tightest = np.full(n_servers, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(tightest, self.server_of, free_bw[self.link_of])
+        return tightest >= bw
+
+
+@dataclass
+class LocalityBased:
+    """NALB (``weighted``) or NULB: breadth-first search from a first server, see the module docstring."""
+
+    weighted: bool
+    seed: int = 0
+    prune: bool = False  # cross only links with the request's bandwidth free
+    aware_first: bool = False  # first server among those whose links carry the request's bandwidth
+    label: str = ""
+    rng: np.random.Generator = field(init=False)
+    _adj: _Adjacency | None = field(default=None, init=False)
+    _adj_of: Topology | None = field(default=None, init=False)
+    _order: Iterator[int] | None = field(default=None, init=False)
+    _request: int = field(default=-1, init=False)
+
+    def __post_init__(self) -> None:
+        self.rng = np.random.default_rng(self.seed)
+
+    @property
+    def name(self) -> str:
+        return self.label or ("nalb" if self.weighted else "nulb")
+
+    def _bfs(self, sim: NetAllocSim, source: int, bw: int) -> Iterator[int]:
+        """Servers in (bandwidth-weighted) breadth-first order from ``source``, lazily."""
+        adj = self._adj
+        assert adj is not None
+        n_servers = sim.n_servers
+        free_bw = sim.free_bw
+        seen = {source}
+        queue = deque([source])
+        while queue:
+            x = queue.popleft()
+            lo, hi = adj.start[x], adj.start[x + 1]
+            if self.weighted:
+                edges = [(int(free_bw[adj.link[i]]), adj.nbr[i]) for i in range(lo, hi)]
+                nexts = [y for f, y in sorted(edges, key=lambda fy: (-fy[0], fy[1])) if f >= bw or not self.prune]
+            else:
+                nexts = adj.nbr[lo:hi]
+            for y in nexts:
+                if y in seen:
+                    continue
+                seen.add(y)
+                if y < n_servers:
+                    yield y
+                    continue  # servers do not forward
+                queue.append(y)
+
+    def choose(self, sim: NetAllocSim) -> int:
+        if self._adj_of is not sim.topology:
+            self._adj, self._adj_of = _Adjacency.of(sim.topology), sim.topology
+        mask = sim.action_mask()
+        if not sim.picks:
+            candidates = mask
+            bw = sim.request[2]
+            if self.aware_first and self._adj is not None:
+                # Network-aware first pick: a server whose links carry the request's bandwidth.
+                ok = self._adj.servers_with_bandwidth(sim.n_servers, sim.free_bw, bw)
+                if (mask & ok).any():
+                    candidates = mask & ok
+            first = int(self.rng.choice(np.flatnonzero(candidates)))
+            self._order = self._bfs(sim, first, bw)
+            self._request = sim.t
+            return first
+        if self._order is not None and self._request == sim.t:
+            for v in self._order:
+                if mask[v]:
+                    return v
+        self._order = None
+        return int(self.rng.choice(np.flatnonzero(mask)))
+
+
+_DOCS = {
+    "random": "a uniformly random server until the request is provisioned or fails",
+    "tetris": "highest cosine similarity of free (CPU, mem) with the need; 90 % penalty outside the first rack",
+    "nalb": "bandwidth-weighted breadth-first search from a random first server (only links with enough bandwidth)",
+    "nulb": "plain breadth-first search from a random first server (network-unaware locality)",
+    "nalb-strict": "NALB crossing only links with enough free bandwidth, first server with enough uplink bandwidth",
+}
+
+register("random", lambda seed=0: RandomPick(seed), _DOCS["random"], setting="netalloc")
+register("tetris", lambda seed=0: Tetris(seed), _DOCS["tetris"], setting="netalloc")
+register("nalb", lambda seed=0: LocalityBased(True, seed), _DOCS["nalb"], setting="netalloc")
+register("nulb", lambda seed=0: LocalityBased(False, seed), _DOCS["nulb"], setting="netalloc")
+register(
+    "nalb-strict", lambda seed=0: LocalityBased(True, seed, True, True, "nalb-strict"), _DOCS["nalb-strict"], "netalloc"
+)

@@ -1,0 +1,370 @@
+"""Network-aware allocation of multi-server requests (the Nara paper's section 3.2), one server pick at a time.
+
+Transition (one episode = one :class:`~dcplace.workload.netreq.NetRequests` sequence; time advances one step per
+arrival):
+
+1. At step ``t`` the allocations whose holding period ends at ``t`` are released, then request ``t`` waits. If the
+   cluster's total free CPU or memory is below the request's, no choice of servers can serve it: it is rejected
+   (reason ``capacity``) without asking the policy, and the next request waits. Otherwise a pick is awaited.
+2. ``pick(v)`` with a server ``v`` from ``action_mask()`` (not yet selected for this request, and holding some of the
+   CPU or memory still needed):
+
+   * **path check**: for every server ``u`` already selected, one of the ``k`` candidate paths between ``u`` and
+     ``v`` (:mod:`dcplace.sim.routing`) must have at least the request's bandwidth free on every link. We connect
+     *all pairs* because constraint 3 of section 3.1 asks for paths "between all v in V'" (a request's servers talk
+     to each other, not only to the first one). If any pair has no such path the request is rejected (reason
+     ``network``): everything taken for it is returned and the reward is ``rewards.failure``.
+   * otherwise ``v`` gives ``min(free, still needed)`` of CPU and of memory. If nothing is still needed the request
+     is accepted: for each pair the candidate path with the most free bandwidth on its tightest link is chosen and
+     the request's bandwidth is reserved **once on every link of the union of those paths** (section 3.1 compares
+     each link with ``b_r``, so a request is a virtual cluster that needs ``b_r`` on each link it uses, not ``b_r``
+     per pair); the reward is ``rewards.success``. A single-server allocation uses no bandwidth.
+   * else the reward is ``rewards.step`` and the next pick is awaited.
+3. An action outside the mask is not a magic penalty: the request is rejected (reason ``invalid``) like a failed path
+   check, and ``info`` says so.
+
+The episode ends after the last request. ``drain()`` then releases everything still running, after which every
+server and link is back at its capacity (a tested invariant).
+
+State is arrays (``free_cpu``, ``free_mem``: (servers,) int64 units; ``free_bw``: (links,) int64 micro-units) plus a
+ledger of running allocations (request id -> servers, amounts, links, bandwidth, end step) so that every release is
+exact and ``check_invariants`` can recompute every array from the ledger.
+
+Metrics (``result()``): acceptance = accepted / requests; CPU, memory and per-tier bandwidth utilisation = the mean
+over the episode's steps (sampled after each request is decided) of used / total; per accepted request its number of
+servers and locality (0 one server, 1 one rack, 2 neighbouring racks = one pod, 3 non-neighbouring racks).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+import numpy as np
+import numpy.typing as npt
+
+from dcplace.cluster.topology import Topology
+from dcplace.sim.routing import Routing, routing_for
+from dcplace.workload.netreq import NetRequests
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+LOCALITY_NAMES = ("single server", "one rack", "neighbouring racks", "non-neighbouring racks")
+
+
+class Outcome(IntEnum):
+    CONTINUE = 0
+    ACCEPTED = 1
+    REJECTED = 2
+
+
+@dataclass(frozen=True)
+class Rewards:
+    """The paper's reward (section 3.2, chosen by its grid search): success, failure, every other pick."""
+
+    success: float = 10.0
+    failure: float = -10.0
+    step: float = 0.0
+
+
+@dataclass(frozen=True)
+class Allocation:
+    servers: IntArray  # (parts,) server ids
+    cpu: IntArray  # (parts,) CPU units taken from each
+    mem: IntArray  # (parts,) memory units taken from each
+    links: IntArray  # (links used,) link ids, each reserved once
+    bw: int  # micro-units reserved on each link
+    end: int  # the step at whose start it is released
+
+
+@dataclass
+class NetResult:
+    """One episode's numbers."""
+
+    requests: int
+    accepted: int
+    rejected: dict[str, int]
+    decisions: int
+    cpu_util: float
+    mem_util: float
+    bw_util_by_tier: dict[str, float]
+    servers_per_allocation: list[int] = field(repr=False)
+    locality: list[int] = field(repr=False)
+    accepted_ids: list[int] = field(repr=False)
+
+    @property
+    def acceptance(self) -> float:
+        return self.accepted / self.requests if self.requests else 0.0
+
+
+class NetAllocSim:
+    """The simulator. See the module docstring for the exact semantics."""
+
+    def __init__(
+        self,
+        topology: Topology,
+        requests: NetRequests,
+        k: int = 3,
+        rewards: Rewards = Rewards(),
+        routing: Routing | None = None,
+    ) -> None:
+        self.topology = topology
+        self.requests = requests
+        self.rewards = rewards
+        self.routing = routing if routing is not None else routing_for(topology, k)
+        self.n_servers = topology.n_servers
+        self._rack = topology.server_rack
+        self._pod = topology.server_pod
+        self._tier = topology.link_tier
+        self._tier_cap = np.array([int(topology.link_cap[topology.link_tier == t].sum()) for t in range(3)])
+        self._cpu_cap_total = int(topology.server_cpu.sum())
+        self._mem_cap_total = int(topology.server_mem.sum())
+        # Requests as Python ints: the per-pick path touches them many times.
+        self._req_cpu = requests.cpu.tolist()
+        self._req_mem = requests.mem.tolist()
+        self._req_bw = requests.bw.tolist()
+        self._req_hold = requests.hold.tolist()
+        self.reset()
+
+    # --- episode control ------------------------------------------------------------------------------------------
+
+    def reset(self) -> None:
+        top = self.topology
+        self.free_cpu: IntArray = top.server_cpu.copy()  # (servers,) int64
+        self.free_mem: IntArray = top.server_mem.copy()  # (servers,) int64
+        self.free_bw: IntArray = top.link_cap.copy()  # (links,) int64 micro-units
+        self.selected: BoolArray = np.zeros(self.n_servers, dtype=np.bool_)  # (servers,) picked for this request
+        self.free_cpu_total = self._cpu_cap_total
+        self.free_mem_total = self._mem_cap_total
+        self.bw_used_by_tier = np.zeros(3, dtype=np.int64)
+        self.active: dict[int, Allocation] = {}
+        self._ends: dict[int, list[int]] = {}
+        self.t = 0
+        self.done = False
+        # The request being allocated.
+        self.need_cpu = 0
+        self.need_mem = 0
+        self.picks: list[int] = []
+        self._took_cpu: list[int] = []
+        self._took_mem: list[int] = []
+        self._pair_paths: list[tuple[int, ...]] = []
+        # Statistics.
+        self.accepted = 0
+        self.rejected = {"capacity": 0, "network": 0, "invalid": 0}
+        self.decisions = 0
+        self._util_sum = np.zeros(5)  # cpu, mem, three bandwidth tiers, summed over steps
+        self._steps = 0
+        self.servers_per_allocation: list[int] = []
+        self.locality: list[int] = []
+        self.accepted_ids: list[int] = []
+        self._begin()
+
+    @property
+    def request(self) -> tuple[int, int, int, int]:
+        """(cpu, mem, bw micro-units, hold) of the waiting request."""
+        t = self.t
+        return self._req_cpu[t], self._req_mem[t], self._req_bw[t], self._req_hold[t]
+
+    def _begin(self) -> None:
+        """Advance to the next request that needs a pick, releasing and rejecting on the way."""
+        n = len(self.requests)
+        while self.t < n:
+            for rid in self._ends.pop(self.t, ()):
+                self._release(rid)
+            cpu, mem = self._req_cpu[self.t], self._req_mem[self.t]
+            if cpu <= self.free_cpu_total and mem <= self.free_mem_total:
+                self.need_cpu, self.need_mem = cpu, mem
+                return
+            self.rejected["capacity"] += 1
+            self._sample()
+            self.t += 1
+        self.done = True
+
+    def _finish(self) -> None:
+        for v in self.picks:
+            self.selected[v] = False
+        self.picks, self._took_cpu, self._took_mem, self._pair_paths = [], [], [], []
+        self.need_cpu = self.need_mem = 0
+        self._sample()
+        self.t += 1
+        self._begin()
+
+    def _sample(self) -> None:
+        self._steps += 1
+        u = self._util_sum
+        u[0] += 1.0 - self.free_cpu_total / self._cpu_cap_total
+        u[1] += 1.0 - self.free_mem_total / self._mem_cap_total
+        for tier in range(3):
+            if self._tier_cap[tier]:
+                u[2 + tier] += self.bw_used_by_tier[tier] / self._tier_cap[tier]
+
+    # --- the decision --------------------------------------------------------------------------------------------
+
+    def action_mask(self) -> BoolArray:
+        """(servers,) bool: servers that can still be picked for the waiting request."""
+        useful = np.zeros(self.n_servers, dtype=np.bool_)
+        if self.need_cpu > 0:
+            useful |= self.free_cpu > 0
+        if self.need_mem > 0:
+            useful |= self.free_mem > 0
+        useful &= ~self.selected
+        return useful
+
+    def is_valid(self, v: int) -> bool:
+        if not (0 <= v < self.n_servers) or self.selected[v]:
+            return False
+        return bool((self.need_cpu > 0 and self.free_cpu[v] > 0) or (self.need_mem > 0 and self.free_mem[v] > 0))
+
+    def widest_path(self, u: int, v: int, bw: int) -> tuple[int, ...] | None:
+        """The candidate path between servers u and v with the most free bandwidth on its tightest link, if that
+        is at least ``bw``; None otherwise."""
+        fb = self.free_bw
+        best: tuple[int, ...] | None = None
+        best_bottleneck = bw - 1
+        a, b = (u, v) if u < v else (v, u)
+        for path in self.routing.candidates(a, b):
+            bottleneck = min(int(fb[link]) for link in path)
+            if bottleneck > best_bottleneck:
+                best, best_bottleneck = path, bottleneck
+        return best
+
+    def pick(self, v: int) -> tuple[Outcome, float, dict[str, str]]:
+        """Give server ``v`` to the waiting request. Returns (outcome, reward, info)."""
+        if self.done:
+            raise RuntimeError("the episode is over; call reset()")
+        self.decisions += 1
+        if not self.is_valid(int(v)):
+            return self._reject("invalid")
+        v = int(v)
+        bw = self._req_bw[self.t]
+        new_paths = []
+        for u in self.picks:
+            path = self.widest_path(u, v, bw)
+            if path is None:
+                return self._reject("network")
+            new_paths.append(path)
+        self._pair_paths.extend(new_paths)
+        c = min(int(self.free_cpu[v]), self.need_cpu)
+        m = min(int(self.free_mem[v]), self.need_mem)
+        self.free_cpu[v] -= c
+        self.free_mem[v] -= m
+        self.free_cpu_total -= c
+        self.free_mem_total -= m
+        self.need_cpu -= c
+        self.need_mem -= m
+        self.picks.append(v)
+        self._took_cpu.append(c)
+        self._took_mem.append(m)
+        self.selected[v] = True
+        if self.need_cpu or self.need_mem:
+            return Outcome.CONTINUE, self.rewards.step, {}
+        self._accept(bw)
+        return Outcome.ACCEPTED, self.rewards.success, {}
+
+    def _accept(self, bw: int) -> None:
+        links = np.array(sorted({link for path in self._pair_paths for link in path}), dtype=np.int64)
+        if len(links):
+            self.free_bw[links] -= bw
+            np.add.at(self.bw_used_by_tier, self._tier[links][self._tier[links] >= 0], bw)
+        servers = np.array(self.picks, dtype=np.int64)
+        end = self.t + self._req_hold[self.t]
+        self.active[self.t] = Allocation(
+            servers,
+            np.array(self._took_cpu, dtype=np.int64),
+            np.array(self._took_mem, dtype=np.int64),
+            links,
+            bw,
+            end,
+        )
+        self._ends.setdefault(end, []).append(self.t)
+        self.accepted += 1
+        self.accepted_ids.append(self.t)
+        self.servers_per_allocation.append(len(servers))
+        self.locality.append(self.locality_of(servers))
+        self._finish()
+
+    def _reject(self, reason: str) -> tuple[Outcome, float, dict[str, str]]:
+        for v, c, m in zip(self.picks, self._took_cpu, self._took_mem, strict=True):
+            self.free_cpu[v] += c
+            self.free_mem[v] += m
+            self.free_cpu_total += c
+            self.free_mem_total += m
+        self.rejected[reason] += 1
+        self._finish()
+        return Outcome.REJECTED, self.rewards.failure, {"rejected": reason}
+
+    def _release(self, rid: int) -> None:
+        a = self.active.pop(rid)
+        np.add.at(self.free_cpu, a.servers, a.cpu)
+        np.add.at(self.free_mem, a.servers, a.mem)
+        self.free_cpu_total += int(a.cpu.sum())
+        self.free_mem_total += int(a.mem.sum())
+        if len(a.links):
+            self.free_bw[a.links] += a.bw
+            tiers = self._tier[a.links]
+            np.add.at(self.bw_used_by_tier, tiers[tiers >= 0], -a.bw)
+
+    def drain(self) -> None:
+        """Release every running allocation (as if time ran on past the last departure)."""
+        for rid in list(self.active):
+            self._release(rid)
+        self._ends.clear()
+
+    def locality_of(self, servers: IntArray) -> int:
+        if len(servers) == 1:
+            return 0
+        racks = self._rack[servers]
+        if racks[0] >= 0 and (racks == racks[0]).all():
+            return 1
+        pods = self._pod[servers]
+        if pods[0] >= 0 and (pods == pods[0]).all():
+            return 2
+        return 3
+
+    # --- results and checks ---------------------------------------------------------------------------------------
+
+    def result(self) -> NetResult:
+        steps = max(self._steps, 1)
+        u = self._util_sum / steps
+        names = ("server-rack", "rack-fabric", "fabric-spine")
+        return NetResult(
+            requests=len(self.requests),
+            accepted=self.accepted,
+            rejected=dict(self.rejected),
+            decisions=self.decisions,
+            cpu_util=float(u[0]),
+            mem_util=float(u[1]),
+            bw_util_by_tier={names[t]: float(u[2 + t]) for t in range(3) if self._tier_cap[t]},
+            servers_per_allocation=list(self.servers_per_allocation),
+            locality=list(self.locality),
+            accepted_ids=list(self.accepted_ids),
+        )
+
+    def check_invariants(self) -> None:
+        """Recompute every free array from the ledger (running allocations plus the waiting request's takes) and
+        compare; raise AssertionError on any difference."""
+        top = self.topology
+        cpu = top.server_cpu.copy()
+        mem = top.server_mem.copy()
+        bw = top.link_cap.copy()
+        for a in self.active.values():
+            np.subtract.at(cpu, a.servers, a.cpu)
+            np.subtract.at(mem, a.servers, a.mem)
+            bw[a.links] -= a.bw
+            assert len(np.unique(a.servers)) == len(a.servers), "a server twice in one allocation"
+            assert a.end > self.t or self.done, "an allocation outlived its holding period"
+        for v, c, m in zip(self.picks, self._took_cpu, self._took_mem, strict=True):
+            cpu[v] -= c
+            mem[v] -= m
+        assert (cpu >= 0).all() and (mem >= 0).all(), "server resources over-committed"
+        assert (bw >= 0).all(), "link bandwidth over-committed"
+        assert np.array_equal(cpu, self.free_cpu), "free CPU does not match the ledger"
+        assert np.array_equal(mem, self.free_mem), "free memory does not match the ledger"
+        assert np.array_equal(bw, self.free_bw), "free bandwidth does not match the ledger"
+        assert (self.free_bw <= top.link_cap).all(), "free bandwidth above capacity"
+        assert self.free_cpu_total == int(cpu.sum()) and self.free_mem_total == int(mem.sum()), "totals drifted"
+        used = top.link_cap - self.free_bw
+        for tier in range(3):
+            assert int(used[top.link_tier == tier].sum()) == int(self.bw_used_by_tier[tier]), "tier totals drifted"
+        assert self.accepted + sum(self.rejected.values()) == self.t, "every request is accepted or rejected once"

@@ -1,0 +1,249 @@
+"""Multi-server requests ``<cpu, mem, bw, hold>`` for network-aware allocation (the Nara paper's request sets).
+
+Units: CPU and memory in server units (a Nara server has 10 of each), bandwidth in micro-units of link capacity
+(``BW_SCALE`` = one unit = a whole server-rack link in the presets), holding period in arrivals (a request that
+arrives at step ``t`` with hold ``h`` leaves at the start of step ``t + h``; time advances one step per arrival).
+
+Request sets (``dataset``):
+
+* ``uniform``: CPU and memory independent and uniform on the integers 1..100 (up to 10 servers' worth each).
+* ``azure``: the (vCPU, GB) flavour mix of the Azure V1 trace (Cortez et al., SOSP 2017; CC BY 4.0), 1.2 M VMs of
+  its train split, each value times 50, rounded up, capped at 100 (appendix H of the paper).
+* ``alibaba``: the (CPU, memory) mix of the Alibaba GPU cluster trace 2023 (Weng et al., ATC 2023; research use),
+  8,152 pods; CPU cores times 5 and memory GiB times 0.4, rounded up, at least 1, capped at 100. The paper scaled its
+  older Alibaba trace (CPU in hundredths of a core, normalised memory) by 50 and 5; our trace has other units, so we
+  chose factors that give a comparably demanding set: mean CPU demand about 5 servers' worth (the uniform set's) and a
+  CPU:memory demand ratio about 3.4:1 (the paper's Alibaba utilisations, Tetris 0.77 CPU / 0.23 memory).
+* a CSV file with columns ``cpu,mem,bw,hold`` (``bw`` in link units, e.g. 0.35): replayed as is.
+
+Bandwidth is uniform in 10 %..100 % of a server-rack link for every set. Holding periods are uniform integers
+``1..H``; ``H`` is calibrated for the topology and episode length so that the *average load* (appendix H: the mean
+over the episode's steps of the demand of every request that would be active if all were accepted, the waiting one
+included, as a share of the cluster's capacity, taking the larger of the CPU and memory shares) hits the paper's
+target: 95 % (uniform), 90 % (azure, alibaba).
+
+The trace-derived sets are split 80/20 into train and test at the level of individual trace records (seeded);
+each split's (cpu, mem) counts are shipped in ``dcplace/data/netalloc_<set>.csv`` so that nothing needs the
+shared data. ``build_tables`` rebuilds them from the traces (``tests`` check they match when the data is present).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from dcplace.cluster.topology import BW_SCALE
+from dcplace.errors import InputError
+from dcplace.workload.csvio import read_numeric_csv, require
+
+IntArray = npt.NDArray[np.int64]
+
+DATASETS = ("uniform", "azure", "alibaba")
+TARGET_LOAD = {"uniform": 0.95, "azure": 0.90, "alibaba": 0.90}
+UNIFORM_BOUNDS = (1, 100)
+BW_RANGE = (0.1, 1.0)
+SCALE = {"azure": (50.0, 50.0), "alibaba": (5.0, 0.4)}
+CAP = 100
+SPLIT_SEED = 20220607  # the 80/20 split of trace records
+
+
+@dataclass(frozen=True, eq=False)
+class NetRequests:
+    """One episode's requests in arrival order."""
+
+    cpu: IntArray  # (requests,) int64 CPU units
+    mem: IntArray  # (requests,) int64 memory units
+    bw: IntArray  # (requests,) int64 bandwidth micro-units
+    hold: IntArray  # (requests,) int64 arrivals until departure, >= 1
+    hold_max: int  # H of the holding distribution (scales the observation)
+    source: str = ""
+
+    def __len__(self) -> int:
+        return int(self.cpu.shape[0])
+
+
+@dataclass(frozen=True)
+class SizeTable:
+    """A discrete (cpu, mem) distribution: distinct pairs with their counts."""
+
+    cpu: IntArray  # (pairs,)
+    mem: IntArray  # (pairs,)
+    count: IntArray  # (pairs,)
+
+    def sample(self, rng: np.random.Generator, n: int) -> tuple[IntArray, IntArray]:
+        p = self.count / self.count.sum()
+        idx = rng.choice(len(self.cpu), size=n, p=p)
+        return self.cpu[idx], self.mem[idx]
+
+    def mean(self) -> tuple[float, float]:
+        w = self.count / self.count.sum()
+        return float((self.cpu * w).sum()), float((self.mem * w).sum())
+
+
+def scale_sizes(cpu: npt.NDArray[np.float64], mem: npt.NDArray[np.float64], dataset: str) -> tuple[IntArray, IntArray]:
+    """Trace units (vCPU or cores, GB or GiB) to request units: times the set's factor, rounded up, 1..100."""
+    sc, sm = SCALE[dataset]
+    c = np.clip(np.ceil(np.round(cpu * sc, 6)), 1, CAP).astype(np.int64)
+    m = np.clip(np.ceil(np.round(mem * sm, 6)), 1, CAP).astype(np.int64)
+    return c, m
+
+
+def _table_from(c: IntArray, m: IntArray) -> SizeTable:
+    pairs, counts = np.unique(np.stack([c, m], axis=1), axis=0, return_counts=True)
+    return SizeTable(pairs[:, 0].astype(np.int64), pairs[:, 1].astype(np.int64), counts.astype(np.int64))
+
+
+def build_tables(dataset: str, data_dir: Path) -> dict[str, SizeTable]:
+    """Train and test (cpu, mem) tables of a trace-derived set, rebuilt from the shared data."""
+    if dataset == "azure":
+        from dcplace.workload.azure import read_flavour_map
+
+        flavours = read_flavour_map(data_dir / "azure-v1" / "flav_map.txt")
+        letters: list[str] = []
+        with open(data_dir / "azure-v1" / "v1.train.txt") as fh:
+            for line in fh:
+                parts = line.split(" ", 1)
+                if len(parts) == 2:
+                    letters.extend(t for t in parts[1].strip().split(",") if t and t != "|")
+        cpu = np.array([flavours[t][0] for t in letters], dtype=np.float64)
+        mem = np.array([flavours[t][1] for t in letters], dtype=np.float64)
+    elif dataset == "alibaba":
+        cols = read_numeric_csv(
+            data_dir / "alibaba-gpu-v2023" / "openb_pod_list_default.csv", ("cpu_milli", "memory_mib")
+        )
+        cpu = cols["cpu_milli"] / 1000.0
+        mem = cols["memory_mib"] / 1024.0
+    else:
+        raise ValueError(f"no trace behind dataset {dataset!r}")
+    c, m = scale_sizes(cpu, mem, dataset)
+    order = np.random.default_rng(SPLIT_SEED).permutation(len(c))
+    cut = round(0.8 * len(c))
+    return {"train": _table_from(c[order[:cut]], m[order[:cut]]), "test": _table_from(c[order[cut:]], m[order[cut:]])}
+
+
+def write_table_csv(tables: dict[str, SizeTable], path: Path, attribution: str) -> None:
+    rows = [f"# {line}" for line in attribution.strip().splitlines()]
+    rows.append("split,cpu,mem,count")
+    for split, t in tables.items():
+        rows.extend(f"{split},{c},{m},{n}" for c, m, n in zip(t.cpu, t.mem, t.count, strict=True))
+    path.write_text("\n".join(rows) + "\n")
+
+
+@functools.cache
+def shipped_table(dataset: str, split: str) -> SizeTable:
+    """The (cpu, mem) table shipped in the package for ``dataset`` (azure or alibaba) and ``split``."""
+    text = resources.files("dcplace").joinpath("data", f"netalloc_{dataset}.csv").read_text()
+    rows = [r.split(",") for r in text.splitlines() if r and not r.startswith("#")][1:]
+    sel = [r for r in rows if r[0] == split]
+    return SizeTable(
+        np.array([int(r[1]) for r in sel], dtype=np.int64),
+        np.array([int(r[2]) for r in sel], dtype=np.int64),
+        np.array([int(r[3]) for r in sel], dtype=np.int64),
+    )
+
+
+def size_table(dataset: str, split: str) -> SizeTable:
+    if dataset == "uniform":
+        lo, hi = UNIFORM_BOUNDS
+        grid = np.arange(lo, hi + 1, dtype=np.int64)
+        c, m = np.meshgrid(grid, grid, indexing="ij")
+        return SizeTable(c.ravel(), m.ravel(), np.ones(c.size, dtype=np.int64))
+    if dataset in ("azure", "alibaba"):
+        return shipped_table(dataset, split)
+    raise InputError(f"--dataset must be one of {', '.join(DATASETS)} or a request CSV file, got {dataset!r}")
+
+
+def average_load(cpu: IntArray, mem: IntArray, hold: IntArray, capacity_cpu: int, capacity_mem: int) -> float:
+    """Appendix H's average load of one episode (see the module docstring)."""
+    n = len(cpu)
+    steps = np.arange(n)
+    end = np.minimum(steps + hold, n)
+    # Demand at step t = sum over requests i <= t < end_i: a difference array over the arrival and end steps.
+    dc = np.zeros(n + 1)
+    dm = np.zeros(n + 1)
+    np.add.at(dc, steps, cpu)
+    np.add.at(dc, end, -cpu)
+    np.add.at(dm, steps, mem)
+    np.add.at(dm, end, -mem)
+    load = np.maximum(np.cumsum(dc)[:n] / capacity_cpu, np.cumsum(dm)[:n] / capacity_mem)
+    return float(load.mean())
+
+
+@functools.cache
+def calibrate_hold(dataset: str, n_requests: int, capacity_cpu: int, capacity_mem: int, split: str = "test") -> int:
+    """The smallest H whose mean average load over 64 seeded calibration episodes reaches the dataset's target
+    (at most ``n_requests``)."""
+    table = size_table(dataset, split)
+    rng = np.random.default_rng(12345)
+    episodes = [(*table.sample(rng, n_requests), rng.random(n_requests)) for _ in range(64)]
+    target = TARGET_LOAD[dataset]
+
+    def mean_load(h_max: int) -> float:
+        return float(
+            np.mean(
+                [
+                    average_load(c, m, 1 + np.floor(u * h_max).astype(np.int64), capacity_cpu, capacity_mem)
+                    for c, m, u in episodes
+                ]
+            )
+        )
+
+    # Holding longer than the episode changes nothing, so H <= n_requests; when even that cannot reach the target
+    # (an episode too short for the cluster, e.g. 32 requests on gamma) every request holds to the end.
+    lo, hi = 1, max(n_requests, 1)
+    if mean_load(hi) < target:
+        return hi
+    while lo < hi:  # the load is monotone in H for fixed uniforms u
+        mid = (lo + hi) // 2
+        if mean_load(mid) >= target:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def generate(
+    dataset: str,
+    n_requests: int,
+    seed: int,
+    capacity_cpu: int,
+    capacity_mem: int,
+    split: str = "test",
+    hold_max: int | None = None,
+) -> NetRequests:
+    """One seeded episode of ``n_requests`` from a named set, its holding periods calibrated to the cluster."""
+    table = size_table(dataset, split)
+    if hold_max is None:
+        hold_max = calibrate_hold(dataset, n_requests, capacity_cpu, capacity_mem, split)
+    rng = np.random.default_rng(seed)
+    cpu, mem = table.sample(rng, n_requests)
+    lo, hi = BW_RANGE
+    bw = np.round(rng.uniform(lo, hi, n_requests) * BW_SCALE).astype(np.int64)
+    hold = rng.integers(1, hold_max + 1, n_requests).astype(np.int64)
+    return NetRequests(cpu, mem, bw, hold, hold_max, source=f"{dataset}/{split}")
+
+
+def read_requests(path: Path) -> NetRequests:
+    """A request file: CSV with header ``cpu,mem,bw,hold``; whole positive CPU, memory and hold, bw > 0 in link
+    units. Errors name the file, line and field."""
+    cols = read_numeric_csv(path, ("cpu", "mem", "bw", "hold"))
+    for name in ("cpu", "mem", "hold"):
+        v = cols[name]
+        require((v >= 1) & (v == np.floor(v)), path, name, f"{name} must be a whole number >= 1")
+    require(cols["bw"] > 0, path, "bw", "bw must be positive (link units, e.g. 0.5)")
+    if len(cols["cpu"]) == 0:
+        raise InputError("the file has no requests", path=path)
+    hold = cols["hold"].astype(np.int64)
+    return NetRequests(
+        cols["cpu"].astype(np.int64),
+        cols["mem"].astype(np.int64),
+        np.round(cols["bw"] * BW_SCALE).astype(np.int64),
+        hold,
+        int(hold.max()),
+        source=str(path),
+    )
