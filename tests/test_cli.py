@@ -92,3 +92,50 @@ def test_reproduce_writes_records_and_table(tmp_path):
     records = [json.loads(x) for x in (tmp_path / "records.jsonl").read_text().splitlines()]
     assert {r["table"] for r in records} == {"table2", "table3", "table4"}
     assert "paper First-Fit" in (tmp_path / "table.md").read_text()
+
+
+NET_KEYS = {
+    "policy", "topology", "dataset", "requests", "episodes", "acceptance_mean", "acceptance_std", "cpu_util_mean",
+    "mem_util_mean", "bw_util_by_tier", "locality", "wall_s", "decisions_per_s",
+}  # fmt: skip
+
+
+def test_simulate_netalloc_json():
+    p = dcplace("simulate", "netalloc", "--topology", "alpha", "--dataset", "uniform", "--policy", "tetris",
+                "--requests", "64", "--episodes", "2", "--seed", "0", "--json", "--check")  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert NET_KEYS <= set(out)
+    assert out["episodes"] == 2 and out["requests"] == 64 and 0 < out["acceptance_mean"] <= 1
+    assert set(out["bw_util_by_tier"]) == {"server-rack", "rack-fabric", "fabric-spine"}
+
+
+def test_simulate_netalloc_table_and_request_file(tmp_path):
+    f = tmp_path / "req.csv"
+    f.write_text("cpu,mem,bw,hold\n15,12,0.5,3\n30,30,0.2,2\n5,5,1.0,1\n")
+    p = dcplace("simulate", "netalloc", "--dataset", str(f), "--policy", "nalb", "--episodes", "1")
+    assert p.returncode == 0, p.stderr
+    assert "mean" in p.stdout and "locality" in p.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--topology", "omega"], "--topology"),
+        (["--policy", "best-fit"], "--policy"),
+        (["--dataset", "nope"], "--dataset"),
+        (["--episodes", "0"], "--episodes"),
+    ],
+)
+def test_netalloc_bad_flags_exit_2(args, needle):
+    p = dcplace("simulate", "netalloc", *args)
+    assert p.returncode == 2 and needle in p.stderr and "Traceback" not in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_netalloc_bad_topology_file_exit_2(tmp_path):
+    f = tmp_path / "topo.csv"
+    f.write_text("source,target,capacity\nh1,tor,1\nh2,tor,abc\n")
+    p = dcplace("simulate", "netalloc", "--topology", str(f))
+    assert p.returncode == 2 and "line 3" in p.stderr and "capacity" in p.stderr and str(f) in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and p.stdout == ""

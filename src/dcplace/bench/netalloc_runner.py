@@ -113,6 +113,8 @@ def run_policy(
     if n < 1:
         raise InputError(f"--requests must be at least 1, got {n}")
     get_net_policy(policy)  # fail on a bad name before any work
+    if dataset not in DATASETS and not Path(dataset).is_file():
+        raise InputError(f"--dataset must be one of {', '.join(DATASETS)} or an existing request CSV, got {dataset!r}")
     label = dataset if dataset in DATASETS else Path(dataset).name
     run = NetRun(policy, top.name, label, n)
     for e in range(episodes):

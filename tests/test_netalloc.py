@@ -1,0 +1,382 @@
+"""Network-aware allocation: topologies, routing, request sets, simulator semantics and invariants, baselines, env."""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+from fractions import Fraction
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import dcplace.envs  # noqa: F401  (registers the environments)
+from dcplace.bench.netalloc_runner import run_policy
+from dcplace.cluster.topology import BW_SCALE, PRESETS, fabric, from_networkx, load_topology, preset
+from dcplace.errors import InputError
+from dcplace.policies import get_net_policy, policy_names
+from dcplace.sim.netalloc import NetAllocSim, Outcome
+from dcplace.sim.routing import FabricRouting, GraphRouting
+from dcplace.workload.netreq import (
+    DATASETS,
+    TARGET_LOAD,
+    NetRequests,
+    average_load,
+    build_tables,
+    generate,
+    read_requests,
+    shipped_table,
+)
+from dcplace.workload.traces import shared_data_dir
+
+
+def requests(rows: list[tuple[int, int, float, int]]) -> NetRequests:
+    """rows of (cpu, mem, bw in link units, hold)."""
+    a = np.array(rows, dtype=float).reshape(-1, 4)
+    hold = a[:, 3].astype(np.int64)
+    return NetRequests(
+        a[:, 0].astype(np.int64),
+        a[:, 1].astype(np.int64),
+        np.round(a[:, 2] * BW_SCALE).astype(np.int64),
+        hold,
+        int(hold.max()),
+    )
+
+
+# --- topologies -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_presets_have_the_papers_table_8(name):
+    spec = PRESETS[name]
+    top = preset(name)
+    assert top.n_servers == spec.servers_per_rack * spec.racks
+    assert (np.bincount(top.server_rack) == spec.servers_per_rack).all()
+    assert top.tier_oversubscription() == (spec.server_rack, spec.rack_fabric)
+    assert (top.server_cpu == 10).all() and (top.server_mem == 10).all()
+    for tier, cap in enumerate(spec.capacity):
+        assert (top.link_cap[top.link_tier == tier] == round(cap * BW_SCALE)).all()
+
+
+def test_beta_halves_server_rack_and_doubles_rack_fabric_oversubscription():
+    a, b = preset("alpha").tier_oversubscription(), preset("beta").tier_oversubscription()
+    assert b[0] == a[0] / 2 and b[1] == a[1] * 2
+
+
+def test_generic_graph_from_networkx_and_files(tmp_path):
+    import networkx as nx
+
+    g = nx.Graph()
+    g.add_node("a", cpu=10, mem=10)
+    g.add_node("b", cpu=5, mem=8)
+    g.add_node("sw")
+    g.add_edge("a", "sw", capacity=1.0)
+    g.add_edge("b", "sw", capacity=0.5, tier=0)
+    top = from_networkx(g)
+    assert top.n_servers == 2 and top.n_links == 2 and list(top.server_mem) == [10, 8]
+    f = tmp_path / "t.csv"
+    f.write_text("source,target,capacity\nh1,tor,1\nh2,tor,1\ntor,core,2\nh3,core,1\n")
+    top = load_topology(str(f))
+    assert top.n_servers == 3 and top.node_names[:3] == ("h1", "h2", "h3")
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ('{"nodes": [{"name": "a", "cpu": 1}, {"name": "b", "cpu": 1}], "links": []}', "has no path"),
+        ('{"nodes": [{"name": "a", "cpu": 1}], "links": [{"source": "a", "target": "x", "capacity": 1}]}', "links[0]"),
+        (
+            '{"nodes": [{"name": "a", "cpu": 1}, {"name": "s"}], "links": [{"source": "a", "target": "s", '
+            '"capacity": 0}]}',
+            "capacity must be positive",
+        ),
+        ('{"nodes": [{"name": "a", "cpu": -1}], "links": []}', "nodes[0].cpu"),
+        ("{not json", "not valid JSON"),
+    ],
+)
+def test_bad_topology_files_are_one_clear_error(tmp_path, text, needle):
+    f = tmp_path / "t.json"
+    f.write_text(text)
+    with pytest.raises(InputError, match=None) as info:
+        load_topology(str(f))
+    assert needle in str(info.value) and str(f) in str(info.value)
+
+
+def test_bad_csv_topology_names_line_and_field(tmp_path):
+    f = tmp_path / "t.csv"
+    f.write_text("source,target,capacity\nh1,tor,1\nh2,tor,-3\n")
+    with pytest.raises(InputError) as info:
+        load_topology(str(f))
+    assert "line 3" in str(info.value) and "capacity" in str(info.value)
+
+
+# --- routing ------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["alpha", "beta", "gamma"])
+def test_structural_routing_agrees_with_networkx(name):
+    top = preset(name)
+    fab, gen = FabricRouting(top), GraphRouting(top)
+    rng = np.random.default_rng(0)
+    pairs = list(itertools.combinations(range(top.n_servers), 2))
+    if len(pairs) > 400:
+        pairs = [pairs[i] for i in rng.choice(len(pairs), 400, replace=False)]
+    for u, v in pairs:
+        assert fab.candidates(u, v) == gen.candidates(u, v), (u, v)
+
+
+def test_path_counts_follow_rack_and_pod():
+    r = FabricRouting(preset("gamma"))  # 4 planes, 1 spine per plane, pods of 2 racks of 40
+    assert len(r.candidates(0, 1)) == 1  # same rack
+    assert len(r.candidates(0, 40)) == 3  # same pod: 4 planes, k = 3
+    assert len(r.candidates(0, 80)) == 3  # other pod
+    used = {p[1] for v in range(40, 80) for p in r.candidates(0, v)}
+    assert len(used) == 4  # the rotation spreads pairs over all four planes
+
+
+# --- request sets -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dataset", DATASETS)
+def test_calibrated_holding_periods_hit_the_average_load(dataset):
+    loads = []
+    for seed in range(40):
+        r = generate(dataset, 128, seed, 400, 400)
+        assert (r.cpu >= 1).all() and (r.cpu <= 100).all() and (r.mem >= 1).all() and (r.mem <= 100).all()
+        assert (r.bw >= 0.1 * BW_SCALE).all() and (r.bw <= BW_SCALE).all()
+        assert (r.hold >= 1).all() and (r.hold <= r.hold_max).all()
+        loads.append(average_load(r.cpu, r.mem, r.hold, 400, 400))
+    assert abs(np.mean(loads) - TARGET_LOAD[dataset]) < 0.05
+
+
+def test_average_load_by_hand():
+    # Two requests of 10 CPU on capacity 20: step 0 has request 0 (hold 2), step 1 has both -> (0.5 + 1.0) / 2.
+    cpu = np.array([10, 10])
+    assert average_load(cpu, np.array([1, 1]), np.array([2, 1]), 20, 20) == pytest.approx(0.75)
+
+
+def test_splits_are_disjoint_draws_with_similar_means():
+    for dataset in ("azure", "alibaba"):
+        tr, te = shipped_table(dataset, "train"), shipped_table(dataset, "test")
+        assert tr.count.sum() > 3 * te.count.sum()
+        assert abs(tr.mean()[0] - te.mean()[0]) < 3
+
+
+@pytest.mark.skipif(shared_data_dir() is None, reason="needs ../shared/data")
+def test_shipped_tables_are_rebuilt_from_the_traces():
+    data = shared_data_dir()
+    assert data is not None
+    for dataset in ("azure", "alibaba"):
+        for split, table in build_tables(dataset, data).items():
+            shipped = shipped_table(dataset, split)
+            assert np.array_equal(table.cpu, shipped.cpu) and np.array_equal(table.count, shipped.count)
+
+
+def test_request_file_errors(tmp_path):
+    f = tmp_path / "r.csv"
+    f.write_text("cpu,mem,bw,hold\n10,10,0.5,3\n10,10,0,3\n")
+    with pytest.raises(InputError) as info:
+        read_requests(f)
+    assert "line 3" in str(info.value) and "'bw'" in str(info.value)
+    f.write_text("cpu,mem,bw,hold\n10,1.5,0.5,3\n")
+    with pytest.raises(InputError, match="line 2"):
+        read_requests(f)
+
+
+# --- simulator semantics ------------------------------------------------------------------------------------------
+
+
+def small() -> NetAllocSim:
+    """2 pods x 1 rack x 2 servers, 1 plane; request 0: 20 CPU (two servers), bw 0.6; request 1: 5 CPU on one."""
+    top = fabric(2, 2, 1, 1)
+    return NetAllocSim(top, requests([(20, 20, 0.6, 5), (5, 5, 0.9, 5), (10, 10, 0.5, 5)]))
+
+
+def test_accepted_request_reserves_bandwidth_once_per_link_of_its_paths():
+    sim = small()
+    assert sim.pick(0)[:2] == (Outcome.CONTINUE, 0.0)
+    assert sim.pick(1)[:2] == (Outcome.ACCEPTED, 10.0)
+    assert sim.free_bw[0] == sim.free_bw[1] == round(0.4 * BW_SCALE)
+    assert (sim.free_bw[2:] == sim.topology.link_cap[2:]).all()
+    # Request 1 fits on server 2 alone: no bandwidth.
+    assert sim.pick(2)[0] == Outcome.ACCEPTED
+    assert (sim.free_bw[2:] == sim.topology.link_cap[2:]).all()
+    sim.check_invariants()
+
+
+def test_path_failure_leaves_no_trace():
+    top = fabric(3, 1, 1, 1)  # one rack of three servers
+    sim = NetAllocSim(top, requests([(15, 15, 0.7, 9), (15, 15, 0.5, 9)]))
+    sim.pick(0)
+    sim.pick(1)  # request 0 over servers 0 and 1 (0.7 on both uplinks); 5 left on server 1
+    before = (sim.free_cpu.copy(), sim.free_mem.copy(), sim.free_bw.copy(), set(sim.active))
+    assert sim.pick(1)[0] == Outcome.CONTINUE  # request 1 takes server 1's last 5 ...
+    outcome, reward, info = sim.pick(2)  # ... then server 2: server 1's uplink has only 0.3 of 0.5
+    assert (outcome, reward, info) == (Outcome.REJECTED, -10.0, {"rejected": "network"})
+    after = (sim.free_cpu, sim.free_mem, sim.free_bw, set(sim.active))
+    for x, y in zip(before[:3], after[:3], strict=True):
+        assert np.array_equal(x, y)
+    assert before[3] == after[3] == {0}
+    sim.check_invariants()
+
+
+def test_paths_between_pods_need_bandwidth_on_every_tier():
+    top = fabric(1, 2, 1, 1, capacity=(1.0, 1.0, 0.4))  # two pods of one server; spine links 0.4
+    sim = NetAllocSim(top, requests([(20, 20, 0.3, 9), (20, 20, 0.3, 9)]))
+    sim.pick(0)
+    assert sim.pick(1)[0] == Outcome.ACCEPTED  # all six links of the path get 0.3
+    assert (sim.free_bw == top.link_cap - round(0.3 * BW_SCALE)).all()
+    assert sim.done  # request 1 cannot fit: no capacity left (rejected without a decision)
+    assert sim.rejected["capacity"] == 1
+
+
+def test_invalid_action_rejects_with_reason():
+    sim = small()
+    sim.pick(0)
+    assert sim.pick(0) == (Outcome.REJECTED, -10.0, {"rejected": "invalid"})
+    assert sim.rejected["invalid"] == 1 and (sim.free_cpu == 10).all()
+
+
+def test_capacity_rejection_needs_no_decision():
+    sim = NetAllocSim(fabric(1, 1, 1, 1), requests([(10, 10, 0.5, 5), (1, 1, 0.5, 5)]))
+    sim.pick(0)
+    assert sim.done and sim.rejected["capacity"] == 1 and sim.decisions == 1
+
+
+def test_departures_free_resources_at_their_step():
+    sim = NetAllocSim(fabric(2, 1, 1, 1), requests([(20, 20, 0.5, 1), (20, 20, 0.5, 1)]))
+    sim.pick(0)
+    sim.pick(1)
+    assert sim.t == 1 and (sim.free_cpu == 10).all() and (sim.free_bw == sim.topology.link_cap).all()
+
+
+@st.composite
+def scenarios(draw):
+    spr = draw(st.integers(1, 4))
+    racks_per_pod = draw(st.integers(1, 2))
+    racks = racks_per_pod * draw(st.integers(1, 3))
+    planes = draw(st.integers(1, 3))
+    top = fabric(spr, racks, racks_per_pod, planes, draw(st.integers(1, 2)), capacity=(1.0, 1.0, 2.0))
+    n = draw(st.integers(1, 25))
+    rows = [
+        (draw(st.integers(1, 30)), draw(st.integers(1, 30)), draw(st.floats(0.05, 1.0)), draw(st.integers(1, 8)))
+        for _ in range(n)
+    ]
+    return top, requests(rows), draw(st.integers(0, 2**32 - 1)), draw(st.floats(0.0, 0.2))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios())
+def test_ledger_invariants_hold_under_any_picks(scenario):
+    top, reqs, seed, p_invalid = scenario
+    rng = np.random.default_rng(seed)
+    sim = NetAllocSim(top, reqs)
+    while not sim.done:
+        mask = sim.action_mask()
+        assert mask.any()
+        v = int(rng.integers(top.n_servers)) if rng.random() < p_invalid else int(rng.choice(np.flatnonzero(mask)))
+        accepted_before = set(sim.active)
+        t = sim.t
+        outcome, _, _ = sim.pick(v)
+        if outcome == Outcome.REJECTED:
+            assert t not in sim.active and set(sim.active) <= accepted_before
+        sim.check_invariants()
+        assert (sim.free_bw >= 0).all() and (sim.free_bw <= top.link_cap).all()
+        assert (sim.free_cpu >= 0).all() and (sim.free_cpu <= top.server_cpu).all()
+    res = sim.result()
+    assert res.accepted + sum(res.rejected.values()) == len(reqs)
+    sim.drain()
+    sim.check_invariants()
+    assert np.array_equal(sim.free_cpu, top.server_cpu) and np.array_equal(sim.free_mem, top.server_mem)
+    assert np.array_equal(sim.free_bw, top.link_cap)
+
+
+# --- baselines ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("policy", policy_names("netalloc"))
+def test_every_baseline_keeps_the_ledger_and_only_picks_masked_servers(policy):
+    run = run_policy("beta", "alibaba", policy, 64, episodes=2, seed=3, check=True)
+    s = run.summary()
+    assert s["rejected"]["invalid"] == 0
+    assert 0 < s["acceptance_mean"] <= 1
+    again = run_policy("beta", "alibaba", policy, 64, episodes=2, seed=3).summary()
+    assert again["acceptance_per_episode"] == s["acceptance_per_episode"]
+    assert again["cpu_util_mean"] == s["cpu_util_mean"] and again["locality"] == s["locality"]
+
+
+def test_tetris_follows_cosine_then_rack_penalty():
+    top = fabric(3, 2, 2, 1)  # servers 0-2 rack 0, 3-5 rack 1, one pod
+    sim = NetAllocSim(top, requests([(16, 4, 0.1, 5)]))
+    sim.free_cpu[:] = [2, 10, 10, 10, 10, 10]
+    sim.free_mem[:] = [2, 10, 10, 1, 10, 10]
+    sim.free_cpu_total, sim.free_mem_total = int(sim.free_cpu.sum()), int(sim.free_mem.sum())
+    tetris = get_net_policy("tetris")
+    assert tetris.choose(sim) == 3  # (10, 1) is most aligned with (16, 4)
+    sim.pick(3)  # need (6, 3) now; in rack 1, server 4 (10, 10) beats server 0 (2, 2)x0.1
+    assert tetris.choose(sim) == 4
+
+
+def test_nulb_searches_its_rack_first():
+    top = fabric(4, 2, 2, 1)
+    sim = NetAllocSim(top, requests([(40, 40, 0.1, 5)]))
+    pol = get_net_policy("nulb", seed=1)
+    first = pol.choose(sim)
+    sim.pick(first)
+    second = pol.choose(sim)
+    assert top.server_rack[second] == top.server_rack[first]
+
+
+def test_nalb_strict_does_not_cross_thin_links():
+    top = fabric(2, 2, 2, 1)  # two racks of two in one pod
+    sim = NetAllocSim(top, requests([(30, 30, 0.5, 5)]))
+    sim.free_bw[1] = 0  # server 1's uplink is full
+    pol = get_net_policy("nalb-strict", seed=0)
+    first = pol.choose(sim)
+    assert first != 1
+    sim.pick(first)
+    assert pol.choose(sim) != 1
+
+
+# --- environment --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("topology", ["alpha", "beta"])
+def test_env_passes_check_env(topology):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        env = gym.make("dcplace/NetAlloc-v0", topology=topology, dataset="azure")
+        check_env(env.unwrapped, skip_render_check=True)
+
+
+def test_env_episode_scores_like_the_simulator():
+    env = gym.make("dcplace/NetAlloc-v0", topology="alpha", requests=16).unwrapped
+    obs, _ = env.reset(seed=5)
+    assert obs["nodes"].shape == (50, 4) and obs["edge_index"].shape == (2, 104) and obs["state"].shape == (3,)
+    total, done, rng = 0.0, False, np.random.default_rng(0)
+    while not done:
+        assert obs["action_mask"].any()
+        a = int(rng.choice(np.flatnonzero(obs["action_mask"])))
+        obs, r, done, trunc, info = env.step(a)
+        total += r
+        assert not trunc and info["outcome"] in ("continue", "accepted", "rejected")
+    res = env.sim.result()
+    assert total == 10 * res.accepted - 10 * res.rejected["network"]
+    assert not obs["action_mask"].any()
+
+
+def test_env_same_seed_same_requests():
+    env = gym.make("dcplace/NetAlloc-v0", topology="alpha").unwrapped
+    a, _ = env.reset(seed=11)
+    b, _ = env.reset(seed=11)
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+
+
+def test_fraction_presets_reject_impossible_ratios():
+    from dcplace.cluster.topology import fabric_from_oversubscription
+
+    with pytest.raises(InputError, match="whole number"):
+        fabric_from_oversubscription(10, 4, Fraction(3), Fraction(2))
