@@ -1,0 +1,58 @@
+"""Why our Tetris accepts less than the paper's on alpha: where its path-check failures come from.
+
+For each request set, 5 test episodes of 128 requests on alpha (the reproduction's episodes): Tetris's acceptance,
+its network rejections, and how many of its first picks went to a server whose uplink already had less free
+bandwidth than the request needs (such a request fails at its second pick whatever follows).
+
+    python benchmarks/fidelity_nara.py
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np
+
+from dcplace.bench.netalloc_runner import episode_requests, run_episode
+from dcplace.cluster.topology import preset
+from dcplace.policies.netalloc_heuristics import Tetris
+from dcplace.sim.netalloc import NetAllocSim
+
+
+class ProbedTetris(Tetris):
+    """Tetris that counts first picks onto servers whose uplink cannot carry the request."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.firsts = 0
+        self.thin_firsts = 0
+
+    def choose(self, sim: NetAllocSim) -> int:
+        v = super().choose(sim)
+        if not sim.picks and sim.topology.fabric_shape is not None:
+            self.firsts += 1
+            self.thin_firsts += int(sim.free_bw[v] < sim.request[2])  # link id v = server v's uplink
+        return v
+
+
+def main() -> None:
+    top = preset("alpha")
+    print("| set | acceptance | network rejections | first picks on a thin uplink | first picks |")
+    print("|---|---|---|---|---|")
+    for dataset in ("uniform", "azure", "alibaba"):
+        acc, rejected, thin, firsts = [], 0, 0, 0
+        for e in range(5):
+            sim = NetAllocSim(top, episode_requests(top, dataset, 128, 0, e))
+            pol = ProbedTetris()
+            res = run_episode(sim, pol)
+            acc.append(res.acceptance)
+            rejected += res.rejected["network"]
+            thin += pol.thin_firsts
+            firsts += pol.firsts
+        print(f"| {dataset} | {np.mean(acc):.3f} | {rejected} | {thin} | {firsts} |")
+
+
+if __name__ == "__main__":
+    main()
