@@ -32,10 +32,11 @@ rack-fabric oversubscription, as the paper says), 2 spines; gamma 8 pods, 4 spin
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -52,6 +53,7 @@ TIER_NAMES = ("server-rack", "rack-fabric", "fabric-spine")
 """Link tiers of a Fabric topology, indexed by the ``link_tier`` code; -1 means not known (generic graphs)."""
 
 IntArray = npt.NDArray[np.int64]
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -485,6 +487,14 @@ def _load_json(path: Path) -> Topology:
     return _build_generic(nodes, links, path.stem, str(path))
 
 
+def _parse(kind: Callable[[str], _T], text: str, what: str, path: Path, line: int, fld: str) -> _T:
+    """``kind(text)``, or an InputError naming the file, line and field."""
+    try:
+        return kind(text)
+    except ValueError:
+        raise InputError(f"not {what}: {text!r}", path=path, line=line, field=fld) from None
+
+
 def _load_csv(path: Path) -> Topology:
     lines = path.read_text().splitlines()
     if not lines:
@@ -503,20 +513,8 @@ def _load_csv(path: Path) -> Topology:
         cells = [c.strip() for c in raw.split(",")]
         if len(cells) != len(header):
             raise InputError(f"expected {len(header)} fields, got {len(cells)}", path=path, line=lineno)
-        try:
-            capacity = float(cells[col["capacity"]])
-        except ValueError:
-            raise InputError(
-                f"not a number: {cells[col['capacity']]!r}", path=path, line=lineno, field="capacity"
-            ) from None
-        tier = -1
-        if "tier" in col:
-            try:
-                tier = int(cells[col["tier"]])
-            except ValueError:
-                raise InputError(
-                    f"not a whole number: {cells[col['tier']]!r}", path=path, line=lineno, field="tier"
-                ) from None
+        capacity = _parse(float, cells[col["capacity"]], "a number", path, lineno, "capacity")
+        tier = _parse(int, cells[col["tier"]], "a whole number", path, lineno, "tier") if "tier" in col else -1
         a, b = cells[col["source"]], cells[col["target"]]
         for end in (a, b):
             if end not in degree:
