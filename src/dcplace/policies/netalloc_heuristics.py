@@ -170,7 +170,7 @@ class LocalityBased:
 _DOCS = {
     "random": "a uniformly random server until the request is provisioned or fails",
     "tetris": "highest cosine similarity of free (CPU, mem) with the need; 90 % penalty outside the first rack",
-    "nalb": "bandwidth-weighted breadth-first search from a random first server (only links with enough bandwidth)",
+    "nalb": "bandwidth-weighted breadth-first search from a random first server (widest links first)",
     "nulb": "plain breadth-first search from a random first server (network-unaware locality)",
     "nalb-strict": "NALB crossing only links with enough free bandwidth, first server with enough uplink bandwidth",
 }
