@@ -61,9 +61,9 @@ class NetAllocEnv(gym.Env[dict[str, npt.NDArray[Any]], int]):
         top = self.topology
         v, s, n_links = top.n_nodes, top.n_servers, top.n_links
         self._edge_index = top.edge_index
-        # Node of each directed edge end, to take per-node maxima of link bandwidth.
-        self._ends = np.concatenate([top.link_u, top.link_v])
-        self._links2 = np.concatenate([np.arange(n_links), np.arange(n_links)])
+        # Source node and link id of each directed edge (column i and links + i are link i), for per-node maxima.
+        self._ends = self._edge_index[0]
+        self._links2 = np.tile(np.arange(n_links), 2)
         self.observation_space = spaces.Dict(  # type: ignore[assignment]
             {
                 "nodes": spaces.Box(0.0, 1.0, (v, 4), np.float32),
@@ -120,8 +120,8 @@ class NetAllocEnv(gym.Env[dict[str, npt.NDArray[Any]], int]):
             nodes[:, 2] = per_node
             nodes[:s, 3] = sim.selected
             edges[:, 0] = link_bw[self._links2]
-            state[0] = 1.0 - sim.free_cpu_total / top.server_cpu.sum()
-            state[1] = 1.0 - sim.free_mem_total / top.server_mem.sum()
+            state[0] = sim.cpu_util
+            state[1] = sim.mem_util
             state[2] = min(hold / sim.requests.hold_max, 1.0)
             mask[:] = sim.action_mask()
         return {

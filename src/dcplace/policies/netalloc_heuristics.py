@@ -81,9 +81,8 @@ class _Adjacency:
 
     @classmethod
     def of(cls, top: Topology) -> _Adjacency:
-        u = np.concatenate([top.link_u, top.link_v])
-        v = np.concatenate([top.link_v, top.link_u])
-        e = np.concatenate([np.arange(top.n_links), np.arange(top.n_links)])
+        u, v = top.edge_index
+        e = np.tile(np.arange(top.n_links), 2)
         order = np.lexsort((v, u))
         start = np.searchsorted(u[order], np.arange(top.n_nodes + 1))
         touches = u < top.n_servers

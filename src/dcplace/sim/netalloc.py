@@ -43,7 +43,7 @@ from enum import IntEnum
 import numpy as np
 import numpy.typing as npt
 
-from dcplace.cluster.topology import Topology
+from dcplace.cluster.topology import TIER_NAMES, Topology
 from dcplace.sim.routing import Routing, routing_for
 from dcplace.workload.netreq import NetRequests
 
@@ -190,11 +190,20 @@ class NetAllocSim:
         self.t += 1
         self._begin()
 
+    @property
+    def cpu_util(self) -> float:
+        """Share of the cluster's CPU in use (running allocations and the waiting request's takes)."""
+        return 1.0 - self.free_cpu_total / self._cpu_cap_total
+
+    @property
+    def mem_util(self) -> float:
+        return 1.0 - self.free_mem_total / self._mem_cap_total
+
     def _sample(self) -> None:
         self._steps += 1
         u = self._util_sum
-        u[0] += 1.0 - self.free_cpu_total / self._cpu_cap_total
-        u[1] += 1.0 - self.free_mem_total / self._mem_cap_total
+        u[0] += self.cpu_util
+        u[1] += self.mem_util
         for tier in range(3):
             if self._tier_cap[tier]:
                 u[2 + tier] += self.bw_used_by_tier[tier] / self._tier_cap[tier]
@@ -327,7 +336,6 @@ class NetAllocSim:
     def result(self) -> NetResult:
         steps = max(self._steps, 1)
         u = self._util_sum / steps
-        names = ("server-rack", "rack-fabric", "fabric-spine")
         return NetResult(
             requests=len(self.requests),
             accepted=self.accepted,
@@ -335,7 +343,7 @@ class NetAllocSim:
             decisions=self.decisions,
             cpu_util=float(u[0]),
             mem_util=float(u[1]),
-            bw_util_by_tier={names[t]: float(u[2 + t]) for t in range(3) if self._tier_cap[t]},
+            bw_util_by_tier={TIER_NAMES[t]: float(u[2 + t]) for t in range(3) if self._tier_cap[t]},
             servers_per_allocation=list(self.servers_per_allocation),
             locality=list(self.locality),
             accepted_ids=list(self.accepted_ids),

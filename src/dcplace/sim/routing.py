@@ -38,11 +38,10 @@ class Routing(Protocol):
 def select(paths: list[Path], u: int, v: int, k: int) -> list[Path]:
     """Rotate canonical-order ``paths`` by ``(u + v) mod n`` and keep the first ``k``."""
     n = len(paths)
-    if n <= k:
-        start = (u + v) % n if n else 0
-        return paths[start:] + paths[:start]
+    if n == 0:
+        return []
     start = (u + v) % n
-    return [paths[(start + i) % n] for i in range(k)]
+    return [paths[(start + i) % n] for i in range(min(k, n))]
 
 
 class FabricRouting:

@@ -70,6 +70,14 @@ def lifetime_bins(path: Path) -> npt.NDArray[np.float64]:
     return np.asarray((lo + hi) / 2.0)
 
 
+def flavour_tokens(text: str) -> tuple[str, list[str]]:
+    """``(timestamp, tokens)`` of one line of ``v1.<split>.txt`` (or its lifetime file), batch marks dropped."""
+    parts = text.split()
+    if not parts:
+        return "", []
+    return parts[0], [x for x in (parts[1].split(",") if len(parts) > 1 else []) if x not in ("|", "")]
+
+
 def read_azure(
     folder: str | Path,
     split: str = "dev",
@@ -98,17 +106,16 @@ def read_azure(
     line: list[int] = []
     with open(flav_path) as ff, open(life_path) as lf:
         for ln, (ftext, ltext) in enumerate(zip(ff, lf, strict=False), start=1):
-            fparts, lparts = ftext.split(), ltext.split()
-            if not fparts:
+            fstamp, ftoks = flavour_tokens(ftext)
+            lstamp, ltoks = flavour_tokens(ltext)
+            if not fstamp:
                 continue
             try:
-                t = float(fparts[0])
+                t = float(fstamp)
             except ValueError:
-                raise InputError(f"bad timestamp {fparts[0]!r}", path=flav_path, line=ln, field="timestamp") from None
-            if len(lparts) < 1 or lparts[0] != fparts[0]:
+                raise InputError(f"bad timestamp {fstamp!r}", path=flav_path, line=ln, field="timestamp") from None
+            if lstamp != fstamp:
                 raise InputError("timestamp differs from the flavour trace", path=life_path, line=ln, field="timestamp")
-            ftoks = [x for x in (fparts[1].split(",") if len(fparts) > 1 else []) if x not in ("|", "")]
-            ltoks = [x for x in (lparts[1].split(",") if len(lparts) > 1 else []) if x not in ("|", "")]
             if len(ftoks) != len(ltoks):
                 raise InputError(
                     f"{len(ltoks)} lifetimes for {len(ftoks)} flavours",

@@ -101,15 +101,13 @@ def _table_from(c: IntArray, m: IntArray) -> SizeTable:
 def build_tables(dataset: str, data_dir: Path) -> dict[str, SizeTable]:
     """Train and test (cpu, mem) tables of a trace-derived set, rebuilt from the shared data."""
     if dataset == "azure":
-        from dcplace.workload.azure import read_flavour_map
+        from dcplace.workload.azure import flavour_tokens, read_flavour_map
 
         flavours = read_flavour_map(data_dir / "azure-v1" / "flav_map.txt")
         letters: list[str] = []
         with open(data_dir / "azure-v1" / "v1.train.txt") as fh:
             for line in fh:
-                parts = line.split(" ", 1)
-                if len(parts) == 2:
-                    letters.extend(t for t in parts[1].strip().split(",") if t and t != "|")
+                letters.extend(flavour_tokens(line)[1])
         cpu = np.array([flavours[t][0] for t in letters], dtype=np.float64)
         mem = np.array([flavours[t][1] for t in letters], dtype=np.float64)
     elif dataset == "alibaba":
