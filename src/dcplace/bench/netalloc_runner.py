@@ -104,24 +104,27 @@ def run_policy(
     seed: int = 0,
     split: str = "test",
     check: bool = False,
+    checkpoint: str | None = None,
+    label: str | None = None,
 ) -> NetRun:
-    """``episodes`` seeded episodes of one policy. ``check`` verifies the ledger after every episode."""
+    """``episodes`` seeded episodes of one policy. ``check`` verifies the ledger after every episode; ``checkpoint``
+    is the weights file of a learned policy (default: the one shipped for ``dataset``); ``label`` names the run."""
     top = topology if isinstance(topology, Topology) else load_topology(topology)
     if episodes < 1:
         raise InputError(f"--episodes must be at least 1, got {episodes}")
     n = n_requests if n_requests is not None else default_requests(top)
     if n < 1:
         raise InputError(f"--requests must be at least 1, got {n}")
-    get_net_policy(policy)  # fail on a bad name before any work
     if dataset not in DATASETS and not Path(dataset).is_file():
         raise InputError(f"--dataset must be one of {', '.join(DATASETS)} or an existing request CSV, got {dataset!r}")
-    label = dataset if dataset in DATASETS else Path(dataset).name
-    run = NetRun(policy, top.name, label, n)
+    get_net_policy(policy, 0, dataset, checkpoint)  # fail on a bad name or checkpoint before any work
+    data_label = dataset if dataset in DATASETS else Path(dataset).name
+    run = NetRun(label or policy, top.name, data_label, n)
     for e in range(episodes):
         req = episode_requests(top, dataset, n, seed, e, split)
         run.requests = len(req)
         sim = NetAllocSim(top, req)
-        pol = get_net_policy(policy, episode_seed(seed, e))
+        pol = get_net_policy(policy, episode_seed(seed, e), dataset, checkpoint)
         t0 = time.perf_counter()
         res = run_episode(sim, pol)
         run.wall_s += time.perf_counter() - t0

@@ -23,7 +23,9 @@ from dcplace.errors import InputError
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="dcplace: decide where datacenter workloads run.")
 simulate_app = typer.Typer(no_args_is_help=True, help="Run placement policies in a simulator.")
 reproduce_app = typer.Typer(no_args_is_help=True, help="Reproduce a paper's tables (records + Markdown).")
+train_app = typer.Typer(no_args_is_help=True, help="Train a learned policy (curves, checkpoints, --resume).")
 app.add_typer(simulate_app, name="simulate")
+app.add_typer(train_app, name="train")
 app.add_typer(reproduce_app, name="reproduce")
 console = Console()
 
@@ -125,6 +127,9 @@ def simulate_netalloc(
     seed: Annotated[int, typer.Option(help="same seed, same numbers")] = 0,
     split: Annotated[str, typer.Option(help="train or test part of the trace-derived sets")] = "test",
     check: Annotated[bool, typer.Option(help="check the ledger invariants after every episode")] = False,
+    checkpoint: Annotated[
+        str | None, typer.Option(help="weights for a learned policy (default: the shipped one for the dataset)")
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print exactly one JSON object")] = False,
 ) -> None:
     """Network-aware allocation of multi-server requests on a datacenter network (the Nara setting)."""
@@ -133,7 +138,7 @@ def simulate_netalloc(
     try:
         if split not in ("train", "test"):
             raise InputError(f"--split must be train or test, got {split!r}")
-        run = run_policy(topology, dataset, policy, requests or None, episodes, seed, split, check)
+        run = run_policy(topology, dataset, policy, requests or None, episodes, seed, split, check, checkpoint)
     except InputError as exc:
         _fail(exc)
     s = run.summary()
@@ -195,6 +200,102 @@ def reproduce_nara_baselines(
         _fail(exc)
     typer.echo(md)
     console.print(f"records, table and plots written to {out}/")
+
+
+@reproduce_app.command("nara")
+def reproduce_nara(
+    episodes: Annotated[int, typer.Option(help="rollouts per cell (the paper: 5)")] = 5,
+    seed: Annotated[int, typer.Option()] = 0,
+    out: Annotated[Path, typer.Option(help="folder for records, table.md and plots")] = Path("results/nara"),
+    quick: Annotated[bool, typer.Option(help="2 rollouts per cell (1 on delta)")] = False,
+) -> None:
+    """The Nara paper's Tables 1-7 and section 5.3's plots: the shipped agents against every baseline."""
+    from dcplace.bench.nara_reproduction import run_reproduction
+
+    try:
+        if episodes < 1:
+            raise InputError(f"--episodes must be at least 1, got {episodes}")
+        md = run_reproduction(out, episodes=episodes, seed=seed, quick=quick)
+    except InputError as exc:
+        _fail(exc)
+    typer.echo(md)
+    console.print(f"records, tables and plots written to {out}/")
+
+
+@train_app.command("nara")
+def train_nara(
+    topology: Annotated[str, typer.Option(help="alpha, beta, gamma, delta, or a .json / .csv topology file")] = "alpha",
+    dataset: Annotated[str, typer.Option(help="uniform, azure or alibaba")] = "uniform",
+    iterations: Annotated[int, typer.Option(help="PPO iterations in total (the paper: 150)")] = 150,
+    seed: Annotated[int, typer.Option(help="same seed, same weights")] = 0,
+    out: Annotated[Path | None, typer.Option(help="folder for checkpoints and curves")] = None,
+    resume: Annotated[bool, typer.Option(help="continue the run in --out from its checkpoint.pt")] = False,
+    steps: Annotated[int, typer.Option(help="picks per iteration (the paper: 2,048)")] = 2048,
+    eval_every: Annotated[int, typer.Option(help="validate (greedy, 5 x 128 requests) every this many iterations")] = 5,
+    p2_hidden: Annotated[
+        int, typer.Option(help="hidden units in the policy head P2 (0: one linear layer, as the paper)")
+    ] = 16,
+    init: Annotated[
+        Path | None, typer.Option(help="start from this checkpoint's weights (a curriculum; its sizes win)")
+    ] = None,
+) -> None:
+    """Nara: PPO on a GNN policy (section 3.3). Writes policy.pt (best validation), checkpoint.pt (latest, for
+    --resume), curves.csv / curves.png and train.json to --out."""
+    import time
+
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from dcplace.cluster.topology import load_topology
+    from dcplace.learn.nara_model import NaraConfig
+    from dcplace.learn.ppo import PPOConfig, Trainer
+    from dcplace.workload.netreq import DATASETS
+
+    try:
+        if dataset not in DATASETS:
+            raise InputError(f"--dataset must be one of {', '.join(DATASETS)}, got {dataset!r}")
+        for flag, value in (("--iterations", iterations), ("--steps", steps), ("--eval-every", eval_every)):
+            if value < 1:
+                raise InputError(f"{flag} must be at least 1, got {value}")
+        top = load_topology(topology)
+        folder = out or Path(f"results/train/nara-{top.name}-{dataset}")
+        if resume:
+            trainer = Trainer.resume(top, dataset, seed, folder)
+        else:
+            if (folder / "checkpoint.pt").exists():
+                raise InputError(f"{folder} already holds a run; pass --resume to continue it or choose another --out")
+            if p2_hidden < 0:
+                raise InputError(f"--p2-hidden must be at least 0, got {p2_hidden}")
+            ppo = PPOConfig(steps_per_iteration=steps, eval_every=eval_every)
+            trainer = Trainer(top, dataset, seed, folder, ppo, NaraConfig(p2_hidden=p2_hidden), init)
+    except InputError as exc:
+        _fail(exc)
+    t0 = time.perf_counter()
+    with Progress(
+        TextColumn("[bold]nara {task.fields[where]}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} it"),
+        TextColumn("acc {task.fields[acc]} val {task.fields[val]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+    ) as bar:
+        best = f"{trainer.best_validation:.3f}" if trainer.best_validation >= 0 else "-"
+        task = bar.add_task("train", total=iterations, completed=trainer.iteration, where=f"{top.name}/{dataset}",
+                            acc="-", val=best)  # fmt: skip
+
+        def show(row: dict[str, float]) -> None:
+            bar.update(task, completed=int(row["iteration"]), acc=f"{row['train_acceptance']:.3f}",
+                       val=f"{trainer.best_validation:.3f}")  # fmt: skip
+
+        trainer.train(iterations, show)
+    summary = {
+        "command": " ".join(["dcplace", "train", "nara", *sys.argv[3:]]),
+        **trainer.meta(),
+        "session_wall_s": time.perf_counter() - t0,
+    }
+    (folder / "train.json").write_text(json.dumps(summary, indent=2) + "\n")
+    console.print(f"best validation acceptance {trainer.best_validation:.3f}; {trainer.wall_s:.0f} s of training; "
+                  f"policy in {folder}/policy.pt")  # fmt: skip
 
 
 @app.command("policies")

@@ -40,6 +40,41 @@ from dcplace.sim.netalloc import NetAllocSim, Outcome, Rewards
 from dcplace.workload.netreq import NetRequests, generate
 
 
+class NetObserver:
+    """The observation of a waiting request (everything but ``edge_index``), computed from the simulator's arrays.
+
+    One definition serves the environment, the learned policy and its trainer, so what Nara is trained on is what
+    it sees at inference."""
+
+    def __init__(self, topology: Topology) -> None:
+        self.n_nodes, self.n_servers, self.n_links = topology.n_nodes, topology.n_servers, topology.n_links
+        # Source node and link id of each directed edge (column i and links + i are link i), for per-node maxima.
+        self._ends = topology.edge_index[0]
+        self._links2 = np.tile(np.arange(self.n_links), 2)
+
+    def __call__(self, sim: NetAllocSim) -> dict[str, npt.NDArray[Any]]:
+        v, s = self.n_nodes, self.n_servers
+        nodes = np.zeros((v, 4), dtype=np.float32)
+        edges = np.zeros((2 * self.n_links, 1), dtype=np.float32)
+        state = np.zeros(3, dtype=np.float32)
+        mask = np.zeros(s, dtype=np.int8)
+        if not sim.done:
+            _cpu, _mem, bw, hold = sim.request
+            nodes[:s, 0] = np.minimum(sim.free_cpu / sim.need_cpu, 1.0) if sim.need_cpu else 1.0
+            nodes[:s, 1] = np.minimum(sim.free_mem / sim.need_mem, 1.0) if sim.need_mem else 1.0
+            link_bw = np.minimum(sim.free_bw / bw, 1.0)
+            per_node = np.zeros(v)
+            np.maximum.at(per_node, self._ends, link_bw[self._links2])
+            nodes[:, 2] = per_node
+            nodes[:s, 3] = sim.selected
+            edges[:, 0] = link_bw[self._links2]
+            state[0] = sim.cpu_util
+            state[1] = sim.mem_util
+            state[2] = min(hold / sim.requests.hold_max, 1.0)
+            mask[:] = sim.action_mask()
+        return {"nodes": nodes, "edges": edges, "state": state, "action_mask": mask}
+
+
 class NetAllocEnv(gym.Env[dict[str, npt.NDArray[Any]], int]):
     metadata = {"render_modes": []}  # noqa: RUF012
 
@@ -61,9 +96,7 @@ class NetAllocEnv(gym.Env[dict[str, npt.NDArray[Any]], int]):
         top = self.topology
         v, s, n_links = top.n_nodes, top.n_servers, top.n_links
         self._edge_index = top.edge_index
-        # Source node and link id of each directed edge (column i and links + i are link i), for per-node maxima.
-        self._ends = self._edge_index[0]
-        self._links2 = np.tile(np.arange(n_links), 2)
+        self._observer = NetObserver(top)
         self.observation_space = spaces.Dict(  # type: ignore[assignment]
             {
                 "nodes": spaces.Box(0.0, 1.0, (v, 4), np.float32),
@@ -102,35 +135,10 @@ class NetAllocEnv(gym.Env[dict[str, npt.NDArray[Any]], int]):
         return self._obs(), float(reward), sim.done, False, info
 
     def _obs(self) -> dict[str, npt.NDArray[Any]]:
-        sim = self.sim
-        assert sim is not None
-        top = self.topology
-        v, s = top.n_nodes, top.n_servers
-        nodes = np.zeros((v, 4), dtype=np.float32)
-        edges = np.zeros((2 * top.n_links, 1), dtype=np.float32)
-        state = np.zeros(3, dtype=np.float32)
-        mask = np.zeros(s, dtype=np.int8)
-        if not sim.done:
-            _cpu, _mem, bw, hold = sim.request
-            nodes[:s, 0] = np.minimum(sim.free_cpu / sim.need_cpu, 1.0) if sim.need_cpu else 1.0
-            nodes[:s, 1] = np.minimum(sim.free_mem / sim.need_mem, 1.0) if sim.need_mem else 1.0
-            link_bw = np.minimum(sim.free_bw / bw, 1.0)
-            per_node = np.zeros(v)
-            np.maximum.at(per_node, self._ends, link_bw[self._links2])
-            nodes[:, 2] = per_node
-            nodes[:s, 3] = sim.selected
-            edges[:, 0] = link_bw[self._links2]
-            state[0] = sim.cpu_util
-            state[1] = sim.mem_util
-            state[2] = min(hold / sim.requests.hold_max, 1.0)
-            mask[:] = sim.action_mask()
-        return {
-            "nodes": nodes,
-            "edge_index": self._edge_index.copy(),
-            "edges": edges,
-            "state": state,
-            "action_mask": mask,
-        }
+        assert self.sim is not None
+        obs = self._observer(self.sim)
+        obs["edge_index"] = self._edge_index.copy()
+        return obs
 
     def action_masks(self) -> npt.NDArray[np.bool_]:
         """The current mask as bools (the convention of maskable-PPO libraries)."""

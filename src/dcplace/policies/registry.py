@@ -54,15 +54,24 @@ class NetPolicy(Protocol):
 
 _REGISTRY: dict[str, dict[str, Callable[..., object]]] = {s: {} for s in SETTINGS}
 _DOCS: dict[str, dict[str, str]] = {s: {} for s in SETTINGS}
+_LEARNED: set[tuple[str, str]] = set()
 
 
-def register(name: str, factory: Callable[..., object], doc: str, setting: str = "numa") -> None:
+def register(name: str, factory: Callable[..., object], doc: str, setting: str = "numa", learned: bool = False) -> None:
     """Make ``factory`` available as ``name`` in ``setting``; ``doc`` is the one-line rule shown by ``--help`` and
-    the docs. NUMA factories take no argument, netalloc factories take a seed."""
+    the docs. NUMA factories take no argument, netalloc factories take a seed. A ``learned`` policy's factory also
+    takes keyword options (``dataset``: the request set it will see, to pick a shipped checkpoint; ``checkpoint``: a
+    file to load instead)."""
     if name in _REGISTRY[setting]:
         raise ValueError(f"policy {name!r} is already registered for {setting}")
     _REGISTRY[setting][name] = factory
     _DOCS[setting][name] = doc
+    if learned:
+        _LEARNED.add((setting, name))
+
+
+def is_learned(name: str, setting: str = "netalloc") -> bool:
+    return (setting, name) in _LEARNED
 
 
 def _factory(name: str, setting: str) -> Callable[..., object]:
@@ -77,9 +86,15 @@ def get_policy(name: str) -> Policy:
     return cast(Policy, _factory(name, "numa")())
 
 
-def get_net_policy(name: str, seed: int = 0) -> NetPolicy:
-    """Build the netalloc policy registered as ``name``, seeded (random choices come from its own generator)."""
-    return cast(NetPolicy, _factory(name, "netalloc")(seed))
+def get_net_policy(name: str, seed: int = 0, dataset: str | None = None, checkpoint: str | None = None) -> NetPolicy:
+    """Build the netalloc policy registered as ``name``, seeded (random choices come from its own generator).
+    ``dataset`` and ``checkpoint`` reach learned policies only; a checkpoint for a heuristic is an error."""
+    factory = _factory(name, "netalloc")
+    if not is_learned(name):
+        if checkpoint is not None:
+            raise InputError(f"--checkpoint applies to learned policies only, not to {name!r}")
+        return cast(NetPolicy, factory(seed))
+    return cast(NetPolicy, factory(seed, dataset=dataset, checkpoint=checkpoint))
 
 
 def policy_names(setting: str = "numa") -> list[str]:

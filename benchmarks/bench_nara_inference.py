@@ -1,0 +1,90 @@
+"""Nara inference cost: milliseconds per server choice on alpha, gamma and delta (one torch thread), split into
+observation, network and simulator, for a shipped checkpoint; and the sparse (CSR) aggregation against an
+``index_add`` scatter of the same mean, measured in the same run.
+
+    OMP_NUM_THREADS=1 python benchmarks/bench_nara_inference.py [--checkpoint PATH] [--picks 3000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+from pathlib import Path
+
+import torch
+
+from dcplace.bench.netalloc_runner import episode_requests
+from dcplace.cluster.topology import PRESETS, preset
+from dcplace.envs.net_alloc import NetObserver
+from dcplace.learn import checkpoint
+from dcplace.learn.nara_model import GraphIndex, obs_tensors
+from dcplace.sim.netalloc import NetAllocSim
+
+
+def per_choice(path: Path, topology: str, picks: int) -> dict[str, float]:
+    net, _ = checkpoint.load(path)
+    top = preset(topology)
+    g, observe = GraphIndex(top), NetObserver(top)
+    sim = NetAllocSim(top, episode_requests(top, "uniform", PRESETS[topology].episode_requests, 0, 0, "test"))
+    t_obs = t_net = t_sim = 0.0
+    n = 0
+    with torch.inference_mode():
+        while not sim.done and n < picks:
+            t0 = time.perf_counter()
+            x = obs_tensors(observe(sim))
+            t1 = time.perf_counter()
+            a = int(net.policy(*x, g).argmax())
+            t2 = time.perf_counter()
+            sim.pick(a)
+            t3 = time.perf_counter()
+            t_obs, t_net, t_sim, n = t_obs + t1 - t0, t_net + t2 - t1, t_sim + t3 - t2, n + 1
+    return {"obs": t_obs / n * 1e3, "net": t_net / n * 1e3, "sim": t_sim / n * 1e3, "picks": n}
+
+
+def aggregation(topology: str, batch: int, reps: int = 200) -> tuple[float, float]:
+    """ms per mean aggregation of 16-unit states: CSR product vs index_add over the directed edges."""
+    top = preset(topology)
+    g = GraphIndex(top)
+    src = torch.as_tensor(top.edge_index[0])
+    dst = torch.as_tensor(top.edge_index[1])
+    inv = 1.0 / (torch.bincount(dst, minlength=top.n_nodes).float() + 1.0)
+    x = torch.randn(batch, top.n_nodes, 16)
+    flat = x.transpose(0, 1).reshape(top.n_nodes, -1)
+    ref = (x.index_add(1, dst, x[:, src]) * inv[:, None]).transpose(0, 1).reshape(top.n_nodes, -1)
+    torch.testing.assert_close(torch.sparse.mm(g.adj, flat), ref)
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        torch.sparse.mm(g.adj, x.transpose(0, 1).reshape(top.n_nodes, -1))
+    t1 = time.perf_counter()
+    for _ in range(reps):
+        x.index_add(1, dst, x[:, src]) * inv[:, None]
+    t2 = time.perf_counter()
+    return (t1 - t0) / reps * 1e3, (t2 - t1) / reps * 1e3
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--checkpoint", type=Path, default=checkpoint.shipped_path("alpha", "uniform"))
+    ap.add_argument("--picks", type=int, default=3000)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    machine = platform.processor() or platform.machine()
+    print(f"# {machine}, torch {torch.__version__}, 1 thread, {args.checkpoint.name}")
+    print("| topology | servers | ms per choice | observation | network | simulator | picks |")
+    print("|---|---|---|---|---|---|---|")
+    for topo in ("alpha", "gamma", "delta"):
+        r = per_choice(args.checkpoint, topo, args.picks)
+        total = r["obs"] + r["net"] + r["sim"]
+        print(f"| {topo} | {preset(topo).n_servers:,} | {total:.2f} | {r['obs']:.2f} | {r['net']:.2f} | "
+              f"{r['sim']:.2f} | {r['picks']:,} |")  # fmt: skip
+    print()
+    print("| aggregation | batch | CSR ms | index_add ms | index_add / CSR |")
+    print("|---|---|---|---|---|")
+    for topo, batch in (("delta", 1), ("alpha", 256)):
+        csr, scatter = aggregation(topo, batch)
+        print(f"| {topo} | {batch} | {csr:.3f} | {scatter:.3f} | {scatter / csr:.1f}x |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,209 @@
+"""``dcplace reproduce nara``: the Nara paper's Tables 1-7 and its section 5.3 interpretation plots, with the shipped
+agents (trained on alpha, one per request set) beside every baseline and the paper's numbers.
+
+* Tables 1-5: every (topology, request set) cell for ``nara`` and all baselines (:mod:`dcplace.bench.nara_baselines`),
+  plus a margins table: Nara over the best of the paper's baselines (and over our ``nalb-strict``), against the
+  paper's margins.
+* Table 6: on beta, the alpha-trained agent against the beta-trained one (``alpha-*.pt`` vs ``beta-*.pt``).
+* Table 7: on alpha, each request set's agent on the other two request sets, with Tetris for reference.
+* Interpretation (section 5.3, Figure 2's middle row): servers per allocation and locality against request size.
+
+Same test episodes for every policy (seeded, test split), so differences are the policies'.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dcplace.bench import nara_baselines as nb
+from dcplace.bench.netalloc_runner import NetRun, episode_requests, run_policy
+from dcplace.cluster.topology import PRESETS, preset
+from dcplace.errors import InputError
+from dcplace.learn.checkpoint import shipped_path
+
+POLICIES = ("nara", *nb.POLICIES, *nb.EXTRA_POLICIES)
+PAPER_BASELINES = nb.POLICIES  # the paper's four baselines; nalb-strict is ours
+
+# Section 5: Nara's acceptance margin over the best baseline on alpha, over Tetris on gamma, and delta vs alpha.
+PAPER_MARGIN_ALPHA = {"uniform": 0.16, "azure": 0.12, "alibaba": 0.14}
+PAPER_MARGIN_GAMMA_TETRIS = {"uniform": 0.33, "azure": 0.25, "alibaba": 0.07}
+PAPER_DELTA_VS_ALPHA = {"uniform": 0.14, "azure": 0.02, "alibaba": -0.06}
+
+# Table 6 (on beta): agent -> dataset -> (acceptance, CPU, memory).
+PAPER_TABLE6 = {
+    "agent-alpha": {"uniform": (0.68, 0.62, 0.62), "azure": (0.82, 0.62, 0.47), "alibaba": (0.67, 0.79, 0.23)},
+    "agent-beta": {"uniform": (0.70, 0.64, 0.61), "azure": (0.82, 0.60, 0.46), "alibaba": (0.68, 0.80, 0.24)},
+}
+# Table 7 (on alpha): agent trained on -> dataset rolled out on -> (acceptance, CPU, memory).
+PAPER_TABLE7 = {
+    "uniform": {"uniform": (0.71, 0.64, 0.62), "azure": (0.83, 0.60, 0.48), "alibaba": (0.64, 0.79, 0.24)},
+    "azure": {"uniform": (0.71, 0.65, 0.62), "azure": (0.86, 0.62, 0.47), "alibaba": (0.68, 0.81, 0.24)},
+    "alibaba": {"uniform": (0.66, 0.61, 0.59), "azure": (0.77, 0.58, 0.41), "alibaba": (0.72, 0.81, 0.24)},
+    "tetris": {"uniform": (0.61, 0.58, 0.57), "azure": (0.83, 0.56, 0.41), "alibaba": (0.63, 0.77, 0.23)},
+}
+
+
+def _need(topology: str, dataset: str) -> Path:
+    path = shipped_path(topology, dataset)
+    if not path.is_file():
+        raise InputError(f"no shipped Nara checkpoint {path.name}; train it with `dcplace train nara`")
+    return path
+
+
+def run_reproduction(out: Path, episodes: int = 5, seed: int = 0, quick: bool = False, progress: bool = True) -> str:
+    """Run everything, write records and Markdown under ``out``, return the Markdown. ``quick``: 2 episodes per
+    cell on alpha, beta and gamma and 1 on delta."""
+    for d in nb.DATASETS:
+        _need("alpha", d)
+        _need("beta", d)
+    per_topology = {"alpha": 2, "beta": 2, "gamma": 2, "delta": 1} if quick else None
+    runs = nb.run_cells(out, episodes, seed, nb.TOPOLOGIES, progress, POLICIES, per_topology)
+    n_small = 2 if quick else episodes
+
+    def extra(topology: str, dataset: str, agent_topology: str, agent_dataset: str, label: str) -> NetRun:
+        run = run_policy(
+            preset(topology),
+            dataset,
+            "nara",
+            PRESETS[topology].episode_requests,
+            n_small,
+            seed,
+            checkpoint=str(_need(agent_topology, agent_dataset)),
+            label=label,
+        )
+        if progress:
+            print(
+                f"{topology:6s} {dataset:8s} {label:14s} acceptance {run.summary()['acceptance_mean']:.3f}", flush=True
+            )
+        return run
+
+    table6 = {d: extra("beta", d, "beta", d, "agent-beta") for d in nb.DATASETS}
+    table7 = {
+        (agent, d): runs[("alpha", d, "nara")] if agent == d else extra("alpha", d, "alpha", agent, f"agent-{agent}")
+        for agent in nb.DATASETS
+        for d in nb.DATASETS
+    }
+    with open(out / "records_cross.jsonl", "w") as fh:
+        for run in table6.values():
+            fh.write(json.dumps({"table": 6, **run.summary()}) + "\n")
+        for (agent, _d), run in table7.items():
+            fh.write(json.dumps({"table": 7, "agent": agent, **run.summary()}) + "\n")
+    for d in nb.DATASETS:
+        plot_interpretation([runs[("alpha", d, p)] for p in POLICIES], out / f"interpretation_alpha_{d}.png", seed)
+    md = nb._markdown(runs, nb.TOPOLOGIES, episodes, seed, POLICIES)
+    md += _margins(runs) + _table6(runs, table6) + _table7(runs, table7)
+    (out / "table.md").write_text(md)
+    return md
+
+
+def _pct(x: float) -> str:
+    return f"{x:+.0%}"
+
+
+def _margins(runs: dict[tuple[str, str, str], NetRun]) -> str:
+    def acc(t: str, d: str, p: str) -> float:
+        return float(runs[(t, d, p)].summary()["acceptance_mean"])
+
+    lines = [
+        "",
+        "## Nara's margins (acceptance), ours vs the paper's",
+        "",
+        "| request set | alpha: over best paper baseline | alpha: over nalb-strict | gamma: over Tetris "
+        "| delta vs alpha |",
+        "|---|---|---|---|---|",
+    ]
+    for d in nb.DATASETS:
+        best = max(PAPER_BASELINES, key=lambda p: acc("alpha", d, p))
+        lines.append(
+            f"| {d} | {_pct(acc('alpha', d, 'nara') / acc('alpha', d, best) - 1)} over {best} "
+            f"(paper {_pct(PAPER_MARGIN_ALPHA[d])}) "
+            f"| {_pct(acc('alpha', d, 'nara') / acc('alpha', d, 'nalb-strict') - 1)} "
+            f"| {_pct(acc('gamma', d, 'nara') / acc('gamma', d, 'tetris') - 1)} "
+            f"(paper {_pct(PAPER_MARGIN_GAMMA_TETRIS[d])}) "
+            f"| {_pct(acc('delta', d, 'nara') / acc('alpha', d, 'nara') - 1)} (paper {_pct(PAPER_DELTA_VS_ALPHA[d])}) |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _triple(run: NetRun, paper: tuple[float, float, float]) -> str:
+    s = run.summary()
+    ours = (s["acceptance_mean"], s["cpu_util_mean"], s["mem_util_mean"])
+    return " | ".join(f"{o:.2f} ({p:.2f})" for o, p in zip(ours, paper, strict=True))
+
+
+def _table6(runs: dict[tuple[str, str, str], NetRun], table6: dict[str, NetRun]) -> str:
+    lines = [
+        "",
+        "## Table 6: on beta, the agent trained on alpha vs the one trained on beta (acceptance, CPU, memory)",
+        "",
+        "| agent | " + " | ".join(f"{d} {m}" for d in nb.DATASETS for m in ("acc", "CPU", "mem")) + " |",
+        "|---|" + "---|" * 9,
+    ]
+    alpha_cells = [_triple(runs[("beta", d, "nara")], PAPER_TABLE6["agent-alpha"][d]) for d in nb.DATASETS]
+    beta_cells = [_triple(table6[d], PAPER_TABLE6["agent-beta"][d]) for d in nb.DATASETS]
+    lines.append("| agent-alpha | " + " | ".join(alpha_cells) + " |")
+    lines.append("| agent-beta | " + " | ".join(beta_cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _table7(runs: dict[tuple[str, str, str], NetRun], table7: dict[tuple[str, str], NetRun]) -> str:
+    lines = [
+        "",
+        "## Table 7: on alpha, each request set's agent on every request set (acceptance, CPU, memory)",
+        "",
+        "| agent | " + " | ".join(f"{d} {m}" for d in nb.DATASETS for m in ("acc", "CPU", "mem")) + " |",
+        "|---|" + "---|" * 9,
+    ]
+    for agent in nb.DATASETS:
+        cells = [_triple(table7[(agent, d)], PAPER_TABLE7[agent][d]) for d in nb.DATASETS]
+        lines.append(f"| agent-{agent} | " + " | ".join(cells) + " |")
+    cells = [_triple(runs[("alpha", d, "tetris")], PAPER_TABLE7["tetris"][d]) for d in nb.DATASETS]
+    lines.append("| tetris | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def size_profile(run: NetRun, seed: int) -> dict[str, Any]:
+    """Per accepted request: its size (servers' worth of CPU or memory, whichever is larger, rounded up), the
+    servers it got and its locality; regenerated from the run's seeded episodes."""
+    top = preset(run.topology)
+    cap = int(top.server_cpu.max())
+    sizes, servers, locality = [], [], []
+    for e, res in enumerate(run.results):
+        req = episode_requests(top, run.dataset, run.requests, seed, e, "test")
+        for rid, n, loc in zip(res.accepted_ids, res.servers_per_allocation, res.locality, strict=True):
+            sizes.append(-(-max(int(req.cpu[rid]), int(req.mem[rid])) // cap))
+            servers.append(n)
+            locality.append(loc)
+    return {"size": np.array(sizes), "servers": np.array(servers), "locality": np.array(locality)}
+
+
+def plot_interpretation(runs: list[NetRun], path: Path, seed: int) -> None:
+    """Section 5.3: mean servers per allocation and share of rack-local allocations against request size."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for run in runs:
+        prof = size_profile(run, seed)
+        if not len(prof["size"]):
+            continue
+        sizes = np.unique(prof["size"])
+        axes[0].plot(sizes, [prof["servers"][prof["size"] == s].mean() for s in sizes], "o-", label=run.policy)
+        axes[1].plot(sizes, [(prof["locality"][prof["size"] == s] <= 1).mean() for s in sizes], "o-", label=run.policy)
+    axes[0].plot([1, 10], [1, 10], "k:", lw=1, label="fewest possible")
+    axes[0].set_xlabel("request size (servers' worth, rounded up)")
+    axes[0].set_ylabel("servers per accepted allocation")
+    axes[1].set_xlabel("request size (servers' worth, rounded up)")
+    axes[1].set_ylabel("share kept within one rack")
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"{runs[0].topology}, {runs[0].dataset}: how allocations grow with request size")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)

@@ -1,0 +1,90 @@
+"""``nara``: the learned network-aware allocator (a GNN + policy network trained with PPO, :mod:`dcplace.learn`).
+
+Greedy at rollout, as in the paper: the server with the highest logit among those that may be picked. Without
+``checkpoint`` the policy loads the checkpoint shipped for the request set it is run on (trained on topology alpha;
+``uniform`` for request files). torch is imported only when the policy is built, so the rest of dcplace starts fast.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dcplace.errors import InputError
+from dcplace.policies.registry import register
+
+if TYPE_CHECKING:
+    from dcplace.cluster.topology import Topology
+    from dcplace.sim.netalloc import NetAllocSim
+
+SHIPPED_TOPOLOGY = "alpha"
+SHIPPED_DATASETS = ("uniform", "azure", "alibaba")
+
+
+@lru_cache(maxsize=16)
+def _load(path: str) -> tuple[Any, dict[str, Any]]:
+    from dcplace.learn import checkpoint
+
+    return checkpoint.load(Path(path))
+
+
+def checkpoint_for(dataset: str | None, checkpoint: str | None) -> Path:
+    """The checkpoint file a ``nara`` policy uses: ``checkpoint`` if given, else the one shipped for ``dataset``."""
+    if checkpoint is not None:
+        return Path(checkpoint)
+    from dcplace.learn.checkpoint import shipped_path
+
+    name = dataset if dataset in SHIPPED_DATASETS else "uniform"
+    path = shipped_path(SHIPPED_TOPOLOGY, name)
+    if not path.is_file():
+        raise InputError(f"no shipped Nara checkpoint for {name!r} ({path}); pass --checkpoint PATH")
+    return path
+
+
+class NaraAgent:
+    """Greedy Nara on any topology (the message passing is built per topology and cached)."""
+
+    def __init__(self, path: Path, label: str = "nara") -> None:
+        self.path = path
+        self.net, self.meta = _load(str(path))
+        self.label = label
+        self._graphs: dict[int, tuple[Topology, Any, Any]] = {}
+
+    @property
+    def name(self) -> str:
+        return self.label
+
+    def _graph(self, top: Topology) -> tuple[Any, Any]:
+        cached = self._graphs.get(id(top))
+        if cached is None or cached[0] is not top:
+            from dcplace.envs.net_alloc import NetObserver
+            from dcplace.learn.nara_model import GraphIndex
+
+            cached = (top, GraphIndex(top), NetObserver(top))
+            self._graphs[id(top)] = cached
+        return cached[1], cached[2]
+
+    def choose(self, sim: NetAllocSim) -> int:
+        import torch
+
+        from dcplace.learn.nara_model import obs_tensors
+
+        g, observe = self._graph(sim.topology)
+        with torch.inference_mode():
+            nodes, edges, state, mask = obs_tensors(observe(sim))
+            return int(self.net.policy(nodes, edges, state, mask, g).argmax())
+
+
+def _factory(seed: int = 0, dataset: str | None = None, checkpoint: str | None = None) -> NaraAgent:
+    del seed  # greedy: no randomness
+    return NaraAgent(checkpoint_for(dataset, checkpoint))
+
+
+register(
+    "nara",
+    _factory,
+    "GraphSAGE-style GNN + PPO policy (learned; greedy), shipped checkpoint per request set or --checkpoint",
+    setting="netalloc",
+    learned=True,
+)

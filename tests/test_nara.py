@@ -1,0 +1,204 @@
+"""Nara: the GNN's aggregation against a by-hand reference, masking, size independence, PPO smoke training,
+determinism and resume, checkpoint errors, and the shipped agents against the baselines."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from dcplace.bench.netalloc_runner import run_policy
+from dcplace.cli.main import app
+from dcplace.cluster.topology import fabric, preset
+from dcplace.envs.net_alloc import NetObserver
+from dcplace.errors import InputError
+from dcplace.learn import checkpoint
+from dcplace.learn.nara_model import MASKED_LOGIT, GraphIndex, NaraConfig, NaraNet, obs_tensors
+from dcplace.learn.ppo import PPOConfig, Trainer, gae
+from dcplace.policies import get_net_policy
+from dcplace.sim.netalloc import NetAllocSim
+from dcplace.workload.netreq import generate
+
+torch.set_num_threads(1)
+TINY = fabric(4, 4, 2, 1, name="tiny")  # 16 servers, 2 pods
+TINY_PPO = PPOConfig(steps_per_iteration=256, minibatch=64, epochs=4, eval_every=2, eval_episodes=1)
+
+
+def _sim(top, n=16, seed=0, dataset="uniform"):
+    return NetAllocSim(top, generate(dataset, n, seed, int(top.server_cpu.sum()), int(top.server_mem.sum())))
+
+
+def test_message_passing_is_the_mean_of_W_over_messages():
+    """Section 3.3: node v averages W([h_u, e_uv]) over its neighbours and W([h_v, 0]) for itself."""
+    top = preset("alpha")
+    torch.manual_seed(1)
+    net = NaraNet()
+    g = GraphIndex(top)
+    h = torch.rand(1, top.n_nodes, 4)
+    e = torch.rand(1, top.edge_index.shape[1], 1)
+    stage = net.policy.gnn.stages[0]
+    got = stage(h, torch.sparse.mm(g.edge_mean, e[0]).unsqueeze(0), g)[0]
+    src, dst = top.edge_index
+    for v in range(top.n_nodes):
+        msgs = [torch.cat([h[0, v], torch.zeros(1)])]
+        msgs += [torch.cat([h[0, src[i]], e[0, i]]) for i in np.flatnonzero(dst == v)]
+        w = torch.cat([stage.node.weight, stage.edge.weight], dim=1)
+        want = torch.relu(torch.stack([w @ m + stage.node.bias for m in msgs]).mean(0))
+        torch.testing.assert_close(got[v], want, atol=1e-5, rtol=1e-5)
+
+
+def test_masked_servers_never_chosen_and_any_size_runs():
+    torch.manual_seed(0)
+    net = NaraNet()
+    for top in (preset("alpha"), preset("gamma"), TINY):
+        sim = _sim(top, 8)
+        observe, g = NetObserver(top), GraphIndex(top)
+        while not sim.done:
+            nodes, edges, state, mask = obs_tensors(observe(sim))
+            logits = net.policy(nodes, edges, state, mask, g)[0]
+            assert logits.shape == (top.n_servers,)
+            assert (logits[~mask[0]] == MASKED_LOGIT).all()
+            choice = int(logits.argmax())
+            assert mask[0, choice]
+            sim.pick(choice)
+        sim.check_invariants()
+
+
+def test_gae_matches_discounted_returns_when_lambda_is_one():
+    r = np.array([0.0, 1.0, -1.0, 0.0, 1.0], dtype=np.float32)
+    done = np.array([False, False, True, False, True])
+    v = np.zeros(5, dtype=np.float32)
+    adv = gae(r, v, done, 0.5, 1.0)
+    np.testing.assert_allclose(adv, [0.0 + 0.5 * 1 + 0.25 * -1, 1 - 0.5, -1, 0.5, 1])
+
+
+def test_ppo_update_lowers_the_loss_on_its_batch(tmp_path):
+    """The smoke test of learning: on a collected batch, one PPO update lowers the loss (policy + value - entropy)
+    and the value error it was fitted on."""
+    tr = Trainer(TINY, "uniform", 0, tmp_path, TINY_PPO)
+    gen = torch.Generator().manual_seed(0)
+    batch = tr.collect(gen)
+    t = tr.prepare(batch)
+    everything = torch.arange(len(batch.action))
+    with torch.no_grad():
+        before = tr.losses(t, everything)
+    tr.update(batch, gen)
+    with torch.no_grad():
+        after = tr.losses(t, everything)
+    assert after["loss"] < before["loss"]
+    assert after["value_loss"] < before["value_loss"]
+
+
+def test_training_smoke_writes_files(tmp_path):
+    tr = Trainer(TINY, "uniform", 0, tmp_path, TINY_PPO)
+    tr.train(2)
+    for name in ("policy.pt", "checkpoint.pt", "curves.csv", "curves.png"):
+        assert (tmp_path / name).is_file()
+    _net, meta = checkpoint.load(tmp_path / "policy.pt")
+    assert meta["topology"] == "tiny" and meta["dataset"] == "uniform"
+
+
+def _weights(tr: Trainer) -> dict[str, torch.Tensor]:
+    return {k: v.clone() for k, v in tr.net.state_dict().items()}
+
+
+def test_same_seed_same_weights_and_resume_continues_exactly(tmp_path):
+    a = Trainer(TINY, "uniform", 3, tmp_path / "a", TINY_PPO)
+    a.train(2)
+    b = Trainer(TINY, "uniform", 3, tmp_path / "b", TINY_PPO)
+    b.train(1)
+    b = Trainer.resume(TINY, "uniform", 3, tmp_path / "b")
+    assert b.iteration == 1
+    b.train(2)
+    wa, wb = _weights(a), _weights(b)
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    assert a.episodes == b.episodes
+    c = Trainer(TINY, "uniform", 4, tmp_path / "c", TINY_PPO)
+    c.train(1)
+    assert not all(torch.equal(wa[k], _weights(c)[k]) for k in wa)
+
+
+def test_resume_refuses_another_run(tmp_path):
+    Trainer(TINY, "uniform", 0, tmp_path, TINY_PPO).train(1)
+    with pytest.raises(InputError, match=r"meta\.dataset"):
+        Trainer.resume(TINY, "azure", 0, tmp_path)
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (None, "checkpoint file not found"),
+        (b"not a checkpoint", "not a readable checkpoint"),
+        ({"format": "something-else"}, "not a dcplace Nara checkpoint"),
+        ({"format": "dcplace-nara", "version": 1, "config": {}, "model": {}, "meta": {}}, "missing weight"),
+    ],
+)
+def test_bad_checkpoints_are_clear_errors(tmp_path, content, message):
+    path = tmp_path / "ckpt.pt"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif content is not None:
+        torch.save(content, path)
+    with pytest.raises(InputError, match=message) as err:
+        checkpoint.load(path)
+    assert str(path) in str(err.value)
+
+
+def test_wrong_shape_names_the_weight(tmp_path):
+    path = tmp_path / "small.pt"
+    checkpoint.save(path, NaraNet(NaraConfig(embed=8)), {})
+    blob = torch.load(path, weights_only=True)
+    blob["config"] = {}
+    torch.save(blob, path)
+    with pytest.raises(InputError, match=r"has shape \(8, 4\), the network needs \(16, 4\)"):
+        checkpoint.load(path)
+
+
+def test_cli_checkpoint_errors_exit_2(tmp_path):
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"\x00garbage")
+    r = CliRunner().invoke(app, ["simulate", "netalloc", "--policy", "nara", "--checkpoint", str(bad)])
+    assert r.exit_code == 2 and "bad.pt" in r.output
+    r = CliRunner().invoke(app, ["simulate", "netalloc", "--policy", "tetris", "--checkpoint", str(bad)])
+    assert r.exit_code == 2 and "learned policies only" in r.output
+    r = CliRunner().invoke(app, ["train", "nara", "--out", str(tmp_path / "none"), "--resume"])
+    assert r.exit_code == 2 and "checkpoint file not found" in r.output
+
+
+def test_cli_train_then_simulate_with_checkpoint(tmp_path):
+    out = tmp_path / "run"
+    args = ["train", "nara", "--topology", "alpha", "--iterations", "1", "--steps", "64", "--out", str(out)]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    assert json.loads((out / "train.json").read_text())["iterations"] == 1
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 2 and "--resume" in r.output
+    r = CliRunner().invoke(
+        app, ["simulate", "netalloc", "--policy", "nara", "--checkpoint", str(out / "policy.pt"), "--json"]
+    )
+    assert r.exit_code == 0, r.output
+    assert 0.0 <= json.loads(r.output)["acceptance_mean"] <= 1.0
+
+
+SHIPPED = [p for p in checkpoint.shipped() if p.name.startswith("alpha-")]
+
+
+@pytest.mark.skipif(len(SHIPPED) < 3, reason="the shipped alpha checkpoints are not in this checkout")
+@pytest.mark.parametrize("dataset", ["uniform", "azure", "alibaba"])
+def test_shipped_agent_beats_the_papers_best_baseline_on_alpha(dataset):
+    """Same seeded test episodes for every policy; the shipped agent must beat every one of the paper's baselines."""
+    nara = run_policy("alpha", dataset, "nara", 128, episodes=3, seed=0).summary()["acceptance_mean"]
+    for baseline in ("tetris", "nalb", "nulb", "random"):
+        base = run_policy("alpha", dataset, baseline, 128, episodes=3, seed=0).summary()["acceptance_mean"]
+        assert nara > base, (dataset, baseline, nara, base)
+
+
+def test_shipped_agent_loads_per_dataset():
+    if not checkpoint.shipped_path("alpha", "azure").is_file():
+        pytest.skip("no shipped checkpoints")
+    pol = get_net_policy("nara", 0, "azure")
+    assert Path(pol.path).name == "alpha-azure.pt"  # type: ignore[attr-defined]
