@@ -122,6 +122,16 @@ def test_same_seed_same_weights_and_resume_continues_exactly(tmp_path):
     assert not all(torch.equal(wa[k], _weights(c)[k]) for k in wa)
 
 
+def test_init_starts_from_another_runs_weights(tmp_path):
+    first = Trainer(TINY, "uniform", 0, tmp_path / "first", TINY_PPO, NaraConfig(p2_hidden=8))
+    first.train(1)
+    second = Trainer(TINY, "azure", 1, tmp_path / "second", TINY_PPO, init=tmp_path / "first" / "checkpoint.pt")
+    assert second.net.cfg.p2_hidden == 8  # the initial checkpoint's sizes win
+    w1, w2 = _weights(first), _weights(second)
+    assert all(torch.equal(w1[k], w2[k]) for k in w1)
+    assert second.meta()["init"]["dataset"] == "uniform"
+
+
 def test_resume_refuses_another_run(tmp_path):
     Trainer(TINY, "uniform", 0, tmp_path, TINY_PPO).train(1)
     with pytest.raises(InputError, match=r"meta\.dataset"):
@@ -202,3 +212,11 @@ def test_shipped_agent_loads_per_dataset():
         pytest.skip("no shipped checkpoints")
     pol = get_net_policy("nara", 0, "azure")
     assert Path(pol.path).name == "alpha-azure.pt"  # type: ignore[attr-defined]
+
+
+@pytest.mark.skipif(len(SHIPPED) < 3, reason="the shipped alpha checkpoints are not in this checkout")
+def test_shipped_agent_runs_16x_larger_and_beats_tetris_there():
+    """Section 5.2: the alpha-trained agent on gamma (640 servers) without retraining, against Tetris."""
+    nara = run_policy("gamma", "uniform", "nara", episodes=1, seed=0, check=True).summary()["acceptance_mean"]
+    tetris = run_policy("gamma", "uniform", "tetris", episodes=1, seed=0).summary()["acceptance_mean"]
+    assert nara > tetris

@@ -313,15 +313,15 @@ def list_policies() -> None:
 def demo(
     episodes: Annotated[int, typer.Option(help="episodes per cell")] = 5,
 ) -> None:
-    """The main job: the CVD-RL heuristics on Huawei-East-1 (synthetic when the data is absent) and the Nara
-    baselines on alpha..delta, each side by side with the papers' numbers."""
-    from dcplace.bench import nara_baselines
+    """The main job: the CVD-RL heuristics on Huawei-East-1 (synthetic when the data is absent) and Nara's shipped
+    agents against the baselines on alpha..delta (`reproduce nara --quick`), each beside the papers' numbers."""
+    from dcplace.bench import nara_reproduction
     from dcplace.bench.cvd_heuristics import run_reproduction
 
     try:
         md = run_reproduction(trace="auto", episodes=episodes, seed=0, out=Path("results/demo"), quick=True)
         typer.echo(md)
-        md = nara_baselines.run_reproduction(Path("results/demo/nara-baselines"), episodes=2, seed=0)
+        md = nara_reproduction.run_reproduction(Path("results/demo/nara"), seed=0, quick=True)
     except InputError as exc:
         _fail(exc)
     typer.echo(md)
