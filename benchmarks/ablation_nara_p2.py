@@ -1,7 +1,8 @@
-"""The paper's one-layer policy head P2 against ours with a 16-unit hidden layer (docs/nara.md): same PPO, same
-seeds, alpha; how soon validation takes off, the best validation and the test acceptance of the best weights.
+"""The paper's one-layer policy head P2 against one with a 16-unit hidden layer (docs/nara.md): same PPO, same
+seeds, trained on alpha; how soon validation takes off, the best validation, and the test acceptance of the best
+weights on alpha (5 x 128 requests) and, without retraining, on gamma (1 x 896) and delta (1 x 4,096).
 
-    OMP_NUM_THREADS=1 python benchmarks/ablation_nara_p2.py [--dataset uniform] [--iterations 60] [--seeds 0 1]
+    OMP_NUM_THREADS=1 python benchmarks/ablation_nara_p2.py [--dataset uniform] [--iterations 100] [--seeds 0 1]
 """
 
 from __future__ import annotations
@@ -22,15 +23,16 @@ from dcplace.learn.ppo import Trainer, greedy_acceptance
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", default="uniform")
-    ap.add_argument("--iterations", type=int, default=60)
+    ap.add_argument("--iterations", type=int, default=100)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     ap.add_argument("--takeoff", type=float, default=0.65, help="validation acceptance that counts as learned")
     args = ap.parse_args()
     torch.set_num_threads(1)
     top = preset("alpha")
     print(f"alpha / {args.dataset}, {args.iterations} iterations; take-off = first validation >= {args.takeoff}")
-    print("| P2 | seed | take-off iteration | best validation | test acceptance (5 x 128, seed 0) | wall s |")
-    print("|---|---|---|---|---|---|")
+    print("| P2 | seed | take-off iteration | best validation | alpha test | gamma test | delta test | delta / alpha "
+          "| training s |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|")
     for p2 in (0, 16):
         for seed in args.seeds:
             with tempfile.TemporaryDirectory() as tmp:
@@ -40,10 +42,13 @@ def main() -> None:
                 vals = [(i, v) for i, v in vals if not math.isnan(v)]
                 takeoff = next((int(i) for i, v in vals if v >= args.takeoff), None)
                 net, _ = checkpoint.load(Path(tmp) / "policy.pt")
-                test = greedy_acceptance(net, top, args.dataset, 128, 0, 5, "test")
+            test = greedy_acceptance(net, top, args.dataset, 128, 0, 5, "test")
+            gamma = greedy_acceptance(net, preset("gamma"), args.dataset, 896, 0, 1, "test")
+            delta = greedy_acceptance(net, preset("delta"), args.dataset, 4096, 0, 1, "test")
             label = "paper (linear)" if p2 == 0 else f"hidden {p2}"
             print(f"| {label} | {seed} | {takeoff if takeoff is not None else 'never'} | {tr.best_validation:.3f} | "
-                  f"{test:.3f} | {tr.wall_s:.0f} |", flush=True)  # fmt: skip
+                  f"{test:.3f} | {gamma:.3f} | {delta:.3f} | {delta / test - 1:+.0%} | {tr.wall_s:.0f} |",
+                  flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

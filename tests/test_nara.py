@@ -132,6 +132,18 @@ def test_init_starts_from_another_runs_weights(tmp_path):
     assert second.meta()["init"]["dataset"] == "uniform"
 
 
+def test_several_topologies_take_turns(tmp_path):
+    other = fabric(2, 4, 2, 1, name="other")
+    tr = Trainer([TINY, other], "uniform", 0, tmp_path, TINY_PPO)
+    tr.train(2)
+    assert tr.meta()["topology"] == "tiny+other"
+    assert tr.topology is other  # iteration 2 trained on the second
+    again = Trainer.resume([TINY, other], "uniform", 0, tmp_path)
+    assert again.iteration == 2
+    with pytest.raises(InputError, match="topology"):
+        Trainer.resume(TINY, "uniform", 0, tmp_path)
+
+
 def test_resume_refuses_another_run(tmp_path):
     Trainer(TINY, "uniform", 0, tmp_path, TINY_PPO).train(1)
     with pytest.raises(InputError, match=r"meta\.dataset"):

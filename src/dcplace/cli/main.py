@@ -224,7 +224,9 @@ def reproduce_nara(
 
 @train_app.command("nara")
 def train_nara(
-    topology: Annotated[str, typer.Option(help="alpha, beta, gamma, delta, or a .json / .csv topology file")] = "alpha",
+    topology: Annotated[
+        str, typer.Option(help="alpha, beta, gamma, delta or a topology file; several, comma-separated, take turns")
+    ] = "alpha",
     dataset: Annotated[str, typer.Option(help="uniform, azure or alibaba")] = "uniform",
     iterations: Annotated[int, typer.Option(help="PPO iterations in total (the paper: 150)")] = 150,
     seed: Annotated[int, typer.Option(help="same seed, same weights")] = 0,
@@ -233,8 +235,9 @@ def train_nara(
     steps: Annotated[int, typer.Option(help="picks per iteration (the paper: 2,048)")] = 2048,
     eval_every: Annotated[int, typer.Option(help="validate (greedy, 5 x 128 requests) every this many iterations")] = 5,
     p2_hidden: Annotated[
-        int, typer.Option(help="hidden units in the policy head P2 (0: one linear layer, as the paper)")
-    ] = 16,
+        int,
+        typer.Option(help="hidden units in P2 (0: one linear layer, the paper's; see docs/nara.md)"),
+    ] = 0,
     init: Annotated[
         Path | None, typer.Option(help="start from this checkpoint's weights (a curriculum; its sizes win)")
     ] = None,
@@ -256,17 +259,18 @@ def train_nara(
         for flag, value in (("--iterations", iterations), ("--steps", steps), ("--eval-every", eval_every)):
             if value < 1:
                 raise InputError(f"{flag} must be at least 1, got {value}")
-        top = load_topology(topology)
-        folder = out or Path(f"results/train/nara-{top.name}-{dataset}")
+        tops = [load_topology(t) for t in topology.split(",")]
+        where = "+".join(t.name for t in tops)
+        folder = out or Path(f"results/train/nara-{where}-{dataset}")
         if resume:
-            trainer = Trainer.resume(top, dataset, seed, folder)
+            trainer = Trainer.resume(tops, dataset, seed, folder)
         else:
             if (folder / "checkpoint.pt").exists():
                 raise InputError(f"{folder} already holds a run; pass --resume to continue it or choose another --out")
             if p2_hidden < 0:
                 raise InputError(f"--p2-hidden must be at least 0, got {p2_hidden}")
             ppo = PPOConfig(steps_per_iteration=steps, eval_every=eval_every)
-            trainer = Trainer(top, dataset, seed, folder, ppo, NaraConfig(p2_hidden=p2_hidden), init)
+            trainer = Trainer(tops, dataset, seed, folder, ppo, NaraConfig(p2_hidden=p2_hidden), init)
     except InputError as exc:
         _fail(exc)
     t0 = time.perf_counter()
@@ -280,7 +284,7 @@ def train_nara(
         console=console,
     ) as bar:
         best = f"{trainer.best_validation:.3f}" if trainer.best_validation >= 0 else "-"
-        task = bar.add_task("train", total=iterations, completed=trainer.iteration, where=f"{top.name}/{dataset}",
+        task = bar.add_task("train", total=iterations, completed=trainer.iteration, where=f"{where}/{dataset}",
                             acc="-", val=best)  # fmt: skip
 
         def show(row: dict[str, float]) -> None:

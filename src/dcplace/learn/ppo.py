@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import csv
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -128,7 +128,7 @@ class Trainer:
 
     def __init__(
         self,
-        topology: Topology,
+        topology: Topology | Sequence[Topology],
         dataset: str,
         seed: int,
         out: Path,
@@ -136,8 +136,11 @@ class Trainer:
         model: NaraConfig | None = None,
         init: Path | None = None,
     ) -> None:
-        """``init``: start from another run's weights (a policy or training checkpoint; its layer sizes win)."""
-        self.topology, self.dataset, self.seed, self.out = topology, dataset, seed, out
+        """``topology``: one, or several used in turn (iteration ``i`` trains on ``topology[i % n]``; validation
+        averages over all). ``init``: start from another run's weights (its layer sizes win)."""
+        self.topologies = [topology] if isinstance(topology, Topology) else list(topology)
+        self.name = "+".join(t.name for t in self.topologies)
+        self.dataset, self.seed, self.out = dataset, seed, out
         self.ppo = ppo or PPOConfig()
         torch.manual_seed(seed)
         self.init: dict[str, Any] = {}
@@ -150,13 +153,18 @@ class Trainer:
         if init is not None:
             self.net.load_state_dict(start.state_dict())
         self.opt = torch.optim.Adam(self.net.parameters(), lr=self.ppo.lr)
-        self.g = GraphIndex(topology)
-        self.observe = NetObserver(topology)
+        self._graphs = [(GraphIndex(t), NetObserver(t)) for t in self.topologies]
+        self._use(0)
         self.iteration = 0  # iterations done
         self.episodes = 0  # training episodes drawn so far
         self.wall_s = 0.0
         self.best_validation = -1.0
         self.curves: list[dict[str, float]] = []
+
+    def _use(self, i: int) -> None:
+        """Train on ``topologies[i]`` from now on."""
+        self.topology = self.topologies[i]
+        self.g, self.observe = self._graphs[i]
 
     # --- 1. collect ------------------------------------------------------------------------------------------------
 
@@ -256,6 +264,7 @@ class Trainer:
     def step(self) -> dict[str, float]:
         """One PPO iteration (collect, update, maybe validate); returns its curve row."""
         it = self.iteration
+        self._use(it % len(self.topologies))
         gen = torch.Generator().manual_seed(episode_seed(self.seed, it))
         batch = self.collect(gen)
         stats = self.update(batch, gen)
@@ -272,14 +281,15 @@ class Trainer:
         p = self.ppo
         if self.iteration % p.eval_every == 0 or self.iteration == 1:
             self.net.eval()
-            val = greedy_acceptance(
-                self.net,
-                self.topology,
-                self.dataset,
-                VALIDATION_REQUESTS,
-                VALIDATION_SEED,
-                p.eval_episodes,
-                "train",
+            val = float(
+                np.mean(
+                    [
+                        greedy_acceptance(
+                            self.net, top, self.dataset, VALIDATION_REQUESTS, VALIDATION_SEED, p.eval_episodes, "train"
+                        )
+                        for top in self.topologies
+                    ]
+                )
             )
             row["validation_acceptance"] = val
             if val > self.best_validation:
@@ -306,7 +316,7 @@ class Trainer:
 
     def meta(self, **extra: Any) -> dict[str, Any]:
         return {
-            "topology": self.topology.name,
+            "topology": self.name,
             "dataset": self.dataset,
             "seed": self.seed,
             "iterations": self.iteration,
@@ -334,15 +344,16 @@ class Trainer:
             w.writeheader()
             w.writerows(self.curves)
         if plot:
-            plot_curves(self.curves, self.out / "curves.png", f"Nara PPO on {self.topology.name} / {self.dataset}")
+            plot_curves(self.curves, self.out / "curves.png", f"Nara PPO on {self.name} / {self.dataset}")
 
     @classmethod
-    def resume(cls, topology: Topology, dataset: str, seed: int, out: Path) -> Trainer:
+    def resume(cls, topology: Topology | Sequence[Topology], dataset: str, seed: int, out: Path) -> Trainer:
         """Continue the run in ``out`` (its ``checkpoint.pt``); topology, dataset and seed must be the run's."""
         path = out / "checkpoint.pt"
         blob = checkpoint.read(path)
         meta = blob["meta"]
-        for key, want in (("topology", topology.name), ("dataset", dataset), ("seed", seed)):
+        names = topology.name if isinstance(topology, Topology) else "+".join(t.name for t in topology)
+        for key, want in (("topology", names), ("dataset", dataset), ("seed", seed)):
             if meta.get(key) != want:
                 raise InputError(f"{path}: field 'meta.{key}' is {meta.get(key)!r}, but --{key} is {want!r}")
         net, _ = checkpoint.load(path)
