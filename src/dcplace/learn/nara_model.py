@@ -25,8 +25,8 @@ runs on 2,560.
 A note on the paper's P2: a single linear layer adds ``w · mean_selected`` to *every* server's logit alike, so the
 selected-servers context cancels in the softmax and locality can only come from the ``selected`` input feature
 travelling through the message passing. ``NaraConfig(p2_hidden=16)`` puts a hidden layer in P2 so the context can
-interact with each server's embedding. It fits alpha as well but transfers worse to larger topologies, so the
-shipped agents use the paper's head; docs/nara.md has the measurements.
+interact with each server's embedding. It fits alpha as well but transfers less reliably to larger topologies, so
+the shipped agents use the paper's head; docs/nara.md has the measurements.
 
 The value network (RLlib's ``vf_share_layers = False``) has its own GNN of the same shape; it reads the mean server
 embedding, the mean selected embedding and its own state representation through a 32-unit hidden layer.
