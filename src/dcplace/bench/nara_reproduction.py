@@ -135,35 +135,35 @@ def _triple(run: NetRun, paper: tuple[float, float, float]) -> str:
     return " | ".join(f"{o:.2f} ({p:.2f})" for o, p in zip(ours, paper, strict=True))
 
 
-def _table6(runs: dict[tuple[str, str, str], NetRun], table6: dict[str, NetRun]) -> str:
+def _cross_table(title: str, rows: list[tuple[str, list[str]]]) -> str:
+    """Tables 6 and 7: one row per agent, (acceptance, CPU, memory) per request set, ours (paper)."""
     lines = [
         "",
-        "## Table 6: on beta, the agent trained on alpha vs the one trained on beta (acceptance, CPU, memory)",
+        f"## {title} (acceptance, CPU, memory)",
         "",
         "| agent | " + " | ".join(f"{d} {m}" for d in nb.DATASETS for m in ("acc", "CPU", "mem")) + " |",
         "|---|" + "---|" * 9,
     ]
+    lines += [f"| {label} | " + " | ".join(cells) + " |" for label, cells in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _table6(runs: dict[tuple[str, str, str], NetRun], table6: dict[str, NetRun]) -> str:
     alpha_cells = [_triple(runs[("beta", d, "nara")], PAPER_TABLE6["agent-alpha"][d]) for d in nb.DATASETS]
     beta_cells = [_triple(table6[d], PAPER_TABLE6["agent-beta"][d]) for d in nb.DATASETS]
-    lines.append("| agent-alpha | " + " | ".join(alpha_cells) + " |")
-    lines.append("| agent-beta | " + " | ".join(beta_cells) + " |")
-    return "\n".join(lines) + "\n"
+    return _cross_table(
+        "Table 6: on beta, the agent trained on alpha vs the one trained on beta",
+        [("agent-alpha", alpha_cells), ("agent-beta", beta_cells)],
+    )
 
 
 def _table7(runs: dict[tuple[str, str, str], NetRun], table7: dict[tuple[str, str], NetRun]) -> str:
-    lines = [
-        "",
-        "## Table 7: on alpha, each request set's agent on every request set (acceptance, CPU, memory)",
-        "",
-        "| agent | " + " | ".join(f"{d} {m}" for d in nb.DATASETS for m in ("acc", "CPU", "mem")) + " |",
-        "|---|" + "---|" * 9,
+    rows = [
+        (f"agent-{agent}", [_triple(table7[(agent, d)], PAPER_TABLE7[agent][d]) for d in nb.DATASETS])
+        for agent in nb.DATASETS
     ]
-    for agent in nb.DATASETS:
-        cells = [_triple(table7[(agent, d)], PAPER_TABLE7[agent][d]) for d in nb.DATASETS]
-        lines.append(f"| agent-{agent} | " + " | ".join(cells) + " |")
-    cells = [_triple(runs[("alpha", d, "tetris")], PAPER_TABLE7["tetris"][d]) for d in nb.DATASETS]
-    lines.append("| tetris | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    rows.append(("tetris", [_triple(runs[("alpha", d, "tetris")], PAPER_TABLE7["tetris"][d]) for d in nb.DATASETS]))
+    return _cross_table("Table 7: on alpha, each request set's agent on every request set", rows)
 
 
 def size_profile(run: NetRun, seed: int) -> dict[str, Any]:
