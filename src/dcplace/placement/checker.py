@@ -1,0 +1,52 @@
+"""The independent checker: every assignment any method returns is verified here before it is reported.
+
+It shares no code with the models or the heuristic: it reads the problem's raw numbers and the assignment (a PM per
+VM, a physical disk per virtual disk) and recomputes everything with plain loops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from dcplace.placement.problem import Problem
+
+
+def check(problem: Problem, vm_pm: Sequence[int], vm_disks: Sequence[Sequence[int]]) -> tuple[list[str], int]:
+    """(violations, cost). An empty list means feasible: every VM on exactly one existing PM, CPU and memory
+    within capacity, each virtual disk on a physical disk of the VM's PM, no two disks of one VM on the same
+    physical disk, and no physical disk over its size."""
+    vms = [t for t, c in zip(problem.vm_types, problem.vm_counts, strict=True) for _ in range(c)]
+    pms = [t for t, c in zip(problem.pm_types, problem.pm_counts, strict=True) for _ in range(c)]
+    errors: list[str] = []
+    if len(vm_pm) != len(vms) or len(vm_disks) != len(vms):
+        return [f"the assignment covers {len(vm_pm)} VMs, the problem has {len(vms)}"], 0
+    cpu = [0] * len(pms)
+    mem = [0] * len(pms)
+    disk_use: dict[tuple[int, int], int] = {}
+    for i, (vm, j, disks) in enumerate(zip(vms, vm_pm, vm_disks, strict=True)):
+        if not 0 <= j < len(pms):
+            errors.append(f"VM {i} is on PM {j}, which does not exist")
+            continue
+        cpu[j] += vm.vcpu
+        mem[j] += vm.mem
+        if len(disks) != len(vm.disks):
+            errors.append(f"VM {i} has {len(disks)} disk placements for {len(vm.disks)} virtual disks")
+            continue
+        if len(set(disks)) != len(disks):
+            errors.append(f"VM {i} has two virtual disks on one physical disk of PM {j}")
+        for size, d in zip(vm.disks, disks, strict=True):
+            if not 0 <= d < len(pms[j].disks):
+                errors.append(f"VM {i} uses disk {d} of PM {j}, which has {len(pms[j].disks)}")
+                continue
+            disk_use[(j, d)] = disk_use.get((j, d), 0) + size
+    for j, pm in enumerate(pms):
+        if cpu[j] > pm.vcpu:
+            errors.append(f"PM {j} ({pm.name}) has {cpu[j]} vCPU assigned, capacity {pm.vcpu}")
+        if mem[j] > pm.mem:
+            errors.append(f"PM {j} ({pm.name}) has {mem[j] / 4} GiB assigned, capacity {pm.mem / 4}")
+    for (j, d), used in disk_use.items():
+        if used > pms[j].disks[d]:
+            errors.append(f"disk {d} of PM {j} holds {used} GB, size {pms[j].disks[d]}")
+    used_pms = set(vm_pm)
+    cost = sum(pms[j].cost for j in used_pms if 0 <= j < len(pms))
+    return errors, cost

@@ -1,0 +1,165 @@
+"""One entry point for every batch-placement method: ``solve(problem, method, time_limit, seed, workers)``.
+
+Methods implemented so far: ``compact`` (CP-SAT on counts, exact; :mod:`dcplace.placement.compact`), ``greedy`` (the
+paper's randomized heuristic, best of ``runs`` with statistics), and ``auto`` (compact, started from the best
+greedy solution). Every returned assignment is verified by :mod:`dcplace.placement.checker`; ``verified`` is true
+only when the checker accepted it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dcplace.errors import InputError
+from dcplace.placement.checker import check
+from dcplace.placement.greedy import cost_of, greedy_once
+from dcplace.placement.problem import Problem
+
+METHODS = ("auto", "compact", "greedy")
+
+
+@dataclass
+class Result:
+    instance: str
+    method: str
+    status: str  # optimal, feasible, infeasible, unknown
+    cost: float | None
+    bound: float | None
+    wall_s: float
+    vms: int
+    vm_pm: np.ndarray | None = field(default=None, repr=False)
+    vm_disks: list[list[int]] | None = field(default=None, repr=False)
+    verified: bool = False
+    violations: list[str] = field(default_factory=list)
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def gap(self) -> float | None:
+        if self.cost is None or self.bound is None or self.cost == 0:
+            return None
+        return (self.cost - self.bound) / self.cost
+
+    @property
+    def pms_used(self) -> int:
+        return 0 if self.vm_pm is None else len(np.unique(self.vm_pm))
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "instance": self.instance,
+            "method": self.method,
+            "status": self.status,
+            "cost": self.cost,
+            "bound": self.bound,
+            "gap": self.gap,
+            "wall_s": self.wall_s,
+            "pms_used": self.pms_used,
+            "vms": self.vms,
+            "verified": self.verified,
+            **({"violations": self.violations} if self.violations else {}),
+            **self.stats,
+        }
+
+
+def _verify(problem: Problem, res: Result) -> Result:
+    if res.vm_pm is not None and res.vm_disks is not None:
+        errors, cost = check(problem, res.vm_pm.tolist(), res.vm_disks)
+        res.violations = errors
+        res.verified = not errors
+        if res.cost is not None and cost != res.cost:
+            res.violations.append(f"the method reported cost {res.cost}, the checker computes {cost}")
+            res.verified = False
+    return res
+
+
+def solve_greedy(problem: Problem, seed: int = 0, runs: int = 50) -> Result:
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    costs: list[int] = []
+    best: tuple[np.ndarray, list[list[int]]] | None = None
+    for _ in range(runs):
+        out = greedy_once(problem, rng)
+        if out is None:
+            continue
+        c = cost_of(problem, out[0])
+        if not costs or c < min(costs):
+            best = out
+        costs.append(c)
+    wall = time.perf_counter() - t0
+    if best is None:
+        reason = f"no run of {runs} placed every VM"
+        return Result(problem.name, "greedy", "infeasible", None, None, wall, problem.n_vms, stats={"reason": reason})
+    arr = np.array(costs, dtype=float)
+    stats = {
+        "runs": runs,
+        "runs_feasible": len(costs),
+        "cost_mean": float(arr.mean()),
+        "cost_std": float(arr.std()),
+        "cost_min": float(arr.min()),
+        "cost_max": float(arr.max()),
+    }
+    return Result(problem.name, "greedy", "feasible", float(arr.min()), None, wall, problem.n_vms, *best, stats=stats)
+
+
+def solve_compact(
+    problem: Problem, time_limit: float = 60.0, seed: int = 0, workers: int = 2, hint: Result | None = None
+) -> Result:
+    from ortools.sat.python import cp_model
+
+    from dcplace.placement.compact import CompactModel, Infeasible
+
+    t0 = time.perf_counter()
+    try:
+        model = CompactModel(problem)
+    except Infeasible as exc:
+        wall = time.perf_counter() - t0
+        return Result(
+            problem.name, "compact", "infeasible", None, None, wall, problem.n_vms, stats={"reason": str(exc)}
+        )
+    if hint is not None and hint.vm_pm is not None and hint.vm_disks is not None:
+        model.hint(hint.vm_pm, hint.vm_disks)
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = max(time_limit - (time.perf_counter() - t0), 0.1)
+    solver.parameters.num_workers = workers
+    solver.parameters.random_seed = seed
+    code = solver.solve(model.model)
+    wall = time.perf_counter() - t0
+    status = {
+        cp_model.OPTIMAL: "optimal",
+        cp_model.FEASIBLE: "feasible",
+        cp_model.INFEASIBLE: "infeasible",
+    }.get(code, "unknown")
+    if status in ("optimal", "feasible"):
+        vm_pm, vm_disks = model.decode(solver)
+        cost = float(solver.objective_value)
+        return Result(problem.name, "compact", status, cost, float(solver.best_objective_bound), wall,
+                      problem.n_vms, vm_pm, vm_disks)  # fmt: skip
+    bound = float(solver.best_objective_bound) if status == "unknown" else None
+    return Result(problem.name, "compact", status, None, bound, wall, problem.n_vms)
+
+
+def solve(problem: Problem, method: str = "auto", time_limit: float = 60.0, seed: int = 0, workers: int = 2) -> Result:
+    """Solve with ``method`` within ``time_limit`` seconds; the result is verified by the independent checker."""
+    if method not in METHODS:
+        raise InputError(f"--method must be one of {', '.join(METHODS)}, got {method!r}")
+    if time_limit <= 0:
+        raise InputError(f"--time-limit must be positive, got {time_limit}")
+    if workers < 1:
+        raise InputError(f"--workers must be at least 1, got {workers}")
+    if method == "greedy":
+        return _verify(problem, solve_greedy(problem, seed))
+    if method == "compact":
+        return _verify(problem, solve_compact(problem, time_limit, seed, workers))
+    t0 = time.perf_counter()
+    start = solve_greedy(problem, seed, runs=5)
+    res = solve_compact(problem, time_limit - (time.perf_counter() - t0), seed, workers, start)
+    res.method = "auto"
+    res.wall_s = time.perf_counter() - t0
+    if start.cost is not None and (res.cost is None or start.cost < res.cost):  # keep the better of the two
+        start.method, start.bound, start.wall_s, start.stats = "auto", res.bound, res.wall_s, {}
+        start.status = "feasible"
+        return _verify(problem, start)
+    return _verify(problem, res)

@@ -1,0 +1,154 @@
+"""Batch placement (paper 004): instances as the paper states them, exact answers against brute force on tiny
+instances, every returned assignment accepted by the independent checker, the checker catching violations, and the
+CLI's answers and errors."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dcplace.placement.checker import check
+from dcplace.placement.problem import INSTANCES, PMType, Problem, VMType, make
+from dcplace.placement.solve import solve
+
+
+def test_paper_instances_have_the_papers_sizes():
+    sizes = {name: (p.n_vms, p.n_pms) for name, p in INSTANCES.items()}
+    assert sizes == {"exp1": (70, 50), "exp2": (77, 70), "mix1": (1000, 1000), "mix2": (1000, 1000)}
+
+
+def test_exp1_optimum_is_the_papers_and_verified():
+    res = solve(INSTANCES["exp1"], "compact", time_limit=60)
+    assert res.status == "optimal" and res.cost == 4540 and res.bound == 4540
+    assert res.verified and not res.violations
+
+
+def _brute_force(problem: Problem) -> float | None:
+    """Cheapest cost over every VM -> PM map, each PM checked for an exclusive disk assignment by enumeration."""
+    vms = [t for t, c in zip(problem.vm_types, problem.vm_counts, strict=True) for _ in range(c)]
+    pms = [t for t, c in zip(problem.pm_types, problem.pm_counts, strict=True) for _ in range(c)]
+
+    def fits(pm: PMType, group: list[VMType]) -> bool:
+        if sum(v.vcpu for v in group) > pm.vcpu or sum(v.mem for v in group) > pm.mem:
+            return False
+        sizes = [s for v in group for s in v.disks]
+        owners = [i for i, v in enumerate(group) for _ in v.disks]
+        for choice in itertools.product(range(len(pm.disks)), repeat=len(sizes)):
+            pairs = list(zip(owners, choice, strict=True))
+            if len(set(pairs)) < len(pairs):
+                continue
+            load = [0] * len(pm.disks)
+            for s, d in zip(sizes, choice, strict=True):
+                load[d] += s
+            if all(x <= cap for x, cap in zip(load, pm.disks, strict=True)):
+                return True
+        return not sizes
+
+    best = None
+    for assign in itertools.product(range(len(pms)), repeat=len(vms)):
+        groups: dict[int, list[VMType]] = {}
+        for v, j in zip(vms, assign, strict=True):
+            groups.setdefault(j, []).append(v)
+        if all(fits(pms[j], g) for j, g in groups.items()):
+            cost = sum(pms[j].cost for j in groups)
+            best = cost if best is None else min(best, cost)
+    return best
+
+
+vm_types = st.builds(
+    VMType,
+    st.sampled_from(["a", "b"]),
+    st.integers(1, 3),
+    st.integers(1, 6),
+    st.integers(0, 2).flatmap(lambda n: st.integers(1, 5).map(lambda s: (s,) * n)),
+)
+pm_types = st.builds(
+    PMType,
+    st.sampled_from(["p", "q"]),
+    st.integers(3, 8),
+    st.integers(6, 16),
+    st.lists(st.integers(3, 12), min_size=1, max_size=3).map(tuple),
+    st.integers(1, 20),
+)
+
+
+@st.composite
+def tiny_problems(draw: st.DrawFn) -> Problem:
+    vts = draw(st.lists(vm_types, min_size=1, max_size=2, unique_by=lambda t: t.name))
+    pts = draw(st.lists(pm_types, min_size=1, max_size=2, unique_by=lambda t: t.name))
+    vc = [draw(st.integers(1, 2)) for _ in vts]
+    pc = [draw(st.integers(1, 2)) for _ in pts]
+    return Problem("tiny", tuple(vts), tuple(vc), tuple(pts), tuple(pc))
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tiny_problems())
+def test_compact_matches_brute_force_and_every_answer_is_checked(problem):
+    want = _brute_force(problem)
+    res = solve(problem, "compact", time_limit=10, workers=1)
+    if want is None:
+        assert res.status == "infeasible"
+        return
+    assert res.status == "optimal" and res.cost == want
+    errors, cost = check(problem, res.vm_pm.tolist(), res.vm_disks)
+    assert errors == [] and cost == want
+    greedy = solve(problem, "greedy", seed=1)
+    if greedy.status == "feasible":
+        assert greedy.verified and greedy.cost >= want
+
+
+def test_greedy_is_seeded_and_checked():
+    a = solve(INSTANCES["exp2"], "greedy", seed=3)
+    b = solve(INSTANCES["exp2"], "greedy", seed=3)
+    assert a.verified and a.cost == b.cost and a.stats == b.stats
+    assert np.array_equal(a.vm_pm, b.vm_pm)
+    assert a.stats["runs"] == 50 and a.stats["cost_min"] == a.cost
+
+
+def test_checker_catches_each_violation():
+    p = make("t", {"m3.xlarge": 2}, {"s3": 1, "s1": 1})  # m3.xlarge: 4 vCPU, 15 GiB, 2 x 40 GB
+    ok, cost = check(p, [0, 0], [[0, 1], [0, 1]])
+    assert ok == [] and cost == 200
+    errors, _ = check(p, [0, 0], [[0, 0], [0, 1]])
+    assert any("two virtual disks on one physical disk" in e for e in errors)
+    errors, _ = check(p, [1, 1], [[0, 0], [0, 0]])  # s1: 8 vCPU, 16 GiB, one disk
+    assert any("GiB assigned" in e for e in errors)
+    errors, _ = check(p, [0, 5], [[0, 1], [0, 1]])
+    assert any("does not exist" in e for e in errors)
+    errors, _ = check(p, [0, 0], [[0, 1], [0, 7]])
+    assert any("has 2" in e for e in errors)
+
+
+def test_infeasible_instance_reports_the_reason():
+    res = solve(make("big", {"i2.8xlarge": 1}, {"s1": 3}), "auto", time_limit=5)
+    assert res.status == "infeasible" and "i2.8xlarge" in res.stats["reason"]
+    assert res.cost is None and not res.verified
+
+
+def _dcplace(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "dcplace.cli.main", *args], capture_output=True, text=True)
+
+
+def test_cli_solve_json_and_errors(tmp_path):
+    p = _dcplace("solve", "--instance", "exp1", "--method", "compact", "--json")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    for key in ("instance", "method", "status", "cost", "bound", "gap", "wall_s", "pms_used", "vms", "verified"):
+        assert key in out
+    assert out["cost"] == 4540 and out["verified"] is True
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"vms": [{"count": 1, "vcpu": 0, "mem_gib": 1}], "pms": []}))
+    p = _dcplace("solve", "--instance", str(bad))
+    assert p.returncode == 2 and "vms[0].vcpu" in p.stderr and "Traceback" not in p.stderr
+    p = _dcplace("solve", "--method", "simplex")
+    assert p.returncode == 2 and "--method" in p.stderr
+    inst = tmp_path / "mine.json"
+    inst.write_text(json.dumps(INSTANCES["exp1"].to_json()))
+    p = _dcplace("solve", "--instance", str(inst), "--json")
+    assert p.returncode == 0 and json.loads(p.stdout)["cost"] == 4540
