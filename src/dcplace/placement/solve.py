@@ -8,6 +8,7 @@ only when the checker accepted it.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -134,11 +135,17 @@ def solve_compact(
     }.get(code, "unknown")
     if status in ("optimal", "feasible"):
         vm_pm, vm_disks = model.decode(solver)
-        cost = float(solver.objective_value)
-        return Result(problem.name, "compact", status, cost, float(solver.best_objective_bound), wall,
+        # Costs are integers; CP-SAT reports doubles (1.0000000000000004 happens), so round them back.
+        cost = float(round(solver.objective_value))
+        return Result(problem.name, "compact", status, cost, _int_bound(solver.best_objective_bound), wall,
                       problem.n_vms, vm_pm, vm_disks)  # fmt: skip
-    bound = float(solver.best_objective_bound) if status == "unknown" else None
+    bound = _int_bound(solver.best_objective_bound) if status == "unknown" else None
     return Result(problem.name, "compact", status, None, bound, wall, problem.n_vms)
+
+
+def _int_bound(bound: float) -> float:
+    """A lower bound on an integer objective, rounded up (with a tolerance for the solver's float noise)."""
+    return float(math.ceil(bound - 1e-6))
 
 
 def solve(problem: Problem, method: str = "auto", time_limit: float = 60.0, seed: int = 0, workers: int = 2) -> Result:
