@@ -98,9 +98,17 @@ def test_compact_matches_brute_force_and_every_answer_is_checked(problem):
     assert res.status == "optimal" and res.cost == want
     errors, cost = check(problem, res.vm_pm.tolist(), res.vm_disks)
     assert errors == [] and cost == want
+    pattern = solve(problem, "pattern", time_limit=10, workers=1)
+    assert pattern.verified and pattern.bound <= want <= pattern.cost  # its bound is a bound, its answer feasible
     greedy = solve(problem, "greedy", seed=1)
     if greedy.status == "feasible":
         assert greedy.verified and greedy.cost >= want
+
+
+def test_pattern_solves_the_1000_vm_mixes_near_their_bound():
+    res = solve(INSTANCES["mix1"], "auto", time_limit=30)
+    assert res.method == "auto" and res.verified and res.stats["cg_converged"]
+    assert res.cost <= 66_100 and res.gap < 0.005  # the target; the optimum is 66,040
 
 
 def test_greedy_is_seeded_and_checked():

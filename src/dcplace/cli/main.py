@@ -305,9 +305,9 @@ def train_nara(
 @app.command("solve")
 def solve_cmd(
     instance: Annotated[str, typer.Option(help="exp1, exp2, mix1, mix2, or a JSON instance file")] = "exp1",
-    method: Annotated[str, typer.Option(help="auto, compact (exact CP-SAT on counts) or greedy (the paper's)")] = (
-        "auto"
-    ),
+    method: Annotated[
+        str, typer.Option(help="auto, compact (exact, CP-SAT on counts), pattern (column generation) or greedy")
+    ] = "auto",
     time_limit: Annotated[float, typer.Option(help="seconds; the best solution and bound so far are returned")] = 60.0,
     workers: Annotated[int, typer.Option(help="CP-SAT search workers")] = 2,
     seed: Annotated[int, typer.Option(help="same seed, same answer (greedy; CP-SAT with one worker)")] = 0,

@@ -1,8 +1,9 @@
 """One entry point for every batch-placement method: ``solve(problem, method, time_limit, seed, workers)``.
 
-Methods implemented so far: ``compact`` (CP-SAT on counts, exact; :mod:`dcplace.placement.compact`), ``greedy`` (the
-paper's randomized heuristic, best of ``runs`` with statistics), and ``auto`` (compact, started from the best
-greedy solution). Every returned assignment is verified by :mod:`dcplace.placement.checker`; ``verified`` is true
+Methods implemented so far: ``compact`` (CP-SAT on counts, exact; :mod:`dcplace.placement.compact`), ``pattern``
+(column generation with an LP bound; :mod:`dcplace.placement.pattern`), ``greedy`` (the paper's randomized heuristic,
+best of ``runs`` with statistics), and ``auto`` (compact up to 200 PMs, pattern above, both started from the best of
+5 greedy runs). Every returned assignment is verified by :mod:`dcplace.placement.checker`; ``verified`` is true
 only when the checker accepted it.
 """
 
@@ -20,7 +21,8 @@ from dcplace.placement.checker import check
 from dcplace.placement.greedy import cost_of, greedy_once
 from dcplace.placement.problem import Problem
 
-METHODS = ("auto", "compact", "greedy")
+METHODS = ("auto", "compact", "pattern", "greedy")
+AUTO_COMPACT_MAX_PMS = 200  # above this, per-PM variables stall CP-SAT's bound; patterns do not grow with counts
 
 
 @dataclass
@@ -143,6 +145,29 @@ def solve_compact(
     return Result(problem.name, "compact", status, None, bound, wall, problem.n_vms)
 
 
+def solve_pattern(problem: Problem, time_limit: float, seed: int, workers: int, start: Result | None) -> Result:
+    from dcplace.placement.pattern import realise
+    from dcplace.placement.pattern import solve_pattern as run
+
+    t0 = time.perf_counter()
+    used: list[tuple[int, tuple[int, ...]]] = []
+    if start is not None and start.vm_pm is not None:
+        vt, pt = problem.vm_type_of(), problem.pm_type_of()
+        per_pm: dict[int, list[int]] = {}
+        for t, j in zip(vt.tolist(), start.vm_pm.tolist(), strict=True):
+            per_pm.setdefault(j, [0] * len(problem.vm_types))[t] += 1
+        used = [(int(pt[j]), tuple(c)) for j, c in per_pm.items()]
+    status, cost, bound, chosen, stats = run(problem, time_limit, seed, workers, used)
+    if cost is None:
+        return Result(
+            problem.name, "pattern", status, None, bound, time.perf_counter() - t0, problem.n_vms, stats=stats
+        )
+    vm_pm, vm_disks = realise(problem, chosen)
+    real = float(cost_of(problem, vm_pm))  # dropping surplus VMs can leave a chosen PM empty: cost only falls
+    return Result(problem.name, "pattern", status if real == cost else "feasible", real, bound,
+                  time.perf_counter() - t0, problem.n_vms, vm_pm, vm_disks, stats=stats)  # fmt: skip
+
+
 def _int_bound(bound: float) -> float:
     """A lower bound on an integer objective, rounded up (with a tolerance for the solver's float noise)."""
     return float(math.ceil(bound - 1e-6))
@@ -160,9 +185,20 @@ def solve(problem: Problem, method: str = "auto", time_limit: float = 60.0, seed
         return _verify(problem, solve_greedy(problem, seed))
     if method == "compact":
         return _verify(problem, solve_compact(problem, time_limit, seed, workers))
+    if method == "pattern":
+        t0 = time.perf_counter()
+        start = solve_greedy(problem, seed, runs=5)
+        res = solve_pattern(problem, time_limit - (time.perf_counter() - t0), seed, workers, start)
+        res.wall_s = time.perf_counter() - t0
+        return _verify(problem, res)
+    # auto: small instances exactly (compact), large ones by column generation (pattern); both start from greedy.
     t0 = time.perf_counter()
     start = solve_greedy(problem, seed, runs=5)
-    res = solve_compact(problem, time_limit - (time.perf_counter() - t0), seed, workers, start)
+    left = time_limit - (time.perf_counter() - t0)
+    if problem.n_pms > AUTO_COMPACT_MAX_PMS:
+        res = solve_pattern(problem, left, seed, workers, start)
+    else:
+        res = solve_compact(problem, left, seed, workers, start)
     res.method = "auto"
     res.wall_s = time.perf_counter() - t0
     if start.cost is not None and (res.cost is None or start.cost < res.cost):  # keep the better of the two

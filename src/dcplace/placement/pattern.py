@@ -1,0 +1,225 @@
+"""The pattern model (Gilmore-Gomory column generation): size depends on the number of types, not of VMs and PMs.
+
+A *pattern* of PM type ``p`` is a vector ``a`` of VM counts per type that one PM of type ``p`` can host (CPU,
+memory, and an exclusive disk assignment). The master problem chooses how many PMs of each type run each pattern:
+
+    minimise  sum_{p,k} cost_p x_pk
+    s.t.      sum_{p,k} a_pk[t] x_pk >= count_t     (every VM type covered; surplus VMs are simply dropped)
+              sum_k x_pk <= pms_p                   (PMs available per type)
+
+Column generation on its LP relaxation (GLOP) prices new patterns per PM type with a one-PM CP-SAT model (the
+compact model's constraints for a single machine) maximising the dual value of the VMs it hosts; when no pattern has
+negative reduced cost the LP optimum, rounded up, is a lower bound for the whole problem. The integer master over the
+generated patterns (CP-SAT) gives the solution; each used PM's disk assignment is then built by the compact model on
+that one machine, and the independent checker verifies the result.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+from ortools.linear_solver import pywraplp
+from ortools.sat.python import cp_model
+
+from dcplace.placement.compact import CompactModel
+from dcplace.placement.problem import PMType, Problem
+
+DUAL_SCALE = 1_000_000
+
+
+def _fits_alone(pm: PMType, problem: Problem) -> list[int]:
+    """Upper bound per VM type on how many one PM of this type can host."""
+    ubs = []
+    for t, vt in enumerate(problem.vm_types):
+        d = len(vt.disks)
+        ub = min(problem.vm_counts[t], pm.vcpu // max(vt.vcpu, 1), pm.mem // max(vt.mem, 1))
+        if d:
+            size = vt.disks[0]
+            if sum(s >= size for s in pm.disks) < d:
+                ub = 0
+            ub = min(ub, sum(min(problem.vm_counts[t], s // size) for s in pm.disks) // d)
+        ubs.append(max(ub, 0))
+    return ubs
+
+
+class Pricer:
+    """One-PM model for a PM type: which VM counts fit (the compact model's constraints for one machine)."""
+
+    def __init__(self, pm: PMType, problem: Problem) -> None:
+        self.pm, self.problem = pm, problem
+        self.ub = _fits_alone(pm, problem)
+        m = cp_model.CpModel()
+        vts = problem.vm_types
+        self.n = [m.new_int_var(0, u, f"n{t}") for t, u in enumerate(self.ub)]
+        m.add(sum(vt.vcpu * n for vt, n in zip(vts, self.n, strict=True)) <= pm.vcpu)
+        m.add(sum(vt.mem * n for vt, n in zip(vts, self.n, strict=True)) <= pm.mem)
+        used: list[list[cp_model.LinearExprT]] = [[] for _ in pm.disks]
+        for t, vt in enumerate(vts):
+            if not vt.disks or not self.ub[t]:
+                continue
+            size, d = vt.disks[0], len(vt.disks)
+            ws = []
+            for dsk, cap in enumerate(pm.disks):
+                if cap >= size:
+                    w = m.new_int_var(0, min(self.ub[t], cap // size), f"w{t}_{dsk}")
+                    m.add(w <= self.n[t])
+                    ws.append(w)
+                    used[dsk].append(size * w)
+            m.add(sum(ws) == d * self.n[t])
+        for dsk, cap in enumerate(pm.disks):
+            if used[dsk]:
+                m.add(sum(used[dsk]) <= cap)
+        self.model = m
+
+    def best(self, duals: np.ndarray, time_limit: float) -> tuple[float, tuple[int, ...]] | None:
+        """The pattern with the largest dual value (scaled to integers), and that value."""
+        weights = [round(max(float(x), 0.0) * DUAL_SCALE) for x in duals]
+        self.model.maximize(sum(w * n for w, n in zip(weights, self.n, strict=True)))
+        solver = cp_model.CpSolver()
+        solver.parameters.max_time_in_seconds = max(time_limit, 0.05)
+        solver.parameters.num_workers = 1
+        code = solver.solve(self.model)
+        if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            return None
+        pattern = tuple(int(solver.value(n)) for n in self.n)
+        return float(np.dot(duals, pattern)), pattern
+
+
+def solve_pattern(
+    problem: Problem, time_limit: float, seed: int, workers: int, start: list[tuple[int, tuple[int, ...]]]
+) -> tuple[str, float | None, float | None, list[tuple[int, tuple[int, ...]]], dict[str, float]]:
+    """(status, cost, bound, [(PM type, pattern) per used PM], stats). ``start``: the patterns of a known solution."""
+    t0 = time.perf_counter()
+    deadline = t0 + time_limit
+    pts, counts = problem.pm_types, np.array(problem.vm_counts, dtype=float)
+    pricers = [Pricer(p, problem) for p in pts]
+    columns: dict[tuple[int, tuple[int, ...]], None] = {}
+    for p, pattern in start:
+        columns[(p, pattern)] = None
+    for p, pr in enumerate(pricers):  # one VM alone, wherever it fits, so the LP is always feasible
+        for t, u in enumerate(pr.ub):
+            if u:
+                columns[(p, tuple(int(i == t) for i in range(len(counts))))] = None
+    lp_bound = -math.inf
+    rounds = 0
+    lp_value = math.inf
+    converged = False
+    while time.perf_counter() < deadline - 0.3 * time_limit:  # keep 30 % of the time for the integer master
+        rounds += 1
+        cols = list(columns)
+        lp = pywraplp.Solver.CreateSolver("GLOP")
+        x = [lp.NumVar(0, problem.pm_counts[p], "") for p, _ in cols]
+        cover = [lp.Constraint(float(c), lp.infinity()) for c in counts]
+        avail = [lp.Constraint(-lp.infinity(), float(n)) for n in problem.pm_counts]
+        for var, (p, pattern) in zip(x, cols, strict=True):
+            for t, a in enumerate(pattern):
+                if a:
+                    cover[t].SetCoefficient(var, a)
+            avail[p].SetCoefficient(var, 1)
+        lp.Minimize(sum(pts[p].cost * var for var, (p, _) in zip(x, cols, strict=True)))
+        if lp.Solve() != pywraplp.Solver.OPTIMAL:
+            break
+        lp_value = lp.Objective().Value()
+        pi = np.array([c.dual_value() for c in cover])
+        mu = np.array([c.dual_value() for c in avail])
+        added = 0
+        lagrange = lp_value  # Lagrangian bound: LP value + sum over types of the best reduced cost x availability
+        for p, pr in enumerate(pricers):
+            left = deadline - time.perf_counter()
+            got = pr.best(pi, min(2.0, max(left / 4, 0.05)))
+            if got is None:
+                continue
+            value, pattern = got
+            reduced = pts[p].cost - value - mu[p]
+            if reduced < -1e-6:
+                lagrange += problem.pm_counts[p] * reduced
+                if (p, pattern) not in columns:
+                    columns[(p, pattern)] = None
+                    added += 1
+        lp_bound = max(lp_bound, lagrange)
+        if added == 0:
+            lp_bound = max(lp_bound, lp_value)
+            converged = True
+            break
+    bound = float(math.ceil(lp_bound - 1e-6)) if lp_bound > -math.inf else None
+    # Integer master over the generated columns.
+    cols = list(columns)
+    m = cp_model.CpModel()
+    x = [m.new_int_var(0, problem.pm_counts[p], f"x{i}") for i, (p, _) in enumerate(cols)]
+    for t, c in enumerate(problem.vm_counts):
+        m.add(sum(pattern[t] * var for var, (_, pattern) in zip(x, cols, strict=True) if pattern[t]) >= c)
+    for p, n in enumerate(problem.pm_counts):
+        m.add(sum(var for var, (pp, _) in zip(x, cols, strict=True) if pp == p) <= n)
+    start_count: dict[tuple[int, tuple[int, ...]], int] = {}
+    for key in start:
+        start_count[key] = start_count.get(key, 0) + 1
+    for var, key in zip(x, cols, strict=True):
+        m.add_hint(var, start_count.get(key, 0))
+    m.minimize(sum(pts[p].cost * var for var, (p, _) in zip(x, cols, strict=True)))
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = max(deadline - time.perf_counter(), 0.5)
+    solver.parameters.num_workers = workers
+    solver.parameters.random_seed = seed
+    code = solver.solve(m)
+    stats = {"columns": float(len(cols)), "cg_rounds": float(rounds), "lp_value": lp_value, "cg_converged": converged}
+    if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return "unknown", None, bound, [], stats
+    used = [key for var, key in zip(x, cols, strict=True) for _ in range(int(solver.value(var)))]
+    cost = float(round(solver.objective_value))
+    if bound is not None and bound >= cost:
+        return "optimal", cost, cost, used, stats
+    return "feasible", cost, bound, used, stats
+
+
+def realise(problem: Problem, used: list[tuple[int, tuple[int, ...]]]) -> tuple[np.ndarray, list[list[int]]]:
+    """A full assignment from the PMs' patterns: drop surplus VMs, then place each PM's VMs and disks exactly with
+    the compact model on that one machine (cached per distinct pattern)."""
+    remaining = list(problem.vm_counts)
+    trimmed: list[tuple[int, list[int]]] = []
+    for p, pattern in sorted(used, key=lambda u: -problem.pm_types[u[0]].cost):
+        take = [min(a, r) for a, r in zip(pattern, remaining, strict=True)]
+        remaining = [r - a for r, a in zip(remaining, take, strict=True)]
+        if any(take):
+            trimmed.append((p, take))
+    pm_first = np.concatenate([[0], np.cumsum(problem.pm_counts)])
+    vm_first = np.concatenate([[0], np.cumsum(problem.vm_counts)])
+    next_pm = [int(pm_first[p]) for p in range(len(problem.pm_types))]
+    next_vm = [int(vm_first[t]) for t in range(len(problem.vm_types))]
+    vm_pm = np.full(problem.n_vms, -1, dtype=np.int64)
+    vm_disks: list[list[int]] = [[] for _ in range(problem.n_vms)]
+    cache: dict[tuple[int, tuple[int, ...]], list[tuple[int, list[int]]]] = {}
+    for p, take in trimmed:
+        key = (p, tuple(take))
+        if key not in cache:
+            cache[key] = _place_one(problem, p, take)
+        j = next_pm[p]
+        next_pm[p] += 1
+        for t, disks in cache[key]:
+            i = next_vm[t]
+            next_vm[t] += 1
+            vm_pm[i] = j
+            vm_disks[i] = list(disks)
+    return vm_pm, vm_disks
+
+
+def _place_one(problem: Problem, p: int, take: list[int]) -> list[tuple[int, list[int]]]:
+    """(VM type, physical disks) for each VM of one PM hosting ``take`` VMs per type."""
+    sub = Problem(
+        "one",
+        tuple(vt for vt, c in zip(problem.vm_types, take, strict=True) if c),
+        tuple(c for c in take if c),
+        (problem.pm_types[p],),
+        (1,),
+    )
+    types = [t for t, c in enumerate(take) if c]
+    model = CompactModel(sub)
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    solver.parameters.max_time_in_seconds = 10
+    if solver.solve(model.model) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        raise RuntimeError(f"a generated pattern does not fit its PM type {problem.pm_types[p].name}: {take}")
+    _, vm_disks = model.decode(solver)
+    sub_types = sub.vm_type_of()
+    return [(types[int(sub_types[i])], vm_disks[i]) for i in range(sub.n_vms)]
