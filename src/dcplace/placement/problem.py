@@ -168,6 +168,17 @@ INSTANCES: dict[str, Problem] = {
 }
 
 
+def scaled(problem: Problem, factor: int) -> Problem:
+    """Every count times ``factor`` (the issue's 100,000 x 100,000 instance is ``scaled(mix2, 100)``)."""
+    return Problem(
+        f"{problem.name}x{factor}",
+        problem.vm_types,
+        tuple(c * factor for c in problem.vm_counts),
+        problem.pm_types,
+        tuple(c * factor for c in problem.pm_counts),
+    )
+
+
 def random_problem(n_vms: int, n_pms: int, seed: int, vm_types: int = 8, pm_types: int = 9) -> Problem:
     """A seeded instance: VM counts drawn over the first ``vm_types`` catalog types, PM counts over the first
     ``pm_types``; not guaranteed feasible."""
@@ -197,12 +208,16 @@ def _field(doc: dict[str, Any], key: str, path: Path, where: str, kind: type, po
 
 
 def load_problem(spec: str) -> Problem:
-    """A named instance (exp1, exp2, mix1, mix2) or a JSON file in :meth:`Problem.to_json`'s format."""
+    """A named instance (exp1, exp2, mix1, mix2, mix2x100: Mix 2 with every count x 100) or a JSON file in
+    :meth:`Problem.to_json`'s format."""
     if spec in INSTANCES:
         return INSTANCES[spec]
+    if spec == "mix2x100":
+        return scaled(INSTANCES["mix2"], 100)
     path = Path(spec)
     if not path.is_file():
-        raise InputError(f"--instance must be one of {', '.join(INSTANCES)} or an existing .json file, got {spec!r}")
+        names = ", ".join([*INSTANCES, "mix2x100"])
+        raise InputError(f"--instance must be one of {names} or an existing .json file, got {spec!r}")
     try:
         doc = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:

@@ -22,6 +22,7 @@ from dcplace.placement.greedy import cost_of, greedy_once
 from dcplace.placement.problem import Problem
 
 METHODS = ("auto", "compact", "pattern", "greedy")
+GREEDY_START_MAX = 10**7  # VMs x PMs above which auto and pattern start without greedy
 AUTO_COMPACT_MAX_PMS = 200  # above this, per-PM variables stall CP-SAT's bound; patterns do not grow with counts
 
 
@@ -168,6 +169,13 @@ def solve_pattern(problem: Problem, time_limit: float, seed: int, workers: int, 
                   time.perf_counter() - t0, problem.n_vms, vm_pm, vm_disks, stats=stats)  # fmt: skip
 
 
+def _greedy_start(problem: Problem, seed: int) -> Result:
+    """The best of 5 greedy runs, or an empty result when greedy would cost too much (VMs x PMs > 10^7)."""
+    if problem.n_vms * problem.n_pms > GREEDY_START_MAX:
+        return Result(problem.name, "greedy", "unknown", None, None, 0.0, problem.n_vms)
+    return solve_greedy(problem, seed, runs=5)
+
+
 def _int_bound(bound: float) -> float:
     """A lower bound on an integer objective, rounded up (with a tolerance for the solver's float noise)."""
     return float(math.ceil(bound - 1e-6))
@@ -187,13 +195,14 @@ def solve(problem: Problem, method: str = "auto", time_limit: float = 60.0, seed
         return _verify(problem, solve_compact(problem, time_limit, seed, workers))
     if method == "pattern":
         t0 = time.perf_counter()
-        start = solve_greedy(problem, seed, runs=5)
+        start = _greedy_start(problem, seed)
         res = solve_pattern(problem, time_limit - (time.perf_counter() - t0), seed, workers, start)
         res.wall_s = time.perf_counter() - t0
         return _verify(problem, res)
-    # auto: small instances exactly (compact), large ones by column generation (pattern); both start from greedy.
+    # auto: small instances exactly (compact), large ones by column generation (pattern); both start from greedy
+    # where greedy is cheap (it scans every PM for every VM).
     t0 = time.perf_counter()
-    start = solve_greedy(problem, seed, runs=5)
+    start = _greedy_start(problem, seed)
     left = time_limit - (time.perf_counter() - t0)
     if problem.n_pms > AUTO_COMPACT_MAX_PMS:
         res = solve_pattern(problem, left, seed, workers, start)
