@@ -98,6 +98,8 @@ def test_compact_matches_brute_force_and_every_answer_is_checked(problem):
     assert res.status == "optimal" and res.cost == want
     errors, cost = check(problem, res.vm_pm.tolist(), res.vm_disks)
     assert errors == [] and cost == want
+    flat = solve(problem, "flat", time_limit=10, workers=1)
+    assert flat.status == "optimal" and flat.cost == want and flat.verified
     pattern = solve(problem, "pattern", time_limit=10, workers=1)
     assert pattern.verified and pattern.bound <= want <= pattern.cost  # its bound is a bound, its answer feasible
     greedy = solve(problem, "greedy", seed=1)

@@ -304,9 +304,10 @@ def train_nara(
 
 @app.command("solve")
 def solve_cmd(
-    instance: Annotated[str, typer.Option(help="exp1, exp2, mix1, mix2, or a JSON instance file")] = "exp1",
+    instance: Annotated[str, typer.Option(help="exp1, exp2, mix1, mix2, mix2x100, or a JSON instance file")] = "exp1",
     method: Annotated[
-        str, typer.Option(help="auto, compact (exact, CP-SAT on counts), pattern (column generation) or greedy")
+        str,
+        typer.Option(help="auto, flat (the paper's model), compact (exact, on counts), pattern (column gen.), greedy"),
     ] = "auto",
     time_limit: Annotated[float, typer.Option(help="seconds; the best solution and bound so far are returned")] = 60.0,
     workers: Annotated[int, typer.Option(help="CP-SAT search workers")] = 2,

@@ -1,6 +1,7 @@
 """One entry point for every batch-placement method: ``solve(problem, method, time_limit, seed, workers)``.
 
-Methods implemented so far: ``compact`` (CP-SAT on counts, exact; :mod:`dcplace.placement.compact`), ``pattern``
+Methods implemented so far: ``flat`` (the paper's formulation, the reference; :mod:`dcplace.placement.flat`),
+``compact`` (CP-SAT on counts, exact; :mod:`dcplace.placement.compact`), ``pattern``
 (column generation with an LP bound; :mod:`dcplace.placement.pattern`), ``greedy`` (the paper's randomized heuristic,
 best of ``runs`` with statistics), and ``auto`` (compact up to 200 PMs, pattern above, both started from the best of
 5 greedy runs). Every returned assignment is verified by :mod:`dcplace.placement.checker`; ``verified`` is true
@@ -21,7 +22,7 @@ from dcplace.placement.checker import check
 from dcplace.placement.greedy import cost_of, greedy_once
 from dcplace.placement.problem import Problem
 
-METHODS = ("auto", "compact", "pattern", "greedy")
+METHODS = ("auto", "flat", "compact", "pattern", "greedy")
 GREEDY_START_MAX = 10**7  # VMs x PMs above which auto and pattern start without greedy
 AUTO_COMPACT_MAX_PMS = 200  # above this, per-PM variables stall CP-SAT's bound; patterns do not grow with counts
 
@@ -111,8 +112,6 @@ def solve_greedy(problem: Problem, seed: int = 0, runs: int = 50) -> Result:
 def solve_compact(
     problem: Problem, time_limit: float = 60.0, seed: int = 0, workers: int = 2, hint: Result | None = None
 ) -> Result:
-    from ortools.sat.python import cp_model
-
     from dcplace.placement.compact import CompactModel, Infeasible
 
     t0 = time.perf_counter()
@@ -125,6 +124,20 @@ def solve_compact(
         )
     if hint is not None and hint.vm_pm is not None and hint.vm_disks is not None:
         model.hint(hint.vm_pm, hint.vm_disks)
+    return _run_cp(problem, "compact", model, t0, time_limit, seed, workers)
+
+
+def solve_flat(problem: Problem, time_limit: float = 60.0, seed: int = 0, workers: int = 2) -> Result:
+    from dcplace.placement.flat import FlatModel
+
+    t0 = time.perf_counter()
+    return _run_cp(problem, "flat", FlatModel(problem), t0, time_limit, seed, workers)
+
+
+def _run_cp(problem: Problem, method: str, model: Any, t0: float, time_limit: float, seed: int, workers: int) -> Result:
+    """Solve a CP-SAT model (``model.model``, ``model.decode``) in what is left of ``time_limit``."""
+    from ortools.sat.python import cp_model
+
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(time_limit - (time.perf_counter() - t0), 0.1)
     solver.parameters.num_workers = workers
@@ -140,10 +153,10 @@ def solve_compact(
         vm_pm, vm_disks = model.decode(solver)
         # Costs are integers; CP-SAT reports doubles (1.0000000000000004 happens), so round them back.
         cost = float(round(solver.objective_value))
-        return Result(problem.name, "compact", status, cost, _int_bound(solver.best_objective_bound), wall,
+        return Result(problem.name, method, status, cost, _int_bound(solver.best_objective_bound), wall,
                       problem.n_vms, vm_pm, vm_disks)  # fmt: skip
     bound = _int_bound(solver.best_objective_bound) if status == "unknown" else None
-    return Result(problem.name, "compact", status, None, bound, wall, problem.n_vms)
+    return Result(problem.name, method, status, None, bound, wall, problem.n_vms)
 
 
 def solve_pattern(problem: Problem, time_limit: float, seed: int, workers: int, start: Result | None) -> Result:
@@ -193,6 +206,8 @@ def solve(problem: Problem, method: str = "auto", time_limit: float = 60.0, seed
         return _verify(problem, solve_greedy(problem, seed))
     if method == "compact":
         return _verify(problem, solve_compact(problem, time_limit, seed, workers))
+    if method == "flat":
+        return _verify(problem, solve_flat(problem, time_limit, seed, workers))
     if method == "pattern":
         t0 = time.perf_counter()
         start = _greedy_start(problem, seed)

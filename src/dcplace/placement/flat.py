@@ -1,0 +1,74 @@
+"""The paper's flat formulation (section IV-A, constraints 1-10), as the reference model, on CP-SAT.
+
+``x[i, j]``: VM ``i`` on PM ``j``; ``y[i, k, j, l]``: virtual disk ``k`` of VM ``i`` on physical disk ``l`` of PM
+``j``; ``z[j]``: PM ``j`` used. Pairs that cannot work even alone (the VM's CPU, memory or a disk larger than the
+PM's, or a virtual disk larger than the physical one) get no variable, which changes no solution. Constraints (8)
+and (9) are written as ``x[i, j] <= z[j]`` (the same feasible set as the big-M pair, with a tighter relaxation), and
+``z[j] <= sum_i x[i, j]`` is kept as the paper has it. No symmetry breaking: this is the model whose size the paper
+reports (17,950 binaries for exp1), kept to compare against; ``compact`` and ``pattern`` are the fast ones.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from ortools.sat.python import cp_model
+
+from dcplace.placement.problem import Problem
+
+
+class FlatModel:
+    def __init__(self, problem: Problem) -> None:
+        self.problem = problem
+        vms = [t for t, c in zip(problem.vm_types, problem.vm_counts, strict=True) for _ in range(c)]
+        pms = [t for t, c in zip(problem.pm_types, problem.pm_counts, strict=True) for _ in range(c)]
+        self.vms, self.pms = vms, pms
+        m = cp_model.CpModel()
+        self.model = m
+        self.z = [m.new_bool_var(f"z{j}") for j in range(len(pms))]
+        self.x: dict[tuple[int, int], cp_model.IntVar] = {}
+        self.y: dict[tuple[int, int, int, int], cp_model.IntVar] = {}
+        disk_terms: dict[tuple[int, int], list[cp_model.LinearExprT]] = {}
+        per_disk_of_vm: dict[tuple[int, int, int], list[cp_model.IntVar]] = {}
+        for i, vm in enumerate(vms):
+            for j, pm in enumerate(pms):
+                if vm.vcpu > pm.vcpu or vm.mem > pm.mem or len(vm.disks) > len(pm.disks):
+                    continue
+                if any(all(s > cap for cap in pm.disks) for s in vm.disks):
+                    continue
+                x = m.new_bool_var(f"x{i}_{j}")
+                self.x[(i, j)] = x
+                m.add(x <= self.z[j])
+                for k, size in enumerate(vm.disks):
+                    for dsk, cap in enumerate(pm.disks):
+                        if size <= cap:
+                            y = m.new_bool_var(f"y{i}_{k}_{j}_{dsk}")
+                            self.y[(i, k, j, dsk)] = y
+                            m.add(y <= x)  # (1)
+                            disk_terms.setdefault((j, dsk), []).append(size * y)
+                            per_disk_of_vm.setdefault((i, j, dsk), []).append(y)
+        for i, vm in enumerate(vms):
+            m.add_exactly_one(v for (ii, _), v in self.x.items() if ii == i)  # (3)
+            for k in range(len(vm.disks)):
+                m.add_exactly_one(v for (ii, kk, _, _), v in self.y.items() if ii == i and kk == k)  # (2)
+        for ys in per_disk_of_vm.values():
+            if len(ys) > 1:
+                m.add_at_most_one(ys)  # (4)
+        for (j, dsk), terms in disk_terms.items():
+            m.add(sum(terms) <= pms[j].disks[dsk])  # (5)
+        for j, pm in enumerate(pms):
+            on_j = [(i, v) for (i, jj), v in self.x.items() if jj == j]
+            m.add(sum(vms[i].vcpu * v for i, v in on_j) <= pm.vcpu)  # (6)
+            m.add(sum(vms[i].mem * v for i, v in on_j) <= pm.mem)  # (7)
+            m.add(self.z[j] <= sum(v for _, v in on_j))  # (8)
+        m.minimize(sum(pm.cost * self.z[j] for j, pm in enumerate(pms)))  # (10)
+
+    def decode(self, solver: cp_model.CpSolver) -> tuple[np.ndarray, list[list[int]]]:
+        vm_pm = np.full(len(self.vms), -1, dtype=np.int64)
+        for (i, j), v in self.x.items():
+            if solver.value(v):
+                vm_pm[i] = j
+        vm_disks = [[-1] * len(vm.disks) for vm in self.vms]
+        for (i, k, _, dsk), v in self.y.items():
+            if solver.value(v):
+                vm_disks[i][k] = dsk
+        return vm_pm, vm_disks
