@@ -113,6 +113,14 @@ def test_pattern_solves_the_1000_vm_mixes_near_their_bound():
     assert res.cost <= 66_100 and res.gap < 0.005  # the issue's target; the optimum is 66,040
 
 
+def test_hierarchical_decomposition_is_verified_and_never_below_the_optimum():
+    """The paper's two-level decomposition on mix1 (25 packs x 25 swads, beta 0.7): every swad placed exactly, the
+    whole assignment verified, and its cost at least the optimum (66,040) and below the paper's heuristic."""
+    res = solve(INSTANCES["mix1"], "hierarchical", time_limit=60, hierarchy={"packs": 25, "swads": 25, "beta": 0.7})
+    assert res.verified and res.stats["beta"] == 0.7
+    assert 66_040 <= res.cost < 150_573
+
+
 def test_greedy_is_seeded_and_checked():
     a = solve(INSTANCES["exp2"], "greedy", seed=3)
     b = solve(INSTANCES["exp2"], "greedy", seed=3)

@@ -312,6 +312,12 @@ def solve_cmd(
     time_limit: Annotated[float, typer.Option(help="seconds; the best solution and bound so far are returned")] = 60.0,
     workers: Annotated[int, typer.Option(help="CP-SAT search workers")] = 2,
     seed: Annotated[int, typer.Option(help="same seed, same answer (greedy; CP-SAT with one worker)")] = 0,
+    packs: Annotated[int, typer.Option(help="hierarchical: VM packs (random, equal size)")] = 25,
+    swads: Annotated[int, typer.Option(help="hierarchical: PM swads (random, equal size)")] = 25,
+    beta: Annotated[float, typer.Option(help="hierarchical: safety margin on disk counts, in (0, 1]")] = 0.7,
+    first_level: Annotated[str, typer.Option(help="hierarchical: swads (the paper's: fewest swads) or cost")] = (
+        "swads"
+    ),
     json_out: Annotated[bool, typer.Option("--json", help="print exactly one JSON object")] = False,
 ) -> None:
     """Batch placement of VMs with disks onto PMs with disks (paper 004): minimise the cost of the PMs used.
@@ -320,7 +326,16 @@ def solve_cmd(
     from dcplace.placement.solve import solve
 
     try:
-        res = solve(load_problem(instance), method, time_limit, seed, workers)
+        problem = load_problem(instance)
+        if not 0 < beta <= 1:
+            raise InputError(f"--beta must be in (0, 1], got {beta}")
+        if first_level not in ("swads", "cost"):
+            raise InputError(f"--first-level must be swads or cost, got {first_level!r}")
+        for flag, value, most in (("--packs", packs, problem.n_vms), ("--swads", swads, problem.n_pms)):
+            if not 1 <= value <= most:
+                raise InputError(f"{flag} must be between 1 and {most}, got {value}")
+        options = {"packs": packs, "swads": swads, "beta": beta, "objective": first_level}
+        res = solve(problem, method, time_limit, seed, workers, options)
     except InputError as exc:
         _fail(exc)
     s = res.summary()

@@ -22,7 +22,7 @@ from dcplace.placement.checker import check
 from dcplace.placement.greedy import cost_of, greedy_once
 from dcplace.placement.problem import Problem
 
-METHODS = ("auto", "flat", "compact", "pattern", "greedy")
+METHODS = ("auto", "flat", "compact", "pattern", "hierarchical", "greedy")
 GREEDY_START_MAX = 10**7  # VMs x PMs above which auto and pattern start without greedy
 AUTO_COMPACT_MAX_PMS = 200  # above this, per-PM variables stall CP-SAT's bound; patterns do not grow with counts
 
@@ -194,8 +194,16 @@ def _int_bound(bound: float) -> float:
     return float(math.ceil(bound - 1e-6))
 
 
-def solve(problem: Problem, method: str = "auto", time_limit: float = 60.0, seed: int = 0, workers: int = 2) -> Result:
-    """Solve with ``method`` within ``time_limit`` seconds; the result is verified by the independent checker."""
+def solve(
+    problem: Problem,
+    method: str = "auto",
+    time_limit: float = 60.0,
+    seed: int = 0,
+    workers: int = 2,
+    hierarchy: dict[str, Any] | None = None,
+) -> Result:
+    """Solve with ``method`` within ``time_limit`` seconds; the result is verified by the independent checker.
+    ``hierarchy``: options of the hierarchical method (packs, swads, beta, objective)."""
     if method not in METHODS:
         raise InputError(f"--method must be one of {', '.join(METHODS)}, got {method!r}")
     if time_limit <= 0:
@@ -208,6 +216,17 @@ def solve(problem: Problem, method: str = "auto", time_limit: float = 60.0, seed
         return _verify(problem, solve_compact(problem, time_limit, seed, workers))
     if method == "flat":
         return _verify(problem, solve_flat(problem, time_limit, seed, workers))
+    if method == "hierarchical":
+        from dcplace.placement.hierarchical import solve_hierarchical
+
+        t0 = time.perf_counter()
+        vm_pm, vm_disks, stats = solve_hierarchical(problem, time_limit, seed, workers, **(hierarchy or {}))
+        wall = time.perf_counter() - t0
+        if vm_pm is None:
+            return Result(problem.name, "hierarchical", "unknown", None, None, wall, problem.n_vms, stats=stats)
+        res = Result(problem.name, "hierarchical", "feasible", float(cost_of(problem, vm_pm)), None, wall,
+                     problem.n_vms, vm_pm, vm_disks, stats=stats)  # fmt: skip
+        return _verify(problem, res)
     if method == "pattern":
         t0 = time.perf_counter()
         start = _greedy_start(problem, seed)
