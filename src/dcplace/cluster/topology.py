@@ -31,7 +31,6 @@ rack-fabric oversubscription, as the paper says), 2 spines; gamma 8 pods, 4 spin
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -42,6 +41,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dcplace.errors import InputError
+from dcplace.jsonio import read_json_object
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -445,13 +445,7 @@ def load_topology(spec: str) -> Topology:
 
 
 def _load_json(path: Path) -> Topology:
-    try:
-        doc = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        line = getattr(exc, "lineno", None)
-        raise InputError(f"not valid JSON ({getattr(exc, 'msg', exc)})", path=path, line=line) from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("nodes"), list) or not isinstance(doc.get("links"), list):
-        raise InputError("expected an object with 'nodes' and 'links' lists", path=path)
+    doc = read_json_object(path, ("nodes", "links"))
     nodes: list[_NodeSpec] = []
     seen: set[str] = set()
     for i, item in enumerate(doc["nodes"]):

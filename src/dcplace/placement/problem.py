@@ -8,7 +8,6 @@ held in quarter-GiB units so that every quantity is an integer (Table I's 3.75 a
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from dcplace.errors import InputError
+from dcplace.jsonio import read_json_object
 
 MEM_UNIT = 4  # memory units per GiB
 
@@ -218,13 +218,7 @@ def load_problem(spec: str) -> Problem:
     if not path.is_file():
         names = ", ".join([*INSTANCES, "mix2x100"])
         raise InputError(f"--instance must be one of {names} or an existing .json file, got {spec!r}")
-    try:
-        doc = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        line = getattr(exc, "lineno", None)
-        raise InputError(f"not valid JSON ({getattr(exc, 'msg', exc)})", path=path, line=line) from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("vms"), list) or not isinstance(doc.get("pms"), list):
-        raise InputError("expected an object with 'vms' and 'pms' lists", path=path)
+    doc = read_json_object(path, ("vms", "pms"))
     vms: list[tuple[VMType, int]] = []
     pms: list[tuple[PMType, int]] = []
     for kind in ("vms", "pms"):
