@@ -9,20 +9,11 @@ from __future__ import annotations
 
 import argparse
 
+from dcplace.bench.hmip import PAPER_TABLE9
 from dcplace.placement.problem import INSTANCES
 from dcplace.placement.solve import solve
 
-# Table IX (and VI's 50 x 50 row): (instance, packs, beta) -> (swads used, PMs used, cost)
-PAPER = {
-    ("mix1", 25, 0.5): (24, 346, 71720),
-    ("mix1", 25, 0.6): (19, 336, 78980),
-    ("mix1", 25, 0.7): (17, 326, 82540),
-    ("mix1", 25, 0.8): (12, 306, 95740),
-    ("mix2", 25, 0.5): (22, 438, 443260),
-    ("mix2", 25, 0.6): (13, 361, 474440),
-    ("mix2", 25, 0.7): (12, 346, 487840),
-    ("mix1", 50, 0.7): (26, None, 98040),
-}
+PAPER = PAPER_TABLE9  # (instance, packs, beta) -> (swads used, PMs used, cost), Tables VI and IX
 
 
 def main() -> None:

@@ -82,7 +82,8 @@ def test_bad_flags_exit_2(args):
 def test_every_command_has_help():
     for cmd in (["--help"], ["simulate", "numa", "--help"], ["reproduce", "cvd-heuristics", "--help"],
                 ["demo", "--help"], ["policies", "--help"], ["train", "nara", "--help"],
-                ["reproduce", "nara", "--help"], ["simulate", "netalloc", "--help"], ["solve", "--help"]):  # fmt: skip
+                ["reproduce", "nara", "--help"], ["simulate", "netalloc", "--help"], ["solve", "--help"],
+                ["reproduce", "hmip", "--help"], ["train", "--help"]):  # fmt: skip
         p = dcplace(*cmd)
         assert p.returncode == 0 and "Usage" in p.stdout
 

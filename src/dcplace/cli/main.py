@@ -222,6 +222,26 @@ def reproduce_nara(
     console.print(f"records, tables and plots written to {out}/")
 
 
+@reproduce_app.command("hmip")
+def reproduce_hmip(
+    out: Annotated[Path, typer.Option(help="folder for records.jsonl and table.md")] = Path("results/hmip"),
+    workers: Annotated[int, typer.Option(help="CP-SAT workers and decomposition processes")] = 2,
+    seed: Annotated[int, typer.Option()] = 0,
+    quick: Annotated[bool, typer.Option(help="Table IX at beta 0.7 only")] = False,
+) -> None:
+    """The batch-placement paper's Tables III, V, VI and IX, ours beside the paper's (every answer verified)."""
+    from dcplace.bench.hmip import run_reproduction
+
+    try:
+        if workers < 1:
+            raise InputError(f"--workers must be at least 1, got {workers}")
+        md = run_reproduction(out, quick=quick, workers=workers, seed=seed)
+    except InputError as exc:
+        _fail(exc)
+    typer.echo(md)
+    console.print(f"records and table written to {out}/")
+
+
 @train_app.command("nara")
 def train_nara(
     topology: Annotated[
@@ -364,36 +384,22 @@ def list_policies() -> None:
 def demo(
     episodes: Annotated[int, typer.Option(help="episodes per cell")] = 5,
 ) -> None:
-    """The main job: the CVD-RL heuristics on Huawei-East-1 (synthetic when the data is absent) and Nara's shipped
-    agents against the baselines on alpha..delta (`reproduce nara --quick`), each beside the papers' numbers."""
+    """The main job: the CVD-RL heuristics on Huawei-East-1 (synthetic when the data is absent), Nara's shipped
+    agents against the baselines on alpha..delta (`reproduce nara --quick`) and the batch-placement tables
+    (`reproduce hmip --quick`), each beside the papers' numbers."""
     from dcplace.bench import nara_reproduction
     from dcplace.bench.cvd_heuristics import run_reproduction
+    from dcplace.bench.hmip import run_reproduction as run_hmip
 
     try:
         md = run_reproduction(trace="auto", episodes=episodes, seed=0, out=Path("results/demo"), quick=True)
         typer.echo(md)
         md = nara_reproduction.run_reproduction(Path("results/demo/nara"), seed=0, quick=True)
         typer.echo(md)
-        md = _placement_demo()
+        md = run_hmip(Path("results/demo/hmip"), quick=True)
     except InputError as exc:
         _fail(exc)
     typer.echo(md)
-
-
-def _placement_demo() -> str:
-    """Batch placement (paper 004): the paper's two flat instances, exact, against its Gurobi times."""
-    from dcplace.placement.problem import INSTANCES
-    from dcplace.placement.solve import solve
-
-    lines = ["# Batch placement (paper 004, Table III): ours vs the paper's", "",
-             "| instance | greedy mean (paper) | optimum (paper) | seconds (paper, Gurobi) | verified |",
-             "|---|---|---|---|---|"]  # fmt: skip
-    for name, paper_greedy, paper_opt, paper_s in (("exp1", 9913, 4540, 106), ("exp2", 65105, 45300, 3756)):
-        g = solve(INSTANCES[name], "greedy", seed=0)
-        a = solve(INSTANCES[name], "auto", time_limit=60, seed=0)
-        lines.append(f"| {name} | {g.stats['cost_mean']:,.0f} ({paper_greedy:,}) | {a.cost:,.0f} ({paper_opt:,}) "
-                     f"| {a.wall_s:.1f} ({paper_s:,}) | {a.verified} |")  # fmt: skip
-    return "\n".join(lines) + "\n"
 
 
 def main() -> None:
