@@ -143,11 +143,15 @@ def solve_hierarchical(
             sub, vm_order, pm_order = _sub(problem, vms, split.swads[s])
             jobs.append(sub)
             maps.append((vm_order, pm_order))
-        per_swad = max((time_limit - (time.perf_counter() - t0)) * workers / max(len(jobs), 1), 1.0)
-        per_swad = min(per_swad, time_limit - (time.perf_counter() - t0))
+        # Swads run ``workers`` at a time; keep a fifth of what is left for building models and the pool itself.
+        left = time_limit - (time.perf_counter() - t0)
+        rounds = -(-len(jobs) // workers)
+        per_swad = max(0.8 * left / rounds, 0.2)
         with ProcessPoolExecutor(max_workers=workers) as pool:
             results = list(pool.map(_solve_swad, [(sub, per_swad) for sub in jobs]))
         if any(r[1] is None for r in results):
+            if any(r[0] == "unknown" for r in results):  # out of time, not infeasible: lowering beta won't help
+                break
             b = round(b - 0.1, 2)
             continue
         vm_pm = np.full(problem.n_vms, -1, dtype=np.int64)

@@ -80,12 +80,17 @@ def _verify(problem: Problem, res: Result) -> Result:
     return res
 
 
-def solve_greedy(problem: Problem, seed: int = 0, runs: int = 50) -> Result:
+def solve_greedy(problem: Problem, seed: int = 0, runs: int = 50, time_limit: float = math.inf) -> Result:
+    """Up to ``runs`` randomized runs (fewer if ``time_limit`` runs out; ``runs_done`` says how many)."""
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
     costs: list[int] = []
     best: tuple[np.ndarray, list[list[int]]] | None = None
+    done = 0
     for _ in range(runs):
+        if done and time.perf_counter() - t0 > time_limit:
+            break
+        done += 1
         out = greedy_once(problem, rng)
         if out is None:
             continue
@@ -95,11 +100,11 @@ def solve_greedy(problem: Problem, seed: int = 0, runs: int = 50) -> Result:
         costs.append(c)
     wall = time.perf_counter() - t0
     if best is None:
-        reason = f"no run of {runs} placed every VM"
+        reason = f"no run of {done} placed every VM"
         return Result(problem.name, "greedy", "infeasible", None, None, wall, problem.n_vms, stats={"reason": reason})
     arr = np.array(costs, dtype=float)
     stats = {
-        "runs": runs,
+        "runs": done,
         "runs_feasible": len(costs),
         "cost_mean": float(arr.mean()),
         "cost_std": float(arr.std()),
@@ -127,11 +132,30 @@ def solve_compact(
     return _run_cp(problem, "compact", model, t0, time_limit, seed, workers)
 
 
+FLAT_MAX_DISK_VARIABLES = 200_000  # the flat model's y variables above which it is not built (minutes to build)
+
+
 def solve_flat(problem: Problem, time_limit: float = 60.0, seed: int = 0, workers: int = 2) -> Result:
     from dcplace.placement.flat import FlatModel
 
     t0 = time.perf_counter()
+    size = flat_disk_variables(problem)
+    if size > FLAT_MAX_DISK_VARIABLES:
+        why = {"reason": f"the flat model needs {size:,} disk variables (over {FLAT_MAX_DISK_VARIABLES:,}); "
+                         "use compact or pattern"}  # fmt: skip
+        return Result(problem.name, "flat", "unknown", None, None, time.perf_counter() - t0, problem.n_vms, stats=why)
     return _run_cp(problem, "flat", FlatModel(problem), t0, time_limit, seed, workers)
+
+
+def flat_disk_variables(problem: Problem) -> int:
+    """How many y variables the flat model would create (counted per type pair, without building it)."""
+    total = 0
+    for vt, vc in zip(problem.vm_types, problem.vm_counts, strict=True):
+        for pt, pc in zip(problem.pm_types, problem.pm_counts, strict=True):
+            if vt.vcpu > pt.vcpu or vt.mem > pt.mem or len(vt.disks) > len(pt.disks):
+                continue
+            total += vc * pc * sum(sum(size <= cap for cap in pt.disks) for size in vt.disks)
+    return total
 
 
 def _run_cp(problem: Problem, method: str, model: Any, t0: float, time_limit: float, seed: int, workers: int) -> Result:
@@ -211,7 +235,7 @@ def solve(
     if workers < 1:
         raise InputError(f"--workers must be at least 1, got {workers}")
     if method == "greedy":
-        return _verify(problem, solve_greedy(problem, seed))
+        return _verify(problem, solve_greedy(problem, seed, time_limit=time_limit))
     if method == "compact":
         return _verify(problem, solve_compact(problem, time_limit, seed, workers))
     if method == "flat":
