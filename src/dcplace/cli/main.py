@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -43,6 +44,19 @@ class OversizeOpt(StrEnum):
 def _fail(exc: InputError) -> None:
     typer.echo(f"error: {exc}", err=True)
     raise typer.Exit(2)
+
+
+def _reproduce(run: Callable[[], str], written: str, out: Path, at_least_one: dict[str, int] | None = None) -> None:
+    """Check the count flags, run a reproduction, print its Markdown and where its files went; user errors exit 2."""
+    try:
+        for flag, value in (at_least_one or {}).items():
+            if value < 1:
+                raise InputError(f"{flag} must be at least 1, got {value}")
+        md = run()
+    except InputError as exc:
+        _fail(exc)
+    typer.echo(md)
+    console.print(f"{written} written to {out}/")
 
 
 @simulate_app.command("numa")
@@ -172,12 +186,11 @@ def reproduce_cvd(
     """The heuristic columns of CVD-RL's Tables 2-4, ours beside the paper's."""
     from dcplace.bench.cvd_heuristics import run_reproduction
 
-    try:
-        md = run_reproduction(trace=trace, episodes=5 if quick else episodes, seed=seed, out=out, quick=quick)
-    except InputError as exc:
-        _fail(exc)
-    typer.echo(md)
-    console.print(f"records and table written to {out}/")
+    _reproduce(
+        lambda: run_reproduction(trace=trace, episodes=5 if quick else episodes, seed=seed, out=out, quick=quick),
+        "records and table",
+        out,
+    )
 
 
 @reproduce_app.command("nara-baselines")
@@ -192,14 +205,12 @@ def reproduce_nara_baselines(
     """The baseline rows of the Nara paper's Tables 1-4 on alpha..delta, ours beside the paper's."""
     from dcplace.bench.nara_baselines import run_reproduction
 
-    try:
-        if episodes < 1:
-            raise InputError(f"--episodes must be at least 1, got {episodes}")
-        md = run_reproduction(out, episodes=2 if quick else episodes, seed=seed)
-    except InputError as exc:
-        _fail(exc)
-    typer.echo(md)
-    console.print(f"records, table and plots written to {out}/")
+    _reproduce(
+        lambda: run_reproduction(out, episodes=2 if quick else episodes, seed=seed),
+        "records, table and plots",
+        out,
+        {"--episodes": episodes},
+    )
 
 
 @reproduce_app.command("nara")
@@ -212,14 +223,12 @@ def reproduce_nara(
     """The Nara paper's Tables 1-7 and section 5.3's plots: the shipped agents against every baseline."""
     from dcplace.bench.nara_reproduction import run_reproduction
 
-    try:
-        if episodes < 1:
-            raise InputError(f"--episodes must be at least 1, got {episodes}")
-        md = run_reproduction(out, episodes=episodes, seed=seed, quick=quick)
-    except InputError as exc:
-        _fail(exc)
-    typer.echo(md)
-    console.print(f"records, tables and plots written to {out}/")
+    _reproduce(
+        lambda: run_reproduction(out, episodes=episodes, seed=seed, quick=quick),
+        "records, tables and plots",
+        out,
+        {"--episodes": episodes},
+    )
 
 
 @reproduce_app.command("hmip")
@@ -232,14 +241,12 @@ def reproduce_hmip(
     """The batch-placement paper's Tables III, V, VI and IX, ours beside the paper's (every answer verified)."""
     from dcplace.bench.hmip import run_reproduction
 
-    try:
-        if workers < 1:
-            raise InputError(f"--workers must be at least 1, got {workers}")
-        md = run_reproduction(out, quick=quick, workers=workers, seed=seed)
-    except InputError as exc:
-        _fail(exc)
-    typer.echo(md)
-    console.print(f"records and table written to {out}/")
+    _reproduce(
+        lambda: run_reproduction(out, quick=quick, workers=workers, seed=seed),
+        "records and table",
+        out,
+        {"--workers": workers},
+    )
 
 
 @train_app.command("nara")

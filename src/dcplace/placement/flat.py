@@ -29,6 +29,9 @@ class FlatModel:
         self.y: dict[tuple[int, int, int, int], cp_model.IntVar] = {}
         disk_terms: dict[tuple[int, int], list[cp_model.LinearExprT]] = {}
         per_disk_of_vm: dict[tuple[int, int, int], list[cp_model.IntVar]] = {}
+        x_of_vm: list[list[cp_model.IntVar]] = [[] for _ in vms]
+        x_on_pm: list[list[tuple[int, cp_model.IntVar]]] = [[] for _ in pms]
+        y_of_disk: dict[tuple[int, int], list[cp_model.IntVar]] = {}  # (VM, virtual disk) -> its placements
         for i, vm in enumerate(vms):
             for j, pm in enumerate(pms):
                 if vm.vcpu > pm.vcpu or vm.mem > pm.mem or len(vm.disks) > len(pm.disks):
@@ -37,26 +40,29 @@ class FlatModel:
                     continue
                 x = m.new_bool_var(f"x{i}_{j}")
                 self.x[(i, j)] = x
+                x_of_vm[i].append(x)
+                x_on_pm[j].append((i, x))
                 m.add(x <= self.z[j])
                 for k, size in enumerate(vm.disks):
                     for dsk, cap in enumerate(pm.disks):
                         if size <= cap:
                             y = m.new_bool_var(f"y{i}_{k}_{j}_{dsk}")
                             self.y[(i, k, j, dsk)] = y
+                            y_of_disk.setdefault((i, k), []).append(y)
                             m.add(y <= x)  # (1)
                             disk_terms.setdefault((j, dsk), []).append(size * y)
                             per_disk_of_vm.setdefault((i, j, dsk), []).append(y)
         for i, vm in enumerate(vms):
-            m.add_exactly_one(v for (ii, _), v in self.x.items() if ii == i)  # (3)
+            m.add_exactly_one(x_of_vm[i])  # (3)
             for k in range(len(vm.disks)):
-                m.add_exactly_one(v for (ii, kk, _, _), v in self.y.items() if ii == i and kk == k)  # (2)
+                m.add_exactly_one(y_of_disk.get((i, k), []))  # (2)
         for ys in per_disk_of_vm.values():
             if len(ys) > 1:
                 m.add_at_most_one(ys)  # (4)
         for (j, dsk), terms in disk_terms.items():
             m.add(sum(terms) <= pms[j].disks[dsk])  # (5)
         for j, pm in enumerate(pms):
-            on_j = [(i, v) for (i, jj), v in self.x.items() if jj == j]
+            on_j = x_on_pm[j]
             m.add(sum(vms[i].vcpu * v for i, v in on_j) <= pm.vcpu)  # (6)
             m.add(sum(vms[i].mem * v for i, v in on_j) <= pm.mem)  # (7)
             m.add(self.z[j] <= sum(v for _, v in on_j))  # (8)
