@@ -57,11 +57,12 @@ def run_episodes(
     seed: int,
     weights: HeuristicWeights | None = None,
     check: bool = False,
+    checkpoint: str | None = None,
 ) -> tuple[list[EpisodeResult], float, int]:
     """Run ``episodes`` episodes; return results, wall seconds, and decisions made (scored + warm-up)."""
     if episodes < 1:
         raise InputError(f"--episodes must be at least 1, got {episodes}")
-    policy = get_policy(policy_name)
+    policy = get_policy(policy_name, checkpoint)
     sim = NumaSim(cluster, trace, scenario, weights)
     results: list[EpisodeResult] = []
     decisions = 0

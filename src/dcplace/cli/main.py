@@ -69,6 +69,9 @@ def simulate_numa(
     ),
     no_release: Annotated[bool, typer.Option("--no-release", help="VMs never leave (VMAgent's fading)")] = False,
     policy: Annotated[str, typer.Option(help="a registered policy (see `dcplace policies`)")] = "best-fit",
+    checkpoint: Annotated[
+        str | None, typer.Option(help="weights for a learned policy (default: the shipped one)")
+    ] = None,
     episodes: Annotated[int, typer.Option(help="episodes, each from its own seeded start")] = 10,
     seed: Annotated[int, typer.Option(help="same seed, same numbers")] = 0,
     max_pms: Annotated[int, typer.Option(help="expansion: the most machines")] = 110,
@@ -89,7 +92,7 @@ def simulate_numa(
     from dcplace.workload.traces import load_trace
 
     try:
-        get_policy(policy)
+        get_policy(policy, checkpoint)
         scenario = Scenario(
             pms=pms,
             mode=mode.value,
@@ -105,7 +108,9 @@ def simulate_numa(
         if oversize == OversizeOpt.error:
             check_hostable(cluster, prepared)
         warm_up_jit(cluster, prepared)
-        results, wall, decisions = run_episodes(policy, cluster, prepared, scenario, episodes, seed, check=check)
+        results, wall, decisions = run_episodes(
+            policy, cluster, prepared, scenario, episodes, seed, check=check, checkpoint=checkpoint
+        )
     except InputError as exc:
         _fail(exc)
     summary = summarise(policy, trace, scenario, double_threshold, seed, results, wall, decisions)
@@ -190,6 +195,39 @@ def reproduce_cvd(
         lambda: run_reproduction(trace=trace, episodes=5 if quick else episodes, seed=seed, out=out, quick=quick),
         "records and table",
         out,
+    )
+
+
+@reproduce_app.command("cvd-rl")
+def reproduce_cvd_rl(
+    trace: Annotated[str, typer.Option(help="huawei-east-1 (default when present), synthetic, or a path")] = "auto",
+    episodes: Annotated[int, typer.Option(help="episodes per table cell")] = 20,
+    curve_epochs: Annotated[int, typer.Option(help="epochs per training run (curves, ablations)")] = 40,
+    workers: Annotated[int, typer.Option(help="training runs in parallel (processes)")] = 2,
+    seed: Annotated[int, typer.Option()] = 0,
+    out: Annotated[Path, typer.Option(help="folder for records, curves, figures and table.md")] = Path(
+        "results/cvd-rl"
+    ),
+    quick: Annotated[bool, typer.Option(help="50 % warm start, 3 episodes, 3-epoch runs on small clusters")] = False,
+) -> None:
+    """CVD-RL's Tables 2-4 with CVD-RL and SchedRL (shipped checkpoints) beside the heuristics and the paper,
+    learning curves against SchedRL at 2-20 PMs (Figure 6), operator ablations (Figure 10), filter designs and k
+    (Figures 11-12) and the two rewards."""
+    from dcplace.bench.cvd_reproduction import run_reproduction
+
+    _reproduce(
+        lambda: run_reproduction(
+            trace=trace,
+            episodes=3 if quick else episodes,
+            seed=seed,
+            out=out,
+            quick=quick,
+            curve_epochs=curve_epochs,
+            workers=workers,
+        ),  # fmt: skip
+        "records, curves, figures and table",
+        out,
+        {"--episodes": episodes, "--curve-epochs": curve_epochs, "--workers": workers},
     )
 
 
@@ -329,6 +367,143 @@ def train_nara(
                   f"policy in {folder}/policy.pt")  # fmt: skip
 
 
+def _parse_filter(text: str) -> tuple[tuple[str, int], ...]:
+    """``best-fit:2,industrial:3`` -> (("best-fit", 2), ("industrial", 3)); ``none`` -> () (no filter)."""
+    if text.strip().lower() in ("none", ""):
+        return ()
+    pairs = []
+    for part in text.split(","):
+        name, _, k = part.strip().partition(":")
+        if not k.isdigit():
+            raise InputError(f"--filter entry {part!r} must look like best-fit:2 (heuristic:k), or be 'none'")
+        pairs.append((name, int(k)))
+    return tuple(pairs)
+
+
+def _train_dqn(kind: str, trace: str, pms: int, warm_start: float, mode: ModeOpt, epochs: int, seed: int,
+               out: Path | None, resume: bool, reward: str, updates: int, batch: int, eval_every: int,
+               filter_spec: str, decompose: bool, lookahead: bool, hidden: int) -> None:  # fmt: skip
+    """The shared body of ``train cvd-rl`` and ``train schedrl``."""
+    import time
+
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from dcplace.bench.numa_runner import check_hostable, prepare
+    from dcplace.cluster.numa import NumaCluster
+    from dcplace.learn.cvd_model import CvdConfig
+    from dcplace.learn.dqn import DQNConfig, Trainer
+    from dcplace.sim.numa import Scenario
+    from dcplace.workload.traces import load_trace, trace_available
+
+    label = "cvd-rl" if kind == "cvd" else "schedrl"
+    try:
+        if mode != ModeOpt.non_expansion:
+            raise InputError("--mode: training runs in non-expansion (evaluate expansion with `dcplace simulate`)")
+        for flag, value in (("--epochs", epochs), ("--updates-per-epoch", updates), ("--batch", batch),
+                            ("--eval-every", eval_every), ("--hidden", hidden)):  # fmt: skip
+            if value < 1:
+                raise InputError(f"{flag} must be at least 1, got {value}")
+        if trace == "auto":
+            trace = "huawei-east-1" if trace_available("huawei-east-1") else "synthetic"
+        scenario = Scenario(pms=pms, release=False, warm_start=warm_start)
+        prepared = prepare(load_trace(trace, seed=0, synthetic_n=60_000), 32.0)
+        check_hostable(NumaCluster.uniform(pms), prepared)
+        folder = out or Path(f"results/train/{label}-{pms}pm")
+        if resume:
+            trainer = Trainer.resume(prepared, scenario, seed, folder, trace)
+        else:
+            if (folder / "checkpoint.pt").exists():
+                raise InputError(f"{folder} already holds a run; pass --resume to continue it or choose another --out")
+            whole = kind == "schedrl" or not decompose
+            model = CvdConfig(kind=kind, hidden=hidden, decompose=decompose, lookahead=lookahead,
+                              filter_k=_parse_filter(filter_spec) if kind == "cvd" else (),
+                              machines=pms if whole else 0)  # fmt: skip
+            dqn = DQNConfig(reward=reward, updates_per_epoch=updates, batch=batch, eval_every=eval_every)
+            trainer = Trainer(prepared, scenario, seed, folder, model, dqn, trace)
+        ref = {h: trainer.validate_heuristic(h) for h in ("best-fit", "industrial")}
+    except InputError as exc:
+        _fail(exc)
+    t0 = time.perf_counter()
+    with Progress(
+        TextColumn(f"[bold]{label} {pms} PMs"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} epochs"),
+        TextColumn("len {task.fields[len]} val {task.fields[val]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+    ) as bar:
+        task = bar.add_task("train", total=epochs, completed=trainer.epoch, len="-", val="-")
+
+        def show(row: dict[str, float]) -> None:
+            bar.update(task, completed=int(row["epoch"]), len=f"{row['train_length']:.0f}",
+                       val=f"{trainer.best_validation:.1f}")  # fmt: skip
+
+        trainer.train(epochs, show)
+    summary = {
+        "command": " ".join(["dcplace", "train", label, *sys.argv[3:]]),
+        **trainer.meta(),
+        "validation_best_fit": ref["best-fit"],
+        "validation_industrial": ref["industrial"],
+        "session_wall_s": time.perf_counter() - t0,
+    }
+    (folder / "train.json").write_text(json.dumps(summary, indent=2) + "\n")
+    console.print(f"best validation length {trainer.best_validation:.1f} (best-fit {ref['best-fit']:.1f}, "
+                  f"industrial {ref['industrial']:.1f}); {trainer.wall_s:.0f} s of training; "
+                  f"policy in {folder}/policy.pt")  # fmt: skip
+
+
+_TRACE_HELP = "huawei-east-1, synthetic, or auto (the real trace when ../shared/data has it)"
+
+
+@train_app.command("cvd-rl")
+def train_cvd(
+    trace: Annotated[str, typer.Option(help=_TRACE_HELP)] = "auto",
+    pms: Annotated[int, typer.Option(help="machines (2 NUMA nodes of 40 CPU / 90 GB)")] = 50,
+    warm_start: Annotated[float, typer.Option(help="CPU allocation rate reached before scoring")] = 0.5,
+    mode: Annotated[ModeOpt, typer.Option(help="training runs in non-expansion")] = ModeOpt.non_expansion,
+    epochs: Annotated[int, typer.Option(help="epochs of 5 episodes (the paper: 3,000)")] = 3000,
+    seed: Annotated[int, typer.Option(help="same seed, same weights")] = 0,
+    out: Annotated[Path | None, typer.Option(help="folder for checkpoints and curves")] = None,
+    resume: Annotated[bool, typer.Option(help="continue the run in --out (checkpoint.pt + replay.npz)")] = False,
+    reward: Annotated[str, typer.Option(help="delta (capacity-aware) or vmagent (+1 per placed VM)")] = "delta",
+    updates_per_epoch: Annotated[int, typer.Option(help="gradient steps per epoch")] = 32,
+    batch: Annotated[int, typer.Option(help="transitions per gradient step (the paper: 2,048)")] = 256,
+    eval_every: Annotated[int, typer.Option(help="validate (10 greedy episodes) every this many epochs")] = 10,
+    filter_spec: Annotated[
+        str, typer.Option("--filter", help="top-k filter: heuristic:k pairs, or none (ablation)")
+    ] = "best-fit:2,industrial:3",
+    decompose: Annotated[bool, typer.Option(help="per-machine values summed (off: one whole-cluster net)")] = True,
+    lookahead: Annotated[bool, typer.Option(help="value the machine after placement (off: state+VM+action)")] = True,
+    hidden: Annotated[int, typer.Option(help="units per hidden layer of the 6-layer MLP")] = 64,
+) -> None:
+    """CVD-RL: Double DQN with decomposition, look-ahead and the top-k filter (section 4). Writes policy.pt (best
+    validation), checkpoint.pt + replay.npz (for --resume), curves.csv / curves.png and train.json to --out."""
+    _train_dqn("cvd", trace, pms, warm_start, mode, epochs, seed, out, resume, reward, updates_per_epoch, batch,
+               eval_every, filter_spec, decompose, lookahead, hidden)  # fmt: skip
+
+
+@train_app.command("schedrl")
+def train_schedrl(
+    trace: Annotated[str, typer.Option(help=_TRACE_HELP)] = "auto",
+    pms: Annotated[int, typer.Option(help="machines (the network is tied to this count)")] = 50,
+    warm_start: Annotated[float, typer.Option(help="CPU allocation rate reached before scoring")] = 0.5,
+    mode: Annotated[ModeOpt, typer.Option(help="training runs in non-expansion")] = ModeOpt.non_expansion,
+    epochs: Annotated[int, typer.Option(help="epochs of 5 episodes")] = 3000,
+    seed: Annotated[int, typer.Option(help="same seed, same weights")] = 0,
+    out: Annotated[Path | None, typer.Option(help="folder for checkpoints and curves")] = None,
+    resume: Annotated[bool, typer.Option(help="continue the run in --out")] = False,
+    reward: Annotated[str, typer.Option(help="delta or vmagent")] = "delta",
+    updates_per_epoch: Annotated[int, typer.Option(help="gradient steps per epoch")] = 32,
+    batch: Annotated[int, typer.Option(help="transitions per gradient step")] = 256,
+    eval_every: Annotated[int, typer.Option(help="validate every this many epochs")] = 10,
+    hidden: Annotated[int, typer.Option(help="units per hidden layer of the 6-layer MLP")] = 64,
+) -> None:
+    """SchedRL: Double DQN over the whole cluster state with 2N action outputs (the paper's scalability contrast)."""
+    _train_dqn("schedrl", trace, pms, warm_start, mode, epochs, seed, out, resume, reward, updates_per_epoch, batch,
+               eval_every, "none", True, True, hidden)  # fmt: skip
+
+
 @app.command("solve")
 def solve_cmd(
     instance: Annotated[str, typer.Option(help="exp1, exp2, mix1, mix2, mix2x100, or a JSON instance file")] = "exp1",
@@ -391,15 +566,18 @@ def list_policies() -> None:
 def demo(
     episodes: Annotated[int, typer.Option(help="episodes per cell")] = 5,
 ) -> None:
-    """The main job: the CVD-RL heuristics on Huawei-East-1 (synthetic when the data is absent), Nara's shipped
-    agents against the baselines on alpha..delta (`reproduce nara --quick`) and the batch-placement tables
-    (`reproduce hmip --quick`), each beside the papers' numbers."""
-    from dcplace.bench import nara_reproduction
+    """The main job: the CVD-RL heuristics on Huawei-East-1 (synthetic when the data is absent) and the shipped
+    CVD-RL / SchedRL schedulers beside them (`reproduce cvd-rl --quick`), Nara's shipped agents against the
+    baselines on alpha..delta (`reproduce nara --quick`) and the batch-placement tables (`reproduce hmip --quick`),
+    each beside the papers' numbers."""
+    from dcplace.bench import cvd_reproduction, nara_reproduction
     from dcplace.bench.cvd_heuristics import run_reproduction
     from dcplace.bench.hmip import run_reproduction as run_hmip
 
     try:
         md = run_reproduction(trace="auto", episodes=episodes, seed=0, out=Path("results/demo"), quick=True)
+        typer.echo(md)
+        md = cvd_reproduction.run_reproduction("auto", 3, 0, Path("results/demo/cvd-rl"), quick=True)
         typer.echo(md)
         md = nara_reproduction.run_reproduction(Path("results/demo/nara"), seed=0, quick=True)
         typer.echo(md)

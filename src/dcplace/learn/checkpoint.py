@@ -21,9 +21,17 @@ FORMAT = "dcplace-nara"
 VERSION = 1
 
 
-def save(path: Path, net: NaraNet, meta: dict[str, Any], extra: dict[str, Any] | None = None) -> None:
-    """Write atomically (a half-written checkpoint never replaces a good one)."""
-    blob = {"format": FORMAT, "version": VERSION, "config": net.cfg.to_dict(), "model": net.state_dict(), "meta": meta}
+def save(
+    path: Path,
+    net: NaraNet | torch.nn.Module,
+    meta: dict[str, Any],
+    extra: dict[str, Any] | None = None,
+    fmt: str = FORMAT,
+) -> None:
+    """Write atomically (a half-written checkpoint never replaces a good one). ``net`` has a ``cfg.to_dict()``;
+    ``fmt`` names the model family (Nara's by default; CVD-RL's is ``dcplace-cvd``)."""
+    cfg = net.cfg.to_dict()  # type: ignore[union-attr,operator]
+    blob = {"format": fmt, "version": VERSION, "config": cfg, "model": net.state_dict(), "meta": meta}
     if extra:
         blob.update(extra)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -32,8 +40,8 @@ def save(path: Path, net: NaraNet, meta: dict[str, Any], extra: dict[str, Any] |
     tmp.replace(path)
 
 
-def read(path: Path) -> dict[str, Any]:
-    """The raw checkpoint dictionary, validated to be ours."""
+def read(path: Path, fmt: str = FORMAT, what: str = "Nara") -> dict[str, Any]:
+    """The raw checkpoint dictionary, validated to be ours and of model family ``fmt`` (called ``what``)."""
     if not path.is_file():
         raise InputError(f"{path}: checkpoint file not found")
     try:
@@ -43,8 +51,8 @@ def read(path: Path) -> dict[str, Any]:
         raise InputError(
             f"{path}: not a readable checkpoint (damaged, truncated or not a torch file: {kind})"
         ) from None
-    if not isinstance(blob, dict) or blob.get("format") != FORMAT:
-        raise InputError(f"{path}: not a dcplace Nara checkpoint (field 'format' is not {FORMAT!r})")
+    if not isinstance(blob, dict) or blob.get("format") != fmt:
+        raise InputError(f"{path}: not a dcplace {what} checkpoint (field 'format' is not {fmt!r})")
     if blob.get("version") != VERSION:
         raise InputError(f"{path}: field 'version' is {blob.get('version')!r}, this dcplace reads {VERSION}")
     for key in ("config", "model", "meta"):
@@ -61,13 +69,18 @@ def load(path: Path) -> tuple[NaraNet, dict[str, Any]]:
     except TypeError as exc:
         raise InputError(f"{path}: field 'config' does not describe a Nara model ({exc})") from None
     net = NaraNet(cfg)
+    load_weights(path, net, blob["model"], "Nara")
+    return net, blob["meta"]
+
+
+def load_weights(path: Path, net: torch.nn.Module, got: dict[str, Any], what: str) -> None:
+    """Load ``got`` into ``net`` (then eval mode), or say which weight is missing, extra or of the wrong shape."""
     expected = net.state_dict()
-    got = blob["model"]
     missing = sorted(set(expected) - set(got))
     unexpected = sorted(set(got) - set(expected))
     if missing or unexpected:
         which = f"missing weight {missing[0]!r}" if missing else f"unexpected weight {unexpected[0]!r}"
-        raise InputError(f"{path}: field 'model' does not match the Nara network ({which})")
+        raise InputError(f"{path}: field 'model' does not match the {what} network ({which})")
     for name, tensor in expected.items():
         if not isinstance(got[name], torch.Tensor) or got[name].shape != tensor.shape:
             shape = tuple(got[name].shape) if isinstance(got[name], torch.Tensor) else type(got[name]).__name__
@@ -76,7 +89,6 @@ def load(path: Path) -> tuple[NaraNet, dict[str, Any]]:
             )
     net.load_state_dict(got)
     net.eval()
-    return net, blob["meta"]
 
 
 def shipped_path(topology: str, dataset: str) -> Path:

@@ -81,9 +81,14 @@ def _factory(name: str, setting: str) -> Callable[..., object]:
         raise InputError(f"--policy must be one of {', '.join(sorted(_REGISTRY[setting]))}, got {name!r}") from None
 
 
-def get_policy(name: str) -> Policy:
-    """Build the NUMA policy registered as ``name``."""
-    return cast(Policy, _factory(name, "numa")())
+def get_policy(name: str, checkpoint: str | None = None) -> Policy:
+    """Build the NUMA policy registered as ``name`` (``checkpoint``: weights for a learned one)."""
+    factory = _factory(name, "numa")
+    if not is_learned(name, "numa"):
+        if checkpoint is not None:
+            raise InputError(f"--checkpoint applies to learned policies only, not to {name!r}")
+        return cast(Policy, factory())
+    return cast(Policy, factory(checkpoint=checkpoint))
 
 
 def get_net_policy(name: str, seed: int = 0, dataset: str | None = None, checkpoint: str | None = None) -> NetPolicy:

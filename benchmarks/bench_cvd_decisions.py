@@ -1,0 +1,67 @@
+"""CVD-RL decision cost against the cluster size: decisions per second at 50, 500 and 5,000 PMs for CVD-RL (shipped
+checkpoint), its top-k filter alone, and Best-Fit / industrial through the same step API, measured in one run.
+
+The decomposed network scores at most k candidates (plus their machines' current rows) whatever the cluster
+size, so CVD-RL's cost above the filter's compiled scan should stay flat; the filter scan itself is linear in the
+machines, like Best-Fit's. Releases on (machines never fill at these sizes), warm start 50 %.
+
+    OMP_NUM_THREADS=1 python benchmarks/bench_cvd_decisions.py [--decisions 3000] [--checkpoint PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+from pathlib import Path
+
+import torch
+
+from dcplace.bench.numa_runner import prepare, warm_up_jit
+from dcplace.cluster.numa import NumaCluster
+from dcplace.learn.cvd_model import CvdAgent
+from dcplace.learn.dqn import load
+from dcplace.policies.cvd import shipped_path
+from dcplace.sim import numa_kernel as K
+from dcplace.sim.numa import NumaSim, Scenario
+from dcplace.workload.traces import load_trace, trace_available
+
+
+def rate(sim: NumaSim, decide, decisions: int) -> float:  # type: ignore[no-untyped-def]
+    status = sim.reset(seed=0)
+    n = 0
+    t0 = time.perf_counter()
+    while status == K.DECIDE and n < decisions:
+        status = sim.step(decide(sim))
+        n += 1
+    return n / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--decisions", type=int, default=3000)
+    ap.add_argument("--checkpoint", default=str(shipped_path("cvd-rl")))
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    trace = "huawei-east-1" if trace_available("huawei-east-1") else "synthetic"
+    prepared = prepare(load_trace(trace, synthetic_n=60_000), 32.0)
+    net, _ = load(Path(args.checkpoint))
+    agent = CvdAgent(net)
+    print(f"# {platform.processor() or platform.machine()}, torch threads 1, trace {trace}, "
+          f"{args.decisions} decisions after a 50 % warm start, releases on")  # fmt: skip
+    print("| PMs | CVD-RL /s | filter only /s | best-fit /s | industrial /s | CVD-RL cost over filter (us) |")
+    print("|---|---|---|---|---|---|")
+    for pms in (50, 500, 5000):
+        cluster = NumaCluster.uniform(pms)
+        warm_up_jit(cluster, prepared)
+        sim = NumaSim(cluster, prepared, Scenario(pms=pms, warm_start=0.5, release=True))
+        cvd = rate(sim, agent.act, args.decisions)
+        filt = rate(sim, lambda s: int(agent.candidates(s)[0]), args.decisions)
+        bf = rate(sim, lambda s: s.choose(K.BEST_FIT), args.decisions)
+        ind = rate(sim, lambda s: s.choose(K.INDUSTRIAL), args.decisions)
+        over = (1 / cvd - 1 / filt) * 1e6
+        print(f"| {pms:,} | {cvd:,.0f} | {filt:,.0f} | {bf:,.0f} | {ind:,.0f} | {over:.0f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Trains the CVD-RL and SchedRL checkpoints shipped in src/dcplace/data/cvd (50 PMs, 50 % warm start,
+# Non-Expansion, releases off, Huawei-East-1; starts from rows [10,000, 220,000) so evaluation rows stay held out).
+# Needs ../shared/data/huawei-east-1. Wall times and validation are in each run's train.json (docs/cvd-rl.md).
+set -euo pipefail
+export OMP_NUM_THREADS=1
+DC=${DC:-.venv/bin/dcplace}
+OUT=${OUT:-results/train}
+$DC train cvd-rl --trace huawei-east-1 --pms 50 --warm-start 0.5 --epochs 200 --seed 0 --out "$OUT/cvd-rl-50pm"
+$DC train schedrl --trace huawei-east-1 --pms 50 --warm-start 0.5 --epochs 200 --seed 0 --out "$OUT/schedrl-50pm"
+mkdir -p src/dcplace/data/cvd
+cp "$OUT/cvd-rl-50pm/policy.pt" src/dcplace/data/cvd/cvd-rl-50pm.pt
+cp "$OUT/schedrl-50pm/policy.pt" src/dcplace/data/cvd/schedrl-50pm.pt

@@ -1,0 +1,262 @@
+"""Reproduction of CVD-RL (``../shared/papers/002_0cf75b9bf5d3860a.txt``): Tables 2-4 with the learned schedulers,
+the learning curves against SchedRL (Figure 6), the operator ablations (Figure 10), the filter designs and k
+(Figures 11-12), and the two rewards.
+
+Tables: the shipped checkpoints (trained on 50 PMs, 50 % warm start, Non-Expansion, starts from rows
+[10,000, 220,000) of the event log) are evaluated greedily on VMAgent's start rows [1,000, 10,000), the same
+episodes as the heuristics (common random numbers), so every learned number is on held-out start offsets. Each
+Non-Expansion cell also gets a *ceiling*: the most requests any policy could place before the scored phase's free
+CPU or memory runs out in total (the warm-up is the same for every policy). It bounds what scheduling can gain.
+
+Curves and ablations train fresh runs (``runs/<name>/`` under the output folder, each with its curves.csv) for
+``curve_epochs`` epochs; plots show each run's validation length divided by Best-Fit's on the same validation
+episodes. Scenario as in :mod:`dcplace.bench.cvd_heuristics` (releases off; see docs/reproductions.md).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dcplace.bench.cvd_heuristics import DOUBLE_THRESHOLD, PAPER, TABLES, WARM
+from dcplace.bench.numa_runner import check_hostable, prepare, run_episodes, warm_up_jit
+from dcplace.cluster.numa import NumaCluster
+from dcplace.sim.numa import NumaSim, PreparedTrace, Scenario
+from dcplace.sim.numa_kernel import DECIDE
+from dcplace.workload.traces import load_trace, trace_available
+
+#: The paper's learned columns (length only; Tables 2-4): table -> method -> warm -> length.
+PAPER_LEARNED: dict[str, dict[str, dict[float, float]]] = {
+    "table2": {
+        "schedrl": {0.0: 1024.7, 0.3: 861.6, 0.4: 721.8, 0.5: 620.3, 0.6: 449.4},
+        "cvd-rl": {0.0: 1464.6, 0.3: 1224.3, 0.4: 1061.9, 0.5: 939.3, 0.6: 712.4},
+    },
+    "table3": {"cvd-rl": {0.0: 3855.4, 0.3: 3019.1, 0.4: 2588.1, 0.5: 2181.8, 0.6: 1602.1}},
+    "table4": {"cvd-rl": {0.0: 4475.5, 0.3: 4229.4, 0.4: 4085.9, 0.5: 3910.8, 0.6: 3707.6}},
+}
+HEURISTICS = ("first-fit", "best-fit", "industrial")
+LEARNED = ("schedrl", "cvd-rl")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One training run of the curves / ablations."""
+
+    name: str
+    group: str  # figure6 | figure10 | figure11 | figure12 | reward
+    kind: str  # cvd | schedrl
+    pms: int
+    filter_k: tuple[tuple[str, int], ...] = (("best-fit", 2), ("industrial", 3))
+    decompose: bool = True
+    lookahead: bool = True
+    reward: str = "delta"
+
+
+def runs(quick: bool) -> list[Run]:
+    sizes = (2, 5) if quick else (2, 5, 10, 20)
+    big = 10 if quick else 50
+    out = [Run(f"{k}-{n}pm", "figure6", k, n) for n in sizes for k in ("cvd", "schedrl")]
+    out += [
+        Run(f"full-{big}pm", "figure10", "cvd", big),
+        Run(f"no-filter-{big}pm", "figure10", "cvd", big, filter_k=()),
+        Run(f"no-decomposition-{big}pm", "figure10", "cvd", big, decompose=False),
+        Run(f"no-lookahead-{big}pm", "figure10", "cvd", big, lookahead=False),
+        Run(f"bf-top5-{big}pm", "figure11", "cvd", big, filter_k=(("best-fit", 5),)),
+        Run(f"industrial-top5-{big}pm", "figure11", "cvd", big, filter_k=(("industrial", 5),)),
+        Run(f"mixed-21-{big}pm", "figure12", "cvd", big, filter_k=(("best-fit", 2), ("industrial", 1))),
+        Run(f"mixed-43-{big}pm", "figure12", "cvd", big, filter_k=(("best-fit", 4), ("industrial", 3))),
+        Run(f"mixed-64-{big}pm", "figure12", "cvd", big, filter_k=(("best-fit", 6), ("industrial", 4))),
+        Run(f"vmagent-reward-{big}pm", "reward", "cvd", big, reward="vmagent"),
+    ]
+    return out
+
+
+def _train(args: tuple[Run, str, int, int, Path, bool]) -> dict[str, Any]:
+    """Train one run (in a worker process); return its curve rows and the heuristic validation references."""
+    import torch
+
+    from dcplace.learn.cvd_model import CvdConfig
+    from dcplace.learn.dqn import DQNConfig, Trainer
+
+    torch.set_num_threads(1)
+    run, trace, epochs, seed, out, quick = args
+    prepared = prepare(load_trace(trace, seed=0, synthetic_n=60_000), DOUBLE_THRESHOLD)
+    whole = run.kind == "schedrl" or not run.decompose
+    model = CvdConfig(kind=run.kind, decompose=run.decompose, lookahead=run.lookahead,
+                      filter_k=run.filter_k if run.kind == "cvd" else (), machines=run.pms if whole else 0)  # fmt: skip
+    dqn = DQNConfig(
+        reward=run.reward,
+        eval_every=1 if quick else 5,
+        eval_episodes=2 if quick else 5,
+        learning_starts=200 if quick else 2_000,
+    )
+    scenario = Scenario(pms=run.pms, release=False, warm_start=0.5)
+    tr = Trainer(prepared, scenario, seed, out / "runs" / run.name, model, dqn, trace)
+    ref = tr.validate_heuristic("best-fit")
+    tr.train(epochs)
+    return {"run": run.name, "best_fit_validation": ref, "curves": tr.curves, "wall_s": tr.wall_s}
+
+
+def ceiling(sim: NumaSim, trace: PreparedTrace) -> int:
+    """Requests from the first scored one on until their total CPU or memory exceeds the free total (no policy
+    can place more before failing in Non-Expansion with releases off). ``sim`` is reset, at the first decision."""
+    n = sim.n_active
+    free = sim.free[:n].sum(axis=(0, 1))
+    d = trace.demand[sim.request :]
+    used = np.maximum(np.cumsum(d[:, 0]) / free[0], np.cumsum(d[:, 1]) / free[1])
+    return int(np.searchsorted(used, 1.0, side="right"))
+
+
+def run_reproduction(
+    trace: str, episodes: int, seed: int, out: Path, quick: bool = False, curve_epochs: int = 40, workers: int = 2
+) -> str:
+    """Tables, curves, ablations; writes records.jsonl, curves.csv, figures and table.md; returns the Markdown."""
+    if trace == "auto":
+        trace = "huawei-east-1" if trace_available("huawei-east-1") else "synthetic"
+    prepared = prepare(load_trace(trace, seed=0, synthetic_n=60_000), DOUBLE_THRESHOLD)
+    out.mkdir(parents=True, exist_ok=True)
+    records: list[dict[str, Any]] = []
+    warms = (0.5,) if quick else WARM
+    for key, (_, kwargs) in TABLES.items():
+        for warm in warms:
+            scenario = Scenario(release=False, warm_start=warm, **kwargs)  # type: ignore[arg-type]
+            cluster = NumaCluster.uniform(scenario.machines)
+            check_hostable(cluster, prepared)
+            warm_up_jit(cluster, prepared)
+            pols = HEURISTICS + (LEARNED if key == "table2" else ("cvd-rl",))
+            for pol in pols:
+                results, wall, _ = run_episodes(pol, cluster, prepared, scenario, episodes, seed, check=True)
+                for i, r in enumerate(results):
+                    records.append(dict(table=key, policy=pol, warm_start=warm, episode=i, length=r.length,
+                                        income=r.income, cpu_alloc=r.cpu_alloc_mean, final_pms=r.final_pms,
+                                        status=r.status, wall_s=wall / episodes))  # fmt: skip
+            if scenario.mode == "non-expansion":
+                sim = NumaSim(cluster, prepared, scenario)
+                for i in range(episodes):
+                    if sim.reset(seed=int(np.random.default_rng([seed, i]).integers(2**63 - 1))) == DECIDE:
+                        records.append(dict(table=key, policy="ceiling", warm_start=warm, episode=i,
+                                            length=ceiling(sim, prepared)))  # fmt: skip
+    with open(out / "records.jsonl", "w") as fh:
+        for rec in records:
+            fh.write(json.dumps(rec) + "\n")
+
+    plan = runs(quick)
+    epochs = 3 if quick else curve_epochs
+    jobs = [(r, trace, epochs, seed, out, quick) for r in plan]
+    if workers > 1:
+        with ProcessPoolExecutor(workers) as pool:
+            trained = list(pool.map(_train, jobs))
+    else:
+        trained = [_train(j) for j in jobs]
+    rows = []
+    for run, res in zip(plan, trained, strict=True):
+        for c in res["curves"]:
+            if c["validation_length"] == c["validation_length"]:
+                ref = res["best_fit_validation"]
+                rows.append(dict(run=run.name, group=run.group, kind=run.kind, pms=run.pms, epoch=c["epoch"],
+                                 validation_length=c["validation_length"], best_fit=ref,
+                                 ratio=c["validation_length"] / ref, wall_s=c["wall_s"]))  # fmt: skip
+    with open(out / "curves.csv", "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    plot_curves(rows, out)
+    md = render_markdown(records, rows, trace, episodes, epochs)
+    (out / "table.md").write_text(md)
+    return md
+
+
+def _mean(records: list[dict[str, Any]], table: str, pol: str, warm: float, field: str = "length") -> float:
+    vals = [float(r[field]) for r in records if r["table"] == table and r["policy"] == pol and r["warm_start"] == warm]
+    return float(np.mean(vals)) if vals else float("nan")
+
+
+def render_markdown(
+    records: list[dict[str, Any]], rows: list[dict[str, Any]], trace: str, episodes: int, epochs: int
+) -> str:
+    lines = [
+        f"# CVD-RL reproduction: paper vs dcplace ({trace}, {episodes} episodes per cell on held-out starts, "
+        "releases off)",
+        "",
+        "Scheduled length (mean). `ceiling`: no policy can place more (total free capacity after the common warm-up). "
+        "`margin`: CVD-RL over the best heuristic, ours and the paper's.",
+    ]
+    for key, (title, _) in TABLES.items():
+        warms = sorted({float(r["warm_start"]) for r in records if r["table"] == key})
+        if not warms:
+            continue
+        pols = [p for p in (*HEURISTICS, *LEARNED) if any(r["policy"] == p and r["table"] == key for r in records)]
+        head = ["warm"] + [f"paper {p}" for p in (*HEURISTICS, *PAPER_LEARNED[key])] + [f"ours {p}" for p in pols]
+        head += ["ceiling", "margin ours", "margin paper"]
+        lines += ["", f"## {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for w in warms:
+            cells = [f"{w:.0%}"]
+            cells += [f"{PAPER[key][p][w][0]:g}" for p in HEURISTICS]
+            cells += [f"{PAPER_LEARNED[key][p][w]:g}" for p in PAPER_LEARNED[key]]
+            cells += [f"{_mean(records, key, p, w):.1f}" for p in pols]
+            c = _mean(records, key, "ceiling", w)
+            cells.append("-" if c != c else f"{c:.1f}")
+            best = max(_mean(records, key, p, w) for p in HEURISTICS)
+            cells.append(f"{_mean(records, key, 'cvd-rl', w) / best - 1:+.1%}")
+            pbest = max(PAPER[key][p][w][0] for p in HEURISTICS)
+            cells.append(f"{PAPER_LEARNED[key]['cvd-rl'][w] / pbest - 1:+.1%}")
+            lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", f"## Training runs ({epochs} epochs each): best and last validation length / Best-Fit's", ""]
+    lines += ["| figure | run | PMs | best ratio | last ratio | wall s |", "|---|---|---|---|---|---|"]
+    for name in dict.fromkeys(r["run"] for r in rows):
+        rr = [r for r in rows if r["run"] == name]
+        lines.append(f"| {rr[0]['group']} | {name} | {rr[0]['pms']} | {max(r['ratio'] for r in rr):.3f} | "
+                     f"{rr[-1]['ratio']:.3f} | {rr[-1]['wall_s']:.0f} |")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def plot_curves(rows: list[dict[str, Any]], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = {
+        "figure6": "Figure 6: CVD-RL vs SchedRL by cluster size",
+        "figure10": "Figure 10: operator ablations",
+        "figure11": "Figure 11: filter designs",
+        "figure12": "Figure 12: filter size k",
+        "reward": "Rewards: delta vs VMAgent's +1",
+    }
+    for g, title in groups.items():
+        sel = [r for r in rows if r["group"] == g]
+        if g == "figure6":
+            sizes = sorted({r["pms"] for r in sel})
+            fig, axes = plt.subplots(1, len(sizes), figsize=(3.6 * len(sizes), 3.2), squeeze=False)
+            for ax, n in zip(axes[0], sizes, strict=True):
+                for kind in ("cvd", "schedrl"):
+                    rr = [r for r in sel if r["pms"] == n and r["kind"] == kind]
+                    ax.plot([r["epoch"] for r in rr], [r["ratio"] for r in rr], "o-", ms=3, label=kind)
+                ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+                ax.set_title(f"{n} PMs")
+                ax.set_xlabel("epoch")
+            axes[0][0].set_ylabel("validation length / Best-Fit")
+            axes[0][0].legend()
+        else:
+            if g == "reward":
+                sel += [r for r in rows if r["group"] == "figure10" and r["run"].startswith("full")]
+            if g in ("figure11", "figure12"):
+                sel += [r for r in rows if r["group"] == "figure10" and r["run"].startswith("full")]
+            fig, ax = plt.subplots(figsize=(6, 3.4))
+            for name in dict.fromkeys(r["run"] for r in sel):
+                rr = [r for r in sel if r["run"] == name]
+                ax.plot([r["epoch"] for r in rr], [r["ratio"] for r in rr], "o-", ms=3, label=name)
+            ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+            ax.set_xlabel("epoch")
+            ax.set_ylabel("validation length / Best-Fit")
+            ax.legend(fontsize=7)
+        fig.suptitle(title)
+        fig.tight_layout()
+        fig.savefig(out / f"{g}.png", dpi=90)
+        plt.close(fig)

@@ -1,0 +1,242 @@
+"""Compiled pieces of CVD-RL's decision step: the top-k filter, the per-machine rows the Q-network reads, and the
+capacity measure behind the delta reward (``../shared/papers/002_0cf75b9bf5d3860a.txt``, sections 4.1-4.3).
+
+Everything here reads the simulator's arrays (``free``: ``(M, K, 2)``, ``cap``, ``vm_count``) directly, so one
+decision costs a few microseconds of compiled code plus one small matrix product, at any cluster size.
+
+Rows. The Q-network scores one machine at a time (the decomposition operator, eq. 7). A *row* describes a machine:
+
+* with look-ahead (eq. 9) the row is the machine's state after the candidate placement: the free CPU and memory
+  fraction of each NUMA node, nodes sorted by free CPU (then memory) so that mirrored machines read alike
+  (``2K`` numbers); a machine the action does not touch is its current state;
+* without look-ahead the row is the current state, the request (CPU and memory as fractions of a node, multi-NUMA
+  flag) and the action on this machine one-hot (not here / node 0 / ... / node K-1), ``2K + 3 + K + 1`` numbers;
+* optionally (``slots_feature``, on by default) the machine-state part ends with the machine's slots (below) as a
+  fraction of an empty machine's: the capacity measure the delta reward is made of, handed to the network as a
+  feature so that it need not rediscover floor arithmetic from free fractions (docs/cvd-rl.md measures both).
+
+The capacity measure (for the delta reward). ``slots(free_m)`` = sum over the probe request types tau of
+``p_tau`` x the number of tau-requests machine ``m`` could still host if it received only those; summed over
+machines it is the expected number of further requests the cluster can take. The delta reward is
+``1 - (slots the placement consumed - slots the same request consumes on an empty machine)``: 1 for the placed
+request, less when the placement fragments a machine (consumes more than the request's own room), more when it
+fills a gap that nothing else could use. Subtracting the empty-machine consumption removes the part that depends
+only on the request's size (a 64-core VM consumes ~50 slots wherever it goes), which the network, seeing machine
+states only, could not predict; what is left depends on the decision.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from dcplace.sim import numa_kernel as K
+
+_jit = nb.njit(cache=True, nogil=True)
+
+
+@_jit
+def topk_insert(keys: np.ndarray, acts: np.ndarray, n: int, k: int, s0: float, s1: float, s2: float, a: int) -> int:
+    """Insert action ``a`` with key (s0, s1, s2) into the sorted top-``k`` list (lower key first, ties: lower a)."""
+    pos = n
+    while pos > 0:
+        p0, p1, p2 = keys[pos - 1, 0], keys[pos - 1, 1], keys[pos - 1, 2]
+        if s0 < p0 or (s0 == p0 and (s1 < p1 or (s1 == p1 and s2 < p2))):
+            pos -= 1
+        else:
+            break
+    if pos >= k:
+        return n
+    last = min(n, k - 1)
+    for i in range(last, pos, -1):
+        keys[i, 0], keys[i, 1], keys[i, 2] = keys[i - 1, 0], keys[i - 1, 1], keys[i - 1, 2]
+        acts[i] = acts[i - 1]
+    keys[pos, 0], keys[pos, 1], keys[pos, 2] = s0, s1, s2
+    acts[pos] = a
+    return min(n + 1, k)
+
+
+@_jit
+def top_k(
+    code: int,
+    fp: np.ndarray,
+    free: np.ndarray,
+    cap: np.ndarray,
+    vm_count: np.ndarray,
+    d: np.ndarray,
+    multi: bool,
+    n_active: int,
+    k: int,
+    out: np.ndarray,
+) -> int:
+    """The ``k`` best feasible actions of compiled heuristic ``code`` (its own order), written to ``out``; returns
+    how many (fewer when fewer fit). First-Fit's order is the index order."""
+    KN = free.shape[1]
+    kmax = 1 if multi else KN
+    keys = np.empty((k, 3))
+    acts = np.empty(k, np.int64)
+    n = 0
+    for m in range(n_active):
+        for j in range(kmax):
+            if not K.fits(free, d, multi, m, j):
+                continue
+            s0, s1, s2 = K.score_key(code, fp, free, cap, vm_count, d, multi, m, j)
+            n = topk_insert(keys, acts, n, k, s0, s1, s2, m * KN + j)
+    for i in range(n):
+        out[i] = acts[i]
+    return n
+
+
+@_jit
+def all_feasible(free: np.ndarray, d: np.ndarray, multi: bool, n_active: int, out: np.ndarray) -> int:
+    """Every feasible action (one per machine for a multi-NUMA request), in index order; returns how many."""
+    KN = free.shape[1]
+    kmax = 1 if multi else KN
+    n = 0
+    for m in range(n_active):
+        for j in range(kmax):
+            if K.fits(free, d, multi, m, j):
+                out[n] = m * KN + j
+                n += 1
+    return n
+
+
+@_jit
+def state_row(free_m: np.ndarray, cap_m: np.ndarray, out: np.ndarray) -> None:
+    """Free fractions of one machine, nodes sorted by (free CPU, free memory) descending: ``out[2 * rank + r]``."""
+    KN = free_m.shape[0]
+    order = np.arange(KN)
+    fr = np.empty((KN, 2))
+    for j in range(KN):
+        fr[j, 0] = free_m[j, 0] / cap_m[j, 0]
+        fr[j, 1] = free_m[j, 1] / cap_m[j, 1]
+    for i in range(1, KN):  # insertion sort, K is 2 in practice
+        x = order[i]
+        p = i
+        while p > 0 and (
+            fr[order[p - 1], 0] < fr[x, 0] or (fr[order[p - 1], 0] == fr[x, 0] and fr[order[p - 1], 1] < fr[x, 1])
+        ):
+            order[p] = order[p - 1]
+            p -= 1
+        order[p] = x
+    for rank in range(KN):
+        out[2 * rank] = fr[order[rank], 0]
+        out[2 * rank + 1] = fr[order[rank], 1]
+
+
+@_jit
+def after_free(free: np.ndarray, d: np.ndarray, multi: bool, a: int, out: np.ndarray) -> None:
+    """Machine ``a // K``'s free capacity after placing ``d`` at action ``a`` (eqs. 1-2), into ``out`` (K, 2)."""
+    KN = free.shape[1]
+    m = a // KN
+    for j in range(KN):
+        for r in range(2):
+            out[j, r] = free[m, j, r]
+    if multi:
+        for j in range(KN):
+            for r in range(2):
+                out[j, r] -= d[r] / KN
+    else:
+        j = a % KN
+        for r in range(2):
+            out[j, r] -= d[r]
+
+
+@_jit
+def machine_row(
+    free_m: np.ndarray, cap_m: np.ndarray, types: np.ndarray, tmulti: np.ndarray, weight: np.ndarray, out: np.ndarray
+) -> None:
+    """A machine's state part of a row: sorted free fractions, then (when ``types`` is not empty) its slots as a
+    fraction of an empty machine's."""
+    state_row(free_m, cap_m, out)
+    if types.shape[0]:
+        out[2 * free_m.shape[0]] = pm_slots(free_m, types, tmulti, weight) / pm_slots(cap_m, types, tmulti, weight)
+
+
+@_jit
+def fill_rows(
+    free: np.ndarray,
+    cap: np.ndarray,
+    n_active: int,
+    d: np.ndarray,
+    multi: bool,
+    lookahead: bool,
+    types: np.ndarray,
+    tmulti: np.ndarray,
+    weight: np.ndarray,
+    base: np.ndarray,
+    cand: np.ndarray,
+    cand_pm: np.ndarray,
+    actions: np.ndarray,
+    n_cand: int,
+) -> None:
+    """Rows of every active machine with no placement (``base``, ``(M, F)``) and of each candidate action
+    (``cand``, ``(C, F)``; its machine in ``cand_pm``). Rows beyond ``n_active`` are zero. ``types`` empty: no
+    slots feature."""
+    KN = free.shape[1]
+    F = base.shape[1]
+    S = 2 * KN + (1 if types.shape[0] else 0)  # width of the machine-state part
+    base[:] = 0.0
+    buf = np.empty((KN, 2))
+    for m in range(n_active):
+        machine_row(free[m], cap[m], types, tmulti, weight, base[m])
+        if not lookahead:
+            base[m, S] = (d[0] / KN if multi else d[0]) / cap[m, 0, 0]
+            base[m, S + 1] = (d[1] / KN if multi else d[1]) / cap[m, 0, 1]
+            base[m, S + 2] = 1.0 if multi else 0.0
+            base[m, S + 3] = 1.0  # action on this machine: none
+    for c in range(n_cand):
+        a = actions[c]
+        m = a // KN
+        cand_pm[c] = m
+        if lookahead:
+            after_free(free, d, multi, a, buf)
+            machine_row(buf, cap[m], types, tmulti, weight, cand[c])
+        else:
+            for f in range(F):
+                cand[c, f] = base[m, f]
+            cand[c, S + 3] = 0.0
+            cand[c, S + 4 + (0 if multi else a % KN)] = 1.0
+
+
+@_jit
+def pm_slots(free_m: np.ndarray, types: np.ndarray, multi: np.ndarray, weight: np.ndarray) -> float:
+    """Expected requests machine ``free_m`` (K, 2) could still host: sum_tau weight_tau x slots for type tau."""
+    KN = free_m.shape[0]
+    total = 0.0
+    for t in range(types.shape[0]):
+        c, mm = types[t, 0], types[t, 1]
+        if multi[t]:
+            n = 1e18
+            for j in range(KN):
+                n = min(n, np.floor(min(free_m[j, 0] / (c / KN), free_m[j, 1] / (mm / KN)) + 1e-9))
+        else:
+            n = 0.0
+            for j in range(KN):
+                n += np.floor(min(free_m[j, 0] / c, free_m[j, 1] / mm) + 1e-9)
+        total += weight[t] * max(n, 0.0)
+    return total
+
+
+@_jit
+def delta_reward(
+    free: np.ndarray,
+    cap: np.ndarray,
+    d: np.ndarray,
+    multi: bool,
+    a: int,
+    types: np.ndarray,
+    tmulti: np.ndarray,
+    weight: np.ndarray,
+) -> float:
+    """1 for the placed request minus the capacity (in expected requests) the placement consumed beyond what the
+    same request consumes on an empty machine of the same kind (see module doc)."""
+    KN = free.shape[1]
+    m = a // KN
+    buf = np.empty((KN, 2))
+    after_free(free, d, multi, a, buf)
+    used = pm_slots(free[m], types, tmulti, weight) - pm_slots(buf, types, tmulti, weight)
+    empty = cap[m].copy()
+    after_free(cap[m : m + 1], d, multi, a % KN, buf)
+    ideal = pm_slots(empty, types, tmulti, weight) - pm_slots(buf, types, tmulti, weight)
+    return 1.0 - (used - ideal)

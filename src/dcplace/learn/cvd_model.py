@@ -1,0 +1,281 @@
+"""CVD-RL's Q-network and decision rule, and SchedRL's (``../shared/papers/002_0cf75b9bf5d3860a.txt``, 3-4).
+
+CVD-RL (all three operators on): Q(s, a) = sum over machines i of V(row_i), one network V shared by all machines
+(decomposition, eq. 7), ``row_i`` the machine's state after the placement (look-ahead, eq. 9); only the top-k
+candidates of two heuristics are considered (filter, eq. 10). Since only the chosen machine's row changes, the
+argmax of eq. 11 is the two-step selection of section 4.1: each candidate's benefit
+``V(row after) - V(row now)`` of its machine, the best benefit wins. The cost of a decision is the filter's
+compiled scan plus one forward pass over at most ``k`` + ``k`` rows, whatever the number of machines.
+
+Each operator can be switched off for the ablations (Figure 10):
+
+* ``decompose=False``: one network over the concatenated rows of all machines (fixed machine count);
+* ``lookahead=False``: rows are (current machine state, request, action on this machine one-hot);
+* ``filter_k=()``: every feasible action is a candidate.
+
+SchedRL (the scalability contrast): one network over the whole cluster state and the request with 2N outputs, a
+masked argmax over the feasible actions, no decomposition, no look-ahead, no filter; it only runs at the machine
+count it was trained for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import torch
+from torch import nn
+
+from dcplace.errors import InputError
+from dcplace.learn import cvd_features as F
+from dcplace.sim import numa_kernel as K
+from dcplace.sim.numa import NumaSim
+
+FILTER_CODES = {"best-fit": K.BEST_FIT, "industrial": K.INDUSTRIAL, "first-fit": K.FIRST_FIT}
+
+
+@dataclass(frozen=True)
+class CvdConfig:
+    """Architecture and operators (everything needed to rebuild the network from a checkpoint)."""
+
+    kind: str = "cvd"
+    """``cvd`` (per-machine value network) or ``schedrl`` (whole-cluster network, 2N outputs)."""
+    numa: int = 2
+    hidden: int = 64
+    layers: int = 6
+    """Linear layers of the MLP (the paper's 6-layer MLP with ReLU)."""
+    decompose: bool = True
+    lookahead: bool = True
+    filter_k: tuple[tuple[str, int], ...] = (("best-fit", 2), ("industrial", 3))
+    """Top-k filter: (heuristic, k) pairs whose union is the candidate set; empty = every feasible action."""
+    machines: int = 0
+    """Machine count the network is tied to (SchedRL, or ``decompose=False``); 0 = any."""
+    slots_feature: bool = True
+    """Append the machine's slots fraction to its row (see :mod:`dcplace.learn.cvd_features`)."""
+    probes: tuple[tuple[float, float, bool, float], ...] = ()
+    """Probe request types (CPU, memory, multi-NUMA, frequency) of the capacity measure; set from the training
+    trace and stored with the weights, so the features mean the same on any trace."""
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("cvd", "schedrl"):
+            raise InputError(f"model kind must be cvd or schedrl, got {self.kind!r}")
+        for name, k in self.filter_k:
+            if name not in FILTER_CODES or k < 1:
+                raise InputError(f"filter entry ({name!r}, {k}) needs one of {', '.join(FILTER_CODES)} and k >= 1")
+        if (self.kind == "schedrl" or not self.decompose) and self.machines < 1:
+            raise InputError("a whole-cluster network needs its machine count")
+        if self.layers < 2 or self.hidden < 1:
+            raise InputError("the MLP needs at least 2 layers and 1 hidden unit")
+
+    @property
+    def row_width(self) -> int:
+        k = self.numa
+        state = 2 * k + (1 if self.slots_feature else 0)
+        return state if self.lookahead else state + 3 + k + 1
+
+    def probe_arrays(self) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
+        """(types (T, 2), multi (T,), weight (T,)) of the capacity measure."""
+        p = self.probes
+        return (
+            np.array([[c, m] for c, m, _, _ in p], np.float64).reshape(-1, 2),
+            np.array([mu for _, _, mu, _ in p], bool),
+            np.array([w for _, _, _, w in p], np.float64),
+        )
+
+    @property
+    def candidate_cap(self) -> int:
+        """Most candidates a decision can have (filter size, or every action)."""
+        return sum(k for _, k in self.filter_k) if self.filter_k else self.numa * max(self.machines, 1)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["filter_k"] = [list(p) for p in self.filter_k]
+        d["probes"] = [list(p) for p in self.probes]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CvdConfig:
+        d = dict(d)
+        d["filter_k"] = tuple((str(n), int(k)) for n, k in d.get("filter_k", ()))
+        d["probes"] = tuple((float(c), float(m), bool(mu), float(w)) for c, m, mu, w in d.get("probes", ()))
+        return cls(**d)
+
+
+def mlp(inp: int, hidden: int, layers: int, out: int) -> nn.Sequential:
+    mods: list[nn.Module] = []
+    width = inp
+    for _ in range(layers - 1):
+        mods += [nn.Linear(width, hidden), nn.ReLU()]
+        width = hidden
+    mods.append(nn.Linear(width, out))
+    return nn.Sequential(*mods)
+
+
+class CvdNet(nn.Module):
+    """CVD-RL: V(row) per machine (``decompose``) or W(all rows) per cluster; SchedRL: Q(cluster, request)."""
+
+    def __init__(self, cfg: CvdConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        if cfg.kind == "schedrl":
+            n = cfg.machines
+            self.net = mlp(2 * cfg.numa * n + 3, cfg.hidden, cfg.layers, cfg.numa * n)
+        elif cfg.decompose:
+            self.net = mlp(cfg.row_width, cfg.hidden, cfg.layers, 1)
+        else:
+            self.net = mlp(cfg.row_width * cfg.machines, cfg.hidden, cfg.layers, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.net(x)
+        return out.squeeze(-1) if out.shape[-1] == 1 else out
+
+    def cluster_value(self, rows: torch.Tensor) -> torch.Tensor:
+        """Q of a cluster given all its rows ``(B, N, F)`` -> ``(B,)`` (decomposed: a sum of per-machine values)."""
+        out: torch.Tensor = self(rows).sum(-1) if self.cfg.decompose else self(rows.flatten(-2))
+        return out
+
+    def candidate_values(self, base: torch.Tensor, cand: torch.Tensor, pm: torch.Tensor) -> torch.Tensor:
+        """Q of each candidate: ``base`` (B, N, F) rows with no placement, ``cand`` (B, C, F) the candidates' rows,
+        ``pm`` (B, C) their machines -> (B, C). Decomposed: sum(V(base)) + V(cand) - V(base[pm])."""
+        out: torch.Tensor
+        if self.cfg.decompose:
+            vb: torch.Tensor = self(base)  # (B, N)
+            out = vb.sum(-1, keepdim=True) + self(cand) - vb.gather(1, pm)
+            return out
+        b, c = pm.shape
+        rows = base.unsqueeze(1).expand(b, c, *base.shape[1:]).clone()
+        rows[torch.arange(b)[:, None], torch.arange(c)[None, :], pm] = cand
+        out = self(rows.flatten(-2))
+        return out
+
+
+class NumpyMLP:
+    """The same MLP evaluated with numpy (a decision is a handful of rows: torch's per-call overhead dominates)."""
+
+    def __init__(self, net: CvdNet) -> None:
+        lin = [m for m in net.net if isinstance(m, nn.Linear)]
+        self.w = [m.weight.detach().numpy().T.astype(np.float64).copy() for m in lin]
+        self.b = [m.bias.detach().numpy().astype(np.float64).copy() for m in lin]
+
+    def __call__(self, x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        for i, (w, b) in enumerate(zip(self.w, self.b, strict=True)):
+            x = x @ w + b
+            if i < len(self.w) - 1:
+                np.maximum(x, 0.0, out=x)
+        return x
+
+
+@dataclass
+class Decision:
+    """What the agent saw and chose at one step (the trainer stores these as transitions)."""
+
+    base: npt.NDArray[np.float64]  # (N, F) rows with no placement
+    cand: npt.NDArray[np.float64]  # (n, F) candidate rows
+    cand_pm: npt.NDArray[np.int64]  # (n,)
+    actions: npt.NDArray[np.int64]  # (n,) simulator actions of the candidates
+    q: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+
+
+class CvdAgent:
+    """Turns the simulator's state into candidates and rows, and picks the best (or an epsilon-random) candidate."""
+
+    def __init__(self, net: CvdNet) -> None:
+        self.cfg = net.cfg
+        if net.cfg.kind == "cvd" and net.cfg.slots_feature and not net.cfg.probes:
+            raise InputError("config field 'probes' is empty, but the slots feature needs the probe request types")
+        types, tmulti, weight = net.cfg.probe_arrays()
+        if not net.cfg.slots_feature:
+            types, tmulti, weight = types[:0], tmulti[:0], weight[:0]
+        self._probes = (types, tmulti, weight)
+        self.sync(net)
+        self._acts = np.zeros(1, np.int64)
+        self._tmp = np.zeros(16, np.int64)
+
+    def sync(self, net: CvdNet) -> None:
+        self.np_net = NumpyMLP(net)
+
+    def _check_size(self, sim: NumaSim) -> None:
+        n = self.cfg.machines
+        if n and sim.cap.shape[0] != n:
+            what = "SchedRL" if self.cfg.kind == "schedrl" else "a whole-cluster CVD network"
+            raise InputError(
+                f"this {what} checkpoint was trained for {n} machines and cannot act on {sim.cap.shape[0]} "
+                "(only the decomposed CVD-RL network runs at any machine count)"
+            )
+
+    def candidates(self, sim: NumaSim) -> npt.NDArray[np.int64]:
+        """The filtered action set (union of each heuristic's top-k, duplicates removed, in filter order)."""
+        r = sim.request
+        d = sim.trace.demand[r]
+        multi = bool(sim.trace.multi[r])
+        n_act = sim.n_active
+        if not self.cfg.filter_k:
+            cap = sim.cap.shape[0] * sim.cap.shape[1]
+            if len(self._acts) < cap:
+                self._acts = np.zeros(cap, np.int64)
+            n = F.all_feasible(sim.free, d, multi, n_act, self._acts)
+            return self._acts[:n].copy()
+        out: list[int] = []
+        for name, k in self.cfg.filter_k:
+            if len(self._tmp) < k:
+                self._tmp = np.zeros(k, np.int64)
+            n = F.top_k(FILTER_CODES[name], sim.fp, sim.free, sim.cap, sim.vm_count, d, multi, n_act, k, self._tmp)
+            for a in self._tmp[:n]:
+                if int(a) not in out:
+                    out.append(int(a))
+        return np.asarray(out, np.int64)
+
+    def observe(self, sim: NumaSim) -> Decision:
+        """Rows and candidates for the waiting request (CVD kinds)."""
+        acts = self.candidates(sim)
+        r = sim.request
+        m = sim.cap.shape[0]
+        base = np.zeros((m, self.cfg.row_width))
+        cand = np.zeros((len(acts), self.cfg.row_width))
+        pm = np.zeros(len(acts), np.int64)
+        F.fill_rows(
+            sim.free, sim.cap, sim.n_active, sim.trace.demand[r], bool(sim.trace.multi[r]), self.cfg.lookahead,
+            *self._probes, base, cand, pm, acts, len(acts),
+        )  # fmt: skip
+        return Decision(base, cand, pm, acts)
+
+    def schedrl_obs(self, sim: NumaSim) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+        """SchedRL's input (every machine's row, then the request) and its feasible-action mask."""
+        self._check_size(sim)
+        r = sim.request
+        m, k = sim.cap.shape[:2]
+        rows = np.zeros((m, 2 * k))
+        for i in range(sim.n_active):
+            F.state_row(sim.free[i], sim.cap[i], rows[i])
+        d = sim.trace.demand[r]
+        multi = bool(sim.trace.multi[r])
+        share = d / k if multi else d
+        x = np.concatenate([rows.ravel(), [share[0] / sim.cap[0, 0, 0], share[1] / sim.cap[0, 0, 1], float(multi)]])
+        return x, sim.feasible_mask()
+
+    def q_values(self, dec: Decision) -> npt.NDArray[np.float64]:
+        """Q of each candidate, up to a constant shared by all candidates (the two-step selection of 4.1)."""
+        if self.cfg.decompose:
+            v_cand = self.np_net(dec.cand)[:, 0]
+            v_now = self.np_net(dec.base[dec.cand_pm])[:, 0]
+            return np.asarray(v_cand - v_now)
+        rows = np.repeat(dec.base[None], len(dec.actions), axis=0)
+        rows[np.arange(len(dec.actions)), dec.cand_pm] = dec.cand
+        return np.asarray(self.np_net(rows.reshape(len(dec.actions), -1))[:, 0])
+
+    def act(self, sim: NumaSim, rng: np.random.Generator | None = None, epsilon: float = 0.0) -> int:
+        """Greedy (or epsilon-greedy inside the candidate set) action for the waiting request."""
+        if self.cfg.kind == "schedrl":
+            x, mask = self.schedrl_obs(sim)
+            feas = np.flatnonzero(mask)
+            if rng is not None and epsilon > 0 and rng.random() < epsilon:
+                return int(rng.choice(feas))
+            q = self.np_net(x[None])[0]
+            return int(feas[np.argmax(q[feas])])
+        self._check_size(sim)
+        dec = self.observe(sim)
+        if rng is not None and epsilon > 0 and rng.random() < epsilon:
+            return int(dec.actions[rng.integers(len(dec.actions))])
+        return int(dec.actions[int(np.argmax(self.q_values(dec)))])

@@ -1,0 +1,581 @@
+"""Topology-aware batch placement on double-NUMA servers with placement constraints (the Huawei dataset in
+``../shared/data/huawei-numa-placement/``; issue 6, part 4).
+
+The problem. Servers have two NUMA nodes with given *free* CPU cores and RAM (``PM_res.csv``) and sit in racks.
+A batch of VMs (``VM_data_C{1..4}.csv``) must all be placed, minimising the servers used:
+
+* ``numa = 1``: the VM's CPU and RAM come from one node; ``numa = 2``: half of each from each node of one server;
+* ``affinity`` (colocation at rack level): the VMs of a group share one rack. Server level is impossible here:
+  most affinity groups need more than any server has free (C1's group 9 asks 8 x 32 cores / 128 GB = 960 GB; the
+  largest server has 404 GB free), so the reading that fits the data is the rack;
+* ``anti-affinity`` (anti-colocation at server level): the VMs of a group sit on distinct servers;
+* ``fault_domain`` (anti-colocation at rack level, by domain): VMs of one group with *different* ``domain`` labels
+  never share a rack, so one rack failure takes out at most one domain of the group. VMs of the same group and
+  domain may share racks and servers. (The dataset does not define the fields; this is our reading, stated in
+  docs/placement.md and tested.)
+* server ``i`` of ``PM_res.csv`` is host ``host-i`` of ``topology.csv`` and lives in that host's rack (the dataset
+  does not say how the 1,710 servers map onto its 17,387 hosts; the first 1,710 hosts span racks 0-99, 10-19 servers
+  each).
+
+Lower bound (the typed relaxation). VMs of equal (CPU, RAM, NUMA span) form a type; ``y[t, s, node]`` >= 0 is how
+many VMs of type ``t`` go to a node of server ``s`` (both nodes, half each, for double-NUMA types), only where one
+such VM fits; every type's count is covered; every node's CPU and RAM hold its load when its server is used
+(``x[s]`` binary); at least as many servers as the largest anti-affinity group. Dropping integrality of ``y`` and
+the group constraints makes it a relaxation, so its optimum is a lower bound; SCIP (through OR-Tools' linear
+solver wrapper) proves it in seconds (~30,000 continuous variables, 1,710 binaries). It is far tighter than
+covering the batch's CPU and RAM totals (C1: 714 against 577), because a node's CPU only counts with the RAM to
+use it. Its choice of servers also guides the packing.
+
+Solution. Constraint-aware first-fit decreasing over the servers the relaxation chose (then the others): affinity
+groups first (largest first), each into the rack where
+it opens the fewest new servers; then every other VM by decreasing RAM and CPU, into the open server where it fits,
+honours its constraints and leaves the least normalised room, else into the largest unopened server that takes it.
+Every answer is re-checked by :func:`check`, which shares no code with the packing.
+"""
+
+from __future__ import annotations
+
+import csv
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dcplace.errors import InputError
+
+STRATEGIES = ("", "affinity", "anti-affinity", "fault_domain")
+
+
+@dataclass(frozen=True)
+class NumaBatch:
+    """Servers (free capacity per node, rack) and VMs (demand, NUMA span, constraint labels)."""
+
+    name: str
+    node_free: npt.NDArray[np.float64]  # (S, 2 nodes, 2) cpu, ram
+    rack: npt.NDArray[np.int64]  # (S,)
+    cpu: npt.NDArray[np.float64]  # (n,)
+    ram: npt.NDArray[np.float64]  # (n,)
+    numa: npt.NDArray[np.int64]  # (n,) 1 or 2
+    strategy: tuple[str, ...]  # (n,) one of STRATEGIES
+    group: tuple[str, ...]  # (n,) group label ("" when no strategy)
+    domain: tuple[str, ...]  # (n,) fault-domain label
+
+    @property
+    def servers(self) -> int:
+        return len(self.rack)
+
+    @property
+    def vms(self) -> int:
+        return len(self.cpu)
+
+    def groups(self, strategy: str) -> dict[str, list[int]]:
+        """VM indices of each group of ``strategy``."""
+        out: dict[str, list[int]] = defaultdict(list)
+        for i, (s, g) in enumerate(zip(self.strategy, self.group, strict=True)):
+            if s == strategy:
+                out[g].append(i)
+        return dict(out)
+
+
+def _num(value: str, path: Path, line: int, name: str, integer: bool = False) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        raise InputError(f"{name} must be a number, got {value!r}", path=path, line=line, field=name) from None
+    if not np.isfinite(x) or x < 0 or (integer and x != int(x)):
+        raise InputError(f"{name} must be a non-negative {'integer' if integer else 'number'}, got {value!r}",
+                         path=path, line=line, field=name)  # fmt: skip
+    return x
+
+
+def _rows(path: Path, need: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
+    if not path.is_file():
+        raise InputError("file not found", path=path)
+    with path.open(newline="") as fh:
+        reader = csv.DictReader(fh)
+        missing = [c for c in need if c not in (reader.fieldnames or [])]
+        if missing:
+            raise InputError(f"missing column {missing[0]!r}", path=path, line=1, field=missing[0])
+        return [(i + 2, row) for i, row in enumerate(reader)]
+
+
+def read_huawei(folder: Path, sequence: int) -> NumaBatch:
+    """Sequence ``C{sequence}`` of the dataset in ``folder``, with its servers and racks."""
+    if sequence not in (1, 2, 3, 4, 5):
+        raise InputError(f"the Huawei sequences are C1-C5, got C{sequence}")
+    pm_path = folder / "PM_res.csv"
+    node_free = []
+    for line, row in _rows(pm_path, ("CPU1", "RAM1", "CPU2", "RAM2")):
+        v = [_num(row[c], pm_path, line, c) for c in ("CPU1", "RAM1", "CPU2", "RAM2")]
+        node_free.append([[v[0], v[1]], [v[2], v[3]]])
+    topo_path = folder / "topology.csv"
+    rack_of: dict[str, int] = {}
+    for line, row in _rows(topo_path, ("host_id", "rack_id")):
+        rack_of[row["host_id"]] = int(_num(row["rack_id"], topo_path, line, "rack_id", integer=True))
+    racks = []
+    for i in range(len(node_free)):
+        if f"host-{i}" not in rack_of:
+            raise InputError(f"no host-{i} for server {i} of {pm_path.name}", path=topo_path, field="host_id")
+        racks.append(rack_of[f"host-{i}"])
+    vm_path = folder / f"VM_data_C{sequence}.csv"
+    cpu, ram, numa, strat, group, domain = [], [], [], [], [], []
+    for line, row in _rows(vm_path, ("flavor_vcpus", "flavor_ram", "numa", "strategy", "group", "domain")):
+        cpu.append(_num(row["flavor_vcpus"], vm_path, line, "flavor_vcpus"))
+        ram.append(_num(row["flavor_ram"], vm_path, line, "flavor_ram"))
+        n = row["numa"].strip()
+        if n not in ("1", "2"):
+            raise InputError(f"numa must be 1 or 2, got {n!r}", path=vm_path, line=line, field="numa")
+        numa.append(int(n))
+        s = row["strategy"].strip()
+        if s not in STRATEGIES:
+            raise InputError(f"strategy must be empty, affinity, anti-affinity or fault_domain, got {s!r}",
+                             path=vm_path, line=line, field="strategy")  # fmt: skip
+        if s and not row["group"].strip():
+            raise InputError(f"a {s} VM needs a group", path=vm_path, line=line, field="group")
+        strat.append(s)
+        group.append(row["group"].strip() if s else "")
+        domain.append(row["domain"].strip() if s == "fault_domain" else "")
+    return NumaBatch(
+        name=f"huawei-c{sequence}",
+        node_free=np.asarray(node_free, np.float64),
+        rack=np.asarray(racks, np.int64),
+        cpu=np.asarray(cpu),
+        ram=np.asarray(ram),
+        numa=np.asarray(numa, np.int64),
+        strategy=tuple(strat),
+        group=tuple(group),
+        domain=tuple(domain),
+    )
+
+
+# --- the independent checker ---------------------------------------------------------------------------------------
+
+
+def check(batch: NumaBatch, server: list[int], node: list[int]) -> list[str]:
+    """Violations of an assignment (``server[i]``, ``node[i]`` = 0 / 1, or -1 for a split VM), by plain loops."""
+    errs: list[str] = []
+    if len(server) != batch.vms or len(node) != batch.vms:
+        return [f"the assignment covers {len(server)} VMs, the batch has {batch.vms}"]
+    use: dict[tuple[int, int], list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for i in range(batch.vms):
+        s, k = server[i], node[i]
+        if not 0 <= s < batch.servers:
+            errs.append(f"VM {i} is on server {s}, which does not exist")
+            continue
+        if batch.numa[i] == 2:
+            if k != -1:
+                errs.append(f"VM {i} is double-NUMA but placed on node {k} only")
+            for j in (0, 1):
+                use[(s, j)][0] += batch.cpu[i] / 2
+                use[(s, j)][1] += batch.ram[i] / 2
+        else:
+            if k not in (0, 1):
+                errs.append(f"VM {i} is single-NUMA but its node is {k}")
+                continue
+            use[(s, k)][0] += batch.cpu[i]
+            use[(s, k)][1] += batch.ram[i]
+    for (s, j), (c, r) in use.items():
+        if c > batch.node_free[s, j, 0] + 1e-9 or r > batch.node_free[s, j, 1] + 1e-9:
+            errs.append(f"server {s} node {j} holds {c:g} CPU / {r:g} GB, free {batch.node_free[s, j].tolist()}")
+    groups: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for i in range(batch.vms):
+        if batch.strategy[i]:
+            groups[(batch.strategy[i], batch.group[i])].append(i)
+    for (strategy, g), members in groups.items():
+        hosts = [server[i] for i in members]
+        if strategy == "affinity":
+            racks = {int(batch.rack[h]) for h in hosts if 0 <= h < batch.servers}
+            if len(racks) > 1:
+                errs.append(f"affinity group {g} spans racks {sorted(racks)}")
+        if strategy == "anti-affinity" and len(set(hosts)) < len(hosts):
+            errs.append(f"anti-affinity group {g} has two VMs on one server")
+        if strategy == "fault_domain":
+            rack_domains: dict[int, set[str]] = defaultdict(set)
+            for i in members:
+                if 0 <= server[i] < batch.servers:
+                    rack_domains[int(batch.rack[server[i]])].add(batch.domain[i])
+            for rk, doms in rack_domains.items():
+                if len(doms) > 1:
+                    errs.append(f"fault-domain group {g} has domains {sorted(doms)} in rack {rk}")
+    return errs
+
+
+# --- lower bound ---------------------------------------------------------------------------------------------------
+
+
+def _relax(
+    batch: NumaBatch,
+    free: npt.NDArray[np.float64],
+    vms: npt.NDArray[np.int64],
+    opened: npt.NDArray[np.bool_],
+    time_limit: float,
+    whole_ram: float = np.inf,
+) -> tuple[float, bool, list[int], dict[tuple[int, int, int], float], npt.NDArray[np.int64]]:
+    """The typed relaxation for VMs ``vms`` on the free capacity ``free``; servers in ``opened`` cost nothing.
+    Types with at least ``whole_ram`` GB are placed in whole VMs (integer ``y``; a restriction, not a relaxation).
+    Returns (bound, proven, servers used, y values by (type, server, node), type of each of ``vms``)."""
+    from ortools.linear_solver import pywraplp
+
+    kinds, inverse, counts = np.unique(
+        np.c_[batch.cpu[vms], batch.ram[vms], batch.numa[vms]], axis=0, return_inverse=True, return_counts=True
+    )
+    solver = pywraplp.Solver.CreateSolver("SCIP")
+    x = [solver.BoolVar(f"x{s}") for s in range(batch.servers)]
+    ys: dict[tuple[int, int, int], Any] = {}
+    by_type: dict[int, list[Any]] = defaultdict(list)
+    by_node: dict[tuple[int, int], list[tuple[Any, float, float]]] = defaultdict(list)
+    for t, (c, r, n) in enumerate(kinds):
+        for s in range(batch.servers):
+            for j in (-1,) if n == 2 else (0, 1):
+                share = 0.5 if j == -1 else 1.0
+                nodes = (0, 1) if j == -1 else (j,)
+                if all(free[s, q, 0] >= c * share - 1e-9 and free[s, q, 1] >= r * share - 1e-9 for q in nodes):
+                    make = solver.IntVar if r >= whole_ram else solver.NumVar
+                    v = make(0.0, float(counts[t]), f"y{t}_{s}_{j}")
+                    ys[(t, s, j)] = v
+                    by_type[t].append(v)
+                    for q in nodes:
+                        by_node[(s, q)].append((v, c * share, r * share))
+    for t in range(len(kinds)):
+        if not by_type[t]:
+            c, r, n = kinds[t]
+            raise InputError(f"{batch.name}: a {c:g}-core / {r:g} GB VM (numa {n:g}) fits no server (infeasible)")
+        solver.Add(solver.Sum(by_type[t]) == float(counts[t]))
+    for (s, q), terms in by_node.items():
+        solver.Add(solver.Sum([c * v for v, c, _ in terms]) <= free[s, q, 0] * x[s])
+        solver.Add(solver.Sum([r * v for v, _, r in terms]) <= free[s, q, 1] * x[s])
+    anti = max((len(v) for v in batch.groups("anti-affinity").values()), default=0)
+    solver.Add(solver.Sum(x) >= anti)
+    solver.Minimize(solver.Sum([x[s] for s in range(batch.servers) if not opened[s]]))
+    solver.SetTimeLimit(int(max(time_limit, 1.0) * 1000))
+    status = solver.Solve()
+    if status == pywraplp.Solver.INFEASIBLE:
+        raise InputError(f"{batch.name}: the servers' free capacity cannot hold the batch (infeasible)")
+    if status not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
+        raise InputError(f"{batch.name}: the relaxation found no answer in {time_limit:g} s; raise --time-limit")
+    chosen = [s for s in range(batch.servers) if x[s].solution_value() > 0.5]
+    y = {k: v.solution_value() for k, v in ys.items() if v.solution_value() > 1e-6}
+    bound = float(solver.Objective().BestBound())
+    return bound, status == pywraplp.Solver.OPTIMAL, chosen, y, np.asarray(inverse, np.int64).ravel()
+
+
+def lower_bound(batch: NumaBatch, time_limit: float = 60.0) -> tuple[int, bool, list[int]]:
+    """(bound, proven, servers): the typed relaxation of the module docstring (SCIP through OR-Tools' linear
+    solver wrapper) and the servers it uses."""
+    anti = max((len(v) for v in batch.groups("anti-affinity").values()), default=0)
+    bound, proven, chosen, _, _ = _relax(
+        batch, batch.node_free, np.arange(batch.vms), np.zeros(batch.servers, bool), time_limit
+    )
+    return max(int(np.ceil(bound - 1e-6)), anti), proven, chosen
+
+
+# --- the packing ---------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _State:
+    free: npt.NDArray[np.float64]  # (S, 2, 2)
+    opened: npt.NDArray[np.bool_]  # (S,)
+    server: list[int]
+    node: list[int]
+    anti_hosts: dict[str, set[int]] = field(default_factory=lambda: defaultdict(set))
+    fd: dict[str, dict[int, dict[str, int]]] = field(
+        default_factory=lambda: defaultdict(lambda: defaultdict(lambda: defaultdict(int)))
+    )  # fault-domain group -> rack -> domain -> VMs
+    on: dict[int, set[int]] = field(default_factory=lambda: defaultdict(set))  # server -> VMs
+
+
+def _node_for(free_s: npt.NDArray[np.float64], c: float, r: float, numa: int) -> int | None:
+    """Node for one VM on a server (-1: split over both), best fit on RAM, or None when it does not fit."""
+    if numa == 2:
+        both = bool(np.all(free_s[:, 0] >= c / 2 - 1e-9) and np.all(free_s[:, 1] >= r / 2 - 1e-9))
+        return -1 if both else None
+    ok = [j for j in (0, 1) if free_s[j, 0] >= c - 1e-9 and free_s[j, 1] >= r - 1e-9]
+    if not ok:
+        return None
+    return int(min(ok, key=lambda j: (float(free_s[j, 1] - r), j)))
+
+
+def _take(free_s: npt.NDArray[np.float64], c: float, r: float, j: int) -> None:
+    if j == -1:
+        free_s[:, 0] -= c / 2
+        free_s[:, 1] -= r / 2
+    else:
+        free_s[j, 0] -= c
+        free_s[j, 1] -= r
+
+
+class Packer:
+    """First-fit decreasing with best-fit among open servers, constraint-aware (see the module docstring)."""
+
+    def __init__(self, batch: NumaBatch, preferred: list[int] | None = None) -> None:
+        """``preferred``: servers to open before any other (the relaxation's choice), each set largest first."""
+        self.b = batch
+        self.whole_ram = 64.0  # phase A places VMs of this much RAM or more as whole VMs (see _planned)
+        tot = batch.node_free.sum(axis=(0, 1))
+        size = batch.node_free.sum(axis=1) / np.maximum(tot, 1e-9)
+        self.size = size[:, 0] + size[:, 1]
+        pref = np.zeros(batch.servers, bool)
+        pref[list(preferred or [])] = True
+        self.order = np.lexsort((np.arange(batch.servers), -self.size, ~pref))  # preferred, then largest first
+        self.scale = batch.node_free.sum(axis=1).max(axis=0)  # per-resource normaliser
+        self.rack_servers = {int(r): [int(s) for s in self.order if batch.rack[s] == r] for r in np.unique(batch.rack)}
+        aff = batch.groups("affinity")
+        in_aff = {i for v in aff.values() for i in v}
+        key = lambda i: (-batch.ram[i], -batch.cpu[i], i)  # noqa: E731
+        self.groups = sorted((sorted(v, key=key) for v in aff.values()), key=lambda u: (-batch.ram[u].sum(), u[0]))
+        self.singles = sorted((i for i in range(batch.vms) if i not in in_aff), key=key)
+
+    def _allowed(self, st: _State, i: int, s: int) -> bool:
+        b = self.b
+        if b.strategy[i] == "anti-affinity":
+            return s not in st.anti_hosts[b.group[i]]
+        if b.strategy[i] == "fault_domain":
+            here = st.fd[b.group[i]][int(b.rack[s])]
+            return all(n == 0 or d == b.domain[i] for d, n in here.items())
+        return True
+
+    def _assign(self, st: _State, i: int, s: int, j: int) -> None:
+        b = self.b
+        st.server[i], st.node[i] = s, j
+        _take(st.free[s], b.cpu[i], b.ram[i], j)
+        st.opened[s] = True
+        st.on[s].add(i)
+        if b.strategy[i] == "anti-affinity":
+            st.anti_hosts[b.group[i]].add(s)
+        elif b.strategy[i] == "fault_domain":
+            st.fd[b.group[i]][int(b.rack[s])][b.domain[i]] += 1
+
+    def _unassign(self, st: _State, i: int) -> None:
+        b = self.b
+        s, j = st.server[i], st.node[i]
+        _take(st.free[s], -b.cpu[i], -b.ram[i], j)
+        st.on[s].discard(i)
+        st.server[i] = -1
+        if b.strategy[i] == "anti-affinity":
+            st.anti_hosts[b.group[i]].discard(s)
+        elif b.strategy[i] == "fault_domain":
+            st.fd[b.group[i]][int(b.rack[s])][b.domain[i]] -= 1
+
+    def _close(self, st: _State, s: int) -> bool:
+        """Move every VM off server ``s`` into other open servers (best fit; an affinity VM within its rack); on
+        success ``s`` is closed, otherwise nothing changes."""
+        b = self.b
+        moved: list[tuple[int, int, int]] = []  # (vm, old server, old node)
+        vms = sorted(st.on[s], key=lambda i: (-b.ram[i], -b.cpu[i], i))
+        old = [(i, s, st.node[i]) for i in vms]
+        for i in vms:
+            self._unassign(st, i)
+        st.opened[s] = False
+        ok = True
+        for i in vms:
+            c, r = b.cpu[i], b.ram[i]
+            tot = st.free.sum(axis=1)
+            room = st.opened & (tot[:, 0] >= c - 1e-9) & (tot[:, 1] >= r - 1e-9)
+            if b.strategy[i] == "affinity":
+                room &= b.rack == b.rack[s]
+            cands = np.flatnonzero(room)
+            left = ((tot[cands] - [c, r]) / self.scale).sum(axis=1)
+            for t in cands[np.argsort(left, kind="stable")]:
+                j = _node_for(st.free[t], c, r, int(b.numa[i]))
+                if j is not None and self._allowed(st, i, int(t)):
+                    self._assign(st, i, int(t), j)
+                    moved.append((i, int(t), j))
+                    break
+            else:
+                ok = False
+                break
+        if ok:
+            return True
+        for i, _, _ in moved:
+            self._unassign(st, i)
+        for i, sv, j in old:
+            self._assign(st, i, sv, j)
+        return False
+
+    def consolidate(self, st: _State, deadline: float) -> int:
+        """Try to empty open servers, least filled first, until a full pass closes none; returns servers closed."""
+        closed = 0
+        cap = self.b.node_free.sum(axis=1)
+        while time.perf_counter() < deadline:
+            opened = np.flatnonzero(st.opened)
+            fill = ((cap[opened] - st.free[opened].sum(axis=1)) / np.maximum(cap[opened], 1e-9)).mean(axis=1)
+            before = closed
+            for s in opened[np.argsort(fill, kind="stable")]:
+                if time.perf_counter() >= deadline:
+                    break
+                if st.opened[s] and self._close(st, int(s)):
+                    closed += 1
+            if closed == before:
+                break
+        return closed
+
+    def _fits_node(self, free_s: npt.NDArray[np.float64], i: int, j: int) -> bool:
+        """Whether VM ``i`` fits on node ``j`` (-1: half on each node) of a server with ``free_s``."""
+        c, r = self.b.cpu[i], self.b.ram[i]
+        if j == -1:
+            return bool(np.all(free_s[:, 0] >= c / 2 - 1e-9) and np.all(free_s[:, 1] >= r / 2 - 1e-9))
+        return bool(free_s[j, 0] >= c - 1e-9 and free_s[j, 1] >= r - 1e-9)
+
+    def _single(self, st: _State, i: int) -> None:
+        """Best fit among open servers, else the largest unopened server that takes it."""
+        b = self.b
+        c, r = b.cpu[i], b.ram[i]
+        tot = st.free.sum(axis=1)
+        room = (tot[:, 0] >= c - 1e-9) & (tot[:, 1] >= r - 1e-9)
+        cands = np.flatnonzero(room & st.opened)
+        left = ((tot[cands] - [c, r]) / self.scale).sum(axis=1)
+        for s in cands[np.argsort(left, kind="stable")]:
+            j = _node_for(st.free[s], c, r, int(b.numa[i]))
+            if j is not None and self._allowed(st, i, int(s)):
+                self._assign(st, i, int(s), j)
+                return
+        for s in self.order[(room & ~st.opened)[self.order]]:
+            j = _node_for(st.free[s], c, r, int(b.numa[i]))
+            if j is not None and self._allowed(st, i, int(s)):
+                self._assign(st, i, int(s), j)
+                return
+        raise InputError(f"{b.name}: VM {i} fits no server under its constraints (infeasible for this packing)")
+
+    def _group(self, st: _State, vms: list[int]) -> None:
+        """An affinity group goes whole into one rack: the rack where it opens the fewest servers (then the one it
+        fills best); inside the rack, open servers first (best fit), then the largest unopened ones."""
+        b = self.b
+        best: tuple[tuple[int, float], list[tuple[int, int, int]]] | None = None
+        for servers in self.rack_servers.values():
+            free = {s: st.free[s].copy() for s in servers}
+            opened = {s for s in servers if st.opened[s]}
+            plan: list[tuple[int, int, int]] = []
+            for i in vms:
+                c, r = b.cpu[i], b.ram[i]
+                pool = sorted(opened, key=lambda s: (free[s].sum(axis=0) / self.scale).sum())
+                pool += [s for s in servers if s not in opened]
+                for s in pool:
+                    j = _node_for(free[s], c, r, int(b.numa[i]))
+                    if j is not None:
+                        _take(free[s], c, r, j)
+                        opened.add(s)
+                        plan.append((i, s, j))
+                        break
+                else:
+                    break
+            if len(plan) < len(vms):
+                continue
+            new = len(opened) - int(sum(st.opened[s] for s in servers))
+            left = float(sum((free[s].sum(axis=0) / self.scale).sum() for s in opened))
+            key = (new, left)
+            if best is None or key < best[0]:
+                best = (key, plan)
+        if best is None:
+            raise InputError(f"{b.name}: affinity group of VM {vms[0]} fits in no rack (infeasible for this packing)")
+        for i, s, j in best[1]:
+            self._assign(st, i, s, j)
+
+    def _planned(self, st: _State, rounds: int, deadline: float) -> None:
+        """Phase A: solve the typed relaxation for the VMs not yet placed on what is still free (open servers cost
+        nothing), place the whole VMs its answer puts on each node (rounded down, so they fit), largest first,
+        where their constraints allow (an affinity group only whole, in one rack); repeat on what is left."""
+        b = self.b
+        for _ in range(rounds):
+            todo = np.array([i for i in range(b.vms) if st.server[i] < 0], np.int64)
+            left = deadline - time.perf_counter()
+            if len(todo) == 0 or left < 5.0:
+                return
+            try:
+                _, _, _, y, type_of = _relax(b, st.free, todo, st.opened, left / 2, self.whole_ram)
+            except InputError:  # what is left no longer fits whole anywhere: phase B takes over
+                return
+            slots: dict[int, dict[tuple[int, int], int]] = defaultdict(dict)
+            extra: dict[int, list[tuple[int, int]]] = defaultdict(list)  # nodes holding a fraction of a type
+            for (t, sv, j), v in y.items():
+                if int(np.floor(v + 1e-6)) > 0:
+                    slots[t][(sv, j)] = int(np.floor(v + 1e-6))
+                if v - np.floor(v + 1e-6) > 1e-6:
+                    extra[t].append((sv, j))
+            vm_type = dict(zip(todo.tolist(), type_of.tolist(), strict=True))
+            placed = 0
+            for g in self.groups:
+                if st.server[g[0]] >= 0:
+                    continue
+                for servers in self.rack_servers.values():
+                    rset = set(servers)
+                    take: dict[tuple[int, int, int], int] = defaultdict(int)
+                    picks = []
+                    for i in g:
+                        t = vm_type[i]
+                        spot = next(((sv, j) for (sv, j), n in slots[t].items()
+                                     if sv in rset and n - take[(t, sv, j)] > 0), None)  # fmt: skip
+                        if spot is None:
+                            break
+                        take[(t, *spot)] += 1
+                        picks.append((i, *spot))
+                    if len(picks) == len(g):
+                        for i, sv, j in picks:
+                            slots[vm_type[i]][(sv, j)] -= 1
+                            self._assign(st, i, sv, j)
+                            placed += 1
+                        break
+            # Largest first: a whole-VM slot of the answer, else a node holding a fraction of this type (rounding
+            # up), in both cases only where the VM really fits now. Rounding up the large VMs before the small ones
+            # take their floors keeps a large VM from being stranded with no node that takes it whole.
+            for i in self.singles:
+                if st.server[i] >= 0:
+                    continue
+                t = vm_type[i]
+                spots = [(sv, j) for (sv, j), n in slots[t].items() if n > 0] + extra[t]
+                for sv, j in spots:
+                    if self._fits_node(st.free[sv], i, j) and self._allowed(st, i, sv):
+                        if slots[t].get((sv, j), 0) > 0:
+                            slots[t][(sv, j)] -= 1
+                        self._assign(st, i, sv, j)
+                        placed += 1
+                        break
+            if placed == 0:
+                return
+
+    def pack(self, rounds: int = 0, time_limit: float = 60.0) -> tuple[list[int], list[int]]:
+        """Phase A (``rounds`` > 0): the relaxation's whole VMs, re-solved on what is left; phase B: first-fit
+        decreasing for everything left; phase C: consolidation (empty the least-filled servers)."""
+        b = self.b
+        deadline = time.perf_counter() + time_limit
+        st = _State(b.node_free.copy(), np.zeros(b.servers, bool), [-1] * b.vms, [0] * b.vms)
+        if rounds:
+            self._planned(st, rounds, deadline)
+        for g in self.groups:
+            if st.server[g[0]] < 0:
+                self._group(st, g)
+        for i in self.singles:
+            if st.server[i] < 0:
+                self._single(st, i)
+        self.closed = self.consolidate(st, deadline)
+        return st.server, st.node
+
+
+def solve_huawei(batch: NumaBatch, time_limit: float = 120.0, rounds: int = 4) -> dict[str, Any]:
+    """Pack, check, bound; the summary keys of ``dcplace solve --json``."""
+    t0 = time.perf_counter()
+    bound, proven, chosen = lower_bound(batch, time_limit=time_limit / 3)
+    left = max(time_limit - (time.perf_counter() - t0), 10.0)
+    packer = Packer(batch, chosen)
+    server, node = packer.pack(rounds, left)
+    errs = check(batch, server, node)
+    used = len(set(server))
+    return {
+        "instance": batch.name,
+        "method": "ffd-constraints",
+        "status": "feasible" if not errs else "invalid",
+        "cost": used,
+        "bound": bound,
+        "bound_proven": proven,
+        "gap": (used - bound) / used if used else 0.0,
+        "wall_s": time.perf_counter() - t0,
+        "pms_used": used,
+        "vms": batch.vms,
+        "verified": not errs,
+        "violations": errs[:5],
+        "constraints": {s: len(batch.groups(s)) for s in STRATEGIES[1:]},
+    }
