@@ -223,3 +223,29 @@ def test_cli_train_simulate_and_errors(tmp_path):
         res = runner.invoke(app, args)
         assert res.exit_code == 2, (args, res.output)
         assert needle in res.output
+
+
+def test_reproduce_quick_writes_tables_curves_and_figures(tmp_path):
+    res = CliRunner().invoke(app, ["reproduce", "cvd-rl", "--quick", "--trace", "synthetic", "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    recs = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
+    pols = {r["policy"] for r in recs if r["table"] == "table2"}
+    assert pols == {"first-fit", "best-fit", "industrial", "schedrl", "cvd-rl", "ceiling"}
+    assert "schedrl" not in {r["policy"] for r in recs if r["table"] == "table3"}
+    for table in ("table2", "table3"):  # the ceiling bounds every policy, episode by episode
+        ceil = {r["episode"]: r["length"] for r in recs if r["table"] == table and r["policy"] == "ceiling"}
+        assert all(r["length"] <= ceil[r["episode"]] for r in recs if r["table"] == table)
+    for fig in ("figure6", "figure10", "figure11", "figure12", "reward"):
+        assert (tmp_path / f"{fig}.png").is_file()
+    md = (tmp_path / "table.md").read_text()
+    assert "margin ours" in md and "no-filter" in md
+
+
+@pytest.mark.parametrize("lookahead", [True, False])
+def test_acting_from_candidate_machines_only_matches_the_full_rows(lookahead):
+    torch.manual_seed(2)
+    agent = CvdAgent(CvdNet(CvdConfig(probes=PROBES, lookahead=lookahead)))
+    for seed in range(5):
+        sim = _sim(7, seed=seed)
+        dec = agent.observe(sim)
+        np.testing.assert_allclose(agent.benefits(sim, dec.actions), agent.q_values(dec), atol=1e-9)

@@ -224,7 +224,7 @@ def reproduce_cvd_rl(
             quick=quick,
             curve_epochs=curve_epochs,
             workers=workers,
-        ),  # fmt: skip
+        ),
         "records, curves, figures and table",
         out,
         {"--episodes": episodes, "--curve-epochs": curve_epochs, "--workers": workers},
@@ -506,7 +506,13 @@ def train_schedrl(
 
 @app.command("solve")
 def solve_cmd(
-    instance: Annotated[str, typer.Option(help="exp1, exp2, mix1, mix2, mix2x100, or a JSON instance file")] = "exp1",
+    instance: Annotated[
+        str,
+        typer.Option(
+            help="exp1, exp2, mix1, mix2, mix2x100, a JSON instance file, or a topology-aware batch: huawei-c1..c4 "
+            "(../shared/data) or a VM_data_C<n>.csv beside PM_res.csv and topology.csv"
+        ),
+    ] = "exp1",
     method: Annotated[
         str,
         typer.Option(help="auto, flat (the paper's model), compact (exact, on counts), pattern (column gen.), greedy"),
@@ -524,9 +530,26 @@ def solve_cmd(
 ) -> None:
     """Batch placement of VMs with disks onto PMs with disks (paper 004): minimise the cost of the PMs used.
     Every answer is re-checked by an independent checker (`verified`)."""
+    from dcplace.placement.numa_batch import is_numa_batch, load_numa_batch, solve_huawei
     from dcplace.placement.problem import load_problem
     from dcplace.placement.solve import solve
 
+    if is_numa_batch(instance):
+        try:
+            if method != "auto":
+                raise InputError(f"--method: topology-aware batches are solved by method auto only, got {method!r}")
+            if time_limit <= 0:
+                raise InputError(f"--time-limit must be positive, got {time_limit}")
+            summary = solve_huawei(load_numa_batch(instance), time_limit)
+        except InputError as exc:
+            _fail(exc)
+        if json_out:
+            typer.echo(json.dumps(summary))
+            return
+        console.print(f"{summary['instance']}: {summary['status']}, {summary['pms_used']} servers for "
+                      f"{summary['vms']} VMs, bound {summary['bound']}, gap {summary['gap']:.2%}, "
+                      f"{summary['wall_s']:.1f} s, verified {summary['verified']}")  # fmt: skip
+        return
     try:
         problem = load_problem(instance)
         if not 0 < beta <= 1:

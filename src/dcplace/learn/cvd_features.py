@@ -240,3 +240,43 @@ def delta_reward(
     after_free(cap[m : m + 1], d, multi, a % KN, buf)
     ideal = pm_slots(empty, types, tmulti, weight) - pm_slots(buf, types, tmulti, weight)
     return 1.0 - (used - ideal)
+
+
+@_jit
+def fill_pair_rows(
+    free: np.ndarray,
+    cap: np.ndarray,
+    d: np.ndarray,
+    multi: bool,
+    lookahead: bool,
+    types: np.ndarray,
+    tmulti: np.ndarray,
+    weight: np.ndarray,
+    actions: np.ndarray,
+    n_cand: int,
+    now: np.ndarray,
+    cand: np.ndarray,
+) -> None:
+    """For acting with the decomposed network: only the candidates' machines matter (the other machines' values
+    cancel in the argmax), so fill ``now`` (C, F) with each candidate machine's row as it is and ``cand`` (C, F)
+    with its row under the candidate action. Cost: O(candidates), whatever the cluster size."""
+    KN = free.shape[1]
+    S = 2 * KN + (1 if types.shape[0] else 0)
+    buf = np.empty((KN, 2))
+    for c in range(n_cand):
+        a = actions[c]
+        m = a // KN
+        now[c, :] = 0.0
+        cand[c, :] = 0.0
+        machine_row(free[m], cap[m], types, tmulti, weight, now[c])
+        if lookahead:
+            after_free(free, d, multi, a, buf)
+            machine_row(buf, cap[m], types, tmulti, weight, cand[c])
+        else:
+            now[c, S] = (d[0] / KN if multi else d[0]) / cap[m, 0, 0]
+            now[c, S + 1] = (d[1] / KN if multi else d[1]) / cap[m, 0, 1]
+            now[c, S + 2] = 1.0 if multi else 0.0
+            for f in range(S + 3):
+                cand[c, f] = now[c, f]
+            now[c, S + 3] = 1.0
+            cand[c, S + 4 + (0 if multi else a % KN)] = 1.0

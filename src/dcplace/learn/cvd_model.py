@@ -275,7 +275,25 @@ class CvdAgent:
             q = self.np_net(x[None])[0]
             return int(feas[np.argmax(q[feas])])
         self._check_size(sim)
-        dec = self.observe(sim)
+        if not self.cfg.decompose:
+            dec = self.observe(sim)
+            if rng is not None and epsilon > 0 and rng.random() < epsilon:
+                return int(dec.actions[rng.integers(len(dec.actions))])
+            return int(dec.actions[int(np.argmax(self.q_values(dec)))])
+        acts = self.candidates(sim)
         if rng is not None and epsilon > 0 and rng.random() < epsilon:
-            return int(dec.actions[rng.integers(len(dec.actions))])
-        return int(dec.actions[int(np.argmax(self.q_values(dec)))])
+            return int(acts[rng.integers(len(acts))])
+        return int(acts[int(np.argmax(self.benefits(sim, acts)))])
+
+    def benefits(self, sim: NumaSim, acts: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        """Decomposed network: each candidate's V(machine after) - V(machine now), from the candidates' machines
+        only (O(k), whatever the cluster size; equal to :meth:`q_values` up to a shared constant, tested)."""
+        r = sim.request
+        w = self.cfg.row_width
+        now = np.empty((len(acts), w))
+        cand = np.empty((len(acts), w))
+        F.fill_pair_rows(
+            sim.free, sim.cap, sim.trace.demand[r], bool(sim.trace.multi[r]), self.cfg.lookahead, *self._probes,
+            acts, len(acts), now, cand,
+        )  # fmt: skip
+        return np.asarray(self.np_net(cand)[:, 0] - self.np_net(now)[:, 0])

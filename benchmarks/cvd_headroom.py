@@ -1,0 +1,68 @@
+"""How much can any scheduler gain at 50 PMs / 50 % warm start (releases off)? Best-Fit, industrial, a one-step
+greedy on the delta reward (same candidates as CVD-RL), the shipped CVD-RL and the capacity ceiling on the same
+episodes: VMAgent's start rows (evaluation) and the validation starts of the training rows.
+
+    OMP_NUM_THREADS=1 python benchmarks/cvd_headroom.py [--episodes 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from dcplace.bench.cvd_reproduction import ceiling
+from dcplace.bench.numa_runner import prepare
+from dcplace.cluster.numa import NumaCluster
+from dcplace.learn import cvd_features as F
+from dcplace.learn.dqn import TRAIN_START_RANGE, VALIDATION_SEED, probe_types
+from dcplace.policies import get_policy
+from dcplace.policies.cvd import LearnedNuma
+from dcplace.sim import numa_kernel as K
+from dcplace.sim.numa import NumaSim, Scenario
+from dcplace.workload.traces import load_trace, trace_available
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--episodes", type=int, default=20)
+    args = ap.parse_args()
+    trace = "huawei-east-1" if trace_available("huawei-east-1") else "synthetic"
+    p = prepare(load_trace(trace, synthetic_n=60_000), 32.0)
+    types, tmulti, weight = probe_types(p)
+    cvd = get_policy("cvd-rl")
+    assert isinstance(cvd, LearnedNuma)
+    print(f"# {trace}, 50 PMs, warm start 50 %, releases off, {args.episodes} episodes per row")
+    print("| starts | best-fit | industrial | greedy delta | cvd-rl | ceiling | ceiling / best heuristic |")
+    print("|---|---|---|---|---|---|---|")
+    for label, rows, base in (("VMAgent's [1000, 10000) (evaluation)", (1000, 10000), 0),
+                              ("training rows, validation seeds", TRAIN_START_RANGE, VALIDATION_SEED)):  # fmt: skip
+        sim = NumaSim(NumaCluster.uniform(50), p, Scenario(pms=50, release=False, warm_start=0.5, start_range=rows))
+        out: dict[str, list[float]] = {k: [] for k in ("bf", "ind", "greedy", "cvd", "ceiling")}
+        for i in range(args.episodes):
+            seed = int(np.random.default_rng([base, i]).integers(2**63 - 1))
+            for key, code in (("bf", K.BEST_FIT), ("ind", K.INDUSTRIAL)):
+                sim.reset(seed=seed)
+                sim.run(code)
+                out[key].append(sim.result().length)
+            sim.reset(seed=seed)
+            out["ceiling"].append(ceiling(sim, p))
+            status = sim.status
+            while status == K.DECIDE:
+                r = sim.request
+                acts = cvd.agent.candidates(sim)
+                gains = [F.delta_reward(sim.free, sim.cap, p.demand[r], bool(p.multi[r]), int(a), types, tmulti,
+                                        weight) for a in acts]  # fmt: skip
+                status = sim.step(int(acts[int(np.argmax(gains))]))
+            out["greedy"].append(sim.result().length)
+            sim.reset(seed=seed)
+            cvd.run(sim)
+            out["cvd"].append(sim.result().length)
+        m = {k: float(np.mean(v)) for k, v in out.items()}
+        best = max(m["bf"], m["ind"])
+        print(f"| {label} | {m['bf']:.1f} | {m['ind']:.1f} | {m['greedy']:.1f} | {m['cvd']:.1f} | "
+              f"{m['ceiling']:.1f} | {m['ceiling'] / best:.3f} |")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
