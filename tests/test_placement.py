@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import subprocess
 import sys
 
@@ -14,8 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dcplace.errors import InputError
 from dcplace.placement.checker import check
-from dcplace.placement.problem import INSTANCES, PMType, Problem, VMType, make
+from dcplace.placement.problem import INSTANCES, Constraint, PMType, Problem, VMType, load_problem, make
 from dcplace.placement.solve import solve
 
 
@@ -30,8 +32,9 @@ def test_exp1_optimum_is_the_papers_and_verified():
     assert res.verified and not res.violations
 
 
-def _brute_force(problem: Problem) -> float | None:
-    """Cheapest cost over every VM -> PM map, each PM checked for an exclusive disk assignment by enumeration."""
+def _brute_force(problem: Problem, ok=lambda assign: True) -> float | None:
+    """Cheapest cost over every VM -> PM map that ``ok`` accepts, each PM checked for an exclusive disk assignment
+    by enumeration."""
     vms = [t for t, c in zip(problem.vm_types, problem.vm_counts, strict=True) for _ in range(c)]
     pms = [t for t, c in zip(problem.pm_types, problem.pm_counts, strict=True) for _ in range(c)]
 
@@ -53,6 +56,8 @@ def _brute_force(problem: Problem) -> float | None:
 
     best = None
     for assign in itertools.product(range(len(pms)), repeat=len(vms)):
+        if not ok(assign):
+            continue
         groups: dict[int, list[VMType]] = {}
         for v, j in zip(vms, assign, strict=True):
             groups.setdefault(j, []).append(v)
@@ -182,3 +187,102 @@ def test_cli_solve_json_and_errors(tmp_path):
     inst.write_text(json.dumps(INSTANCES["exp1"].to_json()))
     p = _dcplace("solve", "--instance", str(inst), "--json")
     assert p.returncode == 0 and json.loads(p.stdout)["cost"] == 4540
+
+
+def _meets(c: Constraint, assign, racks) -> bool:
+    """The constraint's definition, written out again for the brute force (shares nothing with the models)."""
+    def unit(i):
+        return assign[i] if c.level == "pm" else racks[assign[i]]
+
+    if c.kind == "colocate":
+        return len({unit(i) for i in c.vms}) == 1
+    if c.kind == "anti-colocate":
+        return all(unit(a) != unit(b) for k, s in enumerate(c.sets) for t in c.sets[k + 1 :] for a in s for b in t)
+    used = [racks[assign[i]] for i in c.vms]
+    most = max(used.count(r) for r in set(used))
+    return len(set(used)) >= c.min_racks and (not c.max_per_rack or most <= c.max_per_rack)
+
+
+@st.composite
+def constrained_problems(draw: st.DrawFn) -> Problem:
+    base = draw(tiny_problems())
+    n, m = base.n_vms, base.n_pms
+    racks = tuple(draw(st.lists(st.integers(0, 2), min_size=m, max_size=m)))
+    kind = draw(st.sampled_from(["colocate", "anti-colocate", "spread"]))
+    vms = draw(st.lists(st.integers(0, n - 1), min_size=min(2, n), max_size=n, unique=True))
+    if kind == "anti-colocate":
+        cut = draw(st.integers(1, max(1, len(vms) - 1)))
+        sets = (tuple(vms[:cut]), tuple(vms[cut:])) if len(vms) > 1 else (tuple(vms),)
+        c = Constraint(kind, draw(st.sampled_from(["pm", "rack"])), sets)
+    elif kind == "colocate":
+        c = Constraint(kind, draw(st.sampled_from(["pm", "rack"])), (tuple(vms),))
+    else:
+        c = Constraint(kind, "rack", (tuple(vms),), draw(st.integers(0, 2)), draw(st.integers(0, 2)))
+    return Problem("tiny-c", base.vm_types, base.vm_counts, base.pm_types, base.pm_counts, racks, (c,))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(constrained_problems())
+def test_constraints_flat_matches_brute_force_and_greedy_is_checked(problem):
+    c = problem.constraints[0]
+    want = _brute_force(problem, lambda assign: _meets(c, assign, problem.racks))
+    flat = solve(problem, "flat", time_limit=10, workers=1)
+    if want is None:
+        assert flat.status == "infeasible"
+    else:
+        assert flat.status == "optimal" and flat.cost == want and flat.verified
+    greedy = solve(problem, "greedy", seed=0)
+    if greedy.status == "feasible":
+        assert greedy.verified and want is not None and greedy.cost >= want
+    auto = solve(problem, "auto", time_limit=10, workers=1)
+    assert auto.cost == want and (want is None or auto.verified)
+
+
+def test_checker_catches_each_constraint_violation():
+    p = make("c", {"m3.medium": 4}, {"s1": 4})
+    racks = (0, 0, 1, 1)
+    disks = [[0], [0], [0], [0]]
+    cases = [
+        (Constraint("colocate", "pm", ((0, 1),)), [0, 1, 2, 3], "spans 2 pms"),
+        (Constraint("colocate", "rack", ((0, 2),)), [0, 1, 2, 3], "spans 2 racks"),
+        (Constraint("anti-colocate", "pm", ((0,), (1,))), [0, 0, 2, 3], "share a pm"),
+        (Constraint("anti-colocate", "rack", ((0,), (1,))), [0, 1, 2, 3], "share a rack"),
+        (Constraint("spread", "rack", ((0, 1, 2),), 3, 0), [0, 1, 2, 3], "needs at least 3"),
+        (Constraint("spread", "rack", ((0, 1),), 1, 1), [0, 1, 2, 3], "at most 1 allowed"),
+    ]
+    for con, vm_pm, needle in cases:
+        q = Problem("c", p.vm_types, p.vm_counts, p.pm_types, p.pm_counts, racks, (con,))
+        errors, _ = check(q, vm_pm, disks)
+        assert any(needle in e for e in errors), (needle, errors)
+        ok = [0, 2, 1, 3] if con.kind != "colocate" else [0, 0, 0, 0]
+        if con.kind == "spread" and con.min_racks == 3:
+            continue  # two racks cannot host a 3-rack spread
+        assert check(q, ok, disks)[0] == [], con
+
+
+def test_constraints_in_json_round_trip_and_errors(tmp_path):
+    p = make("c", {"m3.medium": 4}, {"s1": 4})
+    cons = (Constraint("colocate", "rack", ((0, 1),)), Constraint("anti-colocate", "pm", ((2,), (3,))),
+            Constraint("spread", "rack", ((0, 2, 3),), 2, 2))  # fmt: skip
+    q = Problem("c", p.vm_types, p.vm_counts, p.pm_types, p.pm_counts, (0, 0, 1, 1), cons)
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(q.to_json()))
+    assert load_problem(str(path)) == q
+    res = solve(q, "auto", time_limit=10, workers=1)
+    assert res.verified and res.status in ("optimal", "feasible")
+    with pytest.raises(InputError, match="does not model placement constraints"):
+        solve(q, "compact")
+    for patch, needle in (
+        ({"racks": [0, 1]}, "field 'racks'"),
+        ({"constraints": [{"kind": "near", "vms": [0]}]}, "constraints[0].kind"),
+        ({"constraints": [{"kind": "colocate", "level": "pm", "vms": [0, 9]}]}, "constraints[0].vms"),
+        ({"constraints": [{"kind": "spread", "level": "pm", "vms": [0, 1]}]}, "constraints[0].level"),
+        ({"constraints": [{"kind": "anti-colocate", "level": "pm", "sets": [0, 1]}]}, "constraints[0].sets"),
+    ):
+        bad = tmp_path / "bad.json"
+        bad.write_text(json.dumps({**q.to_json(), **patch}))
+        with pytest.raises(InputError, match=re.escape(needle)):
+            load_problem(str(bad))
+        out = subprocess.run([sys.executable, "-m", "dcplace.cli.main", "solve", "--instance", str(bad)],
+                             capture_output=True, text=True)  # fmt: skip
+        assert out.returncode == 2 and needle in out.stderr

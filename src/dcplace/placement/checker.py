@@ -47,6 +47,46 @@ def check(problem: Problem, vm_pm: Sequence[int], vm_disks: Sequence[Sequence[in
     for (j, d), used in disk_use.items():
         if used > pms[j].disks[d]:
             errors.append(f"disk {d} of PM {j} holds {used} GB, size {pms[j].disks[d]}")
+    errors += _constraint_errors(problem, vm_pm, len(pms))
     used_pms = set(vm_pm)
     cost = sum(pms[j].cost for j in used_pms if 0 <= j < len(pms))
     return errors, cost
+
+
+def _constraint_errors(problem: Problem, vm_pm: Sequence[int], n_pms: int) -> list[str]:
+    """Colocation, anti-colocation and spread, recomputed from the raw assignment and rack list."""
+    rack = list(problem.racks) if problem.racks else list(range(n_pms))
+    errors: list[str] = []
+    for n, c in enumerate(problem.constraints):
+
+        def unit(i: int, level: str = c.level) -> int:
+            j = vm_pm[i]
+            if not 0 <= j < n_pms:
+                return -1 - i  # a VM on no valid PM shares nothing
+            return j if level == "pm" else rack[j]
+
+        if c.kind == "colocate":
+            units = {unit(i) for s in c.sets for i in s}
+            if len(units) > 1:
+                errors.append(f"constraint {n} (colocate at {c.level} level) spans {len(units)} {c.level}s")
+        elif c.kind == "anti-colocate":
+            owner: dict[int, int] = {}
+            for k, s in enumerate(c.sets):
+                for i in s:
+                    u = unit(i)
+                    if u in owner and owner[u] != k:
+                        errors.append(f"constraint {n} (anti-colocate at {c.level} level): sets {owner[u]} and {k} "
+                                      f"share a {c.level}")  # fmt: skip
+                    owner.setdefault(u, k)
+        else:
+            per_rack: dict[int, int] = {}
+            for s in c.sets:
+                for i in s:
+                    u = unit(i)
+                    per_rack[u] = per_rack.get(u, 0) + 1
+            if len(per_rack) < c.min_racks:
+                errors.append(f"constraint {n} (spread) uses {len(per_rack)} racks, needs at least {c.min_racks}")
+            if c.max_per_rack and max(per_rack.values(), default=0) > c.max_per_rack:
+                errors.append(f"constraint {n} (spread) puts {max(per_rack.values())} VMs in one rack, at most "
+                              f"{c.max_per_rack} allowed")  # fmt: skip
+    return errors

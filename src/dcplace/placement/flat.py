@@ -26,6 +26,7 @@ class FlatModel:
         self.model = m
         self.z = [m.new_bool_var(f"z{j}") for j in range(len(pms))]
         self.x: dict[tuple[int, int], cp_model.IntVar] = {}
+        self.xj: dict[int, list[tuple[int, cp_model.IntVar]]] = {}  # VM -> (PM, x)
         self.y: dict[tuple[int, int, int, int], cp_model.IntVar] = {}
         disk_terms: dict[tuple[int, int], list[cp_model.LinearExprT]] = {}
         per_disk_of_vm: dict[tuple[int, int, int], list[cp_model.IntVar]] = {}
@@ -40,6 +41,7 @@ class FlatModel:
                     continue
                 x = m.new_bool_var(f"x{i}_{j}")
                 self.x[(i, j)] = x
+                self.xj.setdefault(i, []).append((j, x))
                 x_of_vm[i].append(x)
                 x_on_pm[j].append((i, x))
                 m.add(x <= self.z[j])
@@ -67,6 +69,50 @@ class FlatModel:
             m.add(sum(vms[i].mem * v for i, v in on_j) <= pm.mem)  # (7)
             m.add(self.z[j] <= sum(v for _, v in on_j))  # (8)
         m.minimize(sum(pm.cost * self.z[j] for j, pm in enumerate(pms)))  # (10)
+        self._add_constraints(x_on_pm)
+
+    def _add_constraints(self, x_on_pm: list[list[tuple[int, cp_model.IntVar]]]) -> None:
+        """Section III-D's placement constraints over the x variables (see :mod:`dcplace.placement.problem`)."""
+        p, m = self.problem, self.model
+        rack = p.rack_of()
+        racks = sorted(set(rack.tolist()))
+
+        def in_unit(i: int, level: str) -> dict[int, list[cp_model.IntVar]]:
+            """VM i's placement variables grouped by unit (a PM, or the PMs of a rack)."""
+            out: dict[int, list[cp_model.IntVar]] = {}
+            for j, v in self.xj.get(i, []):
+                out.setdefault(j if level == "pm" else int(rack[j]), []).append(v)
+            return out
+
+        for n, c in enumerate(p.constraints):
+            units = range(len(self.pms)) if c.level == "pm" else racks
+            if c.kind == "colocate":
+                pick = {u: m.new_bool_var(f"c{n}_{u}") for u in units}
+                m.add_exactly_one(pick.values())
+                for i in c.vms:
+                    for u, vs in in_unit(i, c.level).items():
+                        m.add(sum(vs) <= pick[u])
+            elif c.kind == "anti-colocate":
+                use = [{u: m.new_bool_var(f"a{n}_{k}_{u}") for u in units} for k in range(len(c.sets))]
+                for k, members in enumerate(c.sets):
+                    for i in members:
+                        for u, vs in in_unit(i, c.level).items():
+                            m.add(sum(vs) <= use[k][u])  # set k occupies unit u
+                for u in units:
+                    m.add(sum(use[k][u] for k in range(len(c.sets))) <= 1)
+            else:  # spread
+                count: dict[int, list[cp_model.IntVar]] = {}
+                for i in c.vms:
+                    for u, vs in in_unit(i, "rack").items():
+                        count.setdefault(u, []).extend(vs)
+                used = []
+                for u, vs in count.items():
+                    w = m.new_bool_var(f"s{n}_{u}")
+                    m.add(w <= sum(vs))  # a rack counts as used only if one of the VMs is there
+                    used.append(w)
+                    if c.max_per_rack:
+                        m.add(sum(vs) <= c.max_per_rack)
+                m.add(sum(used) >= c.min_racks)
 
     def decode(self, solver: cp_model.CpSolver) -> tuple[np.ndarray, list[list[int]]]:
         vm_pm = np.full(len(self.vms), -1, dtype=np.int64)

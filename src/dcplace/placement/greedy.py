@@ -5,6 +5,11 @@ first PM that can take the VM wins (CPU, memory, and a disk assignment: the VM's
 the first physical disk, in index order, with room and not already holding one of this VM's disks). Scanning a
 uniformly random order and taking the first feasible PM is the same as drawing uniformly among the feasible ones,
 which is what the vectorised code does.
+
+Placement constraints (if the problem has any) narrow each VM's candidate PMs: a colocated VM goes where its group
+already is, an anti-colocated one avoids the PMs / racks the other sets hold, a spread group takes new racks until it
+spans ``min_racks`` and never more than ``max_per_rack`` per rack. A run that paints itself into a corner fails like
+a run that runs out of room.
 """
 
 from __future__ import annotations
@@ -27,9 +32,10 @@ def greedy_once(problem: Problem, rng: np.random.Generator) -> tuple[np.ndarray,
     used = np.zeros(len(pms), dtype=np.bool_)
     vm_pm = np.full(len(vms), -1, dtype=np.int64)
     vm_disks: list[list[int]] = [[] for _ in vms]
+    rules = _Rules(problem)
     for i in rng.permutation(len(vms)):
         vm = vms[i]
-        ok = (cpu >= vm.vcpu) & (mem >= vm.mem)
+        ok = (cpu >= vm.vcpu) & (mem >= vm.mem) & rules.allowed(int(i))
         sizes = sorted(vm.disks, reverse=True)
         if sizes:
             # Equal sizes (the catalog): enough disks with room. Mixed sizes: checked exactly below per candidate.
@@ -47,6 +53,7 @@ def greedy_once(problem: Problem, rng: np.random.Generator) -> tuple[np.ndarray,
         else:
             return None
         vm_pm[i] = j
+        rules.place(int(i), j)
         cpu[j] -= vm.vcpu
         mem[j] -= vm.mem
         used[j] = True
@@ -56,7 +63,61 @@ def greedy_once(problem: Problem, rng: np.random.Generator) -> tuple[np.ndarray,
             placed[k] = d
             disk[j, d] -= vm.disks[k]
         vm_disks[i] = placed
+    if not rules.spread_met():
+        return None
     return vm_pm, vm_disks
+
+
+class _Rules:
+    """Which PMs each VM may still take under the problem's placement constraints, updated as VMs are placed."""
+
+    def __init__(self, problem: Problem) -> None:
+        self.rack = problem.rack_of()
+        self.n = problem.n_pms
+        self.cons = problem.constraints
+        self.of_vm: dict[int, list[tuple[int, int]]] = {}  # VM -> (constraint, set)
+        for n, c in enumerate(self.cons):
+            for k, members in enumerate(c.sets):
+                for i in members:
+                    self.of_vm.setdefault(i, []).append((n, k))
+        # constraint -> unit -> the set holding it (colocate, anti-colocate) or the VMs in it (spread)
+        self.where: dict[int, dict[int, int]] = {n: {} for n in range(len(self.cons))}
+
+    def _unit(self, n: int) -> np.ndarray:
+        return np.arange(self.n) if self.cons[n].level == "pm" else self.rack
+
+    def allowed(self, i: int) -> np.ndarray:
+        ok = np.ones(self.n, dtype=np.bool_)
+        for n, k in self.of_vm.get(i, []):
+            c, seen, unit = self.cons[n], self.where[n], self._unit(n)
+            if not seen:
+                continue
+            taken = np.array(list(seen), dtype=np.int64)
+            if c.kind == "colocate":
+                ok &= unit == taken[0]
+            elif c.kind == "anti-colocate":
+                other = np.array([u for u, kk in seen.items() if kk != k], dtype=np.int64)
+                ok &= ~np.isin(unit, other)
+            else:
+                if len(seen) < c.min_racks:
+                    ok &= ~np.isin(unit, taken)
+                if c.max_per_rack:
+                    full = np.array([u for u, cnt in seen.items() if cnt >= c.max_per_rack], dtype=np.int64)
+                    ok &= ~np.isin(unit, full)
+        return ok
+
+    def spread_met(self) -> bool:
+        """Every spread group reached its rack count (checked once all VMs are placed)."""
+        return all(len(self.where[n]) >= c.min_racks for n, c in enumerate(self.cons) if c.kind == "spread")
+
+    def place(self, i: int, j: int) -> None:
+        for n, k in self.of_vm.get(i, []):
+            c = self.cons[n]
+            u = j if c.level == "pm" else int(self.rack[j])
+            if c.kind == "spread":
+                self.where[n][u] = self.where[n].get(u, 0) + 1
+            else:
+                self.where[n].setdefault(u, k)
 
 
 def _disks_for(free: np.ndarray, sizes: list[int]) -> list[int] | None:

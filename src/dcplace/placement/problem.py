@@ -4,11 +4,24 @@ PM catalogs (Tables I and II), its instances, seeded random instances and a JSON
 A problem is a multiset of VM types and a multiset of PM types. VMs and PMs are numbered type-major (all VMs of the
 first type, then the second, ...), which is how every model, the checker and the results refer to them. Memory is
 held in quarter-GiB units so that every quantity is an integer (Table I's 3.75 and 15.25 GiB included).
+
+Placement constraints (section III-D's IBM Connections example), optional, on VM numbers; racks are a rack number
+per PM (default: every PM its own rack):
+
+* ``colocate`` at ``pm`` or ``rack`` level: the VMs share one PM / one rack;
+* ``anti-colocate`` at ``pm`` or ``rack`` level over *sets* of VMs: VMs of different sets never share a PM / rack
+  (sets of one VM: all apart; sets = packs: pack anti-colocation);
+* ``spread``: the VMs span at least ``min_racks`` racks with at most ``max_per_rack`` of them in any rack (0: no
+  limit).
+
+Only ``flat``, ``greedy`` and ``auto`` (which then runs those two) model constraints; the counting models (compact,
+pattern, hierarchical) refuse a constrained problem with a clear error, because identical VMs stop being
+interchangeable once some carry labels.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -93,15 +106,47 @@ PM_TYPES: dict[str, PMType] = {
 }
 
 
+CONSTRAINT_KINDS = ("colocate", "anti-colocate", "spread")
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """One placement constraint over VM numbers (see the module docstring)."""
+
+    kind: str
+    level: str  # pm | rack (spread: rack)
+    sets: tuple[tuple[int, ...], ...]  # colocate / spread: one set; anti-colocate: the sets kept apart
+    min_racks: int = 0
+    max_per_rack: int = 0
+
+    @property
+    def vms(self) -> list[int]:
+        return [i for s in self.sets for i in s]
+
+    def to_json(self) -> dict[str, Any]:
+        if self.kind == "anti-colocate":
+            return {"kind": self.kind, "level": self.level, "sets": [list(s) for s in self.sets]}
+        if self.kind == "spread":
+            return {"kind": self.kind, "vms": self.vms, "min_racks": self.min_racks, "max_per_rack": self.max_per_rack}
+        return {"kind": self.kind, "level": self.level, "vms": self.vms}
+
+
 @dataclass(frozen=True)
 class Problem:
-    """VM types with counts and PM types with counts (types with count 0 are dropped)."""
+    """VM types with counts and PM types with counts (types with count 0 are dropped), optional racks (one number
+    per PM) and placement constraints."""
 
     name: str
     vm_types: tuple[VMType, ...]
     vm_counts: tuple[int, ...]
     pm_types: tuple[PMType, ...]
     pm_counts: tuple[int, ...]
+    racks: tuple[int, ...] = ()
+    constraints: tuple[Constraint, ...] = field(default=())
+
+    def rack_of(self) -> np.ndarray:
+        """(n_pms,) rack of every PM (every PM its own rack when none are given)."""
+        return np.asarray(self.racks, np.int64) if self.racks else np.arange(self.n_pms, dtype=np.int64)
 
     @property
     def n_vms(self) -> int:
@@ -125,11 +170,16 @@ class Problem:
         def pm(t: PMType) -> dict[str, Any]:
             return {"vcpu": t.vcpu, "mem_gib": t.mem / MEM_UNIT, "disks_gb": list(t.disks), "cost": t.cost}
 
-        return {
+        doc: dict[str, Any] = {
             "name": self.name,
             "vms": [{"type": t.name, "count": c, **vm(t)} for t, c in zip(self.vm_types, self.vm_counts, strict=True)],
             "pms": [{"type": t.name, "count": c, **pm(t)} for t, c in zip(self.pm_types, self.pm_counts, strict=True)],
         }
+        if self.racks:
+            doc["racks"] = list(self.racks)
+        if self.constraints:
+            doc["constraints"] = [c.to_json() for c in self.constraints]
+        return doc
 
 
 def make(name: str, vms: dict[str, int], pms: dict[str, int]) -> Problem:
@@ -244,10 +294,54 @@ def load_problem(spec: str) -> Problem:
             else:
                 cost = _field(item, "cost", path, where, int, positive=False)
                 pms.append((PMType(name, vcpu, round(mem * MEM_UNIT), tuple(disks), cost), count))
+    n_vms = sum(c for _, c in vms)
+    n_pms = sum(c for _, c in pms)
+    racks = doc.get("racks", [])
+    if not isinstance(racks, list) or (racks and len(racks) != n_pms) or not all(_is_int(r, 0) for r in racks):
+        raise InputError(f"must be a list of {n_pms} rack numbers >= 0 (one per PM), got {racks!r}", path=path,
+                         field="racks")  # fmt: skip
+    cons = doc.get("constraints", [])
+    if not isinstance(cons, list):
+        raise InputError("must be a list", path=path, field="constraints")
     return Problem(
         str(doc.get("name", path.stem)),
         tuple(t for t, _ in vms),
         tuple(c for _, c in vms),
         tuple(t for t, _ in pms),
         tuple(c for _, c in pms),
+        tuple(racks),
+        tuple(_constraint(item, i, n_vms, path) for i, item in enumerate(cons)),
     )
+
+
+def _is_int(value: Any, low: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= low
+
+
+def _constraint(item: Any, i: int, n_vms: int, path: Path) -> Constraint:
+    where = f"constraints[{i}]"
+    if not isinstance(item, dict):
+        raise InputError("must be an object", path=path, field=where)
+    kind = item.get("kind")
+    if kind not in CONSTRAINT_KINDS:
+        raise InputError(f"must be one of {', '.join(CONSTRAINT_KINDS)}, got {kind!r}", path=path,
+                         field=f"{where}.kind")  # fmt: skip
+    level = item.get("level", "rack")
+    if level not in ("pm", "rack") or (kind == "spread" and level != "rack"):
+        raise InputError(f"must be pm or rack (spread: rack), got {level!r}", path=path, field=f"{where}.level")
+    key = "sets" if kind == "anti-colocate" else "vms"
+    raw = item.get(key)
+    if not isinstance(raw, list):
+        raise InputError("must be a list", path=path, field=f"{where}.{key}")
+    sets: list[Any] = raw if kind == "anti-colocate" else [raw]
+    if not all(isinstance(s, list) and s for s in sets):
+        raise InputError(f"must be a non-empty list{' of lists' if key == 'sets' else ''} of VM numbers", path=path,
+                         field=f"{where}.{key}")  # fmt: skip
+    flat = [v for s in sets for v in s]
+    if not all(_is_int(v, 0) and v < n_vms for v in flat) or len(set(flat)) != len(flat):
+        raise InputError(f"VM numbers must be distinct and in 0..{n_vms - 1}", path=path, field=f"{where}.{key}")
+    min_racks = item.get("min_racks", 0)
+    max_per_rack = item.get("max_per_rack", 0)
+    if not _is_int(min_racks, 0) or not _is_int(max_per_rack, 0):
+        raise InputError("min_racks and max_per_rack must be integers >= 0", path=path, field=where)
+    return Constraint(kind, level, tuple(tuple(s) for s in sets), min_racks, max_per_rack)

@@ -1,6 +1,8 @@
 """One entry point for every batch-placement method: ``solve(problem, method, time_limit, seed, workers)``.
 
-Methods implemented so far: ``flat`` (the paper's formulation, the reference; :mod:`dcplace.placement.flat`),
+Placement constraints (colocation, anti-colocation, spread) are modelled by ``flat`` and ``greedy``; ``auto`` runs
+both on a constrained problem. Methods implemented so far: ``flat`` (the paper's formulation, the reference;
+:mod:`dcplace.placement.flat`),
 ``compact`` (CP-SAT on counts, exact; :mod:`dcplace.placement.compact`), ``pattern``
 (column generation with an LP bound; :mod:`dcplace.placement.pattern`), ``greedy`` (the paper's randomized heuristic,
 best of ``runs`` with statistics), and ``auto`` (compact up to 200 PMs, pattern above, both started from the best of
@@ -213,6 +215,20 @@ def _greedy_start(problem: Problem, seed: int) -> Result:
     return solve_greedy(problem, seed, runs=5)
 
 
+def _auto_constrained(problem: Problem, time_limit: float, seed: int, workers: int) -> Result:
+    """A constrained problem: the flat model (which states every constraint) in the time left after 50 greedy runs;
+    the better verified answer wins."""
+    t0 = time.perf_counter()
+    start = _verify(problem, solve_greedy(problem, seed, time_limit=time_limit / 4))
+    res = _verify(problem, solve_flat(problem, time_limit - (time.perf_counter() - t0), seed, workers))
+    best = res
+    if start.cost is not None and start.verified and (res.cost is None or start.cost < res.cost):
+        start.bound, start.status, best = res.bound, "feasible", start
+    best.method = "auto"
+    best.wall_s = time.perf_counter() - t0
+    return best
+
+
 def _int_bound(bound: float) -> float:
     """A lower bound on an integer objective, rounded up (with a tolerance for the solver's float noise)."""
     return float(math.ceil(bound - 1e-6))
@@ -234,6 +250,10 @@ def solve(
         raise InputError(f"--time-limit must be positive, got {time_limit}")
     if workers < 1:
         raise InputError(f"--workers must be at least 1, got {workers}")
+    if problem.constraints and method in ("compact", "pattern", "hierarchical"):
+        raise InputError(f"--method {method} does not model placement constraints; use flat, greedy or auto")
+    if problem.constraints and method == "auto":
+        return _auto_constrained(problem, time_limit, seed, workers)
     if method == "greedy":
         return _verify(problem, solve_greedy(problem, seed, time_limit=time_limit))
     if method == "compact":
