@@ -191,6 +191,7 @@ def test_cli_solve_json_and_errors(tmp_path):
 
 def _meets(c: Constraint, assign, racks) -> bool:
     """The constraint's definition, written out again for the brute force (shares nothing with the models)."""
+
     def unit(i):
         return assign[i] if c.level == "pm" else racks[assign[i]]
 
