@@ -287,3 +287,33 @@ def test_constraints_in_json_round_trip_and_errors(tmp_path):
         out = subprocess.run([sys.executable, "-m", "dcplace.cli.main", "solve", "--instance", str(bad)],
                              capture_output=True, text=True)  # fmt: skip
         assert out.returncode == 2 and needle in out.stderr
+
+
+def test_topology_tree_with_pack_moves_and_pattern_first_level():
+    """Swads from a topology (pods of racks: two levels of assignment, then racks solved exactly), repaired by pack
+    moves; and the pattern-based first level, which loses nothing against the pattern answer."""
+    from dcplace.placement.hierarchical import with_racks
+
+    mix1 = with_racks(INSTANCES["mix1"], 20, 0)
+    res = solve(mix1, "hierarchical", time_limit=60, hierarchy={"split": "topology", "beta": 0.9, "racks_per_pod": 5})
+    assert res.verified and res.stats["levels"] == 2 and res.cost >= 66040
+    assert res.stats["pack_moves"] >= 1  # on this split a pod cannot re-pack without moving a pack (measured)
+    pat = solve(INSTANCES["mix1"], "hierarchical", time_limit=60, hierarchy={"objective": "pattern", "swads": 25})
+    assert pat.verified and pat.bound <= 66040 <= pat.cost <= 1.01 * pat.bound
+
+
+def test_given_packs_are_read_checked_and_used(tmp_path):
+    from dcplace.placement.hierarchical import random_split
+
+    p = make("p", {"m3.medium": 6}, {"m1": 4})
+    q = Problem("p", p.vm_types, p.vm_counts, p.pm_types, p.pm_counts, packs=((0, 1, 2), (3, 4), (5,)))
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(q.to_json()))
+    assert load_problem(str(path)) == q
+    assert [a.tolist() for a in random_split(q, 25, 2, 0).packs] == [[0, 1, 2], [3, 4], [5]]
+    res = solve(q, "hierarchical", time_limit=20, hierarchy={"swads": 1, "packs": 3, "beta": 1.0})
+    assert res.verified
+    for packs in ([[0, 1], [2]], [[0, 1, 2, 3, 4, 5, 5]], [[]], "all"):
+        path.write_text(json.dumps({**q.to_json(), "packs": packs}))
+        with pytest.raises(InputError, match="field 'packs'"):
+            load_problem(str(path))

@@ -523,9 +523,16 @@ def solve_cmd(
     packs: Annotated[int, typer.Option(help="hierarchical: VM packs (random, equal size)")] = 25,
     swads: Annotated[int, typer.Option(help="hierarchical: PM swads (random, equal size)")] = 25,
     beta: Annotated[float, typer.Option(help="hierarchical: safety margin on disk counts, in (0, 1]")] = 0.7,
-    first_level: Annotated[str, typer.Option(help="hierarchical: swads (the paper's: fewest swads) or cost")] = (
-        "swads"
-    ),
+    first_level: Annotated[
+        str, typer.Option(help="hierarchical: swads (the paper's: fewest swads), cost, or pattern (column generation)")
+    ] = "swads",
+    split: Annotated[
+        str, typer.Option(help="hierarchical: random (the paper's packs and swads) or topology (pods -> racks)")
+    ] = "random",
+    rack_size: Annotated[
+        int, typer.Option(help="hierarchical topology: shuffle the PMs into racks of this size (0: the instance's)")
+    ] = 0,
+    racks_per_pod: Annotated[int, typer.Option(help="hierarchical topology: racks per pod")] = 5,
     json_out: Annotated[bool, typer.Option("--json", help="print exactly one JSON object")] = False,
 ) -> None:
     """Batch placement of VMs with disks onto PMs with disks (paper 004): minimise the cost of the PMs used.
@@ -554,12 +561,21 @@ def solve_cmd(
         problem = load_problem(instance)
         if not 0 < beta <= 1:
             raise InputError(f"--beta must be in (0, 1], got {beta}")
-        if first_level not in ("swads", "cost"):
-            raise InputError(f"--first-level must be swads or cost, got {first_level!r}")
+        if first_level not in ("swads", "cost", "pattern"):
+            raise InputError(f"--first-level must be swads, cost or pattern, got {first_level!r}")
+        if split not in ("random", "topology"):
+            raise InputError(f"--split must be random or topology, got {split!r}")
+        if rack_size < 0 or racks_per_pod < 1:
+            raise InputError("--rack-size must be >= 0 and --racks-per-pod >= 1")
+        if rack_size:
+            from dcplace.placement.hierarchical import with_racks
+
+            problem = with_racks(problem, rack_size, seed)
         for flag, value, most in (("--packs", packs, problem.n_vms), ("--swads", swads, problem.n_pms)):
             if not 1 <= value <= most:
                 raise InputError(f"{flag} must be between 1 and {most}, got {value}")
-        options = {"packs": packs, "swads": swads, "beta": beta, "objective": first_level}
+        options = {"packs": packs, "swads": swads, "beta": beta, "objective": first_level, "split": split,
+                   "racks_per_pod": racks_per_pod}  # fmt: skip
         res = solve(problem, method, time_limit, seed, workers, options)
     except InputError as exc:
         _fail(exc)

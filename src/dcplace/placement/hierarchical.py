@@ -1,5 +1,19 @@
-"""The paper's two-level hierarchical decomposition (section V-D): VMs split into packs, PMs into swads; packs
-assigned to swads by a small first-level model; each used swad's VMs placed on its PMs independently (in parallel).
+"""The paper's hierarchical decomposition (sections III-C, V-D): VMs split into packs, PMs into swads; packs assigned
+to swads by a small first-level model; each used swad's VMs placed on its PMs independently (in parallel).
+
+Swad trees of any depth. ``split="random"`` is the paper's: one level of ``swads`` random equal swads.
+``split="topology"`` takes the swads from the problem's racks and groups ``racks_per_pod`` racks into pods (a
+PM -> rack -> pod -> datacenter tree, three levels of assignment): at every internal node the VMs that reached it
+are cut into ``packs_per_child`` random packs per child and assigned to the children by the first-level model on
+the children's aggregate capacities (with the margin ``beta`` on every resource when a child is split again, so
+that it keeps room to re-pack, and on disk counts only above the leaves, as the paper); the leaves (racks) are
+solved exactly. ``first_level="pattern"`` (ours) lets
+the column-generation model choose the PMs and patterns for the whole problem and sends each VM to the swad that
+holds its PM; each swad is then re-solved exactly, so the decomposition loses nothing against the pattern answer.
+
+Infeasibility repair, in order: **pack moves** (a leaf whose subproblem is infeasible hands its largest pack to an
+unused sibling leaf whose totals can take it, both are re-solved; up to ``moves`` times), then the paper's **search
+on beta** (lower the disk-count margin by 0.1 and assign again).
 
 First level (the paper's): minimise the number of swads used, such that per swad the packs' total vCPU, memory and
 disk space fit the swad's totals, their total number of virtual disks is at most ``beta`` times the swad's number of
@@ -14,7 +28,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from ortools.sat.python import cp_model
@@ -29,12 +43,12 @@ class Split:
 
 
 def random_split(problem: Problem, packs: int, swads: int, seed: int) -> Split:
-    """The paper's random split into equal-size packs and swads."""
+    """The paper's random split into equal-size packs and swads (the problem's own packs when it declares them)."""
     rng = np.random.default_rng(seed)
-    return Split(
-        [np.sort(a) for a in np.array_split(rng.permutation(problem.n_vms), packs)],
-        [np.sort(a) for a in np.array_split(rng.permutation(problem.n_pms), swads)],
-    )
+    vm_packs = [np.sort(a) for a in np.array_split(rng.permutation(problem.n_vms), packs)]
+    if problem.packs:
+        vm_packs = [np.array(sorted(p), np.int64) for p in problem.packs]
+    return Split(vm_packs, [np.sort(a) for a in np.array_split(rng.permutation(problem.n_pms), swads)])
 
 
 def _sub(problem: Problem, vms: np.ndarray, pms: np.ndarray) -> tuple[Problem, np.ndarray, np.ndarray]:
@@ -54,8 +68,11 @@ def _sub(problem: Problem, vms: np.ndarray, pms: np.ndarray) -> tuple[Problem, n
     return sub, vm_order, pm_order
 
 
-def first_level(problem: Problem, split: Split, beta: float, objective: str, time_limit: float) -> list[int] | None:
-    """Swad of each pack, or None if the first level is infeasible."""
+def first_level(
+    problem: Problem, split: Split, beta: float, objective: str, time_limit: float, all_resources: bool = False
+) -> list[int] | None:
+    """Swad of each pack, or None if the first level is infeasible. ``all_resources``: the margin ``beta`` applies to
+    vCPU, memory and disk space too (for swads that are split again below, so they keep room to re-pack)."""
     vts = [t for t, c in zip(problem.vm_types, problem.vm_counts, strict=True) for _ in range(c)]
     pms = [t for t, c in zip(problem.pm_types, problem.pm_counts, strict=True) for _ in range(c)]
 
@@ -88,7 +105,7 @@ def first_level(problem: Problem, split: Split, beta: float, objective: str, tim
         for _, v in on:
             m.add(v <= used[s])
         for r in (0, 1, 3):
-            m.add(sum(needs[i][r] * v for i, v in on) <= h[r])
+            m.add(sum(needs[i][r] * v for i, v in on) <= (int(beta * h[r]) if all_resources else h[r]))
         m.add(sum(needs[i][2] * v for i, v in on) <= int(beta * h[2]))
     if objective == "cost":
         # Cost-aware: each swad pays for the cheapest set of its PMs whose vCPU covers its load (an LP-free proxy:
@@ -117,6 +134,115 @@ def _solve_swad(args: tuple[Problem, float]) -> tuple[str, np.ndarray | None, li
     return res.status, res.vm_pm, res.vm_disks, res.wall_s
 
 
+Tree = list["Tree"] | np.ndarray
+"""A swad tree: a leaf is an array of PM ids; an internal node is the list of its children."""
+
+
+def leaf_pms(node: Tree) -> np.ndarray:
+    if isinstance(node, np.ndarray):
+        return node
+    return np.concatenate([leaf_pms(c) for c in node])
+
+
+def topology_tree(problem: Problem, racks_per_pod: int) -> Tree:
+    """Datacenter -> pods of ``racks_per_pod`` racks -> racks (leaves: the PMs of each rack), from ``problem.racks``."""
+    rack = problem.rack_of()
+    racks = [np.flatnonzero(rack == r) for r in np.unique(rack)]
+    pods: list[Tree] = [list(racks[i : i + racks_per_pod]) for i in range(0, len(racks), racks_per_pod)]
+    return pods if len(pods) > 1 else pods[0]
+
+
+def with_racks(problem: Problem, rack_size: int, seed: int) -> Problem:
+    """The problem with its PMs shuffled into racks of ``rack_size`` (for instances that come without racks)."""
+    order = np.random.default_rng(seed).permutation(problem.n_pms)
+    rack = np.empty(problem.n_pms, np.int64)
+    rack[order] = np.arange(problem.n_pms) // rack_size
+    return replace(problem, racks=tuple(int(r) for r in rack))
+
+
+@dataclass(eq=False)  # leaves compare by identity
+class _Leaf:
+    packs: list[np.ndarray]  # VM ids, one array per pack that reached this leaf
+    pms: np.ndarray
+    siblings: list[_Leaf]
+
+    @property
+    def vms(self) -> np.ndarray:
+        return np.concatenate(self.packs) if self.packs else np.zeros(0, np.int64)
+
+
+def _descend(
+    problem: Problem, vms: np.ndarray, node: Tree, beta: float, objective: str, per_child: int,
+    rng: np.random.Generator, deadline: float, leaves: list[_Leaf], moves: list[int],
+) -> bool:  # fmt: skip
+    """Assign ``vms`` down the tree (random packs per child, first level per node); collect the leaves. A child whose
+    own assignment fails hands its largest pack to an unused sibling that can take it (a pack move) and is retried."""
+    if isinstance(node, np.ndarray):
+        leaves.append(_Leaf([vms], node, []))
+        return True
+    n_packs = max(1, min(len(vms), per_child * len(node)))
+    packs = [np.sort(p) for p in np.array_split(rng.permutation(vms), n_packs)]
+    swads = [leaf_pms(c) for c in node]
+    left = max(deadline - time.perf_counter(), 0.5)
+    leaf_parent = all(isinstance(c, np.ndarray) for c in node)
+    assign = first_level(problem, Split(packs, swads), beta, objective, min(10.0, left / 4), not leaf_parent)
+    if assign is None:
+        return False
+    groups = [[packs[i] for i, s in enumerate(assign) if s == c] for c in range(len(node))]
+    if leaf_parent:  # the children are leaves: keep their packs apart for the repair after solving
+        kids = [_Leaf(groups[c], leaf_pms(node[c]), []) for c in range(len(node))]
+        for k in kids:
+            k.siblings = kids
+        leaves.extend(kids)
+        return True
+    todo = [c for c in range(len(node)) if groups[c]]
+    while todo:
+        c = todo.pop(0)
+        mark = len(leaves)
+        if _descend(problem, np.concatenate(groups[c]), node[c], beta, objective, per_child, rng, deadline, leaves,
+                    moves):  # fmt: skip
+            continue
+        del leaves[mark:]
+        if len(groups[c]) < 2 or time.perf_counter() >= deadline:
+            return False
+        big = max(range(len(groups[c])), key=lambda k: len(groups[c][k]))
+        target = next((d for d in range(len(node)) if not groups[d]
+                       and _fits_totals(problem, groups[c][big], swads[d], beta)), None)  # fmt: skip
+        if target is None:
+            return False
+        groups[target].append(groups[c].pop(big))
+        moves[0] += 1
+        todo += [c, target]
+    return True
+
+
+def _fits_totals(problem: Problem, vms: np.ndarray, pms: np.ndarray, beta: float) -> bool:
+    vt = [problem.vm_types[t] for t in problem.vm_type_of()[vms]]
+    pt = [problem.pm_types[t] for t in problem.pm_type_of()[pms]]
+    return (
+        sum(v.vcpu for v in vt) <= sum(p.vcpu for p in pt)
+        and sum(v.mem for v in vt) <= sum(p.mem for p in pt)
+        and sum(len(v.disks) for v in vt) <= beta * sum(len(p.disks) for p in pt)
+        and max((v.vcpu for v in vt), default=0) <= max(p.vcpu for p in pt)
+    )
+
+
+def _solve_leaves(
+    problem: Problem, leaves: list[_Leaf], workers: int, deadline: float
+) -> list[tuple[str, np.ndarray | None, list[list[int]] | None, float]]:
+    jobs, maps = [], []
+    for leaf in leaves:
+        sub, vm_order, pm_order = _sub(problem, leaf.vms, leaf.pms)
+        jobs.append(sub)
+        maps.append((vm_order, pm_order))
+    left = deadline - time.perf_counter()
+    rounds = -(-len(jobs) // workers)
+    per_swad = max(0.8 * left / max(rounds, 1), 0.2)
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        results = list(pool.map(_solve_swad, [(sub, per_swad) for sub in jobs]))
+    return [(st, None if pm is None else maps[i][1][pm], d, w) for i, (st, pm, d, w) in enumerate(results)]
+
+
 def solve_hierarchical(
     problem: Problem,
     time_limit: float,
@@ -126,46 +252,135 @@ def solve_hierarchical(
     swads: int = 25,
     beta: float = 0.7,
     objective: str = "swads",
+    split: str = "random",
+    racks_per_pod: int = 5,
+    packs_per_child: int = 2,
+    moves: int = 10,
 ) -> tuple[np.ndarray | None, list[list[int]] | None, dict[str, float]]:
     """(VM -> PM, disks, stats); None when no beta down to 0.1 gives feasible subproblems in time."""
     t0 = time.perf_counter()
-    split = random_split(problem, packs, swads, seed)
+    deadline = t0 + time_limit
+    if objective == "pattern":
+        return _pattern_first_level(problem, time_limit, seed, workers, swads, split, racks_per_pod)
+    if split == "topology":
+        tree: Tree = topology_tree(problem, racks_per_pod)
+        per_child = packs_per_child
+    else:
+        rs = random_split(problem, packs, swads, seed)
+        tree, per_child = list(rs.swads), -(-packs // swads)
     b = beta
-    while b >= 0.1 - 1e-9 and time.perf_counter() - t0 < time_limit:
-        left = time_limit - (time.perf_counter() - t0)
-        assign = first_level(problem, split, b, objective, min(10.0, left / 4))
-        if assign is None:
+    total_moves = 0
+    while b >= 0.1 - 1e-9 and time.perf_counter() < deadline:
+        rng = np.random.default_rng(seed)
+        leaves: list[_Leaf] = []
+        if split != "topology":  # the paper's one level: its random packs, as before
+            assign = first_level(problem, rs, b, objective, min(10.0, (deadline - time.perf_counter()) / 4))
+            if assign is not None:
+                kids = [_Leaf([rs.packs[i] for i, s in enumerate(assign) if s == c], rs.swads[c], [])
+                        for c in range(len(rs.swads))]  # fmt: skip
+                for k in kids:
+                    k.siblings = kids
+                leaves = kids
+            ok = assign is not None
+        else:
+            moved = [0]
+            ok = _descend(
+                problem, np.arange(problem.n_vms), tree, b, objective, per_child, rng, deadline, leaves, moved
+            )
+            total_moves += moved[0]
+        if not ok:
             b = round(b - 0.1, 2)
             continue
-        jobs, maps = [], []
-        for s in sorted(set(assign)):
-            vms = np.concatenate([split.packs[i] for i, ss in enumerate(assign) if ss == s])
-            sub, vm_order, pm_order = _sub(problem, vms, split.swads[s])
-            jobs.append(sub)
-            maps.append((vm_order, pm_order))
-        # Swads run ``workers`` at a time; keep a fifth of what is left for building models and the pool itself.
-        left = time_limit - (time.perf_counter() - t0)
-        rounds = -(-len(jobs) // workers)
-        per_swad = max(0.8 * left / rounds, 0.2)
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            results = list(pool.map(_solve_swad, [(sub, per_swad) for sub in jobs]))
-        if any(r[1] is None for r in results):
-            if any(r[0] == "unknown" for r in results):  # out of time, not infeasible: lowering beta won't help
+        active = [leaf for leaf in leaves if len(leaf.vms)]
+        results = dict(zip(map(id, active), _solve_leaves(problem, active, workers, deadline), strict=True))
+        # Pack moves: an infeasible leaf hands its largest pack to an unused sibling that can take it.
+        for _ in range(moves):
+            bad = [leaf for leaf in active if results[id(leaf)][1] is None and results[id(leaf)][0] == "infeasible"]
+            if not bad or time.perf_counter() >= deadline:
+                break
+            changed: list[_Leaf] = []
+            for leaf in bad:
+                if len(leaf.packs) < 2:
+                    continue
+                big = max(range(len(leaf.packs)), key=lambda k: len(leaf.packs[k]))
+                pack = leaf.packs[big]
+                free = [s for s in leaf.siblings if not len(s.vms) and _fits_totals(problem, pack, s.pms, b)]
+                if free:
+                    leaf.packs.pop(big)
+                    free[0].packs.append(pack)
+                    changed += [leaf, free[0]]
+                    total_moves += 1
+            if not changed:
+                break
+            for leaf in changed:
+                if all(leaf is not x for x in active):
+                    active.append(leaf)
+            results.update(zip(map(id, changed), _solve_leaves(problem, changed, workers, deadline), strict=True))
+        outs = [results[id(leaf)] for leaf in active]
+        if any(r[1] is None for r in outs):
+            if any(r[0] == "unknown" for r in outs):  # out of time, not infeasible: lowering beta won't help
                 break
             b = round(b - 0.1, 2)
             continue
         vm_pm = np.full(problem.n_vms, -1, dtype=np.int64)
         vm_disks: list[list[int]] = [[] for _ in range(problem.n_vms)]
-        for (_, sub_pm, sub_disks, _), (vm_order, pm_order) in zip(results, maps, strict=True):
-            assert sub_pm is not None and sub_disks is not None
-            vm_pm[vm_order] = pm_order[sub_pm]
+        for leaf, (_, pm_glob, sub_disks, _) in zip(active, outs, strict=True):
+            assert pm_glob is not None and sub_disks is not None
+            vm_order = leaf.vms[np.argsort(problem.vm_type_of()[leaf.vms], kind="stable")]
+            vm_pm[vm_order] = pm_glob
             for local, glob in enumerate(vm_order.tolist()):
                 vm_disks[glob] = sub_disks[local]
         stats = {
             "beta": b,
-            "swads_used": float(len(jobs)),
-            "swad_seconds_sum": float(sum(r[3] for r in results)),
-            "swads_optimal": float(sum(r[0] == "optimal" for r in results)),
+            "swads_used": float(len(active)),
+            "swad_seconds_sum": float(sum(r[3] for r in outs)),
+            "swads_optimal": float(sum(r[0] == "optimal" for r in outs)),
+            "pack_moves": float(total_moves),
+            "levels": float(_depth(tree)),
         }
         return vm_pm, vm_disks, stats
-    return None, None, {"beta": b}
+    return None, None, {"beta": b, "pack_moves": float(total_moves)}
+
+
+def _depth(node: Tree) -> int:
+    return 0 if isinstance(node, np.ndarray) else 1 + max(_depth(c) for c in node)
+
+
+def _pattern_first_level(
+    problem: Problem, time_limit: float, seed: int, workers: int, swads: int, split: str, racks_per_pod: int
+) -> tuple[np.ndarray | None, list[list[int]] | None, dict[str, float]]:
+    """The column-generation model decides which PMs carry which VMs; each swad then re-solves its own VMs on its
+    own PMs exactly (never worse than the pattern answer inside the swad)."""
+    from dcplace.placement.solve import solve_pattern
+
+    t0 = time.perf_counter()
+    start = solve_pattern(problem, time_limit / 2, seed, workers, None)
+    if start.vm_pm is None:
+        return None, None, {"beta": 0.0}
+    groups = (
+        [leaf_pms(t) for t in _leaves(topology_tree(problem, racks_per_pod))]
+        if split == "topology"
+        else random_split(problem, 1, swads, seed).swads
+    )
+    leaves = [_Leaf([np.flatnonzero(np.isin(start.vm_pm, g))], g, []) for g in groups]
+    active = [leaf for leaf in leaves if len(leaf.vms)]
+    outs = _solve_leaves(problem, active, workers, t0 + time_limit)
+    vm_pm = start.vm_pm.copy()
+    vm_disks = [list(d) for d in (start.vm_disks or [])]
+    improved = 0
+    for leaf, (_, pm_glob, sub_disks, _) in zip(active, outs, strict=True):
+        if pm_glob is None or sub_disks is None:
+            continue  # keep the pattern answer for this swad
+        vm_order = leaf.vms[np.argsort(problem.vm_type_of()[leaf.vms], kind="stable")]
+        old = vm_pm[vm_order].copy()
+        vm_pm[vm_order] = pm_glob
+        for local, glob in enumerate(vm_order.tolist()):
+            vm_disks[glob] = sub_disks[local]
+        improved += int(len(set(pm_glob.tolist())) < len(set(old.tolist())))
+    stats = {"beta": 1.0, "swads_used": float(len(active)), "swads_improved": float(improved),
+             "pattern_bound": float(start.bound or 0)}  # fmt: skip
+    return vm_pm, vm_disks, stats
+
+
+def _leaves(node: Tree) -> list[np.ndarray]:
+    return [node] if isinstance(node, np.ndarray) else [x for c in node for x in _leaves(c)]

@@ -14,6 +14,9 @@ per PM (default: every PM its own rack):
 * ``spread``: the VMs span at least ``min_racks`` racks with at most ``max_per_rack`` of them in any rack (0: no
   limit).
 
+Packs (optional): a partition of the VM numbers that the hierarchical decomposition uses as its packs (e.g. the
+tiers of an application) instead of drawing random ones.
+
 Only ``flat``, ``greedy`` and ``auto`` (which then runs those two) model constraints; the counting models (compact,
 pattern, hierarchical) refuse a constrained problem with a clear error, because identical VMs stop being
 interchangeable once some carry labels.
@@ -143,6 +146,8 @@ class Problem:
     pm_counts: tuple[int, ...]
     racks: tuple[int, ...] = ()
     constraints: tuple[Constraint, ...] = field(default=())
+    packs: tuple[tuple[int, ...], ...] = ()
+    """Given packs (a partition of the VM numbers) for the hierarchical decomposition; empty: it draws its own."""
 
     def rack_of(self) -> np.ndarray:
         """(n_pms,) rack of every PM (every PM its own rack when none are given)."""
@@ -179,6 +184,8 @@ class Problem:
             doc["racks"] = list(self.racks)
         if self.constraints:
             doc["constraints"] = [c.to_json() for c in self.constraints]
+        if self.packs:
+            doc["packs"] = [list(p) for p in self.packs]
         return doc
 
 
@@ -303,6 +310,13 @@ def load_problem(spec: str) -> Problem:
     cons = doc.get("constraints", [])
     if not isinstance(cons, list):
         raise InputError("must be a list", path=path, field="constraints")
+    packs = doc.get("packs", [])
+    members = (
+        [v for p in packs for v in p] if isinstance(packs, list) and all(isinstance(p, list) for p in packs) else None
+    )
+    if members is None or (packs and sorted(members) != list(range(n_vms))) or not all(packs):
+        raise InputError(f"must be a list of non-empty lists that together hold every VM number 0..{n_vms - 1} once",
+                         path=path, field="packs")  # fmt: skip
     return Problem(
         str(doc.get("name", path.stem)),
         tuple(t for t, _ in vms),
@@ -311,6 +325,7 @@ def load_problem(spec: str) -> Problem:
         tuple(c for _, c in pms),
         tuple(racks),
         tuple(_constraint(item, i, n_vms, path) for i, item in enumerate(cons)),
+        tuple(tuple(p) for p in packs),
     )
 
 

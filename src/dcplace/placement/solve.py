@@ -268,7 +268,8 @@ def solve(
         wall = time.perf_counter() - t0
         if vm_pm is None:
             return Result(problem.name, "hierarchical", "unknown", None, None, wall, problem.n_vms, stats=stats)
-        res = Result(problem.name, "hierarchical", "feasible", float(cost_of(problem, vm_pm)), None, wall,
+        bound = stats.get("pattern_bound") or None  # the pattern first level carries the LP bound
+        res = Result(problem.name, "hierarchical", "feasible", float(cost_of(problem, vm_pm)), bound, wall,
                      problem.n_vms, vm_pm, vm_disks, stats=stats)  # fmt: skip
         return _verify(problem, res)
     if method == "pattern":
