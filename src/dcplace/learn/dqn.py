@@ -30,7 +30,6 @@ of that, so we take fewer, smaller updates per epoch and report the curves).
 
 from __future__ import annotations
 
-import csv
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
@@ -45,6 +44,7 @@ from dcplace.cluster.numa import NumaCluster
 from dcplace.errors import InputError
 from dcplace.learn import checkpoint
 from dcplace.learn import cvd_features as F
+from dcplace.learn.curves import write_csv
 from dcplace.learn.cvd_model import CvdAgent, CvdConfig, CvdNet
 from dcplace.sim import numa_kernel as K
 from dcplace.sim.numa import NumaSim, PreparedTrace, Scenario
@@ -383,10 +383,7 @@ class Trainer:
     def write_curves(self, plot: bool = True) -> None:
         if not self.curves:
             return
-        with (self.out / "curves.csv").open("w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(self.curves[0]))
-            w.writeheader()
-            w.writerows(self.curves)
+        write_csv(self.curves, self.out / "curves.csv")
         if plot:
             plot_curves(self.curves, self.out / "curves.png", f"{self.cfg.kind} Double DQN, {self.scenario.pms} PMs")
 

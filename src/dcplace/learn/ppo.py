@@ -25,7 +25,6 @@ continues exactly as if it had not stopped.
 
 from __future__ import annotations
 
-import csv
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -41,6 +40,7 @@ from dcplace.cluster.topology import Topology
 from dcplace.envs.net_alloc import NetObserver
 from dcplace.errors import InputError
 from dcplace.learn import checkpoint
+from dcplace.learn.curves import write_csv
 from dcplace.learn.nara_model import GraphIndex, NaraConfig, NaraNet, obs_tensors
 from dcplace.sim.netalloc import NetAllocSim
 
@@ -339,10 +339,7 @@ class Trainer:
     def write_curves(self, plot: bool = True) -> None:
         if not self.curves:
             return
-        with (self.out / "curves.csv").open("w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(self.curves[0]))
-            w.writeheader()
-            w.writerows(self.curves)
+        write_csv(self.curves, self.out / "curves.csv")
         if plot:
             plot_curves(self.curves, self.out / "curves.png", f"Nara PPO on {self.name} / {self.dataset}")
 
