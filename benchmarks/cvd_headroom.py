@@ -1,6 +1,7 @@
 """How much can any scheduler gain at 50 PMs / 50 % warm start (releases off)? Best-Fit, industrial, a one-step
-greedy on the delta reward (same candidates as CVD-RL), the shipped CVD-RL and the capacity ceiling on the same
-episodes: VMAgent's start rows (evaluation) and the validation starts of the training rows.
+greedy on the delta reward (same candidates as CVD-RL), the shipped CVD-RL (the paper's loss and our per-machine
+TD target) and the capacity ceiling on the same episodes: VMAgent's start rows (evaluation) and the validation
+starts of the training rows.
 
     OMP_NUM_THREADS=1 python benchmarks/cvd_headroom.py [--episodes 20]
 """
@@ -31,14 +32,17 @@ def main() -> None:
     p = prepare(load_trace(trace, synthetic_n=60_000), 32.0)
     types, tmulti, weight = probe_types(p)
     cvd = get_policy("cvd-rl")
+    machine = get_policy("cvd-rl-machine")
     assert isinstance(cvd, LearnedNuma)
     print(f"# {trace}, 50 PMs, warm start 50 %, releases off, {args.episodes} episodes per row")
-    print("| starts | best-fit | industrial | greedy delta | cvd-rl | ceiling | ceiling / best heuristic |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| starts | best-fit | industrial | greedy delta | cvd-rl | cvd-rl-machine | ceiling | ceiling / best heuristic |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for label, rows, base in (("VMAgent's [1000, 10000) (evaluation)", (1000, 10000), 0),
                               ("training rows, validation seeds", TRAIN_START_RANGE, VALIDATION_SEED)):  # fmt: skip
         sim = NumaSim(NumaCluster.uniform(50), p, Scenario(pms=50, release=False, warm_start=0.5, start_range=rows))
-        out: dict[str, list[float]] = {k: [] for k in ("bf", "ind", "greedy", "cvd", "ceiling")}
+        out: dict[str, list[float]] = {k: [] for k in ("bf", "ind", "greedy", "cvd", "machine", "ceiling")}
         for i in range(args.episodes):
             seed = int(np.random.default_rng([base, i]).integers(2**63 - 1))
             for key, code in (("bf", K.BEST_FIT), ("ind", K.INDUSTRIAL)):
@@ -55,12 +59,13 @@ def main() -> None:
                                         weight) for a in acts]  # fmt: skip
                 status = sim.step(int(acts[int(np.argmax(gains))]))
             out["greedy"].append(sim.result().length)
-            sim.reset(seed=seed)
-            cvd.run(sim)
-            out["cvd"].append(sim.result().length)
+            for key, pol in (("cvd", cvd), ("machine", machine)):
+                sim.reset(seed=seed)
+                pol.run(sim)
+                out[key].append(sim.result().length)
         m = {k: float(np.mean(v)) for k, v in out.items()}
         best = max(m["bf"], m["ind"])
-        print(f"| {label} | {m['bf']:.1f} | {m['ind']:.1f} | {m['greedy']:.1f} | {m['cvd']:.1f} | "
+        print(f"| {label} | {m['bf']:.1f} | {m['ind']:.1f} | {m['greedy']:.1f} | {m['cvd']:.1f} | {m['machine']:.1f} | "
               f"{m['ceiling']:.1f} | {m['ceiling'] / best:.3f} |")  # fmt: skip
 
 

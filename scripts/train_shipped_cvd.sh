@@ -11,3 +11,7 @@ $DC train schedrl --trace huawei-east-1 --pms 50 --warm-start 0.5 --epochs 200 -
 mkdir -p src/dcplace/data/cvd
 cp "$OUT/cvd-rl-50pm/policy.pt" src/dcplace/data/cvd/cvd-rl-50pm.pt
 cp "$OUT/schedrl-50pm/policy.pt" src/dcplace/data/cvd/schedrl-50pm.pt
+# Ours, beyond the paper: the per-machine TD target (docs/cvd-rl.md); batches of 1,024 single-machine rows.
+$DC train cvd-rl --trace huawei-east-1 --pms 50 --warm-start 0.5 --epochs 150 --seed 0 --loss machine --batch 1024 \
+    --out "$OUT/cvd-rl-machine-50pm"
+cp "$OUT/cvd-rl-machine-50pm/policy.pt" src/dcplace/data/cvd/cvd-rl-machine-50pm.pt

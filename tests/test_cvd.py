@@ -181,7 +181,8 @@ def test_checkpoint_errors(tmp_path):
         get_policy("best-fit", str(shipped_path("cvd-rl")))
 
 
-def test_shipped_cvd_rl_runs_anywhere_and_keeps_up_with_best_fit():
+@pytest.mark.parametrize("policy", ["cvd-rl", "cvd-rl-machine"])
+def test_shipped_cvd_rl_runs_anywhere_and_keeps_up_with_best_fit(policy):
     """Trained at 50 PMs on Huawei-East-1; evaluated on the synthetic trace (no shared data needed) at 50 and 100
     PMs and in Expansion, on fixed seeds, invariants checked after every episode."""
     for sc, slack in (
@@ -190,7 +191,7 @@ def test_shipped_cvd_rl_runs_anywhere_and_keeps_up_with_best_fit():
         (Scenario(pms=50, mode="expansion", max_pms=110, warm_start=0.5, release=False), 0.99),
     ):
         cluster = NumaCluster.uniform(sc.machines)
-        cvd, _, _ = run_episodes("cvd-rl", cluster, TRACE, sc, 4, 0, check=True)
+        cvd, _, _ = run_episodes(policy, cluster, TRACE, sc, 4, 0, check=True)
         bf, _, _ = run_episodes("best-fit", cluster, TRACE, sc, 4, 0)
         ours = np.mean([r.length for r in cvd])
         ref = np.mean([r.length for r in bf])
@@ -230,7 +231,7 @@ def test_reproduce_quick_writes_tables_curves_and_figures(tmp_path):
     assert res.exit_code == 0, res.output
     recs = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
     pols = {r["policy"] for r in recs if r["table"] == "table2"}
-    assert pols == {"first-fit", "best-fit", "industrial", "schedrl", "cvd-rl", "ceiling"}
+    assert pols == {"first-fit", "best-fit", "industrial", "schedrl", "cvd-rl", "cvd-rl-machine", "ceiling"}
     assert "schedrl" not in {r["policy"] for r in recs if r["table"] == "table3"}
     for table in ("table2", "table3"):  # the ceiling bounds every policy, episode by episode
         ceil = {r["episode"]: r["length"] for r in recs if r["table"] == table and r["policy"] == "ceiling"}
@@ -238,7 +239,7 @@ def test_reproduce_quick_writes_tables_curves_and_figures(tmp_path):
     for fig in ("figure6", "figure10", "figure11", "figure12", "reward"):
         assert (tmp_path / f"{fig}.png").is_file()
     md = (tmp_path / "table.md").read_text()
-    assert "margin ours" in md and "no-filter" in md
+    assert "margin cvd-rl-machine" in md and "no-filter" in md and "machine-td" in md
 
 
 @pytest.mark.parametrize("lookahead", [True, False])
@@ -249,3 +250,27 @@ def test_acting_from_candidate_machines_only_matches_the_full_rows(lookahead):
         sim = _sim(7, seed=seed)
         dec = agent.observe(sim)
         np.testing.assert_allclose(agent.benefits(sim, dec.actions), agent.q_values(dec), atol=1e-9)
+
+
+def test_machine_td_smoke_loss_falls_and_acts(tmp_path):
+    """Ours: the per-machine TD target (one row per transition, the last state of every machine -> 0)."""
+    dqn = DQNConfig(batch=64, buffer=5_000, updates_per_epoch=8, learning_starts=100, eval_every=1, eval_episodes=1,
+                    episodes_per_epoch=2, loss="machine")  # fmt: skip
+    tr = Trainer(TRACE, Scenario(pms=4, warm_start=0.5, release=False), 0, tmp_path, CvdConfig(), dqn)
+    assert tr.cfg.machine_td
+    rng = np.random.default_rng(0)
+    for i in range(6):
+        tr.run_episode(rng, i)
+    assert tr.buffer.arrays["done"][: tr.buffer.size].sum() >= 6 * 4 - 1e-9  # every machine closes each episode
+    batch = tr.buffer.sample(np.arange(min(tr.buffer.size, 256)))
+    with torch.no_grad():
+        before = float(tr.td_loss(batch))
+    tr.dqn = DQNConfig(batch=64, buffer=5_000, updates_per_epoch=150, loss="machine")
+    tr.update(rng)
+    with torch.no_grad():
+        assert float(tr.td_loss(batch)) < 0.5 * before
+    sim = _sim(6, seed=1)
+    dec = tr.agent.observe(sim)
+    np.testing.assert_allclose(tr.agent.benefits(sim, dec.actions), tr.agent.q_values(dec, sim), atol=1e-9)
+    with pytest.raises(InputError, match="--loss machine needs"):
+        Trainer(TRACE, Scenario(pms=4), 0, tmp_path / "x", CvdConfig(kind="schedrl", machines=4), dqn)

@@ -382,7 +382,8 @@ def _parse_filter(text: str) -> tuple[tuple[str, int], ...]:
 
 def _train_dqn(kind: str, trace: str, pms: int, warm_start: float, mode: ModeOpt, epochs: int, seed: int,
                out: Path | None, resume: bool, reward: str, updates: int, batch: int, eval_every: int,
-               filter_spec: str, decompose: bool, lookahead: bool, hidden: int) -> None:  # fmt: skip
+               filter_spec: str, decompose: bool, lookahead: bool, hidden: int,
+               loss: str = "cluster") -> None:  # fmt: skip
     """The shared body of ``train cvd-rl`` and ``train schedrl``."""
     import time
 
@@ -418,7 +419,7 @@ def _train_dqn(kind: str, trace: str, pms: int, warm_start: float, mode: ModeOpt
             model = CvdConfig(kind=kind, hidden=hidden, decompose=decompose, lookahead=lookahead,
                               filter_k=_parse_filter(filter_spec) if kind == "cvd" else (),
                               machines=pms if whole else 0)  # fmt: skip
-            dqn = DQNConfig(reward=reward, updates_per_epoch=updates, batch=batch, eval_every=eval_every)
+            dqn = DQNConfig(reward=reward, updates_per_epoch=updates, batch=batch, eval_every=eval_every, loss=loss)
             trainer = Trainer(prepared, scenario, seed, folder, model, dqn, trace)
         ref = {h: trainer.validate_heuristic(h) for h in ("best-fit", "industrial")}
     except InputError as exc:
@@ -476,11 +477,14 @@ def train_cvd(
     decompose: Annotated[bool, typer.Option(help="per-machine values summed (off: one whole-cluster net)")] = True,
     lookahead: Annotated[bool, typer.Option(help="value the machine after placement (off: state+VM+action)")] = True,
     hidden: Annotated[int, typer.Option(help="units per hidden layer of the 6-layer MLP")] = 64,
+    loss: Annotated[
+        str, typer.Option(help="cluster (the paper's eq. 12) or machine (ours: a TD target per machine)")
+    ] = "cluster",
 ) -> None:
     """CVD-RL: Double DQN with decomposition, look-ahead and the top-k filter (section 4). Writes policy.pt (best
     validation), checkpoint.pt + replay.npz (for --resume), curves.csv / curves.png and train.json to --out."""
     _train_dqn("cvd", trace, pms, warm_start, mode, epochs, seed, out, resume, reward, updates_per_epoch, batch,
-               eval_every, filter_spec, decompose, lookahead, hidden)  # fmt: skip
+               eval_every, filter_spec, decompose, lookahead, hidden, loss)  # fmt: skip
 
 
 @train_app.command("schedrl")

@@ -52,6 +52,11 @@ class CvdConfig:
     """Top-k filter: (heuristic, k) pairs whose union is the candidate set; empty = every feasible action."""
     machines: int = 0
     """Machine count the network is tied to (SchedRL, or ``decompose=False``); 0 = any."""
+    machine_td: bool = False
+    """Ours, beyond the paper: V(row) is the discounted reward still to come *from this machine* (trained by a
+    per-machine TD target, :mod:`dcplace.learn.dqn` ``loss="machine"``); a candidate's value is then
+    ``r + machine_gamma * V(after) - V(now)``, with ``r`` the delta reward."""
+    machine_gamma: float = 0.97
     slots_feature: bool = True
     """Append the machine's slots fraction to its row (see :mod:`dcplace.learn.cvd_features`)."""
     probes: tuple[tuple[float, float, bool, float], ...] = ()
@@ -255,11 +260,22 @@ class CvdAgent:
         x = np.concatenate([rows.ravel(), [share[0] / sim.cap[0, 0, 0], share[1] / sim.cap[0, 0, 1], float(multi)]])
         return x, sim.feasible_mask()
 
-    def q_values(self, dec: Decision) -> npt.NDArray[np.float64]:
-        """Q of each candidate, up to a constant shared by all candidates (the two-step selection of 4.1)."""
+    def rewards(self, sim: NumaSim, acts: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        """The delta reward of each candidate (for the per-machine value, which leaves it out of V)."""
+        r = sim.request
+        d, multi = sim.trace.demand[r], bool(sim.trace.multi[r])
+        types, tmulti, weight = self.cfg.probe_arrays()
+        return np.array([F.delta_reward(sim.free, sim.cap, d, multi, int(a), types, tmulti, weight) for a in acts])
+
+    def q_values(self, dec: Decision, sim: NumaSim | None = None) -> npt.NDArray[np.float64]:
+        """Q of each candidate, up to a constant shared by all candidates (the two-step selection of 4.1); with
+        ``machine_td`` (needs ``sim`` for the rewards) ``r + gamma V(after) - V(now)`` of the candidate's machine."""
         if self.cfg.decompose:
             v_cand = self.np_net(dec.cand)[:, 0]
             v_now = self.np_net(dec.base[dec.cand_pm])[:, 0]
+            if self.cfg.machine_td:
+                assert sim is not None
+                return np.asarray(self.rewards(sim, dec.actions) + self.cfg.machine_gamma * v_cand - v_now)
             return np.asarray(v_cand - v_now)
         rows = np.repeat(dec.base[None], len(dec.actions), axis=0)
         rows[np.arange(len(dec.actions)), dec.cand_pm] = dec.cand
@@ -296,4 +312,8 @@ class CvdAgent:
             sim.free, sim.cap, sim.trace.demand[r], bool(sim.trace.multi[r]), self.cfg.lookahead, *self._probes,
             acts, len(acts), now, cand,
         )  # fmt: skip
+        if self.cfg.machine_td:
+            return np.asarray(
+                self.rewards(sim, acts) + self.cfg.machine_gamma * self.np_net(cand)[:, 0] - self.np_net(now)[:, 0]
+            )
         return np.asarray(self.np_net(cand)[:, 0] - self.np_net(now)[:, 0])

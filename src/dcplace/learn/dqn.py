@@ -68,6 +68,10 @@ class DQNConfig:
     updates_per_epoch: int = 32  # paper: one per step (~5,000 per epoch at 50 PMs); see the module docstring
     learning_starts: int = 2_000  # transitions in the buffer before the first update
     reward: str = "delta"
+    loss: str = "cluster"
+    """``cluster``: the paper's eq. 12 (TD on the summed Q of the whole cluster); ``machine`` (ours): a TD target per
+    machine, ``V(machine now) <- r + machine_gamma * V(machine after)``, the last state of every machine -> 0 when
+    the episode ends (see docs/cvd-rl.md)."""
     eval_every: int = 10
     eval_episodes: int = 10
     train_start_range: tuple[int, int] = TRAIN_START_RANGE
@@ -75,6 +79,8 @@ class DQNConfig:
     def __post_init__(self) -> None:
         if self.reward not in ("delta", "vmagent"):
             raise InputError(f"--reward must be delta or vmagent, got {self.reward!r}")
+        if self.loss not in ("cluster", "machine"):
+            raise InputError(f"--loss must be cluster or machine, got {self.loss!r}")
         if self.batch < 1 or self.buffer < self.batch or self.episodes_per_epoch < 1:
             raise InputError("batch, buffer and episodes per epoch must be positive, buffer >= batch")
 
@@ -106,10 +112,14 @@ class Replay:
     def __init__(self, cap: int, cfg: CvdConfig, machines: int) -> None:
         self.cap, self.size, self.pos = cap, 0, 0
         f32 = np.float32
-        if cfg.kind == "schedrl":
+        self.arrays: dict[str, np.ndarray]
+        if cfg.machine_td:
+            w = cfg.row_width
+            self.arrays = {"x": np.zeros((cap, w), f32), "x2": np.zeros((cap, w), f32)}
+        elif cfg.kind == "schedrl":
             d = 2 * cfg.numa * machines + 3
             a = cfg.numa * machines
-            self.arrays: dict[str, np.ndarray] = {
+            self.arrays = {
                 "x": np.zeros((cap, d), f32), "a": np.zeros(cap, np.int64), "x2": np.zeros((cap, d), f32),
                 "mask2": np.zeros((cap, a), bool),
             }  # fmt: skip
@@ -170,6 +180,10 @@ class Trainer:
             model = replace(model, probes=probes)
         else:
             self.types, self.tmulti, self.tweight = model.probe_arrays() if model.probes else probe_types(trace)
+        if self.dqn.loss == "machine":
+            if model.kind != "cvd" or not model.decompose:
+                raise InputError("--loss machine needs the decomposed CVD-RL network")
+            model = replace(model, machine_td=True)
         torch.manual_seed(seed)
         self.net = CvdNet(model)
         self.target = CvdNet(model)
@@ -221,6 +235,15 @@ class Trainer:
                     self.buffer.add(**pending, x2=x, mask2=mask, done=0.0)
                 a = self.agent.act(sim, rng, eps)
                 pending = {"x": x, "a": a, "r": self.reward(sim, a)}
+            elif self.cfg.machine_td:
+                dec = self.agent.observe(sim)
+                q = self.agent.q_values(dec, sim)
+                c = int(rng.integers(len(dec.actions))) if rng.random() < eps else int(np.argmax(q))
+                a = int(dec.actions[c])
+                m = int(dec.cand_pm[c])
+                self.buffer.add(x=dec.base[m], r=self.reward(sim, a), x2=dec.cand[c], done=0.0)
+                last = dec.base.copy()
+                last[m] = dec.cand[c]
             else:
                 dec = self.agent.observe(sim)
                 if pending is not None:
@@ -237,12 +260,21 @@ class Trainer:
             status = sim.step(a)
         if pending is not None:  # the episode ended: no bootstrap from here (terminated or out of trace)
             self.buffer.add(**pending, done=1.0)
+        if self.cfg.machine_td and sim.result().length:  # every machine's last state earns nothing more
+            for row in last[: sim.n_active]:
+                self.buffer.add(x=row, r=0.0, x2=row, done=1.0)
         return sim.result().length
 
     # --- 2. update -------------------------------------------------------------------------------------------------
 
     def td_loss(self, b: dict[str, torch.Tensor]) -> torch.Tensor:
         g = self.dqn.gamma
+        if self.cfg.machine_td:
+            v = self.net(b["x"])
+            with torch.no_grad():
+                nxt = self.target(b["x2"])
+                y = torch.where(b["done"] > 0, torch.zeros_like(nxt), b["r"] + self.cfg.machine_gamma * nxt)
+            return torch.nn.functional.mse_loss(v, y)
         if self.cfg.kind == "schedrl":
             q = self.net(b["x"]).gather(1, b["a"][:, None])[:, 0]
             with torch.no_grad():

@@ -1,4 +1,4 @@
-"""``cvd-rl`` and ``schedrl``: the learned NUMA schedulers (Double DQN, :mod:`dcplace.learn.dqn`).
+"""``cvd-rl``, ``cvd-rl-machine`` and ``schedrl``: the learned NUMA schedulers (Double DQN, :mod:`dcplace.learn.dqn`).
 
 Greedy at evaluation, as in the paper. Without ``checkpoint`` each loads the checkpoint shipped in the package
 (trained on Huawei-East-1, 50 PMs, 50 % warm start, Non-Expansion). CVD-RL's decomposed network acts at any machine
@@ -19,7 +19,11 @@ from dcplace.policies.registry import register
 if TYPE_CHECKING:
     from dcplace.sim.numa import NumaSim
 
-SHIPPED = {"cvd-rl": "cvd-rl-50pm.pt", "schedrl": "schedrl-50pm.pt"}
+SHIPPED = {
+    "cvd-rl": "cvd-rl-50pm.pt",
+    "cvd-rl-machine": "cvd-rl-machine-50pm.pt",
+    "schedrl": "schedrl-50pm.pt",
+}
 
 
 def shipped_path(name: str) -> Path:
@@ -69,6 +73,13 @@ register(
     "cvd-rl",
     lambda checkpoint=None: LearnedNuma("cvd-rl", checkpoint),
     "CVD-RL: per-machine look-ahead values, top-2 best-fit + top-3 industrial candidates (shipped checkpoint)",
+    learned=True,
+    setting="numa",
+)
+register(
+    "cvd-rl-machine",
+    lambda checkpoint=None: LearnedNuma("cvd-rl-machine", checkpoint),
+    "CVD-RL trained with a per-machine TD target (ours): r + gamma V(after) - V(now) among the same candidates",
     learned=True,
     setting="numa",
 )
