@@ -35,9 +35,9 @@ def main() -> None:
     machine = get_policy("cvd-rl-machine")
     assert isinstance(cvd, LearnedNuma)
     print(f"# {trace}, 50 PMs, warm start 50 %, releases off, {args.episodes} episodes per row")
-    print(
-        "| starts | best-fit | industrial | greedy delta | cvd-rl | cvd-rl-machine | ceiling | ceiling / best heuristic |"
-    )
+    cols = ("starts", "best-fit", "industrial", "greedy delta", "cvd-rl", "cvd-rl-machine", "ceiling",
+            "ceiling / best heuristic")  # fmt: skip
+    print("| " + " | ".join(cols) + " |")
     print("|---|---|---|---|---|---|---|---|")
     for label, rows, base in (("VMAgent's [1000, 10000) (evaluation)", (1000, 10000), 0),
                               ("training rows, validation seeds", TRAIN_START_RANGE, VALIDATION_SEED)):  # fmt: skip
