@@ -521,7 +521,10 @@ def solve_cmd(
         str,
         typer.Option(help="auto, flat (the paper's model), compact (exact, on counts), pattern (column gen.), greedy"),
     ] = "auto",
-    time_limit: Annotated[float, typer.Option(help="seconds; the best solution and bound so far are returned")] = 60.0,
+    time_limit: Annotated[
+        float | None,
+        typer.Option(help="seconds; the best solution and bound so far are returned (default 60; 300 for huawei-cN)"),
+    ] = None,
     workers: Annotated[int, typer.Option(help="CP-SAT search workers")] = 2,
     seed: Annotated[int, typer.Option(help="same seed, same answer (greedy; CP-SAT with one worker)")] = 0,
     packs: Annotated[int, typer.Option(help="hierarchical: VM packs (random, equal size)")] = 25,
@@ -549,9 +552,10 @@ def solve_cmd(
         try:
             if method != "auto":
                 raise InputError(f"--method: topology-aware batches are solved by method auto only, got {method!r}")
-            if time_limit <= 0:
-                raise InputError(f"--time-limit must be positive, got {time_limit}")
-            summary = solve_huawei(load_numa_batch(instance), time_limit)
+            limit = 300.0 if time_limit is None else time_limit
+            if limit <= 0:
+                raise InputError(f"--time-limit must be positive, got {limit}")
+            summary = solve_huawei(load_numa_batch(instance), limit)
         except InputError as exc:
             _fail(exc)
         if json_out:
@@ -580,7 +584,7 @@ def solve_cmd(
                 raise InputError(f"{flag} must be between 1 and {most}, got {value}")
         options = {"packs": packs, "swads": swads, "beta": beta, "objective": first_level, "split": split,
                    "racks_per_pod": racks_per_pod}  # fmt: skip
-        res = solve(problem, method, time_limit, seed, workers, options)
+        res = solve(problem, method, 60.0 if time_limit is None else time_limit, seed, workers, options)
     except InputError as exc:
         _fail(exc)
     s = res.summary()

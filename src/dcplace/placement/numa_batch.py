@@ -519,7 +519,7 @@ class Packer:
             if len(todo) == 0 or left < 5.0:
                 return
             try:
-                _, _, _, y, type_of = _relax(b, st.free, todo, st.opened, left / 2, self.whole_ram)
+                _, _, _, y, type_of = _relax(b, st.free, todo, st.opened, 0.8 * left, self.whole_ram)
             except InputError:  # what is left no longer fits whole anywhere: phase B takes over
                 return
             slots: dict[int, dict[tuple[int, int], int]] = defaultdict(dict)
