@@ -13,7 +13,7 @@ import argparse
 import numpy as np
 
 from dcplace.bench.cvd_reproduction import ceiling
-from dcplace.bench.numa_runner import prepare
+from dcplace.bench.numa_runner import prepare, start_seed
 from dcplace.cluster.numa import NumaCluster
 from dcplace.learn import cvd_features as F
 from dcplace.learn.dqn import TRAIN_START_RANGE, VALIDATION_SEED, probe_types
@@ -44,7 +44,7 @@ def main() -> None:
         sim = NumaSim(NumaCluster.uniform(50), p, Scenario(pms=50, release=False, warm_start=0.5, start_range=rows))
         out: dict[str, list[float]] = {k: [] for k in ("bf", "ind", "greedy", "cvd", "machine", "ceiling")}
         for i in range(args.episodes):
-            seed = int(np.random.default_rng([base, i]).integers(2**63 - 1))
+            seed = start_seed(base, i)
             for key, code in (("bf", K.BEST_FIT), ("ind", K.INDUSTRIAL)):
                 sim.reset(seed=seed)
                 sim.run(code)

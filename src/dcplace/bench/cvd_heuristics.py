@@ -12,13 +12,15 @@ policy x warm start x episode); the Markdown table is built from the records onl
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from dcplace.bench.numa_runner import check_hostable, prepare, run_episodes, warm_up_jit
 from dcplace.cluster.numa import NumaCluster
-from dcplace.sim.numa import Scenario
+from dcplace.sim.numa import PreparedTrace, Scenario
 from dcplace.workload.traces import load_trace, trace_available
 
 WARM = (0.0, 0.3, 0.4, 0.5, 0.6)
@@ -64,36 +66,48 @@ TABLES = {
 DOUBLE_THRESHOLD = 32.0
 
 
-def run_reproduction(trace: str, episodes: int, seed: int, out: Path, quick: bool = False) -> str:
-    """Run every cell, write ``records.jsonl`` and ``table.md`` under ``out``, return the Markdown."""
-    if trace == "auto":
-        trace = "huawei-east-1" if trace_available("huawei-east-1") else "synthetic"
-    table = load_trace(trace, seed=seed, synthetic_n=60_000)
-    prepared = prepare(table, DOUBLE_THRESHOLD)
-    records: list[dict[str, object]] = []
-    warms = (0.0, 0.5) if quick else WARM
+def table_cells(
+    prepared: PreparedTrace, warms: tuple[float, ...]
+) -> Iterator[tuple[str, float, Scenario, NumaCluster]]:
+    """Every (table, warm start) cell of Tables 2-4: its scenario and cluster, checked and compiled for."""
     for key, (_, kwargs) in TABLES.items():
         for warm in warms:
             scenario = Scenario(release=False, warm_start=warm, **kwargs)  # type: ignore[arg-type]
             cluster = NumaCluster.uniform(scenario.machines)
             check_hostable(cluster, prepared)
             warm_up_jit(cluster, prepared)
-            for pol in POLICIES:
-                results, wall, _ = run_episodes(pol, cluster, prepared, scenario, episodes, seed, check=True)
-                for i, r in enumerate(results):
-                    records.append(
-                        dict(table=key, policy=pol, warm_start=warm, episode=i, trace=trace, seed=seed,
-                             length=r.length, income=r.income, cpu_alloc=r.cpu_alloc_mean,
-                             mem_alloc=r.mem_alloc_mean, pms_in_use=r.pms_in_use_mean, final_pms=r.final_pms,
-                             final_cpu_alloc=r.final_cpu_alloc,
-                             expansions=r.expansions, status=r.status, wall_s=wall / episodes)
-                    )  # fmt: skip
+            yield key, warm, scenario, cluster
+
+
+def write_records(records: list[dict[str, Any]], out: Path) -> None:
+    """``out/records.jsonl``, one JSON object per line, replaced whole (never half-written)."""
     out.mkdir(parents=True, exist_ok=True)
     tmp = out / "records.jsonl.tmp"
     with open(tmp, "w") as fh:
         for rec in records:
             fh.write(json.dumps(rec) + "\n")
     tmp.replace(out / "records.jsonl")
+
+
+def run_reproduction(trace: str, episodes: int, seed: int, out: Path, quick: bool = False) -> str:
+    """Run every cell, write ``records.jsonl`` and ``table.md`` under ``out``, return the Markdown."""
+    if trace == "auto":
+        trace = "huawei-east-1" if trace_available("huawei-east-1") else "synthetic"
+    table = load_trace(trace, seed=seed, synthetic_n=60_000)
+    prepared = prepare(table, DOUBLE_THRESHOLD)
+    records: list[dict[str, Any]] = []
+    for key, warm, scenario, cluster in table_cells(prepared, (0.0, 0.5) if quick else WARM):
+        for pol in POLICIES:
+            results, wall, _ = run_episodes(pol, cluster, prepared, scenario, episodes, seed, check=True)
+            for i, r in enumerate(results):
+                records.append(
+                    dict(table=key, policy=pol, warm_start=warm, episode=i, trace=trace, seed=seed,
+                         length=r.length, income=r.income, cpu_alloc=r.cpu_alloc_mean,
+                         mem_alloc=r.mem_alloc_mean, pms_in_use=r.pms_in_use_mean, final_pms=r.final_pms,
+                         final_cpu_alloc=r.final_cpu_alloc,
+                         expansions=r.expansions, status=r.status, wall_s=wall / episodes)
+                )  # fmt: skip
+    write_records(records, out)
     md = render_markdown(records, trace, episodes)
     (out / "table.md").write_text(md)
     return md

@@ -16,7 +16,6 @@ episodes. Scenario as in :mod:`dcplace.bench.cvd_heuristics` (releases off; see 
 from __future__ import annotations
 
 import csv
-import json
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,9 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from dcplace.bench.cvd_heuristics import DOUBLE_THRESHOLD, PAPER, TABLES, WARM
-from dcplace.bench.numa_runner import check_hostable, prepare, run_episodes, warm_up_jit
-from dcplace.cluster.numa import NumaCluster
+from dcplace.bench.cvd_heuristics import DOUBLE_THRESHOLD, PAPER, TABLES, WARM, table_cells, write_records
+from dcplace.bench.numa_runner import prepare, run_episodes, start_seed
 from dcplace.sim.numa import NumaSim, PreparedTrace, Scenario
 from dcplace.sim.numa_kernel import DECIDE
 from dcplace.workload.traces import load_trace, trace_available
@@ -124,31 +122,22 @@ def run_reproduction(
     if trace == "auto":
         trace = "huawei-east-1" if trace_available("huawei-east-1") else "synthetic"
     prepared = prepare(load_trace(trace, seed=0, synthetic_n=60_000), DOUBLE_THRESHOLD)
-    out.mkdir(parents=True, exist_ok=True)
     records: list[dict[str, Any]] = []
-    warms = (0.5,) if quick else WARM
-    for key, (_, kwargs) in TABLES.items():
-        for warm in warms:
-            scenario = Scenario(release=False, warm_start=warm, **kwargs)  # type: ignore[arg-type]
-            cluster = NumaCluster.uniform(scenario.machines)
-            check_hostable(cluster, prepared)
-            warm_up_jit(cluster, prepared)
-            pols = HEURISTICS + (LEARNED if key == "table2" else ("cvd-rl", "cvd-rl-machine"))
-            for pol in pols:
-                results, wall, _ = run_episodes(pol, cluster, prepared, scenario, episodes, seed, check=True)
-                for i, r in enumerate(results):
-                    records.append(dict(table=key, policy=pol, warm_start=warm, episode=i, length=r.length,
-                                        income=r.income, cpu_alloc=r.cpu_alloc_mean, final_pms=r.final_pms,
-                                        status=r.status, wall_s=wall / episodes))  # fmt: skip
-            if scenario.mode == "non-expansion":
-                sim = NumaSim(cluster, prepared, scenario)
-                for i in range(episodes):
-                    if sim.reset(seed=int(np.random.default_rng([seed, i]).integers(2**63 - 1))) == DECIDE:
-                        records.append(dict(table=key, policy="ceiling", warm_start=warm, episode=i,
-                                            length=ceiling(sim, prepared)))  # fmt: skip
-    with open(out / "records.jsonl", "w") as fh:
-        for rec in records:
-            fh.write(json.dumps(rec) + "\n")
+    for key, warm, scenario, cluster in table_cells(prepared, (0.5,) if quick else WARM):
+        pols = HEURISTICS + (LEARNED if key == "table2" else ("cvd-rl", "cvd-rl-machine"))
+        for pol in pols:
+            results, wall, _ = run_episodes(pol, cluster, prepared, scenario, episodes, seed, check=True)
+            for i, r in enumerate(results):
+                records.append(dict(table=key, policy=pol, warm_start=warm, episode=i, length=r.length,
+                                    income=r.income, cpu_alloc=r.cpu_alloc_mean, final_pms=r.final_pms,
+                                    status=r.status, wall_s=wall / episodes))  # fmt: skip
+        if scenario.mode == "non-expansion":
+            sim = NumaSim(cluster, prepared, scenario)
+            for i in range(episodes):
+                if sim.reset(seed=start_seed(seed, i)) == DECIDE:
+                    records.append(dict(table=key, policy="ceiling", warm_start=warm, episode=i,
+                                        length=ceiling(sim, prepared)))  # fmt: skip
+    write_records(records, out)
 
     plan = runs(quick)
     epochs = 3 if quick else curve_epochs

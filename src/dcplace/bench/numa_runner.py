@@ -39,6 +39,11 @@ def check_hostable(cluster: NumaCluster, trace: PreparedTrace) -> None:
         )
 
 
+def start_seed(seed: int, i: int) -> int:
+    """The reset seed of episode ``i`` of a run with ``seed`` (the same starts for every policy)."""
+    return int(np.random.default_rng([seed, i]).integers(2**63 - 1))
+
+
 def warm_up_jit(cluster: NumaCluster, trace: PreparedTrace) -> None:
     """Trigger numba compilation (or the cache load) outside any timed region."""
     sc = Scenario(pms=min(2, cluster.machines), start_range=(0, 1), max_requests=2)
@@ -69,7 +74,7 @@ def run_episodes(
     wall = 0.0
     for i in range(episodes):
         t0 = time.perf_counter()
-        status = sim.reset(seed=int(np.random.default_rng([seed, i]).integers(2**63 - 1)))
+        status = sim.reset(seed=start_seed(seed, i))
         if status == DECIDE:
             policy.run(sim)
         wall += time.perf_counter() - t0

@@ -154,6 +154,59 @@ def machine_row(
 
 
 @_jit
+def now_row(
+    free_m: np.ndarray,
+    cap_m: np.ndarray,
+    d: np.ndarray,
+    multi: bool,
+    lookahead: bool,
+    types: np.ndarray,
+    tmulti: np.ndarray,
+    weight: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    """A machine's row with no placement on it (``out`` zeroed by the caller): its state, and without look-ahead
+    the request and the action one-hot set to "not here"."""
+    machine_row(free_m, cap_m, types, tmulti, weight, out)
+    if not lookahead:
+        KN = free_m.shape[0]
+        S = 2 * KN + (1 if types.shape[0] else 0)  # width of the machine-state part
+        out[S] = (d[0] / KN if multi else d[0]) / cap_m[0, 0]
+        out[S + 1] = (d[1] / KN if multi else d[1]) / cap_m[0, 1]
+        out[S + 2] = 1.0 if multi else 0.0
+        out[S + 3] = 1.0  # action on this machine: none
+
+
+@_jit
+def cand_row(
+    free: np.ndarray,
+    cap: np.ndarray,
+    d: np.ndarray,
+    multi: bool,
+    a: int,
+    lookahead: bool,
+    types: np.ndarray,
+    tmulti: np.ndarray,
+    weight: np.ndarray,
+    now: np.ndarray,
+    buf: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    """The row of action ``a``'s machine under the action: its state after the placement (look-ahead), or its
+    ``now`` row with the action one-hot moved to the chosen node."""
+    KN = free.shape[1]
+    m = a // KN
+    if lookahead:
+        after_free(free, d, multi, a, buf)
+        machine_row(buf, cap[m], types, tmulti, weight, out)
+        return
+    S = 2 * KN + (1 if types.shape[0] else 0)
+    out[:] = now
+    out[S + 3] = 0.0
+    out[S + 4 + (0 if multi else a % KN)] = 1.0
+
+
+@_jit
 def fill_rows(
     free: np.ndarray,
     cap: np.ndarray,
@@ -173,30 +226,13 @@ def fill_rows(
     """Rows of every active machine with no placement (``base``, ``(M, F)``) and of each candidate action
     (``cand``, ``(C, F)``; its machine in ``cand_pm``). Rows beyond ``n_active`` are zero. ``types`` empty: no
     slots feature."""
-    KN = free.shape[1]
-    F = base.shape[1]
-    S = 2 * KN + (1 if types.shape[0] else 0)  # width of the machine-state part
     base[:] = 0.0
-    buf = np.empty((KN, 2))
+    buf = np.empty((free.shape[1], 2))
     for m in range(n_active):
-        machine_row(free[m], cap[m], types, tmulti, weight, base[m])
-        if not lookahead:
-            base[m, S] = (d[0] / KN if multi else d[0]) / cap[m, 0, 0]
-            base[m, S + 1] = (d[1] / KN if multi else d[1]) / cap[m, 0, 1]
-            base[m, S + 2] = 1.0 if multi else 0.0
-            base[m, S + 3] = 1.0  # action on this machine: none
+        now_row(free[m], cap[m], d, multi, lookahead, types, tmulti, weight, base[m])
     for c in range(n_cand):
-        a = actions[c]
-        m = a // KN
-        cand_pm[c] = m
-        if lookahead:
-            after_free(free, d, multi, a, buf)
-            machine_row(buf, cap[m], types, tmulti, weight, cand[c])
-        else:
-            for f in range(F):
-                cand[c, f] = base[m, f]
-            cand[c, S + 3] = 0.0
-            cand[c, S + 4 + (0 if multi else a % KN)] = 1.0
+        cand_pm[c] = actions[c] // free.shape[1]
+        cand_row(free, cap, d, multi, actions[c], lookahead, types, tmulti, weight, base[cand_pm[c]], buf, cand[c])
 
 
 @_jit
@@ -260,23 +296,9 @@ def fill_pair_rows(
     """For acting with the decomposed network: only the candidates' machines matter (the other machines' values
     cancel in the argmax), so fill ``now`` (C, F) with each candidate machine's row as it is and ``cand`` (C, F)
     with its row under the candidate action. Cost: O(candidates), whatever the cluster size."""
-    KN = free.shape[1]
-    S = 2 * KN + (1 if types.shape[0] else 0)
-    buf = np.empty((KN, 2))
+    buf = np.empty((free.shape[1], 2))
     for c in range(n_cand):
-        a = actions[c]
-        m = a // KN
+        m = actions[c] // free.shape[1]
         now[c, :] = 0.0
-        cand[c, :] = 0.0
-        machine_row(free[m], cap[m], types, tmulti, weight, now[c])
-        if lookahead:
-            after_free(free, d, multi, a, buf)
-            machine_row(buf, cap[m], types, tmulti, weight, cand[c])
-        else:
-            now[c, S] = (d[0] / KN if multi else d[0]) / cap[m, 0, 0]
-            now[c, S + 1] = (d[1] / KN if multi else d[1]) / cap[m, 0, 1]
-            now[c, S + 2] = 1.0 if multi else 0.0
-            for f in range(S + 3):
-                cand[c, f] = now[c, f]
-            now[c, S + 3] = 1.0
-            cand[c, S + 4 + (0 if multi else a % KN)] = 1.0
+        now_row(free[m], cap[m], d, multi, lookahead, types, tmulti, weight, now[c])
+        cand_row(free, cap, d, multi, actions[c], lookahead, types, tmulti, weight, now[c], buf, cand[c])

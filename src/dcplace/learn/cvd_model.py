@@ -191,6 +191,7 @@ class CvdAgent:
         if net.cfg.kind == "cvd" and net.cfg.slots_feature and not net.cfg.probes:
             raise InputError("config field 'probes' is empty, but the slots feature needs the probe request types")
         types, tmulti, weight = net.cfg.probe_arrays()
+        self._reward_probes = (types, tmulti, weight)  # built once: rewards() runs at every decision
         if not net.cfg.slots_feature:
             types, tmulti, weight = types[:0], tmulti[:0], weight[:0]
         self._probes = (types, tmulti, weight)
@@ -264,8 +265,7 @@ class CvdAgent:
         """The delta reward of each candidate (for the per-machine value, which leaves it out of V)."""
         r = sim.request
         d, multi = sim.trace.demand[r], bool(sim.trace.multi[r])
-        types, tmulti, weight = self.cfg.probe_arrays()
-        return np.array([F.delta_reward(sim.free, sim.cap, d, multi, int(a), types, tmulti, weight) for a in acts])
+        return np.array([F.delta_reward(sim.free, sim.cap, d, multi, int(a), *self._reward_probes) for a in acts])
 
     def q_values(self, dec: Decision, sim: NumaSim | None = None) -> npt.NDArray[np.float64]:
         """Q of each candidate, up to a constant shared by all candidates (the two-step selection of 4.1); with

@@ -40,12 +40,13 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from dcplace.bench.numa_runner import start_seed
 from dcplace.cluster.numa import NumaCluster
 from dcplace.errors import InputError
 from dcplace.learn import checkpoint
 from dcplace.learn import cvd_features as F
 from dcplace.learn.curves import write_csv
-from dcplace.learn.cvd_model import CvdAgent, CvdConfig, CvdNet
+from dcplace.learn.cvd_model import CvdAgent, CvdConfig, CvdNet, Decision
 from dcplace.sim import numa_kernel as K
 from dcplace.sim.numa import NumaSim, PreparedTrace, Scenario
 
@@ -226,6 +227,7 @@ class Trainer:
         sim = self.train_sim
         status = sim.reset(seed=start_seed)
         pending: dict[str, Any] | None = None
+        final: tuple[Decision, int] | None = None
         eps = self.dqn.epsilon
         schedrl = self.cfg.kind == "schedrl"
         while status == K.DECIDE:
@@ -242,8 +244,7 @@ class Trainer:
                 a = int(dec.actions[c])
                 m = int(dec.cand_pm[c])
                 self.buffer.add(x=dec.base[m], r=self.reward(sim, a), x2=dec.cand[c], done=0.0)
-                last = dec.base.copy()
-                last[m] = dec.cand[c]
+                final = (dec, c)  # the machines' last states, built once when the episode ends
             else:
                 dec = self.agent.observe(sim)
                 if pending is not None:
@@ -260,7 +261,10 @@ class Trainer:
             status = sim.step(a)
         if pending is not None:  # the episode ended: no bootstrap from here (terminated or out of trace)
             self.buffer.add(**pending, done=1.0)
-        if self.cfg.machine_td and sim.result().length:  # every machine's last state earns nothing more
+        if final is not None:  # every machine's last state earns nothing more
+            dec, c = final
+            last = dec.base.copy()
+            last[dec.cand_pm[c]] = dec.cand[c]
             for row in last[: sim.n_active]:
                 self.buffer.add(x=row, r=0.0, x2=row, done=1.0)
         return sim.result().length
@@ -320,7 +324,7 @@ class Trainer:
         lengths = []
         sim = self.train_sim
         for i in range(self.dqn.eval_episodes):
-            status = sim.reset(seed=int(np.random.default_rng([VALIDATION_SEED, i]).integers(2**63 - 1)))
+            status = sim.reset(seed=start_seed(VALIDATION_SEED, i))
             while status == K.DECIDE:
                 status = sim.step(self.agent.act(sim))
             lengths.append(sim.result().length)
@@ -330,7 +334,7 @@ class Trainer:
         lengths = []
         sim = self.train_sim
         for i in range(self.dqn.eval_episodes):
-            status = sim.reset(seed=int(np.random.default_rng([VALIDATION_SEED, i]).integers(2**63 - 1)))
+            status = sim.reset(seed=start_seed(VALIDATION_SEED, i))
             if status == K.DECIDE:
                 sim.run(K.HEURISTIC_CODES[name])
             lengths.append(sim.result().length)
@@ -341,7 +345,7 @@ class Trainer:
         rng = np.random.default_rng([self.seed, self.epoch])
         lengths = []
         for _ in range(self.dqn.episodes_per_epoch):
-            start = int(np.random.default_rng([TRAIN_SEED_BASE + self.seed, self.episodes]).integers(2**63 - 1))
+            start = start_seed(TRAIN_SEED_BASE + self.seed, self.episodes)
             lengths.append(self.run_episode(rng, start))
             self.episodes += 1
         loss = self.update(rng) if self.buffer.size >= self.dqn.learning_starts else float("nan")

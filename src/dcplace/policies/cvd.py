@@ -8,6 +8,7 @@ otherwise: that is the paper's point). torch is imported only when a policy is b
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 from importlib.resources import files
 from pathlib import Path
@@ -69,24 +70,18 @@ class LearnedNuma:
         return status
 
 
-register(
-    "cvd-rl",
-    lambda checkpoint=None: LearnedNuma("cvd-rl", checkpoint),
-    "CVD-RL: per-machine look-ahead values, top-2 best-fit + top-3 industrial candidates (shipped checkpoint)",
-    learned=True,
-    setting="numa",
-)
-register(
-    "cvd-rl-machine",
-    lambda checkpoint=None: LearnedNuma("cvd-rl-machine", checkpoint),
-    "CVD-RL trained with a per-machine TD target (ours): r + gamma V(after) - V(now) among the same candidates",
-    learned=True,
-    setting="numa",
-)
-register(
-    "schedrl",
-    lambda checkpoint=None: LearnedNuma("schedrl", checkpoint),
-    "SchedRL: whole-cluster Double DQN, 2N outputs (shipped checkpoint; its training machine count only)",
-    learned=True,
-    setting="numa",
-)
+_DOCS = {
+    "cvd-rl": "CVD-RL: per-machine look-ahead values, top-2 best-fit + top-3 industrial candidates "
+    "(shipped checkpoint)",
+    "cvd-rl-machine": "CVD-RL trained with a per-machine TD target (ours): r + gamma V(after) - V(now) among the same "
+    "candidates",
+    "schedrl": "SchedRL: whole-cluster Double DQN, 2N outputs (shipped checkpoint; its training machine count only)",
+}
+
+
+def _factory(label: str) -> Callable[..., LearnedNuma]:
+    return lambda checkpoint=None: LearnedNuma(label, checkpoint)
+
+
+for _label, _doc in _DOCS.items():
+    register(_label, _factory(_label), _doc, learned=True, setting="numa")
