@@ -42,6 +42,9 @@ class OversizeOpt(StrEnum):
 
 
 def _fail(exc: InputError) -> None:
+    if exc.path is None and exc.field is not None:  # a core field error: name the flag it came from
+        typer.echo(f"error: --{exc.field.replace('_', '-')}: {exc.detail}", err=True)
+        raise typer.Exit(2)
     typer.echo(f"error: {exc}", err=True)
     raise typer.Exit(2)
 
@@ -85,14 +88,16 @@ def simulate_numa(
     json_out: Annotated[bool, typer.Option("--json", help="print exactly one JSON object")] = False,
 ) -> None:
     """Online VM scheduling on double-NUMA machines (the CVD-RL / VMAgent setting)."""
-    from dcplace.bench.numa_runner import check_hostable, prepare, run_episodes, summarise, warm_up_jit
+    from dcplace.bench.numa_runner import summarise
     from dcplace.cluster.numa import NumaCluster
     from dcplace.policies import get_policy
+    from dcplace.policies.numa_heuristics import warm_up_jit
+    from dcplace.sim.episodes import check_hostable, prepare, run_episodes
     from dcplace.sim.numa import Scenario
     from dcplace.workload.traces import load_trace
 
     try:
-        get_policy(policy, checkpoint)
+        pol = get_policy(policy, checkpoint)
         scenario = Scenario(
             pms=pms,
             mode=mode.value,
@@ -107,10 +112,8 @@ def simulate_numa(
         cluster = NumaCluster.uniform(scenario.machines)
         if oversize == OversizeOpt.error:
             check_hostable(cluster, prepared)
-        warm_up_jit(cluster, prepared)
-        results, wall, decisions = run_episodes(
-            policy, cluster, prepared, scenario, episodes, seed, check=check, checkpoint=checkpoint
-        )
+        warm_up_jit()
+        results, wall, decisions = run_episodes(pol, cluster, prepared, scenario, episodes, seed, check=check)
     except InputError as exc:
         _fail(exc)
     summary = summarise(policy, trace, scenario, double_threshold, seed, results, wall, decisions)
@@ -389,10 +392,10 @@ def _train_dqn(kind: str, trace: str, pms: int, warm_start: float, mode: ModeOpt
 
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from dcplace.bench.numa_runner import check_hostable, prepare
     from dcplace.cluster.numa import NumaCluster
     from dcplace.learn.cvd_model import CvdConfig
     from dcplace.learn.dqn import DQNConfig, Trainer
+    from dcplace.sim.episodes import check_hostable, prepare
     from dcplace.sim.numa import Scenario
     from dcplace.workload.traces import load_trace, trace_available
 
