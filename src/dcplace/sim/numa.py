@@ -294,8 +294,7 @@ class NumaSim:
         self.ctr = np.zeros(K.N_CTR, np.int64)
         self.acc = np.zeros(K.N_ACC, np.float64)
         self._mask = np.zeros(m * k, bool)
-        self._cap_ro = _ro(self.cap)
-        self._usable_ro = _ro(self.usable)
+        self._ro_views()
 
     # -- lifecycle ------------------------------------------------------------------------------------------
     def start_event(self, rng: np.random.Generator) -> int:
@@ -398,17 +397,21 @@ class NumaSim:
 
     def view(self) -> NumaView:
         """What a policy sees for the waiting request (read-only arrays; valid while ``status == DECIDE``)."""
-        r = self.request
+        r = int(self.ctr[K.C_REQ])
         return NumaView(
-            free=_ro(self.free),
-            capacity=self._cap_ro,
-            vm_count=_ro(self.vm_count),
-            usable=self._usable_ro,
-            active=self.n_active,
-            demand=_ro(self.trace.demand[r]),
-            multi=bool(self.trace.multi[r]),
-            request=r,
-        )
+            self._free_ro, self._cap_ro, self._count_ro, self._usable_ro, int(self.ctr[K.C_ACTIVE]),
+            self._demand_ro[r], bool(self._multi[r]), r,
+        )  # fmt: skip
+
+    def _ro_views(self) -> None:
+        # Read-only views built once (they share memory, so they always show the current state): a view per
+        # decision then costs a few attribute reads, not array constructions.
+        self._free_ro = _ro(self.free)
+        self._cap_ro = _ro(self.cap)
+        self._count_ro = _ro(self.vm_count)
+        self._usable_ro = _ro(self.usable)
+        self._demand_ro = _ro(self.trace.demand)
+        self._multi = self.trace.multi
 
     def copy(self) -> NumaSim:
         """An independent copy of the dynamic state (for look-ahead and rollouts)."""
@@ -416,6 +419,7 @@ class NumaSim:
         other.__dict__.update(self.__dict__)
         for name in ("free", "vm_count", "used", "pm_of", "node_of", "ctr", "acc", "_mask"):  # usable: constant
             setattr(other, name, getattr(self, name).copy())
+        other._ro_views()
         return other
 
     def result(self) -> EpisodeResult:
