@@ -361,6 +361,7 @@ class Heuristic(NumaPolicy):
     weights: IndustrialWeights = field(default_factory=IndustrialWeights)
     code: int = field(init=False, repr=False, compare=False)
     """The compiled code (from the name)."""
+    _wa: npt.NDArray[np.float64] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "code", heuristic_code(self.heuristic))  # validates the name
@@ -371,7 +372,7 @@ class Heuristic(NumaPolicy):
         return self.heuristic
 
     def _w(self) -> npt.NDArray[np.float64]:
-        return self._wa  # type: ignore[no-any-return]
+        return self._wa
 
     def choose(self, view: NumaView) -> int:
         return int(
