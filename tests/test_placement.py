@@ -4,6 +4,7 @@ CLI's answers and errors."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import itertools
 import json
@@ -484,3 +485,31 @@ def test_hierarchical_solves_its_swads_through_the_registry(tmp_path):
     finally:
         register_method("compact", real.run, CompactParams, replace=True)
     assert res.verified and sum(map(int, log.read_text().split())) == 70  # every VM, through the registered method
+
+
+def test_placement_imports_go_one_way():
+    """No import loop inside the placement package, counting imports anywhere in a module (function-level ones
+    included); the registry and the building blocks import no method."""
+    root = Path(__file__).resolve().parents[1] / "src" / "dcplace" / "placement"
+    graph: dict[str, set[str]] = {}
+    for path in root.glob("*.py"):
+        if path.stem == "__init__":
+            continue
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("dcplace.placement."):
+                deps.add(node.module.split(".")[2])
+            elif isinstance(node, ast.ImportFrom) and node.module == "dcplace.placement":
+                deps.update(a.name for a in node.names)
+            elif isinstance(node, ast.Import):
+                deps.update(a.name.split(".")[2] for a in node.names if a.name.startswith("dcplace.placement."))
+        graph[path.stem] = deps
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        return any(d == goal or (d not in seen and not seen.add(d) and reaches(d, goal, seen)) for d in graph[start])
+
+    assert not [m for m in graph if reaches(m, m, set())]
+    methods = {"greedy", "compact", "flat", "pattern", "hierarchical", "auto", "numa_batch", "solve"}
+    for base in ("stop", "result", "params", "registry", "cpsat", "problem", "checker"):
+        assert not graph[base] & methods, (base, graph[base] & methods)
+    assert "registry" in graph["hierarchical"] and "solve" not in graph["hierarchical"]
