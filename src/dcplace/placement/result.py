@@ -16,6 +16,8 @@ STATUSES = ("optimal", "feasible", "infeasible", "unknown")
 def _frozen_array(a: npt.ArrayLike | None) -> npt.NDArray[np.int64] | None:
     if a is None:
         return None
+    if isinstance(a, np.ndarray) and a.dtype == np.int64 and not a.flags.writeable:
+        return a  # already frozen (a ``replace`` of a result): no copy
     out = np.array(a, dtype=np.int64)  # a copy: the caller's array stays the caller's
     out.setflags(write=False)
     return out
@@ -64,9 +66,9 @@ class Result:
             raise ValueError(f"status must be one of {', '.join(STATUSES)}, got {self.status!r}")
         object.__setattr__(self, "vm_pm", _frozen_array(self.vm_pm))
         object.__setattr__(self, "vm_node", _frozen_array(self.vm_node))
-        if self.vm_disks is not None:
-            disks: Sequence[Sequence[int]] = self.vm_disks
-            object.__setattr__(self, "vm_disks", tuple(tuple(int(d) for d in v) for v in disks))
+        disks = self.vm_disks
+        if disks is not None and not (isinstance(disks, tuple) and all(type(v) is tuple for v in disks)):
+            object.__setattr__(self, "vm_disks", tuple(map(tuple, disks)))
         object.__setattr__(self, "violations", tuple(self.violations))
         object.__setattr__(self, "stats", MappingProxyType(dict(self.stats)))
 
