@@ -41,7 +41,17 @@ class OversizeOpt(StrEnum):
     skip = "skip"
 
 
+def _as_flag(exc: InputError) -> InputError:
+    """A core error naming a field ("packs must be ...", ``exc.field == "packs"``) in the wording of the flag that
+    sets it ("--packs must ..."); other errors as they are."""
+    field = exc.field
+    if exc.path is None and field and exc.detail.startswith(field + " "):
+        return InputError("--" + field.replace("_", "-") + exc.detail[len(field) :])
+    return exc
+
+
 def _fail(exc: InputError) -> None:
+    exc = _as_flag(exc)
     if exc.path is None and exc.field is not None:  # a core field error: name the flag it came from
         typer.echo(f"error: --{exc.field.replace('_', '-')}: {exc.detail}", err=True)
         raise typer.Exit(2)
@@ -547,18 +557,15 @@ def solve_cmd(
 ) -> None:
     """Batch placement of VMs with disks onto PMs with disks (paper 004): minimise the cost of the PMs used.
     Every answer is re-checked by an independent checker (`verified`)."""
-    from dcplace.placement.numa_batch import is_numa_batch, load_numa_batch, solve_huawei
-    from dcplace.placement.problem import load_problem
-    from dcplace.placement.solve import solve
+    from dcplace.placement import Deadline, HierarchicalParams, load_problem, params_for, solve
+    from dcplace.placement.numa_batch import is_numa_batch, load_numa_batch, summary_of
 
     if is_numa_batch(instance):
         try:
             if method != "auto":
                 raise InputError(f"--method: topology-aware batches are solved by method auto only, got {method!r}")
-            limit = 300.0 if time_limit is None else time_limit
-            if limit <= 0:
-                raise InputError(f"--time-limit must be positive, got {limit}")
-            summary = solve_huawei(load_numa_batch(instance), limit)
+            limit = Deadline(300.0 if time_limit is None else time_limit)
+            summary = summary_of(solve(load_numa_batch(instance), "auto", limit, seed))
         except InputError as exc:
             _fail(exc)
         if json_out:
@@ -570,24 +577,11 @@ def solve_cmd(
         return
     try:
         problem = load_problem(instance)
-        if not 0 < beta <= 1:
-            raise InputError(f"--beta must be in (0, 1], got {beta}")
-        if first_level not in ("swads", "cost", "pattern"):
-            raise InputError(f"--first-level must be swads, cost or pattern, got {first_level!r}")
-        if split not in ("random", "topology"):
-            raise InputError(f"--split must be random or topology, got {split!r}")
-        if rack_size < 0 or racks_per_pod < 1:
-            raise InputError("--rack-size must be >= 0 and --racks-per-pod >= 1")
-        if rack_size:
-            from dcplace.placement.hierarchical import with_racks
-
-            problem = with_racks(problem, rack_size, seed)
-        for flag, value, most in (("--packs", packs, problem.n_vms), ("--swads", swads, problem.n_pms)):
-            if not 1 <= value <= most:
-                raise InputError(f"{flag} must be between 1 and {most}, got {value}")
-        options = {"packs": packs, "swads": swads, "beta": beta, "objective": first_level, "split": split,
-                   "racks_per_pod": racks_per_pod}  # fmt: skip
-        res = solve(problem, method, 60.0 if time_limit is None else time_limit, seed, workers, options)
+        hier = HierarchicalParams(workers=workers, packs=packs, swads=swads, beta=beta, first_level=first_level,
+                                  split=split, rack_size=rack_size, racks_per_pod=racks_per_pod)  # fmt: skip
+        flags = {} if method == "greedy" else {"workers": workers}
+        params = hier if method == "hierarchical" else params_for(method, flags)
+        res = solve(problem, method, Deadline(60.0 if time_limit is None else time_limit), seed, params)
     except InputError as exc:
         _fail(exc)
     s = res.summary()
