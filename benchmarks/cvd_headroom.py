@@ -13,13 +13,14 @@ import argparse
 import numpy as np
 
 from dcplace.bench.cvd_reproduction import ceiling
-from dcplace.bench.numa_runner import prepare, start_seed
+from dcplace.bench.numa_runner import prepare
 from dcplace.cluster.numa import NumaCluster
 from dcplace.learn import cvd_features as F
 from dcplace.learn.dqn import TRAIN_START_RANGE, VALIDATION_SEED, probe_types
 from dcplace.policies import get_policy
 from dcplace.policies.cvd import LearnedNuma
 from dcplace.sim import numa_kernel as K
+from dcplace.sim.episodes import start_seed
 from dcplace.sim.numa import NumaSim, Scenario
 from dcplace.workload.traces import load_trace, trace_available
 

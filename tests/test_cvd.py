@@ -20,7 +20,9 @@ from dcplace.cluster.numa import NumaCluster
 from dcplace.errors import InputError
 from dcplace.learn import cvd_features as F
 from dcplace.learn.cvd_model import CvdAgent, CvdConfig, CvdNet, NumpyMLP
-from dcplace.learn.dqn import DQNConfig, Trainer, load, probe_types
+from dcplace.learn.cvd_rl import CvdRlTrainer
+from dcplace.learn.dqn import DQNConfig, load, probe_types
+from dcplace.learn.schedrl import SchedRlTrainer
 from dcplace.policies import get_policy
 from dcplace.policies.cvd import shipped_path
 from dcplace.sim import numa_kernel as K
@@ -126,7 +128,7 @@ def test_delta_reward_is_one_on_an_empty_machine_and_rewards_filling_gaps():
 
 
 def test_training_smoke_td_loss_falls(tmp_path):
-    tr = Trainer(TRACE, Scenario(pms=4, warm_start=0.5, release=False), 0, tmp_path, CvdConfig(), TINY_DQN)
+    tr = CvdRlTrainer(TRACE, Scenario(pms=4, warm_start=0.5, release=False), 0, tmp_path, CvdConfig(), TINY_DQN)
     rng = np.random.default_rng(0)
     for i in range(6):
         tr.run_episode(rng, i)
@@ -145,11 +147,12 @@ def test_training_smoke_td_loss_falls(tmp_path):
 def test_same_seed_same_weights_and_resume_is_exact(tmp_path, kind):
     sc = Scenario(pms=4, warm_start=0.5, release=False)
     cfg = CvdConfig(kind=kind, machines=4 if kind == "schedrl" else 0)
-    a = Trainer(TRACE, sc, 7, tmp_path / "a", cfg, TINY_DQN)
+    trainer = SchedRlTrainer if kind == "schedrl" else CvdRlTrainer
+    a = trainer(TRACE, sc, 7, tmp_path / "a", cfg, TINY_DQN)
     a.train(4)
-    b = Trainer(TRACE, sc, 7, tmp_path / "b", cfg, TINY_DQN)
+    b = trainer(TRACE, sc, 7, tmp_path / "b", cfg, TINY_DQN)
     b.train(2)
-    b = Trainer.resume(TRACE, sc, 7, tmp_path / "b", "synthetic")
+    b = trainer.resume(TRACE, sc, 7, tmp_path / "b", "synthetic")
     b.train(4)
     for (name, p), q in zip(a.net.state_dict().items(), b.net.state_dict().values(), strict=True):
         assert torch.equal(p, q), name
@@ -256,7 +259,7 @@ def test_machine_td_smoke_loss_falls_and_acts(tmp_path):
     """Ours: the per-machine TD target (one row per transition, the last state of every machine -> 0)."""
     dqn = DQNConfig(batch=64, buffer=5_000, updates_per_epoch=8, learning_starts=100, eval_every=1, eval_episodes=1,
                     episodes_per_epoch=2, loss="machine")  # fmt: skip
-    tr = Trainer(TRACE, Scenario(pms=4, warm_start=0.5, release=False), 0, tmp_path, CvdConfig(), dqn)
+    tr = CvdRlTrainer(TRACE, Scenario(pms=4, warm_start=0.5, release=False), 0, tmp_path, CvdConfig(), dqn)
     assert tr.cfg.machine_td
     rng = np.random.default_rng(0)
     for i in range(6):
@@ -272,5 +275,7 @@ def test_machine_td_smoke_loss_falls_and_acts(tmp_path):
     sim = _sim(6, seed=1)
     dec = tr.agent.observe(sim)
     np.testing.assert_allclose(tr.agent.benefits(sim, dec.actions), tr.agent.q_values(dec, sim), atol=1e-9)
-    with pytest.raises(InputError, match="--loss machine needs"):
-        Trainer(TRACE, Scenario(pms=4), 0, tmp_path / "x", CvdConfig(kind="schedrl", machines=4), dqn)
+    with pytest.raises(InputError, match="per-machine loss needs the decomposed"):
+        CvdRlTrainer(TRACE, Scenario(pms=4), 0, tmp_path / "x", CvdConfig(decompose=False, machines=4), dqn)
+    with pytest.raises(InputError, match="field 'loss'"):
+        SchedRlTrainer(TRACE, Scenario(pms=4), 0, tmp_path / "x", CvdConfig(kind="schedrl", machines=4), dqn)

@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 
 from dcplace.bench.cvd_heuristics import DOUBLE_THRESHOLD, PAPER, TABLES, WARM, table_cells, write_records
-from dcplace.bench.numa_runner import prepare, run_episodes, start_seed
+from dcplace.bench.numa_runner import prepare, run_episodes
+from dcplace.sim.episodes import start_seed
 from dcplace.sim.numa import NumaSim, PreparedTrace, Scenario
 from dcplace.sim.numa_kernel import DECIDE
 from dcplace.workload.traces import load_trace, trace_available
@@ -82,7 +83,9 @@ def _train(args: tuple[Run, str, int, int, Path, bool]) -> dict[str, Any]:
     import torch
 
     from dcplace.learn.cvd_model import CvdConfig
-    from dcplace.learn.dqn import DQNConfig, Trainer
+    from dcplace.learn.cvd_rl import CvdRlTrainer
+    from dcplace.learn.dqn import DQNConfig
+    from dcplace.learn.schedrl import SchedRlTrainer
 
     torch.set_num_threads(1)
     run, trace, epochs, seed, out, quick = args
@@ -99,7 +102,8 @@ def _train(args: tuple[Run, str, int, int, Path, bool]) -> dict[str, Any]:
         learning_starts=200 if quick else 2_000,
     )
     scenario = Scenario(pms=run.pms, release=False, warm_start=0.5)
-    tr = Trainer(prepared, scenario, seed, out / "runs" / run.name, model, dqn, trace)
+    trainer = SchedRlTrainer if run.kind == "schedrl" else CvdRlTrainer
+    tr = trainer(prepared, scenario, seed, out / "runs" / run.name, model, dqn, trace)
     ref = tr.validate_heuristic("best-fit")
     tr.train(epochs)
     return {"run": run.name, "best_fit_validation": ref, "curves": tr.curves, "wall_s": tr.wall_s}

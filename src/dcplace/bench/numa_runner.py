@@ -15,6 +15,7 @@ import numpy as np
 from dcplace.cluster.numa import NumaCluster
 from dcplace.errors import InputError
 from dcplace.policies import get_policy
+from dcplace.sim.episodes import start_seed
 from dcplace.sim.numa import EpisodeResult, HeuristicWeights, NumaSim, PreparedTrace, Scenario, oversize_mask
 from dcplace.sim.numa_kernel import DECIDE
 from dcplace.workload.table import RequestTable
@@ -37,11 +38,6 @@ def check_hostable(cluster: NumaCluster, trace: PreparedTrace) -> None:
             line=int(t.line[r]) or None,
             field=field,
         )
-
-
-def start_seed(seed: int, i: int) -> int:
-    """The reset seed of episode ``i`` of a run with ``seed`` (the same starts for every policy)."""
-    return int(np.random.default_rng([seed, i]).integers(2**63 - 1))
 
 
 def warm_up_jit(cluster: NumaCluster, trace: PreparedTrace) -> None:
