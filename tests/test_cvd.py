@@ -5,6 +5,7 @@ checkpoint errors, and the shipped checkpoint against Best-Fit."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -279,3 +280,52 @@ def test_machine_td_smoke_loss_falls_and_acts(tmp_path):
         CvdRlTrainer(TRACE, Scenario(pms=4), 0, tmp_path / "x", CvdConfig(decompose=False, machines=4), dqn)
     with pytest.raises(InputError, match="field 'loss'"):
         SchedRlTrainer(TRACE, Scenario(pms=4), 0, tmp_path / "x", CvdConfig(kind="schedrl", machines=4), dqn)
+
+
+class _Constant:
+    """A custom reward: the same value for every placement."""
+
+    name = "constant"
+
+    def __init__(self, value: float) -> None:
+        self.value = value
+
+    def __call__(self, sim: NumaSim, action: int) -> float:
+        return self.value
+
+
+def test_reward_is_injectable_and_recorded(tmp_path):
+    sc = Scenario(pms=4, warm_start=0.5, release=False)
+    default = CvdRlTrainer(TRACE, sc, 0, tmp_path / "a", CvdConfig(), TINY_DQN)
+    custom = CvdRlTrainer(TRACE, sc, 0, tmp_path / "b", CvdConfig(), TINY_DQN, "synthetic", _Constant(0.25))
+    default.train(2)
+    custom.train(2)
+    n = custom.buffer.size
+    assert n > 0 and np.all(custom.buffer.arrays["r"][:n] == np.float32(0.25))
+    assert not np.all(default.buffer.arrays["r"][: default.buffer.size] == np.float32(0.25))
+    wa, wb = default.net.state_dict(), custom.net.state_dict()
+    assert not all(torch.equal(wa[k], wb[k]) for k in wa)  # the reward changed what was learned
+    _, meta = load(tmp_path / "b" / "policy.pt")
+    assert meta["dqn"]["reward"] == "constant"
+    with pytest.raises(InputError, match="field 'reward'"):  # a custom reward must be passed again to resume
+        CvdRlTrainer.resume(TRACE, sc, 0, tmp_path / "b", "synthetic")
+    again = CvdRlTrainer.resume(TRACE, sc, 0, tmp_path / "b", "synthetic", _Constant(0.25))
+    assert again.epoch == 2
+    with pytest.raises(InputError, match=r"meta\.dqn\.reward"):
+        CvdRlTrainer.resume(TRACE, sc, 0, tmp_path / "a", "synthetic", _Constant(0.25))
+
+
+def test_dqn_config_from_a_toml_table():
+    cfg = DQNConfig.from_dict({"batch": 32, "lr": 1, "train_start_range": [100, 200], "loss": "machine"})
+    assert cfg.batch == 32 and cfg.lr == 1.0 and cfg.train_start_range == (100, 200)
+    assert DQNConfig.from_dict(cfg.to_dict()) == cfg
+    for table, needle in (
+        ({"batchh": 32}, "field 'batchh'"),
+        ({"batch": "32"}, "field 'batch': must be int, got '32'"),
+        ({"batch": 0}, "field 'batch': must be at least 1, got 0"),
+        ({"loss": "huber"}, "field 'loss': must be cluster or machine, got 'huber'"),
+        ({"train_start_range": [5]}, "field 'train_start_range'"),
+        ({"gamma": 1.5}, "field 'gamma'"),
+    ):
+        with pytest.raises(InputError, match=re.escape(needle)):
+            DQNConfig.from_dict(table)

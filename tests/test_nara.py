@@ -232,3 +232,12 @@ def test_shipped_agent_runs_16x_larger_and_beats_tetris_there():
     nara = run_policy("gamma", "uniform", "nara", episodes=1, seed=0, check=True).summary()["acceptance_mean"]
     tetris = run_policy("gamma", "uniform", "tetris", episodes=1, seed=0).summary()["acceptance_mean"]
     assert nara > tetris
+
+
+def test_ppo_config_from_a_toml_table():
+    cfg = PPOConfig.from_dict({"lr": 0.001, "epochs": 3})
+    assert cfg.epochs == 3 and PPOConfig.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(InputError, match="field 'minibatch': must be at least 1, got 0"):
+        PPOConfig.from_dict({"minibatch": 0})
+    with pytest.raises(InputError, match="field 'clip'"):
+        PPOConfig(clip=-0.1)

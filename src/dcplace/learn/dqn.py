@@ -125,7 +125,7 @@ def probe_types(trace: PreparedTrace) -> Probes:
     )
 
 
-class DoubleDQN(TrainingRun):
+class DoubleDQN(TrainingRun[CvdNet]):
     """Double DQN on one scenario; an algorithm supplies its replay ``layout``, ``run_episode`` and ``td_loss``."""
 
     fmt = FORMAT

@@ -159,7 +159,7 @@ def greedy_acceptance(
     return float(np.mean(acc))
 
 
-class PPOTrainer(TrainingRun):
+class PPOTrainer(TrainingRun[NaraNet]):
     """PPO for Nara on one topology (or several in turn) and request set; ``out`` receives the files."""
 
     fmt = checkpoint.FORMAT

@@ -47,7 +47,8 @@ class Replay:
     def save(self, path: Path) -> None:
         """Write the buffer atomically (``np.savez``)."""
         tmp = path.with_name(path.stem + ".tmp.npz")
-        np.savez(tmp, size=self.size, pos=self.pos, **self.arrays)
+        arrays: dict[str, Any] = {"size": self.size, "pos": self.pos, **self.arrays}
+        np.savez(tmp, **arrays)
         tmp.replace(path)
 
     def restore(self, path: Path) -> None:

@@ -25,7 +25,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import torch
 
@@ -34,9 +34,10 @@ from dcplace.learn import checkpoint
 from dcplace.learn.curves import write_csv
 
 Row = dict[str, float]
+Net = TypeVar("Net", bound=torch.nn.Module)
 
 
-class TrainingRun(ABC):
+class TrainingRun(ABC, Generic[Net]):
     """One training run writing to ``out``. Subclasses set the class fields and implement the abstract methods."""
 
     fmt: ClassVar[str]
@@ -50,7 +51,8 @@ class TrainingRun(ABC):
     save_every: ClassVar[int] = 1
     """Write ``checkpoint.pt`` every this many steps (and at the end)."""
 
-    net: torch.nn.Module
+    net: Net
+    """The network being trained (what ``policy.pt`` holds)."""
     opt: torch.optim.Optimizer
 
     def __init__(self, out: Path, seed: int, eval_every: int) -> None:
