@@ -21,7 +21,7 @@ from dcplace.cluster.numa import NumaCluster
 from dcplace.errors import InputError
 from dcplace.learn import cvd_features as F
 from dcplace.learn.cvd_model import CvdAgent, CvdConfig, CvdNet, NumpyMLP
-from dcplace.learn.cvd_rl import CvdRlTrainer
+from dcplace.learn.cvd_rl import ClusterTD, CvdRlTrainer
 from dcplace.learn.dqn import DQNConfig, load, probe_types
 from dcplace.learn.schedrl import SchedRlTrainer
 from dcplace.policies import get_policy
@@ -323,9 +323,35 @@ def test_dqn_config_from_a_toml_table():
         ({"batchh": 32}, "field 'batchh'"),
         ({"batch": "32"}, "field 'batch': must be int, got '32'"),
         ({"batch": 0}, "field 'batch': must be at least 1, got 0"),
-        ({"loss": "huber"}, "field 'loss': must be cluster or machine, got 'huber'"),
+        ({"loss": ""}, "field 'loss': must not be empty"),
         ({"train_start_range": [5]}, "field 'train_start_range'"),
         ({"gamma": 1.5}, "field 'gamma'"),
     ):
         with pytest.raises(InputError, match=re.escape(needle)):
             DQNConfig.from_dict(table)
+
+
+class _Myopic(ClusterTD):
+    """A custom TD rule: the cluster target with gamma 0."""
+
+    name = "myopic"
+
+    def loss(self, net, target, b, gamma):
+        return super().loss(net, target, b, 0.0)
+
+
+def test_td_rule_is_injectable_and_recorded(tmp_path):
+    sc = Scenario(pms=4, warm_start=0.5, release=False)
+    with pytest.raises(InputError, match="field 'loss': must be one of cluster, machine, got 'huber'"):
+        CvdRlTrainer(TRACE, sc, 0, tmp_path / "x", CvdConfig(), DQNConfig(loss="huber"))
+    default = CvdRlTrainer(TRACE, sc, 0, tmp_path / "a", CvdConfig(), TINY_DQN)
+    custom = CvdRlTrainer(TRACE, sc, 0, tmp_path / "b", CvdConfig(), TINY_DQN, td=_Myopic())
+    default.train(2)
+    custom.train(2)
+    wa, wb = default.net.state_dict(), custom.net.state_dict()
+    assert not all(torch.equal(wa[k], wb[k]) for k in wa)
+    assert custom.meta()["dqn"]["loss"] == "myopic"
+    again = CvdRlTrainer.resume(TRACE, sc, 0, tmp_path / "b", "synthetic", td=_Myopic())
+    assert again.epoch == 2 and again.dqn.loss == "myopic"
+    with pytest.raises(InputError, match=r"meta\.dqn\.loss"):
+        CvdRlTrainer.resume(TRACE, sc, 0, tmp_path / "a", "synthetic", td=_Myopic())

@@ -21,6 +21,7 @@ for that action before it is applied, and the TD rule records the transition.
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -30,12 +31,19 @@ from dcplace.errors import InputError
 from dcplace.learn.cvd_model import CvdConfig, CvdNet, Decision
 from dcplace.learn.dqn import DoubleDQN, DQNConfig, probe_types
 from dcplace.learn.replay import Layout, Replay
+from dcplace.learn.rewards import Reward
 from dcplace.sim import numa_kernel as K
-from dcplace.sim.numa import NumaSim, PreparedTrace
+from dcplace.sim.numa import NumaSim, PreparedTrace, Scenario
 
 
 class TDRule(Protocol):
-    """How transitions are stored and turned into a loss (one object per episode loop; state between calls)."""
+    """How transitions are stored and turned into a loss (one object per trainer; it keeps the episode's pending
+    transition between calls)."""
+
+    @property
+    def name(self) -> str:
+        """Recorded as ``DQNConfig.loss`` in the configuration and the checkpoints."""
+        ...
 
     def layout(self, cfg: CvdConfig, machines: int) -> Layout:
         """The replay fields of one transition."""
@@ -63,6 +71,8 @@ def after(dec: Decision, c: int) -> np.ndarray:
 
 class ClusterTD:
     """The paper's eq. 12: Double DQN on the summed Q of the whole cluster."""
+
+    name = "cluster"
 
     def __init__(self) -> None:
         self.pending: dict[str, object] | None = None
@@ -100,6 +110,8 @@ class ClusterTD:
 class MachineTD:
     """Ours: a TD target per machine, ``V(now) <- r + machine_gamma * V'(after)``; every machine's last row -> 0."""
 
+    name = "machine"
+
     def __init__(self) -> None:
         self.final: tuple[Decision, int] | None = None
 
@@ -134,20 +146,58 @@ class CvdRlTrainer(DoubleDQN):
 
     kind = "cvd"
 
-    def prepare_model(self, model: CvdConfig, trace: PreparedTrace, dqn: DQNConfig) -> CvdConfig:
-        """Probe types from the training trace (stored with the weights); ``machine_td`` for the per-machine loss."""
-        self.td: TDRule = TD_RULES[dqn.loss]()
+    def __init__(
+        self,
+        trace: PreparedTrace,
+        scenario: Scenario,
+        seed: int,
+        out: Path,
+        model: CvdConfig,
+        dqn: DQNConfig | None = None,
+        trace_name: str = "trace",
+        reward: Reward | None = None,
+        td: TDRule | None = None,
+    ) -> None:
+        """``td``: the TD rule (by default the one ``dqn.loss`` names; an injected rule's ``name`` replaces it)."""
+        self.td: TDRule
+        self._td = td
+        super().__init__(trace, scenario, seed, out, model, dqn, trace_name, reward)
+
+    def prepare_model(self, model: CvdConfig, trace: PreparedTrace, dqn: DQNConfig) -> tuple[CvdConfig, DQNConfig]:
+        """Probe types from the training trace (stored with the weights); ``machine_td`` for the per-machine rule."""
+        if self._td is not None:
+            self.td = self._td
+        elif dqn.loss in TD_RULES:
+            self.td = TD_RULES[dqn.loss]()
+        else:
+            raise InputError(f"must be one of {', '.join(TD_RULES)}, got {dqn.loss!r}", field="loss")
         if not model.probes:
             types, multi, weight = probe_types(trace)
             probes = tuple(
                 (float(c), float(m), bool(mu), float(w)) for (c, m), mu, w in zip(types, multi, weight, strict=True)
             )
             model = replace(model, probes=probes)
-        if dqn.loss == "machine":
+        if isinstance(self.td, MachineTD):
             if not model.decompose:
                 raise InputError("the per-machine loss needs the decomposed network (decompose on)", field="loss")
             model = replace(model, machine_td=True)
-        return model
+        return model, replace(dqn, loss=self.td.name)
+
+    @classmethod
+    def resume(
+        cls,
+        trace: PreparedTrace,
+        scenario: Scenario,
+        seed: int,
+        out: Path,
+        trace_name: str,
+        reward: Reward | None = None,
+        td: TDRule | None = None,
+    ) -> CvdRlTrainer:
+        """Continue the run in ``out``; an injected reward or TD rule must be passed again."""
+        return cls.resume_with(
+            out, scenario, seed, lambda cfg, dqn: cls(trace, scenario, seed, out, cfg, dqn, trace_name, reward, td)
+        )
 
     def layout(self, model: CvdConfig, machines: int) -> Layout:
         return self.td.layout(model, machines)

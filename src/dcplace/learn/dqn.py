@@ -23,10 +23,10 @@ about a thousandth of that, so we take fewer, smaller updates per epoch and repo
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import torch
@@ -75,9 +75,10 @@ class DQNConfig:
     reward: str = "delta"
     """The reward's name: ``delta`` or ``vmagent`` (:mod:`dcplace.learn.rewards`), or an injected reward's name."""
     loss: str = "cluster"
-    """``cluster``: the paper's eq. 12 (TD on the summed Q of the whole cluster); ``machine`` (ours, CVD-RL only): a
-    TD target per machine, ``V(machine now) <- r + machine_gamma * V(machine after)``, the last state of every machine
-    -> 0 when the episode ends (:mod:`dcplace.learn.cvd_rl`, docs/cvd-rl.md)."""
+    """The TD rule's name. ``cluster``: the paper's eq. 12 (TD on the summed Q of the whole cluster); ``machine`` (ours,
+    CVD-RL only): a TD target per machine, ``V(machine now) <- r + machine_gamma * V(machine after)``, the last state
+    of every machine -> 0 when the episode ends (:mod:`dcplace.learn.cvd_rl`, docs/cvd-rl.md); or an injected rule's
+    name."""
     eval_every: int = 10
     """Validate every this many epochs (and after the first)."""
     eval_episodes: int = 10
@@ -86,10 +87,9 @@ class DQNConfig:
     """Event-log rows [lo, hi) training and validation episodes start from."""
 
     def __post_init__(self) -> None:
-        if not self.reward:
-            raise InputError("must name a reward, got ''", field="reward")
-        if self.loss not in ("cluster", "machine"):
-            raise InputError(f"must be cluster or machine, got {self.loss!r}", field="loss")
+        for name in ("reward", "loss"):
+            if not getattr(self, name):
+                raise InputError("must not be empty, got ''", field=name)
         for name in ("batch", "buffer", "episodes_per_epoch", "updates_per_epoch", "eval_every", "eval_episodes"):
             if getattr(self, name) < 1:
                 raise InputError(f"must be at least 1, got {getattr(self, name)}", field=name)
@@ -123,6 +123,9 @@ def probe_types(trace: PreparedTrace) -> Probes:
         np.ascontiguousarray(kinds[:, 2] > 0),
         counts / counts.sum(),
     )
+
+
+T = TypeVar("T", bound="DoubleDQN")
 
 
 class DoubleDQN(TrainingRun[CvdNet]):
@@ -159,7 +162,7 @@ class DoubleDQN(TrainingRun[CvdNet]):
         self.cluster = NumaCluster.uniform(scenario.pms)
         self.sim = NumaSim(self.cluster, trace, scenario)
         self.train_sim = NumaSim(self.cluster, trace, replace(scenario, start_range=dqn.train_start_range))
-        model = self.prepare_model(model, trace, dqn)
+        model, dqn = self.prepare_model(model, trace, dqn)
         self.reward: Reward = reward or numa_reward(
             dqn.reward, model.probe_arrays() if model.probes else probe_types(trace)
         )
@@ -185,9 +188,10 @@ class DoubleDQN(TrainingRun[CvdNet]):
 
     # --- what each algorithm supplies ------------------------------------------------------------------------------
 
-    def prepare_model(self, model: CvdConfig, trace: PreparedTrace, dqn: DQNConfig) -> CvdConfig:
-        """The network's configuration as this algorithm trains it (fields it sets from the trace or the loss)."""
-        return model
+    def prepare_model(self, model: CvdConfig, trace: PreparedTrace, dqn: DQNConfig) -> tuple[CvdConfig, DQNConfig]:
+        """The network's configuration as this algorithm trains it (fields it sets from the trace or the loss), and
+        the settings (with the name of the TD rule it uses)."""
+        return model, dqn
 
     @abstractmethod
     def layout(self, model: CvdConfig, machines: int) -> Layout:
@@ -304,22 +308,30 @@ class DoubleDQN(TrainingRun[CvdNet]):
 
     @classmethod
     def resume(
-        cls,
+        cls: type[T],
         trace: PreparedTrace,
         scenario: Scenario,
         seed: int,
         out: Path,
         trace_name: str,
         reward: Reward | None = None,
-    ) -> DoubleDQN:
+    ) -> T:
         """Continue the run in ``out`` (``checkpoint.pt`` + ``replay.npz``); scenario and seed must be the run's, and
         an injected reward must be passed again."""
+        return cls.resume_with(
+            out, scenario, seed, lambda cfg, dqn: cls(trace, scenario, seed, out, cfg, dqn, trace_name, reward)
+        )
+
+    @classmethod
+    def resume_with(cls, out: Path, scenario: Scenario, seed: int, build: Callable[[CvdConfig, DQNConfig], T]) -> T:
+        """Resume with ``build(model config, settings)`` making the trainer (for trainers with more to inject)."""
         blob = cls.read_run(out, {"pms": scenario.pms, "warm_start": scenario.warm_start, "seed": seed})
         net, meta = load(out / "checkpoint.pt")
-        tr = cls(trace, scenario, seed, out, net.cfg, DQNConfig.from_dict(meta["dqn"]), trace_name, reward)
-        if tr.dqn.reward != meta["dqn"]["reward"]:
-            raise InputError(f"{out / 'checkpoint.pt'}: field 'meta.dqn.reward' is {meta['dqn']['reward']!r}, "
-                             f"but this run's reward is {tr.dqn.reward!r}")  # fmt: skip
+        tr = build(net.cfg, DQNConfig.from_dict(meta["dqn"]))
+        for key in ("reward", "loss"):
+            if getattr(tr.dqn, key) != meta["dqn"][key]:
+                raise InputError(f"{out / 'checkpoint.pt'}: field 'meta.dqn.{key}' is {meta['dqn'][key]!r}, "
+                                 f"but this run's is {getattr(tr.dqn, key)!r}")  # fmt: skip
         tr.restore(blob, counters=("episodes", "updates"))
         tr.target.load_state_dict(blob["target"])
         tr.agent.sync(tr.net)

@@ -28,10 +28,10 @@ class SchedRlTrainer(DoubleDQN):
 
     kind = "schedrl"
 
-    def prepare_model(self, model: CvdConfig, trace: PreparedTrace, dqn: DQNConfig) -> CvdConfig:
+    def prepare_model(self, model: CvdConfig, trace: PreparedTrace, dqn: DQNConfig) -> tuple[CvdConfig, DQNConfig]:
         if dqn.loss != "cluster":
             raise InputError(f"SchedRL trains with the cluster loss only, got {dqn.loss!r}", field="loss")
-        return model
+        return model, dqn
 
     def layout(self, model: CvdConfig, machines: int) -> Layout:
         d = 2 * model.numa * machines + 3

@@ -1,4 +1,5 @@
-"""``cvd-rl``, ``cvd-rl-machine`` and ``schedrl``: the learned NUMA schedulers (Double DQN, :mod:`dcplace.learn.dqn`).
+"""``cvd-rl``, ``cvd-rl-machine`` and ``schedrl``: the learned NUMA schedulers (Double DQN; trained by
+:mod:`dcplace.learn.cvd_rl` and :mod:`dcplace.learn.schedrl`).
 
 Greedy at evaluation, as in the paper. Without ``checkpoint`` each loads the checkpoint shipped in the package
 (trained on Huawei-East-1, 50 PMs, 50 % warm start, Non-Expansion). CVD-RL's decomposed network acts at any machine
