@@ -59,6 +59,13 @@ def _fail(exc: InputError) -> None:
     raise typer.Exit(2)
 
 
+def _flag_wording(exc: InputError, flags: dict[str, str]) -> InputError:
+    """A core error naming a configuration field (``exc.field``), reworded to name the flag that sets it."""
+    if exc.path is None and exc.line is None and exc.field in flags:
+        return InputError(f"{flags[exc.field]} {exc.detail}")
+    return exc
+
+
 def _reproduce(run: Callable[[], str], written: str, out: Path, at_least_one: dict[str, int] | None = None) -> None:
     """Check the count flags, run a reproduction, print its Markdown and where its files went; user errors exit 2."""
     try:
@@ -328,7 +335,7 @@ def train_nara(
 
     from dcplace.cluster.topology import load_topology
     from dcplace.learn.nara_model import NaraConfig
-    from dcplace.learn.ppo import PPOConfig, Trainer
+    from dcplace.learn.ppo import PPOConfig, PPOTrainer
     from dcplace.workload.netreq import DATASETS
 
     try:
@@ -341,16 +348,16 @@ def train_nara(
         where = "+".join(t.name for t in tops)
         folder = out or Path(f"results/train/nara-{where}-{dataset}")
         if resume:
-            trainer = Trainer.resume(tops, dataset, seed, folder)
+            trainer = PPOTrainer.resume(tops, dataset, seed, folder)
         else:
             if (folder / "checkpoint.pt").exists():
                 raise InputError(f"{folder} already holds a run; pass --resume to continue it or choose another --out")
             if p2_hidden < 0:
                 raise InputError(f"--p2-hidden must be at least 0, got {p2_hidden}")
             ppo = PPOConfig(steps_per_iteration=steps, eval_every=eval_every)
-            trainer = Trainer(tops, dataset, seed, folder, ppo, NaraConfig(p2_hidden=p2_hidden), init)
+            trainer = PPOTrainer(tops, dataset, seed, folder, ppo, NaraConfig(p2_hidden=p2_hidden), init)
     except InputError as exc:
-        _fail(exc)
+        _fail(_flag_wording(exc, {"steps_per_iteration": "--steps", "eval_every": "--eval-every"}))
     t0 = time.perf_counter()
     with Progress(
         TextColumn("[bold]nara {task.fields[where]}"),
@@ -370,12 +377,7 @@ def train_nara(
                        val=f"{trainer.best_validation:.3f}")  # fmt: skip
 
         trainer.train(iterations, show)
-    summary = {
-        "command": " ".join(["dcplace", "train", "nara", *sys.argv[3:]]),
-        **trainer.meta(),
-        "session_wall_s": time.perf_counter() - t0,
-    }
-    (folder / "train.json").write_text(json.dumps(summary, indent=2) + "\n")
+    trainer.write_summary(" ".join(["dcplace", "train", "nara", *sys.argv[3:]]), time.perf_counter() - t0)
     console.print(f"best validation acceptance {trainer.best_validation:.3f}; {trainer.wall_s:.0f} s of training; "
                   f"policy in {folder}/policy.pt")  # fmt: skip
 
@@ -404,12 +406,15 @@ def _train_dqn(kind: str, trace: str, pms: int, warm_start: float, mode: ModeOpt
 
     from dcplace.cluster.numa import NumaCluster
     from dcplace.learn.cvd_model import CvdConfig
-    from dcplace.learn.dqn import DQNConfig, Trainer
+    from dcplace.learn.cvd_rl import CvdRlTrainer
+    from dcplace.learn.dqn import DQNConfig
+    from dcplace.learn.schedrl import SchedRlTrainer
     from dcplace.sim.episodes import check_hostable, prepare
     from dcplace.sim.numa import Scenario
     from dcplace.workload.traces import load_trace, trace_available
 
     label = "cvd-rl" if kind == "cvd" else "schedrl"
+    trainer_class = CvdRlTrainer if kind == "cvd" else SchedRlTrainer
     try:
         if mode != ModeOpt.non_expansion:
             raise InputError("--mode: training runs in non-expansion (evaluate expansion with `dcplace simulate`)")
@@ -424,7 +429,7 @@ def _train_dqn(kind: str, trace: str, pms: int, warm_start: float, mode: ModeOpt
         check_hostable(NumaCluster.uniform(pms), prepared)
         folder = out or Path(f"results/train/{label}-{pms}pm")
         if resume:
-            trainer = Trainer.resume(prepared, scenario, seed, folder, trace)
+            trainer = trainer_class.resume(prepared, scenario, seed, folder, trace)
         else:
             if (folder / "checkpoint.pt").exists():
                 raise InputError(f"{folder} already holds a run; pass --resume to continue it or choose another --out")
@@ -433,10 +438,12 @@ def _train_dqn(kind: str, trace: str, pms: int, warm_start: float, mode: ModeOpt
                               filter_k=_parse_filter(filter_spec) if kind == "cvd" else (),
                               machines=pms if whole else 0)  # fmt: skip
             dqn = DQNConfig(reward=reward, updates_per_epoch=updates, batch=batch, eval_every=eval_every, loss=loss)
-            trainer = Trainer(prepared, scenario, seed, folder, model, dqn, trace)
+            trainer = trainer_class(prepared, scenario, seed, folder, model, dqn, trace)
         ref = {h: trainer.validate_heuristic(h) for h in ("best-fit", "industrial")}
     except InputError as exc:
-        _fail(exc)
+        flags = {"reward": "--reward", "loss": "--loss", "batch": "--batch", "eval_every": "--eval-every",
+                 "updates_per_epoch": "--updates-per-epoch", "mode": "--mode"}  # fmt: skip
+        _fail(_flag_wording(exc, flags))
     t0 = time.perf_counter()
     with Progress(
         TextColumn(f"[bold]{label} {pms} PMs"),
@@ -454,14 +461,12 @@ def _train_dqn(kind: str, trace: str, pms: int, warm_start: float, mode: ModeOpt
                        val=f"{trainer.best_validation:.1f}")  # fmt: skip
 
         trainer.train(epochs, show)
-    summary = {
-        "command": " ".join(["dcplace", "train", label, *sys.argv[3:]]),
-        **trainer.meta(),
-        "validation_best_fit": ref["best-fit"],
-        "validation_industrial": ref["industrial"],
-        "session_wall_s": time.perf_counter() - t0,
-    }
-    (folder / "train.json").write_text(json.dumps(summary, indent=2) + "\n")
+    trainer.write_summary(
+        " ".join(["dcplace", "train", label, *sys.argv[3:]]),
+        time.perf_counter() - t0,
+        validation_best_fit=ref["best-fit"],
+        validation_industrial=ref["industrial"],
+    )
     console.print(f"best validation length {trainer.best_validation:.1f} (best-fit {ref['best-fit']:.1f}, "
                   f"industrial {ref['industrial']:.1f}); {trainer.wall_s:.0f} s of training; "
                   f"policy in {folder}/policy.pt")  # fmt: skip
