@@ -82,3 +82,18 @@ def test_bad_references_are_one_sentence_and_exit_2():
         p = _cli("simulate", "numa", "--policy", spec, "--episodes", "1")
         assert p.returncode == 2, (spec, p.stderr)
         assert "Traceback" not in p.stderr and p.stderr.count("\n") == 1 and "--policy" in p.stderr, p.stderr
+
+
+def test_a_user_network_policy_object_runs_through_the_library_loop():
+    from dcplace.bench.netalloc_runner import run_policy
+    from dcplace.policies import NetPolicy, NetView
+
+    class LowestFreeServer(NetPolicy):
+        name = "lowest-index"
+
+        def choose(self, view: NetView) -> int:
+            return int(np.flatnonzero(view.action_mask())[0])
+
+    run = run_policy("alpha", "uniform", LowestFreeServer(), n_requests=40, episodes=2, seed=0, check=True)
+    assert run.policy == "lowest-index" and len(run.results) == 2
+    assert 0 < run.summary()["acceptance_mean"] <= 1
