@@ -31,7 +31,7 @@ single implementation):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -211,13 +211,13 @@ def _ro(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
     return v
 
 
-@dataclass(frozen=True, slots=True)
-class NumaView:
+class NumaView(NamedTuple):
     """What a NUMA policy sees when one request waits: the state as read-only arrays, and the request.
 
     Built by the simulator (:meth:`NumaSim.view`) and by the live engine alike, so a policy written against it acts
     in both. Actions are ``machine * numa + node``; a multi-NUMA request takes ``1/numa`` of its demand from every
-    node of one machine (any node of the machine names it).
+    node of one machine (any node of the machine names it). Immutable; a named tuple rather than a frozen dataclass
+    because one is built per decision and a tuple builds in a third of the time (0.7 vs 2.4 us measured).
     """
 
     free: npt.NDArray[np.float64]
