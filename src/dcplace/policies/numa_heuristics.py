@@ -377,7 +377,7 @@ class Heuristic(NumaPolicy):
     def choose(self, view: NumaView) -> int:
         return int(
             choose(
-                self.code, self._w(), view.free, view.capacity, view.vm_count, view.usable, view.demand,
+                self.code, self._wa, view.free, view.capacity, view.vm_count, view.usable, view.demand,
                 view.multi, view.active,
             )
         )  # fmt: skip
