@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dcplace.errors import InputError
-from dcplace.placement.migration import ClusterPlacement, Placement, evacuate, plan_migrations
+from dcplace.placement.migration import (
+    ClusterPlacement,
+    MigrationPlan,
+    Move,
+    Placement,
+    evacuate,
+    plan_migrations,
+)
 from dcplace.placement.plan_check import check_plan, min_moves
 
 FAST = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -190,6 +199,58 @@ def test_staging_allowance_is_respected() -> None:
     plan = plan_migrations(state, target, max_staging=2)
     assert not plan.complete and len(plan.stuck) == 2 and plan.staging_moves == 2
     assert check_plan(state, target, plan).ok
+
+
+def test_exact_search_finds_what_the_greedy_misses() -> None:
+    # Found by random search: with one staging move allowed, the greedy stages a VM whose room it then needs; the
+    # exact search finds the 3-move plan that the brute force says is the shortest.
+    cap = np.full((4, 2, 2), 2.0)
+    state = ClusterPlacement.build(
+        cap,
+        [[1, 1], [1, 3], [3, 2], [3, 1]],
+        [False, True, False, True],
+        [2, 0, -1, 1],
+        [0, -1, -1, -1],
+        usable=[True, True, True, False],
+    )
+    target = Placement(np.array([1, 0, -1, 2]), np.array([0, -1, -1, -1]))
+    greedy = plan_migrations(state, target, max_staging=1, exact_limit=0)
+    assert not greedy.complete and greedy.stuck and check_plan(state, target, greedy).ok
+    plan = plan_migrations(state, target, max_staging=1)
+    assert plan.complete and plan.method == "exact" and plan.n_moves == min_moves(state, target, 1) == 3
+
+
+def _plan_of(moves: list[tuple[int, int, int, int, int, bool]], **kw: object) -> MigrationPlan:
+    mv = tuple(Move(*m) for m in moves)
+    fields = {"complete": True, "stuck": (), "left": (), "truncated": False, "reason": "", "moving": 2,
+              "staging_moves": sum(m.staging for m in mv), "gb_moved": 0.0, "cost": 0.0, "method": "hand",
+              "plan_s": 0.0}  # fmt: skip
+    fields.update(kw)
+    return MigrationPlan(moves=mv, **fields)  # type: ignore[arg-type]
+
+
+def test_checker_rejects_bad_plans() -> None:
+    state, target = _swaps(1, False, free_machine=True)
+    good = plan_migrations(state, target)
+    assert check_plan(state, target, good).ok
+    cases = {
+        "over capacity": _plan_of([(0, 0, 0, 1, 0, False), (1, 1, 0, 0, 0, False)], gb_moved=16.0, cost=16.0),
+        "the move says": _plan_of([(0, 1, 0, 2, 0, True), (1, 1, 0, 0, 0, False), (0, 2, 0, 1, 0, False)],
+                                  gb_moved=24.0, cost=24.0),  # fmt: skip
+        "does not exist": _plan_of([(0, 0, 0, 3, 0, True)], complete=False, left=(0, 1)),
+        "not at their target": _plan_of([], complete=True),
+        "staging flag": _plan_of([(0, 0, 0, 2, 0, False), (1, 1, 0, 0, 0, False), (0, 2, 0, 1, 0, False)],
+                                 staging_moves=0, gb_moved=24.0, cost=24.0),  # fmt: skip
+        "summary": replace(good, gb_moved=good.gb_moved + 1),
+        "neither its target": _plan_of([(0, 0, 0, 2, 0, True)], complete=False, left=(0, 1), gb_moved=8.0, cost=8.0),
+    }
+    for needle, plan in cases.items():
+        report = check_plan(state, target, plan)
+        assert not report.ok and any(needle in e for e in report.errors), (needle, report.errors)
+    for kw, needle in (({"pinned": [True, False]}, "pinned"), ({"usable": [True, True, False]}, "may not receive")):
+        other = ClusterPlacement.build(state.capacity, state.demand, state.multi, state.current.machine,
+                                       state.current.node, **kw)  # type: ignore[arg-type]  # fmt: skip
+        assert any(needle in e for e in check_plan(other, target, good).errors)
 
 
 def test_target_moving_a_pinned_vm_is_refused() -> None:
