@@ -13,8 +13,8 @@
     usable, or with only the 235 machines in use after a random 10 % of the VMs departed (the VMs must fit into
     fragmented holes, evicting others where needed). Target: a verified plan in <= 1 s; ``evacuate_s`` is the
     whole call (targets, plan, check).
-(c) ``--quality N``: N random tiny instances (the tests' generator, up to 6 VMs), the greedy alone (no exact fallback) against
-    the brute-force optimum: how often it finds a plan when one exists, and with the fewest moves.
+(c) ``--quality N``: N random tiny instances (the tests' generator, up to 6 VMs), the greedy alone (no exact
+    fallback) against the brute-force optimum: how often it finds a plan when one exists, and with the fewest moves.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_migration.py [--seed 0] [--quality 500] [--json records.json]
 """

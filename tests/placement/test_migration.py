@@ -235,12 +235,17 @@ def test_checker_rejects_bad_plans() -> None:
     assert check_plan(state, target, good).ok
     cases = {
         "over capacity": _plan_of([(0, 0, 0, 1, 0, False), (1, 1, 0, 0, 0, False)], gb_moved=16.0, cost=16.0),
-        "the move says": _plan_of([(0, 1, 0, 2, 0, True), (1, 1, 0, 0, 0, False), (0, 2, 0, 1, 0, False)],
-                                  gb_moved=24.0, cost=24.0),  # fmt: skip
+        "the move says": _plan_of(
+            [(0, 1, 0, 2, 0, True), (1, 1, 0, 0, 0, False), (0, 2, 0, 1, 0, False)], gb_moved=24.0, cost=24.0
+        ),
         "does not exist": _plan_of([(0, 0, 0, 3, 0, True)], complete=False, left=(0, 1)),
         "not at their target": _plan_of([], complete=True),
-        "staging flag": _plan_of([(0, 0, 0, 2, 0, False), (1, 1, 0, 0, 0, False), (0, 2, 0, 1, 0, False)],
-                                 staging_moves=0, gb_moved=24.0, cost=24.0),  # fmt: skip
+        "staging flag": _plan_of(
+            [(0, 0, 0, 2, 0, False), (1, 1, 0, 0, 0, False), (0, 2, 0, 1, 0, False)],
+            staging_moves=0,
+            gb_moved=24.0,
+            cost=24.0,
+        ),
         "summary": replace(good, gb_moved=good.gb_moved + 1),
         "neither its target": _plan_of([(0, 0, 0, 2, 0, True)], complete=False, left=(0, 1), gb_moved=8.0, cost=8.0),
     }

@@ -26,14 +26,72 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:  # types only: no planner code runs here
-    from dcplace.placement.migration import ClusterPlacement, MigrationPlan, Placement
+import numpy as np
+import numpy.typing as npt
 
 CHECK_TOL = Fraction(1, 10**9)
 
 Where = tuple[int, int]  # (machine, node); machine -1: nowhere; node -1: every node (multi-NUMA)
+
+
+# What the checker reads, as structural types: it imports nothing from the planner (the planner's
+# ClusterPlacement, Placement, Move and MigrationPlan satisfy these).
+class Placement(Protocol):
+    @property
+    def machine(self) -> npt.NDArray[np.int64]: ...  # (V,)
+    @property
+    def node(self) -> npt.NDArray[np.int64]: ...  # (V,)
+
+
+class ClusterPlacement(Protocol):
+    @property
+    def capacity(self) -> npt.NDArray[np.float64]: ...  # (M, K, R)
+    @property
+    def usable(self) -> npt.NDArray[np.bool_]: ...  # (M,)
+    @property
+    def demand(self) -> npt.NDArray[np.float64]: ...  # (V, R), memory last
+    @property
+    def multi(self) -> npt.NDArray[np.bool_]: ...  # (V,)
+    @property
+    def pinned(self) -> npt.NDArray[np.bool_]: ...  # (V,)
+    @property
+    def cost(self) -> npt.NDArray[np.float64]: ...  # (V,)
+    @property
+    def current(self) -> Placement: ...
+
+
+class Move(Protocol):
+    @property
+    def vm(self) -> int: ...
+    @property
+    def src_machine(self) -> int: ...
+    @property
+    def src_node(self) -> int: ...
+    @property
+    def dst_machine(self) -> int: ...
+    @property
+    def dst_node(self) -> int: ...
+    @property
+    def staging(self) -> bool: ...
+
+
+class MigrationPlan(Protocol):
+    @property
+    def moves(self) -> tuple[Move, ...]: ...
+    @property
+    def complete(self) -> bool: ...
+    @property
+    def left(self) -> tuple[int, ...]: ...
+    @property
+    def n_moves(self) -> int: ...
+    @property
+    def staging_moves(self) -> int: ...
+    @property
+    def gb_moved(self) -> float: ...
+    @property
+    def cost(self) -> float: ...
 
 
 @dataclass(frozen=True)
