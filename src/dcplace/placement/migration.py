@@ -53,7 +53,8 @@ the budget that leaves no VM at a staging place; the plan says it was ``truncate
 checks are ``O(V K R)`` numpy; the ready phase is ``O(n W)`` footprint tests (each machine's waiters are re-examined
 only when it frees room); a staging round scores every blocked VM against the waiters of its machine, ``O(n W)``,
 plus an ``O(M K R)`` vectorised scan for a staging place; in all ``O((1 + S) n W + S M K R)``. The exact search is
-exponential and is used only for at most ``exact_limit`` VMs and ``exact_nodes`` expansions.
+exponential and is used only for at most ``exact_limit`` VMs and ``exact_tests`` footprint tests (each expansion
+tests every moving VM at every usable place: on a large cluster the limit is reached quickly and said so).
 
 **Evacuation** (:func:`evacuate`): the VMs of drained or failed machines get new homes on the other usable machines
 by a placement rule (default :func:`best_fit`, largest VMs first), into free room, so only they move. Where free
@@ -429,7 +430,8 @@ class _Planner:
         slack = self.free - self.incoming  # (M, K, R)
         if self.multi[v]:
             ok = self.usable & np.all(self.free >= need, axis=(1, 2))
-            ok[self.loc_m[v]] = False
+            if self.loc_m[v] >= 0:
+                ok[self.loc_m[v]] = False
             good = ok & np.all(slack >= need, axis=(1, 2))
             room = slack.sum(axis=(1, 2))
             pick = good if good.any() else ok
@@ -461,11 +463,11 @@ class _Planner:
 
 
 def _exact_search(
-    state: ClusterPlacement, target: Placement, moving: I64, max_extra: int, max_nodes: int
+    state: ClusterPlacement, target: Placement, moving: I64, max_extra: int, max_tests: int
 ) -> tuple[list[Move] | None, bool]:
     """Iterative deepening over plans of ``len(moving) + e`` moves, ``e = 0..max_extra``: each move takes one VM
     of ``moving`` to its target or to any usable place with room. Returns (a shortest plan or None, exhausted:
-    whether the node limit cut the search, so None does not prove there is no plan)."""
+    whether the limit of ``max_tests`` footprint tests cut the search, so None does not prove there is no plan)."""
     p = _Planner(state, target, moving)
     vms = [int(v) for v in moving]
     places: dict[int, list[tuple[int, int]]] = {}
@@ -475,14 +477,15 @@ def _exact_search(
         tgt = (int(target.machine[v]), int(target.node[v]))
         places[v] = [tgt] + [o for o in opts if o != tgt]  # the target first
     seen: dict[tuple[tuple[int, int], ...], int] = {}
-    nodes = 0
+    tests = 0
+    per_expansion = sum(len(places[v]) for v in vms)
     path: list[Move] = []
 
     def at_target(v: int) -> bool:
         return (int(p.loc_m[v]), int(p.loc_k[v])) == (int(target.machine[v]), int(target.node[v]))
 
     def dfs(budget: int) -> bool:
-        nonlocal nodes
+        nonlocal tests
         away = sum(not at_target(v) for v in vms)
         if away == 0:
             return True
@@ -492,8 +495,8 @@ def _exact_search(
         if seen.get(key, -1) >= budget:
             return False
         seen[key] = budget
-        nodes += 1
-        if nodes > max_nodes:
+        tests += per_expansion
+        if tests > max_tests:
             raise _SearchLimit
         for v in vms:
             src = (int(p.loc_m[v]), int(p.loc_k[v]))
@@ -558,7 +561,7 @@ def plan_migrations(
     max_moves: int | None = None,
     max_gb: float | None = None,
     exact_limit: int = 6,
-    exact_nodes: int = 200_000,
+    exact_tests: int = 300_000,
     verify: bool = True,
 ) -> MigrationPlan:
     """An ordered, capacity-safe list of moves from ``state.current`` to ``target`` (see the module docstring).
@@ -569,8 +572,8 @@ def plan_migrations(
             unplaced; VMs that move must target usable machines; the target must fit the capacities.
         max_staging: extra moves allowed to break cycles (default: the number of VMs to move).
         max_moves / max_gb: a budget (moves; GB copied by live migrations): the plan is cut to a safe prefix.
-        exact_limit / exact_nodes: when the greedy gets stuck and at most ``exact_limit`` VMs move, search exactly
-            (at most ``exact_nodes`` expansions).
+        exact_limit / exact_tests: when the greedy gets stuck and at most ``exact_limit`` VMs move, search exactly
+            (at most ``exact_tests`` footprint tests, about a second).
         verify: replay the plan with the independent checker (raises ``RuntimeError`` if it fails: a bug).
 
     Raises:
@@ -620,11 +623,11 @@ def plan_migrations(
     if stuck:
         reason = f"no safe order found for {len(stuck)} VMs ({why}, {planner.staged} staging moves tried)"
         if len(moving) <= exact_limit:
-            found, limited = _exact_search(state, target, moving, allowance, exact_nodes)
+            found, limited = _exact_search(state, target, moving, allowance, exact_tests)
             if found is not None:
                 moves, method, stuck, reason = found, "exact", (), "all moves ordered (exact search)"
             elif limited:
-                reason += f"; the exact search hit its limit of {exact_nodes} nodes"
+                reason += f"; the exact search hit its limit of {exact_tests} footprint tests"
             else:
                 reason = f"no safe order exists within {allowance} extra moves (exact search)"
     clean = _cut(moves, state.demand[:, -1], None, None)  # stuck plans end at the last point with none parked
