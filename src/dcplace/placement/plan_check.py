@@ -115,31 +115,23 @@ class _Cluster:
     def __init__(self, state: ClusterPlacement) -> None:
         cap = state.capacity
         self.n_machines, self.n_nodes, self.n_res = (int(x) for x in cap.shape)
-        den = 1
-        for x in (*cap.reshape(-1).tolist(), *state.demand.reshape(-1).tolist()):
-            den = max(den, float(x).as_integer_ratio()[1])
-        self.unit = self.n_nodes * den  # integers per core / GB
-
-        def exact(x: float) -> int:
-            n, d = float(x).as_integer_ratio()
-            return n * (self.unit // d)
-
+        values = np.unique(np.concatenate([cap.reshape(-1), state.demand.reshape(-1)])).tolist()  # few distinct
+        ratios = {x: float(x).as_integer_ratio() for x in values}
+        self.unit = self.n_nodes * max((d for _, d in ratios.values()), default=1)  # integers per core / GB
+        exact = {x: n * (self.unit // d) for x, (n, d) in ratios.items()}
         self.tol = int(CHECK_TOL * self.unit)  # floor: an integer excess e is within tolerance iff e <= floor(tol)
-        self.cap = [
-            [[exact(cap[m, k, r]) for r in range(self.n_res)] for k in range(self.n_nodes)]
-            for m in range(self.n_machines)
-        ]
+        self.cap = [[[exact[x] for x in node] for node in machine] for machine in cap.tolist()]
         self.load = [[[0] * self.n_res for _ in range(self.n_nodes)] for _ in range(self.n_machines)]
-        self.usable = [bool(x) for x in state.usable]
-        self.multi = [bool(x) for x in state.multi]
-        self.pinned = [bool(x) for x in state.pinned]
+        self.usable = [bool(x) for x in state.usable.tolist()]
+        self.multi = [bool(x) for x in state.multi.tolist()]
+        self.pinned = [bool(x) for x in state.pinned.tolist()]
         # What the VM takes on each node it occupies, in units: demand / K for a multi-NUMA VM.
+        demand = state.demand.tolist()
         self.part = [
-            [exact(x) // (self.n_nodes if mu else 1) for x in row]
-            for row, mu in zip(state.demand.tolist(), self.multi, strict=True)
+            [exact[x] // (self.n_nodes if mu else 1) for x in row] for row, mu in zip(demand, self.multi, strict=True)
         ]
-        self.mem = [float(row[-1]) for row in state.demand.tolist()]
-        self.cost = [float(x) for x in state.cost]
+        self.mem = [float(row[-1]) for row in demand]
+        self.cost = [float(x) for x in state.cost.tolist()]
 
     def nodes_of(self, v: int, where: Where) -> list[int]:
         return list(range(self.n_nodes)) if self.multi[v] else [where[1]]
@@ -179,7 +171,7 @@ class _Cluster:
 
 
 def _places(where: Placement) -> list[Where]:
-    return [(int(m), int(k)) for m, k in zip(where.machine, where.node, strict=True)]
+    return list(zip((int(m) for m in where.machine.tolist()), (int(k) for k in where.node.tolist()), strict=True))
 
 
 def _same(multi: bool, a: Where, b: Where) -> bool:
