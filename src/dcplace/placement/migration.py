@@ -36,15 +36,18 @@ Otherwise the VMs still blocked are reported as stuck, with the safe prefix foun
 node over capacity, never moves a pinned VM, never targets an unusable machine, and ends with no VM parked at a
 staging place (each VM is at its target or untouched). The plan is re-checked by the independent checker before it
 is returned (``verify=True``, the default) and a failed check raises (it would be a bug). A plan is ``complete``
-when it reaches the target. When it is not: with ``len(moving) <= exact_limit`` no plan exists within
-``max_staging`` extra moves (proven by the exact search); above that size the greedy may miss a plan that exists.
+when it reaches the target. When it is not (and no budget cut it): with ``len(moving) <= exact_limit`` no plan
+exists within ``max_staging`` extra moves, proven by the exact search unless ``reason`` says it hit its limit; above
+that size the greedy may miss a plan that exists.
 
 **Fewest staging moves.** Any blocked cycle needs at least one extra move (some VM of it must go somewhere other
-than its target first). When every blocked move waits on exactly one VM (the swap and rotation cycles of equal-size
-VMs on full nodes), the dependency graph is a set of disjoint cycles and chains into them, and the greedy stages
-exactly one VM per cycle: optimal. In general the greedy stages each blocked VM at most once per round and uses at
-most ``max_staging`` (default: the number of VMs to move) extra moves, with no approximation guarantee; the exact
-search on small instances returns the minimum.
+than its target first). In the unit case (every node that receives a VM holds exactly one VM's footprint, as in
+swaps and rotations of equal-size VMs on full nodes) each slot is the target of at most one VM, so once the ready
+moves have run, the blocked moves form disjoint cycles (a chain would end at a free slot and have run). Staging any
+VM of a cycle (given a staging place) makes its waiter ready and the cycle unwinds, the staged VM last: the greedy
+stages exactly one VM per cycle, which is optimal. In general it has no approximation guarantee and uses at most
+``max_staging`` (default: the number of VMs to move) extra moves; the exact search on small instances returns the
+minimum.
 
 **Budget.** ``max_moves`` and ``max_gb`` (memory moved by live migrations) cut the plan to its longest prefix within
 the budget that leaves no VM at a staging place; the plan says it was ``truncated`` and which VMs were ``left``.
