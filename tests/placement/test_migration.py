@@ -266,21 +266,26 @@ def test_target_moving_a_pinned_vm_is_refused() -> None:
 
 
 @pytest.mark.parametrize(
-    ("tgt", "usable", "match"),
+    ("machine", "node", "match"),
     [
-        ((1, 0), (True, True), "over capacity"),
-        ((1, 1), (True, False), "may not receive"),
-        ((-1, 0), (True, True), "removes VM"),
+        ((1, 1), (0, 0), "target placement puts machine 1 node 0 over capacity"),
+        ((2, 1), (0, 0), "machine 2, which may not receive VMs"),
+        ((-1, 1), (-1, 0), "removes VM 0"),
+        ((0, 1), (1, 0), "node 1, machines have 1 nodes"),
+        ((3, 1), (0, 0), "machine 3, which does not exist"),
     ],
 )
-def test_bad_targets_are_input_errors(tgt: tuple[int, int], usable: tuple[bool, bool], match: str) -> None:
-    cap = np.full((2, 1, 2), 4.0)
-    state = ClusterPlacement.build(cap, [[3, 3], [2, 2]], [False, False], [0, 0], [0, 0], usable=usable)
-    if tgt == (1, 0):
-        state = ClusterPlacement.build(cap, [[3, 3], [2, 2]], [False, False], [0, 1], [0, 0])
-        tgt = (1, 1)
+def test_bad_targets_are_input_errors(machine: tuple[int, int], node: tuple[int, int], match: str) -> None:
+    cap = np.full((3, 1, 2), 4.0)
+    state = ClusterPlacement.build(cap, [[3, 3], [2, 2]], [False, False], [0, 1], [0, 0], usable=[True, True, False])
     with pytest.raises(InputError, match=match):
-        plan_migrations(state, Placement(np.array(tgt), np.array([0, 0])))
+        plan_migrations(state, Placement(np.array(machine), np.array(node)))
+
+
+def test_current_state_over_capacity_is_an_input_error() -> None:
+    state = ClusterPlacement.build(np.full((2, 1, 2), 4.0), [[3, 3], [2, 2]], [False, False], [0, 0], [0, 0])
+    with pytest.raises(InputError, match="current placement puts machine 0 node 0 over capacity"):
+        plan_migrations(state, Placement(np.array([0, 1]), np.array([0, 0])))
 
 
 def test_drain_moves_only_the_drained_vms() -> None:
