@@ -263,10 +263,13 @@ def coerce(tp: Any, value: Any) -> Any:
     elif origin is tuple:
         if isinstance(value, list | tuple):
             args = typing.get_args(tp)
-            if len(args) == 2 and args[1] is Ellipsis:
-                return tuple(coerce(args[0], v) for v in value)
-            if len(args) == len(value):
-                return tuple(coerce(a, v) for a, v in zip(args, value, strict=True))
+            try:
+                if len(args) == 2 and args[1] is Ellipsis:
+                    return tuple(coerce(args[0], v) for v in value)
+                if len(args) == len(value):
+                    return tuple(coerce(a, v) for a, v in zip(args, value, strict=True))
+            except _Mismatch:
+                pass  # the whole list is named, not the item
     else:
         raise TypeError(f"config fields of type {tp!r} are not supported")
     raise _Mismatch(describe(tp))

@@ -1,0 +1,141 @@
+"""The CLI's settings files: --config, flags over the file, config.toml beside every result, one-sentence errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tomllib
+
+import pytest
+from typer.testing import CliRunner
+
+import dcplace
+from dcplace.cli.main import app
+from dcplace.config import leaves
+
+runner = CliRunner()
+
+
+def dcplace_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dcplace.cli.main", *args], capture_output=True, text=True, timeout=300, check=False
+    )
+
+
+def numbers(out: str) -> dict[str, object]:
+    """A JSON summary without its wall times."""
+    return {k: v for k, v in json.loads(out).items() if k not in ("wall_s", "decisions_per_s")}
+
+
+def test_version():
+    p = dcplace_cli("--version")
+    assert p.returncode == 0 and p.stdout.strip() == f"dcplace {dcplace.__version__}"
+
+
+def test_config_file_flags_override_and_written_config_repeats_the_run(tmp_path):
+    cfg = tmp_path / "run.toml"
+    cfg.write_text('episodes = 2\npolicy = "first-fit"\n\n[scenario]\npms = 6\nrelease = false\n')
+    p = dcplace_cli("simulate", "numa", "--config", str(cfg), "--pms", "8", "--json", "--out", str(tmp_path / "a"))
+    assert p.returncode == 0, p.stderr
+    first = numbers(p.stdout)
+    assert first["pms"] == 8 and first["episodes"] == 2 and first["policy"] == "first-fit"  # flag over file
+    assert first["release"] is False  # from the file
+    written = tomllib.loads((tmp_path / "a" / "config.toml").read_text())
+    assert written["scenario"]["pms"] == 8 and written["scenario"]["release"] is False and written["episodes"] == 2
+    assert numbers((tmp_path / "a" / "result.json").read_text()) == first
+    again = dcplace_cli("simulate", "numa", "--config", str(tmp_path / "a" / "config.toml"), "--json")
+    assert again.returncode == 0, again.stderr
+    assert numbers(again.stdout) == first
+    plain = dcplace_cli("simulate", "numa", "--pms", "8", "--episodes", "2", "--policy", "first-fit",
+                        "--no-release", "--json")  # fmt: skip
+    assert numbers(plain.stdout) == first  # the same run, from flags alone
+
+
+@pytest.mark.parametrize(
+    ("text", "needles"),
+    [
+        ("episodes = \n", ["line 1", "not valid TOML"]),
+        ("[scenario]\npmz = 3\n", ["'scenario.pmz'", "unknown key in table [scenario]"]),
+        ('episodes = "two"\n', ["'episodes'", "must be an integer, got 'two'"]),
+        ("[scenario]\npms = 0\n", ["'scenario.pms'", "must be at least 1, got 0"]),
+    ],
+)
+def test_bad_config_file_is_one_sentence_exit_2(tmp_path, text, needles):
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text(text)
+    p = dcplace_cli("simulate", "numa", "--config", str(cfg))
+    assert p.returncode == 2 and p.stdout == ""
+    assert str(cfg) in p.stderr and all(n in p.stderr for n in needles), p.stderr
+    assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_a_flag_value_error_names_the_flag_even_with_a_file(tmp_path):
+    cfg = tmp_path / "ok.toml"
+    cfg.write_text("[scenario]\npms = 4\n")
+    res = runner.invoke(app, ["simulate", "numa", "--config", str(cfg), "--warm-start", "1.5"])
+    assert res.exit_code == 2 and "--warm-start must be in [0, 1), got 1.5" in res.output
+    res = runner.invoke(app, ["simulate", "numa", "--config", str(tmp_path / "missing.toml")])
+    assert res.exit_code == 2 and "missing.toml" in res.output
+
+
+def test_solve_config_with_a_table_and_written_config(tmp_path):
+    cfg = tmp_path / "solve.toml"
+    cfg.write_text('instance = "exp1"\nmethod = "greedy"\n\n[hierarchical]\nbeta = 0.5\n')
+    res = runner.invoke(app, ["solve", "--config", str(cfg), "--seed", "3", "--json", "--out", str(tmp_path / "o")])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert out["method"] == "greedy" and out["verified"]
+    written = tomllib.loads((tmp_path / "o" / "config.toml").read_text())
+    assert written["seed"] == 3 and written["hierarchical"]["beta"] == 0.5 and "time_limit" not in written
+    res = runner.invoke(app, ["solve", "--config", str(cfg), "--beta", "2"])
+    assert res.exit_code == 2 and "--beta must be in (0, 1], got 2.0" in res.output
+    cfg.write_text("[hierarchical]\npacks = 0\n")
+    res = runner.invoke(app, ["solve", "--config", str(cfg)])
+    assert res.exit_code == 2 and "field 'hierarchical.packs': must be between 1 and 70, got 0" in res.output
+
+
+def test_reproduce_writes_its_config(tmp_path):
+    res = runner.invoke(app, ["reproduce", "cvd-heuristics", "--trace", "synthetic", "--quick", "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    written = tomllib.loads((tmp_path / "config.toml").read_text())
+    assert written == {"trace": "synthetic", "episodes": 20, "seed": 0, "quick": True}
+
+
+def test_every_option_of_a_config_command_is_documented():
+    from dcplace.cli import reproduce, simulate, solve, train
+
+    for cls in (simulate.NumaRun, simulate.NetallocRun, solve.SolveRun, train.NaraTrainRun, train.CvdTrainRun,
+                reproduce.CvdRlRun, reproduce.HmipRun):  # fmt: skip
+        missing = [leaf.key for leaf in leaves(cls) if not leaf.doc]
+        assert not missing, (cls.__name__, missing)
+
+
+def test_nara_datasets_match_the_workload_module():
+    from dcplace.cli.train import NARA_DATASETS
+    from dcplace.workload.netreq import DATASETS
+
+    assert tuple(DATASETS) == NARA_DATASETS
+
+
+def test_train_filter_flag_parses_and_reports():
+    from dcplace.cli.train import format_filter, parse_filter
+
+    assert parse_filter("best-fit:2,industrial:3") == (("best-fit", 2), ("industrial", 3))
+    assert parse_filter("none") == () and format_filter(()) == "none"
+    res = runner.invoke(app, ["train", "cvd-rl", "--filter", "bad"])
+    assert res.exit_code == 2 and "--filter must be heuristic:k pairs" in res.output and "'bad'" in res.output
+
+
+def test_train_writes_its_config_and_takes_one(tmp_path):
+    cfg = tmp_path / "train.toml"
+    cfg.write_text('trace = "synthetic"\npms = 4\nepochs = 1\neval_every = 1\nfilter_k = [["best-fit", 1]]\n')
+    out = tmp_path / "run"
+    res = runner.invoke(app, ["train", "cvd-rl", "--config", str(cfg), "--hidden", "8", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    written = tomllib.loads((out / "config.toml").read_text())
+    assert written["filter_k"] == [["best-fit", 1]] and written["hidden"] == 8 and written["pms"] == 4
+    meta = json.loads((out / "train.json").read_text())
+    assert meta["epochs"] == 1
+    res = runner.invoke(app, ["train", "cvd-rl", "--config", str(out / "config.toml"), "--out", str(out)])
+    assert res.exit_code == 2 and "already holds a run" in res.output
