@@ -156,3 +156,40 @@ def test_dumps_is_read_back_by_tomllib(doc):
 def test_dumps_special_floats():
     back = tomllib.loads(config.dumps({"a": math.inf, "b": -math.inf, "c": math.nan}))
     assert back["a"] == math.inf and back["b"] == -math.inf and math.isnan(back["c"])
+
+
+def test_generated_options_follow_the_fields():
+    import inspect
+
+    import typer
+
+    from dcplace.cli.options import Flag, config_command
+
+    seen = {}
+
+    @config_command(Outer, {"inner.ratio": Flag(skip=True), "many": Flag(name="--item")})
+    def run(cfg: Outer, loud: bool = False) -> None:
+        seen["cfg"], seen["loud"] = cfg, loud
+
+    params = inspect.signature(run).parameters
+    assert "inner__ratio" not in params and "inner__size" in params and "loud" in params
+    app = typer.Typer()
+    app.command()(run)
+    from typer.testing import CliRunner
+
+    res = CliRunner().invoke(app, ["--help"])
+    for flag in ("--name", "--kind", "--flag", "--no-flag", "--pair", "--item", "--size", "--config", "--loud"):
+        assert flag in res.output, flag
+    assert "The name." in res.output and "How many." in res.output
+    res = CliRunner().invoke(app, ["--kind", "b", "--pair", "5", "6", "--item", "u", "--item", "v", "--size", "4",
+                                   "--flag", "--loud", "--pairs", '[["q", 2], ["r", 3]]'])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    want = Outer(kind="b", pair=(5, 6), many=("u", "v"), flag=True, inner=Inner(size=4), pairs=(("q", 2), ("r", 3)))
+    assert seen["cfg"] == want
+    assert seen["loud"] is True
+    res = CliRunner().invoke(app, ["--size", "0"])
+    assert res.exit_code == 2 and "--size must be at least 1, got 0" in res.output
+    res = CliRunner().invoke(app, ["--pairs", "[1"])
+    assert res.exit_code == 2 and "--pairs must be a TOML value" in res.output
+    res = CliRunner().invoke(app, ["--pairs", "[1]"])
+    assert res.exit_code == 2 and "--pairs must be a list of" in res.output

@@ -74,6 +74,7 @@ __all__ = [
     "parse",
     "read_toml",
     "to_dict",
+    "to_dict_value",
     "write",
 ]
 
@@ -377,13 +378,14 @@ def to_dict(cfg: object) -> dict[str, Any]:
         if is_config(tp):
             out[name] = to_dict(value)
         elif value is not None:
-            out[name] = _plain(value)
+            out[name] = to_dict_value(value)
     return out
 
 
-def _plain(value: Any) -> Any:
+def to_dict_value(value: Any) -> Any:
+    """One field's value as TOML holds it: lists for tuples, strings for paths."""
     if isinstance(value, tuple | list):
-        return [_plain(v) for v in value]
+        return [to_dict_value(v) for v in value]
     if isinstance(value, Path):
         return str(value)
     return value

@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import functools
 import inspect
+import tomllib
 import typing
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -48,6 +49,8 @@ class Flag:
     """The flag takes one string, turned into the field's value by this (raising InputError on a bad one)."""
     show: Callable[[Any], str] | None = None
     """With ``parse``: the field's default as the flag would spell it."""
+    skip: bool = False
+    """No flag: the field is set by ``--config`` or keeps its default (for fields that only code or a file sets)."""
 
 
 def flag_name(key: str) -> str:
@@ -70,17 +73,19 @@ def _options(cls: type, flags: Mapping[str, Flag]) -> list[tuple[_Option, inspec
     seen: dict[str, str] = {}
     for leaf in config.leaves(cls):
         spec = flags.get(leaf.key) or flags.get(leaf.path[-1]) or Flag()
+        if spec.skip:
+            continue
         name = spec.name or flag_name(leaf.key)
         if name in seen:
             raise TypeError(f"{cls.__name__}: {leaf.key} and {seen[name]} both want the flag {name}")
         seen[name] = leaf.key
         help_text = spec.help if spec.help is not None else leaf.doc.replace("``", "`")
-        annotation, default, decls = _flag_type(leaf, spec, name)
+        annotation, default, decls, parse = _flag_type(leaf, spec, name)
         param = leaf.key.replace(".", "__")
         info = typer.Option(*decls, help=help_text, show_default=default is not None)
         out.append(
             (
-                _Option(param, leaf, name, spec.parse),
+                _Option(param, leaf, name, parse),
                 inspect.Parameter(
                     param, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[annotation, info]
                 ),
@@ -89,17 +94,31 @@ def _options(cls: type, flags: Mapping[str, Flag]) -> list[tuple[_Option, inspec
     return out
 
 
-def _flag_type(leaf: config.Leaf, spec: Flag, name: str) -> tuple[Any, Any, tuple[str, ...]]:
-    """The annotation, default and declarations of the option for ``leaf``."""
+def _flag_type(
+    leaf: config.Leaf, spec: Flag, name: str
+) -> tuple[Any, Any, tuple[str, ...], Callable[[str], Any] | None]:
+    """The annotation, default, declarations and string parser (None: typer converts) of the option for ``leaf``."""
     if spec.parse is not None:
         shown = spec.show(leaf.default) if spec.show is not None else str(leaf.default)
-        return str, shown, (name,)
+        return str, shown, (name,), spec.parse
     tp, default = leaf.type, leaf.default
     if tp is bool:
-        return bool, default, (f"{name}/--no-{name.removeprefix('--')}",)
-    if typing.get_origin(tp) is tuple and typing.get_args(tp)[-1] is Ellipsis:  # any length: the flag repeats
-        return list[typing.get_args(tp)[0]], list(default), (name,)  # type: ignore[misc]
-    return tp, default, (name,)
+        return bool, default, (f"{name}/--no-{name.removeprefix('--')}",), None
+    if typing.get_origin(tp) is tuple:
+        items = typing.get_args(tp)
+        if any(typing.get_origin(a) is not None for a in items):  # nested: the flag takes a TOML value
+            return str, config.dumps({"v": config.to_dict_value(default)})[4:].strip(), (name,), _toml_value
+        if items[-1] is Ellipsis:  # any length: the flag repeats
+            return list[items[0]], list(default), (name,), None  # type: ignore[misc]
+    return tp, default, (name,), None
+
+
+def _toml_value(text: str) -> Any:
+    """A flag's TOML value (``[["best-fit", 2]]``) as Python; the field's type is checked afterwards."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        raise InputError(f'must be a TOML value such as [1, 2] or [["a", 1]], got {text!r}') from None
 
 
 def config_command(
