@@ -21,6 +21,7 @@ import dataclasses
 import functools
 import inspect
 import tomllib
+import types
 import typing
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -109,7 +110,7 @@ def _flag_type(
         if any(typing.get_origin(a) is not None for a in items):  # nested: the flag takes a TOML value
             return str, config.dumps({"v": config.to_dict_value(default)})[4:].strip(), (name,), _toml_value
         if items[-1] is Ellipsis:  # any length: the flag repeats
-            return list[items[0]], list(default), (name,), None  # type: ignore[misc]
+            return types.GenericAlias(list, (items[0],)), list(default), (name,), None
     return tp, default, (name,), None
 
 
