@@ -66,6 +66,9 @@ def test_leaves_walk_nested_tables_with_defaults():
 def test_construction_checks_types_and_values():
     assert Outer(pair=[3, 4]).pair == (3, 4)  # type: ignore[arg-type]  # lists become tuples
     assert isinstance(Inner(ratio=1).ratio, float)
+    import numpy as np
+
+    assert type(Inner(size=np.int64(4)).size) is int  # type: ignore[arg-type]
     with pytest.raises(InputError) as e:
         Outer(kind="c")  # type: ignore[arg-type]
     assert e.value.field == "kind" and "'c'" in str(e.value)

@@ -3,7 +3,8 @@ written to TOML, merged with overrides.
 
 A *config* is a frozen dataclass whose fields are
 
-* scalars: ``bool``, ``int``, ``float`` (an integer is accepted and stored as a float), ``str``, ``pathlib.Path``
+* scalars: ``bool``, ``int`` (numpy integers are stored as ``int``), ``float`` (an integer is accepted and stored as
+  a float), ``str``, ``pathlib.Path``
   (a TOML string);
 * ``Literal["a", "b"]`` (one of the listed values), ``X | None`` (``None`` is written by leaving the key out, so
   such a field's default must be ``None``);
@@ -45,6 +46,7 @@ import dataclasses
 import inspect
 import json
 import math
+import numbers
 import re
 import textwrap
 import tomllib
@@ -235,11 +237,11 @@ def coerce(tp: Any, value: Any) -> Any:
     if tp is bool:
         if isinstance(value, bool):
             return value
-    elif tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
+    elif tp is int:  # numpy integers too (numbers.Integral), stored as int
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            return int(value)
     elif tp is float:
-        if isinstance(value, int | float) and not isinstance(value, bool):
+        if isinstance(value, numbers.Real) and not isinstance(value, bool):
             return float(value)
     elif tp is str:
         if isinstance(value, str):
