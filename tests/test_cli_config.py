@@ -139,3 +139,41 @@ def test_train_writes_its_config_and_takes_one(tmp_path):
     assert meta["epochs"] == 1
     res = runner.invoke(app, ["train", "cvd-rl", "--config", str(out / "config.toml"), "--out", str(out)])
     assert res.exit_code == 2 and "already holds a run" in res.output
+
+
+FLAGS_BEFORE_THE_PACKAGE = {  # every flag of every command when the CLI was one file; none may go or change meaning
+    ("simulate", "numa"): "--check --checkpoint --double-threshold --episodes --expand-step --json --max-pms "
+    "--max-requests --mode --no-check --no-release --oversize --pms --policy --seed --trace --warm-start",
+    ("simulate", "netalloc"): "--check --checkpoint --dataset --episodes --json --no-check --policy --requests --seed "
+    "--split --topology",
+    ("solve",): "--beta --first-level --instance --json --method --packs --rack-size --racks-per-pod --seed --split "
+    "--swads --time-limit --workers",
+    ("train", "nara"): "--dataset --eval-every --init --iterations --no-resume --out --p2-hidden --resume --seed "
+    "--steps --topology",
+    ("train", "cvd-rl"): "--batch --decompose --epochs --eval-every --filter --hidden --lookahead --loss --mode "
+    "--no-decompose --no-lookahead --no-resume --out --pms --resume --reward --seed --trace --updates-per-epoch "
+    "--warm-start",
+    ("train", "schedrl"): "--batch --epochs --eval-every --hidden --mode --no-resume --out --pms --resume --reward "
+    "--seed --trace --updates-per-epoch --warm-start",
+    ("reproduce", "cvd-heuristics"): "--episodes --no-quick --out --quick --seed --trace",
+    ("reproduce", "cvd-rl"): "--curve-epochs --episodes --no-quick --out --quick --seed --trace --workers",
+    ("reproduce", "nara-baselines"): "--episodes --no-quick --out --quick --seed",
+    ("reproduce", "nara"): "--episodes --no-quick --out --quick --seed",
+    ("reproduce", "hmip"): "--no-quick --out --quick --seed --workers",
+    ("demo",): "--episodes",
+}
+
+
+@pytest.mark.parametrize("path", list(FLAGS_BEFORE_THE_PACKAGE))
+def test_every_flag_of_before_is_kept_and_experiments_take_config(path):
+    import typer
+
+    cmd = typer.main.get_command(app)
+    ctx = cmd.make_context("dcplace", [*path, "--help"], resilient_parsing=True)
+    for name in path:
+        cmd = cmd.get_command(ctx, name)  # type: ignore[attr-defined]
+    flags = {opt for p in cmd.params for opt in (*p.opts, *p.secondary_opts)}
+    assert set(FLAGS_BEFORE_THE_PACKAGE[path].split()) <= flags
+    assert ("--config" in flags) == (path[0] != "demo")
+    res = runner.invoke(app, [*path, "--help"])
+    assert res.exit_code == 0 and "Usage" in res.output

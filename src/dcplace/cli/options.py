@@ -83,7 +83,7 @@ def _options(cls: type, flags: Mapping[str, Flag]) -> list[tuple[_Option, inspec
         help_text = spec.help if spec.help is not None else leaf.doc.replace("``", "`")
         annotation, default, decls, parse = _flag_type(leaf, spec, name)
         param = leaf.key.replace(".", "__")
-        info = typer.Option(*decls, help=help_text, show_default=default is not None)
+        info = typer.Option(*decls, help=help_text, show_default=default is not None, rich_help_panel=_panel(cls, leaf))
         out.append(
             (
                 _Option(param, leaf, name, parse),
@@ -93,6 +93,17 @@ def _options(cls: type, flags: Mapping[str, Flag]) -> list[tuple[_Option, inspec
             )
         )
     return out
+
+
+def _panel(cls: type, leaf: config.Leaf) -> str | None:
+    """The help panel of a field inside a table: the table field's doc and the table's name in a --config file."""
+    if len(leaf.path) == 1:
+        return None
+    from rich.markup import escape
+
+    table = leaf.path[0]
+    doc = config.field_docs(cls).get(table, table).replace("``", "")
+    return escape(f"{doc[:1].upper()}{doc[1:]} ([{table}] in a --config file)")
 
 
 def _flag_type(

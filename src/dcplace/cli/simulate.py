@@ -45,7 +45,7 @@ class NumaRun:
     check: bool = False
     """check the ledger invariants after every episode"""
     scenario: Scenario = field(default_factory=Scenario)
-    """the episode dynamics (``[scenario]`` in a config file)"""
+    """the episode dynamics"""
 
     def __post_init__(self) -> None:
         check_types(self)
