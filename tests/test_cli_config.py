@@ -177,3 +177,17 @@ def test_every_flag_of_before_is_kept_and_experiments_take_config(path):
     assert ("--config" in flags) == (path[0] != "demo")
     res = runner.invoke(app, [*path, "--help"])
     assert res.exit_code == 0 and "Usage" in res.output
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["simulate", "netalloc", "--split", "nope"], "'--split': 'nope' is not one of 'train', 'test'"),
+        (["simulate", "numa", "--mode", "sideways"], "'--mode'"),
+        (["solve", "--workers", "two"], "'--workers'"),
+    ],
+)
+def test_values_typer_rejects_are_one_sentence_too(args, needle):
+    p = dcplace_cli(*args)
+    assert p.returncode == 2 and needle in p.stderr and p.stdout == ""
+    assert len(p.stderr.strip().splitlines()) == 1 and p.stderr.startswith("error: ")

@@ -22,6 +22,7 @@ from typing import Annotated
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import typer
+from typer import BadParameter
 from typer.core import TyperCommand, TyperGroup
 
 import dcplace
@@ -64,6 +65,15 @@ class LazyGroup(TyperGroup):
             cmd.name = cmd_name
             self.commands[cmd_name] = cmd
         return super().get_command(ctx, cmd_name)
+
+    def invoke(self, ctx: typer.Context) -> object:  # type: ignore[override]
+        """Run the command; a flag value typer rejects (not one of a choice, not a number) is one sentence on stderr
+        and exit code 2, like every other bad input (a mistyped flag name keeps typer's usage message)."""
+        try:
+            return super().invoke(ctx)
+        except BadParameter as exc:
+            typer.echo(f"error: {exc.format_message().replace('Value error, ', '')}", err=True)
+            raise typer.Exit(2) from None
 
     def format_help(self, ctx: typer.Context, formatter: object) -> None:  # type: ignore[override]
         self._listing = True
