@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import tomllib
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -191,3 +192,24 @@ def test_values_typer_rejects_are_one_sentence_too(args, needle):
     p = dcplace_cli(*args)
     assert p.returncode == 2 and needle in p.stderr and p.stdout == ""
     assert len(p.stderr.strip().splitlines()) == 1 and p.stderr.startswith("error: ")
+
+
+def test_flag_wording_of_both_error_conventions():
+    from dcplace.cli.options import flag_wording, sentence
+    from dcplace.errors import InputError
+
+    pms = InputError("must be at least 1, got 0", field="pms")
+    assert flag_wording("--pms", pms) == "--pms must be at least 1, got 0"
+    assert flag_wording("--packs", InputError("packs must be at most 5, got 9", field="hierarchical.packs")) == (
+        "--packs must be at most 5, got 9"
+    )
+    assert flag_wording("--mode", InputError("training runs in non-expansion", field="mode")) == (
+        "--mode: training runs in non-expansion"
+    )
+    flags = {"scenario.pms": "--pms", "episodes": "--episodes"}
+    core = InputError("must be at least 1, got 0", field="pms")  # core code names its own field
+    assert sentence(core, flags, set(), None) == "--pms must be at least 1, got 0"
+    assert sentence(core, flags, {"pms"}, Path("r.toml")) == "r.toml, field 'pms': must be at least 1, got 0"
+    filed = InputError("must be at least 1, got 0", field="scenario.pms")
+    assert sentence(filed, flags, {"scenario.pms"}, Path("r.toml")).startswith("r.toml, field 'scenario.pms'")
+    assert sentence(InputError("bad", path="t.csv", line=3), flags, set(), None) == "t.csv, line 3: bad"

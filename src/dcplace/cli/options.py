@@ -238,8 +238,12 @@ def _unique_leaf(flags: Mapping[str, str], field: str) -> str | None:
 
 
 def flag_wording(flag: str, exc: InputError) -> str:
-    """``field 'pms': must be at least 1, got 0`` as a flag's error: ``--pms must be at least 1, got 0``."""
+    """A field's error in its flag's words: ``must be at least 1, got 0`` (``field='pms'``) and ``pms must be at
+    least 1, got 0`` both become ``--pms must be at least 1, got 0``; other details follow ``--pms: ``."""
     detail = exc.detail
+    name = (exc.field or "").rsplit(".", 1)[-1]
+    if name and detail.startswith(name + " "):
+        detail = detail[len(name) + 1 :]
     return f"{flag} {detail}" if detail.startswith("must ") else f"{flag}: {detail}"
 
 
