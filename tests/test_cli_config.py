@@ -213,3 +213,13 @@ def test_flag_wording_of_both_error_conventions():
     filed = InputError("must be at least 1, got 0", field="scenario.pms")
     assert sentence(filed, flags, {"scenario.pms"}, Path("r.toml")).startswith("r.toml, field 'scenario.pms'")
     assert sentence(InputError("bad", path="t.csv", line=3), flags, set(), None) == "t.csv, line 3: bad"
+
+
+def test_train_mode_choices_are_the_simulators():
+    import typing
+
+    from dcplace.cli.train import DqnTrainRun
+    from dcplace.config import field_types
+    from dcplace.sim.numa import Mode
+
+    assert typing.get_args(field_types(DqnTrainRun)["mode"]) == typing.get_args(Mode)

@@ -22,7 +22,6 @@ from dcplace.cli.common import console
 from dcplace.cli.options import Flag, config_command, write_config
 from dcplace.config import check, check_types
 from dcplace.errors import InputError
-from dcplace.sim.numa import Mode
 
 if TYPE_CHECKING:
     from dcplace.sim.numa import Scenario
@@ -155,7 +154,7 @@ class DqnTrainRun:
     """machines (2 NUMA nodes of 40 CPU / 90 GB)"""
     warm_start: float = 0.5
     """CPU allocation rate reached before scoring"""
-    mode: Mode = "non-expansion"
+    mode: Literal["non-expansion", "expansion"] = "non-expansion"  # dcplace.sim.numa.Mode, without its imports
     """training runs in non-expansion"""
     epochs: int = 3000
     """epochs of 5 episodes (the paper: 3,000)"""
