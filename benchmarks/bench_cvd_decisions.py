@@ -17,12 +17,13 @@ from pathlib import Path
 
 import torch
 
-from dcplace.bench.numa_runner import prepare, warm_up_jit
 from dcplace.cluster.numa import NumaCluster
 from dcplace.learn.cvd_model import CvdAgent
 from dcplace.learn.dqn import load
-from dcplace.policies.cvd import shipped_path
+from dcplace.learn.numa_policies import shipped_path
+from dcplace.policies.numa_heuristics import Heuristic, warm_up_jit
 from dcplace.sim import numa_kernel as K
+from dcplace.sim.episodes import prepare
 from dcplace.sim.numa import NumaSim, Scenario
 from dcplace.workload.traces import load_trace, trace_available
 
@@ -32,7 +33,7 @@ def rate(sim: NumaSim, decide, decisions: int) -> float:  # type: ignore[no-unty
     n = 0
     t0 = time.perf_counter()
     while status == K.DECIDE and n < decisions:
-        status = sim.step(decide(sim))
+        status = sim.step(decide(sim.view()))
         n += 1
     return n / (time.perf_counter() - t0)
 
@@ -53,12 +54,12 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     for pms in (50, 500, 5000):
         cluster = NumaCluster.uniform(pms)
-        warm_up_jit(cluster, prepared)
+        warm_up_jit()
         sim = NumaSim(cluster, prepared, Scenario(pms=pms, warm_start=0.3, release=False))
         cvd = rate(sim, agent.act, args.decisions)
         filt = rate(sim, lambda s: int(agent.candidates(s)[0]), args.decisions)
-        bf = rate(sim, lambda s: s.choose(K.BEST_FIT), args.decisions)
-        ind = rate(sim, lambda s: s.choose(K.INDUSTRIAL), args.decisions)
+        bf = rate(sim, Heuristic("best-fit").choose, args.decisions)
+        ind = rate(sim, Heuristic("industrial").choose, args.decisions)
         over = (1 / cvd - 1 / filt) * 1e6
         print(f"| {pms:,} | {cvd:,.0f} | {filt:,.0f} | {bf:,.0f} | {ind:,.0f} | {over:.0f} |")
 

@@ -13,16 +13,17 @@ import argparse
 
 import numpy as np
 
-from dcplace.bench.numa_runner import prepare, run_episodes, warm_up_jit
 from dcplace.cluster import NumaCluster
-from dcplace.sim import HeuristicWeights, Scenario
+from dcplace.policies.numa_heuristics import Heuristic, IndustrialWeights, warm_up_jit
+from dcplace.sim import Scenario
+from dcplace.sim.episodes import prepare, run_episodes
 from dcplace.workload import load_trace, trace_available
 
 VARIANTS = {
-    "industrial (all rules)": HeuristicWeights(),
-    "- consolidate": HeuristicWeights(consolidate=0.0),
-    "- anti-stranding": HeuristicWeights(strand=0.0),
-    "- NUMA balance": HeuristicWeights(numa=0.0),
+    "industrial (all rules)": IndustrialWeights(),
+    "- consolidate": IndustrialWeights(consolidate=0.0),
+    "- anti-stranding": IndustrialWeights(strand=0.0),
+    "- NUMA balance": IndustrialWeights(numa=0.0),
 }
 
 
@@ -42,13 +43,12 @@ def main() -> None:
     print("|---" * (4 + len(cols)) + "|")
     for pms, warm, release, thr in settings:
         prepared = prepare(table, thr)
-        warm_up_jit(NumaCluster.uniform(2), prepared)
+        warm_up_jit()
         sc = Scenario(pms=pms, warm_start=warm, release=release)
         cells = []
         for col in cols:
-            pol = "best-fit" if col == "best-fit" else "industrial"
-            w = None if col == "best-fit" else VARIANTS[col]
-            res, _, _ = run_episodes(pol, NumaCluster.uniform(pms), prepared, sc, args.episodes, 0, weights=w)
+            pol = Heuristic("best-fit") if col == "best-fit" else Heuristic("industrial", VARIANTS[col])
+            res, _, _ = run_episodes(pol, NumaCluster.uniform(pms), prepared, sc, args.episodes, 0)
             cells.append(f"{np.mean([r.length for r in res]):.1f}")
         print(f"| {pms} | {warm:.0%} | {'on' if release else 'off'} | {thr:g} | " + " | ".join(cells) + " |")
 

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import torch
 
-from dcplace.bench.netalloc_runner import episode_requests
 from dcplace.cluster.topology import PRESETS, preset
 from dcplace.envs.net_alloc import NetObserver
 from dcplace.learn import checkpoint
 from dcplace.learn.nara_model import GraphIndex, obs_tensors
 from dcplace.sim.netalloc import NetAllocSim
+from dcplace.sim.netalloc_episodes import episode_requests
 
 
 def per_choice(path: Path, topology: str, picks: int) -> dict[str, float]:

@@ -19,10 +19,11 @@ import time
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from dcplace.bench.netalloc_runner import episode_requests, run_episode, run_policy
+from dcplace.bench.netalloc_runner import run_policy
 from dcplace.cluster.topology import preset, scaled_delta
 from dcplace.policies import get_net_policy
 from dcplace.sim.netalloc import NetAllocSim
+from dcplace.sim.netalloc_episodes import episode_requests, run_episode
 from dcplace.sim.routing import FabricRouting, GraphRouting
 
 

@@ -22,11 +22,12 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np
 
-from dcplace.bench.numa_runner import prepare, warm_up_jit
 from dcplace.cluster import NumaCluster
 from dcplace.policies import get_policy
+from dcplace.policies.numa_heuristics import Heuristic, warm_up_jit
 from dcplace.sim import NumaSim, Scenario
 from dcplace.sim import numa_kernel as K
+from dcplace.sim.episodes import prepare
 from dcplace.sim.reference import reference_episode
 from dcplace.workload import load_trace, trace_available
 
@@ -42,7 +43,7 @@ def main() -> None:
     prepared = prepare(table, 32)
     print(f"trace {name} ({len(table):,} VMs); {platform.processor() or platform.machine()}, python "
           f"{platform.python_version()}, {time.strftime('%Y-%m-%d')}")  # fmt: skip
-    warm_up_jit(NumaCluster.uniform(2), prepared)
+    warm_up_jit()
     head = "PMs | policy | decisions | kernel decisions/s | step API decisions/s | reference decisions/s"
     print(f"| {head} | kernel / reference |")
     print("|---|---|---|---|---|---|---|")
@@ -59,10 +60,10 @@ def main() -> None:
             # step API on the first decisions
             sim.reset(0)
             steps = min(dec, 20_000)
-            code = K.HEURISTIC_CODES[pol]
+            h = Heuristic(pol)
             t0 = time.perf_counter()
             for _ in range(steps):
-                if sim.step(sim.choose(code)) != K.DECIDE:
+                if sim.step(h.choose(sim.view())) != K.DECIDE:
                     break
             step_rate = steps / (time.perf_counter() - t0)
             ref_rate = float("nan")

@@ -13,13 +13,14 @@ import argparse
 import numpy as np
 
 from dcplace.bench.cvd_reproduction import ceiling
-from dcplace.bench.numa_runner import prepare, start_seed
 from dcplace.cluster.numa import NumaCluster
 from dcplace.learn import cvd_features as F
 from dcplace.learn.dqn import TRAIN_START_RANGE, VALIDATION_SEED, probe_types
+from dcplace.learn.numa_policies import LearnedNuma
 from dcplace.policies import get_policy
-from dcplace.policies.cvd import LearnedNuma
+from dcplace.policies.numa_heuristics import Heuristic
 from dcplace.sim import numa_kernel as K
+from dcplace.sim.episodes import prepare, start_seed
 from dcplace.sim.numa import NumaSim, Scenario
 from dcplace.workload.traces import load_trace, trace_available
 
@@ -45,9 +46,9 @@ def main() -> None:
         out: dict[str, list[float]] = {k: [] for k in ("bf", "ind", "greedy", "cvd", "machine", "ceiling")}
         for i in range(args.episodes):
             seed = start_seed(base, i)
-            for key, code in (("bf", K.BEST_FIT), ("ind", K.INDUSTRIAL)):
+            for key, name in (("bf", "best-fit"), ("ind", "industrial")):
                 sim.reset(seed=seed)
-                sim.run(code)
+                Heuristic(name).run(sim)
                 out[key].append(sim.result().length)
             sim.reset(seed=seed)
             out["ceiling"].append(ceiling(sim, p))

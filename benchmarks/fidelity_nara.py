@@ -15,10 +15,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np
 
-from dcplace.bench.netalloc_runner import episode_requests, run_episode
 from dcplace.cluster.topology import preset
 from dcplace.policies.netalloc_heuristics import Tetris
-from dcplace.sim.netalloc import NetAllocSim
+from dcplace.sim.netalloc import NetAllocSim, NetView
+from dcplace.sim.netalloc_episodes import episode_requests, run_episode
 
 
 class ProbedTetris(Tetris):
@@ -29,11 +29,11 @@ class ProbedTetris(Tetris):
         self.firsts = 0
         self.thin_firsts = 0
 
-    def choose(self, sim: NetAllocSim) -> int:
-        v = super().choose(sim)
-        if not sim.picks and sim.topology.fabric_shape is not None:
+    def choose(self, view: NetView) -> int:
+        v = super().choose(view)
+        if not view.picks and view.topology.fabric_shape is not None:
             self.firsts += 1
-            self.thin_firsts += int(sim.free_bw[v] < sim.request[2])  # link id v = server v's uplink
+            self.thin_firsts += int(view.free_bw[v] < view.request[2])  # link id v = server v's uplink
         return v
 
 

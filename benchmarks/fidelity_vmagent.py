@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import argparse
 
-from dcplace.bench.numa_runner import prepare, run_episodes, summarise, warm_up_jit
+from dcplace.bench.numa_runner import summarise
 from dcplace.cluster import NumaCluster
+from dcplace.policies import get_policy
+from dcplace.policies.numa_heuristics import warm_up_jit
 from dcplace.sim import Scenario
+from dcplace.sim.episodes import prepare, run_episodes
 from dcplace.workload import load_trace, trace_available
 
 #: README-official.md, "Fading": servers -> (BestFit, FirstFit) number of allocations (mean ± std).
@@ -29,7 +32,7 @@ def main() -> None:
     if not trace_available("huawei-east-1"):
         raise SystemExit("this comparison needs ../shared/data/huawei-east-1 (or $DCPLACE_DATA)")
     prepared = prepare(load_trace("huawei-east-1"), 32.0)
-    warm_up_jit(NumaCluster.uniform(2), prepared)
+    warm_up_jit()
     print("| servers | VMAgent BestFit (published) | VMAgent FirstFit (published) | ours first-fit | "
           "ours vmagent-best-fit | ours best-fit (paper's rule) |")  # fmt: skip
     print("|---|---|---|---|---|---|")
@@ -37,7 +40,9 @@ def main() -> None:
         cells = []
         for pol in ("first-fit", "vmagent-best-fit", "best-fit"):
             sc = Scenario(pms=n, release=False)
-            res, wall, dec = run_episodes(pol, NumaCluster.uniform(n), prepared, sc, args.episodes, args.seed)
+            res, wall, dec = run_episodes(
+                get_policy(pol), NumaCluster.uniform(n), prepared, sc, args.episodes, args.seed
+            )
             s = summarise(pol, "huawei-east-1", sc, 32.0, args.seed, res, wall, dec)
             cells.append(f"{s.length_mean:.1f} ± {s.length_std:.0f}")
         print(f"| {n} | {bf} | {ff} | " + " | ".join(cells) + " |")

@@ -14,16 +14,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from dcplace.bench.numa_runner import prepare, run_episodes
 from dcplace.cli.main import app
 from dcplace.cluster.numa import NumaCluster
 from dcplace.errors import InputError
 from dcplace.learn import cvd_features as F
 from dcplace.learn.cvd_model import CvdAgent, CvdConfig, CvdNet, NumpyMLP
 from dcplace.learn.dqn import DQNConfig, Trainer, load, probe_types
+from dcplace.learn.numa_policies import shipped_path
 from dcplace.policies import get_policy
-from dcplace.policies.cvd import shipped_path
+from dcplace.policies import numa_heuristics as H
 from dcplace.sim import numa_kernel as K
+from dcplace.sim.episodes import prepare, run_episodes
 from dcplace.sim.numa import NumaSim, Scenario
 from dcplace.workload.synthetic import synthetic_trace
 
@@ -42,7 +43,7 @@ def _sim(pms: int = 8, warm: float = 0.5, seed: int = 0, release: bool = False) 
 
 
 @settings(max_examples=30, deadline=None)
-@given(seed=st.integers(0, 10_000), k=st.integers(1, 7), code=st.sampled_from([K.BEST_FIT, K.INDUSTRIAL]))
+@given(seed=st.integers(0, 10_000), k=st.integers(1, 7), code=st.sampled_from([H.BEST_FIT, H.INDUSTRIAL]))
 def test_top_k_is_the_heuristics_k_best_feasible_actions(seed, k, code):
     sim = _sim(6, warm=0.6, seed=seed)
     if sim.status != K.DECIDE:
@@ -50,16 +51,20 @@ def test_top_k_is_the_heuristics_k_best_feasible_actions(seed, k, code):
     r = sim.request
     d, multi = sim.trace.demand[r], bool(sim.trace.multi[r])
     out = np.zeros(k, np.int64)
-    n = F.top_k(code, sim.fp, sim.free, sim.cap, sim.vm_count, d, multi, sim.n_active, k, out)
+    keys = np.zeros((k, 3))
+    w = H.DEFAULT_WEIGHTS
+    n = H.top_k(code, w, sim.free, sim.cap, sim.vm_count, sim.usable, d, multi, sim.n_active, k, out, keys)
     keyed = []
     for a in np.flatnonzero(sim.feasible_mask()):
         if multi and a % 2:
             continue
         m, j = divmod(int(a), 2)
-        keyed.append((K.score_key(code, sim.fp, sim.free, sim.cap, sim.vm_count, d, multi, m, j), int(a)))
+        keyed.append((H.score_key(code, w, sim.free, sim.cap, sim.vm_count, d, multi, m, j), int(a)))
     want = [a for _, a in sorted(keyed)[:k]]
     assert list(out[:n]) == want
-    assert out[0] == sim.choose(code)  # the heuristic's own choice is its top-1
+    assert out[0] == H.choose(
+        code, w, sim.free, sim.cap, sim.vm_count, sim.usable, d, multi, sim.n_active
+    )  # the heuristic's own choice is its top-1
 
 
 def test_rows_look_ahead_and_mirror_symmetry():
@@ -174,7 +179,7 @@ def test_checkpoint_errors(tmp_path):
     with pytest.raises(InputError, match="has shape"):
         load(tmp_path / "shape.pt")
     with pytest.raises(InputError, match="trained for 50 machines"):
-        get_policy("schedrl").act(_sim(8))
+        get_policy("schedrl").choose(_sim(8).view())
     with pytest.raises(InputError, match="policy cvd-rl needs"):
         get_policy("cvd-rl", str(shipped_path("schedrl")))
     with pytest.raises(InputError, match="learned policies only"):
@@ -191,8 +196,8 @@ def test_shipped_cvd_rl_runs_anywhere_and_keeps_up_with_best_fit(policy):
         (Scenario(pms=50, mode="expansion", max_pms=110, warm_start=0.5, release=False), 0.99),
     ):
         cluster = NumaCluster.uniform(sc.machines)
-        cvd, _, _ = run_episodes(policy, cluster, TRACE, sc, 4, 0, check=True)
-        bf, _, _ = run_episodes("best-fit", cluster, TRACE, sc, 4, 0)
+        cvd, _, _ = run_episodes(get_policy(policy), cluster, TRACE, sc, 4, 0, check=True)
+        bf, _, _ = run_episodes(get_policy("best-fit"), cluster, TRACE, sc, 4, 0)
         ours = np.mean([r.length for r in cvd])
         ref = np.mean([r.length for r in bf])
         assert ours >= slack * ref, (sc, ours, ref)

@@ -18,8 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from dcplace.bench.numa_runner import check_hostable, prepare, run_episodes, warm_up_jit
 from dcplace.cluster.numa import NumaCluster
+from dcplace.policies import get_policy
+from dcplace.policies.numa_heuristics import warm_up_jit
+from dcplace.sim.episodes import check_hostable, prepare, run_episodes
 from dcplace.sim.numa import PreparedTrace, Scenario
 from dcplace.workload.traces import load_trace, trace_available
 
@@ -75,7 +77,7 @@ def table_cells(
             scenario = Scenario(release=False, warm_start=warm, **kwargs)  # type: ignore[arg-type]
             cluster = NumaCluster.uniform(scenario.machines)
             check_hostable(cluster, prepared)
-            warm_up_jit(cluster, prepared)
+            warm_up_jit()
             yield key, warm, scenario, cluster
 
 
@@ -98,7 +100,7 @@ def run_reproduction(trace: str, episodes: int, seed: int, out: Path, quick: boo
     records: list[dict[str, Any]] = []
     for key, warm, scenario, cluster in table_cells(prepared, (0.0, 0.5) if quick else WARM):
         for pol in POLICIES:
-            results, wall, _ = run_episodes(pol, cluster, prepared, scenario, episodes, seed, check=True)
+            results, wall, _ = run_episodes(get_policy(pol), cluster, prepared, scenario, episodes, seed, check=True)
             for i, r in enumerate(results):
                 records.append(
                     dict(table=key, policy=pol, warm_start=warm, episode=i, trace=trace, seed=seed,

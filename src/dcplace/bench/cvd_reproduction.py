@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 
 from dcplace.bench.cvd_heuristics import DOUBLE_THRESHOLD, PAPER, TABLES, WARM, table_cells, write_records
-from dcplace.bench.numa_runner import prepare, run_episodes, start_seed
+from dcplace.policies import get_policy
+from dcplace.sim.episodes import prepare, run_episodes, start_seed
 from dcplace.sim.numa import NumaSim, PreparedTrace, Scenario
 from dcplace.sim.numa_kernel import DECIDE
 from dcplace.workload.traces import load_trace, trace_available
@@ -126,7 +127,7 @@ def run_reproduction(
     for key, warm, scenario, cluster in table_cells(prepared, (0.5,) if quick else WARM):
         pols = HEURISTICS + (LEARNED if key == "table2" else ("cvd-rl", "cvd-rl-machine"))
         for pol in pols:
-            results, wall, _ = run_episodes(pol, cluster, prepared, scenario, episodes, seed, check=True)
+            results, wall, _ = run_episodes(get_policy(pol), cluster, prepared, scenario, episodes, seed, check=True)
             for i, r in enumerate(results):
                 records.append(dict(table=key, policy=pol, warm_start=warm, episode=i, length=r.length,
                                     income=r.income, cpu_alloc=r.cpu_alloc_mean, final_pms=r.final_pms,

@@ -20,10 +20,11 @@ from typing import Any
 import numpy as np
 
 from dcplace.bench import nara_baselines as nb
-from dcplace.bench.netalloc_runner import NetRun, episode_requests, run_policy
+from dcplace.bench.netalloc_runner import NetRun, run_policy
 from dcplace.cluster.topology import PRESETS, preset
 from dcplace.errors import InputError
 from dcplace.learn.checkpoint import shipped_path
+from dcplace.sim.netalloc_episodes import episode_requests
 
 POLICIES = ("nara", *nb.POLICIES, *nb.EXTRA_POLICIES)
 PAPER_BASELINES = nb.POLICIES  # the paper's four baselines; nalb-strict is ours

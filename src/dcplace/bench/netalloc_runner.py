@@ -1,8 +1,5 @@
 """Run netalloc policies over seeded episodes and summarise them (used by the CLI, the reproduction and benchmarks).
-
-Episode ``e`` of a run with seed ``s`` draws its requests with seed ``s * 1_000_003 + e`` and seeds the policy with
-the same number, so every policy sees the same request sequences and a rerun gives the same numbers.
-"""
+The per-episode seeds and requests are :mod:`dcplace.sim.netalloc_episodes`'s."""
 
 from __future__ import annotations
 
@@ -13,44 +10,12 @@ from typing import Any
 
 import numpy as np
 
-from dcplace.cluster.topology import PRESETS, Topology, load_topology
+from dcplace.cluster.topology import Topology, load_topology
 from dcplace.errors import InputError
 from dcplace.policies import get_net_policy
-from dcplace.policies.registry import NetPolicy
 from dcplace.sim.netalloc import LOCALITY_NAMES, NetAllocSim, NetResult
-from dcplace.workload.netreq import DATASETS, NetRequests, generate, read_requests
-
-
-def episode_seed(seed: int, episode: int) -> int:
-    return seed * 1_000_003 + episode
-
-
-def default_requests(topology: Topology) -> int:
-    """The paper's test episode length for a preset (128 / 896 / 4,096); 128 otherwise."""
-    spec = PRESETS.get(topology.name)
-    return spec.episode_requests if spec else 128
-
-
-def episode_requests(
-    topology: Topology, dataset: str, n_requests: int, seed: int, episode: int, split: str = "test"
-) -> NetRequests:
-    """The requests of one episode: a named set drawn for this topology, or a request file replayed as is."""
-    if dataset in DATASETS:
-        return generate(
-            dataset,
-            n_requests,
-            episode_seed(seed, episode),
-            int(topology.server_cpu.sum()),
-            int(topology.server_mem.sum()),
-            split,
-        )
-    return read_requests(Path(dataset))
-
-
-def run_episode(sim: NetAllocSim, policy: NetPolicy) -> NetResult:
-    while not sim.done:
-        sim.pick(policy.choose(sim))
-    return sim.result()
+from dcplace.sim.netalloc_episodes import default_requests, episode_requests, episode_seed, run_episode
+from dcplace.workload.netreq import DATASETS
 
 
 @dataclass

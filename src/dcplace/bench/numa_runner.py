@@ -1,89 +1,14 @@
-"""Run policies on NUMA scheduling scenarios and summarise episodes into tidy records.
-
-Episode ``i`` of a run with seed ``s`` draws its start from ``numpy.random.default_rng([s, i])``, so every policy
-sees the same starts (common random numbers) and the same seed gives the same numbers.
-"""
+"""Summarise NUMA episodes into tidy records (one row per policy x scenario). The episodes themselves are run by
+:func:`dcplace.sim.episodes.run_episodes`."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
-from dcplace.cluster.numa import NumaCluster
-from dcplace.errors import InputError
-from dcplace.policies import get_policy
-from dcplace.sim.numa import EpisodeResult, HeuristicWeights, NumaSim, PreparedTrace, Scenario, oversize_mask
-from dcplace.sim.numa_kernel import DECIDE
-from dcplace.workload.table import RequestTable
-
-
-def check_hostable(cluster: NumaCluster, trace: PreparedTrace) -> None:
-    """Raise InputError naming the first request that no machine could ever host."""
-    bad = np.flatnonzero(oversize_mask(cluster, trace))
-    if len(bad):
-        t = trace.table
-        r = int(bad[0])
-        node = cluster.capacity.max(axis=(0, 1))
-        field = "cpu" if t.cpu[r] > node[0] * (cluster.numa if t.multi_numa[r] else 1) else "mem"
-        raise InputError(
-            f"VM {t.vmid[r]} ({t.cpu[r]:g} cores, {t.mem[r]:g} GB, "
-            f"{'multi' if t.multi_numa[r] else 'single'}-NUMA) is larger than any machine can host "
-            f"(NUMA nodes of {node[0]:g} cores, {node[1]:g} GB); {len(bad)} such VMs; "
-            "use --oversize skip to count and skip them",
-            path=t.source,
-            line=int(t.line[r]) or None,
-            field=field,
-        )
-
-
-def start_seed(seed: int, i: int) -> int:
-    """The reset seed of episode ``i`` of a run with ``seed`` (the same starts for every policy)."""
-    return int(np.random.default_rng([seed, i]).integers(2**63 - 1))
-
-
-def warm_up_jit(cluster: NumaCluster, trace: PreparedTrace) -> None:
-    """Trigger numba compilation (or the cache load) outside any timed region."""
-    sc = Scenario(pms=min(2, cluster.machines), start_range=(0, 1), max_requests=2)
-    sim = NumaSim(cluster, trace, sc)
-    for code in range(5):
-        sim.reset(0)
-        sim.run(code)
-
-
-def run_episodes(
-    policy_name: str,
-    cluster: NumaCluster,
-    trace: PreparedTrace,
-    scenario: Scenario,
-    episodes: int,
-    seed: int,
-    weights: HeuristicWeights | None = None,
-    check: bool = False,
-    checkpoint: str | None = None,
-) -> tuple[list[EpisodeResult], float, int]:
-    """Run ``episodes`` episodes; return results, wall seconds, and decisions made (scored + warm-up)."""
-    if episodes < 1:
-        raise InputError(f"--episodes must be at least 1, got {episodes}")
-    policy = get_policy(policy_name, checkpoint)
-    sim = NumaSim(cluster, trace, scenario, weights)
-    results: list[EpisodeResult] = []
-    decisions = 0
-    wall = 0.0
-    for i in range(episodes):
-        t0 = time.perf_counter()
-        status = sim.reset(seed=start_seed(seed, i))
-        if status == DECIDE:
-            policy.run(sim)
-        wall += time.perf_counter() - t0
-        if check:
-            sim.check_invariants()
-        res = sim.result()
-        decisions += res.length + res.warm_placed
-        results.append(res)
-    return results, wall, decisions
+from dcplace.sim.numa import EpisodeResult, Scenario
 
 
 @dataclass(frozen=True)
@@ -153,7 +78,3 @@ def summarise(
         wall_s=wall,
         decisions_per_s=decisions / wall if wall > 0 else float("inf"),
     )
-
-
-def prepare(table: RequestTable, double_threshold: float) -> PreparedTrace:
-    return PreparedTrace.build(table.with_double_numa_threshold(double_threshold))

@@ -31,7 +31,7 @@ class NumaRun:
     trace: str = "synthetic"
     """huawei-east-1, azure-v1, synthetic, or a trace file path"""
     policy: str = "best-fit"
-    """a registered policy (see `dcplace policies`)"""
+    """a registered policy (see `dcplace policies`) or your own as package.module:ClassName (docs/policies.md)"""
     checkpoint: str | None = None
     """weights for a learned policy (default: the shipped one)"""
     episodes: int = 10
@@ -62,22 +62,22 @@ def simulate_numa(
     """Online VM scheduling on double-NUMA machines (the CVD-RL / VMAgent setting)."""
     from rich.table import Table
 
-    from dcplace.bench.numa_runner import check_hostable, prepare, run_episodes, summarise, warm_up_jit
+    from dcplace.bench.numa_runner import summarise
     from dcplace.cluster.numa import NumaCluster
     from dcplace.policies import get_policy
+    from dcplace.policies.numa_heuristics import warm_up_jit
+    from dcplace.sim.episodes import check_hostable, prepare, run_episodes
     from dcplace.workload.traces import load_trace
 
     sc = cfg.scenario
-    get_policy(cfg.policy, cfg.checkpoint)
+    pol = get_policy(cfg.policy, cfg.checkpoint)
     table = load_trace(cfg.trace, seed=cfg.seed)
     prepared = prepare(table, cfg.double_threshold)
     cluster = NumaCluster.uniform(sc.machines)
     if cfg.oversize == "error":
         check_hostable(cluster, prepared)
-    warm_up_jit(cluster, prepared)
-    results, wall, decisions = run_episodes(
-        cfg.policy, cluster, prepared, sc, cfg.episodes, cfg.seed, check=cfg.check, checkpoint=cfg.checkpoint
-    )
+    warm_up_jit()
+    results, wall, decisions = run_episodes(pol, cluster, prepared, sc, cfg.episodes, cfg.seed, check=cfg.check)
     summary = summarise(cfg.policy, cfg.trace, sc, cfg.double_threshold, cfg.seed, results, wall, decisions)
     if out is not None:
         save_result(summary.as_dict(), cfg, out, "dcplace simulate numa")

@@ -221,10 +221,10 @@ def format_filter(pairs: tuple[tuple[str, int], ...]) -> str:
 
 def _train_dqn(kind: Literal["cvd", "schedrl"], cfg: DqnTrainRun, out: Path | None, resume: bool) -> None:
     """The shared body of ``train cvd-rl`` and ``train schedrl``."""
-    from dcplace.bench.numa_runner import check_hostable, prepare
     from dcplace.cluster.numa import NumaCluster
     from dcplace.learn.cvd_model import CvdConfig
     from dcplace.learn.dqn import DQNConfig, Trainer
+    from dcplace.sim.episodes import check_hostable, prepare
     from dcplace.workload.traces import load_trace, trace_available
 
     label = "cvd-rl" if kind == "cvd" else "schedrl"

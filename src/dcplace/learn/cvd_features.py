@@ -1,4 +1,5 @@
-"""Compiled pieces of CVD-RL's decision step: the top-k filter, the per-machine rows the Q-network reads, and the
+"""Compiled pieces of CVD-RL's decision step (the top-k filter is the heuristics' own,
+:func:`dcplace.policies.numa_heuristics.top_k`): the per-machine rows the Q-network reads, and the
 capacity measure behind the delta reward (``../shared/papers/002_0cf75b9bf5d3860a.txt``, sections 4.1-4.3).
 
 Everything here reads the simulator's arrays (``free``: ``(M, K, 2)``, ``cap``, ``vm_count``) directly, so one
@@ -30,75 +31,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from dcplace.sim import numa_kernel as K
-
 _jit = nb.njit(cache=True, nogil=True)
-
-
-@_jit
-def topk_insert(keys: np.ndarray, acts: np.ndarray, n: int, k: int, s0: float, s1: float, s2: float, a: int) -> int:
-    """Insert action ``a`` with key (s0, s1, s2) into the sorted top-``k`` list (lower key first, ties: lower a)."""
-    pos = n
-    while pos > 0:
-        p0, p1, p2 = keys[pos - 1, 0], keys[pos - 1, 1], keys[pos - 1, 2]
-        if s0 < p0 or (s0 == p0 and (s1 < p1 or (s1 == p1 and s2 < p2))):
-            pos -= 1
-        else:
-            break
-    if pos >= k:
-        return n
-    last = min(n, k - 1)
-    for i in range(last, pos, -1):
-        keys[i, 0], keys[i, 1], keys[i, 2] = keys[i - 1, 0], keys[i - 1, 1], keys[i - 1, 2]
-        acts[i] = acts[i - 1]
-    keys[pos, 0], keys[pos, 1], keys[pos, 2] = s0, s1, s2
-    acts[pos] = a
-    return min(n + 1, k)
-
-
-@_jit
-def top_k(
-    code: int,
-    fp: np.ndarray,
-    free: np.ndarray,
-    cap: np.ndarray,
-    vm_count: np.ndarray,
-    d: np.ndarray,
-    multi: bool,
-    n_active: int,
-    k: int,
-    out: np.ndarray,
-) -> int:
-    """The ``k`` best feasible actions of compiled heuristic ``code`` (its own order), written to ``out``; returns
-    how many (fewer when fewer fit). First-Fit's order is the index order."""
-    KN = free.shape[1]
-    kmax = 1 if multi else KN
-    keys = np.empty((k, 3))
-    acts = np.empty(k, np.int64)
-    n = 0
-    for m in range(n_active):
-        for j in range(kmax):
-            if not K.fits(free, d, multi, m, j):
-                continue
-            s0, s1, s2 = K.score_key(code, fp, free, cap, vm_count, d, multi, m, j)
-            n = topk_insert(keys, acts, n, k, s0, s1, s2, m * KN + j)
-    for i in range(n):
-        out[i] = acts[i]
-    return n
-
-
-@_jit
-def all_feasible(free: np.ndarray, d: np.ndarray, multi: bool, n_active: int, out: np.ndarray) -> int:
-    """Every feasible action (one per machine for a multi-NUMA request), in index order; returns how many."""
-    KN = free.shape[1]
-    kmax = 1 if multi else KN
-    n = 0
-    for m in range(n_active):
-        for j in range(kmax):
-            if K.fits(free, d, multi, m, j):
-                out[n] = m * KN + j
-                n += 1
-    return n
 
 
 @_jit

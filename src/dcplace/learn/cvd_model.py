@@ -30,10 +30,10 @@ from torch import nn
 
 from dcplace.errors import InputError
 from dcplace.learn import cvd_features as F
-from dcplace.sim import numa_kernel as K
-from dcplace.sim.numa import NumaSim
+from dcplace.policies import numa_heuristics as H
+from dcplace.sim.numa import NumaSim, NumaView
 
-FILTER_CODES = {"best-fit": K.BEST_FIT, "industrial": K.INDUSTRIAL, "first-fit": K.FIRST_FIT}
+FILTER_CODES = {"best-fit": H.BEST_FIT, "industrial": H.INDUSTRIAL, "first-fit": H.FIRST_FIT}
 
 
 @dataclass(frozen=True)
@@ -183,6 +183,14 @@ class Decision:
     q: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
 
 
+State = NumaView | NumaSim
+"""The agent acts on a policy's view; a simulator is accepted too (its view is taken), for the trainers."""
+
+
+def as_view(state: State) -> NumaView:
+    return state.view() if isinstance(state, NumaSim) else state
+
+
 class CvdAgent:
     """Turns the simulator's state into candidates and rows, and picks the best (or an epsilon-random) candidate."""
 
@@ -196,124 +204,126 @@ class CvdAgent:
             types, tmulti, weight = types[:0], tmulti[:0], weight[:0]
         self._probes = (types, tmulti, weight)
         self.sync(net)
-        self._acts = np.zeros(1, np.int64)
         self._tmp = np.zeros(16, np.int64)
+        self._keys = np.zeros((16, 3))
 
     def sync(self, net: CvdNet) -> None:
         self.np_net = NumpyMLP(net)
 
-    def _check_size(self, sim: NumaSim) -> None:
+    def _check_size(self, v: NumaView) -> None:
         n = self.cfg.machines
-        if n and sim.cap.shape[0] != n:
+        if n and v.machines != n:
             what = "SchedRL" if self.cfg.kind == "schedrl" else "a whole-cluster CVD network"
             raise InputError(
-                f"this {what} checkpoint was trained for {n} machines and cannot act on {sim.cap.shape[0]} "
+                f"this {what} checkpoint was trained for {n} machines and cannot act on {v.machines} "
                 "(only the decomposed CVD-RL network runs at any machine count)"
             )
 
-    def candidates(self, sim: NumaSim) -> npt.NDArray[np.int64]:
+    def candidates(self, state: State) -> npt.NDArray[np.int64]:
         """The filtered action set (union of each heuristic's top-k, duplicates removed, in filter order)."""
-        r = sim.request
-        d = sim.trace.demand[r]
-        multi = bool(sim.trace.multi[r])
-        n_act = sim.n_active
+        v = as_view(state)
         if not self.cfg.filter_k:
-            cap = sim.cap.shape[0] * sim.cap.shape[1]
-            if len(self._acts) < cap:
-                self._acts = np.zeros(cap, np.int64)
-            n = F.all_feasible(sim.free, d, multi, n_act, self._acts)
-            return self._acts[:n].copy()
+            mask = v.feasible()
+            if v.multi:  # one action per machine: its node-0 action
+                mask = mask & (np.arange(len(mask)) % v.numa == 0)
+            return np.flatnonzero(mask).astype(np.int64)
         out: list[int] = []
         for name, k in self.cfg.filter_k:
             if len(self._tmp) < k:
                 self._tmp = np.zeros(k, np.int64)
-            n = F.top_k(FILTER_CODES[name], sim.fp, sim.free, sim.cap, sim.vm_count, d, multi, n_act, k, self._tmp)
+                self._keys = np.zeros((k, 3))
+            n = H.top_k(
+                FILTER_CODES[name], H.DEFAULT_WEIGHTS, v.free, v.capacity, v.vm_count, v.usable, v.demand, v.multi,
+                v.active, k, self._tmp, self._keys,
+            )  # fmt: skip
             for a in self._tmp[:n]:
                 if int(a) not in out:
                     out.append(int(a))
         return np.asarray(out, np.int64)
 
-    def observe(self, sim: NumaSim) -> Decision:
+    def observe(self, state: State) -> Decision:
         """Rows and candidates for the waiting request (CVD kinds)."""
-        acts = self.candidates(sim)
-        r = sim.request
-        m = sim.cap.shape[0]
-        base = np.zeros((m, self.cfg.row_width))
+        v = as_view(state)
+        acts = self.candidates(v)
+        base = np.zeros((v.machines, self.cfg.row_width))
         cand = np.zeros((len(acts), self.cfg.row_width))
         pm = np.zeros(len(acts), np.int64)
         F.fill_rows(
-            sim.free, sim.cap, sim.n_active, sim.trace.demand[r], bool(sim.trace.multi[r]), self.cfg.lookahead,
+            v.free, v.capacity, v.active, v.demand, v.multi, self.cfg.lookahead,
             *self._probes, base, cand, pm, acts, len(acts),
         )  # fmt: skip
         return Decision(base, cand, pm, acts)
 
-    def schedrl_obs(self, sim: NumaSim) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+    def schedrl_obs(self, state: State) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
         """SchedRL's input (every machine's row, then the request) and its feasible-action mask."""
-        self._check_size(sim)
-        r = sim.request
-        m, k = sim.cap.shape[:2]
-        rows = np.zeros((m, 2 * k))
-        for i in range(sim.n_active):
-            F.state_row(sim.free[i], sim.cap[i], rows[i])
-        d = sim.trace.demand[r]
-        multi = bool(sim.trace.multi[r])
-        share = d / k if multi else d
-        x = np.concatenate([rows.ravel(), [share[0] / sim.cap[0, 0, 0], share[1] / sim.cap[0, 0, 1], float(multi)]])
-        return x, sim.feasible_mask()
+        v = as_view(state)
+        self._check_size(v)
+        k = v.numa
+        rows = np.zeros((v.machines, 2 * k))
+        for i in range(v.active):
+            F.state_row(v.free[i], v.capacity[i], rows[i])
+        share = v.demand / k if v.multi else v.demand
+        cap = v.capacity
+        x = np.concatenate([rows.ravel(), [share[0] / cap[0, 0, 0], share[1] / cap[0, 0, 1], float(v.multi)]])
+        return x, v.feasible()
 
-    def rewards(self, sim: NumaSim, acts: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+    def rewards(self, state: State, acts: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         """The delta reward of each candidate (for the per-machine value, which leaves it out of V)."""
-        r = sim.request
-        d, multi = sim.trace.demand[r], bool(sim.trace.multi[r])
-        return np.array([F.delta_reward(sim.free, sim.cap, d, multi, int(a), *self._reward_probes) for a in acts])
+        v = as_view(state)
+        return np.array(
+            [F.delta_reward(v.free, v.capacity, v.demand, v.multi, int(a), *self._reward_probes) for a in acts]
+        )
 
-    def q_values(self, dec: Decision, sim: NumaSim | None = None) -> npt.NDArray[np.float64]:
+    def q_values(self, dec: Decision, state: State | None = None) -> npt.NDArray[np.float64]:
         """Q of each candidate, up to a constant shared by all candidates (the two-step selection of 4.1); with
-        ``machine_td`` (needs ``sim`` for the rewards) ``r + gamma V(after) - V(now)`` of the candidate's machine."""
+        ``machine_td`` (needs the state for the rewards) ``r + gamma V(after) - V(now)`` of the candidate's
+        machine."""
         if self.cfg.decompose:
             v_cand = self.np_net(dec.cand)[:, 0]
             v_now = self.np_net(dec.base[dec.cand_pm])[:, 0]
             if self.cfg.machine_td:
-                assert sim is not None
-                return np.asarray(self.rewards(sim, dec.actions) + self.cfg.machine_gamma * v_cand - v_now)
+                assert state is not None
+                return np.asarray(self.rewards(state, dec.actions) + self.cfg.machine_gamma * v_cand - v_now)
             return np.asarray(v_cand - v_now)
         rows = np.repeat(dec.base[None], len(dec.actions), axis=0)
         rows[np.arange(len(dec.actions)), dec.cand_pm] = dec.cand
         return np.asarray(self.np_net(rows.reshape(len(dec.actions), -1))[:, 0])
 
-    def act(self, sim: NumaSim, rng: np.random.Generator | None = None, epsilon: float = 0.0) -> int:
+    def act(self, state: State, rng: np.random.Generator | None = None, epsilon: float = 0.0) -> int:
         """Greedy (or epsilon-greedy inside the candidate set) action for the waiting request."""
+        v = as_view(state)
         if self.cfg.kind == "schedrl":
-            x, mask = self.schedrl_obs(sim)
+            x, mask = self.schedrl_obs(v)
             feas = np.flatnonzero(mask)
             if rng is not None and epsilon > 0 and rng.random() < epsilon:
                 return int(rng.choice(feas))
             q = self.np_net(x[None])[0]
             return int(feas[np.argmax(q[feas])])
-        self._check_size(sim)
+        self._check_size(v)
         if not self.cfg.decompose:
-            dec = self.observe(sim)
+            dec = self.observe(v)
             if rng is not None and epsilon > 0 and rng.random() < epsilon:
                 return int(dec.actions[rng.integers(len(dec.actions))])
             return int(dec.actions[int(np.argmax(self.q_values(dec)))])
-        acts = self.candidates(sim)
+        acts = self.candidates(v)
+        if len(acts) == 0:
+            return -1
         if rng is not None and epsilon > 0 and rng.random() < epsilon:
             return int(acts[rng.integers(len(acts))])
-        return int(acts[int(np.argmax(self.benefits(sim, acts)))])
+        return int(acts[int(np.argmax(self.benefits(v, acts)))])
 
-    def benefits(self, sim: NumaSim, acts: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+    def benefits(self, state: State, acts: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         """Decomposed network: each candidate's V(machine after) - V(machine now), from the candidates' machines
         only (O(k), whatever the cluster size; equal to :meth:`q_values` up to a shared constant, tested)."""
-        r = sim.request
+        v = as_view(state)
         w = self.cfg.row_width
         now = np.empty((len(acts), w))
         cand = np.empty((len(acts), w))
         F.fill_pair_rows(
-            sim.free, sim.cap, sim.trace.demand[r], bool(sim.trace.multi[r]), self.cfg.lookahead, *self._probes,
-            acts, len(acts), now, cand,
+            v.free, v.capacity, v.demand, v.multi, self.cfg.lookahead, *self._probes, acts, len(acts), now, cand,
         )  # fmt: skip
         if self.cfg.machine_td:
             return np.asarray(
-                self.rewards(sim, acts) + self.cfg.machine_gamma * self.np_net(cand)[:, 0] - self.np_net(now)[:, 0]
+                self.rewards(v, acts) + self.cfg.machine_gamma * self.np_net(cand)[:, 0] - self.np_net(now)[:, 0]
             )
         return np.asarray(self.np_net(cand)[:, 0] - self.np_net(now)[:, 0])

@@ -40,14 +40,15 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from dcplace.bench.numa_runner import start_seed
 from dcplace.cluster.numa import NumaCluster
 from dcplace.errors import InputError
 from dcplace.learn import checkpoint
 from dcplace.learn import cvd_features as F
 from dcplace.learn.curves import write_csv
 from dcplace.learn.cvd_model import CvdAgent, CvdConfig, CvdNet, Decision
+from dcplace.policies.numa_heuristics import Heuristic
 from dcplace.sim import numa_kernel as K
+from dcplace.sim.episodes import start_seed
 from dcplace.sim.numa import NumaSim, PreparedTrace, Scenario
 
 FORMAT = "dcplace-cvd"
@@ -336,7 +337,7 @@ class Trainer:
         for i in range(self.dqn.eval_episodes):
             status = sim.reset(seed=start_seed(VALIDATION_SEED, i))
             if status == K.DECIDE:
-                sim.run(K.HEURISTIC_CODES[name])
+                Heuristic(name).run(sim)
             lengths.append(sim.result().length)
         return float(np.mean(lengths))
 

@@ -35,7 +35,6 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from dcplace.bench.netalloc_runner import episode_requests, episode_seed
 from dcplace.cluster.topology import Topology
 from dcplace.envs.net_alloc import NetObserver
 from dcplace.errors import InputError
@@ -43,6 +42,7 @@ from dcplace.learn import checkpoint
 from dcplace.learn.curves import write_csv
 from dcplace.learn.nara_model import GraphIndex, NaraConfig, NaraNet, obs_tensors
 from dcplace.sim.netalloc import NetAllocSim
+from dcplace.sim.netalloc_episodes import episode_requests, episode_seed
 
 TRAIN_SEED_BASE = 1000
 VALIDATION_SEED = 999

@@ -1,6 +1,7 @@
 """The Nara paper's baselines for network-aware allocation (section 4.1, appendix D), as server-pick rules.
 
-Every rule sees the simulator waiting on a request and returns one server from ``sim.action_mask()``; the simulator
+Every rule sees a read-only view of the simulator waiting on a request and returns one server from
+``view.action_mask()``; the simulator
 checks paths and ends the request when it is provisioned or a pair of its servers cannot be connected. Routing
 (bandwidth-weighted k = 3 shortest paths) belongs to the simulator and is the same for every rule, so the rules
 differ only in which servers they pick.
@@ -32,40 +33,41 @@ import numpy as np
 import numpy.typing as npt
 
 from dcplace.cluster.topology import Topology
+from dcplace.policies.base import NetPolicy
 from dcplace.policies.registry import register
-from dcplace.sim.netalloc import NetAllocSim
+from dcplace.sim.netalloc import NetView
 
 TETRIS_PENALTY = 0.9
 
 
-class RandomPick:
+class RandomPick(NetPolicy):
     name = "random"
 
     def __init__(self, seed: int = 0) -> None:
         self.rng = np.random.default_rng(seed)
 
-    def choose(self, sim: NetAllocSim) -> int:
-        return int(self.rng.choice(np.flatnonzero(sim.action_mask())))
+    def choose(self, view: NetView) -> int:
+        return int(self.rng.choice(np.flatnonzero(view.action_mask())))
 
 
-class Tetris:
+class Tetris(NetPolicy):
     name = "tetris"
 
     def __init__(self, seed: int = 0, penalty: float = TETRIS_PENALTY) -> None:
         self.penalty = penalty
 
-    def choose(self, sim: NetAllocSim) -> int:
-        need = np.array([sim.need_cpu, sim.need_mem], dtype=np.float64)
-        fc = sim.free_cpu.astype(np.float64)
-        fm = sim.free_mem.astype(np.float64)
+    def choose(self, view: NetView) -> int:
+        need = np.array([view.need_cpu, view.need_mem], dtype=np.float64)
+        fc = view.free_cpu.astype(np.float64)
+        fm = view.free_mem.astype(np.float64)
         norm = np.sqrt(fc * fc + fm * fm) * np.sqrt(need @ need)
         with np.errstate(invalid="ignore", divide="ignore"):
             score = (fc * need[0] + fm * need[1]) / norm
-        if sim.picks:
-            rack = sim.topology.server_rack
-            first = rack[sim.picks[0]]
+        if view.picks:
+            rack = view.topology.server_rack
+            first = rack[view.picks[0]]
             score = np.where((rack == first) & (first >= 0), score, score * (1.0 - self.penalty))
-        score = np.where(sim.action_mask(), score, -np.inf)
+        score = np.where(view.action_mask(), score, -np.inf)
         return int(np.argmax(score))
 
 
@@ -96,7 +98,7 @@ class _Adjacency:
 
 
 @dataclass
-class LocalityBased:
+class LocalityBased(NetPolicy):
     """NALB (``weighted``) or NULB: breadth-first search from a first server, see the module docstring."""
 
     weighted: bool
@@ -117,12 +119,12 @@ class LocalityBased:
     def name(self) -> str:
         return self.label or ("nalb" if self.weighted else "nulb")
 
-    def _bfs(self, sim: NetAllocSim, source: int, bw: int) -> Iterator[int]:
+    def _bfs(self, view: NetView, source: int, bw: int) -> Iterator[int]:
         """Servers in (bandwidth-weighted) breadth-first order from ``source``, lazily."""
         adj = self._adj
         assert adj is not None
-        n_servers = sim.n_servers
-        free_bw = sim.free_bw
+        n_servers = view.n_servers
+        free_bw = view.free_bw
         seen = {source}
         queue = deque([source])
         while queue:
@@ -142,23 +144,23 @@ class LocalityBased:
                     continue  # servers do not forward
                 queue.append(y)
 
-    def choose(self, sim: NetAllocSim) -> int:
-        if self._adj_of is not sim.topology:
-            self._adj, self._adj_of = _Adjacency.of(sim.topology), sim.topology
-        mask = sim.action_mask()
-        if not sim.picks:
+    def choose(self, view: NetView) -> int:
+        if self._adj_of is not view.topology:
+            self._adj, self._adj_of = _Adjacency.of(view.topology), view.topology
+        mask = view.action_mask()
+        if not view.picks:
             candidates = mask
-            bw = sim.request[2]
+            bw = view.request[2]
             if self.aware_first and self._adj is not None:
                 # Network-aware first pick: a server whose links carry the request's bandwidth.
-                ok = self._adj.servers_with_bandwidth(sim.n_servers, sim.free_bw, bw)
+                ok = self._adj.servers_with_bandwidth(view.n_servers, view.free_bw, bw)
                 if (mask & ok).any():
                     candidates = mask & ok
             first = int(self.rng.choice(np.flatnonzero(candidates)))
-            self._order = self._bfs(sim, first, bw)
-            self._request = sim.t
+            self._order = self._bfs(view, first, bw)
+            self._request = view.t
             return first
-        if self._order is not None and self._request == sim.t:
+        if self._order is not None and self._request == view.t:
             for v in self._order:
                 if mask[v]:
                     return v

@@ -1,110 +1,166 @@
-"""The policy interfaces and their registry.
+"""Finding policies by name: the registry, ``module:Class`` references and the ``dcplace.policies`` entry points.
 
-A policy answers one call: given the simulator waiting for a decision, return an action. Heuristics, learned
-policies and optimisers all answer it, so every method runs on every scenario it applies to. Policies register
-under a name and a *setting* (``numa``: online VM scheduling on NUMA machines; ``netalloc``: network-aware
-multi-server allocation) and are built by name, which is how the CLI and benchmarks find them.
+A policy is found from one string, the same everywhere (``--policy`` on the command line, the service, Python):
+
+1. a registered name in the setting (``best-fit``, ``tetris``, ``cvd-rl``, ...);
+2. ``package.module:ClassName`` (or ``package.module:factory``): imported and called;
+3. a name in the ``dcplace.policies`` entry-point group of any installed package (``worst-fit =
+   "mypackage.policies:WorstFit"`` in its ``pyproject.toml``).
+
+The constructor (or factory) receives, by keyword, those of ``seed`` (int), ``dataset`` (the request set a learned
+network-aware policy will see) and ``checkpoint`` (a weights file) that it accepts; a checkpoint given to a policy
+that takes none is an error. Built-in learned policies are registered by ``module:attr`` reference too, so this
+module imports nothing above the ``policies`` layer and torch loads only when a learned policy is built.
 """
 
 from __future__ import annotations
 
+import importlib
+import inspect
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Any
 
 from dcplace.errors import InputError
+from dcplace.policies.base import SETTINGS, NetPolicy, NumaPolicy
 
-if TYPE_CHECKING:
-    from dcplace.sim.netalloc import NetAllocSim
-    from dcplace.sim.numa import NumaSim
+ENTRY_POINT_GROUP = "dcplace.policies"
 
-SETTINGS = ("numa", "netalloc")
-
-
-@runtime_checkable
-class Policy(Protocol):
-    """An online NUMA placement policy."""
-
-    @property
-    def name(self) -> str:
-        """The registry name."""
-        ...
-
-    def act(self, sim: NumaSim) -> int:
-        """The action (machine * numa + node) for the request ``sim`` is waiting on."""
-        ...
-
-    def run(self, sim: NumaSim) -> int:
-        """Finish the episode deciding every request; return the final status."""
-        ...
+Factory = Callable[..., object] | str
 
 
-@runtime_checkable
-class NetPolicy(Protocol):
-    """A network-aware allocation policy: picks one server at a time for the waiting request."""
-
-    @property
-    def name(self) -> str:
-        """The registry name."""
-        ...
-
-    def choose(self, sim: NetAllocSim) -> int:
-        """The next server for the request ``sim`` is waiting on (one of ``sim.action_mask()``)."""
-        ...
+@dataclass(frozen=True)
+class Entry:
+    factory: Factory
+    """A callable, or a ``module:attr`` reference resolved when the policy is first built."""
+    doc: str
+    learned: bool
 
 
-_REGISTRY: dict[str, dict[str, Callable[..., object]]] = {s: {} for s in SETTINGS}
-_DOCS: dict[str, dict[str, str]] = {s: {} for s in SETTINGS}
-_LEARNED: set[tuple[str, str]] = set()
+_REGISTRY: dict[str, dict[str, Entry]] = {s: {} for s in SETTINGS}
 
 
-def register(name: str, factory: Callable[..., object], doc: str, setting: str = "numa", learned: bool = False) -> None:
-    """Make ``factory`` available as ``name`` in ``setting``; ``doc`` is the one-line rule shown by ``--help`` and
-    the docs. NUMA factories take no argument, netalloc factories take a seed. A ``learned`` policy's factory also
-    takes keyword options (``dataset``: the request set it will see, to pick a shipped checkpoint; ``checkpoint``: a
-    file to load instead)."""
+def register(name: str, factory: Factory, doc: str, setting: str = "numa", learned: bool = False) -> None:
+    """Make ``factory`` (a callable or a ``module:attr`` string) available as ``name`` in ``setting``; ``doc`` is the
+    one-line rule shown by ``dcplace policies`` and the docs; ``learned`` marks policies that load weights."""
+    if setting not in SETTINGS:
+        raise ValueError(f"setting must be one of {', '.join(SETTINGS)}, got {setting!r}")
     if name in _REGISTRY[setting]:
         raise ValueError(f"policy {name!r} is already registered for {setting}")
-    _REGISTRY[setting][name] = factory
-    _DOCS[setting][name] = doc
-    if learned:
-        _LEARNED.add((setting, name))
+    _REGISTRY[setting][name] = Entry(factory, doc, learned)
+
+
+def _resolve(ref: str, what: str) -> Callable[..., object]:
+    module, _, attr = ref.partition(":")
+    if not module or not attr:
+        raise InputError(f"{what} {ref!r} must look like package.module:ClassName")
+    try:
+        obj: Any = importlib.import_module(module)
+    except ImportError as e:
+        raise InputError(f"{what} {ref!r}: cannot import module {module!r} ({e})") from None
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise InputError(f"{what} {ref!r}: module {module!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise InputError(f"{what} {ref!r} is not a class or a function")
+    return obj  # type: ignore[no-any-return]
+
+
+def _entry_point(name: str) -> Callable[..., object] | None:
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name == name:
+            return _resolve(ep.value, f"entry point {name!r}")
+    return None
+
+
+def _factory_for(spec: str, setting: str) -> tuple[Callable[..., object], bool]:
+    entry = _REGISTRY[setting].get(spec)
+    if entry is not None:
+        f = entry.factory
+        return (_resolve(f, f"policy {spec!r}") if isinstance(f, str) else f), entry.learned
+    if ":" in spec:
+        return _resolve(spec, "policy"), False
+    found = _entry_point(spec)
+    if found is not None:
+        return found, False
+    raise InputError(
+        f"must be one of {', '.join(policy_names(setting))}, a package.module:ClassName, or a "
+        f"'{ENTRY_POINT_GROUP}' entry point; got {spec!r}",
+        field="policy",
+    )
+
+
+def _call(factory: Callable[..., object], spec: str, options: dict[str, Any]) -> object:
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        params = {}  # type: ignore[assignment]
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    kwargs = {k: v for k, v in options.items() if takes_any or k in params}
+    if options.get("checkpoint") is not None and "checkpoint" not in kwargs:
+        raise InputError(f"applies to learned policies only, not to {spec!r}", field="checkpoint")
+    return factory(**kwargs)
+
+
+def build_policy(
+    spec: str, setting: str = "numa", *, seed: int = 0, dataset: str | None = None, checkpoint: str | None = None
+) -> NumaPolicy | NetPolicy:
+    """The policy named by ``spec`` in ``setting`` (see the module docstring), built and checked."""
+    if setting not in SETTINGS:
+        raise InputError(f"setting must be one of {', '.join(SETTINGS)}, got {setting!r}")
+    try:
+        factory, _ = _factory_for(spec, setting)
+        policy = _call(factory, spec, {"seed": seed, "dataset": dataset, "checkpoint": checkpoint})
+        want = NumaPolicy if setting == "numa" else NetPolicy
+        if not isinstance(policy, want) and not callable(getattr(policy, "choose", None)):
+            raise InputError(f"{spec!r} built a {type(policy).__name__}, which has no choose(view) method")
+        if isinstance(policy, NumaPolicy | NetPolicy) and policy.setting != setting:
+            raise InputError(f"{spec!r} is a {policy.setting} policy, not a {setting} one")
+    except InputError as e:
+        if e.path is None and e.field is None:  # about the reference itself: name the field it came from
+            raise InputError(e.detail, field="policy") from None
+        raise
+    except TypeError as e:  # a user's class whose constructor needs arguments we do not have
+        raise InputError(f"{spec!r} could not be built without arguments ({e})", field="policy") from None
+    return policy  # type: ignore[return-value]
+
+
+def get_policy(spec: str, checkpoint: str | None = None, seed: int = 0) -> NumaPolicy:
+    """Build the NUMA policy ``spec`` (``checkpoint``: weights for a learned one)."""
+    return build_policy(spec, "numa", seed=seed, checkpoint=checkpoint)  # type: ignore[return-value]
+
+
+def get_net_policy(spec: str, seed: int = 0, dataset: str | None = None, checkpoint: str | None = None) -> NetPolicy:
+    """Build the netalloc policy ``spec``, seeded (random choices come from its own generator). ``dataset`` and
+    ``checkpoint`` reach learned policies only; a checkpoint for a heuristic is an error."""
+    return build_policy(spec, "netalloc", seed=seed, dataset=dataset, checkpoint=checkpoint)  # type: ignore[return-value]
 
 
 def is_learned(name: str, setting: str = "netalloc") -> bool:
-    return (setting, name) in _LEARNED
-
-
-def _factory(name: str, setting: str) -> Callable[..., object]:
-    try:
-        return _REGISTRY[setting][name]
-    except KeyError:
-        raise InputError(f"--policy must be one of {', '.join(sorted(_REGISTRY[setting]))}, got {name!r}") from None
-
-
-def get_policy(name: str, checkpoint: str | None = None) -> Policy:
-    """Build the NUMA policy registered as ``name`` (``checkpoint``: weights for a learned one)."""
-    factory = _factory(name, "numa")
-    if not is_learned(name, "numa"):
-        if checkpoint is not None:
-            raise InputError(f"--checkpoint applies to learned policies only, not to {name!r}")
-        return cast(Policy, factory())
-    return cast(Policy, factory(checkpoint=checkpoint))
-
-
-def get_net_policy(name: str, seed: int = 0, dataset: str | None = None, checkpoint: str | None = None) -> NetPolicy:
-    """Build the netalloc policy registered as ``name``, seeded (random choices come from its own generator).
-    ``dataset`` and ``checkpoint`` reach learned policies only; a checkpoint for a heuristic is an error."""
-    factory = _factory(name, "netalloc")
-    if not is_learned(name):
-        if checkpoint is not None:
-            raise InputError(f"--checkpoint applies to learned policies only, not to {name!r}")
-        return cast(NetPolicy, factory(seed))
-    return cast(NetPolicy, factory(seed, dataset=dataset, checkpoint=checkpoint))
+    entry = _REGISTRY[setting].get(name)
+    return entry is not None and entry.learned
 
 
 def policy_names(setting: str = "numa") -> list[str]:
-    return sorted(_REGISTRY[setting])
+    """Registered names in ``setting`` (entry points of installed packages included)."""
+    names = set(_REGISTRY[setting])
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            obj = ep.load()
+        except Exception:  # a broken plugin must not hide the built-in policies; building it reports the error
+            continue
+        if getattr(obj, "setting", "numa") == setting:
+            names.add(ep.name)
+    return sorted(names)
 
 
 def policy_doc(name: str, setting: str = "numa") -> str:
-    return _DOCS[setting][name]
+    entry = _REGISTRY[setting].get(name)
+    if entry is not None:
+        return entry.doc
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name == name:
+            return f"entry point {ep.value}"
+    raise InputError(f"no policy {name!r} in {setting}")

@@ -2,11 +2,11 @@
 
 from dcplace.sim.numa import (
     EpisodeResult,
-    HeuristicWeights,
     NumaSim,
+    NumaView,
     PreparedTrace,
     PriceModel,
     Scenario,
 )
 
-__all__ = ["EpisodeResult", "HeuristicWeights", "NumaSim", "PreparedTrace", "PriceModel", "Scenario"]
+__all__ = ["EpisodeResult", "NumaSim", "NumaView", "PreparedTrace", "PriceModel", "Scenario"]

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -96,6 +97,97 @@ class NetResult:
     @property
     def acceptance(self) -> float:
         return self.accepted / self.requests if self.requests else 0.0
+
+
+def _ro(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
+class NetView:
+    """What a network-aware policy sees while a request waits: the simulator's state, read-only.
+
+    Arrays are read-only views (no copies); everything a policy may read is listed here, so a policy written against
+    it runs wherever a view is built.
+    """
+
+    __slots__ = ("_sim",)
+
+    def __init__(self, sim: NetAllocSim) -> None:
+        self._sim = sim
+
+    @property
+    def topology(self) -> Topology:
+        return self._sim.topology
+
+    @property
+    def n_servers(self) -> int:
+        return self._sim.n_servers
+
+    @property
+    def free_cpu(self) -> IntArray:
+        """(servers,) free CPU units."""
+        return _ro(self._sim.free_cpu)
+
+    @property
+    def free_mem(self) -> IntArray:
+        """(servers,) free memory units."""
+        return _ro(self._sim.free_mem)
+
+    @property
+    def free_bw(self) -> IntArray:
+        """(links,) free bandwidth, micro-units."""
+        return _ro(self._sim.free_bw)
+
+    @property
+    def selected(self) -> BoolArray:
+        """(servers,) picked for the waiting request so far."""
+        return _ro(self._sim.selected)
+
+    @property
+    def picks(self) -> tuple[int, ...]:
+        """Servers picked for the waiting request, in order."""
+        return tuple(self._sim.picks)
+
+    @property
+    def need_cpu(self) -> int:
+        """CPU the waiting request still needs."""
+        return self._sim.need_cpu
+
+    @property
+    def need_mem(self) -> int:
+        return self._sim.need_mem
+
+    @property
+    def request(self) -> tuple[int, int, int, int]:
+        """(cpu, mem, bw micro-units, hold) of the waiting request."""
+        return self._sim.request
+
+    @property
+    def requests(self) -> NetRequests:
+        return self._sim.requests
+
+    @property
+    def t(self) -> int:
+        """Index of the waiting request (the step)."""
+        return self._sim.t
+
+    @property
+    def done(self) -> bool:
+        return self._sim.done
+
+    @property
+    def cpu_util(self) -> float:
+        return self._sim.cpu_util
+
+    @property
+    def mem_util(self) -> float:
+        return self._sim.mem_util
+
+    def action_mask(self) -> BoolArray:
+        """(servers,) bool: servers that can still be picked for the waiting request."""
+        return self._sim.action_mask()
 
 
 class NetAllocSim:
@@ -209,6 +301,10 @@ class NetAllocSim:
                 u[2 + tier] += self.bw_used_by_tier[tier] / self._tier_cap[tier]
 
     # --- the decision --------------------------------------------------------------------------------------------
+
+    def view(self) -> NetView:
+        """The read-only view a policy decides on."""
+        return NetView(self)
 
     def action_mask(self) -> BoolArray:
         """(servers,) bool: servers that can still be picked for the waiting request."""

@@ -13,10 +13,11 @@ single implementation):
 * **Episode start.** A start row is drawn uniformly from ``start_range`` over the event log (VMAgent draws
   ``randint(1000, 9999)`` rows of its event log); the episode starts at the first creation at or after that row.
   VMs created before it are not in the cluster and their deletions are ignored.
-* **Warm start** (ratio ``rho``): from the start, the trace is replayed with the warm-up heuristic (First-Fit by
-  default, VMAgent's default scheduler) while the allocated CPU is below ``rho`` x the CPU of the active machines.
-  Warm-up requests that fit nowhere are skipped and counted. The first creation seen with the allocation at or
-  above ``rho`` is the first scored request; metrics count scored requests only. ``rho = 0`` scores from the start.
+* **Warm start** (ratio ``rho``): from the start, the trace is replayed with First-Fit (VMAgent's default
+  scheduler; part of the scenario, not of the policy under test) while the allocated CPU is below ``rho`` x the
+  CPU of the active machines. Warm-up requests that fit nowhere are skipped and counted. The first creation seen
+  with the allocation at or above ``rho`` is the first scored request; metrics count scored requests only.
+  ``rho = 0`` scores from the start.
 * **Non-Expansion**: the episode ends (``terminated``) at the first scored request that no active machine can host.
 * **Expansion**: start with ``pms`` machines; when a request fits nowhere add ``expand_step`` machines (up to
   ``max_pms``) and retry; when it still fits nowhere at ``max_pms``, end as in Non-Expansion.
@@ -30,7 +31,7 @@ single implementation):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -95,8 +96,6 @@ class Scenario:
     """True: VMs leave at their departure ("recovering"); False: never ("fading", VMAgent's)."""
     warm_start: float = 0.0
     """CPU allocation rate reached by the warm-up heuristic before scoring starts, in [0, 1)."""
-    warm_policy: str = "first-fit"
-    """The heuristic that places the warm-up requests."""
     start_range: tuple[int, int] = (1000, 10000)
     """Half-open range of event-log rows from which the episode start is drawn (clipped to the trace; a trace
     shorter than ``lo`` rows starts at row 0)."""
@@ -118,34 +117,6 @@ class Scenario:
     def machines(self) -> int:
         """Machines the cluster must have (the padded size in Expansion)."""
         return self.max_pms if self.mode == "expansion" else self.pms
-
-
-def heuristic_code(name: str) -> int:
-    """The kernel code of a compiled heuristic, by registry name."""
-    try:
-        return K.HEURISTIC_CODES[name]
-    except KeyError:
-        raise InputError(f"unknown heuristic {name!r}; choose from {', '.join(K.HEURISTIC_CODES)}") from None
-
-
-@dataclass(frozen=True)
-class HeuristicWeights:
-    """Weights of the ``industrial`` heuristic's rules (see dcplace.policies.numa_heuristics)."""
-
-    consolidate: float = 1.0
-    """> 0: prefer machines already hosting VMs (rule 1); 0 disables the rule."""
-    strand: float = 0.5
-    """Penalty per unit of |CPU free fraction - memory free fraction| after placement (rule 3)."""
-    numa: float = 0.25
-    """Penalty per unit of NUMA-node free-fraction spread after placement (rule 4)."""
-
-    def as_array(self, warm_ratio: float) -> npt.NDArray[np.float64]:
-        fp = np.zeros(K.N_FP, np.float64)
-        fp[K.F_WARM_RATIO] = warm_ratio
-        fp[K.F_W_CONSOLIDATE] = self.consolidate
-        fp[K.F_W_STRAND] = self.strand
-        fp[K.F_W_NUMA] = self.numa
-        return fp
 
 
 @dataclass(frozen=True)
@@ -230,6 +201,55 @@ class EpisodeResult:
     departures: int
 
 
+def _ro(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """A read-only view of ``a`` (no copy)."""
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
+@dataclass(frozen=True, slots=True)
+class NumaView:
+    """What a NUMA policy sees when one request waits: the state as read-only arrays, and the request.
+
+    Built by the simulator (:meth:`NumaSim.view`) and by the live engine alike, so a policy written against it acts
+    in both. Actions are ``machine * numa + node``; a multi-NUMA request takes ``1/numa`` of its demand from every
+    node of one machine (any node of the machine names it).
+    """
+
+    free: npt.NDArray[np.float64]
+    """``(machines, numa, 2)`` free CPU (cores) and memory (GB) of every NUMA node."""
+    capacity: npt.NDArray[np.float64]
+    """``(machines, numa, 2)`` total CPU and memory of every NUMA node."""
+    vm_count: npt.NDArray[np.int64]
+    """``(machines,)`` VMs on each machine."""
+    usable: npt.NDArray[np.bool_]
+    """``(machines,)`` machines that may receive a VM (false: drained, failed, or not yet added)."""
+    active: int
+    """Machines ``0 .. active - 1`` exist (Expansion grows it); the rest are padding."""
+    demand: npt.NDArray[np.float64]
+    """``(2,)`` CPU and memory of the waiting request (the whole VM; a multi-NUMA VM splits it evenly)."""
+    multi: bool
+    """Whether the waiting request spans every NUMA node of its machine."""
+    request: int = -1
+    """Index of the request in its trace or engine (for logging; -1 when unknown)."""
+
+    @property
+    def machines(self) -> int:
+        return int(self.free.shape[0])
+
+    @property
+    def numa(self) -> int:
+        return int(self.free.shape[1])
+
+    def feasible(self) -> npt.NDArray[np.bool_]:
+        """``(machines * numa,)`` bool: the actions that can host the waiting request (usable machines only)."""
+        out = np.zeros(self.machines * self.numa, np.bool_)
+        K.feasible_mask(self.free, self.demand, self.multi, self.active, out)
+        out &= np.repeat(self.usable, self.numa)
+        return out
+
+
 class NumaSim:
     """A stateful shell over the compiled kernel: reset, ask for the waiting request, step, read metrics.
 
@@ -241,7 +261,6 @@ class NumaSim:
         cluster: NumaCluster,
         trace: PreparedTrace,
         scenario: Scenario,
-        weights: HeuristicWeights | None = None,
     ) -> None:
         if cluster.machines < scenario.machines:
             raise InputError(f"the cluster has {cluster.machines} machines but the scenario needs {scenario.machines}")
@@ -250,28 +269,29 @@ class NumaSim:
         self.cluster = cluster
         self.trace = trace
         self.scenario = scenario
-        self.weights = weights or HeuristicWeights()
         self.cap = np.ascontiguousarray(cluster.capacity[: scenario.machines, :, :2])
         self.cap_prefix = np.vstack([np.zeros((1, 2)), np.cumsum(self.cap.sum(axis=1), axis=0)])
         self.oversize = oversize_mask(NumaCluster(self.cap), trace)
         self.ip = np.zeros(K.N_IP, np.int64)
         self.ip[K.P_EXPANSION] = int(scenario.mode == "expansion")
         self.ip[K.P_RELEASE] = int(scenario.release)
-        self.ip[K.P_WARM_CODE] = heuristic_code(scenario.warm_policy)
         self.ip[K.P_MAX_ACTIVE] = scenario.machines
         self.ip[K.P_EXPAND_STEP] = scenario.expand_step
         self.ip[K.P_MAX_REQUESTS] = scenario.max_requests
-        self.fp = self.weights.as_array(scenario.warm_start)
+        self.fp = np.zeros(K.N_FP, np.float64)
+        self.fp[K.F_WARM_RATIO] = scenario.warm_start
         m, k = self.cap.shape[:2]
         n = len(trace.table)
         self.free = self.cap.copy()  # (machines, numa, 2) float64
         self.vm_count = np.zeros(m, np.int64)  # (machines,)
+        self.usable = np.ones(m, np.bool_)  # (machines,) every machine of a simulated cluster may be used
         self.used = np.zeros(2, np.float64)  # (2,) allocated cpu, mem
         self.pm_of = np.full(n, -1, np.int64)  # (n,) ledger: machine of each request
         self.node_of = np.full(n, -1, np.int64)  # (n,) ledger: node (-1 = all nodes)
         self.ctr = np.zeros(K.N_CTR, np.int64)
         self.acc = np.zeros(K.N_ACC, np.float64)
         self._mask = np.zeros(m * k, bool)
+        self._ro_views()
 
     # -- lifecycle ------------------------------------------------------------------------------------------
     def start_event(self, rng: np.random.Generator) -> int:
@@ -309,7 +329,6 @@ class NumaSim:
         return int(
             K.next_decision(
                 self.free,
-                self.cap,
                 self.cap_prefix,
                 self.vm_count,
                 self.used,
@@ -350,34 +369,6 @@ class NumaSim:
             return int(s)
         return self._advance()
 
-    def run(self, code: int) -> int:
-        """Finish the episode with compiled heuristic ``code`` deciding (the fast path); return the status."""
-        if self.status != K.DECIDE:
-            return self.status
-        t = self.trace
-        return int(
-            K.run_episode(
-                code,
-                self.free,
-                self.cap,
-                self.cap_prefix,
-                self.vm_count,
-                self.used,
-                self.pm_of,
-                self.node_of,
-                self.ctr,
-                self.acc,
-                self.ip,
-                self.fp,
-                t.demand,
-                t.multi,
-                self.oversize,
-                t.price,
-                t.ev_req,
-                t.ev_dep,
-            )
-        )
-
     # -- views ----------------------------------------------------------------------------------------------
     @property
     def status(self) -> int:
@@ -401,28 +392,31 @@ class NumaSim:
             K.feasible_mask(self.free, self.trace.demand[r], bool(self.trace.multi[r]), self.n_active, self._mask)
         return self._mask.copy()
 
-    def choose(self, code: int) -> int:
-        """What compiled heuristic ``code`` would do for the waiting request (-1 if nothing fits)."""
-        r = self.request
-        return int(
-            K.choose(
-                code,
-                self.fp,
-                self.free,
-                self.cap,
-                self.vm_count,
-                self.trace.demand[r],
-                bool(self.trace.multi[r]),
-                self.n_active,
-            )
-        )
+    def view(self) -> NumaView:
+        """What a policy sees for the waiting request (read-only arrays; valid while ``status == DECIDE``)."""
+        r = int(self.ctr[K.C_REQ])
+        return NumaView(
+            self._free_ro, self._cap_ro, self._count_ro, self._usable_ro, int(self.ctr[K.C_ACTIVE]),
+            self._demand_ro[r], bool(self._multi[r]), r,
+        )  # fmt: skip
+
+    def _ro_views(self) -> None:
+        # Read-only views built once (they share memory, so they always show the current state): a view per
+        # decision then costs a few attribute reads, not array constructions.
+        self._free_ro = _ro(self.free)
+        self._cap_ro = _ro(self.cap)
+        self._count_ro = _ro(self.vm_count)
+        self._usable_ro = _ro(self.usable)
+        self._demand_ro = _ro(self.trace.demand)
+        self._multi = self.trace.multi
 
     def copy(self) -> NumaSim:
         """An independent copy of the dynamic state (for look-ahead and rollouts)."""
         other = object.__new__(NumaSim)
         other.__dict__.update(self.__dict__)
-        for name in ("free", "vm_count", "used", "pm_of", "node_of", "ctr", "acc", "_mask"):
+        for name in ("free", "vm_count", "used", "pm_of", "node_of", "ctr", "acc", "_mask"):  # usable: constant
             setattr(other, name, getattr(self, name).copy())
+        other._ro_views()
         return other
 
     def result(self) -> EpisodeResult:

@@ -1,9 +1,11 @@
 """Compiled transitions of the NUMA VM scheduling simulator (numba, over plain numpy arrays).
 
-This module is the single source of the simulator's semantics. Both the fast episode runner
-(:func:`run_episode`, a heuristic chosen inside the compiled loop) and the step-by-step shell that the Gymnasium
-environment and Python policies use (:class:`dcplace.sim.numa.NumaSim`) call :func:`next_decision` and
-:func:`apply_action` below, so the two paths cannot drift apart.
+This module is the single source of the simulator's semantics and holds the transitions only: feasibility,
+place, release, the event walk (:func:`next_decision`) and the accounting of a decision (:func:`apply_action`).
+Policies (heuristic scores, the learned schedulers) live in :mod:`dcplace.policies`; the fast episode loop of the
+compiled heuristics (:func:`dcplace.policies.numa_heuristics.run_episode`), the step-by-step shell that the
+Gymnasium environment and Python policies use (:class:`dcplace.sim.numa.NumaSim`) and the live engine all call
+the functions below, so the paths cannot drift apart.
 
 State (all arrays, no per-machine objects; ``M`` machines, ``K`` NUMA nodes, ``R`` resources, ``n`` requests):
 
@@ -26,22 +28,6 @@ import numpy as np
 
 # ----------------------------------------------------------------------------------------------------------------
 # Codes shared with Python.
-# Heuristics (policy codes): lower key wins; see dcplace.policies.numa_heuristics for the documented rules.
-FIRST_FIT = 0
-BEST_FIT = 1
-INDUSTRIAL = 2
-RANDOM = 3
-VMAGENT_BEST_FIT = 4
-
-#: Names of the compiled heuristics (the policy registry in dcplace.policies documents each rule).
-HEURISTIC_CODES = {
-    "first-fit": FIRST_FIT,
-    "best-fit": BEST_FIT,
-    "industrial": INDUSTRIAL,
-    "random": RANDOM,
-    "vmagent-best-fit": VMAGENT_BEST_FIT,
-}
-
 # Status after next_decision / apply_action.
 DECIDE = 0  # a creation request waits for a decision (at least one action is feasible)
 TERMINATED = 1  # a request could not be hosted (after any allowed expansion): the episode ends
@@ -79,18 +65,14 @@ N_ACC = 5
 # int parameter indices
 P_EXPANSION = 0  # 1: expansion mode
 P_RELEASE = 1  # 1: departures free resources ("recovering"); 0: never ("fading")
-P_WARM_CODE = 2  # heuristic used to fill the cluster during warm-up
-P_MAX_ACTIVE = 3
-P_EXPAND_STEP = 4
-P_MAX_REQUESTS = 5  # 0: unlimited
-N_IP = 6
+P_MAX_ACTIVE = 2
+P_EXPAND_STEP = 3
+P_MAX_REQUESTS = 4  # 0: unlimited
+N_IP = 5
 
 # float parameter indices
 F_WARM_RATIO = 0
-F_W_CONSOLIDATE = 1
-F_W_STRAND = 2
-F_W_NUMA = 3
-N_FP = 4
+N_FP = 1
 
 _jit = nb.njit(cache=True, nogil=True)  # cached to __pycache__: compiled once per machine
 
@@ -142,124 +124,16 @@ def feasible_mask(free: np.ndarray, d: np.ndarray, multi: bool, n_active: int, o
 
 
 @_jit
-def score_key(
-    code: int,
-    fp: np.ndarray,
-    free: np.ndarray,
-    cap: np.ndarray,
-    vm_count: np.ndarray,
-    d: np.ndarray,
-    multi: bool,
-    m: int,
-    k: int,
-) -> tuple[float, float, float]:
-    """The lexicographic key (lower is better) of placing ``d`` on machine ``m`` node ``k``; ties -> lower index.
-
-    Codes: FIRST_FIT (constant key: the lowest feasible index wins), BEST_FIT, INDUSTRIAL, VMAGENT_BEST_FIT
-    (RANDOM is handled by the caller). The rules are documented in dcplace.policies.numa_heuristics.
-    """
-    K = free.shape[1]
-    if code == FIRST_FIT:
-        return (0.0, 0.0, 0.0)
-    pm_cpu_free = 0.0
-    pm_mem_free = 0.0
-    pm_cpu_cap = 0.0
-    pm_mem_cap = 0.0
-    for j in range(K):
-        pm_cpu_free += free[m, j, 0]
-        pm_mem_free += free[m, j, 1]
-        pm_cpu_cap += cap[m, j, 0]
-        pm_mem_cap += cap[m, j, 1]
-    pm_cpu_after = pm_cpu_free - d[0]
-    pm_mem_after = pm_mem_free - d[1]
-    if multi:
-        node_cpu_after = pm_cpu_after / K
-    else:
-        node_cpu_after = free[m, k, 0] - d[0]
-    if code == BEST_FIT:
-        return (pm_cpu_after, node_cpu_after, pm_mem_after)
-    if code == VMAGENT_BEST_FIT:
-        # VMAgent's "best fit": the largest min(cpu, mem) free fraction of the node after placement; for a
-        # double-NUMA VM it looks at node 0 only. Keys are negated because lower wins here.
-        kk = 0 if multi else k
-        share = d[0] / K if multi else d[0]
-        mshare = d[1] / K if multi else d[1]
-        rate_c = (free[m, kk, 0] - share) / cap[m, kk, 0]
-        rate_m = (free[m, kk, 1] - mshare) / cap[m, kk, 1]
-        return (-min(rate_c, rate_m), 0.0, 0.0)
-    # INDUSTRIAL
-    used_first = 0.0
-    if fp[F_W_CONSOLIDATE] > 0.0 and vm_count[m] == 0:
-        used_first = 1.0
-    cpu_frac = pm_cpu_after / pm_cpu_cap
-    mem_frac = pm_mem_after / pm_mem_cap
-    strand = abs(cpu_frac - mem_frac)
-    # NUMA imbalance after placement: the largest spread of node free fractions, over CPU and memory.
-    imb = 0.0
-    for r in range(2):
-        lo = 1e300
-        hi = -1e300
-        for j in range(K):
-            f = free[m, j, r]
-            if multi:
-                f -= d[r] / K
-            elif j == k:
-                f -= d[r]
-            frac = f / cap[m, j, r]
-            lo = min(lo, frac)
-            hi = max(hi, frac)
-        imb = max(imb, hi - lo)
-    cost = cpu_frac + fp[F_W_STRAND] * strand + fp[F_W_NUMA] * imb
-    return (used_first, cost, node_cpu_after)
-
-
-@_jit
-def choose(
-    code: int,
-    fp: np.ndarray,
-    free: np.ndarray,
-    cap: np.ndarray,
-    vm_count: np.ndarray,
-    d: np.ndarray,
-    multi: bool,
-    n_active: int,
-) -> int:
-    """The heuristic's action (machine * K + node), or -1 when nothing fits. RANDOM uses numba's seeded RNG."""
+def first_feasible(free: np.ndarray, d: np.ndarray, multi: bool, n_active: int) -> int:
+    """The first feasible action in machine, node order, or -1: how the warm-up fills the cluster (the scenario's
+    rule, VMAgent's default warm-up scheduler, not a policy's choice)."""
     K = free.shape[1]
     kmax = 1 if multi else K
-    best = -1
-    b0 = 0.0
-    b1 = 0.0
-    b2 = 0.0
-    seen = 0
     for m in range(n_active):
-        if code == BEST_FIT and best >= 0:
-            # Prune: Best-Fit's first key is the machine's free CPU after placement; a machine whose free CPU
-            # already exceeds the best key cannot win (ties must still be scored). Same decisions, far fewer
-            # key computations on large, lightly loaded clusters.
-            pc = 0.0
-            for j in range(K):
-                pc += free[m, j, 0]
-            if pc - d[0] > b0:
-                continue
         for k in range(kmax):
-            if not fits(free, d, multi, m, k):
-                continue
-            a: int = m * K + k
-            if code == FIRST_FIT:
-                return a
-            if code == RANDOM:
-                seen += 1
-                if np.random.random() * seen < 1.0:  # noqa: NPY002  (numba has no Generator; seeded per episode)
-                    best = a
-                continue
-            s0, s1, s2 = score_key(code, fp, free, cap, vm_count, d, multi, m, k)
-            if best < 0 or s0 < b0 or (s0 == b0 and (s1 < b1 or (s1 == b1 and s2 < b2))):
-                best = a
-                b0 = s0
-                b1 = s1
-                b2 = s2
-    return best
+            if fits(free, d, multi, m, k):
+                return int(m * K + k)
+    return -1
 
 
 @_jit
@@ -334,7 +208,6 @@ def release(
 @_jit
 def next_decision(
     free: np.ndarray,
-    cap: np.ndarray,
     cap_prefix: np.ndarray,
     vm_count: np.ndarray,
     used: np.ndarray,
@@ -376,7 +249,7 @@ def next_decision(
         n_active = ctr[C_ACTIVE]
         if ctr[C_PHASE] == WARMUP:
             if used[0] < fp[F_WARM_RATIO] * cap_prefix[n_active, 0]:
-                a = choose(ip[P_WARM_CODE], fp, free, cap, vm_count, demand[r], multi[r], n_active)
+                a = first_feasible(free, demand[r], multi[r], n_active)
                 if a >= 0:
                     place(free, vm_count, used, pm_of, node_of, ctr, demand[r], multi[r], r, a)
                     ctr[C_WARM_PLACED] += 1
@@ -443,37 +316,3 @@ def apply_action(
 def seed_rng(seed: int) -> None:
     """Seed numba's own generator (used by the RANDOM heuristic inside compiled code)."""
     np.random.seed(seed)  # noqa: NPY002  (numba keeps its own legacy-API state)
-
-
-@_jit
-def run_episode(
-    code: int,
-    free: np.ndarray,
-    cap: np.ndarray,
-    cap_prefix: np.ndarray,
-    vm_count: np.ndarray,
-    used: np.ndarray,
-    pm_of: np.ndarray,
-    node_of: np.ndarray,
-    ctr: np.ndarray,
-    acc: np.ndarray,
-    ip: np.ndarray,
-    fp: np.ndarray,
-    demand: np.ndarray,
-    multi: np.ndarray,
-    oversize: np.ndarray,
-    price: np.ndarray,
-    ev_req: np.ndarray,
-    ev_dep: np.ndarray,
-) -> int:
-    """A whole episode with heuristic ``code`` deciding: the fast path, same transitions as the step API."""
-    while True:
-        status = next_decision(
-            free, cap, cap_prefix, vm_count, used, pm_of, node_of, ctr, acc, ip, fp, demand, multi, oversize,
-            ev_req, ev_dep,
-        )  # fmt: skip
-        if status != DECIDE:
-            return status
-        r = ctr[C_REQ]
-        a = choose(code, fp, free, cap, vm_count, demand[r], multi[r], ctr[C_ACTIVE])
-        apply_action(free, cap_prefix, vm_count, used, pm_of, node_of, ctr, acc, demand, multi, price, a)

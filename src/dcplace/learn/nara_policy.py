@@ -2,7 +2,8 @@
 
 Greedy at rollout, as in the paper: the server with the highest logit among those that may be picked. Without
 ``checkpoint`` the policy loads the checkpoint shipped for the request set it is run on (trained on topology alpha;
-``uniform`` for request files). torch is imported only when the policy is built, so the rest of dcplace starts fast.
+``uniform`` for request files). Registered in :mod:`dcplace.policies.learned` by reference, so torch is imported only
+when the policy is built and the rest of dcplace starts fast.
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dcplace.errors import InputError
-from dcplace.policies.registry import register
+from dcplace.policies.base import NetPolicy
 
 if TYPE_CHECKING:
     from dcplace.cluster.topology import Topology
-    from dcplace.sim.netalloc import NetAllocSim
+    from dcplace.sim.netalloc import NetView
 
 SHIPPED_TOPOLOGY = "alpha"
 SHIPPED_DATASETS = ("uniform", "azure", "alibaba")
@@ -42,7 +43,7 @@ def checkpoint_for(dataset: str | None, checkpoint: str | None) -> Path:
     return path
 
 
-class NaraAgent:
+class NaraAgent(NetPolicy):
     """Greedy Nara on any topology (the message passing is built per topology and cached)."""
 
     def __init__(self, path: Path, label: str = "nara") -> None:
@@ -65,26 +66,18 @@ class NaraAgent:
             self._graphs[id(top)] = cached
         return cached[1], cached[2]
 
-    def choose(self, sim: NetAllocSim) -> int:
+    def choose(self, view: NetView) -> int:
         import torch
 
         from dcplace.learn.nara_model import obs_tensors
 
-        g, observe = self._graph(sim.topology)
+        g, observe = self._graph(view.topology)
         with torch.inference_mode():
-            nodes, edges, state, mask = obs_tensors(observe(sim))
+            nodes, edges, state, mask = obs_tensors(observe(view))
             return int(self.net.policy(nodes, edges, state, mask, g).argmax())
 
 
-def _factory(seed: int = 0, dataset: str | None = None, checkpoint: str | None = None) -> NaraAgent:
+def nara(seed: int = 0, dataset: str | None = None, checkpoint: str | None = None) -> NaraAgent:
+    """The ``nara`` policy: ``checkpoint`` if given, else the agent shipped for ``dataset`` (greedy: no seed)."""
     del seed  # greedy: no randomness
     return NaraAgent(checkpoint_for(dataset, checkpoint))
-
-
-register(
-    "nara",
-    _factory,
-    "GraphSAGE-style GNN + PPO policy (learned; greedy), shipped checkpoint per request set or --checkpoint",
-    setting="netalloc",
-    learned=True,
-)

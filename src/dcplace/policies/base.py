@@ -1,0 +1,122 @@
+"""The public policy API: what a placement policy is, for each setting.
+
+A policy answers one call, ``choose(view) -> action``, over a read-only view of the state with one request waiting.
+The episode loop, the ledger and feasibility live in the library (the simulators and the live engine), never in a
+policy, so the same object decides in a trace replay, a benchmark, a reproduction and behind the service.
+
+NUMA setting (online VM scheduling on NUMA machines, :class:`~dcplace.sim.numa.NumaView`):
+
+* subclass :class:`NumaPolicy` and write ``choose(view) -> int`` (``machine * numa + node``, or -1 to reject); or
+* subclass :class:`ScoredNumaPolicy` and write only ``score(view) -> (machines * numa,) array`` (higher is better):
+  the library filters (feasible and usable actions only) and picks (the best, ties to the lower index). This is the
+  Kubernetes scheduler's filter -> score -> pick, and how every built-in heuristic is shaped.
+
+Network-aware setting (multi-server requests with bandwidth, :class:`~dcplace.sim.netalloc.NetView`): subclass
+:class:`NetPolicy` and write ``choose(view) -> server``; the simulator routes and keeps the bandwidth ledger.
+
+A worked example (``docs/policies.md``, run by ``tests/policies/test_user_policy.py``)::
+
+    import numpy as np
+    from dcplace.policies import NumaView, ScoredNumaPolicy
+
+    class WorstFit(ScoredNumaPolicy):
+        '''The machine with the most CPU left after placement.'''
+        name = "worst-fit"
+
+        def score(self, view: NumaView) -> np.ndarray:
+            left = view.free[:, :, 0].sum(axis=1) - view.demand[0]   # (machines,)
+            return np.repeat(left, view.numa)                       # (machines * numa,)
+
+Load it with ``dcplace simulate numa --policy mypackage.policies:WorstFit``, or register it for every command in
+your package's ``pyproject.toml``::
+
+    [project.entry-points."dcplace.policies"]
+    worst-fit = "mypackage.policies:WorstFit"
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from dcplace.sim.netalloc import NetView
+    from dcplace.sim.numa import NumaSim, NumaView
+
+#: The settings a policy can act in.
+SETTINGS = ("numa", "netalloc")
+
+
+class NumaPolicy(ABC):
+    """An online NUMA placement policy. Required: ``name`` and :meth:`choose`."""
+
+    setting: ClassVar[str] = "numa"
+
+    @property
+    def name(self) -> str:
+        """The name shown in results; override with a class attribute (``name = "worst-fit"``) or a property."""
+        return type(self).__name__
+
+    @abstractmethod
+    def choose(self, view: NumaView) -> int:
+        """The action for the waiting request: ``machine * view.numa + node`` (for a multi-NUMA request any node of
+        the machine means the machine), or -1 to reject it. An infeasible action is a rejection too: the simulator
+        ends the episode as ``invalid``, the engine answers with the reason."""
+
+    def rank(self, view: NumaView, n: int) -> list[tuple[int, tuple[float, ...]]]:
+        """Up to ``n`` candidate actions, best first, each with the policy's score (for explanations). The default
+        gives the chosen action only, with an empty score."""
+        a = self.choose(view)
+        return [] if a < 0 else [(a, ())]
+
+    def run(self, sim: NumaSim) -> int:
+        """Finish a simulator episode, deciding every request; return the final status. The loop is the library's:
+        override only to go faster with the same decisions (the compiled heuristics do)."""
+        from dcplace.sim.numa_kernel import DECIDE
+
+        status = sim.status
+        while status == DECIDE:
+            status = sim.step(self.choose(sim.view()))
+        return status
+
+
+class ScoredNumaPolicy(NumaPolicy):
+    """Filter -> score -> pick: write :meth:`score`; the library keeps feasible, usable actions and takes the best
+    (ties: the lower action index, i.e. machine first, then node)."""
+
+    @abstractmethod
+    def score(self, view: NumaView) -> npt.NDArray[np.float64]:
+        """``(machines * numa,)`` scores, higher is better; entries of infeasible actions are ignored."""
+
+    def choose(self, view: NumaView) -> int:
+        mask = view.feasible()
+        if not mask.any():
+            return -1
+        s = np.asarray(self.score(view), np.float64)
+        if s.shape != mask.shape:
+            raise ValueError(f"{type(self).__name__}.score returned shape {s.shape}, expected {mask.shape}")
+        return int(np.argmax(np.where(mask, s, -np.inf)))
+
+    def rank(self, view: NumaView, n: int) -> list[tuple[int, tuple[float, ...]]]:
+        mask = view.feasible()
+        s = np.where(mask, np.asarray(self.score(view), np.float64), -np.inf)
+        order = np.argsort(-s, kind="stable")[: min(n, int(mask.sum()))]
+        return [(int(a), (float(s[a]),)) for a in order]
+
+
+class NetPolicy(ABC):
+    """A network-aware allocation policy: picks one server at a time for the waiting multi-server request."""
+
+    setting: ClassVar[str] = "netalloc"
+
+    @property
+    def name(self) -> str:
+        """The name shown in results; override with a class attribute or a property."""
+        return type(self).__name__
+
+    @abstractmethod
+    def choose(self, view: NetView) -> int:
+        """The next server for the waiting request (one of ``view.action_mask()``)."""

@@ -1,0 +1,36 @@
+"""The built-in learned policies, registered by ``module:attr`` reference.
+
+Their code lives in :mod:`dcplace.learn` (torch networks, checkpoints), which sits above this layer; a reference
+is resolved only when the policy is built, so listing policies or running a heuristic never imports torch, and the
+``policies`` layer imports nothing from ``learn`` (the layer contract in ``pyproject.toml`` checks it).
+"""
+
+from __future__ import annotations
+
+from dcplace.policies.registry import register
+
+register(
+    "cvd-rl",
+    "dcplace.learn.numa_policies:CvdRl",
+    "CVD-RL: per-machine look-ahead values, top-2 best-fit + top-3 industrial candidates (shipped checkpoint)",
+    learned=True,
+)
+register(
+    "cvd-rl-machine",
+    "dcplace.learn.numa_policies:CvdRlMachine",
+    "CVD-RL trained with a per-machine TD target (ours): r + gamma V(after) - V(now) among the same candidates",
+    learned=True,
+)
+register(
+    "schedrl",
+    "dcplace.learn.numa_policies:SchedRl",
+    "SchedRL: whole-cluster Double DQN, 2N outputs (shipped checkpoint; its training machine count only)",
+    learned=True,
+)
+register(
+    "nara",
+    "dcplace.learn.nara_policy:nara",
+    "GraphSAGE-style GNN + PPO policy (learned; greedy), shipped checkpoint per request set or --checkpoint",
+    setting="netalloc",
+    learned=True,
+)
