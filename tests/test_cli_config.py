@@ -93,7 +93,12 @@ def test_solve_config_with_a_table_and_written_config(tmp_path):
     assert res.exit_code == 2 and "--beta must be in (0, 1], got 2.0" in res.output
     cfg.write_text("[hierarchical]\npacks = 0\n")
     res = runner.invoke(app, ["solve", "--config", str(cfg)])
-    assert res.exit_code == 2 and "field 'hierarchical.packs': must be between 1 and 70, got 0" in res.output
+    assert res.exit_code == 2 and "field 'hierarchical.packs': must be at least 1, got 0" in res.output
+    cfg.write_text('method = "hierarchical"\n[hierarchical]\npacks = 100\n')  # checked against the problem
+    res = runner.invoke(app, ["solve", "--config", str(cfg)])
+    assert res.exit_code == 2 and "field 'hierarchical.packs': must be between 1 and 70, got 100" in res.output
+    res = runner.invoke(app, ["solve", "--method", "hierarchical", "--packs", "100"])
+    assert res.exit_code == 2 and "error: --packs must be between 1 and 70, got 100" in res.output
 
 
 def test_reproduce_writes_its_config(tmp_path):
@@ -130,14 +135,16 @@ def test_train_filter_flag_parses_and_reports():
 
 def test_train_writes_its_config_and_takes_one(tmp_path):
     cfg = tmp_path / "train.toml"
-    cfg.write_text('trace = "synthetic"\npms = 4\nepochs = 1\neval_every = 1\nfilter_k = [["best-fit", 1]]\n')
+    cfg.write_text('trace = "synthetic"\npms = 4\nepochs = 1\nfilter_k = [["best-fit", 1]]\n'
+                   "[dqn]\neval_every = 1\nlearning_starts = 50\n")  # fmt: skip
     out = tmp_path / "run"
     res = runner.invoke(app, ["train", "cvd-rl", "--config", str(cfg), "--hidden", "8", "--out", str(out)])
     assert res.exit_code == 0, res.output
     written = tomllib.loads((out / "config.toml").read_text())
     assert written["filter_k"] == [["best-fit", 1]] and written["hidden"] == 8 and written["pms"] == 4
+    assert written["dqn"]["learning_starts"] == 50 and written["dqn"]["batch"] == 256
     meta = json.loads((out / "train.json").read_text())
-    assert meta["epochs"] == 1
+    assert meta["epochs"] == 1 and meta["dqn"] == written["dqn"]  # the [dqn] table is the trainer's DQNConfig
     res = runner.invoke(app, ["train", "cvd-rl", "--config", str(out / "config.toml"), "--out", str(out)])
     assert res.exit_code == 2 and "already holds a run" in res.output
 

@@ -73,7 +73,8 @@ def _options(cls: type, flags: Mapping[str, Flag]) -> list[tuple[_Option, inspec
     out: list[tuple[_Option, inspect.Parameter]] = []
     seen: dict[str, str] = {}
     for leaf in config.leaves(cls):
-        spec = flags.get(leaf.key) or flags.get(leaf.path[-1]) or Flag()
+        tables = (".".join(leaf.path[:n]) for n in range(len(leaf.path), 0, -1))  # the key, then its tables
+        spec = next((flags[k] for k in tables if k in flags), None) or flags.get(leaf.path[-1]) or Flag()
         if spec.skip:
             continue
         name = spec.name or flag_name(leaf.key)
@@ -137,7 +138,7 @@ def config_command(
     cls: type[C], flags: Mapping[str, Flag] | None = None
 ) -> Callable[[Callable[Concatenate[C, P], None]], Callable[..., None]]:
     """Decorate ``run(cfg: cls, **extra)`` into a typer command function (see the module docstring). ``flags``
-    adjusts single fields, by dotted key or by field name."""
+    adjusts single fields, by dotted key or by field name; a table's key (``greedy``) adjusts all its fields."""
     generated = _options(cls, flags or {})
     by_key = {opt.leaf.key: opt.flag for opt, _ in generated}
 
@@ -222,28 +223,33 @@ def errors_as_exit(
 
 def sentence(exc: InputError, flags: Mapping[str, str], from_file: set[str], file: Path | None) -> str:
     """The one sentence for ``exc``: a field set by ``file`` (a key in ``from_file``) names the file and its dotted
-    key; a field set by a flag or left at its default is worded with its flag (``flags``: dotted key -> flag)."""
+    key; a field set by a flag or left at its default is worded with its flag (``flags``: dotted key -> flag). Core
+    code names its own field (``packs``), not the config's path: the only key ending in ``.packs`` is meant."""
     if exc.path is not None or exc.field is None:
         return str(exc)
-    if exc.field in from_file and file is not None:
-        return str(InputError(exc.detail, path=file, field=exc.field, line=exc.line))
-    flag = flags.get(exc.field) or _unique_leaf(flags, exc.field)
+    key = exc.field if exc.field in flags or exc.field in from_file else _unique_key([*flags, *from_file], exc.field)
+    if key in from_file and file is not None:
+        return str(InputError(_bare(exc), path=file, field=key, line=exc.line))
+    flag = flags.get(key or "")
     return flag_wording(flag, exc) if flag else str(exc)
 
 
-def _unique_leaf(flags: Mapping[str, str], field: str) -> str | None:
-    """The flag of the only key ending in ``.field`` (core code names its own field, not the config's path)."""
-    hits = {flag for key, flag in flags.items() if key.rsplit(".", 1)[-1] == field}
+def _unique_key(keys: list[str], field: str) -> str | None:
+    """The only dotted key ending in ``.field``; None when none or several do."""
+    hits = {key for key in keys if key.rsplit(".", 1)[-1] == field}
     return hits.pop() if len(hits) == 1 else None
+
+
+def _bare(exc: InputError) -> str:
+    """The detail without the field's name in front: ``packs must be ...`` (``field='packs'``) -> ``must be ...``."""
+    name = (exc.field or "").rsplit(".", 1)[-1]
+    return exc.detail[len(name) + 1 :] if name and exc.detail.startswith(name + " must ") else exc.detail
 
 
 def flag_wording(flag: str, exc: InputError) -> str:
     """A field's error in its flag's words: ``must be at least 1, got 0`` (``field='pms'``) and ``pms must be at
     least 1, got 0`` both become ``--pms must be at least 1, got 0``; other details follow ``--pms: ``."""
-    detail = exc.detail
-    name = (exc.field or "").rsplit(".", 1)[-1]
-    if name and detail.startswith(name + " "):
-        detail = detail[len(name) + 1 :]
+    detail = _bare(exc)
     return f"{flag} {detail}" if detail.startswith("must ") else f"{flag}: {detail}"
 
 

@@ -8,13 +8,12 @@ policy.pt, checkpoint.pt, curves and train.json.
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 import typer
 
@@ -22,6 +21,7 @@ from dcplace.cli.common import console
 from dcplace.cli.options import Flag, config_command, write_config
 from dcplace.config import check, check_types
 from dcplace.errors import InputError
+from dcplace.learn.config import DQNConfig, PPOConfig
 
 if TYPE_CHECKING:
     from dcplace.sim.numa import Scenario
@@ -66,9 +66,9 @@ def _train_with_bar(
     return time.perf_counter() - t0
 
 
-def _write_summary(folder: Path, label: str, meta: dict[str, Any], wall: float) -> None:
-    summary = {"command": " ".join(["dcplace", "train", label, *sys.argv[3:]]), **meta, "session_wall_s": wall}
-    (folder / "train.json").write_text(json.dumps(summary, indent=2) + "\n")
+def _command(label: str) -> str:
+    """The command line that ran, for train.json."""
+    return " ".join(["dcplace", "train", label, *sys.argv[3:]])
 
 
 @dataclass(frozen=True)
@@ -83,10 +83,8 @@ class NaraTrainRun:
     """PPO iterations in total (the paper: 150)"""
     seed: int = 0
     """same seed, same weights"""
-    steps: int = 2048
-    """picks per iteration (the paper: 2,048)"""
-    eval_every: int = 5
-    """validate (greedy, 5 x 128 requests) every this many iterations"""
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    """PPO's settings (the paper's; --steps and --eval-every set two of them)"""
     p2_hidden: int = 0
     """hidden units in P2 (0: one linear layer, the paper's; see docs/nara.md)"""
     init: Path | None = None
@@ -95,13 +93,19 @@ class NaraTrainRun:
     def __post_init__(self) -> None:
         check_types(self)
         check(self.dataset in NARA_DATASETS, "dataset", self.dataset, "one of " + ", ".join(NARA_DATASETS))
-        for name in ("iterations", "steps", "eval_every"):
-            check(getattr(self, name) >= 1, name, getattr(self, name), "at least 1")
+        check(self.iterations >= 1, "iterations", self.iterations, "at least 1")
         check(self.p2_hidden >= 0, "p2_hidden", self.p2_hidden, "at least 0")
 
 
 @app.command("nara")
-@config_command(NaraTrainRun)
+@config_command(
+    NaraTrainRun,
+    {
+        "ppo": Flag(skip=True),
+        "ppo.steps_per_iteration": Flag(name="--steps", help="picks per iteration (the paper: 2,048)"),
+        "ppo.eval_every": Flag(help="validate (greedy, 5 x 128 requests) every this many iterations"),
+    },
+)
 def train_nara(
     cfg: NaraTrainRun,
     out: Annotated[Path | None, typer.Option(help=OUT_HELP)] = None,
@@ -111,17 +115,17 @@ def train_nara(
     --resume), curves.csv / curves.png and train.json to --out."""
     from dcplace.cluster.topology import load_topology
     from dcplace.learn.nara_model import NaraConfig
-    from dcplace.learn.ppo import PPOConfig, Trainer
+    from dcplace.learn.ppo import PPOTrainer
 
     tops = [load_topology(t) for t in cfg.topology.split(",")]
     where = "+".join(t.name for t in tops)
     folder = out or Path(f"results/train/nara-{where}-{cfg.dataset}")
     if resume:
-        trainer = Trainer.resume(tops, cfg.dataset, cfg.seed, folder)
+        trainer = PPOTrainer.resume(tops, cfg.dataset, cfg.seed, folder)
     else:
         _fresh_folder(folder)
-        ppo = PPOConfig(steps_per_iteration=cfg.steps, eval_every=cfg.eval_every)
-        trainer = Trainer(tops, cfg.dataset, cfg.seed, folder, ppo, NaraConfig(p2_hidden=cfg.p2_hidden), cfg.init)
+        model = NaraConfig(p2_hidden=cfg.p2_hidden)
+        trainer = PPOTrainer(tops, cfg.dataset, cfg.seed, folder, cfg.ppo, model, cfg.init)
         write_config(cfg, folder, "dcplace train nara")
     best = f"{trainer.best_validation:.3f}" if trainer.best_validation >= 0 else "-"
 
@@ -139,7 +143,7 @@ def train_nara(
         lambda on_row: trainer.train(cfg.iterations, on_row),
         shown,
     )
-    _write_summary(folder, "nara", trainer.meta(), wall)
+    trainer.write_summary(_command("nara"), wall)
     console.print(f"best validation acceptance {trainer.best_validation:.3f}; {trainer.wall_s:.0f} s of training; "
                   f"policy in {folder}/policy.pt")  # fmt: skip
 
@@ -160,16 +164,15 @@ class DqnTrainRun:
     """epochs of 5 episodes (the paper: 3,000)"""
     seed: int = 0
     """same seed, same weights"""
-    reward: Literal["delta", "vmagent"] = "delta"
-    """delta (capacity-aware) or vmagent (+1 per placed VM)"""
-    updates_per_epoch: int = 32
-    """gradient steps per epoch"""
-    batch: int = 256
-    """transitions per gradient step (the paper: 2,048)"""
-    eval_every: int = 10
-    """validate (10 greedy episodes) every this many epochs"""
     hidden: int = 64
     """units per hidden layer of the 6-layer MLP"""
+    dqn: DQNConfig = field(default_factory=DQNConfig)
+    """Double DQN's settings (the paper's where it names them)"""
+
+    REWARDS: ClassVar[tuple[str, ...]] = ("delta", "vmagent")
+    """The rewards a run from the command line can use (:mod:`dcplace.learn.rewards`)."""
+    LOSSES: ClassVar[tuple[str, ...]] = ("cluster",)
+    """The TD rules the algorithm takes."""
 
     def __post_init__(self) -> None:
         check_types(self)
@@ -177,8 +180,10 @@ class DqnTrainRun:
             raise InputError(
                 "training runs in non-expansion (evaluate expansion with `dcplace simulate`)", field="mode"
             )
-        for name in ("epochs", "updates_per_epoch", "batch", "eval_every", "hidden"):
+        for name in ("epochs", "hidden"):
             check(getattr(self, name) >= 1, name, getattr(self, name), "at least 1")
+        check(self.dqn.reward in self.REWARDS, "dqn.reward", self.dqn.reward, "one of " + ", ".join(self.REWARDS))
+        check(self.dqn.loss in self.LOSSES, "dqn.loss", self.dqn.loss, "one of " + ", ".join(self.LOSSES))
 
     def scenario(self) -> Scenario:
         """The training episodes' dynamics: no releases, the warm start."""
@@ -197,8 +202,19 @@ class CvdTrainRun(DqnTrainRun):
     """per-machine values summed (off: one whole-cluster net)"""
     lookahead: bool = True
     """value the machine after placement (off: state+VM+action)"""
-    loss: Literal["cluster", "machine"] = "cluster"
-    """cluster (the paper's eq. 12) or machine (ours: a TD target per machine)"""
+
+    LOSSES: ClassVar[tuple[str, ...]] = ("cluster", "machine")
+
+
+DQN_FLAGS = {
+    "dqn": Flag(skip=True),  # set in a --config file
+    "dqn.reward": Flag(help="delta (capacity-aware) or vmagent (+1 per placed VM)"),
+    "dqn.updates_per_epoch": Flag(help="gradient steps per epoch"),
+    "dqn.batch": Flag(help="transitions per gradient step (the paper: 2,048)"),
+    "dqn.eval_every": Flag(help="validate (10 greedy episodes) every this many epochs"),
+    "dqn.loss": Flag(help="cluster (the paper's eq. 12) or machine (ours: a TD target per machine)"),
+}
+"""The flags of DQNConfig's fields; its other fields are set in a --config file ([dqn])."""
 
 
 def parse_filter(text: str) -> tuple[tuple[str, int], ...]:
@@ -223,11 +239,13 @@ def _train_dqn(kind: Literal["cvd", "schedrl"], cfg: DqnTrainRun, out: Path | No
     """The shared body of ``train cvd-rl`` and ``train schedrl``."""
     from dcplace.cluster.numa import NumaCluster
     from dcplace.learn.cvd_model import CvdConfig
-    from dcplace.learn.dqn import DQNConfig, Trainer
+    from dcplace.learn.cvd_rl import CvdRlTrainer
+    from dcplace.learn.schedrl import SchedRlTrainer
     from dcplace.sim.episodes import check_hostable, prepare
     from dcplace.workload.traces import load_trace, trace_available
 
     label = "cvd-rl" if kind == "cvd" else "schedrl"
+    trainer_class = CvdRlTrainer if kind == "cvd" else SchedRlTrainer
     if cfg.trace == "auto":
         cfg = dataclasses.replace(cfg, trace="huawei-east-1" if trace_available("huawei-east-1") else "synthetic")
     scenario = cfg.scenario()
@@ -235,16 +253,14 @@ def _train_dqn(kind: Literal["cvd", "schedrl"], cfg: DqnTrainRun, out: Path | No
     check_hostable(NumaCluster.uniform(cfg.pms), prepared)
     folder = out or Path(f"results/train/{label}-{cfg.pms}pm")
     if resume:
-        trainer = Trainer.resume(prepared, scenario, cfg.seed, folder, cfg.trace)
+        trainer = trainer_class.resume(prepared, scenario, cfg.seed, folder, cfg.trace)
     else:
         _fresh_folder(folder)
         ops = cfg if isinstance(cfg, CvdTrainRun) else CvdTrainRun(filter_k=())
         whole = kind == "schedrl" or not ops.decompose
         model = CvdConfig(kind=kind, hidden=cfg.hidden, decompose=ops.decompose, lookahead=ops.lookahead,
                           filter_k=ops.filter_k, machines=cfg.pms if whole else 0)  # fmt: skip
-        dqn = DQNConfig(reward=cfg.reward, updates_per_epoch=cfg.updates_per_epoch, batch=cfg.batch,
-                        eval_every=cfg.eval_every, loss=ops.loss)  # fmt: skip
-        trainer = Trainer(prepared, scenario, cfg.seed, folder, model, dqn, cfg.trace)
+        trainer = trainer_class(prepared, scenario, cfg.seed, folder, model, cfg.dqn, cfg.trace)
         write_config(cfg, folder, f"dcplace train {label}")
     ref = {h: trainer.validate_heuristic(h) for h in ("best-fit", "industrial")}
 
@@ -262,15 +278,15 @@ def _train_dqn(kind: Literal["cvd", "schedrl"], cfg: DqnTrainRun, out: Path | No
         lambda on_row: trainer.train(cfg.epochs, on_row),
         shown,
     )
-    meta = {**trainer.meta(), "validation_best_fit": ref["best-fit"], "validation_industrial": ref["industrial"]}
-    _write_summary(folder, label, meta, wall)
+    trainer.write_summary(_command(label), wall, validation_best_fit=ref["best-fit"],
+                          validation_industrial=ref["industrial"])  # fmt: skip
     console.print(f"best validation length {trainer.best_validation:.1f} (best-fit {ref['best-fit']:.1f}, "
                   f"industrial {ref['industrial']:.1f}); {trainer.wall_s:.0f} s of training; "
                   f"policy in {folder}/policy.pt")  # fmt: skip
 
 
 @app.command("cvd-rl")
-@config_command(CvdTrainRun, {"filter_k": Flag(name="--filter", parse=parse_filter, show=format_filter)})
+@config_command(CvdTrainRun, {**DQN_FLAGS, "filter_k": Flag(name="--filter", parse=parse_filter, show=format_filter)})
 def train_cvd(
     cfg: CvdTrainRun,
     out: Annotated[Path | None, typer.Option(help=OUT_HELP)] = None,
@@ -282,7 +298,10 @@ def train_cvd(
 
 
 @app.command("schedrl")
-@config_command(DqnTrainRun, {"pms": Flag(help="machines (the network is tied to this count)")})
+@config_command(
+    DqnTrainRun,
+    {**DQN_FLAGS, "dqn.loss": Flag(skip=True), "pms": Flag(help="machines (the network is tied to this count)")},
+)
 def train_schedrl(
     cfg: DqnTrainRun,
     out: Annotated[Path | None, typer.Option(help=OUT_HELP)] = None,
