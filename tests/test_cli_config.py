@@ -124,6 +124,23 @@ def test_nara_datasets_match_the_workload_module():
     assert tuple(DATASETS) == NARA_DATASETS
 
 
+def test_solve_method_tables_are_the_placement_params(tmp_path):
+    """Each method's table is its params dataclass: a [greedy] table sets the runs the method does, and every
+    table's workers is the run's (so config.toml says what ran and repeats it)."""
+    cfg = tmp_path / "g.toml"
+    cfg.write_text('method = "greedy"\nworkers = 1\n[greedy]\nruns = 3\n[auto]\nworkers = 7\n')
+    res = runner.invoke(app, ["solve", "--config", str(cfg), "--json", "--out", str(tmp_path / "o")])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["runs"] == 3
+    written = tomllib.loads((tmp_path / "o" / "config.toml").read_text())
+    assert written["greedy"] == {"runs": 3} and written["auto"]["workers"] == 1 == written["hierarchical"]["workers"]
+    again = runner.invoke(app, ["solve", "--config", str(tmp_path / "o" / "config.toml"), "--json"])
+    assert json.loads(again.output)["cost"] == json.loads(res.output)["cost"]
+    cfg.write_text("[greedy]\nruns = 0\n")
+    res = runner.invoke(app, ["solve", "--config", str(cfg)])
+    assert res.exit_code == 2 and "g.toml, field 'greedy.runs': must be at least 1, got 0" in res.output
+
+
 def test_train_filter_flag_parses_and_reports():
     from dcplace.cli.train import format_filter, parse_filter
 

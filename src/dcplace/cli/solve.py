@@ -42,7 +42,7 @@ class SolveRun:
     time_limit: float | None = None
     """seconds; the best solution and bound so far are returned (default 60; 300 for huawei-cN)"""
     workers: int = 2
-    """CP-SAT search workers (and the hierarchical method's processes)"""
+    """CP-SAT search workers (the hierarchical method's processes); every method table's workers is this"""
     seed: int = 0
     """same seed, same answer (greedy; CP-SAT with one worker)"""
     hierarchical: HierarchicalParams = field(default_factory=HierarchicalParams)
@@ -64,14 +64,10 @@ class SolveRun:
         check_types(self)
         if self.time_limit is not None:
             check(self.time_limit > 0, "time_limit", self.time_limit, "positive")
-
-    def params(self, table: str) -> Params:
-        """The method's parameters from its table, with the run's ``workers`` where the method has workers (the
-        tables' own ``workers`` are not read: one setting for the run)."""
-        params: Params = getattr(self, table)
-        if any(f.name == "workers" for f in dataclasses.fields(params)):
-            params = dataclasses.replace(params, workers=self.workers)  # type: ignore[call-arg]
-        return params
+        for table in (*METHOD_TABLES, "numa_batch"):  # one workers setting for the run, also in config.toml
+            params = getattr(self, table)
+            if getattr(params, "workers", self.workers) != self.workers:
+                object.__setattr__(self, table, dataclasses.replace(params, workers=self.workers))
 
 
 METHOD_TABLES = ("hierarchical", "auto", "flat", "compact", "pattern", "greedy")
@@ -102,7 +98,7 @@ def solve_cmd(
             raise InputError(f"topology-aware batches are solved by method auto only, got {cfg.method!r}",
                              field="method")  # fmt: skip
         limit = Deadline(300.0 if cfg.time_limit is None else cfg.time_limit)
-        summary = summary_of(solve(load_numa_batch(cfg.instance), "auto", limit, cfg.seed, cfg.params("numa_batch")))
+        summary = summary_of(solve(load_numa_batch(cfg.instance), "auto", limit, cfg.seed, cfg.numa_batch))
         if out is not None:
             save_result(summary, cfg, out, "dcplace solve")
         if json_out:
@@ -113,7 +109,7 @@ def solve_cmd(
                       f"{summary['wall_s']:.1f} s, verified {summary['verified']}")  # fmt: skip
         return
     problem = load_problem(cfg.instance)
-    params = cfg.params(cfg.method) if cfg.method in METHOD_TABLES else None  # a user's method: its defaults
+    params: Params | None = getattr(cfg, cfg.method) if cfg.method in METHOD_TABLES else None  # else: defaults
     res = solve(problem, cfg.method, Deadline(60.0 if cfg.time_limit is None else cfg.time_limit), cfg.seed, params)
     s = res.summary()
     if out is not None:
