@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from dcplace import config
+from dcplace.config import check
 from dcplace.config import field_docs as field_docs
 from dcplace.errors import InputError
 
@@ -48,12 +49,14 @@ class Params:
     def __post_init__(self) -> None:
         try:
             config.check_types(self)
+            self.check()
         except InputError as exc:
             raise _worded(exc) from None
-        self.check()
 
     def check(self) -> None:
-        """Raise :func:`field_error` for the first invalid field (subclasses override; the base checks nothing)."""
+        """Raise an error naming the first invalid field: ``check(ok, name, value, must)`` of :mod:`dcplace.config`
+        (worded "name must ..." by the constructor) or :func:`field_error` (subclasses override; the base checks
+        nothing)."""
 
     @classmethod
     def from_dict(cls, table: Mapping[str, Any]) -> Self:
@@ -91,5 +94,4 @@ class SolverParams(Params):
     """CP-SAT search workers (threads), at least 1; with 1, the same seed gives the same answer."""
 
     def check(self) -> None:
-        if self.workers < 1:
-            raise field_error("workers", "be at least 1", self.workers)
+        check(self.workers >= 1, "workers", self.workers, "at least 1")
