@@ -326,7 +326,7 @@ def test_dqn_config_from_a_toml_table():
     assert DQNConfig.from_dict(cfg.to_dict()) == cfg
     for table, needle in (
         ({"batchh": 32}, "field 'batchh'"),
-        ({"batch": "32"}, "field 'batch': must be int, got '32'"),
+        ({"batch": "32"}, "field 'batch': must be an integer, got '32'"),
         ({"batch": 0}, "field 'batch': must be at least 1, got 0"),
         ({"loss": ""}, "field 'loss': must not be empty"),
         ({"train_start_range": [5]}, "field 'train_start_range'"),

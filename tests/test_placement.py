@@ -433,18 +433,17 @@ def test_result_is_immutable():
         (PatternParams, {"master_share": 1.0}, "master_share must be in (0, 1), got 1.0"),
         (AutoParams, {"compact_max_pms": 0}, "compact_max_pms must be at least 1, got 0"),
         (NumaBatchParams, {"rounds": -1}, "rounds must be at least 0, got -1"),
-        (GreedyParams, {"runs": 2.5}, "runs must be of type int, got 2.5"),
-        (GreedyParams, {"runs": True}, "runs must be of type int, got True"),
-        (HierarchicalParams, {"beta": "high"}, "beta must be of type float, got 'high'"),
+        (GreedyParams, {"runs": 2.5}, "runs must be an integer, got 2.5"),
+        (GreedyParams, {"runs": True}, "runs must be an integer, got True"),
+        (HierarchicalParams, {"beta": "high"}, "beta must be a number, got 'high'"),
     ],
 )
 def test_params_errors_name_the_field_and_value(params, values, message):
     with pytest.raises(InputError, match="^" + re.escape(message) + "$") as err:
         params.from_dict(values)
     assert err.value.field == next(iter(values))
-    if "of type" not in message:  # the constructor validates too (types are checked where values are read)
-        with pytest.raises(InputError, match="^" + re.escape(message) + "$"):
-            params(**values)
+    with pytest.raises(InputError, match="^" + re.escape(message) + "$"):  # the constructor checks the same
+        params(**values)
 
 
 def test_params_load_from_toml_and_dicts(tmp_path):
@@ -457,7 +456,7 @@ def test_params_load_from_toml_and_dicts(tmp_path):
     assert HierarchicalParams.from_dict(h.as_dict()) == h
     assert params_for("hierarchical", {"swads": 4}) == HierarchicalParams(swads=4)
     path.write_text("[solve.greedy]\nrun = 7\n")
-    with pytest.raises(InputError, match=r"field 'solve.greedy.run'.*GreedyParams has no field 'run'"):
+    with pytest.raises(InputError, match=r"field 'solve.greedy.run': unknown key in the top-level table; its keys are"):
         GreedyParams.from_toml(path, "solve.greedy")
     path.write_text("[solve.greedy]\nruns = 0\n")
     with pytest.raises(InputError, match=r"run.toml, field 'solve.greedy.runs': runs must be at least 1, got 0"):
