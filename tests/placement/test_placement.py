@@ -343,7 +343,7 @@ def test_given_packs_are_read_checked_and_used(tmp_path):
 
 # --- one solve: registry, stop criterion, immutable results, typed params -------------------------------------------
 
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "placement.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "placement.md"
 
 
 def test_the_documented_user_method_registers_and_solves():
@@ -490,7 +490,7 @@ def test_hierarchical_solves_its_swads_through_the_registry(tmp_path):
 def test_placement_imports_go_one_way():
     """No import loop inside the placement package, counting imports anywhere in a module (function-level ones
     included); the registry and the building blocks import no method."""
-    root = Path(__file__).resolve().parents[1] / "src" / "dcplace" / "placement"
+    root = Path(__file__).resolve().parents[2] / "src" / "dcplace" / "placement"
     graph: dict[str, set[str]] = {}
     for path in root.glob("*.py"):
         if path.stem == "__init__":

@@ -174,7 +174,7 @@ def test_checkpoint_errors(tmp_path):
     bad.write_bytes(b"not a checkpoint")
     with pytest.raises(InputError, match="not a readable checkpoint"):
         load(bad)
-    nara = Path(__file__).parents[1] / "src" / "dcplace" / "data" / "nara" / "alpha-uniform.pt"
+    nara = Path(__file__).parents[2] / "src" / "dcplace" / "data" / "nara" / "alpha-uniform.pt"
     with pytest.raises(InputError, match="not a dcplace CVD-RL checkpoint"):
         load(nara)
     blob = torch.load(shipped_path("cvd-rl"), weights_only=True)
