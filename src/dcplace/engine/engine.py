@@ -568,11 +568,12 @@ class PlacementEngine:
 
     # -- snapshot / restore, import / export ----------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
-        """The whole state as JSON-able data (machines in slot order with their slot, VMs in ledger order)."""
+        """The whole state as JSON-able data (machines in slot order with their slot, VMs by id: ledger slots are
+        an implementation detail that no decision depends on)."""
         with self.lock:
             s = self.state
             machines = [asdict(self._machine_row(int(m))) for m in np.flatnonzero(s.status != ABSENT)]
-            vms = [asdict(self._vm_row(int(v))) for v in np.flatnonzero(s.pm_of >= 0)]
+            vms = sorted((asdict(self._vm_row(int(v))) for v in np.flatnonzero(s.pm_of >= 0)), key=lambda r: r["id"])
             return {"numa": self.numa, "machines": machines, "vms": vms}
 
     def _vm_row(self, v: int) -> VmRow:
