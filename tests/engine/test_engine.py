@@ -168,7 +168,7 @@ def test_import_is_all_or_nothing_and_names_the_row(tmp_path) -> None:
         e.import_allocations(read_allocations(path), str(path))
     assert e.stats()["vms"] == 0
     path.write_text("vm,machine,node,cpu,mem\na,pm0,0,400,8\n")
-    with pytest.raises(Conflict, match="line 1.*does not fit"):
+    with pytest.raises(Conflict, match=r"line 1.*does not fit"):
         e.import_allocations(read_allocations(path), str(path))
     e.check_invariants()
 
@@ -176,7 +176,9 @@ def test_import_is_all_or_nothing_and_names_the_row(tmp_path) -> None:
 # -- invariants under random operation sequences ---------------------------------------------------------------
 OPS = st.lists(
     st.tuples(
-        st.sampled_from(["add", "place", "place", "place", "release", "release", "drain", "fail", "remove", "activate"]),
+        st.sampled_from(
+            ["add", "place", "place", "place", "release", "release", "drain", "fail", "remove", "activate"]
+        ),
         st.integers(0, 7),
         st.floats(0.5, 48),
         st.floats(0.5, 100),

@@ -56,7 +56,9 @@ def check_equivalent(trace: PreparedTrace, pms: int, policy: str) -> None:
     assert res.requests == n_sim
     got, want = _canonical(res.actions, trace), _canonical(sim_actions, trace)
     diff = np.flatnonzero(got != want)
-    assert len(diff) == 0, f"{policy}: first difference at request {diff[0]}: engine {got[diff[0]]}, sim {want[diff[0]]}"
+    assert len(diff) == 0, (
+        f"{policy}: first difference at request {diff[0]}: engine {got[diff[0]]}, sim {want[diff[0]]}"
+    )
     if status == TERMINATED:  # the simulator's episode ends where the engine first rejects
         assert res.rejected == 1 and res.first_rejection == res.accepted
 
@@ -73,7 +75,7 @@ def test_engine_replays_simulator_decisions(synthetic: PreparedTrace, policy: st
 
 @pytest.mark.parametrize("policy", ["first-fit", "best-fit"])
 def test_engine_rejects_where_the_simulator_ends(synthetic: PreparedTrace, policy: str) -> None:
-    sim_actions, status = simulator_actions(synthetic, 8, policy)
+    _, status = simulator_actions(synthetic, 8, policy)
     assert status == TERMINATED  # 8 machines are too few for this trace
     check_equivalent(synthetic, 8, policy)
 

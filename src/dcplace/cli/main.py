@@ -19,6 +19,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from dcplace.cli.serve import serve as serve_cmd
 from dcplace.errors import InputError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="dcplace: decide where datacenter workloads run.")
@@ -34,6 +35,7 @@ console = Console()
 class ModeOpt(StrEnum):
     non_expansion = "non-expansion"
     expansion = "expansion"
+    stream = "stream"
 
 
 class OversizeOpt(StrEnum):
@@ -67,9 +69,13 @@ def simulate_numa(
     trace: Annotated[str, typer.Option(help="huawei-east-1, azure-v1, synthetic, or a trace file path")] = "synthetic",
     pms: Annotated[int, typer.Option(help="machines at the start (2 NUMA nodes of 40 CPU / 90 GB each)")] = 50,
     warm_start: Annotated[float, typer.Option(help="CPU allocation rate reached before scoring, in [0, 1)")] = 0.0,
-    mode: Annotated[ModeOpt, typer.Option(help="end at the first unhostable request, or grow the cluster")] = (
-        ModeOpt.non_expansion
-    ),
+    mode: Annotated[
+        ModeOpt,
+        typer.Option(
+            help="end at the first unhostable request, grow the cluster, or stream "
+            "the whole trace through the live engine counting rejections"
+        ),
+    ] = (ModeOpt.non_expansion),
     no_release: Annotated[bool, typer.Option("--no-release", help="VMs never leave (VMAgent's fading)")] = False,
     policy: Annotated[str, typer.Option(help="a registered policy (see `dcplace policies`)")] = "best-fit",
     checkpoint: Annotated[
@@ -88,6 +94,10 @@ def simulate_numa(
     json_out: Annotated[bool, typer.Option("--json", help="print exactly one JSON object")] = False,
 ) -> None:
     """Online VM scheduling on double-NUMA machines (the CVD-RL / VMAgent setting)."""
+    if mode == ModeOpt.stream:
+        from dcplace.cli.serve import stream
+
+        return stream(trace, pms, policy, double_threshold, seed, not no_release, max_requests, 100, json_out, None)
     from dcplace.bench.numa_runner import summarise
     from dcplace.cluster.numa import NumaCluster
     from dcplace.policies import get_policy
@@ -100,7 +110,7 @@ def simulate_numa(
         pol = get_policy(policy, checkpoint)
         scenario = Scenario(
             pms=pms,
-            mode=mode.value,
+            mode="expansion" if mode == ModeOpt.expansion else "non-expansion",
             max_pms=max_pms,
             expand_step=expand_step,
             release=not no_release,
@@ -599,6 +609,9 @@ def solve_cmd(
                   f"{s['pms_used']} PMs for {s['vms']} VMs, {s['wall_s']:.2f} s, verified {s['verified']}")  # fmt: skip
     for v in res.violations:
         console.print(f"  violation: {v}")
+
+
+app.command("serve")(serve_cmd)
 
 
 @app.command("policies")

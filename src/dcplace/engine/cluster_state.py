@@ -176,7 +176,9 @@ class ClusterState:
         self.multi[v] = multi
         self.vm_ids[v] = vm_id
         self.slot_of_vm[vm_id] = v
-        K.place(self.free, self.vm_count, self.used, self.pm_of, self.node_of, self.ctr, self.demand[v], multi, v, action)
+        K.place(
+            self.free, self.vm_count, self.used, self.pm_of, self.node_of, self.ctr, self.demand[v], multi, v, action
+        )
 
     def release(self, v: int) -> None:
         """Return what the ledger says VM slot ``v`` took (the kernel's ``release``) and free the slot."""

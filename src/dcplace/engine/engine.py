@@ -57,7 +57,15 @@ from dcplace.engine.cluster_state import (
     ClusterState,
     VmRecord,
 )
-from dcplace.engine.explain import Candidate, Explanation, counts_dict, reason_counts, rejection_sentence
+from dcplace.engine.explain import (
+    CLASS_NAMES,
+    Candidate,
+    Explanation,
+    counts_dict,
+    machine_classes,
+    reason_counts,
+    rejection_sentence,
+)
 from dcplace.engine.store import (
     Change,
     MachineDelete,
@@ -180,6 +188,7 @@ class PlacementEngine:
         self.store = store
         self.top = top
         self._policies: dict[str, NumaPolicy] = {}
+        self._w_cache: dict[int, npt.NDArray[np.float64]] = {}
         self.default_policy = self.policy(policy) if isinstance(policy, str) else policy
         if isinstance(policy, NumaPolicy):
             self._policies[policy.name] = policy
@@ -404,13 +413,11 @@ class PlacementEngine:
                 self._explanations.popitem(last=False)
         return Placement(req.id, s.machine_ids[m], None if req.multi else action % kn, expl)
 
-    _w_cache: dict[int, npt.NDArray[np.float64]]
-
     def _weights(self, pol: Heuristic) -> npt.NDArray[np.float64]:
-        cache = self.__dict__.setdefault("_w_cache", {})
-        w = cache.get(id(pol))
+        """The heuristic's weight array (built once per policy object, not per decision)."""
+        w = self._w_cache.get(id(pol))
         if w is None:
-            w = cache[id(pol)] = pol.weights.as_array()
+            w = self._w_cache[id(pol)] = pol.weights.as_array()
         return w
 
     def _candidate(self, action: int, score: tuple[float, ...] = ()) -> Candidate:
@@ -456,8 +463,26 @@ class PlacementEngine:
             action = int(pol.choose(s.view(request.cpu, request.mem, request.multi)))
             kn = self.numa
             m = action // kn if action >= 0 else -1
-            feasible = 0 <= m < s.active and bool(s.usable[m]) and s.fits(m, action % kn, *d, request.multi)
+            feasible = 0 <= m < s.active and bool(s.usable[m]) and s.fits(m, action % kn, request.cpu, request.mem, request.multi)
             return self._explain(pol, request, d, action if feasible else (-1 if action == -1 else -2))
+
+    def assess(
+        self, request: VmRequest, policy: str | None = None
+    ) -> tuple[dict[str, str], list[tuple[str, int | None, tuple[float, ...]]]]:
+        """Every machine's class for ``request`` (``feasible``, ``cpu``, ``mem``, ``numa``, ``drained``,
+        ``failed``) and the policy's ranking of all feasible actions (machine, node, score), best first: what a
+        scheduler that filters and scores (kube-scheduler's extender, Nova's weighers) asks."""
+        req = VmRequest(request.id or "?", _positive(request.cpu, "cpu"), _positive(request.mem, "mem"),
+                        bool(request.multi))  # fmt: skip
+        with self.lock:
+            s = self.state
+            classes = machine_classes(s.free, s.status, np.array([req.cpu, req.mem]), req.multi, s.active)
+            verdict = {s.machine_ids[m]: CLASS_NAMES[c] for m, c in enumerate(classes) if c >= 0}
+            pol = self.policy(policy)
+            ranked = pol.rank(s.view(req.cpu, req.mem, req.multi), s.active * self.numa)
+            return verdict, [
+                (s.machine_ids[a // self.numa], None if req.multi else a % self.numa, sc) for a, sc in ranked
+            ]
 
     def explanation(self, vm_id: str) -> Explanation:
         """The explanation recorded when ``vm_id`` was placed (the most recent ``keep_explanations`` are kept)."""
@@ -499,7 +524,7 @@ class PlacementEngine:
         req = self._validate(VmRequest(vm_id, cpu, mem, node is None))
         with self.lock:
             self._check_store()
-            changes = [self._assign_locked(req, machine_id, node)]
+            changes: list[Change] = [self._assign_locked(req, machine_id, node)]
             ticket = self._commit(changes)
         self._wait(ticket)
         return Placement(vm_id, machine_id, node)

@@ -36,40 +36,54 @@ _FAILED = 5
 
 
 @nb.njit(cache=True, nogil=True)
+def machine_class(free: np.ndarray, status: np.ndarray, d: np.ndarray, multi: bool, m: int) -> int:
+    """The class of machine ``m`` for request ``d`` (module docstring): 0 feasible, 1 cpu, 2 mem, 3 numa,
+    4 drained, 5 failed; -1 for an empty slot."""
+    s = status[m]
+    if s == ABSENT:
+        return -1
+    if s == FAILED:
+        return _FAILED
+    if s == DRAINED:
+        return _DRAINED
+    KN = free.shape[1]
+    for k in range(1 if multi else KN):
+        if K.fits(free, d, multi, m, k):
+            return _FEASIBLE
+    cpu = 0.0
+    mem = 0.0
+    for k in range(KN):
+        cpu += free[m, k, 0]
+        mem += free[m, k, 1]
+    if cpu < d[0]:
+        return _CPU
+    if mem < d[1]:
+        return _MEM
+    return _NUMA
+
+
+@nb.njit(cache=True, nogil=True)
 def reason_counts(free: np.ndarray, status: np.ndarray, d: np.ndarray, multi: bool, n_active: int) -> np.ndarray:
     """``(6,)`` int64: machines feasible, then infeasible for cpu, mem, numa, drained, failed (module docstring)."""
     out = np.zeros(6, np.int64)
-    KN = free.shape[1]
     for m in range(n_active):
-        s = status[m]
-        if s == ABSENT:
-            continue
-        if s == FAILED:
-            out[_FAILED] += 1
-            continue
-        if s == DRAINED:
-            out[_DRAINED] += 1
-            continue
-        ok = False
-        for k in range(1 if multi else KN):
-            if K.fits(free, d, multi, m, k):
-                ok = True
-                break
-        if ok:
-            out[_FEASIBLE] += 1
-            continue
-        cpu = 0.0
-        mem = 0.0
-        for k in range(KN):
-            cpu += free[m, k, 0]
-            mem += free[m, k, 1]
-        if cpu < d[0]:
-            out[_CPU] += 1
-        elif mem < d[1]:
-            out[_MEM] += 1
-        else:
-            out[_NUMA] += 1
+        c = machine_class(free, status, d, multi, m)
+        if c >= 0:
+            out[c] += 1
     return out
+
+
+@nb.njit(cache=True, nogil=True)
+def machine_classes(free: np.ndarray, status: np.ndarray, d: np.ndarray, multi: bool, n_active: int) -> np.ndarray:
+    """``(n_active,)`` int64: :func:`machine_class` of every slot."""
+    out = np.empty(n_active, np.int64)
+    for m in range(n_active):
+        out[m] = machine_class(free, status, d, multi, m)
+    return out
+
+
+#: Class code -> name (index 0 is feasible).
+CLASS_NAMES = ("feasible", *REASONS)
 
 
 @dataclass(frozen=True)

@@ -170,7 +170,9 @@ class SqliteStore:
 
     def set_numa(self, numa: int) -> None:
         self._conn.execute("BEGIN")
-        self._conn.execute("INSERT INTO meta VALUES ('numa', ?) ON CONFLICT (key) DO UPDATE SET value = ?", (numa, numa))
+        self._conn.execute(
+            "INSERT INTO meta VALUES ('numa', ?) ON CONFLICT (key) DO UPDATE SET value = ?", (numa, numa)
+        )
         self._conn.execute("COMMIT")
 
     # -- writing --------------------------------------------------------------------------------------------

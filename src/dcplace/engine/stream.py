@@ -154,8 +154,8 @@ def run_stream(
         if samples and (e - start_event) % every == 0:
             timeline.append(
                 StreamSample(
-                    e, float(departure[r] if ev_dep[e] else arrival[r]), requests, accepted, len(s.slot_of_vm), int(np.count_nonzero(s.vm_count)),
-                    float(s.used[0] / cap["cpu"]), float(s.used[1] / cap["mem"]),
+                    e, float(departure[r] if ev_dep[e] else arrival[r]), requests, accepted, len(s.slot_of_vm),
+                    int(np.count_nonzero(s.vm_count)), float(s.used[0] / cap["cpu"]), float(s.used[1] / cap["mem"]),
                 )
             )  # fmt: skip
     return StreamResult(
