@@ -350,6 +350,10 @@ class PlacementEngine:
 
     # -- VMs ------------------------------------------------------------------------------------------------
     def _validate(self, request: VmRequest) -> VmRequest:
+        cpu, mem, vid = request.cpu, request.mem, request.id
+        if (type(cpu) is float and type(mem) is float and type(vid) is str and type(request.multi) is bool
+                and 0.0 < cpu < math.inf and 0.0 < mem < math.inf and 0 < len(vid) <= 256 and vid == vid.strip()):
+            return request  # the common case, checked without building anything
         return VmRequest(
             _ident(request.id, "id"), _positive(request.cpu, "cpu"), _positive(request.mem, "mem"), bool(request.multi)
         )
@@ -389,6 +393,15 @@ class PlacementEngine:
     def _decide_and_place(self, pol: NumaPolicy, req: VmRequest, explain: bool) -> Decision:
         """Decide with ``pol`` and apply (no durability here); counts and keeps explanations."""
         s = self.state
+        kn = self.numa
+        if not explain and type(pol) is Heuristic:
+            # The fast path: the compiled function Heuristic.choose calls, then the kernel's place, in one call.
+            action = s.place_by_heuristic(req.id, pol.code, self._weights(pol), req.cpu, req.mem, req.multi)
+            if action < 0:
+                self.counters["rejected"] += 1
+                return self._rejection(pol, req, np.array([req.cpu, req.mem]), action)
+            self.counters["placed"] += 1
+            return Placement(req.id, s.machine_ids[action // kn], None if req.multi else action % kn)
         d = np.array([req.cpu, req.mem])
         if isinstance(pol, Heuristic):  # the compiled function Heuristic.choose calls, without building a view
             action = int(
@@ -397,15 +410,13 @@ class PlacementEngine:
             )  # fmt: skip
         else:
             action = int(pol.choose(s.view(req.cpu, req.mem, req.multi)))
-        kn = self.numa
         m = action // kn if action >= 0 else -1
         ok = 0 <= m < s.active and bool(s.usable[m]) and s.fits(m, action % kn, req.cpu, req.mem, req.multi)
         if not ok:
             self.counters["rejected"] += 1
             return self._rejection(pol, req, d, action)
         expl = self._explain(pol, req, d, action) if explain else None
-        v = s.vm_slot()
-        s.place(req.id, v, req.cpu, req.mem, req.multi, action)
+        s.place(req.id, s.vm_slot(), req.cpu, req.mem, req.multi, action)
         self.counters["placed"] += 1
         if expl is not None:
             self._explanations[req.id] = expl
