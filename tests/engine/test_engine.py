@@ -141,6 +141,30 @@ def test_user_policy_decides_through_the_view() -> None:
     assert e.place(VmRequest("x", 1, 1), policy="first-fit").machine == "pm0"  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize("policy", ["best-fit", "industrial", "least-loaded"])
+def test_place_batch_decides_as_consecutive_places(policy: str) -> None:
+    rng = np.random.default_rng(5)
+    reqs = [VmRequest(f"v{i}", float(rng.integers(1, 30)), float(rng.integers(1, 60)), bool(rng.random() < 0.2))
+            for i in range(80)]  # fmt: skip
+    one, batch = (small(4, "best-fit") for _ in range(2))
+    pol = LeastLoaded() if policy == "least-loaded" else policy
+    if isinstance(pol, LeastLoaded):
+        one, batch = PlacementEngine.restore(one.snapshot(), pol), PlacementEngine.restore(batch.snapshot(), pol)
+        name = None
+    else:
+        name = policy
+    want = [one.place(r, name, explain=False) for r in reqs]
+    got = batch.place_batch(reqs, name)
+    assert [(d.vm, d.accepted, getattr(d, "machine", None), getattr(d, "node", None)) for d in got] == [
+        (d.vm, d.accepted, getattr(d, "machine", None), getattr(d, "node", None)) for d in want
+    ]
+    assert any(not d.accepted for d in got) and batch.snapshot() == one.snapshot()
+    batch.check_invariants()
+    with pytest.raises(Conflict, match="already placed"):
+        batch.place_batch([VmRequest("fresh", 1, 1), VmRequest(got[0].vm, 1, 1)])
+    assert "fresh" not in {r.id for r in batch.vms()}
+
+
 def test_snapshot_restore_and_allocations_round_trip(tmp_path) -> None:
     e = small(3)
     for i in range(20):

@@ -88,6 +88,41 @@ def place_by_heuristic(
     return a
 
 
+@nb.njit(cache=True, nogil=True)
+def place_many_by_heuristic(
+    code: int,
+    w: np.ndarray,
+    free: np.ndarray,
+    cap: np.ndarray,
+    vm_count: np.ndarray,
+    usable: np.ndarray,
+    used: np.ndarray,
+    pm_of: np.ndarray,
+    node_of: np.ndarray,
+    ctr: np.ndarray,
+    demand: np.ndarray,
+    multi: np.ndarray,
+    slots: np.ndarray,
+    cpu: np.ndarray,
+    mem: np.ndarray,
+    is_multi: np.ndarray,
+    n_active: int,
+    start: int,
+    actions: np.ndarray,
+) -> int:
+    """:func:`place_by_heuristic` for requests ``start, start+1, ...`` in order, request ``i`` into ledger slot
+    ``slots[i]``, actions into ``actions[i]``; stops after the first rejection and returns the index after the last
+    request handled."""
+    n = len(cpu)
+    for i in range(start, n):
+        a = place_by_heuristic(code, w, free, cap, vm_count, usable, used, pm_of, node_of, ctr, demand, multi,
+                               slots[i], cpu[i], mem[i], is_multi[i], n_active)  # fmt: skip
+        actions[i] = a
+        if a < 0:
+            return i + 1
+    return n
+
+
 def _ro(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
     v = a.view()
     v.flags.writeable = False
@@ -196,14 +231,23 @@ class ClusterState:
     def vm_slot(self) -> int:
         """A free ledger slot (growing the ledger by doubling when none is left); not yet taken."""
         if not self._free_vm_slots:
-            n = len(self.pm_of)
-            self.pm_of = _grow(self.pm_of, 2 * n, -1)
-            self.node_of = _grow(self.node_of, 2 * n, -1)
-            self.demand = _grow(self.demand, 2 * n, 0.0)
-            self.multi = _grow(self.multi, 2 * n, False)
-            self.vm_ids += [""] * n
-            self._free_vm_slots = list(range(2 * n - 1, n - 1, -1))
+            self._grow_ledger()
         return self._free_vm_slots[-1]
+
+    def _grow_ledger(self) -> None:
+        n = len(self.pm_of)
+        self.pm_of = _grow(self.pm_of, 2 * n, -1)
+        self.node_of = _grow(self.node_of, 2 * n, -1)
+        self.demand = _grow(self.demand, 2 * n, 0.0)
+        self.multi = _grow(self.multi, 2 * n, False)
+        self.vm_ids += [""] * n
+        self._free_vm_slots = list(range(2 * n - 1, n - 1, -1)) + self._free_vm_slots  # lowest free slot on top
+
+    def reserve_slots(self, n: int) -> npt.NDArray[np.int64]:
+        """``n`` free ledger slots, lowest first (not yet taken), growing the ledger as needed."""
+        while len(self._free_vm_slots) < n:
+            self._grow_ledger()
+        return np.array(self._free_vm_slots[len(self._free_vm_slots) - n :][::-1], np.int64)
 
     def place(self, vm_id: str, v: int, cpu: float, mem: float, multi: bool, action: int) -> None:
         """Record VM ``vm_id`` in ledger slot ``v`` (from :meth:`vm_slot`) at a feasible ``action``: the kernel's

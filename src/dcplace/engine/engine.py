@@ -56,6 +56,7 @@ from dcplace.engine.cluster_state import (
     STATUS_NAMES,
     ClusterState,
     VmRecord,
+    place_many_by_heuristic,
 )
 from dcplace.engine.explain import (
     CLASS_NAMES,
@@ -351,8 +352,16 @@ class PlacementEngine:
     # -- VMs ------------------------------------------------------------------------------------------------
     def _validate(self, request: VmRequest) -> VmRequest:
         cpu, mem, vid = request.cpu, request.mem, request.id
-        if (type(cpu) is float and type(mem) is float and type(vid) is str and type(request.multi) is bool
-                and 0.0 < cpu < math.inf and 0.0 < mem < math.inf and 0 < len(vid) <= 256 and vid == vid.strip()):
+        if (
+            type(cpu) is float
+            and type(mem) is float
+            and type(vid) is str
+            and type(request.multi) is bool
+            and 0.0 < cpu < math.inf
+            and 0.0 < mem < math.inf
+            and 0 < len(vid) <= 256
+            and vid == vid.strip()
+        ):
             return request  # the common case, checked without building anything
         return VmRequest(
             _ident(request.id, "id"), _positive(request.cpu, "cpu"), _positive(request.mem, "mem"), bool(request.multi)
@@ -389,6 +398,62 @@ class PlacementEngine:
             return 0
         return self._commit([VmRow(request.id, decision.machine, decision.node, request.cpu, request.mem,
                                    request.multi)])  # fmt: skip
+
+    def place_batch(self, requests: list[VmRequest], policy: str | None = None) -> list[Decision]:
+        """Place ``requests`` in order: the same decisions as one :meth:`place` call each (``explain=False``), under
+        one lock hold and one commit. For a compiled heuristic the decisions run in one compiled loop (the
+        function :meth:`place` uses, request after request); a rejection comes back with its explanation. Bulk
+        admission and replays; a duplicate or invalid request fails the whole batch before anything is placed."""
+        reqs = [self._validate(r) for r in requests]
+        ids = {r.id for r in reqs}
+        if len(ids) != len(reqs):
+            raise Conflict("the batch names a VM id twice", field="id")
+        with self.lock:
+            self._check_store()
+            s = self.state
+            taken = ids & s.slot_of_vm.keys()
+            if taken:
+                raise Conflict(f"a VM {sorted(taken)[0]!r} is already placed", field="id")
+            pol = self.policy(policy)
+            out: list[Decision] = []
+            if type(pol) is Heuristic and reqs:
+                self._batch_heuristic(pol, reqs, out)
+            else:
+                out = [self._decide_and_place(pol, r, explain=False) for r in reqs]
+            ticket = self._commit([VmRow(d.vm, d.machine, d.node, r.cpu, r.mem, r.multi)
+                                   for d, r in zip(out, reqs, strict=True) if isinstance(d, Placement)])  # fmt: skip
+        self._wait(ticket)
+        return out
+
+    def _batch_heuristic(self, pol: Heuristic, reqs: list[VmRequest], out: list[Decision]) -> None:
+        s = self.state
+        kn = self.numa
+        n = len(reqs)
+        slots = s.reserve_slots(n)
+        cpu = np.fromiter((r.cpu for r in reqs), np.float64, n)
+        mem = np.fromiter((r.mem for r in reqs), np.float64, n)
+        multi = np.fromiter((r.multi for r in reqs), np.bool_, n)
+        actions = np.full(n, -1, np.int64)
+        i = 0
+        while i < n:
+            j = int(
+                place_many_by_heuristic(
+                    pol.code, self._weights(pol), s.free, s.cap, s.vm_count, s.usable, s.used, s.pm_of, s.node_of,
+                    s.ctr, s.demand, s.multi, slots, cpu, mem, multi, s.active, i, actions,
+                )
+            )  # fmt: skip
+            for k in range(i, j):
+                r = reqs[k]
+                a = int(actions[k])
+                if a >= 0:
+                    s.take_slot(r.id, int(slots[k]))
+                    out.append(Placement(r.id, s.machine_ids[a // kn], None if r.multi else a % kn))
+                else:
+                    out.append(self._rejection(pol, r, np.array([r.cpu, r.mem]), -1))
+            i = j
+        placed = sum(1 for d in out if isinstance(d, Placement))
+        self.counters["placed"] += placed
+        self.counters["rejected"] += n - placed
 
     def _decide_and_place(self, pol: NumaPolicy, req: VmRequest, explain: bool) -> Decision:
         """Decide with ``pol`` and apply (no durability here); counts and keeps explanations."""
@@ -474,7 +539,11 @@ class PlacementEngine:
             action = int(pol.choose(s.view(request.cpu, request.mem, request.multi)))
             kn = self.numa
             m = action // kn if action >= 0 else -1
-            feasible = 0 <= m < s.active and bool(s.usable[m]) and s.fits(m, action % kn, request.cpu, request.mem, request.multi)
+            feasible = (
+                0 <= m < s.active
+                and bool(s.usable[m])
+                and s.fits(m, action % kn, request.cpu, request.mem, request.multi)
+            )
             return self._explain(pol, request, d, action if feasible else (-1 if action == -1 else -2))
 
     def assess(
