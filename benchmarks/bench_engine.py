@@ -160,7 +160,8 @@ def main() -> None:
     mem = memory_figure(10_000, 100_000)
     rec["memory"] = mem
     print(f"memory: {mem['vms_live']:,} live VMs on {mem['machines']:,} machines: engine "
-          f"+{mem['engine_rss_mb']:.0f} MB RSS (arrays {mem['engine_arrays_mb']:.1f} MB), process {mem['rss_after_mb']:.0f} MB", flush=True)  # fmt: skip
+          f"+{mem['engine_rss_mb']:.0f} MB RSS (arrays {mem['engine_arrays_mb']:.1f} MB), "
+          f"process {mem['rss_after_mb']:.0f} MB", flush=True)  # fmt: skip
     if args.check:
         rec["replay_identical"] = check_replay(trace, 400)
     args.out.parent.mkdir(parents=True, exist_ok=True)
