@@ -127,7 +127,11 @@ def run_stream(
     first = -1
     timeline: list[StreamSample] = []
     end = len(ev_req)
-    every = max(1, (end - start_event) // max(samples, 1))
+    last = end
+    if max_requests:  # sample over the events the stream will reach, not the whole trace
+        first = int(np.searchsorted(trace.arrival_events, start_event))
+        last = int(trace.arrival_events[min(first + max_requests, len(trace.arrival_events) - 1)]) + 1
+    every = max(1, (last - start_event) // max(samples, 1))
     for e in range(start_event, end):
         r = int(ev_req[e])
         if ev_dep[e]:
