@@ -114,6 +114,31 @@ def test_fail_replaces_vms_through_the_policy_and_drops_what_fits_nowhere() -> N
     e.check_invariants()
 
 
+class Exploding(ScoredNumaPolicy):
+    """A user policy that fails on its second call."""
+
+    name = "exploding"
+    calls = 0
+
+    def score(self, view: NumaView) -> np.ndarray:
+        type(self).calls += 1
+        if type(self).calls > 1:
+            raise RuntimeError("bug in a user policy")
+        return np.zeros(view.machines * view.numa)
+
+
+def test_a_policy_that_raises_during_fail_changes_nothing() -> None:
+    e = small(3, "first-fit")
+    for i in range(3):
+        e.place(VmRequest(f"v{i}", 5, 5))
+    before = e.snapshot()
+    e._policies["exploding"] = Exploding()
+    with pytest.raises(RuntimeError, match="bug in a user policy"):
+        e.fail("pm0", policy="exploding")
+    assert e.snapshot() == before
+    e.check_invariants()
+
+
 def test_drain_keeps_vms_and_takes_no_new_ones() -> None:
     e = small(2, "first-fit")
     e.place(VmRequest("a", 1, 1))

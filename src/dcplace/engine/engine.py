@@ -24,8 +24,8 @@ Semantics:
 * **remove**: only an empty machine (drain and release, or fail, first).
 
 Concurrency: one lock serialises every operation (decisions are microseconds; a reader never sees half an
-operation). Durability (when a :class:`~dcplace.engine.store.Store` is attached): an operation validates and
-decides, queues its rows, applies the change in memory and leaves the lock; the call returns only after the rows'
+operation). Durability (when a :class:`~dcplace.engine.store.Store` is attached): an operation validates,
+decides and applies the change in memory, queues its rows and leaves the lock; the call returns only after the rows'
 group commit (module :mod:`dcplace.engine.store`). A later operation may see an earlier one's effect before that is
 durable, but is queued after it, so what is durable is always a prefix of what was applied, and nothing is
 acknowledged before it is durable.
@@ -33,6 +33,7 @@ acknowledged before it is durable.
 
 from __future__ import annotations
 
+import copy
 import csv
 import io
 import json
@@ -316,20 +317,26 @@ class PlacementEngine:
             self._check_store()
             slot = self._machine_slot(machine_id)
             pol = self.policy(policy)
+            saved = copy.deepcopy(self.state)  # a policy that raises half-way must not leave half a failure behind
             s = self.state
-            s.set_status(slot, FAILED)
-            changes: list[Change] = [MachineStatus(machine_id, "failed")]
-            report = FailReport(machine_id)
-            for v in s.vms_on(slot):
-                rec = s.record(v)
-                s.release(v)
-                decision = self._decide_and_place(pol, VmRequest(rec.id, rec.cpu, rec.mem, rec.multi), explain=True)
-                if isinstance(decision, Placement):
-                    report.replaced.append(decision)
-                    changes.append(VmRow(rec.id, decision.machine, decision.node, rec.cpu, rec.mem, rec.multi))
-                else:
-                    report.dropped.append(decision)
-                    changes.append(VmDelete(rec.id))
+            try:
+                s.set_status(slot, FAILED)
+                changes: list[Change] = [MachineStatus(machine_id, "failed")]
+                report = FailReport(machine_id)
+                for v in s.vms_on(slot):
+                    rec = s.record(v)
+                    s.release(v)
+                    req = VmRequest(rec.id, rec.cpu, rec.mem, rec.multi)
+                    decision = self._decide_and_place(pol, req, explain=True)
+                    if isinstance(decision, Placement):
+                        report.replaced.append(decision)
+                        changes.append(VmRow(rec.id, decision.machine, decision.node, rec.cpu, rec.mem, rec.multi))
+                    else:
+                        report.dropped.append(decision)
+                        changes.append(VmDelete(rec.id))
+            except BaseException:
+                self.state = saved
+                raise
             ticket = self._commit(changes)
         self._wait(ticket)
         return report
