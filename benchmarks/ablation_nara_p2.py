@@ -22,7 +22,7 @@ import torch
 from dcplace.cluster.topology import Topology, fabric_from_oversubscription, preset
 from dcplace.learn import checkpoint
 from dcplace.learn.nara_model import NaraConfig
-from dcplace.learn.ppo import Trainer, greedy_acceptance
+from dcplace.learn.ppo import PPOTrainer, greedy_acceptance
 
 
 def main() -> None:
@@ -49,7 +49,7 @@ def main() -> None:
         p2, topologies = variants[name]
         for seed in args.seeds:
             with tempfile.TemporaryDirectory() as tmp:
-                tr = Trainer(topologies, args.dataset, seed, Path(tmp), model=NaraConfig(p2_hidden=p2))
+                tr = PPOTrainer(topologies, args.dataset, seed, Path(tmp), model=NaraConfig(p2_hidden=p2))
                 tr.train(args.iterations)
                 vals = [(r["iteration"], r["validation_acceptance"]) for r in tr.curves]
                 vals = [(i, v) for i, v in vals if not math.isnan(v)]

@@ -12,9 +12,9 @@ from __future__ import annotations
 import argparse
 
 from dcplace.bench.hmip import PAPER_TABLE9
+from dcplace.placement import Deadline, HierarchicalParams, PatternParams, solve
 from dcplace.placement.hierarchical import with_racks
 from dcplace.placement.problem import INSTANCES
-from dcplace.placement.solve import solve
 
 PAPER = PAPER_TABLE9  # (instance, packs, beta) -> (swads used, PMs used, cost), Tables VI and IX
 
@@ -24,7 +24,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--time-limit", type=float, default=300)
     args = ap.parse_args()
-    ref = {name: solve(INSTANCES[name], "pattern", 60) for name in ("mix1", "mix2")}
+    ref = {name: solve(INSTANCES[name], "pattern", Deadline(60), 0, PatternParams()) for name in ("mix1", "mix2")}
     for name, r in ref.items():
         print(f"{name}: pattern model {r.cost:,.0f}, bound {r.bound:,.0f}")
     print()
@@ -33,8 +33,8 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|---|")
     for (name, packs, beta), (p_swads, p_pms, p_cost) in PAPER.items():
         for objective in ("swads", "cost"):
-            opts = {"packs": packs, "swads": packs, "beta": beta, "objective": objective}
-            r = solve(INSTANCES[name], "hierarchical", args.time_limit, 0, args.workers, opts)
+            opts = HierarchicalParams(workers=args.workers, packs=packs, swads=packs, beta=beta, first_level=objective)
+            r = solve(INSTANCES[name], "hierarchical", Deadline(args.time_limit), 0, opts)
             if r.cost is None:
                 print(f"| {name} | {packs} x {packs} | {beta} | {objective} | infeasible at this beta | | | | | |")
                 continue
@@ -51,9 +51,10 @@ def main() -> None:
         for label, opts, problem in (
             ("topology: pods of 5 racks of 20", {"split": "topology", "beta": 0.9, "racks_per_pod": 5},
              with_racks(INSTANCES[name], 20, 0)),
-            ("pattern first level, 25 swads", {"objective": "pattern", "swads": 25}, INSTANCES[name]),
+            ("pattern first level, 25 swads", {"first_level": "pattern", "swads": 25}, INSTANCES[name]),
         ):  # fmt: skip
-            r = solve(problem, "hierarchical", args.time_limit, 0, args.workers, opts)
+            params = HierarchicalParams.from_dict({"workers": args.workers, **opts})
+            r = solve(problem, "hierarchical", Deadline(args.time_limit), 0, params)
             if r.cost is None:
                 print(f"| {name} | {label} | no answer | | | | | | {r.wall_s:.1f} | |")
                 continue

@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 import platform
 
-from dcplace.placement.numa_batch import load_numa_batch, solve_huawei
+from dcplace.placement import Deadline, load_numa_batch, solve
+from dcplace.placement.numa_batch import summary_of
 
 
 def main() -> None:
@@ -24,7 +25,7 @@ def main() -> None:
     )
     print("|---|---|---|---|---|---|---|---|")
     for c in args.sequences.split(","):
-        r = solve_huawei(load_numa_batch(f"huawei-c{c}"), args.time_limit)
+        r = summary_of(solve(load_numa_batch(f"huawei-c{c}"), "relaxation-guided", Deadline(args.time_limit)))
         g = r["constraints"]
         print(f"| C{c} | {r['vms']:,} | {g['affinity']} / {g['anti-affinity']} / {g['fault_domain']} | "
               f"{r['pms_used']} | {r['bound']}{'' if r['bound_proven'] else ' (not proven)'} | "

@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 import resource
 
-from dcplace.placement.problem import load_problem
-from dcplace.placement.solve import GREEDY_START_MAX, solve
+from dcplace.placement import Deadline, load_problem, params_for, solve
+from dcplace.placement.greedy import GREEDY_START_MAX
 
 # instance -> (time limit s, the paper's best cost and its time, the paper's heuristic mean, the target)
 PAPER = {
@@ -39,7 +39,7 @@ def main() -> None:
             g = solve(p, "greedy", seed=0)
             greedy = f"{g.stats['cost_mean']:,.0f} +- {g.stats['cost_std']:,.0f} ({g.stats['cost_min']:,.0f})"
             greedy_s = f"{g.wall_s:.1f}"
-        a = solve(p, args.method, time_limit=limit, seed=0, workers=args.workers)
+        a = solve(p, args.method, Deadline(limit), 0, params_for(args.method, {"workers": args.workers}))
         gap = f"{a.gap:.1%}" if a.gap is not None else "-"
         print(f"| {name} | {p.n_vms:,} x {p.n_pms:,} | {greedy} | {greedy_s} | {paper_greedy} | {a.cost:,.0f} | "
               f"{a.bound:,.0f} | {gap} | {a.status} | {a.wall_s:.1f} | {limit} | {a.verified} | {paper} | {target} |",

@@ -5,6 +5,7 @@ checkpoint errors, and the shipped checkpoint against Best-Fit."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -19,8 +20,10 @@ from dcplace.cluster.numa import NumaCluster
 from dcplace.errors import InputError
 from dcplace.learn import cvd_features as F
 from dcplace.learn.cvd_model import CvdAgent, CvdConfig, CvdNet, NumpyMLP
-from dcplace.learn.dqn import DQNConfig, Trainer, load, probe_types
+from dcplace.learn.cvd_rl import ClusterTD, CvdRlTrainer
+from dcplace.learn.dqn import DQNConfig, load, probe_types
 from dcplace.learn.numa_policies import shipped_path
+from dcplace.learn.schedrl import SchedRlTrainer
 from dcplace.policies import get_policy
 from dcplace.policies import numa_heuristics as H
 from dcplace.sim import numa_kernel as K
@@ -131,7 +134,7 @@ def test_delta_reward_is_one_on_an_empty_machine_and_rewards_filling_gaps():
 
 
 def test_training_smoke_td_loss_falls(tmp_path):
-    tr = Trainer(TRACE, Scenario(pms=4, warm_start=0.5, release=False), 0, tmp_path, CvdConfig(), TINY_DQN)
+    tr = CvdRlTrainer(TRACE, Scenario(pms=4, warm_start=0.5, release=False), 0, tmp_path, CvdConfig(), TINY_DQN)
     rng = np.random.default_rng(0)
     for i in range(6):
         tr.run_episode(rng, i)
@@ -150,11 +153,12 @@ def test_training_smoke_td_loss_falls(tmp_path):
 def test_same_seed_same_weights_and_resume_is_exact(tmp_path, kind):
     sc = Scenario(pms=4, warm_start=0.5, release=False)
     cfg = CvdConfig(kind=kind, machines=4 if kind == "schedrl" else 0)
-    a = Trainer(TRACE, sc, 7, tmp_path / "a", cfg, TINY_DQN)
+    trainer = SchedRlTrainer if kind == "schedrl" else CvdRlTrainer
+    a = trainer(TRACE, sc, 7, tmp_path / "a", cfg, TINY_DQN)
     a.train(4)
-    b = Trainer(TRACE, sc, 7, tmp_path / "b", cfg, TINY_DQN)
+    b = trainer(TRACE, sc, 7, tmp_path / "b", cfg, TINY_DQN)
     b.train(2)
-    b = Trainer.resume(TRACE, sc, 7, tmp_path / "b", "synthetic")
+    b = trainer.resume(TRACE, sc, 7, tmp_path / "b", "synthetic")
     b.train(4)
     for (name, p), q in zip(a.net.state_dict().items(), b.net.state_dict().values(), strict=True):
         assert torch.equal(p, q), name
@@ -261,7 +265,7 @@ def test_machine_td_smoke_loss_falls_and_acts(tmp_path):
     """Ours: the per-machine TD target (one row per transition, the last state of every machine -> 0)."""
     dqn = DQNConfig(batch=64, buffer=5_000, updates_per_epoch=8, learning_starts=100, eval_every=1, eval_episodes=1,
                     episodes_per_epoch=2, loss="machine")  # fmt: skip
-    tr = Trainer(TRACE, Scenario(pms=4, warm_start=0.5, release=False), 0, tmp_path, CvdConfig(), dqn)
+    tr = CvdRlTrainer(TRACE, Scenario(pms=4, warm_start=0.5, release=False), 0, tmp_path, CvdConfig(), dqn)
     assert tr.cfg.machine_td
     rng = np.random.default_rng(0)
     for i in range(6):
@@ -277,5 +281,82 @@ def test_machine_td_smoke_loss_falls_and_acts(tmp_path):
     sim = _sim(6, seed=1)
     dec = tr.agent.observe(sim)
     np.testing.assert_allclose(tr.agent.benefits(sim, dec.actions), tr.agent.q_values(dec, sim), atol=1e-9)
-    with pytest.raises(InputError, match="--loss machine needs"):
-        Trainer(TRACE, Scenario(pms=4), 0, tmp_path / "x", CvdConfig(kind="schedrl", machines=4), dqn)
+    with pytest.raises(InputError, match="per-machine loss needs the decomposed"):
+        CvdRlTrainer(TRACE, Scenario(pms=4), 0, tmp_path / "x", CvdConfig(decompose=False, machines=4), dqn)
+    with pytest.raises(InputError, match="field 'loss'"):
+        SchedRlTrainer(TRACE, Scenario(pms=4), 0, tmp_path / "x", CvdConfig(kind="schedrl", machines=4), dqn)
+
+
+class _Constant:
+    """A custom reward: the same value for every placement."""
+
+    name = "constant"
+
+    def __init__(self, value: float) -> None:
+        self.value = value
+
+    def __call__(self, sim: NumaSim, action: int) -> float:
+        return self.value
+
+
+def test_reward_is_injectable_and_recorded(tmp_path):
+    sc = Scenario(pms=4, warm_start=0.5, release=False)
+    default = CvdRlTrainer(TRACE, sc, 0, tmp_path / "a", CvdConfig(), TINY_DQN)
+    custom = CvdRlTrainer(TRACE, sc, 0, tmp_path / "b", CvdConfig(), TINY_DQN, "synthetic", _Constant(0.25))
+    default.train(2)
+    custom.train(2)
+    n = custom.buffer.size
+    assert n > 0 and np.all(custom.buffer.arrays["r"][:n] == np.float32(0.25))
+    assert not np.all(default.buffer.arrays["r"][: default.buffer.size] == np.float32(0.25))
+    wa, wb = default.net.state_dict(), custom.net.state_dict()
+    assert not all(torch.equal(wa[k], wb[k]) for k in wa)  # the reward changed what was learned
+    _, meta = load(tmp_path / "b" / "policy.pt")
+    assert meta["dqn"]["reward"] == "constant"
+    with pytest.raises(InputError, match="field 'reward'"):  # a custom reward must be passed again to resume
+        CvdRlTrainer.resume(TRACE, sc, 0, tmp_path / "b", "synthetic")
+    again = CvdRlTrainer.resume(TRACE, sc, 0, tmp_path / "b", "synthetic", _Constant(0.25))
+    assert again.epoch == 2
+    with pytest.raises(InputError, match=r"meta\.dqn\.reward"):
+        CvdRlTrainer.resume(TRACE, sc, 0, tmp_path / "a", "synthetic", _Constant(0.25))
+
+
+def test_dqn_config_from_a_toml_table():
+    cfg = DQNConfig.from_dict({"batch": 32, "lr": 1, "train_start_range": [100, 200], "loss": "machine"})
+    assert cfg.batch == 32 and cfg.lr == 1.0 and cfg.train_start_range == (100, 200)
+    assert DQNConfig.from_dict(cfg.to_dict()) == cfg
+    for table, needle in (
+        ({"batchh": 32}, "field 'batchh'"),
+        ({"batch": "32"}, "field 'batch': must be int, got '32'"),
+        ({"batch": 0}, "field 'batch': must be at least 1, got 0"),
+        ({"loss": ""}, "field 'loss': must not be empty"),
+        ({"train_start_range": [5]}, "field 'train_start_range'"),
+        ({"gamma": 1.5}, "field 'gamma'"),
+    ):
+        with pytest.raises(InputError, match=re.escape(needle)):
+            DQNConfig.from_dict(table)
+
+
+class _Myopic(ClusterTD):
+    """A custom TD rule: the cluster target with gamma 0."""
+
+    name = "myopic"
+
+    def loss(self, net, target, b, gamma):
+        return super().loss(net, target, b, 0.0)
+
+
+def test_td_rule_is_injectable_and_recorded(tmp_path):
+    sc = Scenario(pms=4, warm_start=0.5, release=False)
+    with pytest.raises(InputError, match="field 'loss': must be one of cluster, machine, got 'huber'"):
+        CvdRlTrainer(TRACE, sc, 0, tmp_path / "x", CvdConfig(), DQNConfig(loss="huber"))
+    default = CvdRlTrainer(TRACE, sc, 0, tmp_path / "a", CvdConfig(), TINY_DQN)
+    custom = CvdRlTrainer(TRACE, sc, 0, tmp_path / "b", CvdConfig(), TINY_DQN, td=_Myopic())
+    default.train(2)
+    custom.train(2)
+    wa, wb = default.net.state_dict(), custom.net.state_dict()
+    assert not all(torch.equal(wa[k], wb[k]) for k in wa)
+    assert custom.meta()["dqn"]["loss"] == "myopic"
+    again = CvdRlTrainer.resume(TRACE, sc, 0, tmp_path / "b", "synthetic", td=_Myopic())
+    assert again.epoch == 2 and again.dqn.loss == "myopic"
+    with pytest.raises(InputError, match=r"meta\.dqn\.loss"):
+        CvdRlTrainer.resume(TRACE, sc, 0, tmp_path / "a", "synthetic", td=_Myopic())

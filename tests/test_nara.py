@@ -18,7 +18,7 @@ from dcplace.envs.net_alloc import NetObserver
 from dcplace.errors import InputError
 from dcplace.learn import checkpoint
 from dcplace.learn.nara_model import MASKED_LOGIT, GraphIndex, NaraConfig, NaraNet, obs_tensors
-from dcplace.learn.ppo import PPOConfig, Trainer, gae
+from dcplace.learn.ppo import PPOConfig, PPOTrainer, gae
 from dcplace.policies import get_net_policy
 from dcplace.sim.netalloc import NetAllocSim
 from dcplace.workload.netreq import generate
@@ -79,7 +79,7 @@ def test_gae_matches_discounted_returns_when_lambda_is_one():
 def test_ppo_update_lowers_the_loss_on_its_batch(tmp_path):
     """The smoke test of learning: on a collected batch, one PPO update lowers the loss (policy + value - entropy)
     and the value error it was fitted on."""
-    tr = Trainer(TINY, "uniform", 0, tmp_path, TINY_PPO)
+    tr = PPOTrainer(TINY, "uniform", 0, tmp_path, TINY_PPO)
     gen = torch.Generator().manual_seed(0)
     batch = tr.collect(gen)
     t = tr.prepare(batch)
@@ -94,7 +94,7 @@ def test_ppo_update_lowers_the_loss_on_its_batch(tmp_path):
 
 
 def test_training_smoke_writes_files(tmp_path):
-    tr = Trainer(TINY, "uniform", 0, tmp_path, TINY_PPO)
+    tr = PPOTrainer(TINY, "uniform", 0, tmp_path, TINY_PPO)
     tr.train(2)
     for name in ("policy.pt", "checkpoint.pt", "curves.csv", "curves.png"):
         assert (tmp_path / name).is_file()
@@ -102,30 +102,30 @@ def test_training_smoke_writes_files(tmp_path):
     assert meta["topology"] == "tiny" and meta["dataset"] == "uniform"
 
 
-def _weights(tr: Trainer) -> dict[str, torch.Tensor]:
+def _weights(tr: PPOTrainer) -> dict[str, torch.Tensor]:
     return {k: v.clone() for k, v in tr.net.state_dict().items()}
 
 
 def test_same_seed_same_weights_and_resume_continues_exactly(tmp_path):
-    a = Trainer(TINY, "uniform", 3, tmp_path / "a", TINY_PPO)
+    a = PPOTrainer(TINY, "uniform", 3, tmp_path / "a", TINY_PPO)
     a.train(2)
-    b = Trainer(TINY, "uniform", 3, tmp_path / "b", TINY_PPO)
+    b = PPOTrainer(TINY, "uniform", 3, tmp_path / "b", TINY_PPO)
     b.train(1)
-    b = Trainer.resume(TINY, "uniform", 3, tmp_path / "b")
+    b = PPOTrainer.resume(TINY, "uniform", 3, tmp_path / "b")
     assert b.iteration == 1
     b.train(2)
     wa, wb = _weights(a), _weights(b)
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
     assert a.episodes == b.episodes
-    c = Trainer(TINY, "uniform", 4, tmp_path / "c", TINY_PPO)
+    c = PPOTrainer(TINY, "uniform", 4, tmp_path / "c", TINY_PPO)
     c.train(1)
     assert not all(torch.equal(wa[k], _weights(c)[k]) for k in wa)
 
 
 def test_init_starts_from_another_runs_weights(tmp_path):
-    first = Trainer(TINY, "uniform", 0, tmp_path / "first", TINY_PPO, NaraConfig(p2_hidden=8))
+    first = PPOTrainer(TINY, "uniform", 0, tmp_path / "first", TINY_PPO, NaraConfig(p2_hidden=8))
     first.train(1)
-    second = Trainer(TINY, "azure", 1, tmp_path / "second", TINY_PPO, init=tmp_path / "first" / "checkpoint.pt")
+    second = PPOTrainer(TINY, "azure", 1, tmp_path / "second", TINY_PPO, init=tmp_path / "first" / "checkpoint.pt")
     assert second.net.cfg.p2_hidden == 8  # the initial checkpoint's sizes win
     w1, w2 = _weights(first), _weights(second)
     assert all(torch.equal(w1[k], w2[k]) for k in w1)
@@ -134,20 +134,20 @@ def test_init_starts_from_another_runs_weights(tmp_path):
 
 def test_several_topologies_take_turns(tmp_path):
     other = fabric(2, 4, 2, 1, name="other")
-    tr = Trainer([TINY, other], "uniform", 0, tmp_path, TINY_PPO)
+    tr = PPOTrainer([TINY, other], "uniform", 0, tmp_path, TINY_PPO)
     tr.train(2)
     assert tr.meta()["topology"] == "tiny+other"
     assert tr.topology is other  # iteration 2 trained on the second
-    again = Trainer.resume([TINY, other], "uniform", 0, tmp_path)
+    again = PPOTrainer.resume([TINY, other], "uniform", 0, tmp_path)
     assert again.iteration == 2
     with pytest.raises(InputError, match="topology"):
-        Trainer.resume(TINY, "uniform", 0, tmp_path)
+        PPOTrainer.resume(TINY, "uniform", 0, tmp_path)
 
 
 def test_resume_refuses_another_run(tmp_path):
-    Trainer(TINY, "uniform", 0, tmp_path, TINY_PPO).train(1)
+    PPOTrainer(TINY, "uniform", 0, tmp_path, TINY_PPO).train(1)
     with pytest.raises(InputError, match=r"meta\.dataset"):
-        Trainer.resume(TINY, "azure", 0, tmp_path)
+        PPOTrainer.resume(TINY, "azure", 0, tmp_path)
 
 
 @pytest.mark.parametrize(
@@ -232,3 +232,12 @@ def test_shipped_agent_runs_16x_larger_and_beats_tetris_there():
     nara = run_policy("gamma", "uniform", "nara", episodes=1, seed=0, check=True).summary()["acceptance_mean"]
     tetris = run_policy("gamma", "uniform", "tetris", episodes=1, seed=0).summary()["acceptance_mean"]
     assert nara > tetris
+
+
+def test_ppo_config_from_a_toml_table():
+    cfg = PPOConfig.from_dict({"lr": 0.001, "epochs": 3})
+    assert cfg.epochs == 3 and PPOConfig.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(InputError, match="field 'minibatch': must be at least 1, got 0"):
+        PPOConfig.from_dict({"minibatch": 0})
+    with pytest.raises(InputError, match="field 'clip'"):
+        PPOConfig(clip=-0.1)

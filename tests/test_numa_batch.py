@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 
 from dcplace.cli.main import app
 from dcplace.errors import InputError
-from dcplace.placement.numa_batch import check, load_numa_batch, lower_bound, read_huawei, solve_huawei
+from dcplace.placement import Deadline, solve
+from dcplace.placement.numa_batch import check, load_numa_batch, lower_bound, read_huawei, summary_of
 from dcplace.workload.traces import shared_data_dir
 
 FLAVOURS = [(2, 4, 1), (4, 8, 1), (2, 8, 1), (8, 32, 1), (16, 32, 2), (32, 64, 2)]
@@ -63,7 +64,7 @@ def test_every_answer_passes_the_checker_and_respects_the_bound(tmp_path_factory
     path = write_dataset(tmp_path_factory.mktemp("d"), seed)
     batch = load_numa_batch(str(path))
     try:
-        res = solve_huawei(batch, time_limit=20)
+        res = summary_of(solve(batch, "auto", Deadline(20)))
     except InputError as exc:  # a random batch may not fit: then it must say so, not crash
         assert "infeasible" in str(exc) or "fits no" in str(exc)
         return
@@ -116,7 +117,7 @@ def test_bound_counts_node_fit_not_just_totals(tmp_path):
     with open(path / "VM_data_C1.csv", "a") as fh:
         fh.write("10,8,1,,,\n10,8,1,,,\n")
     with pytest.raises(InputError, match="fits no server"):
-        lower_bound(read_huawei(path, 1))
+        lower_bound(read_huawei(path, 1), Deadline(60))
 
 
 @pytest.mark.parametrize(
@@ -168,5 +169,16 @@ def test_real_dataset_reads_and_bounds():
     b = load_numa_batch("huawei-c1")
     assert b.vms == 4998 and b.servers == 1710 and len(set(b.rack.tolist())) == 100
     assert {s for s in b.strategy} == {"", "affinity", "anti-affinity", "fault_domain"}
-    bound, proven, chosen = lower_bound(b, time_limit=60)
+    bound, proven, chosen = lower_bound(b, Deadline(60))
     assert proven and bound == len(chosen) and 600 < bound < 900
+
+
+def test_a_tiny_stop_is_honoured_and_the_result_has_the_common_shape(tmp_path):
+    """Through the one ``solve``: a 0.2 s deadline still gives a verified packing soon after (the relaxation's
+    solver takes at least 1 s), and the result is the common immutable shape with the NUMA node of every VM."""
+    batch = load_numa_batch(str(write_dataset(tmp_path / "d", 3)))
+    res = solve(batch, "auto", Deadline(0.2))
+    assert res.method == "relaxation-guided" and res.verified and res.wall_s <= 3.0
+    assert res.vm_pm is not None and res.vm_node is not None and len(res.vm_node) == batch.vms
+    assert set(res.vm_node.tolist()) <= {-1, 0, 1} and not res.vm_node.flags.writeable
+    assert res.cost == res.pms_used and res.bound <= res.cost

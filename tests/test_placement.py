@@ -4,11 +4,16 @@ CLI's answers and errors."""
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 import itertools
 import json
+import math
+import pickle
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,9 +21,26 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dcplace.errors import InputError
+from dcplace.placement import (
+    AutoParams,
+    CompactParams,
+    Deadline,
+    GreedyParams,
+    HierarchicalParams,
+    NumaBatch,
+    NumaBatchParams,
+    PatternParams,
+    Result,
+    field_docs,
+    get_method,
+    method_names,
+    params_for,
+    register_method,
+    registry,
+    solve,
+)
 from dcplace.placement.checker import check
 from dcplace.placement.problem import INSTANCES, Constraint, PMType, Problem, VMType, load_problem, make
-from dcplace.placement.solve import solve
 
 
 def test_paper_instances_have_the_papers_sizes():
@@ -27,7 +49,7 @@ def test_paper_instances_have_the_papers_sizes():
 
 
 def test_exp1_optimum_is_the_papers_and_verified():
-    res = solve(INSTANCES["exp1"], "compact", time_limit=60)
+    res = solve(INSTANCES["exp1"], "compact", stop=60)
     assert res.status == "optimal" and res.cost == 4540 and res.bound == 4540
     assert res.verified and not res.violations
 
@@ -97,16 +119,16 @@ def tiny_problems(draw: st.DrawFn) -> Problem:
 @given(tiny_problems())
 def test_compact_matches_brute_force_and_every_answer_is_checked(problem):
     want = _brute_force(problem)
-    res = solve(problem, "compact", time_limit=10, workers=1)
+    res = solve(problem, "compact", stop=10, params={"workers": 1})
     if want is None:
         assert res.status == "infeasible"
         return
     assert res.status == "optimal" and res.cost == want
     errors, cost = check(problem, res.vm_pm.tolist(), res.vm_disks)
     assert errors == [] and cost == want
-    flat = solve(problem, "flat", time_limit=10, workers=1)
+    flat = solve(problem, "flat", stop=10, params={"workers": 1})
     assert flat.status == "optimal" and flat.cost == want and flat.verified
-    pattern = solve(problem, "pattern", time_limit=10, workers=1)
+    pattern = solve(problem, "pattern", stop=10, params={"workers": 1})
     assert pattern.verified and pattern.bound <= want <= pattern.cost  # its bound is a bound, its answer feasible
     greedy = solve(problem, "greedy", seed=1)
     if greedy.status == "feasible":
@@ -114,7 +136,7 @@ def test_compact_matches_brute_force_and_every_answer_is_checked(problem):
 
 
 def test_pattern_solves_the_1000_vm_mixes_near_their_bound():
-    res = solve(INSTANCES["mix1"], "auto", time_limit=30)
+    res = solve(INSTANCES["mix1"], "auto", stop=30)
     assert res.method == "auto" and res.verified and res.stats["cg_converged"]
     assert res.cost <= 66_100 and res.gap < 0.005  # the issue's target; the optimum is 66,040
 
@@ -122,7 +144,7 @@ def test_pattern_solves_the_1000_vm_mixes_near_their_bound():
 def test_hierarchical_decomposition_is_verified_and_never_below_the_optimum():
     """The paper's two-level decomposition on mix1 (25 packs x 25 swads, beta 0.7): every swad placed exactly, the
     whole assignment verified, and its cost at least the optimum (66,040) and below the paper's heuristic."""
-    res = solve(INSTANCES["mix1"], "hierarchical", time_limit=60, hierarchy={"packs": 25, "swads": 25, "beta": 0.7})
+    res = solve(INSTANCES["mix1"], "hierarchical", stop=60, params={"packs": 25, "swads": 25, "beta": 0.7})
     assert res.verified and res.stats["beta"] == 0.7
     assert 66_040 <= res.cost < 150_573
 
@@ -131,7 +153,7 @@ def test_hierarchical_decomposition_is_verified_and_never_below_the_optimum():
 def test_time_limit_is_kept_and_what_comes_back_is_checked(method):
     """A 1,000 x 1,000 instance with a 3 s limit: every method returns within it (plus 2 s for process start-up
     and model building, which no solver controls) with its best answer, verified, or none."""
-    res = solve(INSTANCES["mix2"], method, time_limit=3, workers=2)
+    res = solve(INSTANCES["mix2"], method, stop=3, params={} if method == "greedy" else {"workers": 2})
     assert res.wall_s <= 5, res.wall_s
     assert res.cost is None or res.verified
     if res.bound is not None and res.cost is not None:
@@ -161,7 +183,7 @@ def test_checker_catches_each_violation():
 
 
 def test_infeasible_instance_reports_the_reason():
-    res = solve(make("big", {"i2.8xlarge": 1}, {"s1": 3}), "auto", time_limit=5)
+    res = solve(make("big", {"i2.8xlarge": 1}, {"s1": 3}), "auto", stop=5)
     assert res.status == "infeasible" and "i2.8xlarge" in res.stats["reason"]
     assert res.cost is None and not res.verified
 
@@ -227,7 +249,7 @@ def constrained_problems(draw: st.DrawFn) -> Problem:
 def test_constraints_flat_matches_brute_force_and_greedy_is_checked(problem):
     c = problem.constraints[0]
     want = _brute_force(problem, lambda assign: _meets(c, assign, problem.racks))
-    flat = solve(problem, "flat", time_limit=10, workers=1)
+    flat = solve(problem, "flat", stop=10, params={"workers": 1})
     if want is None:
         assert flat.status == "infeasible"
     else:
@@ -235,7 +257,7 @@ def test_constraints_flat_matches_brute_force_and_greedy_is_checked(problem):
     greedy = solve(problem, "greedy", seed=0)
     if greedy.status == "feasible":
         assert greedy.verified and want is not None and greedy.cost >= want
-    auto = solve(problem, "auto", time_limit=10, workers=1)
+    auto = solve(problem, "auto", stop=10, params={"workers": 1})
     assert auto.cost == want and (want is None or auto.verified)
 
 
@@ -269,7 +291,7 @@ def test_constraints_in_json_round_trip_and_errors(tmp_path):
     path = tmp_path / "c.json"
     path.write_text(json.dumps(q.to_json()))
     assert load_problem(str(path)) == q
-    res = solve(q, "auto", time_limit=10, workers=1)
+    res = solve(q, "auto", stop=10, params={"workers": 1})
     assert res.verified and res.status in ("optimal", "feasible")
     with pytest.raises(InputError, match="does not model placement constraints"):
         solve(q, "compact")
@@ -295,10 +317,10 @@ def test_topology_tree_with_pack_moves_and_pattern_first_level():
     from dcplace.placement.hierarchical import with_racks
 
     mix1 = with_racks(INSTANCES["mix1"], 20, 0)
-    res = solve(mix1, "hierarchical", time_limit=60, hierarchy={"split": "topology", "beta": 0.9, "racks_per_pod": 5})
+    res = solve(mix1, "hierarchical", stop=60, params={"split": "topology", "beta": 0.9, "racks_per_pod": 5})
     assert res.verified and res.stats["levels"] == 2 and res.cost >= 66040
     assert res.stats["pack_moves"] >= 1  # on this split a pod cannot re-pack without moving a pack (measured)
-    pat = solve(INSTANCES["mix1"], "hierarchical", time_limit=60, hierarchy={"objective": "pattern", "swads": 25})
+    pat = solve(INSTANCES["mix1"], "hierarchical", stop=60, params={"first_level": "pattern", "swads": 25})
     assert pat.verified and pat.bound <= 66040 <= pat.cost <= 1.01 * pat.bound
 
 
@@ -311,9 +333,184 @@ def test_given_packs_are_read_checked_and_used(tmp_path):
     path.write_text(json.dumps(q.to_json()))
     assert load_problem(str(path)) == q
     assert [a.tolist() for a in random_split(q, 25, 2, 0).packs] == [[0, 1, 2], [3, 4], [5]]
-    res = solve(q, "hierarchical", time_limit=20, hierarchy={"swads": 1, "packs": 3, "beta": 1.0})
+    res = solve(q, "hierarchical", stop=20, params={"swads": 1, "packs": 3, "beta": 1.0})
     assert res.verified
     for packs in ([[0, 1], [2]], [[0, 1, 2, 3, 4, 5, 5]], [[]], "all"):
         path.write_text(json.dumps({**q.to_json(), "packs": packs}))
         with pytest.raises(InputError, match="field 'packs'"):
             load_problem(str(path))
+
+
+# --- one solve: registry, stop criterion, immutable results, typed params -------------------------------------------
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "placement.md"
+
+
+def test_the_documented_user_method_registers_and_solves():
+    """The worked example of docs/placement.md, run as written: a user's method with its own params dataclass,
+    registered by name through public imports only, solved and verified through ``solve``."""
+    text = DOCS.read_text()
+    block = text.split("<!-- example: user-method -->\n```python\n", 1)[1].split("```", 1)[0]
+    assert "dcplace.placement." not in block.replace("from dcplace.placement import", "")  # public names only
+    space: dict = {}
+    try:
+        exec(compile(block, str(DOCS), "exec"), space)
+        res = space["res"]
+        assert res.method == "first-fit" and res.verified and res.cost >= 4540  # never below exp1's optimum
+        assert "first-fit" in method_names()
+        with pytest.raises(InputError, match=r"^key must be vcpu or mem, got 'disk'$"):
+            space["FirstFitParams"](key="disk")
+        again = solve(INSTANCES["exp2"], "first-fit", 10, params={"key": "vcpu"})
+        assert again.verified and again.cost >= 45300
+        with pytest.raises(ValueError, match="already registered"):
+            register_method("first-fit", space["first_fit"], space["FirstFitParams"])
+    finally:
+        registry._METHODS.pop((Problem, "first-fit"), None)
+
+
+def test_registry_keeps_problem_types_apart():
+    assert method_names() == ["auto", "flat", "compact", "pattern", "hierarchical", "greedy"]
+    assert method_names(NumaBatch) == ["relaxation-guided", "auto"]
+    assert get_method("auto", NumaBatch).params is NumaBatchParams
+    with pytest.raises(InputError, match=r"^method must be one of auto, flat, .*, got 'simplex'$"):
+        solve(INSTANCES["exp1"], "simplex")
+    with pytest.raises(TypeError, match="takes GreedyParams"):
+        solve(INSTANCES["exp1"], "greedy", params=CompactParams())
+
+
+@pytest.mark.parametrize("method", ["flat", "compact", "pattern", "hierarchical", "greedy", "auto"])
+def test_every_method_honours_a_tiny_stop(method):
+    """A 0.2 s deadline on instances each method needs far longer for unbounded (mix2: 1,000 x 1,000; exp2 for
+    flat, which refuses mix2's size at once): every method returns soon after (model building and process start-up
+    are not interruptible), with an answer that is verified or none."""
+    stop = Deadline(0.2)
+    problem = INSTANCES["exp2" if method == "flat" else "mix2"]
+    res = solve(problem, method, stop, 0, {} if method == "greedy" else {"workers": 1})
+    # Generous: the machine running the tests may be loaded; unbounded, these runs take minutes.
+    assert res.wall_s <= 20.0, res.wall_s
+    assert res.cost is None or res.verified
+    if method == "greedy":
+        assert 1 <= res.stats["runs"] < 50  # stopped early (at least one run is always done)
+
+
+def test_stop_criterion():
+    d = Deadline(math.inf)
+    assert d.remaining() == math.inf and not d.expired() and d.share(0.5).remaining() == math.inf
+    d = Deadline(10)
+    assert 7.9 < d.share(0.8).remaining() <= 8.0 and d.share(0.5, most=1).remaining() <= 1.0
+    assert Deadline(1e-9).share(0.5, least=3).remaining() > 2.9
+    with pytest.raises(InputError, match=r"^time_limit must be positive, got 0$"):
+        Deadline(0)
+
+
+def test_result_is_immutable():
+    res = solve(INSTANCES["exp1"], "greedy", seed=0, params={"runs": 3})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        res.cost = 0.0  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        res.stats["runs"] = 9  # type: ignore[index]
+    with pytest.raises(ValueError, match="read-only"):
+        res.vm_pm[0] = 3  # type: ignore[index]
+    with pytest.raises(TypeError):
+        res.vm_disks[0][0] = 1  # type: ignore[index]
+    other = dataclasses.replace(res, method="mine")
+    assert other.method == "mine" and res.method == "greedy" and other.stats == res.stats
+    assert pickle.loads(pickle.dumps(res)).summary() == res.summary()
+    with pytest.raises(ValueError, match="status must be one of"):
+        Result("x", "m", "great")
+
+
+@pytest.mark.parametrize(
+    ("params", "values", "message"),
+    [
+        (HierarchicalParams, {"packs": 0}, "packs must be at least 1, got 0"),
+        (HierarchicalParams, {"beta": 1.5}, "beta must be in (0, 1], got 1.5"),
+        (HierarchicalParams, {"first_level": "best"}, "first_level must be swads, cost or pattern, got 'best'"),
+        (HierarchicalParams, {"split": "rows"}, "split must be random or topology, got 'rows'"),
+        (HierarchicalParams, {"rack_size": -1}, "rack_size must be at least 0, got -1"),
+        (GreedyParams, {"runs": 0}, "runs must be at least 1, got 0"),
+        (CompactParams, {"workers": 0}, "workers must be at least 1, got 0"),
+        (PatternParams, {"master_share": 1.0}, "master_share must be in (0, 1), got 1.0"),
+        (AutoParams, {"compact_max_pms": 0}, "compact_max_pms must be at least 1, got 0"),
+        (NumaBatchParams, {"rounds": -1}, "rounds must be at least 0, got -1"),
+        (GreedyParams, {"runs": 2.5}, "runs must be of type int, got 2.5"),
+        (GreedyParams, {"runs": True}, "runs must be of type int, got True"),
+        (HierarchicalParams, {"beta": "high"}, "beta must be of type float, got 'high'"),
+    ],
+)
+def test_params_errors_name_the_field_and_value(params, values, message):
+    with pytest.raises(InputError, match="^" + re.escape(message) + "$") as err:
+        params.from_dict(values)
+    assert err.value.field == next(iter(values))
+    if "of type" not in message:  # the constructor validates too (types are checked where values are read)
+        with pytest.raises(InputError, match="^" + re.escape(message) + "$"):
+            params(**values)
+
+
+def test_params_load_from_toml_and_dicts(tmp_path):
+    path = tmp_path / "run.toml"
+    path.write_text('[solve.hierarchical]\npacks = 10\nbeta = 1\nfirst_level = "cost"\n[solve.greedy]\nruns = 7\n')
+    h = HierarchicalParams.from_toml(path, "solve.hierarchical")
+    assert h == HierarchicalParams(packs=10, beta=1.0, first_level="cost") and isinstance(h.beta, float)
+    assert GreedyParams.from_toml(path, "solve.greedy") == GreedyParams(runs=7)
+    assert PatternParams.from_toml(path, "solve.pattern") == PatternParams()  # no table: the defaults
+    assert HierarchicalParams.from_dict(h.as_dict()) == h
+    assert params_for("hierarchical", {"swads": 4}) == HierarchicalParams(swads=4)
+    path.write_text("[solve.greedy]\nrun = 7\n")
+    with pytest.raises(InputError, match=r"field 'solve.greedy.run'.*GreedyParams has no field 'run'"):
+        GreedyParams.from_toml(path, "solve.greedy")
+    path.write_text("[solve.greedy]\nruns = 0\n")
+    with pytest.raises(InputError, match=r"run.toml, field 'solve.greedy.runs': runs must be at least 1, got 0"):
+        GreedyParams.from_toml(path, "solve.greedy")
+    docs = field_docs(HierarchicalParams)
+    assert set(docs) == {f.name for f in dataclasses.fields(HierarchicalParams)}
+    assert docs["beta"].startswith("Safety margin on disk counts")
+
+
+def test_hierarchical_solves_its_swads_through_the_registry(tmp_path):
+    """The decomposition's swads go through ``solve`` (a method registered in place of compact is the one used, in
+    the forked pool workers too), and the packs / swads range is checked against the problem, naming the field."""
+    with pytest.raises(InputError, match=r"^packs must be between 1 and 70, got 100$"):
+        solve(INSTANCES["exp1"], "hierarchical", 10, params={"packs": 100})
+    log = tmp_path / "calls"
+    real = get_method("compact")
+
+    def counting(problem, stop, seed, params):
+        with open(log, "a") as fh:
+            fh.write(f"{problem.n_vms}\n")
+        return real.run(problem, stop, seed, params)
+
+    register_method("compact", counting, CompactParams, replace=True)
+    try:
+        res = solve(INSTANCES["exp1"], "hierarchical", 30, params={"packs": 5, "swads": 5, "beta": 1.0, "workers": 1})
+    finally:
+        register_method("compact", real.run, CompactParams, replace=True)
+    assert res.verified and sum(map(int, log.read_text().split())) == 70  # every VM, through the registered method
+
+
+def test_placement_imports_go_one_way():
+    """No import loop inside the placement package, counting imports anywhere in a module (function-level ones
+    included); the registry and the building blocks import no method."""
+    root = Path(__file__).resolve().parents[1] / "src" / "dcplace" / "placement"
+    graph: dict[str, set[str]] = {}
+    for path in root.glob("*.py"):
+        if path.stem == "__init__":
+            continue
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("dcplace.placement."):
+                deps.add(node.module.split(".")[2])
+            elif isinstance(node, ast.ImportFrom) and node.module == "dcplace.placement":
+                deps.update(a.name for a in node.names)
+            elif isinstance(node, ast.Import):
+                deps.update(a.name.split(".")[2] for a in node.names if a.name.startswith("dcplace.placement."))
+        graph[path.stem] = deps
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        return any(d == goal or (d not in seen and not seen.add(d) and reaches(d, goal, seen)) for d in graph[start])
+
+    assert not [m for m in graph if reaches(m, m, set())]
+    methods = {"greedy", "compact", "flat", "pattern", "hierarchical", "auto", "numa_batch", "solve"}
+    for base in ("stop", "result", "params", "registry", "cpsat", "problem", "checker"):
+        assert not graph[base] & methods, (base, graph[base] & methods)
+    assert "registry" in graph["hierarchical"] and "solve" not in graph["hierarchical"]

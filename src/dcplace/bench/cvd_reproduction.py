@@ -83,7 +83,9 @@ def _train(args: tuple[Run, str, int, int, Path, bool]) -> dict[str, Any]:
     import torch
 
     from dcplace.learn.cvd_model import CvdConfig
-    from dcplace.learn.dqn import DQNConfig, Trainer
+    from dcplace.learn.cvd_rl import CvdRlTrainer
+    from dcplace.learn.dqn import DQNConfig
+    from dcplace.learn.schedrl import SchedRlTrainer
 
     torch.set_num_threads(1)
     run, trace, epochs, seed, out, quick = args
@@ -100,7 +102,8 @@ def _train(args: tuple[Run, str, int, int, Path, bool]) -> dict[str, Any]:
         learning_starts=200 if quick else 2_000,
     )
     scenario = Scenario(pms=run.pms, release=False, warm_start=0.5)
-    tr = Trainer(prepared, scenario, seed, out / "runs" / run.name, model, dqn, trace)
+    trainer = SchedRlTrainer if run.kind == "schedrl" else CvdRlTrainer
+    tr = trainer(prepared, scenario, seed, out / "runs" / run.name, model, dqn, trace)
     ref = tr.validate_heuristic("best-fit")
     tr.train(epochs)
     return {"run": run.name, "best_fit_validation": ref, "curves": tr.curves, "wall_s": tr.wall_s}

@@ -16,8 +16,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from dcplace.placement import AutoParams, Deadline, HierarchicalParams, Result, solve
 from dcplace.placement.problem import INSTANCES, random_problem
-from dcplace.placement.solve import Result, solve
 
 # Table III: instance -> (optimal cost, Gurobi seconds, heuristic mean)
 PAPER_TABLE3 = {"exp1": (4540, 106, 9913), "exp2": (45300, 3756, 65105)}
@@ -50,7 +50,7 @@ def run_reproduction(out: Path, quick: bool = False, workers: int = 2, seed: int
            "| instance | optimum | seconds | heuristic mean (50 runs) | verified |",
            "|---|---|---|---|---|"]  # fmt: skip
     for name, (p_cost, p_s, p_heur) in PAPER_TABLE3.items():
-        exact = solve(INSTANCES[name], "auto", 60, seed, workers)
+        exact = solve(INSTANCES[name], "auto", Deadline(60), seed, AutoParams(workers=workers))
         heur = solve(INSTANCES[name], "greedy", seed=seed)
         records += [_record("III", exact), _record("III", heur)]
         md.append(f"| {name} | {exact.cost:,.0f} ({p_cost:,}) | {exact.wall_s:.1f} ({p_s:,}) | "
@@ -59,7 +59,7 @@ def run_reproduction(out: Path, quick: bool = False, workers: int = 2, seed: int
     md += ["", "## Table V: exact solve time by size (our instances are seeded random mixes of those sizes)", "",
            "| VMs x PMs | status | cost | seconds (paper's Gurobi) | verified |", "|---|---|---|---|---|"]  # fmt: skip
     for (n, m), paper_s in PAPER_TABLE5.items():
-        res = solve(random_problem(n, m, seed), "auto", 60, seed, workers)
+        res = solve(random_problem(n, m, seed), "auto", Deadline(60), seed, AutoParams(workers=workers))
         records.append(_record("V", res, size=[n, m]))
         cost = f"{res.cost:,.0f}" if res.cost is not None else "-"
         md.append(f"| {n} x {m} | {res.status} | {cost} | {res.wall_s:.1f} ({paper_s:,}) | {res.verified} |")
@@ -71,8 +71,8 @@ def run_reproduction(out: Path, quick: bool = False, workers: int = 2, seed: int
     for name, packs, beta in cells:
         p_swads, p_pms, p_cost = PAPER_TABLE9[(name, packs, beta)]
         for objective in ("swads", "cost"):
-            opts = {"packs": packs, "swads": packs, "beta": beta, "objective": objective}
-            res = solve(INSTANCES[name], "hierarchical", 300, seed, workers, opts)
+            opts = HierarchicalParams(workers=workers, packs=packs, swads=packs, beta=beta, first_level=objective)
+            res = solve(INSTANCES[name], "hierarchical", Deadline(300), seed, opts)
             records.append(_record("IX", res, packs=packs, first_level=objective, paper_cost=p_cost))
             if res.cost is None:
                 md.append(f"| {name} | {packs} x {packs} | {beta} | {objective} | no feasible beta | | | | |")
@@ -86,7 +86,7 @@ def run_reproduction(out: Path, quick: bool = False, workers: int = 2, seed: int
            "| instance | cost | proven bound | gap | seconds | heuristic mean (paper's) | verified |",
            "|---|---|---|---|---|---|---|"]  # fmt: skip
     for name in ("mix1", "mix2"):
-        res = solve(INSTANCES[name], "auto", 60, seed, workers)
+        res = solve(INSTANCES[name], "auto", Deadline(60), seed, AutoParams(workers=workers))
         heur = solve(INSTANCES[name], "greedy", seed=seed)
         records += [_record("VI", res), _record("VI", heur)]
         md.append(f"| {name} | {res.cost:,.0f} | {res.bound:,.0f} | {res.gap:.2%} | {res.wall_s:.1f} | "

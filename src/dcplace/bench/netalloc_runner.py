@@ -14,7 +14,7 @@ from dcplace.cluster.topology import Topology, load_topology
 from dcplace.errors import InputError
 from dcplace.policies import get_net_policy
 from dcplace.sim.netalloc import LOCALITY_NAMES, NetAllocSim, NetResult
-from dcplace.sim.netalloc_episodes import default_requests, episode_requests, episode_seed, run_episode
+from dcplace.sim.netalloc_episodes import ServerPicker, default_requests, episode_requests, episode_seed, run_episode
 from dcplace.workload.netreq import DATASETS
 
 
@@ -63,7 +63,7 @@ class NetRun:
 def run_policy(
     topology: Topology | str,
     dataset: str,
-    policy: str,
+    policy: str | ServerPicker,
     n_requests: int | None = None,
     episodes: int = 5,
     seed: int = 0,
@@ -72,24 +72,30 @@ def run_policy(
     checkpoint: str | None = None,
     label: str | None = None,
 ) -> NetRun:
-    """``episodes`` seeded episodes of one policy. ``check`` verifies the ledger after every episode; ``checkpoint``
-    is the weights file of a learned policy (default: the one shipped for ``dataset``); ``label`` names the run."""
+    """``episodes`` seeded episodes of one policy: a name (``module:Class`` and entry points too), built afresh and
+    seeded for every episode, or a policy object, used as it is for every episode. ``check`` verifies the ledger
+    after every episode; ``checkpoint`` is the weights file of a learned policy (default: the one shipped for
+    ``dataset``); ``label`` names the run."""
     top = topology if isinstance(topology, Topology) else load_topology(topology)
     if episodes < 1:
-        raise InputError(f"--episodes must be at least 1, got {episodes}")
+        raise InputError(f"must be at least 1, got {episodes}", field="episodes")
     n = n_requests if n_requests is not None else default_requests(top)
     if n < 1:
-        raise InputError(f"--requests must be at least 1, got {n}")
+        raise InputError(f"must be at least 1, got {n}", field="requests")
     if dataset not in DATASETS and not Path(dataset).is_file():
-        raise InputError(f"--dataset must be one of {', '.join(DATASETS)} or an existing request CSV, got {dataset!r}")
-    get_net_policy(policy, 0, dataset, checkpoint)  # fail on a bad name or checkpoint before any work
+        raise InputError(
+            f"must be one of {', '.join(DATASETS)} or an existing request CSV, got {dataset!r}", field="dataset"
+        )
+    if isinstance(policy, str):
+        get_net_policy(policy, 0, dataset, checkpoint)  # fail on a bad name or checkpoint before any work
+    name = policy if isinstance(policy, str) else str(getattr(policy, "name", type(policy).__name__))
     data_label = dataset if dataset in DATASETS else Path(dataset).name
-    run = NetRun(label or policy, top.name, data_label, n)
+    run = NetRun(label or name, top.name, data_label, n)
     for e in range(episodes):
         req = episode_requests(top, dataset, n, seed, e, split)
         run.requests = len(req)
         sim = NetAllocSim(top, req)
-        pol = get_net_policy(policy, episode_seed(seed, e), dataset, checkpoint)
+        pol = get_net_policy(policy, episode_seed(seed, e), dataset, checkpoint) if isinstance(policy, str) else policy
         t0 = time.perf_counter()
         res = run_episode(sim, pol)
         run.wall_s += time.perf_counter() - t0

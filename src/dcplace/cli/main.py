@@ -43,12 +43,29 @@ class OversizeOpt(StrEnum):
     skip = "skip"
 
 
+def _as_flag(exc: InputError) -> InputError:
+    """A core error naming a field ("packs must be ...", ``exc.field == "packs"``) in the wording of the flag that
+    sets it ("--packs must ..."); other errors as they are."""
+    field = exc.field
+    if exc.path is None and field and exc.detail.startswith(field + " "):
+        return InputError("--" + field.replace("_", "-") + exc.detail[len(field) :])
+    return exc
+
+
 def _fail(exc: InputError) -> None:
+    exc = _as_flag(exc)
     if exc.path is None and exc.field is not None:  # a core field error: name the flag it came from
         typer.echo(f"error: --{exc.field.replace('_', '-')}: {exc.detail}", err=True)
         raise typer.Exit(2)
     typer.echo(f"error: {exc}", err=True)
     raise typer.Exit(2)
+
+
+def _flag_wording(exc: InputError, flags: dict[str, str]) -> InputError:
+    """A core error naming a configuration field (``exc.field``), reworded to name the flag that sets it."""
+    if exc.path is None and exc.line is None and exc.field in flags:
+        return InputError(f"{flags[exc.field]} {exc.detail}")
+    return exc
 
 
 def _reproduce(run: Callable[[], str], written: str, out: Path, at_least_one: dict[str, int] | None = None) -> None:
@@ -75,7 +92,7 @@ def simulate_numa(
             help="end at the first unhostable request, grow the cluster, or stream "
             "the whole trace through the live engine counting rejections"
         ),
-    ] = (ModeOpt.non_expansion),
+    ] = ModeOpt.non_expansion,
     no_release: Annotated[bool, typer.Option("--no-release", help="VMs never leave (VMAgent's fading)")] = False,
     policy: Annotated[str, typer.Option(help="a registered policy (see `dcplace policies`)")] = "best-fit",
     checkpoint: Annotated[
@@ -328,7 +345,7 @@ def train_nara(
 
     from dcplace.cluster.topology import load_topology
     from dcplace.learn.nara_model import NaraConfig
-    from dcplace.learn.ppo import PPOConfig, Trainer
+    from dcplace.learn.ppo import PPOConfig, PPOTrainer
     from dcplace.workload.netreq import DATASETS
 
     try:
@@ -341,16 +358,16 @@ def train_nara(
         where = "+".join(t.name for t in tops)
         folder = out or Path(f"results/train/nara-{where}-{dataset}")
         if resume:
-            trainer = Trainer.resume(tops, dataset, seed, folder)
+            trainer = PPOTrainer.resume(tops, dataset, seed, folder)
         else:
             if (folder / "checkpoint.pt").exists():
                 raise InputError(f"{folder} already holds a run; pass --resume to continue it or choose another --out")
             if p2_hidden < 0:
                 raise InputError(f"--p2-hidden must be at least 0, got {p2_hidden}")
             ppo = PPOConfig(steps_per_iteration=steps, eval_every=eval_every)
-            trainer = Trainer(tops, dataset, seed, folder, ppo, NaraConfig(p2_hidden=p2_hidden), init)
+            trainer = PPOTrainer(tops, dataset, seed, folder, ppo, NaraConfig(p2_hidden=p2_hidden), init)
     except InputError as exc:
-        _fail(exc)
+        _fail(_flag_wording(exc, {"steps_per_iteration": "--steps", "eval_every": "--eval-every"}))
     t0 = time.perf_counter()
     with Progress(
         TextColumn("[bold]nara {task.fields[where]}"),
@@ -370,12 +387,7 @@ def train_nara(
                        val=f"{trainer.best_validation:.3f}")  # fmt: skip
 
         trainer.train(iterations, show)
-    summary = {
-        "command": " ".join(["dcplace", "train", "nara", *sys.argv[3:]]),
-        **trainer.meta(),
-        "session_wall_s": time.perf_counter() - t0,
-    }
-    (folder / "train.json").write_text(json.dumps(summary, indent=2) + "\n")
+    trainer.write_summary(" ".join(["dcplace", "train", "nara", *sys.argv[3:]]), time.perf_counter() - t0)
     console.print(f"best validation acceptance {trainer.best_validation:.3f}; {trainer.wall_s:.0f} s of training; "
                   f"policy in {folder}/policy.pt")  # fmt: skip
 
@@ -404,12 +416,15 @@ def _train_dqn(kind: str, trace: str, pms: int, warm_start: float, mode: ModeOpt
 
     from dcplace.cluster.numa import NumaCluster
     from dcplace.learn.cvd_model import CvdConfig
-    from dcplace.learn.dqn import DQNConfig, Trainer
+    from dcplace.learn.cvd_rl import CvdRlTrainer
+    from dcplace.learn.dqn import DQNConfig
+    from dcplace.learn.schedrl import SchedRlTrainer
     from dcplace.sim.episodes import check_hostable, prepare
     from dcplace.sim.numa import Scenario
     from dcplace.workload.traces import load_trace, trace_available
 
     label = "cvd-rl" if kind == "cvd" else "schedrl"
+    trainer_class = CvdRlTrainer if kind == "cvd" else SchedRlTrainer
     try:
         if mode != ModeOpt.non_expansion:
             raise InputError("--mode: training runs in non-expansion (evaluate expansion with `dcplace simulate`)")
@@ -424,7 +439,7 @@ def _train_dqn(kind: str, trace: str, pms: int, warm_start: float, mode: ModeOpt
         check_hostable(NumaCluster.uniform(pms), prepared)
         folder = out or Path(f"results/train/{label}-{pms}pm")
         if resume:
-            trainer = Trainer.resume(prepared, scenario, seed, folder, trace)
+            trainer = trainer_class.resume(prepared, scenario, seed, folder, trace)
         else:
             if (folder / "checkpoint.pt").exists():
                 raise InputError(f"{folder} already holds a run; pass --resume to continue it or choose another --out")
@@ -433,10 +448,12 @@ def _train_dqn(kind: str, trace: str, pms: int, warm_start: float, mode: ModeOpt
                               filter_k=_parse_filter(filter_spec) if kind == "cvd" else (),
                               machines=pms if whole else 0)  # fmt: skip
             dqn = DQNConfig(reward=reward, updates_per_epoch=updates, batch=batch, eval_every=eval_every, loss=loss)
-            trainer = Trainer(prepared, scenario, seed, folder, model, dqn, trace)
+            trainer = trainer_class(prepared, scenario, seed, folder, model, dqn, trace)
         ref = {h: trainer.validate_heuristic(h) for h in ("best-fit", "industrial")}
     except InputError as exc:
-        _fail(exc)
+        flags = {"reward": "--reward", "loss": "--loss", "batch": "--batch", "eval_every": "--eval-every",
+                 "updates_per_epoch": "--updates-per-epoch", "mode": "--mode"}  # fmt: skip
+        _fail(_flag_wording(exc, flags))
     t0 = time.perf_counter()
     with Progress(
         TextColumn(f"[bold]{label} {pms} PMs"),
@@ -454,14 +471,12 @@ def _train_dqn(kind: str, trace: str, pms: int, warm_start: float, mode: ModeOpt
                        val=f"{trainer.best_validation:.1f}")  # fmt: skip
 
         trainer.train(epochs, show)
-    summary = {
-        "command": " ".join(["dcplace", "train", label, *sys.argv[3:]]),
-        **trainer.meta(),
-        "validation_best_fit": ref["best-fit"],
-        "validation_industrial": ref["industrial"],
-        "session_wall_s": time.perf_counter() - t0,
-    }
-    (folder / "train.json").write_text(json.dumps(summary, indent=2) + "\n")
+    trainer.write_summary(
+        " ".join(["dcplace", "train", label, *sys.argv[3:]]),
+        time.perf_counter() - t0,
+        validation_best_fit=ref["best-fit"],
+        validation_industrial=ref["industrial"],
+    )
     console.print(f"best validation length {trainer.best_validation:.1f} (best-fit {ref['best-fit']:.1f}, "
                   f"industrial {ref['industrial']:.1f}); {trainer.wall_s:.0f} s of training; "
                   f"policy in {folder}/policy.pt")  # fmt: skip
@@ -557,18 +572,15 @@ def solve_cmd(
 ) -> None:
     """Batch placement of VMs with disks onto PMs with disks (paper 004): minimise the cost of the PMs used.
     Every answer is re-checked by an independent checker (`verified`)."""
-    from dcplace.placement.numa_batch import is_numa_batch, load_numa_batch, solve_huawei
-    from dcplace.placement.problem import load_problem
-    from dcplace.placement.solve import solve
+    from dcplace.placement import Deadline, HierarchicalParams, load_problem, params_for, solve
+    from dcplace.placement.numa_batch import is_numa_batch, load_numa_batch, summary_of
 
     if is_numa_batch(instance):
         try:
             if method != "auto":
                 raise InputError(f"--method: topology-aware batches are solved by method auto only, got {method!r}")
-            limit = 300.0 if time_limit is None else time_limit
-            if limit <= 0:
-                raise InputError(f"--time-limit must be positive, got {limit}")
-            summary = solve_huawei(load_numa_batch(instance), limit)
+            limit = Deadline(300.0 if time_limit is None else time_limit)
+            summary = summary_of(solve(load_numa_batch(instance), "auto", limit, seed))
         except InputError as exc:
             _fail(exc)
         if json_out:
@@ -580,24 +592,11 @@ def solve_cmd(
         return
     try:
         problem = load_problem(instance)
-        if not 0 < beta <= 1:
-            raise InputError(f"--beta must be in (0, 1], got {beta}")
-        if first_level not in ("swads", "cost", "pattern"):
-            raise InputError(f"--first-level must be swads, cost or pattern, got {first_level!r}")
-        if split not in ("random", "topology"):
-            raise InputError(f"--split must be random or topology, got {split!r}")
-        if rack_size < 0 or racks_per_pod < 1:
-            raise InputError("--rack-size must be >= 0 and --racks-per-pod >= 1")
-        if rack_size:
-            from dcplace.placement.hierarchical import with_racks
-
-            problem = with_racks(problem, rack_size, seed)
-        for flag, value, most in (("--packs", packs, problem.n_vms), ("--swads", swads, problem.n_pms)):
-            if not 1 <= value <= most:
-                raise InputError(f"{flag} must be between 1 and {most}, got {value}")
-        options = {"packs": packs, "swads": swads, "beta": beta, "objective": first_level, "split": split,
-                   "racks_per_pod": racks_per_pod}  # fmt: skip
-        res = solve(problem, method, 60.0 if time_limit is None else time_limit, seed, workers, options)
+        hier = HierarchicalParams(workers=workers, packs=packs, swads=swads, beta=beta, first_level=first_level,
+                                  split=split, rack_size=rack_size, racks_per_pod=racks_per_pod)  # fmt: skip
+        flags = {} if method == "greedy" else {"workers": workers}
+        params = hier if method == "hierarchical" else params_for(method, flags)
+        res = solve(problem, method, Deadline(60.0 if time_limit is None else time_limit), seed, params)
     except InputError as exc:
         _fail(exc)
     s = res.summary()

@@ -55,7 +55,7 @@ class NumaCluster:
     ) -> NumaCluster:
         """``machines`` identical machines of ``numa`` nodes with ``cpu`` cores and ``mem`` GB per node."""
         if machines < 1:
-            raise InputError(f"--pms must be at least 1, got {machines}")
+            raise InputError(f"pms must be at least 1, got {machines}", field="pms")
         if numa < 1:
             raise InputError(f"a machine needs at least one NUMA node, got {numa}")
         cap = np.empty((machines, numa, 2), dtype=np.float64)

@@ -309,7 +309,9 @@ def preset(name: str) -> Topology:
     try:
         spec = PRESETS[name]
     except KeyError:
-        raise InputError(f"--topology must be one of {', '.join(PRESETS)} or a file, got {name!r}") from None
+        raise InputError(
+            f"topology must be one of {', '.join(PRESETS)} or a file, got {name!r}", field="topology"
+        ) from None
     return fabric_from_oversubscription(
         spec.servers_per_rack, spec.racks, spec.server_rack, spec.rack_fabric, capacity=spec.capacity, name=name
     )
@@ -436,7 +438,9 @@ def load_topology(spec: str) -> Topology:
         return preset(spec)
     path = Path(spec)
     if not path.exists():
-        raise InputError(f"--topology must be one of {', '.join(PRESETS)} or an existing file, got {spec!r}")
+        raise InputError(
+            f"topology must be one of {', '.join(PRESETS)} or an existing file, got {spec!r}", field="topology"
+        )
     if path.suffix.lower() == ".json":
         return _load_json(path)
     if path.suffix.lower() == ".csv":

@@ -129,8 +129,8 @@ def run_stream(
     end = len(ev_req)
     last = end
     if max_requests:  # sample over the events the stream will reach, not the whole trace
-        first = int(np.searchsorted(trace.arrival_events, start_event))
-        last = int(trace.arrival_events[min(first + max_requests, len(trace.arrival_events) - 1)]) + 1
+        i0 = int(np.searchsorted(trace.arrival_events, start_event))
+        last = int(trace.arrival_events[min(i0 + max_requests, len(trace.arrival_events) - 1)]) + 1
     every = max(1, (last - start_event) // max(samples, 1))
     for e in range(start_event, end):
         r = int(ev_req[e])

@@ -54,7 +54,7 @@ class CvdConfig:
     """Machine count the network is tied to (SchedRL, or ``decompose=False``); 0 = any."""
     machine_td: bool = False
     """Ours, beyond the paper: V(row) is the discounted reward still to come *from this machine* (trained by a
-    per-machine TD target, :mod:`dcplace.learn.dqn` ``loss="machine"``); a candidate's value is then
+    per-machine TD target, :mod:`dcplace.learn.cvd_rl` ``MachineTD``); a candidate's value is then
     ``r + machine_gamma * V(after) - V(now)``, with ``r`` the delta reward."""
     machine_gamma: float = 0.97
     slots_feature: bool = True

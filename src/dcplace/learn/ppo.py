@@ -19,15 +19,15 @@ the uniform agent fixes that (docs/nara.md shows both curves).
    (seed 999, never used for training, never the test seed); the best-validating weights are the run's policy.
 
 The paper used RLlib's defaults for everything it does not name; where we differ it is said in ``PPOConfig``.
-Randomness comes from generators seeded by (seed, iteration), so a run is reproducible bit for bit and ``--resume``
-continues exactly as if it had not stopped.
+Randomness comes from generators seeded by (seed, iteration), so a run is reproducible bit for bit and a resumed run
+continues exactly as if it had not stopped. The loop, validation schedule, curves, checkpoints and resume are the
+shared skeleton's (:mod:`dcplace.learn.trainer`); this file is steps 1-4.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +39,9 @@ from dcplace.cluster.topology import Topology
 from dcplace.envs.net_alloc import NetObserver
 from dcplace.errors import InputError
 from dcplace.learn import checkpoint
-from dcplace.learn.curves import write_csv
+from dcplace.learn.config import from_mapping, to_mapping
 from dcplace.learn.nara_model import GraphIndex, NaraConfig, NaraNet, obs_tensors
+from dcplace.learn.trainer import Row, TrainingRun, plot_curves
 from dcplace.sim.netalloc import NetAllocSim
 from dcplace.sim.netalloc_episodes import episode_requests, episode_seed
 
@@ -51,23 +52,58 @@ VALIDATION_REQUESTS = 128
 
 @dataclass(frozen=True)
 class PPOConfig:
-    lr: float = 5e-3  # paper (grid-searched)
-    steps_per_iteration: int = 2048  # paper: train_batch_size
-    minibatch: int = 256  # paper: sgd_minibatch_size
-    episode_requests: int = 32  # paper: training episode length
-    epochs: int = 10  # RLlib's default is 30; 10 reaches the same curves at a third of the cost here
-    gamma: float = 0.99  # RLlib default
-    gae_lambda: float = 0.95  # RLlib's default is 1.0 (Monte Carlo); 0.95 lowers the variance of 180-pick episodes
-    clip: float = 0.2  # RLlib's default is 0.3; 0.2 is the PPO paper's value
+    """PPO settings of a Nara run (stored in every checkpoint's meta as ``ppo``)."""
+
+    lr: float = 5e-3
+    """Adam's learning rate (the paper's, grid-searched)."""
+    steps_per_iteration: int = 2048
+    """Picks collected per iteration, in complete episodes (the paper's ``train_batch_size``)."""
+    minibatch: int = 256
+    """Picks per gradient step (the paper's ``sgd_minibatch_size``)."""
+    episode_requests: int = 32
+    """Requests per training episode (the paper's training episode length)."""
+    epochs: int = 10
+    """Passes over each iteration's batch. RLlib's default is 30; 10 reaches the same curves at a third of the cost."""
+    gamma: float = 0.99
+    """Discount (RLlib's default)."""
+    gae_lambda: float = 0.95
+    """GAE lambda. RLlib's default is 1.0 (Monte Carlo); 0.95 lowers the variance of 180-pick episodes."""
+    clip: float = 0.2
+    """Surrogate clip range. RLlib's default is 0.3; 0.2 is the PPO paper's value."""
     vf_coef: float = 0.5
-    ent_coef: float = 0.01  # RLlib's default is 0; a small bonus keeps 40-way choices from collapsing early
+    """Weight of the value loss."""
+    ent_coef: float = 0.01
+    """Weight of the entropy bonus. RLlib's default is 0; a small bonus keeps 40-way choices from collapsing early."""
     max_grad_norm: float = 0.5
-    reward_scale: float = 0.1  # value targets in units of one request (rewards are 10 / -10 / 0)
+    """Gradient norm clip."""
+    reward_scale: float = 0.1
+    """Factor on rewards for the value targets (units of one request; rewards are 10 / -10 / 0)."""
     eval_every: int = 5
+    """Validate every this many iterations (and after the first)."""
     eval_episodes: int = 5
+    """Greedy 128-request episodes per validation (per topology)."""
+
+    def __post_init__(self) -> None:
+        for name in ("steps_per_iteration", "minibatch", "episode_requests", "epochs", "eval_every", "eval_episodes"):
+            if getattr(self, name) < 1:
+                raise InputError(f"must be at least 1, got {getattr(self, name)}", field=name)
+        for name in ("lr", "clip", "max_grad_norm", "reward_scale"):
+            if not getattr(self, name) > 0:
+                raise InputError(f"must be positive, got {getattr(self, name)}", field=name)
+        for name in ("gamma", "gae_lambda"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise InputError(f"must be in [0, 1], got {getattr(self, name)}", field=name)
+        for name in ("vf_coef", "ent_coef"):
+            if getattr(self, name) < 0:
+                raise InputError(f"must be at least 0, got {getattr(self, name)}", field=name)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return to_mapping(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> PPOConfig:
+        """From a mapping (a TOML table, a checkpoint's ``meta.ppo``); missing keys take the defaults."""
+        return from_mapping(cls, d)
 
 
 @dataclass
@@ -123,8 +159,14 @@ def greedy_acceptance(
     return float(np.mean(acc))
 
 
-class Trainer:
-    """PPO for Nara on one topology and request set. ``train`` runs iterations; ``out`` receives the files."""
+class PPOTrainer(TrainingRun[NaraNet]):
+    """PPO for Nara on one topology (or several in turn) and request set; ``out`` receives the files."""
+
+    fmt = checkpoint.FORMAT
+    what = "Nara"
+    unit = "iteration"
+    score = "acceptance"
+    save_every = 1
 
     def __init__(
         self,
@@ -138,10 +180,11 @@ class Trainer:
     ) -> None:
         """``topology``: one, or several used in turn (iteration ``i`` trains on ``topology[i % n]``; validation
         averages over all). ``init``: start from another run's weights (its layer sizes win)."""
+        self.ppo = ppo or PPOConfig()
+        super().__init__(out, seed, self.ppo.eval_every)
         self.topologies = [topology] if isinstance(topology, Topology) else list(topology)
         self.name = "+".join(t.name for t in self.topologies)
-        self.dataset, self.seed, self.out = dataset, seed, out
-        self.ppo = ppo or PPOConfig()
+        self.dataset = dataset
         torch.manual_seed(seed)
         self.init: dict[str, Any] = {}
         if init is not None:
@@ -155,11 +198,12 @@ class Trainer:
         self.opt = torch.optim.Adam(self.net.parameters(), lr=self.ppo.lr)
         self._graphs = [(GraphIndex(t), NetObserver(t)) for t in self.topologies]
         self._use(0)
-        self.iteration = 0  # iterations done
         self.episodes = 0  # training episodes drawn so far
-        self.wall_s = 0.0
-        self.best_validation = -1.0
-        self.curves: list[dict[str, float]] = []
+
+    @property
+    def iteration(self) -> int:
+        """Iterations done."""
+        return self.done
 
     def _use(self, i: int) -> None:
         """Train on ``topologies[i]`` from now on."""
@@ -259,58 +303,39 @@ class Trainer:
                     stats[k].append(float(terms[k].detach()))
         return {k: float(np.mean(v)) for k, v in stats.items()}
 
-    # --- the loop --------------------------------------------------------------------------------------------------
-
-    def step(self) -> dict[str, float]:
-        """One PPO iteration (collect, update, maybe validate); returns its curve row."""
-        it = self.iteration
+    def advance(self) -> Row:
+        """One PPO iteration: collect, update."""
+        it = self.done
         self._use(it % len(self.topologies))
         gen = torch.Generator().manual_seed(episode_seed(self.seed, it))
         batch = self.collect(gen)
         stats = self.update(batch, gen)
-        self.iteration += 1
-        row: dict[str, float] = {
-            "iteration": self.iteration,
+        self.done += 1
+        return {
+            "iteration": self.done,
             "steps": len(batch.action),
             "episodes": len(batch.acceptance),
             "train_acceptance": float(np.mean(batch.acceptance)),
             "mean_reward_per_episode": float(np.sum(batch.reward) / max(len(batch.acceptance), 1)),
             **stats,
-            "validation_acceptance": float("nan"),
         }
-        p = self.ppo
-        if self.iteration % p.eval_every == 0 or self.iteration == 1:
-            self.net.eval()
-            val = float(
-                np.mean(
-                    [
-                        greedy_acceptance(
-                            self.net, top, self.dataset, VALIDATION_REQUESTS, VALIDATION_SEED, p.eval_episodes, "train"
-                        )
-                        for top in self.topologies
-                    ]
-                )
-            )
-            row["validation_acceptance"] = val
-            if val > self.best_validation:
-                self.best_validation = val
-                checkpoint.save(self.out / "policy.pt", self.net, self.meta(best_iteration=self.iteration))
-        row["wall_s"] = self.wall_s
-        self.curves.append(row)
-        return row
 
-    def train(self, iterations: int, on_iteration: Callable[[dict[str, float]], None] | None = None) -> None:
-        """Run until ``iterations`` iterations are done in total (a resumed run counts what it already did)."""
-        self.out.mkdir(parents=True, exist_ok=True)
-        while self.iteration < iterations:
-            t0 = time.perf_counter()
-            row = self.step()
-            self.wall_s += time.perf_counter() - t0  # train.json's session_wall_s also counts the files written
-            row["wall_s"] = self.curves[-1]["wall_s"] = self.wall_s
-            self.write_curves(plot=self.iteration % self.ppo.eval_every == 0 or self.iteration == iterations)
-            self.save_training()
-            if on_iteration:
-                on_iteration(row)
+    # --- 4. validate -----------------------------------------------------------------------------------------------
+
+    def validate(self) -> float:
+        """Mean greedy acceptance on fixed 128-request episodes of the training split, over the topologies."""
+        self.net.eval()
+        p = self.ppo
+        return float(
+            np.mean(
+                [
+                    greedy_acceptance(
+                        self.net, top, self.dataset, VALIDATION_REQUESTS, VALIDATION_SEED, p.eval_episodes, "train"
+                    )
+                    for top in self.topologies
+                ]
+            )
+        )
 
     # --- files -----------------------------------------------------------------------------------------------------
 
@@ -319,7 +344,7 @@ class Trainer:
             "topology": self.name,
             "dataset": self.dataset,
             "seed": self.seed,
-            "iterations": self.iteration,
+            "iterations": self.done,
             "episodes": self.episodes,
             "wall_s": self.wall_s,
             "validation_acceptance": self.best_validation,
@@ -328,67 +353,24 @@ class Trainer:
             **extra,
         }
 
-    def save_training(self) -> None:
-        checkpoint.save(
-            self.out / "checkpoint.pt",
-            self.net,
-            self.meta(),
-            extra={"optimizer": self.opt.state_dict(), "curves": self.curves},
+    def plot(self, path: Path) -> None:
+        plot_curves(
+            self.curves,
+            path,
+            f"Nara PPO on {self.name} / {self.dataset}",
+            "iteration",
+            ("train_acceptance", "training episodes (sampled)"),
+            ("validation_acceptance", "validation (greedy, 128 requests)"),
+            [("value_loss", "value loss", False), ("entropy", "policy entropy", False)],
         )
 
-    def write_curves(self, plot: bool = True) -> None:
-        if not self.curves:
-            return
-        write_csv(self.curves, self.out / "curves.csv")
-        if plot:
-            plot_curves(self.curves, self.out / "curves.png", f"Nara PPO on {self.name} / {self.dataset}")
-
     @classmethod
-    def resume(cls, topology: Topology | Sequence[Topology], dataset: str, seed: int, out: Path) -> Trainer:
+    def resume(cls, topology: Topology | Sequence[Topology], dataset: str, seed: int, out: Path) -> PPOTrainer:
         """Continue the run in ``out`` (its ``checkpoint.pt``); topology, dataset and seed must be the run's."""
-        path = out / "checkpoint.pt"
-        blob = checkpoint.read(path)
-        meta = blob["meta"]
         names = topology.name if isinstance(topology, Topology) else "+".join(t.name for t in topology)
-        for key, want in (("topology", names), ("dataset", dataset), ("seed", seed)):
-            if meta.get(key) != want:
-                raise InputError(f"{path}: field 'meta.{key}' is {meta.get(key)!r}, but --{key} is {want!r}")
-        net, _ = checkpoint.load(path)
-        tr = cls(topology, dataset, seed, out, PPOConfig(**meta["ppo"]), net.cfg)
-        tr.net.load_state_dict(net.state_dict())
-        tr.opt.load_state_dict(blob["optimizer"])
-        tr.iteration, tr.episodes, tr.wall_s = meta["iterations"], meta["episodes"], meta["wall_s"]
-        tr.best_validation = meta["validation_acceptance"]
+        blob = cls.read_run(out, {"topology": names, "dataset": dataset, "seed": seed})
+        net, meta = checkpoint.load(out / "checkpoint.pt")
+        tr = cls(topology, dataset, seed, out, PPOConfig.from_dict(meta["ppo"]), net.cfg)
+        tr.restore(blob, counters=("episodes",))
         tr.init = dict(meta.get("init", {}))
-        tr.curves = list(blob["curves"])
         return tr
-
-
-def plot_curves(curves: list[dict[str, float]], path: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    it = [r["iteration"] for r in curves]
-    fig, axes = plt.subplots(1, 3, figsize=(14, 3.6))
-    axes[0].plot(it, [r["train_acceptance"] for r in curves], label="training episodes (sampled)")
-    val = [
-        (r["iteration"], r["validation_acceptance"])
-        for r in curves
-        if r["validation_acceptance"] == r["validation_acceptance"]
-    ]
-    if val:
-        axes[0].plot(*zip(*val, strict=True), "o-", label="validation (greedy, 128 requests)")
-    axes[0].set_ylabel("acceptance")
-    axes[0].legend()
-    axes[1].plot(it, [r["value_loss"] for r in curves])
-    axes[1].set_ylabel("value loss")
-    axes[2].plot(it, [r["entropy"] for r in curves])
-    axes[2].set_ylabel("policy entropy")
-    for ax in axes:
-        ax.set_xlabel("iteration")
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)

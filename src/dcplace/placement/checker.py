@@ -7,8 +7,10 @@ VM, a physical disk per virtual disk) and recomputes everything with plain loops
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from dcplace.placement.problem import Problem
+from dcplace.placement.result import Result
 
 
 def check(problem: Problem, vm_pm: Sequence[int], vm_disks: Sequence[Sequence[int]]) -> tuple[list[str], int]:
@@ -51,6 +53,17 @@ def check(problem: Problem, vm_pm: Sequence[int], vm_disks: Sequence[Sequence[in
     used_pms = set(vm_pm)
     cost = sum(pms[j].cost for j in used_pms if 0 <= j < len(pms))
     return errors, cost
+
+
+def verify(problem: Problem, res: Result) -> Result:
+    """``res`` with ``verified`` and ``violations`` from :func:`check` (a result without an assignment stays
+    unverified); a reported cost the checker does not recompute is a violation too."""
+    if res.vm_pm is None or res.vm_disks is None:
+        return res
+    errors, cost = check(problem, res.vm_pm.tolist(), res.vm_disks)
+    if res.cost is not None and cost != res.cost:
+        errors.append(f"the method reported cost {res.cost}, the checker computes {cost}")
+    return replace(res, verified=not errors, violations=tuple(errors))
 
 
 def _constraint_errors(problem: Problem, vm_pm: Sequence[int], n_pms: int) -> list[str]:

@@ -24,11 +24,39 @@ identical physical disks of a PM are filled by non-increasing size used.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 import numpy as np
 from ortools.sat.python import cp_model
 
 from dcplace.errors import InputError
+from dcplace.placement.cpsat import solve_model
+from dcplace.placement.params import SolverParams
 from dcplace.placement.problem import Problem
+from dcplace.placement.result import Result
+from dcplace.placement.stop import Stop
+
+
+@dataclass(frozen=True)
+class CompactParams(SolverParams):
+    """Parameters of the compact model (CP-SAT on counts)."""
+
+
+def solve_compact(problem: Problem, stop: Stop, seed: int, params: CompactParams) -> Result:
+    """The compact model on CP-SAT: exact, on counts per PM and VM type (the module docstring)."""
+    return solve_compact_from(problem, stop, seed, params.workers, None)
+
+
+def solve_compact_from(problem: Problem, stop: Stop, seed: int, workers: int, hint: Result | None) -> Result:
+    """The compact model, its search started from ``hint``'s assignment when given."""
+    try:
+        model = CompactModel(problem)
+    except Infeasible as exc:
+        return Result(problem.name, "compact", "infeasible", vms=problem.n_vms, stats={"reason": str(exc)})
+    if hint is not None and hint.vm_pm is not None and hint.vm_disks is not None:
+        model.hint(hint.vm_pm, hint.vm_disks)
+    return solve_model(problem, "compact", model, stop, seed, workers)
 
 
 class Infeasible(Exception):
@@ -113,7 +141,7 @@ class CompactModel:
                 if pm.disks[dsk] == pm.disks[dsk + 1] and (j, dsk) in self.w_on:
                     m.add(self._disk_used(j, dsk) >= self._disk_used(j, dsk + 1))
 
-    def hint(self, vm_pm: np.ndarray, vm_disks: list[list[int]]) -> None:
+    def hint(self, vm_pm: np.ndarray, vm_disks: Sequence[Sequence[int]]) -> None:
         """Start the search from a known feasible assignment. It is first relabelled into the order the symmetry
         breaking asks for (identical PMs by vCPU load, identical disks by space used), so the hint is complete and
         feasible and the solver's first solution is at least as good."""

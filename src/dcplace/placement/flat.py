@@ -10,10 +10,44 @@ reports (17,950 binaries for exp1), kept to compare against; ``compact`` and ``p
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from ortools.sat.python import cp_model
 
+from dcplace.placement.cpsat import solve_model
+from dcplace.placement.params import SolverParams
 from dcplace.placement.problem import Problem
+from dcplace.placement.result import Result
+from dcplace.placement.stop import Stop
+
+FLAT_MAX_DISK_VARIABLES = 200_000  # the flat model's y variables above which it is not built (minutes to build)
+
+
+@dataclass(frozen=True)
+class FlatParams(SolverParams):
+    """Parameters of the paper's flat model (CP-SAT on per-VM variables)."""
+
+
+def solve_flat(problem: Problem, stop: Stop, seed: int, params: FlatParams) -> Result:
+    """The paper's flat formulation on CP-SAT (the reference; models placement constraints)."""
+    size = flat_disk_variables(problem)
+    if size > FLAT_MAX_DISK_VARIABLES:
+        why = {"reason": f"the flat model needs {size:,} disk variables (over {FLAT_MAX_DISK_VARIABLES:,}); "
+                         "use compact or pattern"}  # fmt: skip
+        return Result(problem.name, "flat", "unknown", vms=problem.n_vms, stats=why)
+    return solve_model(problem, "flat", FlatModel(problem), stop, seed, params.workers)
+
+
+def flat_disk_variables(problem: Problem) -> int:
+    """How many y variables the flat model would create (counted per type pair, without building it)."""
+    total = 0
+    for vt, vc in zip(problem.vm_types, problem.vm_counts, strict=True):
+        for pt, pc in zip(problem.pm_types, problem.pm_counts, strict=True):
+            if vt.vcpu > pt.vcpu or vt.mem > pt.mem or len(vt.disks) > len(pt.disks):
+                continue
+            total += vc * pc * sum(sum(size <= cap for cap in pt.disks) for size in vt.disks)
+    return total
 
 
 class FlatModel:

@@ -26,14 +26,82 @@ swad's subproblem is infeasible, ``beta`` is lowered by 0.1 and the first level 
 
 from __future__ import annotations
 
-import time
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 
 import numpy as np
 from ortools.sat.python import cp_model
 
+from dcplace.placement.compact import CompactParams
+from dcplace.placement.cpsat import run_cp
+from dcplace.placement.greedy import cost_of
+from dcplace.placement.params import SolverParams, field_error
+from dcplace.placement.pattern import PatternParams
 from dcplace.placement.problem import Problem
+from dcplace.placement.registry import solve
+from dcplace.placement.result import Result
+from dcplace.placement.stop import Deadline, Stop
+
+FIRST_LEVELS = ("swads", "cost", "pattern")
+SPLITS = ("random", "topology")
+
+
+@dataclass(frozen=True)
+class HierarchicalParams(SolverParams):
+    """Parameters of the hierarchical decomposition (module docstring). ``workers``: processes solving swads."""
+
+    packs: int = 25
+    """VM packs of the random split (random, equal size), between 1 and the problem's VMs."""
+    swads: int = 25
+    """PM swads of the random split (random, equal size), between 1 and the problem's PMs."""
+    beta: float = 0.7
+    """Safety margin on disk counts in (0, 1]: a swad takes packs with at most ``beta`` x its physical disks."""
+    first_level: str = "swads"
+    """swads (the paper's: fewest swads), cost (cheapest PMs' cost), or pattern (column generation)."""
+    split: str = "random"
+    """random (the paper's packs and swads) or topology (PMs -> racks -> pods, from the problem's racks)."""
+    rack_size: int = 0
+    """Topology split: shuffle the PMs into racks of this size first (seeded; 0: the problem's own racks)."""
+    racks_per_pod: int = 5
+    """Topology split: racks per pod, at least 1."""
+    packs_per_child: int = 2
+    """Topology split: random packs per child at every internal node, at least 1."""
+    moves: int = 10
+    """Rounds of pack moves (an infeasible leaf hands its largest pack to an unused sibling), at least 0."""
+
+    def check(self) -> None:
+        super().check()
+        for name in ("packs", "swads", "racks_per_pod", "packs_per_child"):
+            if getattr(self, name) < 1:
+                raise field_error(name, "be at least 1", getattr(self, name))
+        for name in ("rack_size", "moves"):
+            if getattr(self, name) < 0:
+                raise field_error(name, "be at least 0", getattr(self, name))
+        if not 0 < self.beta <= 1:
+            raise field_error("beta", "be in (0, 1]", self.beta)
+        if self.first_level not in FIRST_LEVELS:
+            raise field_error("first_level", "be swads, cost or pattern", self.first_level)
+        if self.split not in SPLITS:
+            raise field_error("split", "be random or topology", self.split)
+
+
+def solve_hierarchical(problem: Problem, stop: Stop, seed: int, params: HierarchicalParams) -> Result:
+    """The paper's two-level decomposition (packs onto swads, each swad solved exactly), or deeper by topology."""
+    for name, value, most in (("packs", params.packs, problem.n_vms), ("swads", params.swads, problem.n_pms)):
+        if not 1 <= value <= most:
+            raise field_error(name, f"be between 1 and {most}", value)
+    if params.rack_size:
+        problem = with_racks(problem, params.rack_size, seed)
+    if params.first_level == "pattern":
+        vm_pm, vm_disks, stats = _pattern_first_level(problem, stop, seed, params)
+    else:
+        vm_pm, vm_disks, stats = _decompose(problem, stop, seed, params)
+    if vm_pm is None:
+        return Result(problem.name, "hierarchical", "unknown", vms=problem.n_vms, stats=stats)
+    bound = stats.get("pattern_bound") or None  # the pattern first level carries the LP bound
+    return Result(problem.name, "hierarchical", "feasible", float(cost_of(problem, vm_pm)), bound, vms=problem.n_vms,
+                  vm_pm=vm_pm, vm_disks=vm_disks, stats=stats)  # fmt: skip
 
 
 @dataclass
@@ -69,7 +137,7 @@ def _sub(problem: Problem, vms: np.ndarray, pms: np.ndarray) -> tuple[Problem, n
 
 
 def first_level(
-    problem: Problem, split: Split, beta: float, objective: str, time_limit: float, all_resources: bool = False
+    problem: Problem, split: Split, beta: float, objective: str, stop: Stop, all_resources: bool = False
 ) -> list[int] | None:
     """Swad of each pack, or None if the first level is infeasible. ``all_resources``: the margin ``beta`` applies to
     vCPU, memory and disk space too (for swads that are split again below, so they keep room to re-pack)."""
@@ -114,24 +182,20 @@ def first_level(
         m.minimize(sum(round(per_cpu[s] * needs[i][0]) * v for (i, s), v in a.items()))
     else:
         m.minimize(sum(used))
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = time_limit
-    solver.parameters.num_workers = 1
-    if solver.solve(m) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+    ans = run_cp(m, stop)
+    if not ans.found:
         return None
     out = [0] * len(needs)
     for (i, s), v in a.items():
-        if solver.value(v):
+        if ans.solver.value(v):
             out[i] = s
     return out
 
 
-def _solve_swad(args: tuple[Problem, float]) -> tuple[str, np.ndarray | None, list[list[int]] | None, float]:
-    from dcplace.placement.solve import solve_compact
-
-    sub, limit = args
-    res = solve_compact(sub, limit, 0, 1)
-    return res.status, res.vm_pm, res.vm_disks, res.wall_s
+def _solve_swad(args: tuple[Problem, float]) -> Result:
+    """One swad's subproblem by the registry's exact ``compact`` method, in ``seconds`` from when it starts."""
+    sub, seconds = args
+    return solve(sub, "compact", Deadline(seconds), 0, CompactParams(workers=1))
 
 
 Tree = list["Tree"] | np.ndarray
@@ -173,7 +237,7 @@ class _Leaf:
 
 def _descend(
     problem: Problem, vms: np.ndarray, node: Tree, beta: float, objective: str, per_child: int,
-    rng: np.random.Generator, deadline: float, leaves: list[_Leaf], moves: list[int],
+    rng: np.random.Generator, stop: Stop, leaves: list[_Leaf], moves: list[int],
 ) -> bool:  # fmt: skip
     """Assign ``vms`` down the tree (random packs per child, first level per node); collect the leaves. A child whose
     own assignment fails hands its largest pack to an unused sibling that can take it (a pack move) and is retried."""
@@ -183,9 +247,9 @@ def _descend(
     n_packs = max(1, min(len(vms), per_child * len(node)))
     packs = [np.sort(p) for p in np.array_split(rng.permutation(vms), n_packs)]
     swads = [leaf_pms(c) for c in node]
-    left = max(deadline - time.perf_counter(), 0.5)
     leaf_parent = all(isinstance(c, np.ndarray) for c in node)
-    assign = first_level(problem, Split(packs, swads), beta, objective, min(10.0, left / 4), not leaf_parent)
+    sub_stop = stop.share(0.25, least=0.125, most=10.0)  # a quarter of what is left (of at least 0.5 s), <= 10 s
+    assign = first_level(problem, Split(packs, swads), beta, objective, sub_stop, not leaf_parent)
     if assign is None:
         return False
     groups = [[packs[i] for i, s in enumerate(assign) if s == c] for c in range(len(node))]
@@ -199,11 +263,11 @@ def _descend(
     while todo:
         c = todo.pop(0)
         mark = len(leaves)
-        if _descend(problem, np.concatenate(groups[c]), node[c], beta, objective, per_child, rng, deadline, leaves,
+        if _descend(problem, np.concatenate(groups[c]), node[c], beta, objective, per_child, rng, stop, leaves,
                     moves):  # fmt: skip
             continue
         del leaves[mark:]
-        if len(groups[c]) < 2 or time.perf_counter() >= deadline:
+        if len(groups[c]) < 2 or stop.expired():
             return False
         big = max(range(len(groups[c])), key=lambda k: len(groups[c][k]))
         target = next((d for d in range(len(node)) if not groups[d]
@@ -227,54 +291,45 @@ def _fits_totals(problem: Problem, vms: np.ndarray, pms: np.ndarray, beta: float
     )
 
 
-def _solve_leaves(
-    problem: Problem, leaves: list[_Leaf], workers: int, deadline: float
-) -> list[tuple[str, np.ndarray | None, list[list[int]] | None, float]]:
+SwadAnswer = tuple[str, np.ndarray | None, Sequence[Sequence[int]] | None, float]
+"""(status, global PM of each VM in the subproblem's order or None, disks, seconds) of one swad."""
+
+
+def _solve_leaves(problem: Problem, leaves: list[_Leaf], workers: int, stop: Stop) -> list[SwadAnswer]:
+    """Each leaf's subproblem solved exactly (``compact`` through the registry) in a process pool; every swad gets
+    80 % of what is left divided by the rounds the pool needs (at least 0.2 s)."""
     jobs, maps = [], []
     for leaf in leaves:
         sub, vm_order, pm_order = _sub(problem, leaf.vms, leaf.pms)
         jobs.append(sub)
         maps.append((vm_order, pm_order))
-    left = deadline - time.perf_counter()
     rounds = -(-len(jobs) // workers)
-    per_swad = max(0.8 * left / max(rounds, 1), 0.2)
+    per_swad = max(0.8 * stop.remaining() / max(rounds, 1), 0.2)
     with ProcessPoolExecutor(max_workers=workers) as pool:
         results = list(pool.map(_solve_swad, [(sub, per_swad) for sub in jobs]))
-    return [(st, None if pm is None else maps[i][1][pm], d, w) for i, (st, pm, d, w) in enumerate(results)]
+    return [(r.status, None if r.vm_pm is None else maps[i][1][r.vm_pm], r.vm_disks, r.wall_s)
+            for i, r in enumerate(results)]  # fmt: skip
 
 
-def solve_hierarchical(
-    problem: Problem,
-    time_limit: float,
-    seed: int,
-    workers: int,
-    packs: int = 25,
-    swads: int = 25,
-    beta: float = 0.7,
-    objective: str = "swads",
-    split: str = "random",
-    racks_per_pod: int = 5,
-    packs_per_child: int = 2,
-    moves: int = 10,
-) -> tuple[np.ndarray | None, list[list[int]] | None, dict[str, float]]:
+def _decompose(
+    problem: Problem, stop: Stop, seed: int, params: HierarchicalParams
+) -> tuple[np.ndarray | None, list[Sequence[int]] | None, dict[str, float]]:
     """(VM -> PM, disks, stats); None when no beta down to 0.1 gives feasible subproblems in time."""
-    t0 = time.perf_counter()
-    deadline = t0 + time_limit
-    if objective == "pattern":
-        return _pattern_first_level(problem, time_limit, seed, workers, swads, split, racks_per_pod)
+    beta, objective, split, workers, moves = params.beta, params.first_level, params.split, params.workers, params.moves
+    packs, swads = params.packs, params.swads
     if split == "topology":
-        tree: Tree = topology_tree(problem, racks_per_pod)
-        per_child = packs_per_child
+        tree: Tree = topology_tree(problem, params.racks_per_pod)
+        per_child = params.packs_per_child
     else:
         rs = random_split(problem, packs, swads, seed)
         tree, per_child = list(rs.swads), -(-packs // swads)
     b = beta
     total_moves = 0
-    while b >= 0.1 - 1e-9 and time.perf_counter() < deadline:
+    while b >= 0.1 - 1e-9 and not stop.expired():
         rng = np.random.default_rng(seed)
         leaves: list[_Leaf] = []
         if split != "topology":  # the paper's one level: its random packs, as before
-            assign = first_level(problem, rs, b, objective, min(10.0, (deadline - time.perf_counter()) / 4))
+            assign = first_level(problem, rs, b, objective, stop.share(0.25, most=10.0))
             if assign is not None:
                 kids = [_Leaf([rs.packs[i] for i, s in enumerate(assign) if s == c], rs.swads[c], [])
                         for c in range(len(rs.swads))]  # fmt: skip
@@ -284,19 +339,17 @@ def solve_hierarchical(
             ok = assign is not None
         else:
             moved = [0]
-            ok = _descend(
-                problem, np.arange(problem.n_vms), tree, b, objective, per_child, rng, deadline, leaves, moved
-            )
+            ok = _descend(problem, np.arange(problem.n_vms), tree, b, objective, per_child, rng, stop, leaves, moved)
             total_moves += moved[0]
         if not ok:
             b = round(b - 0.1, 2)
             continue
         active = [leaf for leaf in leaves if len(leaf.vms)]
-        results = dict(zip(map(id, active), _solve_leaves(problem, active, workers, deadline), strict=True))
+        results = dict(zip(map(id, active), _solve_leaves(problem, active, workers, stop), strict=True))
         # Pack moves: an infeasible leaf hands its largest pack to an unused sibling that can take it.
         for _ in range(moves):
             bad = [leaf for leaf in active if results[id(leaf)][1] is None and results[id(leaf)][0] == "infeasible"]
-            if not bad or time.perf_counter() >= deadline:
+            if not bad or stop.expired():
                 break
             changed: list[_Leaf] = []
             for leaf in bad:
@@ -315,7 +368,7 @@ def solve_hierarchical(
             for leaf in changed:
                 if all(leaf is not x for x in active):
                     active.append(leaf)
-            results.update(zip(map(id, changed), _solve_leaves(problem, changed, workers, deadline), strict=True))
+            results.update(zip(map(id, changed), _solve_leaves(problem, changed, workers, stop), strict=True))
         outs = [results[id(leaf)] for leaf in active]
         if any(r[1] is None for r in outs):
             if any(r[0] == "unknown" for r in outs):  # out of time, not infeasible: lowering beta won't help
@@ -323,7 +376,7 @@ def solve_hierarchical(
             b = round(b - 0.1, 2)
             continue
         vm_pm = np.full(problem.n_vms, -1, dtype=np.int64)
-        vm_disks: list[list[int]] = [[] for _ in range(problem.n_vms)]
+        vm_disks: list[Sequence[int]] = [[] for _ in range(problem.n_vms)]
         for leaf, (_, pm_glob, sub_disks, _) in zip(active, outs, strict=True):
             assert pm_glob is not None and sub_disks is not None
             vm_order = leaf.vms[np.argsort(problem.vm_type_of()[leaf.vms], kind="stable")]
@@ -347,14 +400,13 @@ def _depth(node: Tree) -> int:
 
 
 def _pattern_first_level(
-    problem: Problem, time_limit: float, seed: int, workers: int, swads: int, split: str, racks_per_pod: int
-) -> tuple[np.ndarray | None, list[list[int]] | None, dict[str, float]]:
-    """The column-generation model decides which PMs carry which VMs; each swad then re-solves its own VMs on its
-    own PMs exactly (never worse than the pattern answer inside the swad)."""
-    from dcplace.placement.solve import solve_pattern
-
-    t0 = time.perf_counter()
-    start = solve_pattern(problem, time_limit / 2, seed, workers, None)
+    problem: Problem, stop: Stop, seed: int, params: HierarchicalParams
+) -> tuple[np.ndarray | None, list[Sequence[int]] | None, dict[str, float]]:
+    """The column-generation model (``pattern`` through the registry, half the time) decides which PMs carry which
+    VMs; each swad then re-solves its own VMs on its own PMs exactly (never worse than the pattern answer inside the
+    swad)."""
+    workers, swads, split, racks_per_pod = params.workers, params.swads, params.split, params.racks_per_pod
+    start = solve(problem, "pattern", stop.share(0.5), seed, PatternParams(workers=workers, greedy_start=False))
     if start.vm_pm is None:
         return None, None, {"beta": 0.0}
     groups = (
@@ -364,9 +416,9 @@ def _pattern_first_level(
     )
     leaves = [_Leaf([np.flatnonzero(np.isin(start.vm_pm, g))], g, []) for g in groups]
     active = [leaf for leaf in leaves if len(leaf.vms)]
-    outs = _solve_leaves(problem, active, workers, t0 + time_limit)
+    outs = _solve_leaves(problem, active, workers, stop)
     vm_pm = start.vm_pm.copy()
-    vm_disks = [list(d) for d in (start.vm_disks or [])]
+    vm_disks: list[Sequence[int]] = list(start.vm_disks or [])
     improved = 0
     for leaf, (_, pm_glob, sub_disks, _) in zip(active, outs, strict=True):
         if pm_glob is None or sub_disks is None:

@@ -46,10 +46,10 @@ Every answer is re-checked by :func:`check`, which shares no code with the packi
 from __future__ import annotations
 
 import csv
+import math
 import re
-import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +57,9 @@ import numpy as np
 import numpy.typing as npt
 
 from dcplace.errors import InputError
+from dcplace.placement.params import Params, field_error
+from dcplace.placement.result import Result
+from dcplace.placement.stop import Stop
 
 STRATEGIES = ("", "affinity", "anti-affinity", "fault_domain")
 
@@ -177,7 +180,7 @@ def load_numa_batch(spec: str) -> NumaBatch:
         root = shared_data_dir()
         folder = None if root is None else root / "huawei-numa-placement"
         if folder is None or not folder.is_dir():
-            raise InputError(f"--instance {spec} needs ../shared/data/huawei-numa-placement (or $DCPLACE_DATA)")
+            raise InputError(f"instance {spec} needs ../shared/data/huawei-numa-placement (or $DCPLACE_DATA)")
         return read_huawei(folder, int(spec[-1]))
     path = Path(spec)
     batch = read_huawei(path.parent, int(path.name[len("VM_data_C")]))
@@ -244,7 +247,7 @@ def _relax(
     free: npt.NDArray[np.float64],
     vms: npt.NDArray[np.int64],
     opened: npt.NDArray[np.bool_],
-    time_limit: float,
+    stop: Stop,
     whole_ram: float = np.inf,
 ) -> tuple[float, bool, list[int], dict[tuple[int, int, int], float], npt.NDArray[np.int64]]:
     """The typed relaxation for VMs ``vms`` on the free capacity ``free``; servers in ``opened`` cost nothing.
@@ -283,24 +286,26 @@ def _relax(
     anti = max((len(v) for v in batch.groups("anti-affinity").values()), default=0)
     solver.Add(solver.Sum(x) >= anti)
     solver.Minimize(solver.Sum([x[s] for s in range(batch.servers) if not opened[s]]))
-    solver.SetTimeLimit(int(max(time_limit, 1.0) * 1000))
+    seconds = stop.remaining()
+    if math.isfinite(seconds):
+        solver.SetTimeLimit(int(max(seconds, 1.0) * 1000))
     status = solver.Solve()
     if status == pywraplp.Solver.INFEASIBLE:
         raise InputError(f"{batch.name}: the servers' free capacity cannot hold the batch (infeasible)")
     if status not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
-        raise InputError(f"{batch.name}: the relaxation found no answer in {time_limit:g} s; raise --time-limit")
+        raise InputError(f"{batch.name}: the relaxation found no answer in {seconds:g} s; raise the time limit")
     chosen = [s for s in range(batch.servers) if x[s].solution_value() > 0.5]
     y = {k: v.solution_value() for k, v in ys.items() if v.solution_value() > 1e-6}
     bound = float(solver.Objective().BestBound())
     return bound, status == pywraplp.Solver.OPTIMAL, chosen, y, np.asarray(inverse, np.int64).ravel()
 
 
-def lower_bound(batch: NumaBatch, time_limit: float = 60.0) -> tuple[int, bool, list[int]]:
+def lower_bound(batch: NumaBatch, stop: Stop) -> tuple[int, bool, list[int]]:
     """(bound, proven, servers): the typed relaxation of the module docstring (SCIP through OR-Tools' linear
     solver wrapper) and the servers it uses."""
     anti = max((len(v) for v in batch.groups("anti-affinity").values()), default=0)
     bound, proven, chosen, _, _ = _relax(
-        batch, batch.node_free, np.arange(batch.vms), np.zeros(batch.servers, bool), time_limit
+        batch, batch.node_free, np.arange(batch.vms), np.zeros(batch.servers, bool), stop
     )
     return max(int(np.ceil(bound - 1e-6)), anti), proven, chosen
 
@@ -430,16 +435,16 @@ class Packer:
             self._assign(st, i, sv, j)
         return False
 
-    def consolidate(self, st: _State, deadline: float) -> int:
+    def consolidate(self, st: _State, stop: Stop) -> int:
         """Try to empty open servers, least filled first, until a full pass closes none; returns servers closed."""
         closed = 0
         cap = self.b.node_free.sum(axis=1)
-        while time.perf_counter() < deadline:
+        while not stop.expired():
             opened = np.flatnonzero(st.opened)
             fill = ((cap[opened] - st.free[opened].sum(axis=1)) / np.maximum(cap[opened], 1e-9)).mean(axis=1)
             before = closed
             for s in opened[np.argsort(fill, kind="stable")]:
-                if time.perf_counter() >= deadline:
+                if stop.expired():
                     break
                 if st.opened[s] and self._close(st, int(s)):
                     closed += 1
@@ -508,18 +513,17 @@ class Packer:
         for i, s, j in best[1]:
             self._assign(st, i, s, j)
 
-    def _planned(self, st: _State, rounds: int, deadline: float) -> None:
+    def _planned(self, st: _State, rounds: int, stop: Stop) -> None:
         """Phase A: solve the typed relaxation for the VMs not yet placed on what is still free (open servers cost
         nothing), place the whole VMs its answer puts on each node (rounded down, so they fit), largest first,
         where their constraints allow (an affinity group only whole, in one rack); repeat on what is left."""
         b = self.b
         for _ in range(rounds):
             todo = np.array([i for i in range(b.vms) if st.server[i] < 0], np.int64)
-            left = deadline - time.perf_counter()
-            if len(todo) == 0 or left < 5.0:
+            if len(todo) == 0 or stop.remaining() < 5.0:
                 return
             try:
-                _, _, _, y, type_of = _relax(b, st.free, todo, st.opened, 0.8 * left, self.whole_ram)
+                _, _, _, y, type_of = _relax(b, st.free, todo, st.opened, stop.share(0.8), self.whole_ram)
             except InputError:  # what is left no longer fits whole anywhere: phase B takes over
                 return
             slots: dict[int, dict[tuple[int, int], int]] = defaultdict(dict)
@@ -570,45 +574,74 @@ class Packer:
             if placed == 0:
                 return
 
-    def pack(self, rounds: int = 0, time_limit: float = 60.0) -> tuple[list[int], list[int]]:
+    def pack(self, rounds: int, stop: Stop) -> tuple[list[int], list[int]]:
         """Phase A (``rounds`` > 0): the relaxation's whole VMs, re-solved on what is left; phase B: first-fit
         decreasing for everything left; phase C: consolidation (empty the least-filled servers)."""
         b = self.b
-        deadline = time.perf_counter() + time_limit
         st = _State(b.node_free.copy(), np.zeros(b.servers, bool), [-1] * b.vms, [0] * b.vms)
         if rounds:
-            self._planned(st, rounds, deadline)
+            self._planned(st, rounds, stop)
         for g in self.groups:
             if st.server[g[0]] < 0:
                 self._group(st, g)
         for i in self.singles:
             if st.server[i] < 0:
                 self._single(st, i)
-        self.closed = self.consolidate(st, deadline)
+        self.closed = self.consolidate(st, stop)
         return st.server, st.node
 
 
-def solve_huawei(batch: NumaBatch, time_limit: float = 300.0, rounds: int = 1) -> dict[str, Any]:
-    """Pack, check, bound; the summary keys of ``dcplace solve --json``."""
-    t0 = time.perf_counter()
-    bound, proven, chosen = lower_bound(batch, time_limit=time_limit / 3)
-    left = max(time_limit - (time.perf_counter() - t0), 10.0)
-    packer = Packer(batch, chosen)
-    server, node = packer.pack(rounds, left)
-    errs = check(batch, server, node)
-    used = len(set(server))
+@dataclass(frozen=True)
+class NumaBatchParams(Params):
+    """Parameters of the relaxation-guided packing of a :class:`NumaBatch`."""
+
+    rounds: int = 1
+    """Phase A rounds (re-solve the relaxation for what is left, place its whole VMs), at least 0 (0: no phase A)."""
+    bound_share: float = 1 / 3
+    """Share of the time for the lower bound (the typed relaxation), in (0, 1)."""
+
+    def check(self) -> None:
+        if self.rounds < 0:
+            raise field_error("rounds", "be at least 0", self.rounds)
+        if not 0 < self.bound_share < 1:
+            raise field_error("bound_share", "be in (0, 1)", self.bound_share)
+
+
+def solve_relaxation_guided(batch: NumaBatch, stop: Stop, seed: int, params: NumaBatchParams) -> Result:
+    """Bound by the typed relaxation, pack guided by it (phases A-C of the module docstring); deterministic."""
+    bound, proven, chosen = lower_bound(batch, stop.share(params.bound_share))
+    server, node = Packer(batch, chosen).pack(params.rounds, stop)
+    stats = {"bound_proven": proven, "constraints": {s: len(batch.groups(s)) for s in STRATEGIES[1:]}}
+    return Result(batch.name, "relaxation-guided", "feasible", float(len(set(server))), float(bound), vms=batch.vms,
+                  vm_pm=np.asarray(server), vm_node=np.asarray(node), stats=stats)  # fmt: skip
+
+
+def verify(batch: NumaBatch, res: Result) -> Result:
+    """``res`` with ``verified`` and ``violations`` from :func:`check` (servers used must be the reported cost)."""
+    if res.vm_pm is None or res.vm_node is None:
+        return res
+    errs = check(batch, res.vm_pm.tolist(), res.vm_node.tolist())
+    if res.cost is not None and res.cost != res.pms_used:
+        errs.append(f"the method reported cost {res.cost}, the answer uses {res.pms_used} servers")
+    return replace(res, verified=not errs, violations=tuple(errs))
+
+
+def summary_of(res: Result) -> dict[str, Any]:
+    """The record ``dcplace solve --json`` prints for a NUMA batch (servers as integers, at most 5 violations)."""
+    used = res.pms_used
+    bound = 0 if res.bound is None else int(res.bound)
     return {
-        "instance": batch.name,
-        "method": "relaxation-guided",
-        "status": "feasible" if not errs else "invalid",
+        "instance": res.instance,
+        "method": res.method,
+        "status": res.status if res.verified else "invalid",
         "cost": used,
         "bound": bound,
-        "bound_proven": proven,
+        "bound_proven": res.stats.get("bound_proven", False),
         "gap": (used - bound) / used if used else 0.0,
-        "wall_s": time.perf_counter() - t0,
+        "wall_s": res.wall_s,
         "pms_used": used,
-        "vms": batch.vms,
-        "verified": not errs,
-        "violations": errs[:5],
-        "constraints": {s: len(batch.groups(s)) for s in STRATEGIES[1:]},
+        "vms": res.vms,
+        "verified": res.verified,
+        "violations": list(res.violations[:5]),
+        "constraints": res.stats.get("constraints", {}),
     }

@@ -17,14 +17,19 @@ that one machine, and the independent checker verifies the result.
 from __future__ import annotations
 
 import math
-import time
+from dataclasses import dataclass
 
 import numpy as np
 from ortools.linear_solver import pywraplp
 from ortools.sat.python import cp_model
 
 from dcplace.placement.compact import CompactModel
+from dcplace.placement.cpsat import CpAnswer, int_bound, run_cp
+from dcplace.placement.greedy import cost_of, greedy_start
+from dcplace.placement.params import SolverParams, field_error
 from dcplace.placement.problem import PMType, Problem
+from dcplace.placement.result import Result
+from dcplace.placement.stop import Deadline, Stop
 
 DUAL_SCALE = 1_000_000
 
@@ -73,29 +78,75 @@ class Pricer:
                 m.add(sum(used[dsk]) <= cap)
         self.model = m
 
-    def best(self, duals: np.ndarray, time_limit: float) -> tuple[float, tuple[int, ...]] | None:
+    def best(self, duals: np.ndarray, stop: Stop) -> tuple[float, tuple[int, ...]] | None:
         """The pattern with the largest dual value (scaled to integers), and that value."""
         weights = [round(max(float(x), 0.0) * DUAL_SCALE) for x in duals]
         self.model.maximize(sum(w * n for w, n in zip(weights, self.n, strict=True)))
-        solver = cp_model.CpSolver()
-        solver.parameters.max_time_in_seconds = max(time_limit, 0.05)
-        solver.parameters.num_workers = 1
-        code = solver.solve(self.model)
-        if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        ans = run_cp(self.model, stop, least=0.05)
+        if not ans.found:
             return None
-        pattern = tuple(int(solver.value(n)) for n in self.n)
+        pattern = tuple(int(ans.solver.value(n)) for n in self.n)
         return float(np.dot(duals, pattern)), pattern
 
 
-def solve_pattern(
-    problem: Problem, time_limit: float, seed: int, workers: int, start: list[tuple[int, tuple[int, ...]]]
-) -> tuple[str, float | None, float | None, list[tuple[int, tuple[int, ...]]], dict[str, float]]:
-    """(status, cost, bound, [(PM type, pattern) per used PM], stats). ``start``: the patterns of a known solution."""
-    t0 = time.perf_counter()
-    deadline = t0 + time_limit
+@dataclass(frozen=True)
+class PatternParams(SolverParams):
+    """Parameters of the pattern model (column generation)."""
+
+    greedy_start: bool = True
+    """Start from the best of 5 greedy runs (skipped above ``GREEDY_START_MAX`` VMs x PMs)."""
+    master_share: float = 0.3
+    """Share of the time kept for the integer master, in (0, 1): column generation stops when only this much of
+    the time given is left."""
+
+    def check(self) -> None:
+        super().check()
+        if not 0 < self.master_share < 1:
+            raise field_error("master_share", "be in (0, 1)", self.master_share)
+
+
+def solve_pattern(problem: Problem, stop: Stop, seed: int, params: PatternParams) -> Result:
+    """Column generation with an LP bound (Gilmore-Gomory), started from greedy (module docstring)."""
+    start = greedy_start(problem, stop, seed) if params.greedy_start else None
+    return solve_pattern_from(problem, stop, seed, params, start)
+
+
+def solve_pattern_from(problem: Problem, stop: Stop, seed: int, params: PatternParams, start: Result | None) -> Result:
+    """The pattern model with ``start``'s patterns (a known solution) among the first columns."""
+    used: list[tuple[int, tuple[int, ...]]] = []
+    if start is not None and start.vm_pm is not None:
+        vt, pt = problem.vm_type_of(), problem.pm_type_of()
+        per_pm: dict[int, list[int]] = {}
+        for t, j in zip(vt.tolist(), start.vm_pm.tolist(), strict=True):
+            per_pm.setdefault(j, [0] * len(problem.vm_types))[t] += 1
+        used = [(int(pt[j]), tuple(c)) for j, c in per_pm.items()]
+    columns, bound, stats = _generate_columns(problem, stop, used, params.master_share)
+    ans, chosen = _master(problem, columns, used, stop, seed, params.workers)
+    stats = {"columns": float(len(columns)), **stats}
+    if ans.cost is None:
+        return Result(problem.name, "pattern", "unknown", None, bound, vms=problem.n_vms, stats=stats)
+    status, cost = "feasible", ans.cost
+    if bound is not None and bound >= cost:
+        status, bound = "optimal", cost
+    vm_pm, vm_disks = realise(problem, chosen)
+    real = float(cost_of(problem, vm_pm))  # dropping surplus VMs can leave a chosen PM empty: cost only falls
+    return Result(problem.name, "pattern", status if real == cost else "feasible", real, bound, vms=problem.n_vms,
+                  vm_pm=vm_pm, vm_disks=vm_disks, stats=stats)  # fmt: skip
+
+
+Column = tuple[int, tuple[int, ...]]
+"""(PM type, pattern): the VMs per type that one PM of that type hosts."""
+
+
+def _generate_columns(
+    problem: Problem, stop: Stop, start: list[Column], master_share: float
+) -> tuple[list[Column], float | None, dict[str, float | bool]]:
+    """Column generation on the master's LP relaxation until no column prices out or only ``master_share`` of the
+    time is left: (columns, LP bound rounded up or None, stats)."""
+    cg = stop.share(1 - master_share)
     pts, counts = problem.pm_types, np.array(problem.vm_counts, dtype=float)
     pricers = [Pricer(p, problem) for p in pts]
-    columns: dict[tuple[int, tuple[int, ...]], None] = {}
+    columns: dict[Column, None] = {}
     for p, pattern in start:
         columns[(p, pattern)] = None
     for p, pr in enumerate(pricers):  # one VM alone, wherever it fits, so the LP is always feasible
@@ -106,7 +157,7 @@ def solve_pattern(
     rounds = 0
     lp_value = math.inf
     converged = False
-    while time.perf_counter() < deadline - 0.3 * time_limit:  # keep 30 % of the time for the integer master
+    while not cg.expired():
         rounds += 1
         cols = list(columns)
         lp = pywraplp.Solver.CreateSolver("GLOP")
@@ -127,8 +178,7 @@ def solve_pattern(
         added = 0
         lagrange = lp_value  # Lagrangian bound: LP value + sum over types of the best reduced cost x availability
         for p, pr in enumerate(pricers):
-            left = deadline - time.perf_counter()
-            got = pr.best(pi, min(2.0, max(left / 4, 0.05)))
+            got = pr.best(pi, stop.share(0.25, least=0.05, most=2.0))
             if got is None:
                 continue
             value, pattern = got
@@ -143,34 +193,32 @@ def solve_pattern(
             lp_bound = max(lp_bound, lp_value)
             converged = True
             break
-    bound = float(math.ceil(lp_bound - 1e-6)) if lp_bound > -math.inf else None
-    # Integer master over the generated columns.
-    cols = list(columns)
+    bound = int_bound(lp_bound) if lp_bound > -math.inf else None
+    return list(columns), bound, {"cg_rounds": float(rounds), "lp_value": lp_value, "cg_converged": converged}
+
+
+def _master(
+    problem: Problem, cols: list[Column], start: list[Column], stop: Stop, seed: int, workers: int
+) -> tuple[CpAnswer, list[Column]]:
+    """The integer master over the generated columns (CP-SAT, hinted with ``start``): the answer and the column of
+    each PM used."""
+    pts = problem.pm_types
     m = cp_model.CpModel()
     x = [m.new_int_var(0, problem.pm_counts[p], f"x{i}") for i, (p, _) in enumerate(cols)]
     for t, c in enumerate(problem.vm_counts):
         m.add(sum(pattern[t] * var for var, (_, pattern) in zip(x, cols, strict=True) if pattern[t]) >= c)
     for p, n in enumerate(problem.pm_counts):
         m.add(sum(var for var, (pp, _) in zip(x, cols, strict=True) if pp == p) <= n)
-    start_count: dict[tuple[int, tuple[int, ...]], int] = {}
+    start_count: dict[Column, int] = {}
     for key in start:
         start_count[key] = start_count.get(key, 0) + 1
     for var, key in zip(x, cols, strict=True):
         m.add_hint(var, start_count.get(key, 0))
     m.minimize(sum(pts[p].cost * var for var, (p, _) in zip(x, cols, strict=True)))
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(deadline - time.perf_counter(), 0.5)
-    solver.parameters.num_workers = workers
-    solver.parameters.random_seed = seed
-    code = solver.solve(m)
-    stats = {"columns": float(len(cols)), "cg_rounds": float(rounds), "lp_value": lp_value, "cg_converged": converged}
-    if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return "unknown", None, bound, [], stats
-    used = [key for var, key in zip(x, cols, strict=True) for _ in range(int(solver.value(var)))]
-    cost = float(round(solver.objective_value))
-    if bound is not None and bound >= cost:
-        return "optimal", cost, cost, used, stats
-    return "feasible", cost, bound, used, stats
+    ans = run_cp(m, stop, workers=workers, seed=seed, least=0.5)
+    if not ans.found:
+        return ans, []
+    return ans, [key for var, key in zip(x, cols, strict=True) for _ in range(int(ans.solver.value(var)))]
 
 
 def realise(problem: Problem, used: list[tuple[int, tuple[int, ...]]]) -> tuple[np.ndarray, list[list[int]]]:
@@ -215,11 +263,9 @@ def _place_one(problem: Problem, p: int, take: list[int]) -> list[tuple[int, lis
     )
     types = [t for t, c in enumerate(take) if c]
     model = CompactModel(sub)
-    solver = cp_model.CpSolver()
-    solver.parameters.num_workers = 1
-    solver.parameters.max_time_in_seconds = 10
-    if solver.solve(model.model) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+    ans = run_cp(model.model, Deadline(10.0))
+    if not ans.found:
         raise RuntimeError(f"a generated pattern does not fit its PM type {problem.pm_types[p].name}: {take}")
-    _, vm_disks = model.decode(solver)
+    _, vm_disks = model.decode(ans.solver)
     sub_types = sub.vm_type_of()
     return [(types[int(sub_types[i])], vm_disks[i]) for i in range(sub.n_vms)]

@@ -274,7 +274,9 @@ def load_problem(spec: str) -> Problem:
     path = Path(spec)
     if not path.is_file():
         names = ", ".join([*INSTANCES, "mix2x100"])
-        raise InputError(f"--instance must be one of {names} or an existing .json file, got {spec!r}")
+        exc = InputError(f"instance must be one of {names} or an existing .json file, got {spec!r}")
+        exc.field = "instance"
+        raise exc
     doc = read_json_object(path, ("vms", "pms"))
     vms: list[tuple[VMType, int]] = []
     pms: list[tuple[PMType, int]] = []

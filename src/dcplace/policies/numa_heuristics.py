@@ -361,25 +361,25 @@ class Heuristic(NumaPolicy):
 
     heuristic: str
     weights: IndustrialWeights = field(default_factory=IndustrialWeights)
+    code: int = field(init=False, repr=False, compare=False)
+    """The compiled code (from the name)."""
+    _wa: npt.NDArray[np.float64] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        heuristic_code(self.heuristic)  # validates the name
+        object.__setattr__(self, "code", heuristic_code(self.heuristic))  # validates the name
+        object.__setattr__(self, "_wa", self.weights.as_array())
 
     @property
     def name(self) -> str:
         return self.heuristic
 
-    @property
-    def code(self) -> int:
-        return CODES[self.heuristic]
-
     def _w(self) -> npt.NDArray[np.float64]:
-        return self.weights.as_array()
+        return self._wa
 
     def choose(self, view: NumaView) -> int:
         return int(
             choose(
-                self.code, self._w(), view.free, view.capacity, view.vm_count, view.usable, view.demand,
+                self.code, self._wa, view.free, view.capacity, view.vm_count, view.usable, view.demand,
                 view.multi, view.active,
             )
         )  # fmt: skip

@@ -110,13 +110,20 @@ def build_policy(
     """The policy named by ``spec`` in ``setting`` (see the module docstring), built and checked."""
     if setting not in SETTINGS:
         raise InputError(f"setting must be one of {', '.join(SETTINGS)}, got {setting!r}")
-    factory, _ = _factory_for(spec, setting)
-    policy = _call(factory, spec, {"seed": seed, "dataset": dataset, "checkpoint": checkpoint})
-    want = NumaPolicy if setting == "numa" else NetPolicy
-    if not isinstance(policy, want) and not callable(getattr(policy, "choose", None)):
-        raise InputError(f"policy {spec!r} built a {type(policy).__name__}, which has no choose(view) method")
-    if isinstance(policy, NumaPolicy | NetPolicy) and policy.setting != setting:
-        raise InputError(f"policy {spec!r} is a {policy.setting} policy, not a {setting} one")
+    try:
+        factory, _ = _factory_for(spec, setting)
+        policy = _call(factory, spec, {"seed": seed, "dataset": dataset, "checkpoint": checkpoint})
+        want = NumaPolicy if setting == "numa" else NetPolicy
+        if not isinstance(policy, want) and not callable(getattr(policy, "choose", None)):
+            raise InputError(f"{spec!r} built a {type(policy).__name__}, which has no choose(view) method")
+        if isinstance(policy, NumaPolicy | NetPolicy) and policy.setting != setting:
+            raise InputError(f"{spec!r} is a {policy.setting} policy, not a {setting} one")
+    except InputError as e:
+        if e.path is None and e.field is None:  # about the reference itself: name the field it came from
+            raise InputError(e.detail, field="policy") from None
+        raise
+    except TypeError as e:  # a user's class whose constructor needs arguments we do not have
+        raise InputError(f"{spec!r} could not be built without arguments ({e})", field="policy") from None
     return policy  # type: ignore[return-value]
 
 

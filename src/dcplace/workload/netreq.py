@@ -153,7 +153,9 @@ def size_table(dataset: str, split: str) -> SizeTable:
         return SizeTable(c.ravel(), m.ravel(), np.ones(c.size, dtype=np.int64))
     if dataset in ("azure", "alibaba"):
         return shipped_table(dataset, split)
-    raise InputError(f"--dataset must be one of {', '.join(DATASETS)} or a request CSV file, got {dataset!r}")
+    raise InputError(
+        f"dataset must be one of {', '.join(DATASETS)} or a request CSV file, got {dataset!r}", field="dataset"
+    )
 
 
 def average_load(cpu: IntArray, mem: IntArray, hold: IntArray, capacity_cpu: int, capacity_mem: int) -> float:

@@ -103,5 +103,7 @@ class RequestTable:
     def with_double_numa_threshold(self, threshold_gb: float) -> RequestTable:
         """Classify as multi-NUMA every request with memory strictly above ``threshold_gb`` (VMAgent's rule)."""
         if not threshold_gb >= 0:
-            raise InputError(f"--double-threshold must be a non-negative number of GB, got {threshold_gb}")
+            raise InputError(
+                f"double_threshold must be a non-negative number of GB, got {threshold_gb}", field="double_threshold"
+            )
         return replace(self, multi_numa=np.asarray(self.mem > threshold_gb))

@@ -64,7 +64,9 @@ def load_trace(name_or_path: str, *, seed: int = 0, synthetic_n: int = 20_000) -
     if p.is_dir():
         return read_azure(p, split="dev")
     if not p.is_file():
-        raise InputError(f"--trace must be one of {', '.join(TRACE_NAMES)} or an existing file, got {name_or_path!r}")
+        raise InputError(
+            f"trace must be one of {', '.join(TRACE_NAMES)} or an existing file, got {name_or_path!r}", field="trace"
+        )
     with open(p) as fh:
         header = fh.readline().strip().replace(" ", "").split(",")
     if "type" in header and "time" in header:

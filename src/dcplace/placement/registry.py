@@ -1,0 +1,128 @@
+"""The placement-method registry and the one entry point, :func:`solve`.
+
+A method is a function ``run(problem, stop, seed, params) -> Result`` with a frozen params dataclass (a
+:class:`~dcplace.placement.params.Params`), registered under a name *for a problem type*: the registry is keyed by
+(problem type, name), so the batch problem (:class:`~dcplace.placement.problem.Problem`, VMs with disks onto PMs
+with disks) and the topology-aware NUMA batch (:class:`~dcplace.placement.numa_batch.NumaBatch`) each have their own
+methods, and ``auto`` names a different method for each. :func:`solve` looks the method up by the problem's type
+(its class, then its bases), builds or checks the params, runs it, and verifies the answer with the checker
+registered for that problem type (:func:`register_verifier`). The built-in methods are registered by
+:mod:`dcplace.placement.solve`, which the package imports, so they are there once ``dcplace.placement`` is imported.
+
+Imports go one way: ``stop``, ``result``, ``params`` <- ``registry`` <- the method modules <- ``solve``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from dcplace.errors import InputError
+from dcplace.placement.params import Params, field_error
+from dcplace.placement.problem import Problem
+from dcplace.placement.result import Result
+from dcplace.placement.stop import Stop, as_stop
+
+Run = Callable[[Any, Stop, int, Any], Result]
+"""``run(problem, stop, seed, params) -> Result``."""
+Verify = Callable[[Any, Result], Result]
+"""``verify(problem, result) -> result`` with ``verified`` and ``violations`` set by an independent checker."""
+
+
+@dataclass(frozen=True)
+class Method:
+    """A registered placement method."""
+
+    name: str
+    """The name ``solve`` takes."""
+    run: Run
+    """``run(problem, stop, seed, params) -> Result``; must return by the time ``stop`` expires."""
+    params: type[Params]
+    """Its parameter dataclass; ``params()`` must give valid defaults."""
+    problem: type
+    """The problem type it solves."""
+    constraints: bool
+    """Whether it honours a :class:`Problem`'s placement constraints (colocation, anti-colocation, spread)."""
+    doc: str
+    """One line on what it does (the first line of ``run``'s docstring unless given)."""
+
+
+_METHODS: dict[tuple[type, str], Method] = {}
+_VERIFIERS: dict[type, Verify] = {}
+
+
+def register_method(
+    name: str,
+    run: Run,
+    params: type[Params],
+    problem: type = Problem,
+    *,
+    constraints: bool = False,
+    doc: str | None = None,
+    replace: bool = False,
+) -> Method:
+    """Register ``run`` as method ``name`` for ``problem`` instances, with parameters ``params``. An existing name
+    for that problem type is an error unless ``replace``. Returns the registered :class:`Method`."""
+    if not isinstance(params, type) or not issubclass(params, Params):
+        raise TypeError(f"params must be a subclass of dcplace.placement.Params, got {params!r}")
+    if (problem, name) in _METHODS and not replace:
+        raise ValueError(f"method {name!r} is already registered for {problem.__name__}; pass replace=True")
+    params()  # the defaults must be valid
+    line = doc if doc is not None else (run.__doc__ or "").strip().split("\n")[0]
+    method = Method(name, run, params, problem, constraints, line)
+    _METHODS[(problem, name)] = method
+    return method
+
+
+def register_verifier(problem: type, verify: Verify) -> None:
+    """The independent checker ``solve`` applies to every answer for ``problem`` instances."""
+    _VERIFIERS[problem] = verify
+
+
+def method_names(problem: type = Problem) -> list[str]:
+    """Names of the methods registered for ``problem`` instances (registration order)."""
+    return [name for (p, name) in _METHODS if p is problem]
+
+
+def get_method(name: str, problem: type = Problem) -> Method:
+    """The method ``name`` for ``problem`` instances (its class, then its bases)."""
+    for klass in problem.__mro__:
+        if (klass, name) in _METHODS:
+            return _METHODS[(klass, name)]
+    names = [n for klass in problem.__mro__ for n in method_names(klass)]
+    raise field_error("method", f"be one of {', '.join(names) or '(none registered)'}", name)
+
+
+def params_for(method: str, values: Mapping[str, Any] | None = None, problem: type = Problem) -> Params:
+    """The params of ``method`` from a mapping (a TOML table); None gives the defaults."""
+    return get_method(method, problem).params.from_dict(values or {})
+
+
+def solve(
+    problem: Any,
+    method: str = "auto",
+    stop: Stop | float = 60.0,
+    seed: int = 0,
+    params: Params | Mapping[str, Any] | None = None,
+) -> Result:
+    """Solve ``problem`` with the registered ``method`` until ``stop`` (a :class:`~dcplace.placement.stop.Stop` or
+    seconds), seeded by ``seed``, with ``params`` (the method's params dataclass, a mapping of its fields, or None
+    for its defaults). The answer is verified by the problem type's checker; ``wall_s`` is the method's run time."""
+    entry = get_method(method, type(problem))
+    stop = as_stop(stop)
+    if params is None:
+        params = entry.params()
+    elif isinstance(params, Mapping):
+        params = entry.params.from_dict(params)
+    elif not isinstance(params, entry.params):
+        raise TypeError(f"method {method} takes {entry.params.__name__}, got {type(params).__name__}")
+    if getattr(problem, "constraints", ()) and not entry.constraints:
+        able = [m.name for (p, _), m in _METHODS.items() if p is entry.problem and m.constraints]
+        raise InputError(f"method {method} does not model placement constraints; use {', '.join(able)}")
+    t0 = time.perf_counter()
+    res = entry.run(problem, stop, seed, params)
+    res = replace(res, wall_s=time.perf_counter() - t0)
+    verify = next((_VERIFIERS[k] for k in type(problem).__mro__ if k in _VERIFIERS), None)
+    return res if verify is None else verify(problem, res)
