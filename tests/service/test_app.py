@@ -129,3 +129,16 @@ def test_kube_scheduler_extender(client: TestClient) -> None:
     assert b == {"Error": ""}
     vms = client.get("/vms").json()
     assert [(v["id"], v["machine"], v["cpu"]) for v in vms] == [("prod/web", "pm1", 1.5)]
+
+
+def test_a_failed_database_is_503_and_healthz_says_so(client: TestClient) -> None:
+    engine = client.app.state.engine  # type: ignore[attr-defined]
+
+    def broken(c: object) -> None:
+        raise OSError("disk full")
+
+    engine.store._write = broken
+    r = client.post("/vms", json={"id": "a", "cpu": 1, "mem": 1})
+    assert r.status_code == 503 and "disk full" in one_sentence(r)
+    assert client.get("/healthz").status_code == 503
+    assert client.post("/vms", json={"id": "b", "cpu": 1, "mem": 1}).status_code == 503
