@@ -190,7 +190,6 @@ class PlacementEngine:
         self.store = store
         self.top = top
         self._policies: dict[str, NumaPolicy] = {}
-        self._w_cache: dict[int, npt.NDArray[np.float64]] = {}
         self.default_policy = self.policy(policy) if isinstance(policy, str) else policy
         if isinstance(policy, NumaPolicy):
             self._policies[policy.name] = policy
@@ -496,12 +495,10 @@ class PlacementEngine:
                 self._explanations.popitem(last=False)
         return Placement(req.id, s.machine_ids[m], None if req.multi else action % kn, expl)
 
-    def _weights(self, pol: Heuristic) -> npt.NDArray[np.float64]:
-        """The heuristic's weight array (built once per policy object, not per decision)."""
-        w = self._w_cache.get(id(pol))
-        if w is None:
-            w = self._w_cache[id(pol)] = pol.weights.as_array()
-        return w
+    @staticmethod
+    def _weights(pol: Heuristic) -> npt.NDArray[np.float64]:
+        """The heuristic's weight array (built once by the policy object)."""
+        return pol._w()
 
     def _candidate(self, action: int, score: tuple[float, ...] = ()) -> Candidate:
         kn = self.numa
