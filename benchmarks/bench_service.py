@@ -175,6 +175,36 @@ async def replay(
     }  # fmt: skip
 
 
+async def bulk(url: str, trace: PreparedTrace, creations: int, clients: int, batch: int) -> dict[str, float]:
+    """Bulk admission: the first ``creations`` requests (no releases) in ``POST /vms/batch`` calls of ``batch``."""
+    chunks = [list(range(i, min(i + batch, creations))) for i in range(0, creations, batch)]
+    lat: list[float] = []
+    placed = 0
+    pool = make_clients(url, clients, "raw")
+    it = iter(chunks)
+
+    async def worker(http: httpx.AsyncClient | RawClient) -> None:
+        nonlocal placed
+        for chunk in it:
+            vms = [{"id": str(r), "cpu": float(trace.demand[r, 0]), "mem": float(trace.demand[r, 1]),
+                    "multi_numa": bool(trace.multi[r])} for r in chunk]  # fmt: skip
+            t0 = time.perf_counter()
+            resp = await http.post("/vms/batch", json={"vms": vms})
+            lat.append(time.perf_counter() - t0)
+            assert resp.status_code == 200, resp.text
+            placed += _json.loads(resp.text)["placed"]
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(worker(h) for h in pool))
+    wall = time.perf_counter() - t0
+    for h in pool:
+        await h.aclose()
+    a = np.asarray(lat)
+    return {"creations": creations, "accepted": placed, "releases": 0, "wall_s": wall,
+            "placements_per_s": creations / wall, "operations_per_s": creations / wall, "batch": batch,
+            "p50_ms": float(np.percentile(a, 50) * 1e3), "p99_ms": float(np.percentile(a, 99) * 1e3)}  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--machines", type=int, default=1_000)
@@ -182,6 +212,7 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=32)
     ap.add_argument("--explain", action="store_true", help="ask for the explanation of every placement")
     ap.add_argument("--client", choices=["httpx", "raw"], default="httpx", help="httpx.AsyncClient or a minimal one")
+    ap.add_argument("--batch", type=int, default=0, help="bulk admission: N VMs per POST /vms/batch, no releases")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     name = "huawei-east-1" if trace_available("huawei-east-1") else "synthetic"
@@ -192,7 +223,10 @@ def main() -> None:
         proc = start_server(Path(tmp) / "bench.db", port)
         try:
             asyncio.run(register(url, args.machines, args.clients))
-            res = asyncio.run(replay(url, trace, args.requests, args.clients, args.explain, args.client))
+            if args.batch:
+                res = asyncio.run(bulk(url, trace, args.requests, args.clients, args.batch))
+            else:
+                res = asyncio.run(replay(url, trace, args.requests, args.clients, args.explain, args.client))
             metrics = httpx.get(f"{url}/metrics").text
             commits = next(float(x.split()[-1]) for x in metrics.splitlines()
                            if x.startswith("dcplace_store_commits_total"))  # fmt: skip
@@ -200,7 +234,7 @@ def main() -> None:
             proc.send_signal(signal.SIGTERM)
             proc.wait(30)
     engine = engine_for(NumaCluster.uniform(args.machines), "best-fit")
-    inproc = run_stream(engine, trace, max_requests=args.requests, samples=0)
+    inproc = run_stream(engine, trace, max_requests=args.requests, samples=0, release=not args.batch)
     res.update({"machines": args.machines, "clients": args.clients, "explain": args.explain, "trace": name,
                 "client": args.client,
                 "commits": commits, "in_process_accepted": inproc.accepted, "host": platform.node(),

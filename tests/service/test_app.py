@@ -142,3 +142,18 @@ def test_a_failed_database_is_503_and_healthz_says_so(client: TestClient) -> Non
     assert r.status_code == 503 and "disk full" in one_sentence(r)
     assert client.get("/healthz").status_code == 503
     assert client.post("/vms", json={"id": "b", "cpu": 1, "mem": 1}).status_code == 503
+
+
+def test_batch_placement_decides_as_single_calls(client: TestClient) -> None:
+    vms = [{"id": f"b{i}", "cpu": 8 + i % 3, "mem": 16, "multi_numa": i % 5 == 0} for i in range(40)]
+    r = client.post("/vms/batch", json={"vms": vms})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["placed"] + body["rejected"] == 40 and body["rejected"] > 0  # 3 machines cannot hold 40
+    first_reject = next(x for x in body["results"] if not x["accepted"])
+    assert first_reject["code"] == "no-fit" and first_reject["explanation"]["feasible"] == 0
+    assert len(client.get("/vms").json()) == body["placed"]
+    dup = client.post("/vms/batch", json={"vms": [{"id": "new", "cpu": 1, "mem": 1}, {"id": "b0", "cpu": 1, "mem": 1}]})
+    assert dup.status_code == 409 and "already placed" in one_sentence(dup)
+    assert client.get("/vms/new").status_code == 404
+    assert client.post("/vms/batch", json={"vms": []}).status_code == 422

@@ -410,6 +410,18 @@ class PlacementEngine:
         one lock hold and one commit. For a compiled heuristic the decisions run in one compiled loop (the
         function :meth:`place` uses, request after request); a rejection comes back with its explanation. Bulk
         admission and replays; a duplicate or invalid request fails the whole batch before anything is placed."""
+        out, ticket = self._place_batch_locked(requests, policy)
+        self._wait(ticket)
+        return out
+
+    async def place_batch_async(self, requests: list[VmRequest], policy: str | None = None) -> list[Decision]:
+        """:meth:`place_batch` for an event loop (awaits durability without blocking it)."""
+        out, ticket = self._place_batch_locked(requests, policy)
+        if self.store is not None and ticket:
+            await self.store.wait_async(ticket)
+        return out
+
+    def _place_batch_locked(self, requests: list[VmRequest], policy: str | None) -> tuple[list[Decision], int]:
         reqs = [self._validate(r) for r in requests]
         ids = {r.id for r in reqs}
         if len(ids) != len(reqs):
@@ -426,10 +438,10 @@ class PlacementEngine:
                 self._batch_heuristic(pol, reqs, out)
             else:
                 out = [self._decide_and_place(pol, r, explain=False) for r in reqs]
-            ticket = self._commit([VmRow(d.vm, d.machine, d.node, r.cpu, r.mem, r.multi)
-                                   for d, r in zip(out, reqs, strict=True) if isinstance(d, Placement)])  # fmt: skip
-        self._wait(ticket)
-        return out
+            rows: list[Change] = [VmRow(d.vm, d.machine, d.node, r.cpu, r.mem, r.multi)
+                                  for d, r in zip(out, reqs, strict=True) if isinstance(d, Placement)]  # fmt: skip
+            ticket = self._commit(rows) if rows else 0
+        return out, ticket
 
     def _batch_heuristic(self, pol: Heuristic, reqs: list[VmRequest], out: list[Decision]) -> None:
         s = self.state

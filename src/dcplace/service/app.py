@@ -42,6 +42,7 @@ from dcplace.service.extender import add_extender_routes
 from dcplace.service.metrics import ServiceMetrics
 from dcplace.service.models import (
     AllocationIn,
+    BatchOut,
     ErrorOut,
     ExplainIn,
     ExplanationOut,
@@ -50,6 +51,7 @@ from dcplace.service.models import (
     MachineOut,
     PlacementOut,
     RejectionOut,
+    VmBatchIn,
     VmIn,
     VmOut,
 )
@@ -210,6 +212,19 @@ def create_app(engine: PlacementEngine) -> FastAPI:
             return _json(rejection_json(d), 409)
         metrics.decisions.labels("placed").inc()
         return _json(placement_json(d), 201)
+
+    @app.post("/vms/batch", response_model=BatchOut, tags=["vms"], responses=ERRORS)
+    async def place_batch(body: VmBatchIn) -> Response:
+        """Place several VMs in order (the decisions of one ``POST /vms`` each, without explanations, rejections
+        with theirs), durable when answered, with one commit: bulk admission. 200 even when some are rejected
+        (each result says); a duplicate id or a bad body is 409 / 422 and places nothing."""
+        reqs = [VmRequest(v.id, v.cpu, v.mem, v.multi_numa) for v in body.vms]
+        out = await engine.place_batch_async(reqs, body.policy)
+        placed = sum(1 for d in out if isinstance(d, Placement))
+        metrics.decisions.labels("placed").inc(placed)
+        metrics.decisions.labels("rejected").inc(len(out) - placed)
+        results = [placement_json(d) if isinstance(d, Placement) else rejection_json(d) for d in out]
+        return _json({"placed": placed, "rejected": len(out) - placed, "results": results})
 
     @app.get("/vms", response_model=list[VmOut], tags=["vms"])
     def vms() -> Response:

@@ -108,3 +108,17 @@ class AllocationIn(BaseModel):
     node: int | None = Field(description="NUMA node, or null: split over every node")
     cpu: PositiveFloat
     mem: PositiveFloat
+
+
+class VmBatchIn(BaseModel):
+    """Several VMs placed in order, as one ``POST /vms`` each would place them, with one commit."""
+
+    model_config = ConfigDict(extra="forbid")
+    vms: list[VmIn] = Field(min_length=1, max_length=10_000)
+    policy: str | None = Field(default=None, description="a registered policy; default: the service's")
+
+
+class BatchOut(BaseModel):
+    placed: int
+    rejected: int
+    results: list[PlacementOut | RejectionOut]
