@@ -1,4 +1,4 @@
-"""The ``dcplace`` command line: simulate, train, solve, reproduce, policies, demo.
+"""The ``dcplace`` command line: simulate, train, solve, reproduce, serve, policies, demo.
 
 This module only assembles the app. Each command group lives in its own module of :mod:`dcplace.cli` (the first line
 of the module's docstring is its line in ``dcplace --help``) and is imported only when it runs or shows its help, so
@@ -35,6 +35,7 @@ COMMANDS = {
     "simulate": "dcplace.cli.simulate",
     "train": "dcplace.cli.train",
     "reproduce": "dcplace.cli.reproduce",
+    "serve": "dcplace.cli.serve",
 }
 """Command (or command group) name -> the module whose ``app`` implements it, in the order of ``dcplace --help``."""
 

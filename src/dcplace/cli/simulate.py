@@ -1,8 +1,10 @@
 """Run placement policies in a simulator.
 
-``dcplace simulate numa`` (online VM scheduling on double-NUMA machines) and ``dcplace simulate netalloc``
-(network-aware allocation of multi-server requests). Each takes its settings from flags and ``--config FILE.toml``;
-``--out DIR`` writes the result (``result.json``) and the resolved settings (``config.toml``) there.
+``dcplace simulate numa`` (online VM scheduling on double-NUMA machines, the papers' episodes), ``dcplace simulate
+stream`` (a whole trace through the live engine: a rejection is counted and the stream goes on) and ``dcplace
+simulate netalloc`` (network-aware allocation of multi-server requests). Each takes its settings from flags and
+``--config FILE.toml``; ``--out DIR`` writes the result (``result.json``) and the resolved settings
+(``config.toml``) there.
 """
 
 from __future__ import annotations
@@ -162,3 +164,47 @@ def simulate_netalloc(
     console.print("locality: " + ", ".join(f"{k} {v:.0%}" for k, v in s["locality"].items())
                   + f"; {s['servers_per_allocation_mean']:.1f} servers per allocation")  # fmt: skip
     console.print(f"{s['decisions']:,} decisions in {s['wall_s']:.3f} s ({s['decisions_per_s']:,.0f}/s)")
+
+
+@dataclass(frozen=True)
+class StreamRun:
+    """One ``simulate stream`` run: a whole trace, from its first request, through the live placement engine."""
+
+    trace: str = "synthetic"
+    """huawei-east-1, azure-v1, synthetic, or a trace file path"""
+    policy: str = "best-fit"
+    """a registered policy (see `dcplace policies`) or your own as package.module:ClassName (docs/policies.md)"""
+    pms: int = 50
+    """machines in the cluster (fixed: a request that fits nowhere is rejected and counted)"""
+    release: bool = True
+    """VMs leave at their departure (off: never)"""
+    double_threshold: float = 32.0
+    """VMs with memory above this many GB are double-NUMA"""
+    max_requests: int = 0
+    """stop after this many requests (0: the whole trace)"""
+    samples: int = 100
+    """points of the timeline (machines in use, allocation) recorded over the stream"""
+    seed: int = 0
+    """seed of the synthetic trace"""
+
+    def __post_init__(self) -> None:
+        check_types(self)
+        check(self.pms >= 1, "pms", self.pms, "at least 1")
+        check(self.max_requests >= 0, "max_requests", self.max_requests, "at least 0")
+        check(self.samples >= 1, "samples", self.samples, "at least 1")
+
+
+@app.command("stream")
+@config_command(StreamRun)
+def simulate_stream(
+    cfg: StreamRun,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    out: Annotated[Path | None, typer.Option(help=OUT_HELP)] = None,
+) -> None:
+    """A whole trace through the live engine: acceptance, rejections by reason, machines in use over time."""
+    from dcplace.cli.serve import stream
+
+    rec = stream(cfg.trace, cfg.pms, cfg.policy, cfg.double_threshold, cfg.seed, cfg.release, cfg.max_requests,
+                 cfg.samples, json_out)  # fmt: skip
+    if out is not None:
+        save_result(rec, cfg, out, "dcplace simulate stream")

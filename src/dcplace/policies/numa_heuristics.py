@@ -308,6 +308,8 @@ def top_k(
     for m in range(n_active):
         if not usable[m]:
             continue
+        if code == BEST_FIT and n == k and _machine_free(free, m, 0) - d[0] > out_keys[k - 1, 0]:
+            continue  # the same pruning as choose(): this machine's first key cannot enter a full top-k
         for j in range(kmax):
             if not K.fits(free, d, multi, m, j):
                 continue

@@ -1,0 +1,102 @@
+"""Run the placement service over HTTP: machines, VMs, explanations, metrics; durable in a SQLite database.
+
+Also home of ``simulate stream``'s work (a trace through the live engine, rejections counted and the stream
+continued).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from dcplace.errors import InputError
+
+
+def _fail(exc: InputError) -> None:
+    if exc.path is None and exc.field is not None:
+        typer.echo(f"error: --{exc.field.replace('_', '-')}: {exc.detail}", err=True)
+    else:
+        typer.echo(f"error: {exc}", err=True)
+    raise typer.Exit(2)
+
+
+def serve(
+    db: Annotated[Path, typer.Option(help="SQLite database holding the cluster (created if new)")],
+    policy: Annotated[str, typer.Option(help="default placement policy (see `dcplace policies`)")] = "best-fit",
+    host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port")] = 8000,
+    numa: Annotated[int, typer.Option(help="NUMA nodes per machine (fixed per database)")] = 2,
+    import_allocations: Annotated[
+        Path | None, typer.Option("--import", help="record the allocations in this CSV/JSON file first")
+    ] = None,
+    log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "warning",
+) -> None:
+    """Run the placement service: register machines, place and release VMs over HTTP, durable in --db
+    (OpenAPI docs at /docs)."""
+    import uvicorn
+
+    from dcplace.engine import PlacementEngine, read_allocations
+    from dcplace.policies.numa_heuristics import warm_up_jit
+    from dcplace.service import create_app
+
+    try:
+        engine = PlacementEngine.open(db, numa=numa, policy=policy)
+        if import_allocations is not None:
+            n = engine.import_allocations(read_allocations(import_allocations), str(import_allocations))
+            typer.echo(f"imported {n} allocations from {import_allocations}", err=True)
+    except InputError as exc:
+        _fail(exc)
+    warm_up_jit()
+    s = engine.stats()
+    typer.echo(f"dcplace serve: {sum(s['machines'].values())} machines, {s['vms']} VMs from {db}; policy "
+               f"{engine.default_policy.name}; http://{host}:{port} (docs at /docs)", err=True)  # fmt: skip
+    try:
+        uvicorn.run(create_app(engine), host=host, port=port, log_level=log_level, access_log=False)
+    finally:
+        engine.close()
+
+
+def stream(
+    trace: str, pms: int, policy: str, double_threshold: float, seed: int, release: bool, max_requests: int,
+    samples: int, json_out: bool,
+) -> dict[str, Any]:  # fmt: skip
+    """``simulate stream``: the whole trace from its first request through the live engine; returns the record."""
+    from dcplace.cluster.numa import NumaCluster
+    from dcplace.engine.stream import engine_for, run_stream
+    from dcplace.policies.numa_heuristics import warm_up_jit
+    from dcplace.sim.episodes import prepare
+    from dcplace.workload.traces import load_trace
+
+    try:
+        table = load_trace(trace, seed=seed)
+        prepared = prepare(table, double_threshold)
+        engine = engine_for(NumaCluster.uniform(pms), policy)
+        warm_up_jit()
+        res = run_stream(engine, prepared, max_requests=max_requests, samples=samples, release=release)
+        engine.check_invariants()
+    except InputError as exc:
+        _fail(exc)
+    rec: dict[str, Any] = {"trace": trace, "double_threshold": double_threshold, "release": release,
+                           **res.as_record()}  # fmt: skip
+    if json_out:
+        typer.echo(json.dumps(rec))
+        return rec
+    why = ", ".join(f"{k} {v}" for k, v in res.rejections.items()) or "none"
+    typer.echo(
+        f"{res.policy} on {trace}, {pms} machines, stream of {res.requests} requests: accepted {res.accepted} "
+        f"({res.acceptance:.2%}), rejected {res.rejected} (by reason: {why}); first rejection after "
+        f"{res.first_rejection} placements; {res.wall_s:.2f} s ({res.requests / max(res.wall_s, 1e-9):,.0f} requests/s)"
+    )
+    if res.samples:
+        last = res.samples[-1]
+        peak = max(s.machines_in_use for s in res.samples)
+        typer.echo(f"  at the end: {last.vms} VMs on {last.machines_in_use} machines, CPU {last.cpu_alloc:.1%}, "
+                   f"memory {last.mem_alloc:.1%} allocated; at most {peak} machines in use")  # fmt: skip
+    return rec
+
+
+app = typer.Typer(add_completion=False)
+app.command("serve")(serve)

@@ -1,0 +1,370 @@
+"""The live cluster's state: machines with NUMA nodes, the allocation ledger, as growable arrays.
+
+The arrays have the shapes the simulator's kernel (:mod:`dcplace.sim.numa_kernel`) works on, so the engine places
+and releases with the simulator's own ``place`` / ``release`` and a policy sees the same
+:class:`~dcplace.sim.numa.NumaView`:
+
+* machines, by slot ``m`` (``M`` slots, doubled when full; slot order is the machines' order for every policy):
+
+  * ``cap``: ``(M, K, 2)`` float64, CPU cores and memory GB of each NUMA node (zero for an empty slot);
+  * ``free``: ``(M, K, 2)`` float64, what is left of it;
+  * ``vm_count``: ``(M,)`` int64, VMs on the machine;
+  * ``status``: ``(M,)`` int8, :data:`ABSENT` / :data:`ACTIVE` / :data:`DRAINED` / :data:`FAILED`;
+  * ``usable``: ``(M,)`` bool, ``status == ACTIVE`` (what a policy may choose);
+  * ``machine_ids``: the string id of each slot (``""`` when absent), ``rack``: an optional label;
+
+* the ledger, by VM slot ``v`` (``V`` slots, doubled when full; released slots are reused):
+
+  * ``pm_of``: ``(V,)`` int64, the machine slot holding VM ``v`` (-1 unused slot, -2 just released);
+  * ``node_of``: ``(V,)`` int64, its NUMA node (-1: split evenly over all ``K`` nodes);
+  * ``demand``: ``(V, 2)`` float64, its CPU and memory; ``multi``: ``(V,)`` bool, spans every node;
+  * ``vm_ids``: the string id of each slot;
+
+* ``used``: ``(2,)`` float64 allocated totals and ``ctr``: the kernel's counters (machines in use, departures).
+
+``active`` (the view's "machines 0 .. active-1 exist") is the highest occupied machine slot + 1. No locking here:
+:class:`~dcplace.engine.engine.PlacementEngine` serialises every change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numba as nb
+import numpy as np
+import numpy.typing as npt
+
+from dcplace.policies.numa_heuristics import choose as heuristic_choose
+from dcplace.sim import numa_kernel as K
+from dcplace.sim.numa import NumaView
+
+ABSENT = 0
+ACTIVE = 1
+DRAINED = 2
+FAILED = 3
+STATUS_NAMES = {ABSENT: "absent", ACTIVE: "active", DRAINED: "drained", FAILED: "failed"}
+STATUS_CODES = {v: k for k, v in STATUS_NAMES.items()}
+
+F64 = npt.NDArray[np.float64]
+
+
+@nb.njit(cache=True, nogil=True)
+def place_by_heuristic(
+    code: int,
+    w: np.ndarray,
+    free: np.ndarray,
+    cap: np.ndarray,
+    vm_count: np.ndarray,
+    usable: np.ndarray,
+    used: np.ndarray,
+    pm_of: np.ndarray,
+    node_of: np.ndarray,
+    ctr: np.ndarray,
+    demand: np.ndarray,
+    multi: np.ndarray,
+    v: int,
+    cpu: float,
+    mem: float,
+    is_multi: bool,
+    n_active: int,
+) -> int:
+    """One compiled call for a compiled heuristic's decision: write the request into ledger slot ``v``, let
+    heuristic ``code`` choose (:func:`dcplace.policies.numa_heuristics.choose`, what ``Heuristic.choose`` calls)
+    and, when the action is feasible, apply the kernel's ``place``. Returns the action, or -1 (nothing applied).
+    The same decisions as choose-then-place in three calls, with one dispatch instead of three."""
+    demand[v, 0] = cpu
+    demand[v, 1] = mem
+    multi[v] = is_multi
+    d = demand[v]
+    a = heuristic_choose(code, w, free, cap, vm_count, usable, d, is_multi, n_active)
+    if a < 0:
+        return -1
+    K_ = free.shape[1]
+    m = a // K_
+    if m >= n_active or not usable[m] or not K.fits(free, d, is_multi, m, a % K_):
+        return -1
+    K.place(free, vm_count, used, pm_of, node_of, ctr, d, is_multi, v, a)
+    return a
+
+
+@nb.njit(cache=True, nogil=True)
+def place_many_by_heuristic(
+    code: int,
+    w: np.ndarray,
+    free: np.ndarray,
+    cap: np.ndarray,
+    vm_count: np.ndarray,
+    usable: np.ndarray,
+    used: np.ndarray,
+    pm_of: np.ndarray,
+    node_of: np.ndarray,
+    ctr: np.ndarray,
+    demand: np.ndarray,
+    multi: np.ndarray,
+    slots: np.ndarray,
+    cpu: np.ndarray,
+    mem: np.ndarray,
+    is_multi: np.ndarray,
+    n_active: int,
+    start: int,
+    actions: np.ndarray,
+) -> int:
+    """:func:`place_by_heuristic` for requests ``start, start+1, ...`` in order, request ``i`` into ledger slot
+    ``slots[i]``, actions into ``actions[i]``; stops after the first rejection and returns the index after the last
+    request handled."""
+    n = len(cpu)
+    for i in range(start, n):
+        a = place_by_heuristic(code, w, free, cap, vm_count, usable, used, pm_of, node_of, ctr, demand, multi,
+                               slots[i], cpu[i], mem[i], is_multi[i], n_active)  # fmt: skip
+        actions[i] = a
+        if a < 0:
+            return i + 1
+    return n
+
+
+def _ro(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
+def _grow(a: npt.NDArray[Any], n: int, fill: Any) -> npt.NDArray[Any]:
+    out = np.full((n, *a.shape[1:]), fill, a.dtype)
+    out[: len(a)] = a
+    return out
+
+
+@dataclass(frozen=True)
+class VmRecord:
+    """One placed VM as the ledger holds it."""
+
+    id: str
+    machine: str
+    node: int | None
+    """The NUMA node, or None when the VM spans every node of its machine."""
+    cpu: float
+    mem: float
+    multi: bool
+
+
+class ClusterState:
+    """Machines and the ledger as arrays (see the module docstring); the transitions are the kernel's."""
+
+    def __init__(self, numa: int = 2, machines: int = 16, vms: int = 64) -> None:
+        if numa < 1:
+            raise ValueError("a machine needs at least one NUMA node")
+        self.numa = numa
+        m, v = max(1, machines), max(1, vms)
+        self.cap = np.zeros((m, numa, 2))  # (M, K, 2) cores, GB
+        self.free = np.zeros((m, numa, 2))  # (M, K, 2)
+        self.vm_count = np.zeros(m, np.int64)  # (M,)
+        self.status = np.zeros(m, np.int8)  # (M,) ABSENT/ACTIVE/DRAINED/FAILED
+        self.usable = np.zeros(m, np.bool_)  # (M,) status == ACTIVE
+        self.machine_ids: list[str] = [""] * m
+        self.rack: list[str | None] = [None] * m
+        self.slot_of_machine: dict[str, int] = {}
+        self.active = 0  # highest occupied machine slot + 1
+        self.pm_of = np.full(v, -1, np.int64)  # (V,)
+        self.node_of = np.full(v, -1, np.int64)  # (V,)
+        self.demand = np.zeros((v, 2))  # (V, 2)
+        self.multi = np.zeros(v, np.bool_)  # (V,)
+        self.vm_ids: list[str] = [""] * v
+        self.slot_of_vm: dict[str, int] = {}
+        self._free_vm_slots: list[int] = list(range(v - 1, -1, -1))  # a stack: lowest slot on top
+        self.used = np.zeros(2)  # (2,)
+        self.ctr = np.zeros(K.N_CTR, np.int64)
+
+    # -- machines -------------------------------------------------------------------------------------------
+    @property
+    def machine_slots(self) -> int:
+        return len(self.vm_count)
+
+    def free_machine_slot(self) -> int:
+        """The lowest empty machine slot (growing the arrays by doubling when none is left)."""
+        empty = np.flatnonzero(self.status == ABSENT)
+        if len(empty):
+            return int(empty[0])
+        n = self.machine_slots
+        self._grow_machines(2 * n)
+        return n
+
+    def _grow_machines(self, n: int) -> None:
+        self.cap = _grow(self.cap, n, 0.0)
+        self.free = _grow(self.free, n, 0.0)
+        self.vm_count = _grow(self.vm_count, n, 0)
+        self.status = _grow(self.status, n, ABSENT)
+        self.usable = _grow(self.usable, n, False)
+        extra = n - len(self.machine_ids)
+        self.machine_ids += [""] * extra
+        self.rack += [None] * extra
+
+    def add_machine(self, machine_id: str, capacity: F64, rack: str | None, slot: int, status: int = ACTIVE) -> None:
+        """Put a machine with ``capacity`` ``(K, 2)`` into empty ``slot`` (validated by the caller)."""
+        while slot >= self.machine_slots:
+            self._grow_machines(2 * self.machine_slots)
+        self.cap[slot] = capacity
+        self.free[slot] = capacity
+        self.vm_count[slot] = 0
+        self.set_status(slot, status)
+        self.machine_ids[slot] = machine_id
+        self.rack[slot] = rack
+        self.slot_of_machine[machine_id] = slot
+        self.active = max(self.active, slot + 1)
+
+    def remove_machine(self, slot: int) -> None:
+        """Empty ``slot`` (the machine must host no VM)."""
+        del self.slot_of_machine[self.machine_ids[slot]]
+        self.cap[slot] = 0.0
+        self.free[slot] = 0.0
+        self.set_status(slot, ABSENT)
+        self.machine_ids[slot] = ""
+        self.rack[slot] = None
+        occupied = np.flatnonzero(self.status[: self.active] != ABSENT)
+        self.active = int(occupied[-1]) + 1 if len(occupied) else 0
+
+    def set_status(self, slot: int, status: int) -> None:
+        self.status[slot] = status
+        self.usable[slot] = status == ACTIVE
+
+    # -- the ledger -----------------------------------------------------------------------------------------
+    def vm_slot(self) -> int:
+        """A free ledger slot (growing the ledger by doubling when none is left); not yet taken."""
+        if not self._free_vm_slots:
+            self._grow_ledger()
+        return self._free_vm_slots[-1]
+
+    def _grow_ledger(self) -> None:
+        n = len(self.pm_of)
+        self.pm_of = _grow(self.pm_of, 2 * n, -1)
+        self.node_of = _grow(self.node_of, 2 * n, -1)
+        self.demand = _grow(self.demand, 2 * n, 0.0)
+        self.multi = _grow(self.multi, 2 * n, False)
+        self.vm_ids += [""] * n
+        self._free_vm_slots = list(range(2 * n - 1, n - 1, -1)) + self._free_vm_slots  # lowest free slot on top
+
+    def reserve_slots(self, n: int) -> npt.NDArray[np.int64]:
+        """``n`` free ledger slots, lowest first (not yet taken), growing the ledger as needed."""
+        while len(self._free_vm_slots) < n:
+            self._grow_ledger()
+        return np.array(self._free_vm_slots[len(self._free_vm_slots) - n :][::-1], np.int64)
+
+    def place(self, vm_id: str, v: int, cpu: float, mem: float, multi: bool, action: int) -> None:
+        """Record VM ``vm_id`` in ledger slot ``v`` (from :meth:`vm_slot`) at a feasible ``action``: the kernel's
+        ``place``."""
+        self.demand[v, 0] = cpu
+        self.demand[v, 1] = mem
+        self.multi[v] = multi
+        K.place(
+            self.free, self.vm_count, self.used, self.pm_of, self.node_of, self.ctr, self.demand[v], multi, v, action
+        )
+        self.take_slot(vm_id, v)
+
+    def place_by_heuristic(self, vm_id: str, code: int, w: F64, cpu: float, mem: float, multi: bool) -> int:
+        """Decide with compiled heuristic ``code`` and place in one call (:func:`place_by_heuristic`); return the
+        action or -1 (nothing changed)."""
+        v = self.vm_slot()
+        a = int(
+            place_by_heuristic(
+                code, w, self.free, self.cap, self.vm_count, self.usable, self.used, self.pm_of, self.node_of,
+                self.ctr, self.demand, self.multi, v, cpu, mem, multi, self.active,
+            )
+        )  # fmt: skip
+        if a >= 0:
+            self.take_slot(vm_id, v)
+        return a
+
+    def take_slot(self, vm_id: str, v: int) -> None:
+        """Mark ledger slot ``v`` (from :meth:`vm_slot`) as VM ``vm_id``'s."""
+        if self._free_vm_slots[-1] == v:
+            self._free_vm_slots.pop()
+        else:
+            self._free_vm_slots.remove(v)
+        self.vm_ids[v] = vm_id
+        self.slot_of_vm[vm_id] = v
+
+    def release(self, v: int) -> None:
+        """Return what the ledger says VM slot ``v`` took (the kernel's ``release``) and free the slot."""
+        K.release(self.free, self.vm_count, self.used, self.pm_of, self.node_of, self.ctr, self.demand[v], v)
+        del self.slot_of_vm[self.vm_ids[v]]
+        self.pm_of[v] = -1
+        self.node_of[v] = -1
+        self.vm_ids[v] = ""
+        self._free_vm_slots.append(v)
+
+    def record(self, v: int) -> VmRecord:
+        k = int(self.node_of[v])
+        return VmRecord(
+            id=self.vm_ids[v],
+            machine=self.machine_ids[int(self.pm_of[v])],
+            node=None if k < 0 else k,
+            cpu=float(self.demand[v, 0]),
+            mem=float(self.demand[v, 1]),
+            multi=bool(self.multi[v]),
+        )
+
+    def vms_on(self, slot: int) -> list[int]:
+        """Ledger slots of the VMs on machine ``slot``, in slot order."""
+        return [int(v) for v in np.flatnonzero(self.pm_of == slot)]
+
+    # -- what a policy sees ---------------------------------------------------------------------------------
+    def view(self, cpu: float, mem: float, multi: bool, request: int = -1) -> NumaView:
+        """A read-only :class:`NumaView` of the state with the request ``(cpu, mem, multi)`` waiting."""
+        return NumaView(
+            free=_ro(self.free),
+            capacity=_ro(self.cap),
+            vm_count=_ro(self.vm_count),
+            usable=_ro(self.usable),
+            active=self.active,
+            demand=np.array([cpu, mem]),
+            multi=multi,
+            request=request,
+        )
+
+    def fits(self, slot: int, node: int, cpu: float, mem: float, multi: bool) -> bool:
+        return bool(K.fits(self.free, np.array([cpu, mem]), multi, slot, node))
+
+    # -- invariants -----------------------------------------------------------------------------------------
+    def check_invariants(self) -> None:
+        """Recompute the allocation from the ledger alone (plain numpy, independent of the kernel) and compare
+        with the state; raise AssertionError on the first difference.
+
+        Checks: no node negative or above its capacity; capacity - free equals the ledger's sum per node; VM counts
+        per machine, the allocated totals and the machines-in-use counter match the ledger; no VM sits on an absent
+        slot; ids and slots map one-to-one; an absent slot has no capacity.
+        """
+        live = np.flatnonzero(self.pm_of >= 0)
+        kk = self.numa
+        m = self.pm_of[live]
+        node = self.node_of[live]
+        d = self.demand[live]
+        single = node >= 0
+        expect = np.zeros_like(self.cap)
+        np.add.at(expect, (m[single], node[single]), d[single])
+        for j in range(kk):
+            np.add.at(expect, (m[~single], np.full(int((~single).sum()), j)), d[~single] / kk)
+        if np.any(self.free < -1e-9):
+            raise AssertionError("a NUMA node has negative free capacity")
+        if np.any(self.free > self.cap + 1e-9):
+            raise AssertionError("a NUMA node has more free capacity than its total")
+        if not np.allclose(self.cap - self.free, expect, rtol=0, atol=1e-9):
+            raise AssertionError("the ledger does not match the allocated capacity")
+        if not np.array_equal(np.bincount(m, minlength=self.machine_slots), self.vm_count):
+            raise AssertionError("VM counts per machine do not match the ledger")
+        if not np.allclose(self.used, d.sum(axis=0), rtol=0, atol=1e-6):
+            raise AssertionError("allocated totals do not match the ledger")
+        if int(self.ctr[K.C_IN_USE]) != int(np.count_nonzero(self.vm_count)):
+            raise AssertionError("machines-in-use counter does not match")
+        if np.any(self.status[m] == ABSENT):
+            raise AssertionError("a VM sits on an absent machine slot")
+        if np.any(self.multi[live] == single):
+            raise AssertionError("a VM's NUMA span in the ledger differs from its request")
+        if np.any(self.cap[self.status == ABSENT] != 0) or not np.array_equal(self.usable, self.status == ACTIVE):
+            raise AssertionError("an absent slot has capacity, or usable differs from the status")
+        if {self.vm_ids[v]: int(v) for v in live} != self.slot_of_vm:
+            raise AssertionError("the VM id index does not match the ledger")
+        present = np.flatnonzero(self.status != ABSENT)
+        if {self.machine_ids[s]: int(s) for s in present} != self.slot_of_machine:
+            raise AssertionError("the machine id index does not match the slots")
+        if self.active != (int(present[-1]) + 1 if len(present) else 0):
+            raise AssertionError("active does not match the highest occupied slot")

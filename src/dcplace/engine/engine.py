@@ -1,0 +1,800 @@
+"""The live placement engine: machines, VMs, a policy deciding each request, durable state, explanations.
+
+:class:`PlacementEngine` is the stateful object an operator (or :mod:`dcplace.service`) talks to::
+
+    engine = PlacementEngine(numa=2, policy="best-fit")           # in memory; PlacementEngine.open(path) is durable
+    engine.add_machine("pm-1", cpu=40, mem=90)                    # per NUMA node (a list gives each node its own)
+    result = engine.place(VmRequest("vm-1", cpu=4, mem=8))        # Placement or Rejection, with an Explanation
+    engine.release("vm-1")
+
+Every change goes through the simulator's transitions (:func:`dcplace.sim.numa_kernel.place` / ``release`` over
+:class:`~dcplace.engine.cluster_state.ClusterState`'s arrays) and every decision through the public policy API
+(``policy.choose(view)`` on a :class:`~dcplace.sim.numa.NumaView`; heuristics, ``cvd-rl``, ``cvd-rl-machine`` and
+user policies by the registry's names). Replaying a trace through :meth:`PlacementEngine.place` /
+:meth:`~PlacementEngine.release` gives the simulator's placements decision by decision (``tests/engine``).
+
+Semantics:
+
+* **place**: the policy picks an action among *active* machines; -1, or an action that is not feasible, is a
+  :class:`Rejection` with its reason (nothing changes). A VM id must be new.
+* **release**: frees exactly what the ledger says the VM took.
+* **drain**: the machine keeps its VMs and receives no new ones; **activate** undoes a drain or a failure.
+* **fail**: the machine receives nothing and its VMs come back as requests, placed again one by one (ledger slot
+  order) through the policy; those that fit nowhere are dropped and reported as rejections.
+* **remove**: only an empty machine (drain and release, or fail, first).
+
+Concurrency: one lock serialises every operation (decisions are microseconds; a reader never sees half an
+operation). Durability (when a :class:`~dcplace.engine.store.Store` is attached): an operation validates,
+decides and applies the change in memory, queues its rows and leaves the lock; the call returns only after the rows'
+group commit (module :mod:`dcplace.engine.store`). A later operation may see an earlier one's effect before that is
+durable, but is queued after it, so what is durable is always a prefix of what was applied, and nothing is
+acknowledged before it is durable.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import io
+import json
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from dcplace.engine.cluster_state import (
+    ABSENT,
+    ACTIVE,
+    DRAINED,
+    FAILED,
+    STATUS_CODES,
+    STATUS_NAMES,
+    ClusterState,
+    VmRecord,
+    place_many_by_heuristic,
+)
+from dcplace.engine.explain import (
+    CLASS_NAMES,
+    Candidate,
+    Explanation,
+    counts_dict,
+    machine_classes,
+    reason_counts,
+    rejection_sentence,
+)
+from dcplace.engine.store import (
+    Change,
+    MachineDelete,
+    MachineRow,
+    MachineStatus,
+    SqliteStore,
+    Store,
+    VmDelete,
+    VmRow,
+)
+from dcplace.errors import InputError
+from dcplace.policies import get_policy
+from dcplace.policies.base import NumaPolicy
+from dcplace.policies.numa_heuristics import Heuristic
+from dcplace.policies.numa_heuristics import choose as heuristic_choose
+
+
+class NotFound(InputError):
+    """An unknown machine or VM id (HTTP 404)."""
+
+
+class Conflict(InputError):
+    """The request contradicts the state: a duplicate id, a machine that still hosts VMs (HTTP 409)."""
+
+
+@dataclass(frozen=True)
+class VmRequest:
+    """A VM to place: ``cpu`` cores and ``mem`` GB, on one NUMA node or split evenly over all (``multi``)."""
+
+    id: str
+    cpu: float
+    mem: float
+    multi: bool = False
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a VM went: the machine and its NUMA node (None: split over every node)."""
+
+    vm: str
+    machine: str
+    node: int | None
+    explanation: Explanation | None = None
+    accepted: Literal[True] = True
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A request that was not placed, and why (``reason``: one sentence; ``code``: ``no-fit`` when no machine can
+    host it, ``declined`` when the policy returned -1 although one could, ``invalid`` when it chose an infeasible
+    action)."""
+
+    vm: str
+    reason: str
+    code: str
+    explanation: Explanation | None = None
+    accepted: Literal[False] = False
+
+
+Decision = Placement | Rejection
+
+
+@dataclass(frozen=True)
+class MachineInfo:
+    id: str
+    status: str
+    rack: str | None
+    cpu: list[float]
+    """Per NUMA node: total cores."""
+    mem: list[float]
+    free_cpu: list[float]
+    free_mem: list[float]
+    vms: int
+
+
+@dataclass(frozen=True)
+class FailReport:
+    """What failing a machine did to its VMs: placed elsewhere, or dropped (rejections)."""
+
+    machine: str
+    replaced: list[Placement] = field(default_factory=list)
+    dropped: list[Rejection] = field(default_factory=list)
+
+
+def _positive(value: Any, name: str) -> float:
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"must be a number, got {value!r}", field=name) from None
+    if not math.isfinite(x) or x <= 0:
+        raise InputError(f"must be a finite number above 0, got {value!r}", field=name)
+    return x
+
+
+def _ident(value: Any, name: str) -> str:
+    if not isinstance(value, str) or not value or len(value) > 256 or value != value.strip():
+        raise InputError(f"must be a non-empty string of at most 256 characters without surrounding spaces, got "
+                         f"{value!r}", field=name)  # fmt: skip
+    return value
+
+
+class PlacementEngine:
+    """The live cluster (module docstring). ``numa``: NUMA nodes per machine; ``policy``: the default policy's
+    registry name (or a policy object); ``store``: durable storage (None: in memory only); ``top``: candidates in
+    each explanation; ``keep_explanations``: how many recent placement explanations :meth:`explanation` keeps."""
+
+    def __init__(
+        self,
+        numa: int = 2,
+        policy: str | NumaPolicy = "best-fit",
+        store: Store | None = None,
+        top: int = 3,
+        keep_explanations: int = 10_000,
+    ) -> None:
+        if not isinstance(numa, int) or numa < 1:
+            raise InputError(f"must be a whole number of at least 1, got {numa!r}", field="numa")
+        self.state = ClusterState(numa)
+        self.numa = numa
+        self.lock = threading.RLock()
+        self.store = store
+        self.top = top
+        self._policies: dict[str, NumaPolicy] = {}
+        self.default_policy = self.policy(policy) if isinstance(policy, str) else policy
+        if isinstance(policy, NumaPolicy):
+            self._policies[policy.name] = policy
+        self._explanations: OrderedDict[str, Explanation] = OrderedDict()
+        self._keep = keep_explanations
+        self.counters = {"placed": 0, "rejected": 0, "released": 0}
+
+    # -- construction ---------------------------------------------------------------------------------------
+    @classmethod
+    def open(cls, path: str | Path, numa: int = 2, policy: str | NumaPolicy = "best-fit", **kw: Any) -> PlacementEngine:
+        """An engine on the SQLite database ``path`` (created if new), its state loaded exactly."""
+        store = SqliteStore(path)
+        try:
+            stored_numa, machines, vms = store.load()
+            if stored_numa is None:
+                store.set_numa(numa)
+            elif stored_numa != numa:
+                raise InputError(f"{path} holds machines with {stored_numa} NUMA nodes, not {numa}", field="numa")
+            engine = cls(numa, policy, None, **kw)
+            engine._load(machines, vms)
+        except BaseException:
+            store.close()
+            raise
+        engine.store = store
+        return engine
+
+    def close(self) -> None:
+        if self.store is not None:
+            self.store.close()
+
+    def policy(self, name: str | None = None) -> NumaPolicy:
+        """The policy ``name`` (built once, by the registry), or the default."""
+        if name is None:
+            return self.default_policy
+        pol = self._policies.get(name)
+        if pol is None:
+            pol = get_policy(name)
+            self._policies[name] = pol
+        return pol
+
+    # -- durability -----------------------------------------------------------------------------------------
+    def _commit(self, changes: list[Change]) -> int:
+        return 0 if self.store is None else self.store.submit(changes)
+
+    def _wait(self, ticket: int) -> None:
+        if self.store is not None and ticket:
+            self.store.wait(ticket)
+
+    def _check_store(self) -> None:
+        if self.store is not None:
+            self.store.check()
+
+    # -- lookups --------------------------------------------------------------------------------------------
+    def _machine_slot(self, machine_id: str) -> int:
+        slot = self.state.slot_of_machine.get(machine_id)
+        if slot is None:
+            raise NotFound(f"no machine {machine_id!r} is registered", field="machine")
+        return slot
+
+    def _vm_slot(self, vm_id: str) -> int:
+        v = self.state.slot_of_vm.get(vm_id)
+        if v is None:
+            raise NotFound(f"no VM {vm_id!r} is placed", field="vm")
+        return v
+
+    def _capacity(self, cpu: float | Iterable[float], mem: float | Iterable[float]) -> npt.NDArray[np.float64]:
+        cap = np.zeros((self.numa, 2))
+        for r, (name, value) in enumerate((("cpu", cpu), ("mem", mem))):
+            values = list(value) if isinstance(value, Iterable) and not isinstance(value, str) else [value] * self.numa
+            if len(values) != self.numa:
+                raise InputError(f"must give one value per NUMA node ({self.numa}), got {len(values)}", field=name)
+            cap[:, r] = [_positive(x, name) for x in values]
+        return cap
+
+    def _machine_row(self, slot: int) -> MachineRow:
+        s = self.state
+        return MachineRow(
+            s.machine_ids[slot], slot, s.rack[slot], STATUS_NAMES[int(s.status[slot])], s.cap[slot].tolist()
+        )
+
+    # -- machines -------------------------------------------------------------------------------------------
+    def add_machine(
+        self, machine_id: str, cpu: float | Iterable[float], mem: float | Iterable[float], rack: str | None = None
+    ) -> MachineInfo:
+        """Register a machine with ``cpu`` cores and ``mem`` GB per NUMA node (a number for every node, or a list
+        with one value per node), active."""
+        _ident(machine_id, "id")
+        cap = self._capacity(cpu, mem)
+        if rack is not None:
+            _ident(rack, "rack")
+        with self.lock:
+            self._check_store()
+            if machine_id in self.state.slot_of_machine:
+                raise Conflict(f"a machine {machine_id!r} is already registered", field="id")
+            slot = self.state.free_machine_slot()
+            self.state.add_machine(machine_id, cap, rack, slot)
+            ticket = self._commit([self._machine_row(slot)])
+            info = self._info(slot)
+        self._wait(ticket)
+        return info
+
+    def _set_status(self, machine_id: str, status: int) -> MachineInfo:
+        with self.lock:
+            self._check_store()
+            slot = self._machine_slot(machine_id)
+            self.state.set_status(slot, status)
+            ticket = self._commit([MachineStatus(machine_id, STATUS_NAMES[status])])
+            info = self._info(slot)
+        self._wait(ticket)
+        return info
+
+    def drain(self, machine_id: str) -> MachineInfo:
+        """No new VMs on the machine; those it hosts stay."""
+        return self._set_status(machine_id, DRAINED)
+
+    def activate(self, machine_id: str) -> MachineInfo:
+        """Undo a drain or a failure: the machine receives VMs again."""
+        return self._set_status(machine_id, ACTIVE)
+
+    def fail(self, machine_id: str, policy: str | None = None) -> FailReport:
+        """The machine failed: it receives nothing, and its VMs are placed again through the policy (slot order);
+        the ones that fit nowhere are dropped and reported."""
+        with self.lock:
+            self._check_store()
+            slot = self._machine_slot(machine_id)
+            pol = self.policy(policy)
+            saved = copy.deepcopy(self.state)  # a policy that raises half-way must not leave half a failure behind
+            s = self.state
+            try:
+                s.set_status(slot, FAILED)
+                changes: list[Change] = [MachineStatus(machine_id, "failed")]
+                report = FailReport(machine_id)
+                for v in s.vms_on(slot):
+                    rec = s.record(v)
+                    s.release(v)
+                    req = VmRequest(rec.id, rec.cpu, rec.mem, rec.multi)
+                    decision = self._decide_and_place(pol, req, explain=True)
+                    if isinstance(decision, Placement):
+                        report.replaced.append(decision)
+                        changes.append(VmRow(rec.id, decision.machine, decision.node, rec.cpu, rec.mem, rec.multi))
+                    else:
+                        report.dropped.append(decision)
+                        changes.append(VmDelete(rec.id))
+            except BaseException:
+                self.state = saved
+                raise
+            ticket = self._commit(changes)
+        self._wait(ticket)
+        return report
+
+    def remove_machine(self, machine_id: str) -> None:
+        """Unregister an empty machine."""
+        with self.lock:
+            self._check_store()
+            slot = self._machine_slot(machine_id)
+            n = int(self.state.vm_count[slot])
+            if n:
+                raise Conflict(
+                    f"machine {machine_id!r} still hosts {n} VMs; release them or fail the machine first",
+                    field="machine",
+                )
+            self.state.remove_machine(slot)
+            ticket = self._commit([MachineDelete(machine_id)])
+        self._wait(ticket)
+
+    # -- VMs ------------------------------------------------------------------------------------------------
+    def _validate(self, request: VmRequest) -> VmRequest:
+        cpu, mem, vid = request.cpu, request.mem, request.id
+        if (
+            type(cpu) is float
+            and type(mem) is float
+            and type(vid) is str
+            and type(request.multi) is bool
+            and 0.0 < cpu < math.inf
+            and 0.0 < mem < math.inf
+            and 0 < len(vid) <= 256
+            and vid == vid.strip()
+        ):
+            return request  # the common case, checked without building anything
+        return VmRequest(
+            _ident(request.id, "id"), _positive(request.cpu, "cpu"), _positive(request.mem, "mem"), bool(request.multi)
+        )
+
+    def place(self, request: VmRequest, policy: str | None = None, explain: bool = True) -> Decision:
+        """Place ``request`` with ``policy`` (default: the engine's): a :class:`Placement`, durable on return, or a
+        :class:`Rejection` (nothing changed). ``explain``: attach an :class:`Explanation` (a rejection always has
+        one)."""
+        request = self._validate(request)
+        with self.lock:
+            ticket = self._place_locked(request, policy, explain)
+            decision = self._last
+        self._wait(ticket)
+        return decision
+
+    async def place_async(self, request: VmRequest, policy: str | None = None, explain: bool = True) -> Decision:
+        """:meth:`place` for an event loop: decides at once, awaits durability without blocking the loop."""
+        request = self._validate(request)
+        with self.lock:
+            ticket = self._place_locked(request, policy, explain)
+            decision = self._last
+        if self.store is not None and ticket:
+            await self.store.wait_async(ticket)
+        return decision
+
+    def _place_locked(self, request: VmRequest, policy: str | None, explain: bool) -> int:
+        self._check_store()
+        if request.id in self.state.slot_of_vm:
+            raise Conflict(f"a VM {request.id!r} is already placed", field="id")
+        decision = self._decide_and_place(self.policy(policy), request, explain)
+        self._last = decision
+        if isinstance(decision, Rejection):
+            return 0
+        return self._commit([VmRow(request.id, decision.machine, decision.node, request.cpu, request.mem,
+                                   request.multi)])  # fmt: skip
+
+    def place_batch(self, requests: list[VmRequest], policy: str | None = None) -> list[Decision]:
+        """Place ``requests`` in order: the same decisions as one :meth:`place` call each (``explain=False``), under
+        one lock hold and one commit. For a compiled heuristic the decisions run in one compiled loop (the
+        function :meth:`place` uses, request after request); a rejection comes back with its explanation. Bulk
+        admission and replays; a duplicate or invalid request fails the whole batch before anything is placed."""
+        out, ticket = self._place_batch_locked(requests, policy)
+        self._wait(ticket)
+        return out
+
+    async def place_batch_async(self, requests: list[VmRequest], policy: str | None = None) -> list[Decision]:
+        """:meth:`place_batch` for an event loop (awaits durability without blocking it)."""
+        out, ticket = self._place_batch_locked(requests, policy)
+        if self.store is not None and ticket:
+            await self.store.wait_async(ticket)
+        return out
+
+    def _place_batch_locked(self, requests: list[VmRequest], policy: str | None) -> tuple[list[Decision], int]:
+        reqs = [self._validate(r) for r in requests]
+        ids = {r.id for r in reqs}
+        if len(ids) != len(reqs):
+            raise Conflict("the batch names a VM id twice", field="id")
+        with self.lock:
+            self._check_store()
+            s = self.state
+            taken = ids & s.slot_of_vm.keys()
+            if taken:
+                raise Conflict(f"a VM {sorted(taken)[0]!r} is already placed", field="id")
+            pol = self.policy(policy)
+            out: list[Decision] = []
+            if type(pol) is Heuristic and reqs:
+                self._batch_heuristic(pol, reqs, out)
+            else:
+                out = [self._decide_and_place(pol, r, explain=False) for r in reqs]
+            rows: list[Change] = [VmRow(d.vm, d.machine, d.node, r.cpu, r.mem, r.multi)
+                                  for d, r in zip(out, reqs, strict=True) if isinstance(d, Placement)]  # fmt: skip
+            ticket = self._commit(rows) if rows else 0
+        return out, ticket
+
+    def _batch_heuristic(self, pol: Heuristic, reqs: list[VmRequest], out: list[Decision]) -> None:
+        s = self.state
+        kn = self.numa
+        n = len(reqs)
+        slots = s.reserve_slots(n)
+        cpu = np.fromiter((r.cpu for r in reqs), np.float64, n)
+        mem = np.fromiter((r.mem for r in reqs), np.float64, n)
+        multi = np.fromiter((r.multi for r in reqs), np.bool_, n)
+        actions = np.full(n, -1, np.int64)
+        i = 0
+        while i < n:
+            j = int(
+                place_many_by_heuristic(
+                    pol.code, self._weights(pol), s.free, s.cap, s.vm_count, s.usable, s.used, s.pm_of, s.node_of,
+                    s.ctr, s.demand, s.multi, slots, cpu, mem, multi, s.active, i, actions,
+                )
+            )  # fmt: skip
+            for k in range(i, j):
+                r = reqs[k]
+                a = int(actions[k])
+                if a >= 0:
+                    s.take_slot(r.id, int(slots[k]))
+                    out.append(Placement(r.id, s.machine_ids[a // kn], None if r.multi else a % kn))
+                else:
+                    out.append(self._rejection(pol, r, np.array([r.cpu, r.mem]), -1))
+            i = j
+        placed = sum(1 for d in out if isinstance(d, Placement))
+        self.counters["placed"] += placed
+        self.counters["rejected"] += n - placed
+
+    def _decide_and_place(self, pol: NumaPolicy, req: VmRequest, explain: bool) -> Decision:
+        """Decide with ``pol`` and apply (no durability here); counts and keeps explanations."""
+        s = self.state
+        kn = self.numa
+        if not explain and type(pol) is Heuristic:
+            # The fast path: the compiled function Heuristic.choose calls, then the kernel's place, in one call.
+            action = s.place_by_heuristic(req.id, pol.code, self._weights(pol), req.cpu, req.mem, req.multi)
+            if action < 0:
+                self.counters["rejected"] += 1
+                return self._rejection(pol, req, np.array([req.cpu, req.mem]), action)
+            self.counters["placed"] += 1
+            return Placement(req.id, s.machine_ids[action // kn], None if req.multi else action % kn)
+        d = np.array([req.cpu, req.mem])
+        if isinstance(pol, Heuristic):  # the compiled function Heuristic.choose calls, without building a view
+            action = int(
+                heuristic_choose(pol.code, self._weights(pol), s.free, s.cap, s.vm_count, s.usable, d, req.multi,
+                                 s.active)
+            )  # fmt: skip
+        else:
+            action = int(pol.choose(s.view(req.cpu, req.mem, req.multi)))
+        m = action // kn if action >= 0 else -1
+        ok = 0 <= m < s.active and bool(s.usable[m]) and s.fits(m, action % kn, req.cpu, req.mem, req.multi)
+        if not ok:
+            self.counters["rejected"] += 1
+            return self._rejection(pol, req, d, action)
+        expl = self._explain(pol, req, d, action) if explain else None
+        s.place(req.id, s.vm_slot(), req.cpu, req.mem, req.multi, action)
+        self.counters["placed"] += 1
+        if expl is not None:
+            self._explanations[req.id] = expl
+            if len(self._explanations) > self._keep:
+                self._explanations.popitem(last=False)
+        return Placement(req.id, s.machine_ids[m], None if req.multi else action % kn, expl)
+
+    @staticmethod
+    def _weights(pol: Heuristic) -> npt.NDArray[np.float64]:
+        """The heuristic's weight array (built once by the policy object)."""
+        return pol._w()
+
+    def _candidate(self, action: int, score: tuple[float, ...] = ()) -> Candidate:
+        kn = self.numa
+        return Candidate(self.state.machine_ids[action // kn], action % kn, score)
+
+    def _explain(self, pol: NumaPolicy, req: VmRequest, d: npt.NDArray[np.float64], action: int) -> Explanation:
+        s = self.state
+        feasible, infeasible = counts_dict(reason_counts(s.free, s.status, d, req.multi, s.active))
+        machines = len(s.slot_of_machine)
+        cands = [self._candidate(a, sc) for a, sc in pol.rank(s.view(req.cpu, req.mem, req.multi), self.top)]
+        if req.multi:
+            cands = [Candidate(c.machine, None, c.score) for c in cands]
+        if action < 0:
+            chosen = None
+            if feasible == 0:
+                summary = rejection_sentence(req.cpu, req.mem, req.multi, machines, infeasible)
+            elif action == -1:
+                summary = f"the policy {pol.name} declined the VM although {feasible} machines could host it"
+            else:
+                summary = f"the policy {pol.name} chose an action that cannot host the VM"
+        else:
+            score = next((c.score for c in cands if c.machine == s.machine_ids[action // self.numa]), ())
+            chosen = self._candidate(action, score)
+            if req.multi:
+                chosen = Candidate(chosen.machine, None, score)
+            summary = f"{pol.name} chose machine {chosen.machine} among {feasible} feasible of {machines} machines"
+        return Explanation(pol.name, machines, feasible, infeasible, cands, chosen, summary)
+
+    def _rejection(self, pol: NumaPolicy, req: VmRequest, d: npt.NDArray[np.float64], action: int) -> Rejection:
+        expl = self._explain(pol, req, d, -1 if action == -1 else -2)
+        code = "no-fit" if expl.feasible == 0 else ("declined" if action == -1 else "invalid")
+        return Rejection(req.id, expl.summary, code, expl)
+
+    def explain(self, request: VmRequest, policy: str | None = None) -> Explanation:
+        """Where ``request`` would go now and why, without placing it (a dry run)."""
+        request = VmRequest(request.id or "?", _positive(request.cpu, "cpu"), _positive(request.mem, "mem"),
+                            bool(request.multi))  # fmt: skip
+        with self.lock:
+            pol = self.policy(policy)
+            s = self.state
+            d = np.array([request.cpu, request.mem])
+            action = int(pol.choose(s.view(request.cpu, request.mem, request.multi)))
+            kn = self.numa
+            m = action // kn if action >= 0 else -1
+            feasible = (
+                0 <= m < s.active
+                and bool(s.usable[m])
+                and s.fits(m, action % kn, request.cpu, request.mem, request.multi)
+            )
+            return self._explain(pol, request, d, action if feasible else (-1 if action == -1 else -2))
+
+    def assess(
+        self, request: VmRequest, policy: str | None = None
+    ) -> tuple[dict[str, str], list[tuple[str, int | None, tuple[float, ...]]]]:
+        """Every machine's class for ``request`` (``feasible``, ``cpu``, ``mem``, ``numa``, ``drained``,
+        ``failed``) and the policy's ranking of all feasible actions (machine, node, score), best first: what a
+        scheduler that filters and scores (kube-scheduler's extender, Nova's weighers) asks."""
+        req = VmRequest(request.id or "?", _positive(request.cpu, "cpu"), _positive(request.mem, "mem"),
+                        bool(request.multi))  # fmt: skip
+        with self.lock:
+            s = self.state
+            classes = machine_classes(s.free, s.status, np.array([req.cpu, req.mem]), req.multi, s.active)
+            verdict = {s.machine_ids[m]: CLASS_NAMES[c] for m, c in enumerate(classes) if c >= 0}
+            pol = self.policy(policy)
+            ranked = pol.rank(s.view(req.cpu, req.mem, req.multi), s.active * self.numa)
+            return verdict, [
+                (s.machine_ids[a // self.numa], None if req.multi else a % self.numa, sc) for a, sc in ranked
+            ]
+
+    def explanation(self, vm_id: str) -> Explanation:
+        """The explanation recorded when ``vm_id`` was placed (the most recent ``keep_explanations`` are kept)."""
+        with self.lock:
+            expl = self._explanations.get(vm_id)
+            if expl is None:
+                self._vm_slot(vm_id)
+                raise NotFound(f"the explanation of VM {vm_id!r} is no longer kept", field="vm")
+            return expl
+
+    def release(self, vm_id: str) -> VmRecord:
+        """Free what VM ``vm_id`` holds; durable on return."""
+        with self.lock:
+            ticket = self._release_locked(vm_id)
+            rec = self._last_release
+        self._wait(ticket)
+        return rec
+
+    async def release_async(self, vm_id: str) -> VmRecord:
+        with self.lock:
+            ticket = self._release_locked(vm_id)
+            rec = self._last_release
+        if self.store is not None and ticket:
+            await self.store.wait_async(ticket)
+        return rec
+
+    def _release_locked(self, vm_id: str) -> int:
+        self._check_store()
+        v = self._vm_slot(vm_id)
+        self._last_release = self.state.record(v)
+        self.state.release(v)
+        self._explanations.pop(vm_id, None)
+        self.counters["released"] += 1
+        return self._commit([VmDelete(vm_id)])
+
+    def assign(self, vm_id: str, machine_id: str, node: int | None, cpu: float, mem: float) -> Placement:
+        """Record an existing allocation: VM ``vm_id`` on ``machine_id`` at ``node`` (None: split over every node),
+        as an import does; it must fit (a drained or failed machine may hold it)."""
+        req = self._validate(VmRequest(vm_id, cpu, mem, node is None))
+        with self.lock:
+            self._check_store()
+            changes: list[Change] = [self._assign_locked(req, machine_id, node)]
+            ticket = self._commit(changes)
+        self._wait(ticket)
+        return Placement(vm_id, machine_id, node)
+
+    def _assign_locked(self, req: VmRequest, machine_id: str, node: int | None) -> VmRow:
+        s = self.state
+        if req.id in s.slot_of_vm:
+            raise Conflict(f"a VM {req.id!r} is already placed", field="vm")
+        m = self._machine_slot(machine_id)
+        if node is not None and not (isinstance(node, int) and 0 <= node < self.numa):
+            raise InputError(f"must be a NUMA node from 0 to {self.numa - 1}, or empty for all, got {node!r}",
+                             field="node")  # fmt: skip
+        k = 0 if node is None else node
+        if not s.fits(m, k, req.cpu, req.mem, req.multi):
+            raise Conflict(f"VM {req.id!r} ({req.cpu:g} cores, {req.mem:g} GB) does not fit on machine "
+                           f"{machine_id!r} node {'all' if node is None else node}", field="vm")  # fmt: skip
+        s.place(req.id, s.vm_slot(), req.cpu, req.mem, req.multi, m * self.numa + k)
+        return VmRow(req.id, machine_id, node, req.cpu, req.mem, req.multi)
+
+    # -- reading --------------------------------------------------------------------------------------------
+    def _info(self, slot: int) -> MachineInfo:
+        s = self.state
+        return MachineInfo(
+            s.machine_ids[slot], STATUS_NAMES[int(s.status[slot])], s.rack[slot],
+            s.cap[slot, :, 0].tolist(), s.cap[slot, :, 1].tolist(), s.free[slot, :, 0].tolist(),
+            s.free[slot, :, 1].tolist(), int(s.vm_count[slot]),
+        )  # fmt: skip
+
+    def machine(self, machine_id: str) -> MachineInfo:
+        with self.lock:
+            return self._info(self._machine_slot(machine_id))
+
+    def machines(self) -> list[MachineInfo]:
+        """Every machine, in slot order (the order policies see)."""
+        with self.lock:
+            return [self._info(int(m)) for m in np.flatnonzero(self.state.status != ABSENT)]
+
+    def vm(self, vm_id: str) -> VmRecord:
+        with self.lock:
+            return self.state.record(self._vm_slot(vm_id))
+
+    def vms(self) -> list[VmRecord]:
+        with self.lock:
+            return [self.state.record(int(v)) for v in np.flatnonzero(self.state.pm_of >= 0)]
+
+    def stats(self) -> dict[str, Any]:
+        """Cluster totals: machines by status, VMs, CPU / memory capacity (active machines) and allocation."""
+        with self.lock:
+            s = self.state
+            st = s.status[: s.active]
+            present = st != ABSENT
+            cap = s.cap[: s.active][present].sum(axis=(0, 1))
+            return {
+                "machines": {name: int(np.sum(st == code)) for code, name in STATUS_NAMES.items() if code != ABSENT},
+                "machines_in_use": int(np.count_nonzero(s.vm_count)),
+                "vms": len(s.slot_of_vm),
+                "capacity": {"cpu": float(cap[0]), "mem": float(cap[1])},
+                "allocated": {"cpu": float(s.used[0]), "mem": float(s.used[1])},
+                "counters": dict(self.counters),
+            }
+
+    def check_invariants(self) -> None:
+        """Raise AssertionError if the state and the ledger disagree (:meth:`ClusterState.check_invariants`)."""
+        with self.lock:
+            self.state.check_invariants()
+
+    # -- snapshot / restore, import / export ----------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """The whole state as JSON-able data (machines in slot order with their slot, VMs by id: ledger slots are
+        an implementation detail that no decision depends on)."""
+        with self.lock:
+            s = self.state
+            machines = [asdict(self._machine_row(int(m))) for m in np.flatnonzero(s.status != ABSENT)]
+            vms = sorted((asdict(self._vm_row(int(v))) for v in np.flatnonzero(s.pm_of >= 0)), key=lambda r: r["id"])
+            return {"numa": self.numa, "machines": machines, "vms": vms}
+
+    def _vm_row(self, v: int) -> VmRow:
+        r = self.state.record(v)
+        return VmRow(r.id, r.machine, r.node, r.cpu, r.mem, r.multi)
+
+    @classmethod
+    def restore(cls, snapshot: dict[str, Any], policy: str | NumaPolicy = "best-fit", **kw: Any) -> PlacementEngine:
+        """An in-memory engine holding exactly ``snapshot``'s state."""
+        try:
+            engine = cls(int(snapshot["numa"]), policy, None, **kw)
+            engine._load([MachineRow(**m) for m in snapshot["machines"]], [VmRow(**v) for v in snapshot["vms"]])
+        except (KeyError, TypeError, ValueError) as e:
+            raise InputError(f"not a dcplace engine snapshot ({e})", field="snapshot") from None
+        return engine
+
+    def _load(self, machines: list[MachineRow], vms: list[VmRow]) -> None:
+        """Rebuild the arrays: machines at their slots (active while the VMs are placed), the VMs through the
+        kernel's ``place``, then each machine's status."""
+        s = self.state
+        for row in machines:
+            if row.id in s.slot_of_machine or row.slot < 0 or (row.slot < s.machine_slots and s.status[row.slot]):
+                raise InputError(f"machine {row.id!r} or its slot {row.slot} appears twice", field="machines")
+            cap = np.asarray(row.capacity, np.float64)
+            if cap.shape != (self.numa, 2) or row.status not in STATUS_CODES or row.status == "absent":
+                raise InputError(f"machine {row.id!r} has capacity shape {cap.shape} or status {row.status!r}",
+                                 field="machines")  # fmt: skip
+            s.add_machine(row.id, cap, row.rack, row.slot, ACTIVE)
+        for vm in vms:
+            self._assign_locked(self._validate(VmRequest(vm.id, vm.cpu, vm.mem, vm.multi)), vm.machine, vm.node)
+        for row in machines:
+            s.set_status(s.slot_of_machine[row.id], STATUS_CODES[row.status])
+
+    def export_allocations(self) -> list[dict[str, Any]]:
+        """Every allocation as a record: ``vm, machine, node (None: all nodes), cpu, mem``."""
+        return [{"vm": r.id, "machine": r.machine, "node": r.node, "cpu": r.cpu, "mem": r.mem} for r in self.vms()]
+
+    def import_allocations(self, rows: list[dict[str, Any]], source: str = "<records>") -> int:
+        """Record existing allocations (``vm, machine, node, cpu, mem``; node empty or ``all``: split over every
+        node) all or nothing; an error names the row (1-based). Returns how many were recorded."""
+        parsed: list[tuple[VmRequest, str, int | None]] = []
+        for i, row in enumerate(rows, 1):
+            try:
+                node_raw = row.get("node")
+                node = None if node_raw in (None, "", "all") else int(node_raw)
+                req = VmRequest(str(row["vm"]), row["cpu"], row["mem"], node is None)
+                parsed.append((self._validate(req), str(row["machine"]), node))
+            except KeyError as e:
+                raise InputError(f"missing column {e}", path=source, line=i) from None
+            except (ValueError, TypeError) as e:
+                raise InputError(f"bad node ({e})", path=source, line=i, field="node") from None
+            except InputError as e:
+                raise InputError(e.detail, path=source, line=i, field=e.field) from None
+        with self.lock:
+            self._check_store()
+            done: list[int] = []
+            changes: list[Change] = []
+            try:
+                for i, (req, machine, node) in enumerate(parsed, 1):
+                    try:
+                        changes.append(self._assign_locked(req, machine, node))
+                    except InputError as e:
+                        raise type(e)(e.detail, path=source, line=i, field=e.field) from None
+                    done.append(self.state.slot_of_vm[req.id])
+            except InputError:
+                for v in reversed(done):
+                    self.state.release(v)
+                raise
+            ticket = self._commit(changes)
+        self._wait(ticket)
+        return len(parsed)
+
+
+def read_allocations(path: str | Path) -> list[dict[str, Any]]:
+    """Allocation records from a ``.json`` (a list of objects) or ``.csv`` file (header ``vm,machine,node,cpu,mem``)."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise InputError(f"cannot read allocations ({e.strerror})", path=p) from None
+    if p.suffix.lower() == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise InputError(f"not valid JSON ({e.msg})", path=p, line=e.lineno) from None
+        if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+            raise InputError("must be a JSON list of allocation objects", path=p)
+        return data
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def write_allocations(rows: list[dict[str, Any]], path: str | Path) -> None:
+    """Write allocation records as ``.json`` or ``.csv`` (by the suffix); CSV writes ``all`` for a split VM."""
+    p = Path(path)
+    if p.suffix.lower() == ".json":
+        p.write_text(json.dumps(rows, indent=1) + "\n")
+        return
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=["vm", "machine", "node", "cpu", "mem"], lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({**r, "node": "all" if r["node"] is None else r["node"]})
+    p.write_text(buf.getvalue())

@@ -1,0 +1,291 @@
+"""Durable storage of the live cluster: the current machines and allocations, with group commit.
+
+The engine never writes SQL. It hands the store a list of :data:`Change` records per operation (a machine put,
+its status, a VM put or delete) and gets a ticket; :meth:`Store.wait` (or :meth:`Store.wait_async`) returns once
+that ticket's changes are durable. Storage holds the *current state*, not an event log: restart reads two tables
+(:meth:`Store.load`) and rebuilds the arrays with the kernel's own ``place``, so load time grows with the live
+state, not with history.
+
+:class:`SqliteStore` (the embedded default) keeps one connection in WAL mode with ``synchronous=FULL`` and one
+committer thread. Every operation queues its changes under the engine's lock (so queue order is the order the
+engine applied them); the committer takes everything queued, writes it in one transaction, commits (one fsync for
+the whole group) and then wakes the waiters of every ticket in it. Group commit gives concurrent clients one fsync
+per group instead of one each, with the same guarantee: no answer is sent before its change is on disk. A commit that
+fails marks the store broken: every waiter and every later operation gets :class:`StoreError`, and the process must
+restart and reload what is durable (fail-stop; the in-memory state may hold changes that never became durable, and
+none of them was acknowledged).
+
+Another SQL database (PostgreSQL for several engine instances sharing one cluster) needs only a class with the same
+four methods: the tables are plain (text keys, integers, reals, a JSON text column) and the one upsert uses the
+standard ``INSERT ... ON CONFLICT (id) DO UPDATE`` form, which PostgreSQL accepts unchanged; replace the connection,
+the ``?`` placeholders (``%s`` in psycopg) and the WAL pragmas (PostgreSQL commits durably by default,
+``synchronous_commit = on``). Several writers would also need the engine's decisions serialised across instances
+(``SELECT ... FOR UPDATE`` on the machine row, or one leader); docs/engine.md says more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from dcplace.errors import InputError
+
+
+class StoreError(RuntimeError):
+    """The database failed (a commit did not succeed): the state is no longer known to be durable."""
+
+
+@dataclass(frozen=True)
+class MachineRow:
+    id: str
+    slot: int
+    rack: str | None
+    status: str
+    capacity: list[list[float]]
+    """``(K, 2)`` CPU cores and memory GB of each NUMA node."""
+
+
+@dataclass(frozen=True)
+class VmRow:
+    id: str
+    machine: str
+    node: int | None
+    cpu: float
+    mem: float
+    multi: bool
+
+
+@dataclass(frozen=True)
+class MachineStatus:
+    id: str
+    status: str
+
+
+@dataclass(frozen=True)
+class MachineDelete:
+    id: str
+
+
+@dataclass(frozen=True)
+class VmDelete:
+    id: str
+
+
+Change = MachineRow | MachineStatus | MachineDelete | VmRow | VmDelete
+
+
+class Store(Protocol):
+    """What the engine needs from durable storage."""
+
+    def load(self) -> tuple[int | None, list[MachineRow], list[VmRow]]:
+        """The NUMA node count (None for a new store), the machines and the VMs, in insertion order."""
+        ...
+
+    def set_numa(self, numa: int) -> None:
+        """Record the cluster's NUMA node count (a new store, durable on return)."""
+        ...
+
+    def submit(self, changes: list[Change]) -> int:
+        """Queue ``changes`` (one operation's) for the next commit; return its ticket. Raises StoreError when
+        broken."""
+        ...
+
+    def wait(self, ticket: int) -> None:
+        """Return once ``ticket`` is durable; raise StoreError if its commit failed."""
+        ...
+
+    async def wait_async(self, ticket: int) -> None:
+        """:meth:`wait` for an event loop (does not block it)."""
+        ...
+
+    def check(self) -> None:
+        """Raise StoreError if the store is broken."""
+        ...
+
+    def close(self) -> None: ...
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS machines (
+    id TEXT PRIMARY KEY, slot INTEGER NOT NULL UNIQUE, rack TEXT, status TEXT NOT NULL, capacity TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS vms (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, machine TEXT NOT NULL, node INTEGER,
+    cpu REAL NOT NULL, mem REAL NOT NULL, multi INTEGER NOT NULL
+);
+"""
+
+
+class SqliteStore:
+    """The embedded default store: SQLite in WAL mode, ``synchronous=FULL``, group commit (module docstring)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        if self.path.parent and not self.path.parent.exists():
+            raise InputError(f"the directory {self.path.parent} does not exist", field="db")
+        try:
+            self._conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
+            mode = self._conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            self._conn.execute("PRAGMA synchronous=FULL")
+            self._conn.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as e:
+            raise InputError(f"{self.path} is not a usable SQLite database ({e})", field="db") from None
+        if str(mode).lower() != "wal":
+            raise InputError(f"{self.path}: SQLite refused WAL mode (got {mode})", field="db")
+        self._cv = threading.Condition()
+        self._pending: list[list[Change]] = []
+        self._submitted = 0
+        self._durable = 0
+        self._error: BaseException | None = None
+        self._closing = False
+        self._async: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        self.commits = 0
+        """Transactions committed (each one fsync); ``submitted / commits`` is the mean group size."""
+        self._thread = threading.Thread(target=self._committer, name="dcplace-store-commit", daemon=True)
+        self._thread.start()
+
+    # -- reading --------------------------------------------------------------------------------------------
+    def load(self) -> tuple[int | None, list[MachineRow], list[VmRow]]:
+        with self._cv:  # no commit runs while we read (the committer takes the lock only between transactions)
+            row = self._conn.execute("SELECT value FROM meta WHERE key = 'numa'").fetchone()
+            machines = [
+                MachineRow(i, s, r, st, json.loads(c))
+                for i, s, r, st, c in self._conn.execute(
+                    "SELECT id, slot, rack, status, capacity FROM machines ORDER BY slot"
+                )
+            ]
+            vms = [
+                VmRow(i, m, n, c, me, bool(mu))
+                for i, m, n, c, me, mu in self._conn.execute(
+                    "SELECT id, machine, node, cpu, mem, multi FROM vms ORDER BY seq"
+                )
+            ]
+        return (None if row is None else int(row[0])), machines, vms
+
+    def set_numa(self, numa: int) -> None:
+        self._conn.execute("BEGIN")
+        self._conn.execute(
+            "INSERT INTO meta VALUES ('numa', ?) ON CONFLICT (key) DO UPDATE SET value = ?", (numa, numa)
+        )
+        self._conn.execute("COMMIT")
+
+    # -- writing --------------------------------------------------------------------------------------------
+    def submit(self, changes: list[Change]) -> int:
+        with self._cv:
+            self.check()
+            self._pending.append(changes)
+            self._submitted += 1
+            self._cv.notify_all()
+            return self._submitted
+
+    def check(self) -> None:
+        if self._error is not None:
+            raise StoreError(f"the database {self.path} failed ({self._error}); restart the service to reload it")
+        if self._closing:
+            raise StoreError(f"the database {self.path} is closed")
+
+    def wait(self, ticket: int) -> None:
+        with self._cv:
+            while self._durable < ticket and self._error is None:
+                self._cv.wait()
+            if self._durable < ticket:
+                self.check()
+
+    async def wait_async(self, ticket: int) -> None:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        with self._cv:
+            if self._durable >= ticket:
+                return
+            self.check()
+            self._async.append((ticket, loop, fut))
+        await fut
+
+    def _committer(self) -> None:
+        while True:
+            with self._cv:
+                while not self._pending and not self._closing:
+                    self._cv.wait()
+                if not self._pending:
+                    return
+                batch, self._pending = self._pending, []
+                upto = self._submitted
+            try:
+                self._conn.execute("BEGIN")
+                for changes in batch:
+                    for c in changes:
+                        self._write(c)
+                self._conn.execute("COMMIT")
+            except BaseException as e:  # any failure: nothing after it is durable; fail-stop
+                try:
+                    self._conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+                with self._cv:
+                    self._error = e
+                    self._cv.notify_all()
+                    self._wake_async(error=True)
+                return
+            with self._cv:
+                self.commits += 1
+                self._durable = upto
+                self._cv.notify_all()
+                self._wake_async(error=False)
+
+    def _wake_async(self, error: bool) -> None:
+        keep = []
+        for ticket, loop, fut in self._async:
+            if error:
+                loop.call_soon_threadsafe(_fail, fut, StoreError(f"the database {self.path} failed ({self._error})"))
+            elif ticket <= self._durable:
+                loop.call_soon_threadsafe(_done, fut)
+            else:
+                keep.append((ticket, loop, fut))
+        self._async = keep
+
+    def _write(self, c: Change) -> None:
+        ex = self._conn.execute
+        if isinstance(c, VmRow):
+            ex(
+                "INSERT INTO vms (id, machine, node, cpu, mem, multi) VALUES (?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (id) DO UPDATE SET machine = excluded.machine, node = excluded.node",
+                (c.id, c.machine, c.node, c.cpu, c.mem, int(c.multi)),
+            )
+        elif isinstance(c, VmDelete):
+            ex("DELETE FROM vms WHERE id = ?", (c.id,))
+        elif isinstance(c, MachineRow):
+            ex(
+                "INSERT INTO machines (id, slot, rack, status, capacity) VALUES (?, ?, ?, ?, ?)",
+                (c.id, c.slot, c.rack, c.status, json.dumps(c.capacity)),
+            )
+        elif isinstance(c, MachineStatus):
+            ex("UPDATE machines SET status = ? WHERE id = ?", (c.status, c.id))
+        else:
+            ex("DELETE FROM machines WHERE id = ?", (c.id,))
+
+    def close(self) -> None:
+        """Commit what is queued, stop the committer, close the connection."""
+        with self._cv:
+            self._closing = True
+            self._cv.notify_all()
+        self._thread.join()
+        self._conn.close()
+
+    def stats(self) -> dict[str, Any]:
+        return {"submitted": self._submitted, "durable": self._durable, "commits": self.commits}
+
+
+def _done(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+def _fail(fut: asyncio.Future[None], e: BaseException) -> None:
+    if not fut.done():
+        fut.set_exception(e)

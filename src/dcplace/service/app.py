@@ -1,0 +1,269 @@
+"""The HTTP placement service: FastAPI over one :class:`~dcplace.engine.PlacementEngine`.
+
+``create_app(engine)`` builds the application; ``dcplace serve --db PATH --policy NAME`` runs it under uvicorn.
+OpenAPI docs are at ``/docs`` (and ``/openapi.json``).
+
+Errors a client can cause are 4xx with ``{"detail": "<one sentence>"}``: an unknown machine or VM is 404, a
+duplicate id, a machine that still hosts VMs or a VM that fits nowhere is 409 (the body of a rejected placement also
+carries ``code`` and the explanation), a malformed body or a bad number is 422. A database failure is 503 (the
+service must be restarted to reload what is durable). Anything else is a bug: 500.
+
+Placing and releasing are ``async``: the decision is taken at once under the engine's lock (microseconds) and the
+answer waits, without blocking the event loop, for the group commit that makes it durable. The rarer operations
+(machines, import) run in FastAPI's thread pool.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import PlainTextResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from dcplace.engine import (
+    Conflict,
+    FailReport,
+    NotFound,
+    Placement,
+    PlacementEngine,
+    Rejection,
+    StoreError,
+    VmRecord,
+    VmRequest,
+)
+from dcplace.engine.explain import Explanation
+from dcplace.errors import InputError
+from dcplace.service.extender import add_extender_routes
+from dcplace.service.metrics import ServiceMetrics
+from dcplace.service.models import (
+    AllocationIn,
+    BatchOut,
+    ErrorOut,
+    ExplainIn,
+    ExplanationOut,
+    FailOut,
+    MachineIn,
+    MachineOut,
+    PlacementOut,
+    RejectionOut,
+    VmBatchIn,
+    VmIn,
+    VmOut,
+)
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorOut, "description": "unknown machine or VM"},
+    409: {"model": ErrorOut, "description": "conflicts with the state (duplicate id, machine not empty)"},
+    422: {"model": ErrorOut, "description": "malformed body or bad number"},
+    503: {"model": ErrorOut, "description": "the database failed; restart the service"},
+}
+
+
+def _json(data: Any, status: int = 200) -> Response:
+    return Response(json.dumps(data), status_code=status, media_type="application/json")
+
+
+def explanation_json(x: Explanation | None) -> dict[str, Any] | None:
+    return None if x is None else asdict(x)
+
+
+def placement_json(p: Placement) -> dict[str, Any]:
+    return {"accepted": True, "vm": p.vm, "machine": p.machine, "node": p.node,
+            "explanation": explanation_json(p.explanation)}  # fmt: skip
+
+
+def rejection_json(r: Rejection) -> dict[str, Any]:
+    return {"accepted": False, "vm": r.vm, "detail": r.reason, "code": r.code,
+            "explanation": explanation_json(r.explanation)}  # fmt: skip
+
+
+def vm_json(r: VmRecord) -> dict[str, Any]:
+    return asdict(r)
+
+
+def fail_json(rep: FailReport) -> dict[str, Any]:
+    return {"machine": rep.machine, "replaced": [placement_json(p) for p in rep.replaced],
+            "dropped": [rejection_json(r) for r in rep.dropped]}  # fmt: skip
+
+
+def _validation_sentence(exc: RequestValidationError) -> str:
+    errs = exc.errors()
+    if not errs:
+        return "the request body is not valid"
+    e = errs[0]
+    loc = ".".join(str(x) for x in e.get("loc", ()) if x != "body")
+    more = f" (and {len(errs) - 1} more problems)" if len(errs) > 1 else ""
+    return f"field '{loc}': {e.get('msg', 'is not valid')}{more}" if loc else f"{e.get('msg')}{more}"
+
+
+def create_app(engine: PlacementEngine) -> FastAPI:
+    """The service over ``engine`` (which it does not close)."""
+    app = FastAPI(
+        title="dcplace placement service",
+        description="Place VMs on NUMA machines with a named policy; durable state; explanations of every decision.",
+        version="0.1.0",
+    )
+    metrics = ServiceMetrics(engine)
+    app.state.engine = engine
+    app.state.metrics = metrics
+
+    @app.exception_handler(NotFound)
+    async def _not_found(request: Request, exc: NotFound) -> Response:
+        return _json({"detail": str(exc)}, 404)
+
+    @app.exception_handler(Conflict)
+    async def _conflict(request: Request, exc: Conflict) -> Response:
+        return _json({"detail": str(exc)}, 409)
+
+    @app.exception_handler(InputError)
+    async def _input(request: Request, exc: InputError) -> Response:
+        return _json({"detail": str(exc)}, 422)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> Response:
+        return _json({"detail": _validation_sentence(exc)}, 422)
+
+    @app.exception_handler(StoreError)
+    async def _store(request: Request, exc: StoreError) -> Response:
+        return _json({"detail": str(exc)}, 503)
+
+    # -- health and metrics -------------------------------------------------------------------------------------
+    @app.get("/healthz", tags=["operations"], responses={503: ERRORS[503]})
+    def healthz() -> Response:
+        """200 while the engine can take writes; 503 once the database failed."""
+        if engine.store is not None:
+            engine.store.check()
+        s = engine.stats()
+        return _json({"status": "ok", "machines": sum(s["machines"].values()), "vms": s["vms"]})
+
+    @app.get("/metrics", tags=["operations"], response_class=PlainTextResponse)
+    def prometheus() -> Response:
+        """Prometheus text format."""
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/state", tags=["operations"])
+    def state() -> Response:
+        """Cluster totals: machines by status, VMs, capacity and allocation, counters."""
+        return _json(engine.stats())
+
+    @app.get("/state/snapshot", tags=["operations"])
+    def snapshot() -> Response:
+        """The whole state (machines with their slots, every VM)."""
+        return _json(engine.snapshot())
+
+    # -- machines -----------------------------------------------------------------------------------------------
+    @app.post("/machines", status_code=201, response_model=MachineOut, tags=["machines"], responses=ERRORS)
+    def add_machine(body: MachineIn) -> Response:
+        """Register a machine (active)."""
+        return _json(asdict(engine.add_machine(body.id, body.cpu, body.mem, body.rack)), 201)
+
+    @app.get("/machines", response_model=list[MachineOut], tags=["machines"])
+    def machines() -> Response:
+        """Every machine, in the order policies see them."""
+        return _json([asdict(m) for m in engine.machines()])
+
+    @app.get("/machines/{machine_id}", response_model=MachineOut, tags=["machines"], responses=ERRORS)
+    def machine(machine_id: str) -> Response:
+        return _json(asdict(engine.machine(machine_id)))
+
+    @app.post("/machines/{machine_id}/drain", response_model=MachineOut, tags=["machines"], responses=ERRORS)
+    def drain(machine_id: str) -> Response:
+        """No new VMs on the machine; those it hosts stay."""
+        return _json(asdict(engine.drain(machine_id)))
+
+    @app.post("/machines/{machine_id}/activate", response_model=MachineOut, tags=["machines"], responses=ERRORS)
+    def activate(machine_id: str) -> Response:
+        """Undo a drain or a failure."""
+        return _json(asdict(engine.activate(machine_id)))
+
+    @app.post("/machines/{machine_id}/fail", response_model=FailOut, tags=["machines"], responses=ERRORS)
+    def fail(machine_id: str, policy: str | None = None) -> Response:
+        """The machine failed: its VMs are placed again through the policy; those that fit nowhere are dropped."""
+        return _json(fail_json(engine.fail(machine_id, policy)))
+
+    @app.delete("/machines/{machine_id}", status_code=204, tags=["machines"], responses=ERRORS)
+    def remove(machine_id: str) -> Response:
+        """Unregister an empty machine."""
+        engine.remove_machine(machine_id)
+        return Response(status_code=204)
+
+    # -- VMs ----------------------------------------------------------------------------------------------------
+    @app.post(
+        "/vms",
+        status_code=201,
+        response_model=PlacementOut,
+        tags=["vms"],
+        responses={**ERRORS, 409: {"model": RejectionOut, "description": "rejected (no fit), or a duplicate id"}},
+    )
+    async def place(body: VmIn) -> Response:
+        """Place a VM with the service's policy (or ``policy``); durable when answered. A VM that fits nowhere is
+        409 with the reason and the explanation."""
+        t0 = time.perf_counter()
+        d = await engine.place_async(VmRequest(body.id, body.cpu, body.mem, body.multi_numa), body.policy,
+                                     body.explain)  # fmt: skip
+        metrics.latency.labels("place").observe(time.perf_counter() - t0)
+        if isinstance(d, Rejection):
+            metrics.decisions.labels("rejected").inc()
+            return _json(rejection_json(d), 409)
+        metrics.decisions.labels("placed").inc()
+        return _json(placement_json(d), 201)
+
+    @app.post("/vms/batch", response_model=BatchOut, tags=["vms"], responses=ERRORS)
+    async def place_batch(body: VmBatchIn) -> Response:
+        """Place several VMs in order (the decisions of one ``POST /vms`` each, without explanations, rejections
+        with theirs), durable when answered, with one commit: bulk admission. 200 even when some are rejected
+        (each result says); a duplicate id or a bad body is 409 / 422 and places nothing."""
+        reqs = [VmRequest(v.id, v.cpu, v.mem, v.multi_numa) for v in body.vms]
+        out = await engine.place_batch_async(reqs, body.policy)
+        placed = sum(1 for d in out if isinstance(d, Placement))
+        metrics.decisions.labels("placed").inc(placed)
+        metrics.decisions.labels("rejected").inc(len(out) - placed)
+        results = [placement_json(d) if isinstance(d, Placement) else rejection_json(d) for d in out]
+        return _json({"placed": placed, "rejected": len(out) - placed, "results": results})
+
+    @app.get("/vms", response_model=list[VmOut], tags=["vms"])
+    def vms() -> Response:
+        return _json([vm_json(r) for r in engine.vms()])
+
+    @app.get("/vms/{vm_id}", response_model=VmOut, tags=["vms"], responses=ERRORS)
+    def vm(vm_id: str) -> Response:
+        return _json(vm_json(engine.vm(vm_id)))
+
+    @app.delete("/vms/{vm_id}", response_model=VmOut, tags=["vms"], responses=ERRORS)
+    async def release(vm_id: str) -> Response:
+        """Release a VM; durable when answered. Returns what it held."""
+        t0 = time.perf_counter()
+        rec = await engine.release_async(vm_id)
+        metrics.latency.labels("release").observe(time.perf_counter() - t0)
+        metrics.releases.inc()
+        return _json(vm_json(rec))
+
+    @app.get("/vms/{vm_id}/explanation", response_model=ExplanationOut, tags=["vms"], responses=ERRORS)
+    def explanation(vm_id: str) -> Response:
+        """Why the VM went where it is (kept for the most recent placements)."""
+        return _json(explanation_json(engine.explanation(vm_id)))
+
+    @app.post("/explain", response_model=ExplanationOut, tags=["vms"], responses=ERRORS)
+    def explain(body: ExplainIn) -> Response:
+        """Where a VM would go now and why, without placing it."""
+        return _json(explanation_json(engine.explain(VmRequest("?", body.cpu, body.mem, body.multi_numa), body.policy)))
+
+    # -- allocations --------------------------------------------------------------------------------------------
+    @app.get("/allocations", response_model=list[AllocationIn], tags=["allocations"])
+    def export_allocations() -> Response:
+        """Every allocation (vm, machine, node, cpu, mem)."""
+        return _json(engine.export_allocations())
+
+    @app.post("/allocations", tags=["allocations"], responses=ERRORS)
+    def import_allocations(body: list[AllocationIn]) -> Response:
+        """Record existing allocations, all or nothing."""
+        n = engine.import_allocations([b.model_dump() for b in body], "request body")
+        return _json({"imported": n})
+
+    add_extender_routes(app, engine)
+    return app

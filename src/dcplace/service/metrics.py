@@ -1,0 +1,65 @@
+"""Prometheus metrics of the service: decisions and their latency (counted as they happen), the cluster's state
+(read from the engine at each scrape), the store's commits."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from dcplace.engine import PlacementEngine
+
+LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0)
+
+
+class EngineCollector(Collector):
+    """Gauges read from the engine when Prometheus scrapes (no bookkeeping on the request path)."""
+
+    def __init__(self, engine: PlacementEngine) -> None:
+        self.engine = engine
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        s = self.engine.stats()
+        g = GaugeMetricFamily("dcplace_machines", "Machines by status", labels=["status"])
+        for status, n in s["machines"].items():
+            g.add_metric([status], n)
+        yield g
+        yield GaugeMetricFamily(
+            "dcplace_machines_in_use", "Machines hosting at least one VM", value=s["machines_in_use"]
+        )
+        yield GaugeMetricFamily("dcplace_vms", "VMs placed", value=s["vms"])
+        cap = GaugeMetricFamily("dcplace_capacity", "Capacity of registered machines (cores, GB)", labels=["resource"])
+        used = GaugeMetricFamily("dcplace_allocated", "Allocated (cores, GB)", labels=["resource"])
+        for r in ("cpu", "mem"):
+            cap.add_metric([r], s["capacity"][r])
+            used.add_metric([r], s["allocated"][r])
+        yield cap
+        yield used
+        store = self.engine.store
+        stats = getattr(store, "stats", None)
+        if callable(stats):
+            st = stats()
+            yield CounterMetricFamily("dcplace_store_commits", "Transactions committed (one fsync each)",
+                                      value=st["commits"])  # fmt: skip
+            yield CounterMetricFamily("dcplace_store_changes", "Operations made durable", value=st["durable"])
+
+
+class ServiceMetrics:
+    """The service's registry (one per app, so several apps in one process do not collide)."""
+
+    def __init__(self, engine: PlacementEngine) -> None:
+        self.registry = CollectorRegistry()
+        self.decisions = Counter(
+            "dcplace_decisions", "Placement decisions by result", ["result"], registry=self.registry
+        )
+        self.releases = Counter("dcplace_releases", "VMs released", registry=self.registry)
+        self.latency = Histogram(
+            "dcplace_request_seconds",
+            "Time to answer a place or release call, durability included",
+            ["operation"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.registry.register(EngineCollector(engine))

@@ -1,0 +1,273 @@
+"""The live engine: operations, errors, explanations, snapshot / restore, import / export, and invariants under
+random operation sequences (hypothesis)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dcplace.engine import (
+    Conflict,
+    NotFound,
+    Placement,
+    PlacementEngine,
+    Rejection,
+    VmRequest,
+    read_allocations,
+    write_allocations,
+)
+from dcplace.errors import InputError
+from dcplace.policies import NumaView, ScoredNumaPolicy
+
+
+def small(machines: int = 3, policy: str = "best-fit") -> PlacementEngine:
+    e = PlacementEngine(2, policy)
+    for i in range(machines):
+        e.add_machine(f"pm{i}", cpu=40, mem=90, rack=f"r{i % 2}")
+    return e
+
+
+def test_place_release_and_state() -> None:
+    e = small()
+    p = e.place(VmRequest("a", 4, 8))
+    assert isinstance(p, Placement) and p.machine == "pm0" and p.node == 0
+    m = e.place(VmRequest("b", 16, 64, multi=True))
+    assert isinstance(m, Placement) and m.node is None
+    assert e.machine("pm0").free_cpu == [28.0, 32.0]
+    assert e.vm("b").machine == "pm0"
+    rec = e.release("a")
+    assert (rec.cpu, rec.mem, rec.node) == (4.0, 8.0, 0)
+    e.release("b")
+    assert e.machine("pm0").free_cpu == [40.0, 40.0] and e.stats()["vms"] == 0
+    e.check_invariants()
+
+
+def test_user_mistakes_are_input_errors() -> None:
+    e = small()
+    with pytest.raises(Conflict, match="already registered"):
+        e.add_machine("pm0", 40, 90)
+    with pytest.raises(InputError, match="one value per NUMA node"):
+        e.add_machine("x", [1, 2, 3], 4)
+    with pytest.raises(InputError, match="above 0"):
+        e.add_machine("x", -1, 4)
+    with pytest.raises(InputError, match="field 'cpu'"):
+        e.place(VmRequest("v", float("nan"), 1))
+    with pytest.raises(NotFound, match="no machine 'nope'"):
+        e.drain("nope")
+    with pytest.raises(NotFound, match="no VM 'nope'"):
+        e.release("nope")
+    e.place(VmRequest("v", 1, 1))
+    with pytest.raises(Conflict, match="already placed"):
+        e.place(VmRequest("v", 1, 1))
+    with pytest.raises(Conflict, match="still hosts 1 VMs"):
+        e.remove_machine("pm0")
+    e.check_invariants()
+
+
+def test_explanation_counts_every_machine_by_reason() -> None:
+    e = PlacementEngine(2, "best-fit")
+    e.add_machine("ok", 40, 90)
+    e.add_machine("cpu", 40, 90)
+    e.add_machine("mem", 40, 90)
+    e.add_machine("numa", 40, 90)
+    e.add_machine("drained", 40, 90)
+    e.add_machine("failed", 40, 90)
+    e.assign("c", "cpu", None, 70, 10)  # 5 cores left on each node of 'cpu'
+    e.assign("m", "mem", None, 10, 170)  # 5 GB left per node
+    e.assign("n0", "numa", 0, 30, 10)  # 10 + 10 cores: enough in total for 20, not on one node
+    e.assign("n1", "numa", 1, 30, 10)
+    e.assign("ok0", "ok", 0, 10, 10)
+    e.drain("drained")
+    e.fail("failed")
+    p = e.place(VmRequest("v", 20, 20))
+    assert isinstance(p, Placement) and p.machine == "ok"
+    x = p.explanation
+    assert x is not None and x.feasible == 1
+    assert x.infeasible == {"cpu": 1, "mem": 1, "numa": 1, "drained": 1, "failed": 1}
+    assert x.chosen is not None and x.candidates[0].machine == "ok"
+    assert e.explanation("v") == x
+    r = e.place(VmRequest("w", 45, 20))
+    assert isinstance(r, Rejection) and r.code == "no-fit"
+    assert "short of CPU" in r.reason and r.explanation is not None and r.explanation.feasible == 0
+    assert r.explanation.feasible + sum(r.explanation.infeasible.values()) == 6
+    dry = e.explain(VmRequest("?", 1, 1))
+    assert dry.chosen is not None and dry.feasible == 4  # nothing placed by a dry run
+    assert e.stats()["vms"] == 6
+    e.check_invariants()
+
+
+def test_fail_replaces_vms_through_the_policy_and_drops_what_fits_nowhere() -> None:
+    e = small(2, "first-fit")
+    e.place(VmRequest("a", 30, 10))  # pm0 node 0
+    e.place(VmRequest("b", 30, 10))  # pm0 node 1
+    e.place(VmRequest("c", 30, 10))  # pm1 node 0
+    rep = e.fail("pm0")
+    assert [p.vm for p in rep.replaced] == ["a"] and rep.replaced[0].machine == "pm1"
+    assert [r.vm for r in rep.dropped] == ["b"]
+    assert e.machine("pm0").status == "failed" and e.machine("pm0").vms == 0
+    with pytest.raises(NotFound):
+        e.vm("b")
+    e.remove_machine("pm0")
+    e.activate("pm1")
+    e.check_invariants()
+
+
+class Exploding(ScoredNumaPolicy):
+    """A user policy that fails on its second call."""
+
+    name = "exploding"
+    calls = 0
+
+    def score(self, view: NumaView) -> np.ndarray:
+        type(self).calls += 1
+        if type(self).calls > 1:
+            raise RuntimeError("bug in a user policy")
+        return np.zeros(view.machines * view.numa)
+
+
+def test_a_policy_that_raises_during_fail_changes_nothing() -> None:
+    e = small(3, "first-fit")
+    for i in range(3):
+        e.place(VmRequest(f"v{i}", 5, 5))
+    before = e.snapshot()
+    e._policies["exploding"] = Exploding()
+    with pytest.raises(RuntimeError, match="bug in a user policy"):
+        e.fail("pm0", policy="exploding")
+    assert e.snapshot() == before
+    e.check_invariants()
+
+
+def test_drain_keeps_vms_and_takes_no_new_ones() -> None:
+    e = small(2, "first-fit")
+    e.place(VmRequest("a", 1, 1))
+    e.drain("pm0")
+    p = e.place(VmRequest("b", 1, 1))
+    assert isinstance(p, Placement) and p.machine == "pm1"
+    assert e.vm("a").machine == "pm0"
+
+
+class LeastLoaded(ScoredNumaPolicy):
+    """A user policy (not compiled): the machine with the fewest VMs."""
+
+    name = "least-loaded"
+
+    def score(self, view: NumaView) -> np.ndarray:
+        return np.repeat(-view.vm_count.astype(float), view.numa)
+
+
+def test_user_policy_decides_through_the_view() -> None:
+    e = PlacementEngine(2, LeastLoaded())
+    for i in range(3):
+        e.add_machine(f"pm{i}", 40, 90)
+    got = [e.place(VmRequest(f"v{i}", 1, 1)) for i in range(3)]
+    assert [p.machine for p in got if isinstance(p, Placement)] == ["pm0", "pm1", "pm2"]
+    assert e.place(VmRequest("x", 1, 1), policy="first-fit").machine == "pm0"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("policy", ["best-fit", "industrial", "least-loaded"])
+def test_place_batch_decides_as_consecutive_places(policy: str) -> None:
+    rng = np.random.default_rng(5)
+    reqs = [VmRequest(f"v{i}", float(rng.integers(1, 30)), float(rng.integers(1, 60)), bool(rng.random() < 0.2))
+            for i in range(80)]  # fmt: skip
+    one, batch = (small(4, "best-fit") for _ in range(2))
+    pol = LeastLoaded() if policy == "least-loaded" else policy
+    if isinstance(pol, LeastLoaded):
+        one, batch = PlacementEngine.restore(one.snapshot(), pol), PlacementEngine.restore(batch.snapshot(), pol)
+        name = None
+    else:
+        name = policy
+    want = [one.place(r, name, explain=False) for r in reqs]
+    got = batch.place_batch(reqs, name)
+    assert [(d.vm, d.accepted, getattr(d, "machine", None), getattr(d, "node", None)) for d in got] == [
+        (d.vm, d.accepted, getattr(d, "machine", None), getattr(d, "node", None)) for d in want
+    ]
+    assert any(not d.accepted for d in got) and batch.snapshot() == one.snapshot()
+    batch.check_invariants()
+    with pytest.raises(Conflict, match="already placed"):
+        batch.place_batch([VmRequest("fresh", 1, 1), VmRequest(got[0].vm, 1, 1)])
+    assert "fresh" not in {r.id for r in batch.vms()}
+
+
+def test_snapshot_restore_and_allocations_round_trip(tmp_path) -> None:
+    e = small(3)
+    for i in range(20):
+        e.place(VmRequest(f"v{i}", 1 + i % 5, 2 + i % 7, multi=i % 4 == 0))
+    e.drain("pm1")
+    snap = e.snapshot()
+    r = PlacementEngine.restore(snap)
+    assert r.snapshot() == snap
+    assert np.array_equal(r.state.free, e.state.free)
+    r.check_invariants()
+    for suffix in ("csv", "json"):
+        path = tmp_path / f"alloc.{suffix}"
+        write_allocations(e.export_allocations(), path)
+        fresh = small(3)
+        assert fresh.import_allocations(read_allocations(path), str(path)) == 20
+        assert fresh.export_allocations() == e.export_allocations()
+        fresh.check_invariants()
+
+
+def test_import_is_all_or_nothing_and_names_the_row(tmp_path) -> None:
+    path = tmp_path / "alloc.csv"
+    path.write_text("vm,machine,node,cpu,mem\na,pm0,0,4,8\nb,pm9,1,4,8\n")
+    e = small(2)
+    with pytest.raises(NotFound, match=r"alloc.csv, line 2.*no machine 'pm9'"):
+        e.import_allocations(read_allocations(path), str(path))
+    assert e.stats()["vms"] == 0
+    path.write_text("vm,machine,node,cpu,mem\na,pm0,0,400,8\n")
+    with pytest.raises(Conflict, match=r"line 1.*does not fit"):
+        e.import_allocations(read_allocations(path), str(path))
+    e.check_invariants()
+
+
+# -- invariants under random operation sequences ---------------------------------------------------------------
+OPS = st.lists(
+    st.tuples(
+        st.sampled_from(
+            ["add", "place", "place", "place", "release", "release", "drain", "fail", "remove", "activate"]
+        ),
+        st.integers(0, 7),
+        st.floats(0.5, 48),
+        st.floats(0.5, 100),
+        st.booleans(),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=OPS, policy=st.sampled_from(["best-fit", "first-fit", "industrial"]))
+def test_random_operations_keep_the_invariants(ops: list[tuple[str, int, float, float, bool]], policy: str) -> None:
+    e = PlacementEngine(2, policy)
+    vm = 0
+    for op, i, cpu, mem, multi in ops:
+        try:
+            if op == "add":
+                e.add_machine(f"pm{i}", [cpu, cpu / 2 + 1], [mem, mem + 1])
+            elif op == "place":
+                e.place(VmRequest(f"v{vm}", cpu / 2, mem / 2, multi))
+                vm += 1
+            elif op == "release":
+                live = e.vms()
+                if live:
+                    e.release(live[i % len(live)].id)
+            elif op == "drain":
+                e.drain(f"pm{i}")
+            elif op == "activate":
+                e.activate(f"pm{i}")
+            elif op == "fail":
+                e.fail(f"pm{i}")
+            else:
+                e.remove_machine(f"pm{i}")
+        except (NotFound, Conflict):
+            pass
+        e.check_invariants()
+    assert PlacementEngine.restore(e.snapshot()).snapshot() == e.snapshot()
+    for rec in e.vms():
+        e.release(rec.id)
+    e.check_invariants()
+    # everything is free again (up to float rounding of x - d + d, as the invariant checker allows)
+    assert np.allclose(e.state.free, e.state.cap, rtol=0, atol=1e-9) and np.allclose(e.state.used, 0, atol=1e-9)
+    assert e.state.vm_count.sum() == 0 and e.stats()["machines_in_use"] == 0

@@ -1,0 +1,66 @@
+"""A real uvicorn server on a free port: in a thread (same process) or as a ``dcplace serve`` subprocess."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import uvicorn
+
+from dcplace.engine import PlacementEngine
+from dcplace.service import create_app
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def server_thread(engine: PlacementEngine) -> Iterator[str]:
+    """Serve ``engine`` with uvicorn in a thread; yield its base URL."""
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(engine), host="127.0.0.1", port=port, log_level="warning"))
+    t = threading.Thread(target=server.run, daemon=True)
+    t.start()
+    deadline = time.time() + 20
+    while not server.started:
+        if time.time() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        t.join(10)
+
+
+def start_serve(db: Path, port: int) -> subprocess.Popen[bytes]:
+    """``dcplace serve --db db`` as a subprocess, answering /healthz."""
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    env = {**os.environ, "PYTHONPATH": src, "OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-c", "from dcplace.cli.main import main; main()", "serve", "--db", str(db),
+           "--port", str(port)]  # fmt: skip
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"dcplace serve exited: {proc.stderr.read().decode() if proc.stderr else ''}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                return proc
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGKILL)
+    raise RuntimeError("dcplace serve did not answer /healthz")

@@ -1,0 +1,159 @@
+"""The HTTP API: every user mistake is a 4xx with one sentence, explanations, metrics, health, the extender."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from dcplace.engine import PlacementEngine
+from dcplace.service import create_app
+
+
+@pytest.fixture
+def client(tmp_path):
+    engine = PlacementEngine.open(tmp_path / "c.db")
+    with TestClient(create_app(engine), raise_server_exceptions=False) as c:
+        for i in range(3):
+            assert c.post("/machines", json={"id": f"pm{i}", "cpu": 40, "mem": [90, 90]}).status_code == 201
+        yield c
+    engine.close()
+
+
+def one_sentence(r) -> str:
+    body = r.json()
+    assert set(body) >= {"detail"} and isinstance(body["detail"], str) and "\n" not in body["detail"]
+    return body["detail"]
+
+
+def test_place_explain_release(client: TestClient) -> None:
+    r = client.post("/vms", json={"id": "vm-1", "cpu": 4, "mem": 8})
+    assert r.status_code == 201, r.text
+    body = r.json()
+    assert body["machine"] == "pm0" and body["node"] == 0
+    x = body["explanation"]
+    assert x["feasible"] == 3 and x["chosen"]["machine"] == "pm0" and len(x["candidates"]) == 3
+    assert client.get("/vms/vm-1/explanation").json() == x
+    assert client.get("/vms/vm-1").json()["machine"] == "pm0"
+    dry = client.post("/explain", json={"cpu": 1, "mem": 1})
+    assert dry.status_code == 200 and dry.json()["chosen"]["machine"] == "pm0"
+    assert client.get("/machines/pm0").json()["free_cpu"] == [36.0, 40.0]
+    assert client.delete("/vms/vm-1").json()["cpu"] == 4.0
+    assert client.get("/state").json()["vms"] == 0
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "status", "words"),
+    [
+        ("post", "/machines", {"id": "pm0", "cpu": 40, "mem": 90}, 409, "already registered"),
+        ("post", "/machines", {"id": "x", "cpu": [1, 2, 3], "mem": 90}, 422, "one value per NUMA node"),
+        ("post", "/machines", {"id": "x", "cpu": -4, "mem": 90}, 422, "field 'cpu"),
+        ("post", "/machines", {"id": "", "cpu": 4, "mem": 90}, 422, "field 'id'"),
+        ("post", "/machines/nope/drain", None, 404, "no machine 'nope'"),
+        ("delete", "/machines/nope", None, 404, "no machine 'nope'"),
+        ("post", "/vms", {"id": "v", "cpu": "four", "mem": 8}, 422, "field 'cpu'"),
+        ("post", "/vms", {"id": "v", "cpu": 4, "mem": 0}, 422, "field 'mem'"),
+        ("post", "/vms", {"id": "v", "cpu": 4}, 422, "field 'mem'"),
+        ("post", "/vms", {"id": "v", "cpu": 4, "mem": 8, "policy": "nope"}, 422, "field 'policy'"),
+        ("post", "/vms", {"id": "v", "cpu": 4, "mem": 8, "colour": "red"}, 422, "colour"),
+        ("post", "/vms", {"id": "v", "cpu": 400, "mem": 8}, 409, "no machine can host"),
+        ("delete", "/vms/nope", None, 404, "no VM 'nope'"),
+        ("get", "/vms/nope/explanation", None, 404, "no VM 'nope'"),
+        ("post", "/allocations", [{"vm": "a", "machine": "pm9", "node": 0, "cpu": 1, "mem": 1}], 404, "line 1"),
+    ],
+)
+def test_user_mistakes_are_4xx_with_one_sentence(client, method, path, body, status, words) -> None:
+    kw = {} if body is None else {"json": body}
+    r = getattr(client, method)(path, **kw)
+    assert r.status_code == status, r.text
+    assert words in one_sentence(r)
+
+
+def test_rejection_carries_reason_and_explanation(client: TestClient) -> None:
+    client.post("/machines/pm1/drain")
+    client.post("/machines/pm2/fail")
+    r = client.post("/vms", json={"id": "big", "cpu": 60, "mem": 8})
+    assert r.status_code == 409
+    body = r.json()
+    assert body["code"] == "no-fit" and body["explanation"]["infeasible"] == {
+        "cpu": 0, "mem": 0, "numa": 1, "drained": 1, "failed": 1,
+    }  # fmt: skip
+
+
+def test_duplicate_vm_and_non_empty_machine_are_409(client: TestClient) -> None:
+    assert client.post("/vms", json={"id": "a", "cpu": 1, "mem": 1}).status_code == 201
+    assert "already placed" in one_sentence(client.post("/vms", json={"id": "a", "cpu": 1, "mem": 1}))
+    r = client.delete("/machines/pm0")
+    assert r.status_code == 409 and "still hosts 1 VMs" in one_sentence(r)
+    fail = client.post("/machines/pm0/fail").json()
+    assert fail["replaced"][0]["machine"] == "pm1"
+    assert client.delete("/machines/pm0").status_code == 204
+
+
+def test_a_bug_is_500_not_a_leak(client: TestClient) -> None:
+    engine = client.app.state.engine  # type: ignore[attr-defined]
+    engine.stats = lambda: 1 / 0
+    r = client.get("/state")
+    assert r.status_code == 500
+
+
+def test_health_metrics_openapi_and_allocations(client: TestClient) -> None:
+    assert client.get("/healthz").json()["status"] == "ok"
+    client.post("/vms", json={"id": "a", "cpu": 2, "mem": 4})
+    client.post("/vms", json={"id": "b", "cpu": 200, "mem": 4})
+    text = client.get("/metrics").text
+    assert 'dcplace_decisions_total{result="placed"} 1.0' in text
+    assert 'dcplace_decisions_total{result="rejected"} 1.0' in text
+    assert 'dcplace_machines{status="active"} 3.0' in text and "dcplace_request_seconds_bucket" in text
+    assert "dcplace_store_commits_total" in text
+    assert "/vms" in client.get("/openapi.json").json()["paths"]
+    alloc = client.get("/allocations").json()
+    assert alloc == [{"vm": "a", "machine": "pm0", "node": 0, "cpu": 2.0, "mem": 4.0}]
+    r = client.post("/allocations", json=[{"vm": "c", "machine": "pm2", "node": None, "cpu": 2, "mem": 4}])
+    assert r.json() == {"imported": 1} and client.get("/vms/c").json()["multi"] is True
+
+
+def test_kube_scheduler_extender(client: TestClient) -> None:
+    client.post("/machines/pm2/drain")
+    pod = {
+        "metadata": {"name": "web", "namespace": "prod"},
+        "spec": {"containers": [{"resources": {"requests": {"cpu": "1500m", "memory": "4Gi"}}}]},
+    }
+    names = ["pm0", "pm1", "pm2", "ghost"]
+    f = client.post("/extender/filter", json={"Pod": pod, "NodeNames": names}).json()
+    assert f["NodeNames"] == ["pm0", "pm1"] and f["Error"] == ""
+    assert f["FailedNodes"] == {"pm2": "dcplace: drained", "ghost": "dcplace: not registered with dcplace"}
+    p = client.post("/extender/prioritize", json={"Pod": pod, "NodeNames": names}).json()
+    scores = {h["Host"]: h["Score"] for h in p}
+    assert scores["pm0"] == 10 and 0 < scores["pm1"] < 10 and scores["pm2"] == scores["ghost"] == 0
+    b = client.post("/extender/bind", json={"PodName": "web", "PodNamespace": "prod", "Node": "pm1"}).json()
+    assert b == {"Error": ""}
+    vms = client.get("/vms").json()
+    assert [(v["id"], v["machine"], v["cpu"]) for v in vms] == [("prod/web", "pm1", 1.5)]
+
+
+def test_a_failed_database_is_503_and_healthz_says_so(client: TestClient) -> None:
+    engine = client.app.state.engine  # type: ignore[attr-defined]
+
+    def broken(c: object) -> None:
+        raise OSError("disk full")
+
+    engine.store._write = broken
+    r = client.post("/vms", json={"id": "a", "cpu": 1, "mem": 1})
+    assert r.status_code == 503 and "disk full" in one_sentence(r)
+    assert client.get("/healthz").status_code == 503
+    assert client.post("/vms", json={"id": "b", "cpu": 1, "mem": 1}).status_code == 503
+
+
+def test_batch_placement_decides_as_single_calls(client: TestClient) -> None:
+    vms = [{"id": f"b{i}", "cpu": 8 + i % 3, "mem": 16, "multi_numa": i % 5 == 0} for i in range(40)]
+    r = client.post("/vms/batch", json={"vms": vms})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["placed"] + body["rejected"] == 40 and body["rejected"] > 0  # 3 machines cannot hold 40
+    first_reject = next(x for x in body["results"] if not x["accepted"])
+    assert first_reject["code"] == "no-fit" and first_reject["explanation"]["feasible"] == 0
+    assert len(client.get("/vms").json()) == body["placed"]
+    dup = client.post("/vms/batch", json={"vms": [{"id": "new", "cpu": 1, "mem": 1}, {"id": "b0", "cpu": 1, "mem": 1}]})
+    assert dup.status_code == 409 and "already placed" in one_sentence(dup)
+    assert client.get("/vms/new").status_code == 404
+    assert client.post("/vms/batch", json={"vms": []}).status_code == 422
