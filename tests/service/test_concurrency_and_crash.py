@@ -52,6 +52,7 @@ def test_sigkill_under_load_loses_nothing_acknowledged(tmp_path) -> None:
     proc = start_serve(db, port)
     url = f"http://127.0.0.1:{port}"
     acked: set[str] = set()
+    releasing: set[str] = set()  # a release was sent (its answer may have been lost with the server)
     released: set[str] = set()
     try:
         for i in range(20):
@@ -67,8 +68,10 @@ def test_sigkill_under_load_loses_nothing_acknowledged(tmp_path) -> None:
                         acked.add(vm)
                     if i % 4 == 3:
                         old = f"c{c}-{i - 3}"
-                        if old in acked and (await http.delete(f"/vms/{old}")).status_code == 200:
-                            released.add(old)
+                        if old in acked:
+                            releasing.add(old)
+                            if (await http.delete(f"/vms/{old}")).status_code == 200:
+                                released.add(old)
                 except httpx.TransportError:
                     return
                 i += 1
@@ -88,10 +91,10 @@ def test_sigkill_under_load_loses_nothing_acknowledged(tmp_path) -> None:
     engine = PlacementEngine.open(db)  # what a restart loads
     engine.check_invariants()
     live = {r.id for r in engine.vms()}
-    must = acked - released
+    must = acked - releasing
     assert must <= live, f"acknowledged placements lost: {sorted(must - live)[:5]}"
-    # an unacknowledged placement may or may not be there (it was durable, the answer was lost); an acknowledged
-    # release must be gone
+    # an unacknowledged placement or release may or may not have been applied (it was durable, the answer was lost
+    # with the server); an acknowledged release must be gone
     assert not (live & released)
     assert len(engine.machines()) == 20
     engine.close()
