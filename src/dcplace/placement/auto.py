@@ -1,7 +1,8 @@
 """``auto``: the method to use when in doubt. Small problems exactly (``compact``, up to ``compact_max_pms`` PMs),
 large ones by column generation (``pattern``: patterns do not grow with the counts, where per-PM variables stall
 CP-SAT's bound), both started from the best of 5 greedy runs where greedy is cheap; the better of greedy and the
-model wins. A problem with placement constraints: 50 greedy runs in a quarter of the time, then the flat model
+model wins (from a current placement: compact at any size, pattern refuses it). A problem with placement
+constraints: 50 greedy runs in a quarter of the time, then the flat model
 (which states every constraint) in what is left; the better verified answer wins."""
 
 from __future__ import annotations
@@ -33,11 +34,13 @@ class AutoParams(SolverParams):
 
 
 def solve_auto(problem: Problem, stop: Stop, seed: int, params: AutoParams) -> Result:
-    """compact up to 200 PMs, pattern above, both from the best of 5 greedy runs; greedy + flat under constraints."""
+    """compact up to 200 PMs, pattern above, both from the best of 5 greedy runs; greedy + flat under constraints.
+    From a current placement: compact at any size (the pattern model does not model it), from 5 greedy runs that
+    start from the current placement."""
     if problem.constraints:
         return _constrained(problem, stop, seed, params)
     start = greedy_start(problem, stop, seed)
-    if problem.n_pms > params.compact_max_pms:
+    if problem.n_pms > params.compact_max_pms and not problem.has_current:
         res = solve_pattern_from(problem, stop, seed, PatternParams(workers=params.workers), start)
     else:
         res = solve_compact_from(problem, stop, seed, params.workers, start)
