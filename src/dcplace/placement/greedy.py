@@ -143,6 +143,23 @@ def greedy_from_current(problem: Problem, rng: np.random.Generator) -> tuple[np.
     return state.vm_pm, state.vm_disks
 
 
+def perturbed(
+    problem: Problem, vm_pm: np.ndarray, vm_disks: list[list[int]], fraction: float, rng: np.random.Generator
+) -> tuple[np.ndarray, list[list[int]]]:
+    """A feasible assignment (``vm_pm``, ``vm_disks``) with a random ``fraction`` of its VMs each moved to a random
+    PM with room, used or not (it stays when none has room): a scattered "current placement" to re-optimise."""
+    state = _State(problem)
+    for i, j in enumerate(vm_pm.tolist()):
+        state.put(i, j, list(vm_disks[i]))
+    everywhere = np.ones(problem.n_pms, dtype=np.bool_)
+    for i in rng.choice(problem.n_vms, size=round(fraction * problem.n_vms), replace=False).tolist():
+        j, disks = int(state.vm_pm[i]), state.vm_disks[i]
+        state.take(i)
+        if state.place(i, rng, everywhere, spread=True) is None:
+            state.put(i, j, disks)
+    return state.vm_pm, state.vm_disks
+
+
 class _State:
     """Free CPU, memory and disk space per PM, and the assignment so far."""
 
@@ -159,16 +176,20 @@ class _State:
         self.vm_pm = np.full(len(self.vms), -1, dtype=np.int64)
         self.vm_disks: list[list[int]] = [[] for _ in self.vms]
 
-    def place(self, i: int, rng: np.random.Generator, allowed: np.ndarray, new_pms: bool = True) -> int | None:
-        """Put VM ``i`` on a random allowed PM with room, a used one if any (an unused one only if ``new_pms``);
-        its disks largest first, each on the first physical disk with room. The PM, or None (nothing changed)."""
+    def place(
+        self, i: int, rng: np.random.Generator, allowed: np.ndarray, new_pms: bool = True, spread: bool = False
+    ) -> int | None:
+        """Put VM ``i`` on a random allowed PM with room, a used one if any (an unused one only if ``new_pms``;
+        ``spread``: used or not alike); its disks largest first, each on the first physical disk with room. The PM,
+        or None (nothing changed)."""
         vm = self.vms[i]
         ok = (self.cpu >= vm.vcpu) & (self.mem >= vm.mem) & allowed
         sizes = sorted(vm.disks, reverse=True)
         if sizes:
             # Equal sizes (the catalog): enough disks with room. Mixed sizes: checked exactly below per candidate.
             ok &= (self.disk >= sizes[-1]).sum(1) >= len(sizes)
-        for pool in (ok & self.used, ok & ~self.used) if new_pms else (ok & self.used,):
+        pools = (ok,) if spread else (ok & self.used, ok & ~self.used) if new_pms else (ok & self.used,)
+        for pool in pools:
             cand = np.flatnonzero(pool)
             rng.shuffle(cand)
             for j in cand.tolist():
