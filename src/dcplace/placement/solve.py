@@ -12,7 +12,8 @@ For a :class:`~dcplace.placement.problem.Problem` (VMs with disks onto PMs with 
   constraints.
 
 For a :class:`~dcplace.placement.numa_batch.NumaBatch` (topology-aware batches on double-NUMA servers):
-``relaxation-guided`` (:mod:`.numa_batch`), also registered as ``auto``.
+``relaxation-guided`` (:mod:`.numa_batch`); from a current placement, ``consolidate`` (servers used + migration
+cost, pinned VMs kept); ``auto`` runs the one that fits.
 
 A problem with a current placement (machine + migration cost, pinned VMs) is solved by ``auto``, ``compact`` and
 ``greedy``; the others refuse it with the reason.
@@ -49,4 +50,6 @@ register_method("pattern", solve_pattern, PatternParams, current=PATTERN_NO_CURR
 register_method("hierarchical", solve_hierarchical, HierarchicalParams, current=HIERARCHICAL_NO_CURRENT)
 register_method("greedy", solve_greedy, GreedyParams, constraints=True, current=True)
 register_method("relaxation-guided", solve_relaxation_guided, NumaBatchParams, NumaBatch, constraints=True)
-register_method("auto", solve_relaxation_guided, NumaBatchParams, NumaBatch, constraints=True)
+register_method("auto", numa_batch.solve_numa_auto, NumaBatchParams, NumaBatch, constraints=True, current=True)
+register_method("consolidate", numa_batch.solve_consolidate, numa_batch.ConsolidateParams, NumaBatch, constraints=True,
+                current=True)  # fmt: skip
