@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 from dataclasses import replace
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 from dcplace.errors import InputError
 from dcplace.placement import Problem, solve
 from dcplace.placement.checker import check, cost_parts, verify
+from dcplace.placement.current import relabel
 from dcplace.placement.greedy import greedy_once
 from dcplace.placement.problem import INSTANCES, PMType, VMType, load_problem, with_current
 
@@ -152,6 +154,20 @@ def test_with_zero_migration_cost_the_optimum_is_the_from_scratch_one(problem):
     assert res.status == ref.status == "optimal" and res.cost == ref.cost and res.verified
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(current_problems(costs="random"))
+def test_relabelled_scratch_answer_keeps_machine_cost_and_migrates_no_more(problem):
+    scratch = replace(problem, current=(), current_disks=(), migration_cost=(), pinned=())
+    ref = solve(scratch, "compact", stop=10, params={"workers": 1})
+    assert ref.vm_pm is not None and ref.vm_disks is not None
+    vm_pm, vm_disks = relabel(problem, ref.vm_pm, ref.vm_disks)
+    errors, total = check(problem, vm_pm.tolist(), vm_disks)
+    assert errors == []
+    machine, migration, _ = cost_parts(problem, vm_pm.tolist())
+    assert machine == ref.cost and total == machine + migration
+    assert migration <= cost_parts(problem, ref.vm_pm.tolist())[1]
+
+
 def test_greedy_from_current_keeps_vms_unless_it_empties_their_pm():
     p = INSTANCES["exp1"]
     vm_pm, vm_disks = greedy_once(p, np.random.default_rng(3)) or (None, None)
@@ -179,9 +195,8 @@ def test_example_instance_solves_and_reports_the_cost_parts():
     assert load_problem_roundtrip(problem) == problem
 
 
-def load_problem_roundtrip(problem: Problem, tmp: Path | None = None) -> Problem:
-    import tempfile
-
+def load_problem_roundtrip(problem: Problem) -> Problem:
+    """``problem`` written by ``to_json`` and read back by ``load_problem``."""
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "p.json"
         path.write_text(json.dumps(problem.to_json()))

@@ -54,7 +54,7 @@ from ortools.sat.python import cp_model
 
 from dcplace.errors import InputError
 from dcplace.placement.cpsat import solve_model
-from dcplace.placement.current import movable
+from dcplace.placement.current import fill, movable
 from dcplace.placement.params import SolverParams
 from dcplace.placement.problem import Problem
 from dcplace.placement.result import Result
@@ -283,34 +283,4 @@ class ReoptModel:
     def decode(self, solver: cp_model.CpSolver) -> tuple[np.ndarray, list[list[int]]]:
         """Keep ``min(n, c)`` of the VMs now on each PM there (on their current disks where the disk sets allow),
         fill the rest with the class's other VMs; pinned VMs stay (module docstring)."""
-        problem, view = self.problem, self.view
-        cur = problem.current_pm()
-        vm_pm = cur.copy()
-        vm_disks = [list(d) if d else [] for d in problem.current_disks]
-        groups = self.inner.groups(solver)
-        for k, ids in enumerate(view.members):
-            keep: dict[int, list[int]] = {}
-            movers: list[int] = []
-            for j in range(problem.n_pms):
-                on = ids[cur[ids] == j].tolist()
-                n = len(groups.get((k, j), []))
-                keep[j] = on[:n]
-                movers += on[n:]
-            movers += ids[cur[ids] < 0].tolist()
-            for j in range(problem.n_pms):
-                sets = groups.get((k, j), [])
-                for i in keep[j]:
-                    held = problem.current_disks[i]
-                    best = max(range(len(sets)), key=lambda q: len(set(sets[q]) & set(held)))
-                    vm_disks[i] = _keep_order(sets.pop(best), held)
-                for disks in sets:
-                    i = movers.pop()
-                    vm_pm[i] = j
-                    vm_disks[i] = disks
-        return vm_pm, vm_disks
-
-
-def _keep_order(disks: list[int], held: Sequence[int]) -> list[int]:
-    """``disks`` reordered so that every virtual disk whose current physical disk is among them keeps it."""
-    free = [d for d in disks if d not in held]
-    return [d if d in disks else free.pop() for d in held]
+        return fill(self.problem, self.view, self.inner.groups(solver))

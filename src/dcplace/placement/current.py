@@ -10,6 +10,7 @@ PM holding a pinned VM is used whatever the answer.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -88,3 +89,84 @@ def movable(problem: Problem) -> Movable:
     busy[cur[cur >= 0]] = True
     sub = Problem(problem.name, tuple(vm_types), tuple(len(m) for m in members), tuple(pm_types), tuple(pm_counts))
     return Movable(sub, tuple(members), np.array([c for _, c in keys], np.int64), current, fixed, busy)
+
+
+def fill(
+    problem: Problem, view: Movable, groups: dict[tuple[int, int], list[list[int]]]
+) -> tuple[np.ndarray, list[list[int]]]:
+    """The assignment of ``problem`` whose movable VMs follow ``groups`` (per (class, PM): one physical-disk list
+    per VM of the class placed there): on every (class, PM) keep ``min(n, c)`` of the VMs now on that PM there, each
+    on the disk list with most of its current disks (those disks on the virtual disks that held them), and fill the
+    other places with the class's new VMs and those from PMs that keep fewer than they had; pinned VMs stay. Every
+    VM that moves sits now on a PM with no free place of its class, so the migrations are the fewest the counts
+    allow (``compact``'s exactness argument)."""
+    cur = problem.current_pm()
+    vm_pm = cur.copy()
+    vm_disks = [list(d) for d in problem.current_disks]
+    for k, ids in enumerate(view.members):
+        keep: dict[int, list[int]] = {}
+        movers: list[int] = []
+        for j in range(problem.n_pms):
+            on = ids[cur[ids] == j].tolist()
+            n = len(groups.get((k, j), []))
+            keep[j] = on[:n]
+            movers += on[n:]
+        movers += ids[cur[ids] < 0].tolist()
+        for j in range(problem.n_pms):
+            sets = list(groups.get((k, j), []))
+            for i in keep[j]:
+                held = problem.current_disks[i]
+                best = max(range(len(sets)), key=lambda q: len(set(sets[q]) & set(held)))
+                vm_disks[i] = _keep_order(sets.pop(best), held)
+            for disks in sets:
+                i = movers.pop()
+                vm_pm[i] = j
+                vm_disks[i] = list(disks)
+    return vm_pm, vm_disks
+
+
+def _keep_order(disks: list[int], held: Sequence[int]) -> list[int]:
+    """``disks`` reordered so that every virtual disk whose current physical disk is among them keeps it."""
+    free = [d for d in disks if d not in held]
+    return [d if d in disks else free.pop() for d in held]
+
+
+def relabel(
+    problem: Problem, vm_pm: np.ndarray, vm_disks: Sequence[Sequence[int]]
+) -> tuple[np.ndarray, list[list[int]]]:
+    """A from-scratch answer moved onto the PMs so that it migrates least: the PMs of one type are interchangeable
+    from scratch, so each used PM's content (counts per class, disk lists) may go to any PM of its type. Content
+    ``b`` on PM ``p`` keeps ``sum_k m_k min(n_b[k], c[k, p])`` of migration cost; a linear assignment per PM type
+    (OR-Tools, empty contents padding) maximises the total, and :func:`fill` places the VMs. Machine cost is
+    unchanged; for problems without pinned VMs (a pinned VM's PM cannot take just any content)."""
+    from ortools.graph.python import linear_sum_assignment
+
+    view = movable(problem)
+    assert not problem.pinned, "relabel needs a problem without pinned VMs"
+    cls = np.empty(problem.n_vms, np.int64)
+    for k, ids in enumerate(view.members):
+        cls[ids] = k
+    content: dict[int, dict[int, list[list[int]]]] = {}
+    for i, j in enumerate(np.asarray(vm_pm).tolist()):
+        content.setdefault(j, {}).setdefault(int(cls[i]), []).append(list(vm_disks[i]))
+    pm_type = problem.pm_type_of()
+    groups: dict[tuple[int, int], list[list[int]]] = {}
+    for t in range(len(problem.pm_types)):
+        pms = np.flatnonzero(pm_type == t).tolist()
+        bins = [content[j] for j in pms if j in content]
+        if not bins:
+            continue
+        solver = linear_sum_assignment.SimpleLinearSumAssignment()
+        for b in range(len(pms)):
+            for q, p in enumerate(pms):
+                gain = 0
+                if b < len(bins):
+                    gain = sum(int(view.cost[k]) * min(len(v), int(view.current[k, p])) for k, v in bins[b].items())
+                solver.add_arc_with_cost(b, q, -gain)
+        if solver.solve() != solver.OPTIMAL:
+            raise RuntimeError("the linear assignment of contents to PMs failed")
+        for b, content_b in enumerate(bins):
+            p = pms[solver.right_mate(b)]
+            for k, sets in content_b.items():
+                groups[(k, p)] = sets
+    return fill(problem, view, groups)
