@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import itertools
 import json
-from dataclasses import replace
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
