@@ -1,58 +1,145 @@
-"""Typed trainer configurations from plain mappings (a TOML table, a checkpoint's ``meta``).
+"""The trainers' settings: :class:`DQNConfig` (CVD-RL, SchedRL) and :class:`PPOConfig` (Nara), torch-free so the
+CLI can build its options and read ``--config`` files from them without importing the trainers.
 
-A configuration is a frozen dataclass whose fields carry their documentation and whose ``__post_init__`` validates
-them; :func:`from_mapping` builds one from a mapping, naming the unknown key or the mistyped field and value, and
-:func:`to_mapping` writes it back (tuples as lists, as TOML and JSON hold them).
+They are configs in the sense of :mod:`dcplace.config`: frozen dataclasses with a docstring under every field,
+validated at construction (each error an :class:`~dcplace.errors.InputError` naming the field and the value), read
+from a mapping (a TOML table, a checkpoint's ``meta``) by :func:`from_mapping` and written back by
+:func:`to_mapping`. ``dcplace.learn.dqn.DQNConfig`` and ``dcplace.learn.ppo.PPOConfig`` are these classes.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import typing
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Self, TypeVar
 
+from dcplace import config
+from dcplace.config import check, check_types
 from dcplace.errors import InputError
 
 C = TypeVar("C")
 
-
-def _convert(name: str, hint: Any, value: Any) -> Any:
-    """``value`` as the field's type: tuples from lists (element-wise), floats from ints; otherwise checked as is."""
-    origin = typing.get_origin(hint)
-    if origin is tuple:
-        if not isinstance(value, list | tuple):
-            raise InputError(f"must be a list, got {value!r}", field=name)
-        args = typing.get_args(hint)
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_convert(name, args[0], v) for v in value)
-        if len(args) != len(value):
-            raise InputError(f"must have {len(args)} entries, got {value!r}", field=name)
-        return tuple(_convert(name, a, v) for a, v in zip(args, value, strict=True))
-    if hint is float and isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    if hint in (int, str, bool) and type(value) is not hint:
-        raise InputError(f"must be {hint.__name__}, got {value!r}", field=name)
-    return value
+TRAIN_START_RANGE = (10_000, 220_000)
+"""Event-log rows training episodes start from; evaluation uses VMAgent's [1000, 10000), so tests are held out."""
 
 
 def from_mapping(cls: type[C], data: Mapping[str, Any]) -> C:
-    """``cls(**data)`` with each value checked against (and converted to) its field's type; unknown keys refused.
-    Missing keys take the field's default."""
-    if not dataclasses.is_dataclass(cls):
-        raise TypeError(f"{cls!r} is not a dataclass")
-    hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls) if f.init}
-    unknown = sorted(set(data) - names)
-    if unknown:
-        raise InputError(f"unknown setting of {cls.__name__} (known: {', '.join(sorted(names))})", field=unknown[0])
-    return cls(**{k: _convert(k, hints[k], v) for k, v in data.items()})
+    """The config ``cls`` from a mapping (:func:`dcplace.config.from_dict`): unknown keys and values of the wrong type
+    are errors naming the key; missing keys take the field's default."""
+    return config.from_dict(cls, data)
 
 
-def to_mapping(config: Any) -> dict[str, Any]:
-    """The configuration as plain values (tuples become lists)."""
+def to_mapping(cfg: object) -> dict[str, Any]:
+    """The configuration as plain values, tuples as lists (:func:`dcplace.config.to_dict`)."""
+    return config.to_dict(cfg)
 
-    def plain(v: Any) -> Any:
-        return [plain(x) for x in v] if isinstance(v, tuple | list) else v
 
-    return {f.name: plain(getattr(config, f.name)) for f in dataclasses.fields(config)}
+class _Mapped:
+    """``to_dict`` / ``from_dict`` for a config class."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_mapping(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Self:
+        """From a mapping (a TOML table, a checkpoint's ``meta``); missing keys take the defaults."""
+        return from_mapping(cls, d)
+
+
+def _check_all(cfg: object, names: tuple[str, ...], ok: Any, must: str) -> None:
+    for name in names:
+        value = getattr(cfg, name)
+        check(ok(value), name, value, must)
+
+
+@dataclass(frozen=True)
+class DQNConfig(_Mapped):
+    """Double DQN settings of a CVD-RL or SchedRL run (stored in every checkpoint's meta as ``dqn``)."""
+
+    lr: float = 5e-4
+    """Adam's learning rate (the paper's)."""
+    gamma: float = 0.75
+    """Discount of the cluster TD target (the paper's)."""
+    epsilon: float = 0.1
+    """Exploration rate inside the filtered action space (the paper's)."""
+    batch: int = 256
+    """Transitions per gradient step. The paper: 2,048; 8x smaller batches make updates cost 1/8."""
+    buffer: int = 100_000
+    """Replay buffer capacity in transitions (the paper's)."""
+    tau: float = 0.01
+    """Soft target-update rate (the paper's)."""
+    episodes_per_epoch: int = 5
+    """Episodes collected per epoch (the paper: five parallel episodes)."""
+    updates_per_epoch: int = 32
+    """Gradient steps per epoch. The paper takes one per step (~5,000 per epoch at 50 PMs); see the module docstring."""
+    learning_starts: int = 2_000
+    """Transitions in the buffer before the first update."""
+    reward: str = "delta"
+    """The reward's name: ``delta`` or ``vmagent`` (:mod:`dcplace.learn.rewards`), or an injected reward's name."""
+    loss: str = "cluster"
+    """The TD rule's name. ``cluster``: the paper's eq. 12 (TD on the summed Q of the whole cluster); ``machine`` (ours,
+    CVD-RL only): a TD target per machine, ``V(machine now) <- r + machine_gamma * V(machine after)``, the last state
+    of every machine -> 0 when the episode ends (:mod:`dcplace.learn.cvd_rl`, docs/cvd-rl.md); or an injected rule's
+    name."""
+    eval_every: int = 10
+    """Validate every this many epochs (and after the first)."""
+    eval_episodes: int = 10
+    """Greedy episodes per validation."""
+    train_start_range: tuple[int, int] = TRAIN_START_RANGE
+    """Event-log rows [lo, hi) training and validation episodes start from."""
+
+    def __post_init__(self) -> None:
+        check_types(self)
+        for name in ("reward", "loss"):
+            if not getattr(self, name):
+                raise InputError("must not be empty, got ''", field=name)
+        counts = ("batch", "buffer", "episodes_per_epoch", "updates_per_epoch", "eval_every", "eval_episodes")
+        _check_all(self, counts, lambda v: v >= 1, "at least 1")
+        if self.buffer < self.batch:
+            raise InputError(f"must hold at least one batch ({self.batch}), got {self.buffer}", field="buffer")
+        lo, hi = self.train_start_range
+        check(0 <= lo < hi, "train_start_range", self.train_start_range, "[lo, hi) with 0 <= lo < hi")
+        _check_all(self, ("lr", "tau"), lambda v: v > 0, "positive")
+        _check_all(self, ("gamma", "epsilon"), lambda v: 0 <= v <= 1, "in [0, 1]")
+
+
+@dataclass(frozen=True)
+class PPOConfig(_Mapped):
+    """PPO settings of a Nara run (stored in every checkpoint's meta as ``ppo``)."""
+
+    lr: float = 5e-3
+    """Adam's learning rate (the paper's, grid-searched)."""
+    steps_per_iteration: int = 2048
+    """Picks collected per iteration, in complete episodes (the paper's ``train_batch_size``)."""
+    minibatch: int = 256
+    """Picks per gradient step (the paper's ``sgd_minibatch_size``)."""
+    episode_requests: int = 32
+    """Requests per training episode (the paper's training episode length)."""
+    epochs: int = 10
+    """Passes over each iteration's batch. RLlib's default is 30; 10 reaches the same curves at a third of the cost."""
+    gamma: float = 0.99
+    """Discount (RLlib's default)."""
+    gae_lambda: float = 0.95
+    """GAE lambda. RLlib's default is 1.0 (Monte Carlo); 0.95 lowers the variance of 180-pick episodes."""
+    clip: float = 0.2
+    """Surrogate clip range. RLlib's default is 0.3; 0.2 is the PPO paper's value."""
+    vf_coef: float = 0.5
+    """Weight of the value loss."""
+    ent_coef: float = 0.01
+    """Weight of the entropy bonus. RLlib's default is 0; a small bonus keeps 40-way choices from collapsing early."""
+    max_grad_norm: float = 0.5
+    """Gradient norm clip."""
+    reward_scale: float = 0.1
+    """Factor on rewards for the value targets (units of one request; rewards are 10 / -10 / 0)."""
+    eval_every: int = 5
+    """Validate every this many iterations (and after the first)."""
+    eval_episodes: int = 5
+    """Greedy 128-request episodes per validation (per topology)."""
+
+    def __post_init__(self) -> None:
+        check_types(self)
+        counts = ("steps_per_iteration", "minibatch", "episode_requests", "epochs", "eval_every", "eval_episodes")
+        _check_all(self, counts, lambda v: v >= 1, "at least 1")
+        _check_all(self, ("lr", "clip", "max_grad_norm", "reward_scale"), lambda v: v > 0, "positive")
+        _check_all(self, ("gamma", "gae_lambda"), lambda v: 0 <= v <= 1, "in [0, 1]")
+        _check_all(self, ("vf_coef", "ent_coef"), lambda v: v >= 0, "at least 0")

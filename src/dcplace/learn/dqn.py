@@ -23,8 +23,8 @@ about a thousandth of that, so we take fewer, smaller updates per epoch and repo
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -34,7 +34,8 @@ import torch
 from dcplace.cluster.numa import NumaCluster
 from dcplace.errors import InputError
 from dcplace.learn import checkpoint
-from dcplace.learn.config import from_mapping, to_mapping
+from dcplace.learn.config import TRAIN_START_RANGE as TRAIN_START_RANGE  # re-exported: the config lives beside PPO's
+from dcplace.learn.config import DQNConfig as DQNConfig
 from dcplace.learn.cvd_model import CvdAgent, CvdConfig, CvdNet
 from dcplace.learn.replay import Layout, Replay
 from dcplace.learn.rewards import Probes, Reward, numa_reward
@@ -47,73 +48,6 @@ from dcplace.sim.numa import NumaSim, PreparedTrace, Scenario
 FORMAT = "dcplace-cvd"
 TRAIN_SEED_BASE = 1000
 VALIDATION_SEED = 999
-TRAIN_START_RANGE = (10_000, 220_000)
-"""Event-log rows training episodes start from; evaluation uses VMAgent's [1000, 10000), so tests are held out."""
-
-
-@dataclass(frozen=True)
-class DQNConfig:
-    """Double DQN settings of a CVD-RL or SchedRL run (stored in every checkpoint's meta as ``dqn``)."""
-
-    lr: float = 5e-4
-    """Adam's learning rate (the paper's)."""
-    gamma: float = 0.75
-    """Discount of the cluster TD target (the paper's)."""
-    epsilon: float = 0.1
-    """Exploration rate inside the filtered action space (the paper's)."""
-    batch: int = 256
-    """Transitions per gradient step. The paper: 2,048; 8x smaller batches make updates cost 1/8."""
-    buffer: int = 100_000
-    """Replay buffer capacity in transitions (the paper's)."""
-    tau: float = 0.01
-    """Soft target-update rate (the paper's)."""
-    episodes_per_epoch: int = 5
-    """Episodes collected per epoch (the paper: five parallel episodes)."""
-    updates_per_epoch: int = 32
-    """Gradient steps per epoch. The paper takes one per step (~5,000 per epoch at 50 PMs); see the module docstring."""
-    learning_starts: int = 2_000
-    """Transitions in the buffer before the first update."""
-    reward: str = "delta"
-    """The reward's name: ``delta`` or ``vmagent`` (:mod:`dcplace.learn.rewards`), or an injected reward's name."""
-    loss: str = "cluster"
-    """The TD rule's name. ``cluster``: the paper's eq. 12 (TD on the summed Q of the whole cluster); ``machine`` (ours,
-    CVD-RL only): a TD target per machine, ``V(machine now) <- r + machine_gamma * V(machine after)``, the last state
-    of every machine -> 0 when the episode ends (:mod:`dcplace.learn.cvd_rl`, docs/cvd-rl.md); or an injected rule's
-    name."""
-    eval_every: int = 10
-    """Validate every this many epochs (and after the first)."""
-    eval_episodes: int = 10
-    """Greedy episodes per validation."""
-    train_start_range: tuple[int, int] = TRAIN_START_RANGE
-    """Event-log rows [lo, hi) training and validation episodes start from."""
-
-    def __post_init__(self) -> None:
-        for name in ("reward", "loss"):
-            if not getattr(self, name):
-                raise InputError("must not be empty, got ''", field=name)
-        for name in ("batch", "buffer", "episodes_per_epoch", "updates_per_epoch", "eval_every", "eval_episodes"):
-            if getattr(self, name) < 1:
-                raise InputError(f"must be at least 1, got {getattr(self, name)}", field=name)
-        if self.buffer < self.batch:
-            raise InputError(f"must hold at least one batch ({self.batch}), got {self.buffer}", field="buffer")
-        lo, hi = self.train_start_range
-        if not 0 <= lo < hi:
-            got = self.train_start_range
-            raise InputError(f"must be [lo, hi) with 0 <= lo < hi, got {got}", field="train_start_range")
-        for name in ("lr", "tau"):
-            if not getattr(self, name) > 0:
-                raise InputError(f"must be positive, got {getattr(self, name)}", field=name)
-        for name in ("gamma", "epsilon"):
-            if not 0 <= getattr(self, name) <= 1:
-                raise InputError(f"must be in [0, 1], got {getattr(self, name)}", field=name)
-
-    def to_dict(self) -> dict[str, Any]:
-        return to_mapping(self)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> DQNConfig:
-        """From a mapping (a TOML table, a checkpoint's ``meta.dqn``); missing keys take the defaults."""
-        return from_mapping(cls, d)
 
 
 def probe_types(trace: PreparedTrace) -> Probes:

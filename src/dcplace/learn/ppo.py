@@ -26,7 +26,7 @@ shared skeleton's (:mod:`dcplace.learn.trainer`); this file is steps 1-4.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,9 +37,8 @@ from torch import Tensor
 
 from dcplace.cluster.topology import Topology
 from dcplace.envs.net_alloc import NetObserver
-from dcplace.errors import InputError
 from dcplace.learn import checkpoint
-from dcplace.learn.config import from_mapping, to_mapping
+from dcplace.learn.config import PPOConfig as PPOConfig  # re-exported: torch-free, in dcplace.learn.config
 from dcplace.learn.nara_model import GraphIndex, NaraConfig, NaraNet, obs_tensors
 from dcplace.learn.trainer import Row, TrainingRun, plot_curves
 from dcplace.sim.netalloc import NetAllocSim
@@ -48,62 +47,6 @@ from dcplace.sim.netalloc_episodes import episode_requests, episode_seed
 TRAIN_SEED_BASE = 1000
 VALIDATION_SEED = 999
 VALIDATION_REQUESTS = 128
-
-
-@dataclass(frozen=True)
-class PPOConfig:
-    """PPO settings of a Nara run (stored in every checkpoint's meta as ``ppo``)."""
-
-    lr: float = 5e-3
-    """Adam's learning rate (the paper's, grid-searched)."""
-    steps_per_iteration: int = 2048
-    """Picks collected per iteration, in complete episodes (the paper's ``train_batch_size``)."""
-    minibatch: int = 256
-    """Picks per gradient step (the paper's ``sgd_minibatch_size``)."""
-    episode_requests: int = 32
-    """Requests per training episode (the paper's training episode length)."""
-    epochs: int = 10
-    """Passes over each iteration's batch. RLlib's default is 30; 10 reaches the same curves at a third of the cost."""
-    gamma: float = 0.99
-    """Discount (RLlib's default)."""
-    gae_lambda: float = 0.95
-    """GAE lambda. RLlib's default is 1.0 (Monte Carlo); 0.95 lowers the variance of 180-pick episodes."""
-    clip: float = 0.2
-    """Surrogate clip range. RLlib's default is 0.3; 0.2 is the PPO paper's value."""
-    vf_coef: float = 0.5
-    """Weight of the value loss."""
-    ent_coef: float = 0.01
-    """Weight of the entropy bonus. RLlib's default is 0; a small bonus keeps 40-way choices from collapsing early."""
-    max_grad_norm: float = 0.5
-    """Gradient norm clip."""
-    reward_scale: float = 0.1
-    """Factor on rewards for the value targets (units of one request; rewards are 10 / -10 / 0)."""
-    eval_every: int = 5
-    """Validate every this many iterations (and after the first)."""
-    eval_episodes: int = 5
-    """Greedy 128-request episodes per validation (per topology)."""
-
-    def __post_init__(self) -> None:
-        for name in ("steps_per_iteration", "minibatch", "episode_requests", "epochs", "eval_every", "eval_episodes"):
-            if getattr(self, name) < 1:
-                raise InputError(f"must be at least 1, got {getattr(self, name)}", field=name)
-        for name in ("lr", "clip", "max_grad_norm", "reward_scale"):
-            if not getattr(self, name) > 0:
-                raise InputError(f"must be positive, got {getattr(self, name)}", field=name)
-        for name in ("gamma", "gae_lambda"):
-            if not 0 <= getattr(self, name) <= 1:
-                raise InputError(f"must be in [0, 1], got {getattr(self, name)}", field=name)
-        for name in ("vf_coef", "ent_coef"):
-            if getattr(self, name) < 0:
-                raise InputError(f"must be at least 0, got {getattr(self, name)}", field=name)
-
-    def to_dict(self) -> dict[str, Any]:
-        return to_mapping(self)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> PPOConfig:
-        """From a mapping (a TOML table, a checkpoint's ``meta.ppo``); missing keys take the defaults."""
-        return from_mapping(cls, d)
 
 
 @dataclass

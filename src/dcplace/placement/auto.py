@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from dcplace.config import check
 from dcplace.placement.checker import verify
 from dcplace.placement.compact import solve_compact_from
 from dcplace.placement.current import relabel
 from dcplace.placement.flat import FlatParams, solve_flat
 from dcplace.placement.greedy import GreedyParams, greedy_start, solve_greedy, total_cost
-from dcplace.placement.params import SolverParams, field_error
+from dcplace.placement.params import SolverParams
 from dcplace.placement.pattern import PatternParams, solve_pattern_from
 from dcplace.placement.problem import Problem
 from dcplace.placement.result import Result
@@ -31,8 +32,7 @@ class AutoParams(SolverParams):
 
     def check(self) -> None:
         super().check()
-        if self.compact_max_pms < 1:
-            raise field_error("compact_max_pms", "be at least 1", self.compact_max_pms)
+        check(self.compact_max_pms >= 1, "compact_max_pms", self.compact_max_pms, "at least 1")
 
 
 def solve_auto(problem: Problem, stop: Stop, seed: int, params: AutoParams) -> Result:

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dcplace.config import check
 from dcplace.errors import InputError
-from dcplace.placement.params import Params, field_error
+from dcplace.placement.params import Params
 from dcplace.placement.problem import Problem
 from dcplace.placement.result import Result
 from dcplace.placement.stop import Stop
@@ -38,8 +39,7 @@ class GreedyParams(Params):
     """Randomized runs (at least 1; fewer when the stop criterion ends them, at least one is always done)."""
 
     def check(self) -> None:
-        if self.runs < 1:
-            raise field_error("runs", "be at least 1", self.runs)
+        check(self.runs >= 1, "runs", self.runs, "at least 1")
 
 
 def solve_greedy(problem: Problem, stop: Stop, seed: int, params: GreedyParams) -> Result:

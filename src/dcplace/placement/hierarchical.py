@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from ortools.sat.python import cp_model
 
+from dcplace.config import check
 from dcplace.placement.compact import CompactParams
 from dcplace.placement.cpsat import run_cp
 from dcplace.placement.greedy import cost_of
@@ -73,17 +74,12 @@ class HierarchicalParams(SolverParams):
     def check(self) -> None:
         super().check()
         for name in ("packs", "swads", "racks_per_pod", "packs_per_child"):
-            if getattr(self, name) < 1:
-                raise field_error(name, "be at least 1", getattr(self, name))
+            check(getattr(self, name) >= 1, name, getattr(self, name), "at least 1")
         for name in ("rack_size", "moves"):
-            if getattr(self, name) < 0:
-                raise field_error(name, "be at least 0", getattr(self, name))
-        if not 0 < self.beta <= 1:
-            raise field_error("beta", "be in (0, 1]", self.beta)
-        if self.first_level not in FIRST_LEVELS:
-            raise field_error("first_level", "be swads, cost or pattern", self.first_level)
-        if self.split not in SPLITS:
-            raise field_error("split", "be random or topology", self.split)
+            check(getattr(self, name) >= 0, name, getattr(self, name), "at least 0")
+        check(0 < self.beta <= 1, "beta", self.beta, "in (0, 1]")
+        check(self.first_level in FIRST_LEVELS, "first_level", self.first_level, "swads, cost or pattern")
+        check(self.split in SPLITS, "split", self.split, "random or topology")
 
 
 def solve_hierarchical(problem: Problem, stop: Stop, seed: int, params: HierarchicalParams) -> Result:

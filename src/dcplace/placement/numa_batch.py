@@ -61,8 +61,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from dcplace.config import check as check_value
 from dcplace.errors import InputError
-from dcplace.placement.params import Params, field_error
+from dcplace.placement.params import Params
 from dcplace.placement.result import Result
 from dcplace.placement.stop import Stop
 
@@ -684,10 +685,8 @@ class NumaBatchParams(Params):
     """Share of the time for the lower bound (the typed relaxation), in (0, 1)."""
 
     def check(self) -> None:
-        if self.rounds < 0:
-            raise field_error("rounds", "be at least 0", self.rounds)
-        if not 0 < self.bound_share < 1:
-            raise field_error("bound_share", "be in (0, 1)", self.bound_share)
+        check_value(self.rounds >= 0, "rounds", self.rounds, "at least 0")
+        check_value(0 < self.bound_share < 1, "bound_share", self.bound_share, "in (0, 1)")
 
 
 def solve_relaxation_guided(batch: NumaBatch, stop: Stop, seed: int, params: NumaBatchParams) -> Result:
@@ -753,8 +752,7 @@ class ConsolidateParams(Params):
     """Share of the time for the lower bound (the typed relaxation), in (0, 1)."""
 
     def check(self) -> None:
-        if not 0 < self.bound_share < 1:
-            raise field_error("bound_share", "be in (0, 1)", self.bound_share)
+        check_value(0 < self.bound_share < 1, "bound_share", self.bound_share, "in (0, 1)")
 
 
 def solve_consolidate(batch: NumaBatch, stop: Stop, seed: int, params: ConsolidateParams) -> Result:

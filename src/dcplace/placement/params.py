@@ -1,9 +1,11 @@
 """Typed, validated parameters of a placement method: one frozen dataclass per method, subclassing :class:`Params`.
 
-A field is documented by the string literal under it (read back by :func:`field_docs`, e.g. for CLI help texts);
-``check()`` validates at construction and raises :class:`~dcplace.errors.InputError` naming the field and the value
-("beta must be in (0, 1], got 1.5"; ``exc.field`` holds the field's name so a CLI can word it as its flag).
-``from_dict`` builds one from a TOML table or any mapping, rejecting unknown keys and wrong types::
+Params are configs in the sense of :mod:`dcplace.config`: a field is documented by the string literal under it
+(read back by :func:`field_docs`, e.g. for CLI help texts), the field types are checked at construction, then
+``check()`` validates the values; both raise :class:`~dcplace.errors.InputError` naming the field and the value in
+placement's wording, which starts with the field ("beta must be in (0, 1], got 1.5"; ``exc.field`` holds the
+field's name so a CLI can word it as its flag). ``from_dict`` builds one from a TOML table or any mapping, rejecting
+unknown keys and wrong types (:func:`dcplace.config.from_dict`)::
 
     [solve.hierarchical]   # dcplace solve --config run.toml
     packs = 25
@@ -12,17 +14,14 @@ A field is documented by the string literal under it (read back by :func:`field_
 
 from __future__ import annotations
 
-import ast
 import dataclasses
-import inspect
-import textwrap
-import tomllib
 from collections.abc import Mapping
-from functools import cache
-from itertools import pairwise
 from pathlib import Path
-from typing import Any, Self, get_type_hints
+from typing import Any, Self
 
+from dcplace import config
+from dcplace.config import check
+from dcplace.config import field_docs as field_docs
 from dcplace.errors import InputError
 
 
@@ -33,44 +32,46 @@ def field_error(name: str, rule: str, value: object) -> InputError:
     return exc
 
 
+def _worded(exc: InputError) -> InputError:
+    """A field error of :mod:`dcplace.config` ("must be an integer, got 2.5", ``field='runs'``) in placement's
+    wording ("runs must be an integer, got 2.5"); other errors as they are."""
+    if exc.path is None and exc.field is not None and exc.detail.startswith("must "):
+        worded = InputError(f"{exc.field} {exc.detail}")
+        worded.field = exc.field
+        return worded
+    return exc
+
+
 @dataclasses.dataclass(frozen=True)
 class Params:
     """Base of every method's parameters: validated at construction, loadable from a mapping or a TOML table."""
 
     def __post_init__(self) -> None:
-        self.check()
+        try:
+            config.check_types(self)
+            self.check()
+        except InputError as exc:
+            raise _worded(exc) from None
 
     def check(self) -> None:
-        """Raise :func:`field_error` for the first invalid field (subclasses override; the base checks nothing)."""
+        """Raise an error naming the first invalid field: ``check(ok, name, value, must)`` of :mod:`dcplace.config`
+        (worded "name must ..." by the constructor) or :func:`field_error` (subclasses override; the base checks
+        nothing)."""
 
     @classmethod
     def from_dict(cls, table: Mapping[str, Any]) -> Self:
         """Parameters from a mapping (a TOML table): unknown keys and values of the wrong type are errors naming
         the key; fields left out keep their defaults."""
-        hints = get_type_hints(cls)
-        names = [f.name for f in dataclasses.fields(cls)]
-        values: dict[str, Any] = {}
-        for key, value in table.items():
-            if key not in names:
-                exc = InputError(f"{cls.__name__} has no field {key!r}; fields: {', '.join(names) or 'none'}")
-                exc.field = key
-                raise exc
-            want = hints[key]
-            if want is float and isinstance(value, int) and not isinstance(value, bool):
-                value = float(value)
-            if not isinstance(want, type) or isinstance(value, bool) != (want is bool) or not isinstance(value, want):
-                raise field_error(key, f"be of type {getattr(want, '__name__', want)}", value)
-            values[key] = value
-        return cls(**values)
+        try:
+            return config.from_dict(cls, table)
+        except InputError as exc:
+            raise _worded(exc) from None
 
     @classmethod
     def from_toml(cls, path: str | Path, table: str = "") -> Self:
         """Parameters from the table ``table`` (dotted, e.g. ``solve.greedy``; empty: the whole file) of a TOML
         file; a missing table gives the defaults."""
-        try:
-            doc: Any = tomllib.loads(Path(path).read_text())
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise InputError(f"cannot read TOML: {exc}", path=path) from None
+        doc: Any = config.read_toml(path)
         for part in filter(None, table.split(".")):
             doc = doc.get(part, {}) if isinstance(doc, dict) else None
             if not isinstance(doc, dict):
@@ -85,26 +86,6 @@ class Params:
         return dataclasses.asdict(self)
 
 
-@cache
-def field_docs(cls: type[Params]) -> dict[str, str]:
-    """The docstring under each field of a params dataclass (and its bases), by field name."""
-    docs: dict[str, str] = {}
-    for klass in reversed(cls.__mro__):
-        if not dataclasses.is_dataclass(klass) or klass is object:
-            continue
-        try:
-            tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
-        except (OSError, TypeError):
-            continue
-        body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
-        for node, after in pairwise(body):
-            if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
-                    and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
-                    and isinstance(after.value.value, str)):  # fmt: skip
-                docs[node.target.id] = inspect.cleandoc(after.value.value)
-    return docs
-
-
 @dataclasses.dataclass(frozen=True)
 class SolverParams(Params):
     """Parameters of the methods that run CP-SAT."""
@@ -113,5 +94,4 @@ class SolverParams(Params):
     """CP-SAT search workers (threads), at least 1; with 1, the same seed gives the same answer."""
 
     def check(self) -> None:
-        if self.workers < 1:
-            raise field_error("workers", "be at least 1", self.workers)
+        check(self.workers >= 1, "workers", self.workers, "at least 1")

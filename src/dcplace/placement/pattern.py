@@ -23,11 +23,12 @@ import numpy as np
 from ortools.linear_solver import pywraplp
 from ortools.sat.python import cp_model
 
+from dcplace.config import check
 from dcplace.errors import InputError
 from dcplace.placement.compact import CompactModel
 from dcplace.placement.cpsat import CpAnswer, int_bound, run_cp
 from dcplace.placement.greedy import cost_of, greedy_start
-from dcplace.placement.params import SolverParams, field_error
+from dcplace.placement.params import SolverParams
 from dcplace.placement.problem import PMType, Problem
 from dcplace.placement.result import Result
 from dcplace.placement.stop import Deadline, Stop
@@ -106,8 +107,7 @@ class PatternParams(SolverParams):
 
     def check(self) -> None:
         super().check()
-        if not 0 < self.master_share < 1:
-            raise field_error("master_share", "be in (0, 1)", self.master_share)
+        check(0 < self.master_share < 1, "master_share", self.master_share, "in (0, 1)")
 
 
 def solve_pattern(problem: Problem, stop: Stop, seed: int, params: PatternParams) -> Result:

@@ -37,6 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dcplace.cluster.numa import NumaCluster
+from dcplace.config import check, check_types
 from dcplace.errors import InputError
 from dcplace.sim import numa_kernel as K
 from dcplace.workload.table import RequestTable
@@ -83,14 +84,16 @@ class Scenario:
     """The episode dynamics (see the module docstring for the exact definitions)."""
 
     pms: int = 50
-    """Machines at the start (and throughout in Non-Expansion)."""
+    """Machines at the start (and throughout in Non-Expansion); 2 NUMA nodes of 40 CPU / 90 GB each."""
     mode: Mode = "non-expansion"
+    """``non-expansion``: the episode ends at the first request no machine can host; ``expansion``: the cluster
+    grows by ``expand_step`` machines instead."""
     max_pms: int = 110
     """Expansion only: the cluster never grows beyond this."""
     expand_step: int = 10
     """Expansion only: machines added each time a request fits nowhere."""
     release: bool = True
-    """True: VMs leave at their departure ("recovering"); False: never ("fading")."""
+    """True: VMs leave at their departure ("recovering"); False: never ("fading", VMAgent's)."""
     warm_start: float = 0.0
     """CPU allocation rate reached by the warm-up heuristic before scoring starts, in [0, 1)."""
     start_range: tuple[int, int] = (1000, 10000)
@@ -100,21 +103,15 @@ class Scenario:
     """Stop (truncated) after this many scored placements; 0 = no limit."""
 
     def __post_init__(self) -> None:
-        if self.pms < 1:
-            raise InputError(f"must be at least 1, got {self.pms}", field="pms")
-        if self.mode not in ("non-expansion", "expansion"):
-            raise InputError(f"must be non-expansion or expansion, got {self.mode!r}", field="mode")
-        if self.mode == "expansion" and self.max_pms < self.pms:
-            raise InputError(f"must be at least pms ({self.pms}), got {self.max_pms}", field="max_pms")
-        if self.expand_step < 1:
-            raise InputError(f"must be at least 1, got {self.expand_step}", field="expand_step")
-        if not 0.0 <= self.warm_start < 1.0:
-            raise InputError(f"must be in [0, 1), got {self.warm_start}", field="warm_start")
+        check_types(self)
+        check(self.pms >= 1, "pms", self.pms, "at least 1")
+        if self.mode == "expansion":
+            check(self.max_pms >= self.pms, "max_pms", self.max_pms, f"at least pms ({self.pms}) in expansion")
+        check(self.expand_step >= 1, "expand_step", self.expand_step, "at least 1")
+        check(0.0 <= self.warm_start < 1.0, "warm_start", self.warm_start, "in [0, 1)")
         lo, hi = self.start_range
-        if not 0 <= lo < hi:
-            raise InputError(f"must satisfy 0 <= lo < hi, got {self.start_range}", field="start_range")
-        if self.max_requests < 0:
-            raise InputError(f"must be non-negative, got {self.max_requests}", field="max_requests")
+        check(0 <= lo < hi, "start_range", self.start_range, "a range 0 <= lo < hi")
+        check(self.max_requests >= 0, "max_requests", self.max_requests, "non-negative")
 
     @property
     def machines(self) -> int:

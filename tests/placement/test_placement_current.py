@@ -22,7 +22,7 @@ from dcplace.placement.current import relabel
 from dcplace.placement.greedy import greedy_once
 from dcplace.placement.problem import INSTANCES, PMType, VMType, load_problem, with_current
 
-EXAMPLE = Path(__file__).parent / "placement" / "current_example.json"
+EXAMPLE = Path(__file__).parent / "current_example.json"
 
 
 def _brute_force(problem: Problem) -> float | None:

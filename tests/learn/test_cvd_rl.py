@@ -174,7 +174,7 @@ def test_checkpoint_errors(tmp_path):
     bad.write_bytes(b"not a checkpoint")
     with pytest.raises(InputError, match="not a readable checkpoint"):
         load(bad)
-    nara = Path(__file__).parents[1] / "src" / "dcplace" / "data" / "nara" / "alpha-uniform.pt"
+    nara = Path(__file__).parents[2] / "src" / "dcplace" / "data" / "nara" / "alpha-uniform.pt"
     with pytest.raises(InputError, match="not a dcplace CVD-RL checkpoint"):
         load(nara)
     blob = torch.load(shipped_path("cvd-rl"), weights_only=True)
@@ -326,7 +326,7 @@ def test_dqn_config_from_a_toml_table():
     assert DQNConfig.from_dict(cfg.to_dict()) == cfg
     for table, needle in (
         ({"batchh": 32}, "field 'batchh'"),
-        ({"batch": "32"}, "field 'batch': must be int, got '32'"),
+        ({"batch": "32"}, "field 'batch': must be an integer, got '32'"),
         ({"batch": 0}, "field 'batch': must be at least 1, got 0"),
         ({"loss": ""}, "field 'loss': must not be empty"),
         ({"train_start_range": [5]}, "field 'train_start_range'"),

@@ -343,7 +343,7 @@ def test_given_packs_are_read_checked_and_used(tmp_path):
 
 # --- one solve: registry, stop criterion, immutable results, typed params -------------------------------------------
 
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "placement.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "placement.md"
 
 
 def test_the_documented_user_method_registers_and_solves():
@@ -433,18 +433,17 @@ def test_result_is_immutable():
         (PatternParams, {"master_share": 1.0}, "master_share must be in (0, 1), got 1.0"),
         (AutoParams, {"compact_max_pms": 0}, "compact_max_pms must be at least 1, got 0"),
         (NumaBatchParams, {"rounds": -1}, "rounds must be at least 0, got -1"),
-        (GreedyParams, {"runs": 2.5}, "runs must be of type int, got 2.5"),
-        (GreedyParams, {"runs": True}, "runs must be of type int, got True"),
-        (HierarchicalParams, {"beta": "high"}, "beta must be of type float, got 'high'"),
+        (GreedyParams, {"runs": 2.5}, "runs must be an integer, got 2.5"),
+        (GreedyParams, {"runs": True}, "runs must be an integer, got True"),
+        (HierarchicalParams, {"beta": "high"}, "beta must be a number, got 'high'"),
     ],
 )
 def test_params_errors_name_the_field_and_value(params, values, message):
     with pytest.raises(InputError, match="^" + re.escape(message) + "$") as err:
         params.from_dict(values)
     assert err.value.field == next(iter(values))
-    if "of type" not in message:  # the constructor validates too (types are checked where values are read)
-        with pytest.raises(InputError, match="^" + re.escape(message) + "$"):
-            params(**values)
+    with pytest.raises(InputError, match="^" + re.escape(message) + "$"):  # the constructor checks the same
+        params(**values)
 
 
 def test_params_load_from_toml_and_dicts(tmp_path):
@@ -457,7 +456,7 @@ def test_params_load_from_toml_and_dicts(tmp_path):
     assert HierarchicalParams.from_dict(h.as_dict()) == h
     assert params_for("hierarchical", {"swads": 4}) == HierarchicalParams(swads=4)
     path.write_text("[solve.greedy]\nrun = 7\n")
-    with pytest.raises(InputError, match=r"field 'solve.greedy.run'.*GreedyParams has no field 'run'"):
+    with pytest.raises(InputError, match=r"field 'solve.greedy.run': unknown key in the top-level table; its keys are"):
         GreedyParams.from_toml(path, "solve.greedy")
     path.write_text("[solve.greedy]\nruns = 0\n")
     with pytest.raises(InputError, match=r"run.toml, field 'solve.greedy.runs': runs must be at least 1, got 0"):
@@ -491,7 +490,7 @@ def test_hierarchical_solves_its_swads_through_the_registry(tmp_path):
 def test_placement_imports_go_one_way():
     """No import loop inside the placement package, counting imports anywhere in a module (function-level ones
     included); the registry and the building blocks import no method."""
-    root = Path(__file__).resolve().parents[1] / "src" / "dcplace" / "placement"
+    root = Path(__file__).resolve().parents[2] / "src" / "dcplace" / "placement"
     graph: dict[str, set[str]] = {}
     for path in root.glob("*.py"):
         if path.stem == "__init__":

@@ -1,0 +1,18 @@
+"""List the registered policies and the rule each implements."""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(add_completion=False)
+
+
+@app.command("policies")
+def list_policies() -> None:
+    """List the registered policies and the rule each implements."""
+    from dcplace.policies.registry import policy_doc, policy_names
+
+    for setting in ("numa", "netalloc"):
+        typer.echo(f"{setting}:")
+        for name in policy_names(setting):
+            typer.echo(f"  {name:18s} {policy_doc(name, setting)}")

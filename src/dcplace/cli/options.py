@@ -1,0 +1,273 @@
+"""Commands whose options come from a typed config (see :mod:`dcplace.config`), and the one error handler.
+
+:func:`config_command` turns a function ``run(cfg, **extra)`` into a typer command with
+
+* one option per scalar field of the config class (nested configs included): the flag is the field's name with
+  dashes (``max_pms`` -> ``--max-pms``), the help its docstring, the default its default; ``Literal`` fields take
+  one of their values, ``bool`` fields are ``--x/--no-x``, tuples take their items after the flag;
+* ``--config FILE.toml``: the file's values replace the defaults, flags given on the command line replace the file's;
+* the function's own (non-config) options, such as ``--json`` or ``--out``.
+
+The function receives the resolved, validated config. :func:`handle_input_errors` (applied by ``config_command``,
+usable alone) ends a command that raises :class:`~dcplace.errors.InputError` with one sentence on stderr and exit
+code 2; an error naming a config field is worded with its flag when the value came from a flag or a default (``--pms
+must be at least 1, got 0``), and with the file and its dotted key when it came from ``--config``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import inspect
+import tomllib
+import types
+import typing
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Annotated, Any, Concatenate, ParamSpec, TypeVar
+
+import typer
+
+from dcplace import config
+from dcplace.errors import InputError
+
+C = TypeVar("C")
+P = ParamSpec("P")
+
+CONFIG_HELP = "a TOML file of these settings (a run's config.toml repeats it); flags given here override it"
+
+
+@dataclasses.dataclass(frozen=True)
+class Flag:
+    """How one config field appears on the command line, where the defaults do not fit."""
+
+    name: str | None = None
+    """The flag (``--filter``); default: the field name with dashes."""
+    help: str | None = None
+    """Help text; default: the field's docstring."""
+    parse: Callable[[str], Any] | None = None
+    """The flag takes one string, turned into the field's value by this (raising InputError on a bad one)."""
+    show: Callable[[Any], str] | None = None
+    """With ``parse``: the field's default as the flag would spell it."""
+    skip: bool = False
+    """No flag: the field is set by ``--config`` or keeps its default (for fields that only code or a file sets)."""
+
+
+def flag_name(key: str) -> str:
+    """``scenario.max_pms`` -> ``--max-pms`` (the last part of the dotted key)."""
+    return "--" + key.rsplit(".", 1)[-1].replace("_", "-")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Option:
+    """One generated option: the Python parameter, the config leaf it sets and how."""
+
+    param: str
+    leaf: config.Leaf
+    flag: str
+    parse: Callable[[str], Any] | None
+
+
+def _options(cls: type, flags: Mapping[str, Flag]) -> list[tuple[_Option, inspect.Parameter]]:
+    out: list[tuple[_Option, inspect.Parameter]] = []
+    seen: dict[str, str] = {}
+    for leaf in config.leaves(cls):
+        tables = (".".join(leaf.path[:n]) for n in range(len(leaf.path), 0, -1))  # the key, then its tables
+        spec = next((flags[k] for k in tables if k in flags), None) or flags.get(leaf.path[-1]) or Flag()
+        if spec.skip:
+            continue
+        name = spec.name or flag_name(leaf.key)
+        if name in seen:
+            raise TypeError(f"{cls.__name__}: {leaf.key} and {seen[name]} both want the flag {name}")
+        seen[name] = leaf.key
+        help_text = spec.help if spec.help is not None else leaf.doc.replace("``", "`")
+        annotation, default, decls, parse = _flag_type(leaf, spec, name)
+        param = leaf.key.replace(".", "__")
+        info = typer.Option(*decls, help=help_text, show_default=default is not None, rich_help_panel=_panel(cls, leaf))
+        out.append(
+            (
+                _Option(param, leaf, name, parse),
+                inspect.Parameter(
+                    param, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[annotation, info]
+                ),
+            )
+        )
+    return out
+
+
+def _panel(cls: type, leaf: config.Leaf) -> str | None:
+    """The help panel of a field inside a table: the table field's doc and the table's name in a --config file."""
+    if len(leaf.path) == 1:
+        return None
+    from rich.markup import escape
+
+    table = leaf.path[0]
+    doc = config.field_docs(cls).get(table, table).replace("``", "")
+    return escape(f"{doc[:1].upper()}{doc[1:]} ([{table}] in a --config file)")
+
+
+def _flag_type(
+    leaf: config.Leaf, spec: Flag, name: str
+) -> tuple[Any, Any, tuple[str, ...], Callable[[str], Any] | None]:
+    """The annotation, default, declarations and string parser (None: typer converts) of the option for ``leaf``."""
+    if spec.parse is not None:
+        shown = spec.show(leaf.default) if spec.show is not None else str(leaf.default)
+        return str, shown, (name,), spec.parse
+    tp, default = leaf.type, leaf.default
+    if tp is bool:
+        return bool, default, (f"{name}/--no-{name.removeprefix('--')}",), None
+    if typing.get_origin(tp) is tuple:
+        items = typing.get_args(tp)
+        if any(typing.get_origin(a) is not None for a in items):  # nested: the flag takes a TOML value
+            return str, config.dumps({"v": config.to_dict_value(default)})[4:].strip(), (name,), _toml_value
+        if items[-1] is Ellipsis:  # any length: the flag repeats
+            return types.GenericAlias(list, (items[0],)), list(default), (name,), None
+    return tp, default, (name,), None
+
+
+def _toml_value(text: str) -> Any:
+    """A flag's TOML value (``[["best-fit", 2]]``) as Python; the field's type is checked afterwards."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        raise InputError(f'must be a TOML value such as [1, 2] or [["a", 1]], got {text!r}') from None
+
+
+def config_command(
+    cls: type[C], flags: Mapping[str, Flag] | None = None
+) -> Callable[[Callable[Concatenate[C, P], None]], Callable[..., None]]:
+    """Decorate ``run(cfg: cls, **extra)`` into a typer command function (see the module docstring). ``flags``
+    adjusts single fields, by dotted key or by field name; a table's key (``greedy``) adjusts all its fields."""
+    generated = _options(cls, flags or {})
+    by_key = {opt.leaf.key: opt.flag for opt, _ in generated}
+
+    def wrap(run: Callable[Concatenate[C, P], None]) -> Callable[..., None]:
+        own = [
+            p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+            for p in list(inspect.signature(run, eval_str=True).parameters.values())[1:]
+        ]
+        ctx_param = inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context)
+        file_param = inspect.Parameter(
+            "config_file",
+            inspect.Parameter.KEYWORD_ONLY,
+            default=None,
+            annotation=Annotated[Path | None, typer.Option("--config", help=CONFIG_HELP, show_default=False)],
+        )
+
+        @functools.wraps(run)
+        def command(ctx: typer.Context, config_file: Path | None, **kwargs: Any) -> None:
+            from_file: set[str] = set()
+            with errors_as_exit(by_key, from_file, config_file):
+                given: dict[str, Any] = {}
+                for opt, _ in generated:
+                    value = kwargs.pop(opt.param)
+                    source = ctx.get_parameter_source(opt.param)
+                    if source is not None and source.name == "COMMANDLINE":
+                        given[opt.leaf.key] = _from_flag(opt, value)
+                cfg = resolve(cls, config_file, given, from_file)
+                typing.cast(Callable[..., None], run)(cfg, **kwargs)
+
+        params = [ctx_param, file_param, *(p for _, p in generated), *own]
+        command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        command.__annotations__ = {}
+        del command.__wrapped__  # typer must read the generated signature, not run's
+        return command
+
+    return wrap
+
+
+def _from_flag(opt: _Option, value: Any) -> Any:
+    if opt.parse is not None:
+        try:
+            return opt.parse(value)
+        except InputError as exc:
+            raise InputError(exc.detail, field=opt.leaf.key) from None
+    if isinstance(value, list):
+        return tuple(value)
+    return value
+
+
+def resolve(cls: type[C], file: Path | None, given: Mapping[str, Any], from_file: set[str] | None = None) -> C:
+    """The config ``cls``: its defaults, under the TOML ``file``'s values (if any), under ``given`` (dotted keys,
+    from flags). The dotted keys the file set (and no flag replaced) are added to ``from_file``."""
+    data: dict[str, Any] = {}
+    if file is not None:
+        data = config.parse(cls, config.read_toml(file), source=file)
+        if from_file is not None:
+            from_file.update(k for k in _dotted(data) if k not in given)
+    data = config.merge(data, config.parse(cls, config.unflatten(given)))
+    return config.build(cls, data)
+
+
+def _dotted(data: Mapping[str, Any], prefix: str = "") -> list[str]:
+    keys: list[str] = []
+    for key, value in data.items():
+        where = f"{prefix}{key}"
+        keys.extend(_dotted(value, where + ".") if isinstance(value, Mapping) else [where])
+    return keys
+
+
+@contextlib.contextmanager
+def errors_as_exit(
+    flags: Mapping[str, str] | None = None, from_file: set[str] | None = None, file: Path | None = None
+) -> Iterator[None]:
+    """Inside it, an :class:`InputError` ends the command: one sentence on stderr, exit code 2. ``flags`` maps
+    config keys to flags for the wording (see :func:`sentence`); keys in ``from_file`` name ``file`` instead."""
+    try:
+        yield
+    except InputError as exc:
+        typer.echo(f"error: {sentence(exc, flags or {}, from_file or set(), file)}", err=True)
+        raise typer.Exit(2) from None
+
+
+def sentence(exc: InputError, flags: Mapping[str, str], from_file: set[str], file: Path | None) -> str:
+    """The one sentence for ``exc``: a field set by ``file`` (a key in ``from_file``) names the file and its dotted
+    key; a field set by a flag or left at its default is worded with its flag (``flags``: dotted key -> flag). Core
+    code names its own field (``packs``), not the config's path: the only key ending in ``.packs`` is meant."""
+    if exc.path is not None or exc.field is None:
+        return str(exc)
+    key = exc.field if exc.field in flags or exc.field in from_file else _unique_key([*flags, *from_file], exc.field)
+    if key in from_file and file is not None:
+        return str(InputError(_bare(exc), path=file, field=key, line=exc.line))
+    flag = flags.get(key or "")
+    return flag_wording(flag, exc) if flag else str(exc)
+
+
+def _unique_key(keys: list[str], field: str) -> str | None:
+    """The only dotted key ending in ``.field``; None when none or several do."""
+    hits = {key for key in keys if key.rsplit(".", 1)[-1] == field}
+    return hits.pop() if len(hits) == 1 else None
+
+
+def _bare(exc: InputError) -> str:
+    """The detail without the field's name in front: ``packs must be ...`` (``field='packs'``) -> ``must be ...``."""
+    name = (exc.field or "").rsplit(".", 1)[-1]
+    return exc.detail[len(name) + 1 :] if name and exc.detail.startswith(name + " must ") else exc.detail
+
+
+def flag_wording(flag: str, exc: InputError) -> str:
+    """A field's error in its flag's words: ``must be at least 1, got 0`` (``field='pms'``) and ``pms must be at
+    least 1, got 0`` both become ``--pms must be at least 1, got 0``; other details follow ``--pms: ``."""
+    detail = _bare(exc)
+    return f"{flag} {detail}" if detail.startswith("must ") else f"{flag}: {detail}"
+
+
+def handle_input_errors(fn: Callable[P, None]) -> Callable[P, None]:
+    """Decorate a command: an InputError it raises ends it with one sentence on stderr and exit code 2."""
+
+    @functools.wraps(fn)
+    def command(*args: P.args, **kwargs: P.kwargs) -> None:
+        with errors_as_exit():
+            fn(*args, **kwargs)
+
+    return command
+
+
+def write_config(cfg: object, out: Path, command: str) -> Path:
+    """Write the resolved config as ``out/config.toml``, headed by the command that repeats the run."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "config.toml"
+    header = f"# The resolved settings of `{command}`; repeat the run with\n#   {command} --config {path}"
+    config.write(cfg, path, header)
+    return path

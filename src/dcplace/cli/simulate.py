@@ -1,0 +1,164 @@
+"""Run placement policies in a simulator.
+
+``dcplace simulate numa`` (online VM scheduling on double-NUMA machines) and ``dcplace simulate netalloc``
+(network-aware allocation of multi-server requests). Each takes its settings from flags and ``--config FILE.toml``;
+``--out DIR`` writes the result (``result.json``) and the resolved settings (``config.toml``) there.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import typer
+
+from dcplace.cli.common import JSON_HELP, console, save_result
+from dcplace.cli.options import config_command
+from dcplace.config import check, check_types
+from dcplace.sim.numa import Scenario
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n", 1)[0])
+
+OUT_HELP = "also write result.json and the resolved settings (config.toml, for --config) to this folder"
+
+
+@dataclass(frozen=True)
+class NumaRun:
+    """One ``simulate numa`` experiment: a policy on a trace under a scenario, over seeded episodes."""
+
+    trace: str = "synthetic"
+    """huawei-east-1, azure-v1, synthetic, or a trace file path"""
+    policy: str = "best-fit"
+    """a registered policy (see `dcplace policies`) or your own as package.module:ClassName (docs/policies.md)"""
+    checkpoint: str | None = None
+    """weights for a learned policy (default: the shipped one)"""
+    episodes: int = 10
+    """episodes, each from its own seeded start"""
+    seed: int = 0
+    """same seed, same numbers"""
+    double_threshold: float = 32.0
+    """VMs with memory above this many GB are double-NUMA"""
+    oversize: Literal["error", "skip"] = "error"
+    """a VM no machine can host: refuse the trace, or count and skip"""
+    check: bool = False
+    """check the ledger invariants after every episode"""
+    scenario: Scenario = field(default_factory=Scenario)
+    """the episode dynamics"""
+
+    def __post_init__(self) -> None:
+        check_types(self)
+        check(self.episodes >= 1, "episodes", self.episodes, "at least 1")
+
+
+@app.command("numa")
+@config_command(NumaRun)
+def simulate_numa(
+    cfg: NumaRun,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    out: Annotated[Path | None, typer.Option(help=OUT_HELP)] = None,
+) -> None:
+    """Online VM scheduling on double-NUMA machines (the CVD-RL / VMAgent setting)."""
+    from rich.table import Table
+
+    from dcplace.bench.numa_runner import summarise
+    from dcplace.cluster.numa import NumaCluster
+    from dcplace.policies import get_policy
+    from dcplace.policies.numa_heuristics import warm_up_jit
+    from dcplace.sim.episodes import check_hostable, prepare, run_episodes
+    from dcplace.workload.traces import load_trace
+
+    sc = cfg.scenario
+    pol = get_policy(cfg.policy, cfg.checkpoint)
+    table = load_trace(cfg.trace, seed=cfg.seed)
+    prepared = prepare(table, cfg.double_threshold)
+    cluster = NumaCluster.uniform(sc.machines)
+    if cfg.oversize == "error":
+        check_hostable(cluster, prepared)
+    warm_up_jit()
+    results, wall, decisions = run_episodes(pol, cluster, prepared, sc, cfg.episodes, cfg.seed, check=cfg.check)
+    summary = summarise(cfg.policy, cfg.trace, sc, cfg.double_threshold, cfg.seed, results, wall, decisions)
+    if out is not None:
+        save_result(summary.as_dict(), cfg, out, "dcplace simulate numa")
+    if json_out:
+        typer.echo(json.dumps(summary.as_dict()))
+        return
+    t = Table(title=f"{cfg.policy} on {cfg.trace}: {sc.pms} PMs, {sc.mode}, warm start {sc.warm_start:.0%}, "
+              f"releases {'on' if sc.release else 'off'}")  # fmt: skip
+    for col in ("episode", "length", "income", "cpu alloc", "mem alloc", "PMs in use", "final PMs", "status"):
+        t.add_column(col, justify="right")
+    for i, r in enumerate(results):
+        t.add_row(str(i), str(r.length), f"{r.income:.1f}", f"{r.cpu_alloc_mean:.1%}", f"{r.mem_alloc_mean:.1%}",
+                  f"{r.pms_in_use_mean:.1f}", str(r.final_pms), r.status)  # fmt: skip
+    t.add_row("mean", f"{summary.length_mean:.1f} ± {summary.length_std:.1f}", f"{summary.income_mean:.1f}",
+              f"{summary.cpu_alloc_mean:.1%}", f"{summary.mem_alloc_mean:.1%}", f"{summary.pms_in_use_mean:.1f}",
+              f"{summary.final_pms_mean:.1f}", "", style="bold")  # fmt: skip
+    console.print(t)
+    console.print(f"{decisions:,} decisions in {wall:.3f} s ({summary.decisions_per_s:,.0f}/s); "
+                  f"oversize VMs skipped: {summary.oversize}")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class NetallocRun:
+    """One ``simulate netalloc`` experiment: a policy on a topology and a request set, over seeded episodes."""
+
+    topology: str = "alpha"
+    """alpha, beta, gamma, delta, or a .json / .csv topology file"""
+    dataset: str = "uniform"
+    """uniform, azure, alibaba, or a request CSV (cpu,mem,bw,hold)"""
+    policy: str = "tetris"
+    """a registered netalloc policy (see `dcplace policies`)"""
+    requests: int = 0
+    """requests per episode (0: the paper's length for the topology, 128 otherwise)"""
+    episodes: int = 5
+    """episodes, each its own seeded request sequence"""
+    seed: int = 0
+    """same seed, same numbers"""
+    split: Literal["train", "test"] = "test"
+    """train or test part of the trace-derived sets"""
+    check: bool = False
+    """check the ledger invariants after every episode"""
+    checkpoint: str | None = None
+    """weights for a learned policy (default: the shipped one for the dataset)"""
+
+    def __post_init__(self) -> None:
+        check_types(self)
+        check(self.episodes >= 1, "episodes", self.episodes, "at least 1")
+        check(self.requests >= 0, "requests", self.requests, "at least 0")
+
+
+@app.command("netalloc")
+@config_command(NetallocRun)
+def simulate_netalloc(
+    cfg: NetallocRun,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    out: Annotated[Path | None, typer.Option(help=OUT_HELP)] = None,
+) -> None:
+    """Network-aware allocation of multi-server requests on a datacenter network (the Nara setting)."""
+    from rich.table import Table
+
+    from dcplace.bench.netalloc_runner import run_policy
+
+    run = run_policy(cfg.topology, cfg.dataset, cfg.policy, cfg.requests or None, cfg.episodes, cfg.seed, cfg.split,
+                     cfg.check, cfg.checkpoint)  # fmt: skip
+    s: dict[str, Any] = run.summary()
+    if out is not None:
+        save_result(s, cfg, out, "dcplace simulate netalloc")
+    if json_out:
+        typer.echo(json.dumps(s))
+        return
+    t = Table(title=f"{cfg.policy} on {run.topology}, {run.dataset}: {run.requests} requests per episode")
+    for col in ("episode", "acceptance", "cpu util", "mem util", *s["bw_util_by_tier"], "rejected (net/cap)"):
+        t.add_column(col, justify="right")
+    for i, r in enumerate(run.results):
+        t.add_row(str(i), f"{r.acceptance:.3f}", f"{r.cpu_util:.2f}", f"{r.mem_util:.2f}",
+                  *(f"{v:.2f}" for v in r.bw_util_by_tier.values()),
+                  f"{r.rejected['network']}/{r.rejected['capacity']}")  # fmt: skip
+    t.add_row("mean", f"{s['acceptance_mean']:.3f} ± {s['acceptance_std']:.3f}", f"{s['cpu_util_mean']:.2f}",
+              f"{s['mem_util_mean']:.2f}", *(f"{v:.2f}" for v in s["bw_util_by_tier"].values()), "",
+              style="bold")  # fmt: skip
+    console.print(t)
+    console.print("locality: " + ", ".join(f"{k} {v:.0%}" for k, v in s["locality"].items())
+                  + f"; {s['servers_per_allocation_mean']:.1f} servers per allocation")  # fmt: skip
+    console.print(f"{s['decisions']:,} decisions in {s['wall_s']:.3f} s ({s['decisions_per_s']:,.0f}/s)")

@@ -1,0 +1,124 @@
+"""Batch placement of VMs with disks onto PMs with disks (paper 004): minimise the cost of the PMs used. Every answer
+is re-checked by an independent checker (`verified`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from dcplace.cli.common import JSON_HELP, console, save_result
+from dcplace.cli.options import Flag, config_command
+from dcplace.config import check, check_types
+from dcplace.errors import InputError
+from dcplace.placement import (
+    AutoParams,
+    CompactParams,
+    FlatParams,
+    GreedyParams,
+    HierarchicalParams,
+    NumaBatchParams,
+    Params,
+    PatternParams,
+)
+
+app = typer.Typer(add_completion=False)
+
+
+@dataclass(frozen=True)
+class SolveRun:
+    """One ``solve`` run: an instance, a method, its stop and seed, and each method's parameters (a table per
+    method; only the hierarchical method's have flags, the others are set in a ``--config`` file)."""
+
+    instance: str = "exp1"
+    """exp1, exp2, mix1, mix2, mix2x100, a JSON instance file, or a topology-aware batch: huawei-c1..c4
+    (../shared/data) or a VM_data_C<n>.csv beside PM_res.csv and topology.csv"""
+    method: str = "auto"
+    """auto, flat (the paper's model), compact (exact, on counts), pattern (column gen.), greedy, hierarchical"""
+    time_limit: float | None = None
+    """seconds; the best solution and bound so far are returned (default 60; 300 for huawei-cN)"""
+    workers: int = 2
+    """CP-SAT search workers (the hierarchical method's processes); every method table's workers is this"""
+    seed: int = 0
+    """same seed, same answer (greedy; CP-SAT with one worker)"""
+    hierarchical: HierarchicalParams = field(default_factory=HierarchicalParams)
+    """the hierarchical method's parameters"""
+    auto: AutoParams = field(default_factory=AutoParams)
+    """method auto's parameters"""
+    flat: FlatParams = field(default_factory=FlatParams)
+    """method flat's parameters"""
+    compact: CompactParams = field(default_factory=CompactParams)
+    """method compact's parameters"""
+    pattern: PatternParams = field(default_factory=PatternParams)
+    """method pattern's parameters"""
+    greedy: GreedyParams = field(default_factory=GreedyParams)
+    """method greedy's parameters"""
+    numa_batch: NumaBatchParams = field(default_factory=NumaBatchParams)
+    """the topology-aware batches' method (auto on huawei-cN)"""
+
+    def __post_init__(self) -> None:
+        check_types(self)
+        if self.time_limit is not None:
+            check(self.time_limit > 0, "time_limit", self.time_limit, "positive")
+        for table in (*METHOD_TABLES, "numa_batch"):  # one workers setting for the run, also in config.toml
+            params = getattr(self, table)
+            if getattr(params, "workers", self.workers) != self.workers:
+                object.__setattr__(self, table, dataclasses.replace(params, workers=self.workers))
+
+
+METHOD_TABLES = ("hierarchical", "auto", "flat", "compact", "pattern", "greedy")
+"""The built-in methods of batch problems, each with its table of parameters in :class:`SolveRun`."""
+FLAGS = {
+    **{table: Flag(skip=True) for table in (*METHOD_TABLES[1:], "numa_batch")},  # set in a --config file
+    "hierarchical.workers": Flag(skip=True),  # the run's --workers
+}
+"""Only the hierarchical method's parameters have flags (the others would share names such as --workers)."""
+
+
+@app.command("solve")
+@config_command(SolveRun, FLAGS)
+def solve_cmd(
+    cfg: SolveRun,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    out: Annotated[
+        Path | None, typer.Option(help="also write result.json and the resolved settings (config.toml) here")
+    ] = None,
+) -> None:
+    """Batch placement of VMs with disks onto PMs with disks (paper 004): minimise the cost of the PMs used.
+    Every answer is re-checked by an independent checker (`verified`)."""
+    from dcplace.placement import Deadline, load_problem, solve
+    from dcplace.placement.numa_batch import is_numa_batch, load_numa_batch, summary_of
+
+    if is_numa_batch(cfg.instance):
+        if cfg.method != "auto":
+            raise InputError(f"topology-aware batches are solved by method auto only, got {cfg.method!r}",
+                             field="method")  # fmt: skip
+        limit = Deadline(300.0 if cfg.time_limit is None else cfg.time_limit)
+        summary = summary_of(solve(load_numa_batch(cfg.instance), "auto", limit, cfg.seed, cfg.numa_batch))
+        if out is not None:
+            save_result(summary, cfg, out, "dcplace solve")
+        if json_out:
+            typer.echo(json.dumps(summary))
+            return
+        console.print(f"{summary['instance']}: {summary['status']}, {summary['pms_used']} servers for "
+                      f"{summary['vms']} VMs, bound {summary['bound']}, gap {summary['gap']:.2%}, "
+                      f"{summary['wall_s']:.1f} s, verified {summary['verified']}")  # fmt: skip
+        return
+    problem = load_problem(cfg.instance)
+    params: Params | None = getattr(cfg, cfg.method) if cfg.method in METHOD_TABLES else None  # else: defaults
+    res = solve(problem, cfg.method, Deadline(60.0 if cfg.time_limit is None else cfg.time_limit), cfg.seed, params)
+    s = res.summary()
+    if out is not None:
+        save_result(s, cfg, out, "dcplace solve")
+    if json_out:
+        typer.echo(json.dumps(s))
+        return
+    gap = f"{s['gap']:.2%}" if s["gap"] is not None else "-"
+    console.print(f"{s['instance']} / {s['method']}: {s['status']}, cost {s['cost']}, bound {s['bound']}, gap {gap}, "
+                  f"{s['pms_used']} PMs for {s['vms']} VMs, {s['wall_s']:.2f} s, verified {s['verified']}")  # fmt: skip
+    for v in res.violations:
+        console.print(f"  violation: {v}")

@@ -1,0 +1,311 @@
+"""Train a learned policy (curves, checkpoints, --resume).
+
+``train nara`` (PPO on a GNN), ``train cvd-rl`` and ``train schedrl`` (Double DQN). Each takes its settings from
+flags and ``--config FILE.toml`` and writes the resolved settings as ``config.toml`` into its ``--out`` folder, beside
+policy.pt, checkpoint.pt, curves and train.json.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
+
+import typer
+
+from dcplace.cli.common import console
+from dcplace.cli.options import Flag, config_command, write_config
+from dcplace.config import check, check_types
+from dcplace.errors import InputError
+from dcplace.learn.config import DQNConfig, PPOConfig
+
+if TYPE_CHECKING:
+    from dcplace.sim.numa import Scenario
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n", 1)[0])
+
+NARA_DATASETS = ("uniform", "azure", "alibaba")  # dcplace.workload.netreq.DATASETS (checked by a test)
+OUT_HELP = "folder for checkpoints and curves"
+
+
+def _fresh_folder(folder: Path) -> None:
+    if (folder / "checkpoint.pt").exists():
+        raise InputError(f"{folder} already holds a run; pass --resume to continue it or choose another --out")
+
+
+def _train_with_bar(
+    title: str,
+    unit: str,
+    columns: str,
+    total: int,
+    done: int,
+    fields: dict[str, Any],
+    train: Callable[[Callable[[dict[str, float]], None]], None],
+    update: Callable[[dict[str, float]], dict[str, Any]],
+) -> float:
+    """Run ``train(on_row)`` under a progress bar of ``total`` ``unit`` (``done`` already); ``update(row)`` gives
+    the bar's new fields after each row of the curves. Returns the wall time in seconds."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    t0 = time.perf_counter()
+    with Progress(
+        TextColumn(f"[bold]{title}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} " + unit),
+        TextColumn(columns),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+    ) as bar:
+        task = bar.add_task("train", total=total, completed=done, **fields)
+        train(lambda row: bar.update(task, **update(row)))
+    return time.perf_counter() - t0
+
+
+def _command(label: str) -> str:
+    """The command line that ran, for train.json."""
+    return " ".join(["dcplace", "train", label, *sys.argv[3:]])
+
+
+@dataclass(frozen=True)
+class NaraTrainRun:
+    """One ``train nara`` run (the PPO and network settings not listed keep the paper's values)."""
+
+    topology: str = "alpha"
+    """alpha, beta, gamma, delta or a topology file; several, comma-separated, take turns"""
+    dataset: str = "uniform"
+    """uniform, azure or alibaba"""
+    iterations: int = 150
+    """PPO iterations in total (the paper: 150)"""
+    seed: int = 0
+    """same seed, same weights"""
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    """PPO's settings (the paper's; --steps and --eval-every set two of them)"""
+    p2_hidden: int = 0
+    """hidden units in P2 (0: one linear layer, the paper's; see docs/nara.md)"""
+    init: Path | None = None
+    """start from this checkpoint's weights (a curriculum; its sizes win)"""
+
+    def __post_init__(self) -> None:
+        check_types(self)
+        check(self.dataset in NARA_DATASETS, "dataset", self.dataset, "one of " + ", ".join(NARA_DATASETS))
+        check(self.iterations >= 1, "iterations", self.iterations, "at least 1")
+        check(self.p2_hidden >= 0, "p2_hidden", self.p2_hidden, "at least 0")
+
+
+@app.command("nara")
+@config_command(
+    NaraTrainRun,
+    {
+        "ppo": Flag(skip=True),
+        "ppo.steps_per_iteration": Flag(name="--steps", help="picks per iteration (the paper: 2,048)"),
+        "ppo.eval_every": Flag(help="validate (greedy, 5 x 128 requests) every this many iterations"),
+    },
+)
+def train_nara(
+    cfg: NaraTrainRun,
+    out: Annotated[Path | None, typer.Option(help=OUT_HELP)] = None,
+    resume: Annotated[bool, typer.Option(help="continue the run in --out from its checkpoint.pt")] = False,
+) -> None:
+    """Nara: PPO on a GNN policy (section 3.3). Writes policy.pt (best validation), checkpoint.pt (latest, for
+    --resume), curves.csv / curves.png and train.json to --out."""
+    from dcplace.cluster.topology import load_topology
+    from dcplace.learn.nara_model import NaraConfig
+    from dcplace.learn.ppo import PPOTrainer
+
+    tops = [load_topology(t) for t in cfg.topology.split(",")]
+    where = "+".join(t.name for t in tops)
+    folder = out or Path(f"results/train/nara-{where}-{cfg.dataset}")
+    if resume:
+        trainer = PPOTrainer.resume(tops, cfg.dataset, cfg.seed, folder)
+    else:
+        _fresh_folder(folder)
+        model = NaraConfig(p2_hidden=cfg.p2_hidden)
+        trainer = PPOTrainer(tops, cfg.dataset, cfg.seed, folder, cfg.ppo, model, cfg.init)
+        write_config(cfg, folder, "dcplace train nara")
+    best = f"{trainer.best_validation:.3f}" if trainer.best_validation >= 0 else "-"
+
+    def shown(row: dict[str, float]) -> dict[str, Any]:
+        acc, val = row["train_acceptance"], trainer.best_validation
+        return {"completed": int(row["iteration"]), "acc": f"{acc:.3f}", "val": f"{val:.3f}"}
+
+    wall = _train_with_bar(
+        f"nara {where}/{cfg.dataset}",
+        "it",
+        "acc {task.fields[acc]} val {task.fields[val]}",
+        cfg.iterations,
+        trainer.iteration,
+        {"acc": "-", "val": best},
+        lambda on_row: trainer.train(cfg.iterations, on_row),
+        shown,
+    )
+    trainer.write_summary(_command("nara"), wall)
+    console.print(f"best validation acceptance {trainer.best_validation:.3f}; {trainer.wall_s:.0f} s of training; "
+                  f"policy in {folder}/policy.pt")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class DqnTrainRun:
+    """One ``train schedrl`` run; ``train cvd-rl`` adds its operators (:class:`CvdTrainRun`)."""
+
+    trace: str = "auto"
+    """huawei-east-1, synthetic, or auto (the real trace when ../shared/data has it)"""
+    pms: int = 50
+    """machines (2 NUMA nodes of 40 CPU / 90 GB)"""
+    warm_start: float = 0.5
+    """CPU allocation rate reached before scoring"""
+    mode: Literal["non-expansion", "expansion"] = "non-expansion"  # dcplace.sim.numa.Mode, without its imports
+    """training runs in non-expansion"""
+    epochs: int = 3000
+    """epochs of 5 episodes (the paper: 3,000)"""
+    seed: int = 0
+    """same seed, same weights"""
+    hidden: int = 64
+    """units per hidden layer of the 6-layer MLP"""
+    dqn: DQNConfig = field(default_factory=DQNConfig)
+    """Double DQN's settings (the paper's where it names them)"""
+
+    REWARDS: ClassVar[tuple[str, ...]] = ("delta", "vmagent")
+    """The rewards a run from the command line can use (:mod:`dcplace.learn.rewards`)."""
+    LOSSES: ClassVar[tuple[str, ...]] = ("cluster",)
+    """The TD rules the algorithm takes."""
+
+    def __post_init__(self) -> None:
+        check_types(self)
+        if self.mode != "non-expansion":
+            raise InputError(
+                "training runs in non-expansion (evaluate expansion with `dcplace simulate`)", field="mode"
+            )
+        for name in ("epochs", "hidden"):
+            check(getattr(self, name) >= 1, name, getattr(self, name), "at least 1")
+        check(self.dqn.reward in self.REWARDS, "dqn.reward", self.dqn.reward, "one of " + ", ".join(self.REWARDS))
+        check(self.dqn.loss in self.LOSSES, "dqn.loss", self.dqn.loss, "one of " + ", ".join(self.LOSSES))
+
+    def scenario(self) -> Scenario:
+        """The training episodes' dynamics: no releases, the warm start."""
+        from dcplace.sim.numa import Scenario
+
+        return Scenario(pms=self.pms, release=False, warm_start=self.warm_start)
+
+
+@dataclass(frozen=True)
+class CvdTrainRun(DqnTrainRun):
+    """One ``train cvd-rl`` run."""
+
+    filter_k: tuple[tuple[str, int], ...] = (("best-fit", 2), ("industrial", 3))
+    """top-k filter: heuristic:k pairs, or none (ablation)"""
+    decompose: bool = True
+    """per-machine values summed (off: one whole-cluster net)"""
+    lookahead: bool = True
+    """value the machine after placement (off: state+VM+action)"""
+
+    LOSSES: ClassVar[tuple[str, ...]] = ("cluster", "machine")
+
+
+DQN_FLAGS = {
+    "dqn": Flag(skip=True),  # set in a --config file
+    "dqn.reward": Flag(help="delta (capacity-aware) or vmagent (+1 per placed VM)"),
+    "dqn.updates_per_epoch": Flag(help="gradient steps per epoch"),
+    "dqn.batch": Flag(help="transitions per gradient step (the paper: 2,048)"),
+    "dqn.eval_every": Flag(help="validate (10 greedy episodes) every this many epochs"),
+    "dqn.loss": Flag(help="cluster (the paper's eq. 12) or machine (ours: a TD target per machine)"),
+}
+"""The flags of DQNConfig's fields; its other fields are set in a --config file ([dqn])."""
+
+
+def parse_filter(text: str) -> tuple[tuple[str, int], ...]:
+    """``best-fit:2,industrial:3`` -> (("best-fit", 2), ("industrial", 3)); ``none`` -> () (no filter)."""
+    if text.strip().lower() in ("none", ""):
+        return ()
+    pairs = []
+    for part in text.split(","):
+        name, _, k = part.strip().partition(":")
+        if not k.isdigit():
+            raise InputError(f"must be heuristic:k pairs like best-fit:2,industrial:3, or none; got entry {part!r}")
+        pairs.append((name, int(k)))
+    return tuple(pairs)
+
+
+def format_filter(pairs: tuple[tuple[str, int], ...]) -> str:
+    """The inverse of :func:`parse_filter`."""
+    return ",".join(f"{name}:{k}" for name, k in pairs) or "none"
+
+
+def _train_dqn(kind: Literal["cvd", "schedrl"], cfg: DqnTrainRun, out: Path | None, resume: bool) -> None:
+    """The shared body of ``train cvd-rl`` and ``train schedrl``."""
+    from dcplace.cluster.numa import NumaCluster
+    from dcplace.learn.cvd_model import CvdConfig
+    from dcplace.learn.cvd_rl import CvdRlTrainer
+    from dcplace.learn.schedrl import SchedRlTrainer
+    from dcplace.sim.episodes import check_hostable, prepare
+    from dcplace.workload.traces import load_trace, trace_available
+
+    label = "cvd-rl" if kind == "cvd" else "schedrl"
+    trainer_class = CvdRlTrainer if kind == "cvd" else SchedRlTrainer
+    if cfg.trace == "auto":
+        cfg = dataclasses.replace(cfg, trace="huawei-east-1" if trace_available("huawei-east-1") else "synthetic")
+    scenario = cfg.scenario()
+    prepared = prepare(load_trace(cfg.trace, seed=0, synthetic_n=60_000), 32.0)
+    check_hostable(NumaCluster.uniform(cfg.pms), prepared)
+    folder = out or Path(f"results/train/{label}-{cfg.pms}pm")
+    if resume:
+        trainer = trainer_class.resume(prepared, scenario, cfg.seed, folder, cfg.trace)
+    else:
+        _fresh_folder(folder)
+        ops = cfg if isinstance(cfg, CvdTrainRun) else CvdTrainRun(filter_k=())
+        whole = kind == "schedrl" or not ops.decompose
+        model = CvdConfig(kind=kind, hidden=cfg.hidden, decompose=ops.decompose, lookahead=ops.lookahead,
+                          filter_k=ops.filter_k, machines=cfg.pms if whole else 0)  # fmt: skip
+        trainer = trainer_class(prepared, scenario, cfg.seed, folder, model, cfg.dqn, cfg.trace)
+        write_config(cfg, folder, f"dcplace train {label}")
+    ref = {h: trainer.validate_heuristic(h) for h in ("best-fit", "industrial")}
+
+    def shown(row: dict[str, float]) -> dict[str, Any]:
+        length, val = row["train_length"], trainer.best_validation
+        return {"completed": int(row["epoch"]), "len": f"{length:.0f}", "val": f"{val:.1f}"}
+
+    wall = _train_with_bar(
+        f"{label} {cfg.pms} PMs",
+        "epochs",
+        "len {task.fields[len]} val {task.fields[val]}",
+        cfg.epochs,
+        trainer.epoch,
+        {"len": "-", "val": "-"},
+        lambda on_row: trainer.train(cfg.epochs, on_row),
+        shown,
+    )
+    trainer.write_summary(_command(label), wall, validation_best_fit=ref["best-fit"],
+                          validation_industrial=ref["industrial"])  # fmt: skip
+    console.print(f"best validation length {trainer.best_validation:.1f} (best-fit {ref['best-fit']:.1f}, "
+                  f"industrial {ref['industrial']:.1f}); {trainer.wall_s:.0f} s of training; "
+                  f"policy in {folder}/policy.pt")  # fmt: skip
+
+
+@app.command("cvd-rl")
+@config_command(CvdTrainRun, {**DQN_FLAGS, "filter_k": Flag(name="--filter", parse=parse_filter, show=format_filter)})
+def train_cvd(
+    cfg: CvdTrainRun,
+    out: Annotated[Path | None, typer.Option(help=OUT_HELP)] = None,
+    resume: Annotated[bool, typer.Option(help="continue the run in --out (checkpoint.pt + replay.npz)")] = False,
+) -> None:
+    """CVD-RL: Double DQN with decomposition, look-ahead and the top-k filter (section 4). Writes policy.pt (best
+    validation), checkpoint.pt + replay.npz (for --resume), curves.csv / curves.png and train.json to --out."""
+    _train_dqn("cvd", cfg, out, resume)
+
+
+@app.command("schedrl")
+@config_command(
+    DqnTrainRun,
+    {**DQN_FLAGS, "dqn.loss": Flag(skip=True), "pms": Flag(help="machines (the network is tied to this count)")},
+)
+def train_schedrl(
+    cfg: DqnTrainRun,
+    out: Annotated[Path | None, typer.Option(help=OUT_HELP)] = None,
+    resume: Annotated[bool, typer.Option(help="continue the run in --out")] = False,
+) -> None:
+    """SchedRL: Double DQN over the whole cluster state with 2N action outputs (the paper's scalability contrast)."""
+    _train_dqn("schedrl", cfg, out, resume)
