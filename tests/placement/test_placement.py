@@ -370,7 +370,7 @@ def test_the_documented_user_method_registers_and_solves():
 
 def test_registry_keeps_problem_types_apart():
     assert method_names() == ["auto", "flat", "compact", "pattern", "hierarchical", "greedy"]
-    assert method_names(NumaBatch) == ["relaxation-guided", "auto"]
+    assert method_names(NumaBatch) == ["relaxation-guided", "auto", "consolidate"]
     assert get_method("auto", NumaBatch).params is NumaBatchParams
     with pytest.raises(InputError, match=r"^method must be one of auto, flat, .*, got 'simplex'$"):
         solve(INSTANCES["exp1"], "simplex")
@@ -483,7 +483,7 @@ def test_hierarchical_solves_its_swads_through_the_registry(tmp_path):
     try:
         res = solve(INSTANCES["exp1"], "hierarchical", 30, params={"packs": 5, "swads": 5, "beta": 1.0, "workers": 1})
     finally:
-        register_method("compact", real.run, CompactParams, replace=True)
+        register_method("compact", real.run, CompactParams, replace=True, current=real.current)
     assert res.verified and sum(map(int, log.read_text().split())) == 70  # every VM, through the registered method
 
 

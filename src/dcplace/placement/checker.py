@@ -16,7 +16,8 @@ from dcplace.placement.result import Result
 def check(problem: Problem, vm_pm: Sequence[int], vm_disks: Sequence[Sequence[int]]) -> tuple[list[str], int]:
     """(violations, cost). An empty list means feasible: every VM on exactly one existing PM, CPU and memory
     within capacity, each virtual disk on a physical disk of the VM's PM, no two disks of one VM on the same
-    physical disk, and no physical disk over its size."""
+    physical disk, no physical disk over its size, and every pinned VM on its current PM and disks. The cost is
+    machine cost + migration cost (:func:`cost_parts`; no migration cost without a current placement)."""
     vms = [t for t, c in zip(problem.vm_types, problem.vm_counts, strict=True) for _ in range(c)]
     pms = [t for t, c in zip(problem.pm_types, problem.pm_counts, strict=True) for _ in range(c)]
     errors: list[str] = []
@@ -50,20 +51,53 @@ def check(problem: Problem, vm_pm: Sequence[int], vm_disks: Sequence[Sequence[in
         if used > pms[j].disks[d]:
             errors.append(f"disk {d} of PM {j} holds {used} GB, size {pms[j].disks[d]}")
     errors += _constraint_errors(problem, vm_pm, len(pms))
-    used_pms = set(vm_pm)
-    cost = sum(pms[j].cost for j in used_pms if 0 <= j < len(pms))
-    return errors, cost
+    errors += _pinned_errors(problem, vm_pm, vm_disks)
+    machine, migration, _ = cost_parts(problem, vm_pm)
+    return errors, machine + migration
+
+
+def cost_parts(problem: Problem, vm_pm: Sequence[int]) -> tuple[int, int, int]:
+    """(machine cost, migration cost, migrations) of an assignment, recomputed from the raw fields: the cost of
+    every PM used; a VM with a current PM migrates when its PM differs from it, at its ``migration_cost`` (default:
+    its memory in GiB rounded up); a change of physical disk on the same PM is no migration."""
+    pms = [t for t, c in zip(problem.pm_types, problem.pm_counts, strict=True) for _ in range(c)]
+    machine = sum(pms[j].cost for j in set(vm_pm) if 0 <= j < len(pms))
+    if not problem.current:
+        return machine, 0, 0
+    vms = [t for t, c in zip(problem.vm_types, problem.vm_counts, strict=True) for _ in range(c)]
+    migration = migrations = 0
+    for i, (now, then) in enumerate(zip(vm_pm, problem.current, strict=True)):
+        if then >= 0 and now != then:
+            migrations += 1
+            migration += problem.migration_cost[i] if problem.migration_cost else -(-vms[i].mem // 4)
+    return machine, migration, migrations
+
+
+def _pinned_errors(problem: Problem, vm_pm: Sequence[int], vm_disks: Sequence[Sequence[int]]) -> list[str]:
+    """Every pinned VM on its current PM and physical disks."""
+    errors = []
+    for i in problem.pinned:
+        if vm_pm[i] != problem.current[i] or list(vm_disks[i]) != list(problem.current_disks[i]):
+            errors.append(f"pinned VM {i} moved from PM {problem.current[i]} disks {list(problem.current_disks[i])} "
+                          f"to PM {vm_pm[i]} disks {list(vm_disks[i])}")  # fmt: skip
+    return errors
 
 
 def verify(problem: Problem, res: Result) -> Result:
     """``res`` with ``verified`` and ``violations`` from :func:`check` (a result without an assignment stays
-    unverified); a reported cost the checker does not recompute is a violation too."""
+    unverified); a reported cost the checker does not recompute is a violation too. From a current placement the
+    stats gain the checker's ``machine_cost``, ``migration_cost`` and ``migrations`` (so ``summary()`` shows them)."""
     if res.vm_pm is None or res.vm_disks is None:
         return res
-    errors, cost = check(problem, res.vm_pm.tolist(), res.vm_disks)
+    vm_pm = res.vm_pm.tolist()
+    errors, cost = check(problem, vm_pm, res.vm_disks)
     if res.cost is not None and cost != res.cost:
         errors.append(f"the method reported cost {res.cost}, the checker computes {cost}")
-    return replace(res, verified=not errors, violations=tuple(errors))
+    stats = dict(res.stats)
+    if problem.current:
+        machine, migration, migrations = cost_parts(problem, vm_pm)
+        stats |= {"machine_cost": machine, "migration_cost": migration, "migrations": migrations}
+    return replace(res, verified=not errors, violations=tuple(errors), stats=stats)
 
 
 def _constraint_errors(problem: Problem, vm_pm: Sequence[int], n_pms: int) -> list[str]:

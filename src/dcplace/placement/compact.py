@@ -20,6 +20,28 @@ model has exactly the optimum of the paper's formulation, with ``O(types x PMs x
 
 Symmetry breaking: identical PMs (same type, consecutive) are used in order and loaded by non-increasing vCPU;
 identical physical disks of a PM are filled by non-increasing size used.
+
+**Starting from a current placement** (:attr:`Problem.current`): the model runs on the movable view
+(:mod:`.current`): classes ``k`` (VM type, migration cost ``m_k``) instead of types, pinned VMs removed and their
+PMs' CPU, memory and disks reduced by what they use, ``z_j = 1`` on a PM holding a pinned VM. With ``c[k, j]`` the
+class-``k`` VMs on PM ``j`` now, one more variable per (k, j) with ``c[k, j] > 0``:
+
+    0 <= s[k, j] <= c[k, j],  s[k, j] <= n[k, j]                 VMs of class k that stay on j
+    minimise sum_j cost_j z_j + sum_{k,j} m_k (c[k, j] - s[k, j])
+
+*Exactness.* Any assignment with counts ``n`` keeps at most ``min(n[k, j], c[k, j])`` of the class-``k`` VMs now on
+``j`` there, so its migration cost is at least ``sum m_k (c - min(n, c))``, the model's value for ``n`` (at the
+optimum ``s = min(n, c)``). Conversely :meth:`ReoptModel.decode` reaches that value from any counts: on every
+``(k, j)`` it keeps ``min(n, c)`` of the VMs now on ``j``, then fills the remaining ``n - min(n, c)`` places with
+the class's other VMs (new ones, or ones whose PM kept fewer than it had). Both sides count
+``count_k - sum_j min(n[k, j], c[k, j])``, so every VM is placed, and a VM that is not kept sits on a PM ``j'`` with
+``n[k, j'] < c[k, j']``, which has no free place of its class, so it does move and its cost is counted once. Its
+VMs are interchangeable within a class (same resources, same cost), so counts per class lose nothing, and the disk
+argument above holds per class on the residual disks. Pinned VMs keep PM and disks by construction. So the model has
+exactly the optimum of machine + migration cost. Symmetry breaking is kept only between identical PMs that hold no
+VM now (a PM with current VMs is not interchangeable with its neighbour). The decode gives each staying VM the disk
+set with most of its current disks, each on the virtual disk it held (disk moves on a PM cost nothing, see
+:mod:`.problem`, but are avoided where the counts allow).
 """
 
 from __future__ import annotations
@@ -32,6 +54,7 @@ from ortools.sat.python import cp_model
 
 from dcplace.errors import InputError
 from dcplace.placement.cpsat import solve_model
+from dcplace.placement.current import fill, movable
 from dcplace.placement.params import SolverParams
 from dcplace.placement.problem import Problem
 from dcplace.placement.result import Result
@@ -51,7 +74,7 @@ def solve_compact(problem: Problem, stop: Stop, seed: int, params: CompactParams
 def solve_compact_from(problem: Problem, stop: Stop, seed: int, workers: int, hint: Result | None) -> Result:
     """The compact model, its search started from ``hint``'s assignment when given."""
     try:
-        model = CompactModel(problem)
+        model: CompactModel | ReoptModel = ReoptModel(problem) if problem.has_current else CompactModel(problem)
     except Infeasible as exc:
         return Result(problem.name, "compact", "infeasible", vms=problem.n_vms, stats={"reason": str(exc)})
     if hint is not None and hint.vm_pm is not None and hint.vm_disks is not None:
@@ -64,8 +87,12 @@ class Infeasible(Exception):
 
 
 class CompactModel:
-    def __init__(self, problem: Problem) -> None:
+    """The model above on ``problem``; ``frozen`` PMs (holding VMs now) are left out of the PM symmetry breaking
+    and ``forced`` ones (holding pinned VMs) are used."""
+
+    def __init__(self, problem: Problem, frozen: np.ndarray | None = None, forced: np.ndarray | None = None) -> None:
         self.problem = problem
+        self.frozen = np.zeros(problem.n_pms, np.bool_) if frozen is None else frozen
         for vm_type in problem.vm_types:
             if len(set(vm_type.disks)) > 1:
                 raise InputError(
@@ -119,8 +146,16 @@ class CompactModel:
             if not vars_t:
                 raise Infeasible(f"no PM can host a VM of type {vts[t].name} (CPU, memory or disks)")
             m.add(sum(vars_t) == count)
+        if forced is not None:
+            for j in np.flatnonzero(forced).tolist():
+                m.add(self.z[j] == 1)
         self._break_symmetry()
-        m.minimize(sum(pm.cost * self.z[j] for j, pm in enumerate(pms)))
+        self.machine_cost = sum(pm.cost * self.z[j] for j, pm in enumerate(pms))
+        m.minimize(self.machine_cost)
+
+    def _symmetric(self, j: int) -> bool:
+        """Whether PMs ``j`` and ``j + 1`` are interchangeable (identical and both empty now)."""
+        return self.pms[j] == self.pms[j + 1] and not self.frozen[j] and not self.frozen[j + 1]
 
     def _load(self, j: int) -> cp_model.LinearExprT:
         vts = self.problem.vm_types
@@ -133,7 +168,7 @@ class CompactModel:
     def _break_symmetry(self) -> None:
         m, pms = self.model, self.pms
         for j in range(len(pms) - 1):
-            if pms[j] == pms[j + 1]:
+            if self._symmetric(j):
                 m.add(self.z[j] >= self.z[j + 1])
                 m.add(self._load(j) >= self._load(j + 1))
         for j, pm in enumerate(pms):
@@ -153,7 +188,7 @@ class CompactModel:
         start = 0
         while start < len(pms):  # runs of identical PMs
             end = start
-            while end + 1 < len(pms) and pms[end + 1] == pms[start]:
+            while end + 1 < len(pms) and self._symmetric(end):
                 end += 1
             run = np.arange(start, end + 1)
             relabel[run[np.argsort(-load[run], kind="stable")]] = run
@@ -184,6 +219,24 @@ class CompactModel:
         for j, z in enumerate(self.z):
             self.model.add_hint(z, int(j in used))
 
+    def groups(self, solver: cp_model.CpSolver) -> dict[tuple[int, int], list[list[int]]]:
+        """Per (type, PM) with VMs in the solution: one physical-disk list per VM there (empty lists for VM types
+        without disks), by the slot construction of the module docstring."""
+        out: dict[tuple[int, int], list[list[int]]] = {}
+        for (t, j), var in self.n.items():
+            n = int(solver.value(var))
+            if n == 0:
+                continue
+            d = len(self.problem.vm_types[t].disks)
+            slots = [
+                dsk
+                for dsk in range(len(self.pms[j].disks))
+                if (t, j, dsk) in self.w
+                for _ in range(int(solver.value(self.w[(t, j, dsk)])))
+            ]
+            out[(t, j)] = [[slots[q + k * n] for k in range(d)] for q in range(n)]
+        return out
+
     def decode(self, solver: cp_model.CpSolver) -> tuple[np.ndarray, list[list[int]]]:
         """The VM -> PM and virtual -> physical disk assignment of the solver's solution (module docstring)."""
         problem = self.problem
@@ -191,21 +244,43 @@ class CompactModel:
         next_vm = {t: int(np.flatnonzero(vt == t)[0]) for t in range(len(problem.vm_types))}
         vm_pm = np.full(problem.n_vms, -1, dtype=np.int64)
         vm_disks: list[list[int]] = [[] for _ in range(problem.n_vms)]
-        for (t, j), var in self.n.items():
-            n = int(solver.value(var))
-            if n == 0:
-                continue
-            ids = list(range(next_vm[t], next_vm[t] + n))
-            next_vm[t] += n
-            vm_pm[ids] = j
-            d = len(problem.vm_types[t].disks)
-            if d:
-                slots = [
-                    dsk
-                    for dsk in range(len(self.pms[j].disks))
-                    if (t, j, dsk) in self.w
-                    for _ in range(int(solver.value(self.w[(t, j, dsk)])))
-                ]
-                for q, vm in enumerate(ids):
-                    vm_disks[vm] = [slots[q + k * n] for k in range(d)]
+        for (t, j), sets in self.groups(solver).items():
+            for disks in sets:
+                vm_pm[next_vm[t]] = j
+                vm_disks[next_vm[t]] = disks
+                next_vm[t] += 1
         return vm_pm, vm_disks
+
+
+class ReoptModel:
+    """The compact model from a current placement (module docstring): classes on the residual PMs, stay variables,
+    machine + migration cost; decodes to the original problem's VM numbers."""
+
+    def __init__(self, problem: Problem) -> None:
+        self.problem = problem
+        self.view = view = movable(problem)
+        self.inner = inner = CompactModel(view.problem, frozen=view.busy, forced=view.fixed)
+        self.model = m = inner.model
+        self.stay: dict[tuple[int, int], cp_model.IntVar] = {}
+        for k, j in zip(*np.nonzero(view.current), strict=True):
+            c = int(view.current[k, j])
+            s = m.new_int_var(0, c, f"s{k}_{j}")
+            n = inner.n.get((int(k), int(j)))
+            m.add(s <= (n if n is not None else 0))
+            self.stay[(int(k), int(j))] = s
+        kept = sum(int(view.cost[k]) * s for (k, _), s in self.stay.items())
+        m.minimize(inner.machine_cost + view.constant() - kept)
+
+    def hint(self, vm_pm: np.ndarray, vm_disks: Sequence[Sequence[int]]) -> None:
+        """Start from a feasible assignment of the original problem (its movable VMs, in class order)."""
+        order = self.view.order
+        self.inner.hint(np.asarray(vm_pm)[order], [vm_disks[i] for i in order.tolist()])
+        cur = self.problem.current_pm()
+        for (k, j), s in self.stay.items():
+            ids = self.view.members[k]
+            self.model.add_hint(s, int(((cur[ids] == j) & (np.asarray(vm_pm)[ids] == j)).sum()))
+
+    def decode(self, solver: cp_model.CpSolver) -> tuple[np.ndarray, list[list[int]]]:
+        """Keep ``min(n, c)`` of the VMs now on each PM there (on their current disks where the disk sets allow),
+        fill the rest with the class's other VMs; pinned VMs stay (module docstring)."""
+        return fill(self.problem, self.view, self.inner.groups(solver))

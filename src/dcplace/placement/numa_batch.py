@@ -39,6 +39,11 @@ B. Constraint-aware first-fit decreasing for everything left: affinity groups (l
    first, largest first).
 C. Consolidation: try to empty the least-filled servers into the others.
 
+From a current placement (:func:`with_current`: each VM's server and node now, per-VM migration cost in servers,
+default RAM / the largest server's RAM, pinned VMs), method ``consolidate`` (:func:`solve_consolidate`) minimises
+servers used + migration cost: it starts from the current placement, places the new VMs, and empties servers only
+where that pays; the checker also verifies pinned VMs and recomputes the migration cost.
+
 Every answer is re-checked by :func:`check`, which shares no code with the packing. Measured on C1-C4 in
 ``docs/benchmarks.md`` (all four within 5 % of the bound).
 """
@@ -78,6 +83,23 @@ class NumaBatch:
     strategy: tuple[str, ...]  # (n,) one of STRATEGIES
     group: tuple[str, ...]  # (n,) group label ("" when no strategy)
     domain: tuple[str, ...]  # (n,) fault-domain label
+    current_server: npt.NDArray[np.int64] | None = None
+    """(n,) each VM's server now (-1: a new VM), or None: placed from scratch (see :func:`with_current`)."""
+    current_node: npt.NDArray[np.int64] | None = None
+    """(n,) each VM's node now (0 / 1; -1 for a double-NUMA VM or a new one)."""
+    migration_cost: npt.NDArray[np.float64] | None = None
+    """(n,) cost of moving each VM, in servers (None: :func:`default_numa_migration_cost`)."""
+    pinned: npt.NDArray[np.bool_] | None = None
+    """(n,) VMs that must keep their server and node."""
+
+    @property
+    def has_current(self) -> bool:
+        """Whether the batch starts from a current placement (re-optimisation)."""
+        return self.current_server is not None
+
+    def migration_costs(self) -> npt.NDArray[np.float64]:
+        """(n,) the cost of moving each VM, in servers (given or the default)."""
+        return default_numa_migration_cost(self) if self.migration_cost is None else self.migration_cost
 
     @property
     def servers(self) -> int:
@@ -186,6 +208,67 @@ def load_numa_batch(spec: str) -> NumaBatch:
     path = Path(spec)
     batch = read_huawei(path.parent, int(path.name[len("VM_data_C")]))
     return batch
+
+
+# --- starting from a current placement -----------------------------------------------------------------------------
+
+
+def default_numa_migration_cost(batch: NumaBatch) -> npt.NDArray[np.float64]:
+    """(n,) the default cost of moving each VM, in servers: its RAM over the largest server's RAM (``node_free``
+    summed over nodes), so moving a largest server's worth of memory costs as much as keeping one server. A live
+    migration copies the memory, so its time and traffic grow with it."""
+    return batch.ram / float(batch.node_free[:, :, 1].sum(axis=1).max())
+
+
+def with_current(
+    batch: NumaBatch,
+    server: npt.ArrayLike,
+    node: npt.ArrayLike,
+    migration_cost: npt.ArrayLike | None = None,
+    pinned: npt.ArrayLike | None = None,
+) -> NumaBatch:
+    """``batch`` starting from the placement ``server`` (-1: new VM) / ``node`` (0 / 1, -1: split over both), with
+    per-VM migration costs in servers (None: the default) and pinned VMs (indices). ``node_free`` is then the
+    capacity for all the batch's VMs, the current ones included. Raises :class:`InputError` naming the field for a
+    malformed placement: wrong length, a server that does not exist, a node that does not match the VM's NUMA span,
+    a node over capacity, a negative cost, a pinned VM without a current server."""
+    n = batch.vms
+    srv = np.asarray(server, np.int64)
+    nd = np.asarray(node, np.int64)
+    if srv.shape != (n,) or nd.shape != (n,):
+        raise InputError(f"must hold {n} entries (one per VM)", field="current")
+    bad = np.flatnonzero((srv < -1) | (srv >= batch.servers))
+    if len(bad):
+        raise InputError(f"VM {bad[0]} is on server {srv[bad[0]]}, which does not exist", field="current")
+    placed = srv >= 0
+    want = np.where(batch.numa == 2, -1, nd)
+    wrong = np.flatnonzero(placed & ((nd != want) | ((batch.numa == 1) & ~np.isin(nd, (0, 1)))))
+    if len(wrong):
+        i = int(wrong[0])
+        raise InputError(f"VM {i} (numa {batch.numa[i]}) cannot be on node {nd[i]}", field="current")
+    load = np.zeros_like(batch.node_free)
+    for k in (0, 1):
+        share = np.where(batch.numa == 2, 0.5, (nd == k).astype(float)) * placed
+        np.add.at(load[:, k, 0], srv[placed], (batch.cpu * share)[placed])
+        np.add.at(load[:, k, 1], srv[placed], (batch.ram * share)[placed])
+    over = np.argwhere(load > batch.node_free + 1e-9)
+    if len(over):
+        s, k, _ = over[0]
+        raise InputError(f"the current placement puts {load[s, k].tolist()} on server {s} node {k}, capacity "
+                         f"{batch.node_free[s, k].tolist()}", field="current")  # fmt: skip
+    cost = None if migration_cost is None else np.asarray(migration_cost, np.float64)
+    if cost is not None and (cost.shape != (n,) or not np.all(np.isfinite(cost)) or np.any(cost < 0)):
+        raise InputError(f"must hold {n} finite costs >= 0", field="migration_cost")
+    pin = np.zeros(n, np.bool_)
+    ids = np.asarray([] if pinned is None else pinned, np.int64)
+    if np.any((ids < 0) | (ids >= n)):
+        raise InputError(f"must be VM numbers in 0..{n - 1}", field="pinned")
+    pin[ids] = True
+    if np.any(pin & ~placed):
+        raise InputError(f"VM {int(np.flatnonzero(pin & ~placed)[0])} is pinned but has no current server",
+                         field="pinned")  # fmt: skip
+    return replace(batch, current_server=srv, current_node=np.where(placed, nd, -1), migration_cost=cost,
+                   pinned=pin)  # fmt: skip
 
 
 # --- the independent checker ---------------------------------------------------------------------------------------
@@ -615,14 +698,125 @@ def solve_relaxation_guided(batch: NumaBatch, stop: Stop, seed: int, params: Num
                   vm_pm=np.asarray(server), vm_node=np.asarray(node), stats=stats)  # fmt: skip
 
 
+def solve_numa_auto(batch: NumaBatch, stop: Stop, seed: int, params: NumaBatchParams) -> Result:
+    """``relaxation-guided``, or ``consolidate`` for a batch with a current placement."""
+    if batch.has_current:
+        return solve_consolidate(batch, stop, seed, ConsolidateParams(bound_share=params.bound_share))
+    return solve_relaxation_guided(batch, stop, seed, params)
+
+
 def verify(batch: NumaBatch, res: Result) -> Result:
-    """``res`` with ``verified`` and ``violations`` from :func:`check` (servers used must be the reported cost)."""
+    """``res`` with ``verified`` and ``violations`` from :func:`check` (servers used must be the reported cost). From
+    a current placement also: every pinned VM on its server and node, and the reported cost equal to servers used +
+    migration cost recomputed here (:func:`moves_cost`), which go into the stats."""
     if res.vm_pm is None or res.vm_node is None:
         return res
-    errs = check(batch, res.vm_pm.tolist(), res.vm_node.tolist())
-    if res.cost is not None and res.cost != res.pms_used:
-        errs.append(f"the method reported cost {res.cost}, the answer uses {res.pms_used} servers")
-    return replace(res, verified=not errs, violations=tuple(errs))
+    server, node = res.vm_pm.tolist(), res.vm_node.tolist()
+    errs = check(batch, server, node)
+    stats = dict(res.stats)
+    want = float(res.pms_used)
+    if batch.current_server is not None and batch.current_node is not None:
+        cur, cur_node = batch.current_server.tolist(), batch.current_node.tolist()
+        pinned = [] if batch.pinned is None else [i for i, p in enumerate(batch.pinned.tolist()) if p]
+        for i in pinned:
+            if server[i] != cur[i] or node[i] != cur_node[i]:
+                errs.append(f"pinned VM {i} moved from server {cur[i]} node {cur_node[i]} to server {server[i]} "
+                            f"node {node[i]}")  # fmt: skip
+        migration, migrations = moves_cost(batch, server)
+        want += migration
+        stats |= {"servers": res.pms_used, "migration_cost": migration, "migrations": migrations}
+    if res.cost is not None and abs(res.cost - want) > 1e-6:
+        errs.append(f"the method reported cost {res.cost}, the checker computes {want}")
+    return replace(res, verified=not errs, violations=tuple(errs), stats=stats)
+
+
+def moves_cost(batch: NumaBatch, server: list[int]) -> tuple[float, int]:
+    """(migration cost, migrations) by plain loops: a VM with a current server migrates when its server changes (a
+    node change on the same server does not count); its cost is ``migration_cost[i]``, by default its RAM over the
+    largest server's RAM."""
+    assert batch.current_server is not None
+    biggest = max(float(batch.node_free[s, 0, 1] + batch.node_free[s, 1, 1]) for s in range(batch.servers))
+    cost, count = 0.0, 0
+    for i, (now, then) in enumerate(zip(server, batch.current_server.tolist(), strict=True)):
+        if then >= 0 and now != then:
+            count += 1
+            cost += float(batch.migration_cost[i]) if batch.migration_cost is not None else batch.ram[i] / biggest
+    return cost, count
+
+
+@dataclass(frozen=True)
+class ConsolidateParams(Params):
+    """Parameters of ``consolidate`` (re-optimising a :class:`NumaBatch` from its current placement)."""
+
+    bound_share: float = 1 / 3
+    """Share of the time for the lower bound (the typed relaxation), in (0, 1)."""
+
+    def check(self) -> None:
+        check_value(0 < self.bound_share < 1, "bound_share", self.bound_share, "in (0, 1)")
+
+
+def solve_consolidate(batch: NumaBatch, stop: Stop, seed: int, params: ConsolidateParams) -> Result:
+    """From the current placement: new VMs by best fit, then empty servers into the others where that pays.
+
+    Every VM with a current server starts there. New VMs go in as phase B places them (an affinity group of new
+    VMs whole into one rack; a new VM joining a group that is already placed is refused). Then, in passes until
+    none closes a server: the open servers without a pinned VM, least filled first, are each emptied into the
+    other open servers by best fit (NUMA nodes, anti-affinity, fault domains, an affinity VM within its rack), and
+    the move is kept only when it lowers servers used + migration cost (1 server against the migration cost the
+    moves add), else undone. Pinned VMs are never moved. The cost is servers used + migration cost (in servers);
+    the bound is the typed relaxation of placing the whole batch from scratch, which pinned VMs and migration costs
+    can only raise. Deterministic (``seed`` unused)."""
+    if not batch.has_current or batch.current_server is None or batch.current_node is None:
+        raise InputError("consolidate starts from a current placement; this batch has none (use auto)")
+    bound, proven, _ = lower_bound(batch, stop.share(params.bound_share))
+    packer = Packer(batch)
+    st = _State(batch.node_free.copy(), np.zeros(batch.servers, bool), [-1] * batch.vms, [0] * batch.vms)
+    cur = batch.current_server
+    for i in np.flatnonzero(cur >= 0).tolist():
+        packer._assign(st, i, int(cur[i]), int(batch.current_node[i]))
+    for g in packer.groups:
+        new = [i for i in g if cur[i] < 0]
+        if new and len(new) < len(g):
+            raise InputError(f"{batch.name}: new VM {new[0]} joins an affinity group already placed; consolidate "
+                             "does not place such VMs yet")  # fmt: skip
+        if new:
+            packer._group(st, new)
+    for i in packer.singles:
+        if cur[i] < 0:
+            packer._single(st, i)
+    mig = batch.migration_costs()
+    keep = set() if batch.pinned is None else {int(cur[i]) for i in np.flatnonzero(batch.pinned)}
+    cap = batch.node_free.sum(axis=1)
+    closed = tried = 0
+    while not stop.expired():
+        opened = np.flatnonzero(st.opened)
+        fill = ((cap[opened] - st.free[opened].sum(axis=1)) / np.maximum(cap[opened], 1e-9)).mean(axis=1)
+        before = closed
+        for s in opened[np.argsort(fill, kind="stable")].tolist():
+            if stop.expired():
+                break
+            if s in keep or not st.opened[s]:
+                continue
+            was = {i: (st.server[i], st.node[i]) for i in st.on[s]}
+            tried += 1
+            if not packer._close(st, s):
+                continue
+            delta = -1.0 + sum(float(mig[i]) * (int(st.server[i] != cur[i]) - int(s != cur[i])) for i in was)
+            if delta < 0:
+                closed += 1
+                continue
+            for i, (sv, j) in was.items():
+                packer._unassign(st, i)
+                packer._assign(st, i, sv, j)
+        if closed == before:
+            break
+    server = np.asarray(st.server, np.int64)
+    moved = (cur >= 0) & (server != cur)
+    cost = float(len(set(st.server))) + float(mig[moved].sum())
+    stats = {"bound_proven": proven, "closed": closed, "close_attempts": tried,
+             "constraints": {k: len(batch.groups(k)) for k in STRATEGIES[1:]}}  # fmt: skip
+    return Result(batch.name, "consolidate", "feasible", cost, float(bound), vms=batch.vms, vm_pm=server,
+                  vm_node=np.asarray(st.node), stats=stats)  # fmt: skip
 
 
 def summary_of(res: Result) -> dict[str, Any]:
@@ -643,4 +837,5 @@ def summary_of(res: Result) -> dict[str, Any]:
         "verified": res.verified,
         "violations": list(res.violations[:5]),
         "constraints": res.stats.get("constraints", {}),
+        **{k: res.stats[k] for k in ("migration_cost", "migrations") if k in res.stats},
     }

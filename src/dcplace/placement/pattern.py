@@ -24,6 +24,7 @@ from ortools.linear_solver import pywraplp
 from ortools.sat.python import cp_model
 
 from dcplace.config import check
+from dcplace.errors import InputError
 from dcplace.placement.compact import CompactModel
 from dcplace.placement.cpsat import CpAnswer, int_bound, run_cp
 from dcplace.placement.greedy import cost_of, greedy_start
@@ -33,6 +34,10 @@ from dcplace.placement.result import Result
 from dcplace.placement.stop import Deadline, Stop
 
 DUAL_SCALE = 1_000_000
+NO_CURRENT = (
+    "a pattern says how many PMs of a type run it, not which ones, while a migration's cost depends on which PM a VM "
+    "is on now; patterns per PM would give up the model's size advantage"
+)
 
 
 def _fits_alone(pm: PMType, problem: Problem) -> list[int]:
@@ -107,6 +112,8 @@ class PatternParams(SolverParams):
 
 def solve_pattern(problem: Problem, stop: Stop, seed: int, params: PatternParams) -> Result:
     """Column generation with an LP bound (Gilmore-Gomory), started from greedy (module docstring)."""
+    if problem.has_current:
+        raise InputError(f"the pattern model does not start from a current placement: {NO_CURRENT}")
     start = greedy_start(problem, stop, seed) if params.greedy_start else None
     return solve_pattern_from(problem, stop, seed, params, start)
 

@@ -20,11 +20,27 @@ tiers of an application) instead of drawing random ones.
 Only ``flat``, ``greedy`` and ``auto`` (which then runs those two) model constraints; the counting models (compact,
 pattern, hierarchical) refuse a constrained problem with a clear error, because identical VMs stop being
 interchangeable once some carry labels.
+
+**Starting from a current placement** (re-optimisation, paper 004 section III-D), optional:
+
+* ``current``: per VM, its PM now (-1: a new VM, not placed yet) and ``current_disks``: per VM, the physical disk of
+  each of its virtual disks now (empty for a new VM);
+* ``migration_cost``: per VM, what moving it costs, in the PM cost unit (an integer >= 0); empty: the default,
+  :func:`default_migration_cost` = the VM's memory in GiB rounded up (a live migration copies the memory, so its
+  time and network traffic grow with it);
+* ``pinned``: VM numbers that must stay where they are, PM and physical disks (each needs a current PM).
+
+The objective is then machine cost + migration cost: ``sum_j cost_j [PM j used] + sum_i mig_i [pm_i != current_i]``
+over VMs with a current PM. A VM *migrates* when its PM changes; moving a virtual disk to another physical disk of
+the same PM does not count: the VM keeps running on its host, nothing crosses the network, and the copy is a local
+disk-to-disk one that costs little beside a live migration (it lets the counting model stay exact without tracking
+which physical disk each VM held). The current placement itself must be feasible (within capacity, disks exclusive).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +164,30 @@ class Problem:
     constraints: tuple[Constraint, ...] = field(default=())
     packs: tuple[tuple[int, ...], ...] = ()
     """Given packs (a partition of the VM numbers) for the hierarchical decomposition; empty: it draws its own."""
+    current: tuple[int, ...] = ()
+    """Per VM, its current PM (-1: a new VM); empty: no current placement (everything is placed from scratch)."""
+    current_disks: tuple[tuple[int, ...], ...] = ()
+    """Per VM, the current physical disk (index on its current PM) of each virtual disk; empty for a new VM."""
+    migration_cost: tuple[int, ...] = ()
+    """Per VM, the cost of moving it (PM cost unit, >= 0); empty: :func:`default_migration_cost` for every VM."""
+    pinned: tuple[int, ...] = ()
+    """VM numbers that must keep their current PM and disks."""
+
+    @property
+    def has_current(self) -> bool:
+        """Whether the problem starts from a current placement (re-optimisation)."""
+        return bool(self.current)
+
+    def migration_costs(self) -> np.ndarray:
+        """(n_vms,) int64: the cost of moving each VM (given, or :func:`default_migration_cost`)."""
+        if self.migration_cost:
+            return np.asarray(self.migration_cost, np.int64)
+        per_type = [default_migration_cost(t) for t in self.vm_types]
+        return np.repeat(np.asarray(per_type, np.int64), self.vm_counts)
+
+    def current_pm(self) -> np.ndarray:
+        """(n_vms,) int64: the current PM of every VM, -1 for new ones (all -1 without a current placement)."""
+        return np.asarray(self.current, np.int64) if self.current else np.full(self.n_vms, -1, np.int64)
 
     def rack_of(self) -> np.ndarray:
         """(n_pms,) rack of every PM (every PM its own rack when none are given)."""
@@ -186,7 +226,95 @@ class Problem:
             doc["constraints"] = [c.to_json() for c in self.constraints]
         if self.packs:
             doc["packs"] = [list(p) for p in self.packs]
+        if self.current:
+            doc["current"] = [None if j < 0 else {"pm": j, "disks": list(d)}
+                              for j, d in zip(self.current, self.current_disks, strict=True)]  # fmt: skip
+        if self.migration_cost:
+            doc["migration_costs"] = list(self.migration_cost)
+        if self.pinned:
+            doc["pinned"] = list(self.pinned)
         return doc
+
+
+def default_migration_cost(vm: VMType) -> int:
+    """The default cost of migrating a VM of type ``vm``: its memory in GiB, rounded up to an integer (the PM cost
+    unit; Table II's PMs cost 100 to 12,000, so a 3.75 GiB m3.medium costs 4 to move, a 244 GiB r3.8xlarge 244)."""
+    return -(-vm.mem // MEM_UNIT)
+
+
+def with_current(
+    problem: Problem,
+    vm_pm: Sequence[int],
+    vm_disks: Sequence[Sequence[int]],
+    migration_cost: Sequence[int] = (),
+    pinned: Sequence[int] = (),
+) -> Problem:
+    """``problem`` starting from the placement ``vm_pm`` (-1: new VM) / ``vm_disks``, with per-VM migration costs
+    (empty: the default) and pinned VMs; checked like a loaded file (:func:`check_current`)."""
+    out = replace(
+        problem,
+        current=tuple(int(j) for j in vm_pm),
+        current_disks=tuple(tuple(int(d) for d in ds) if j >= 0 else () for j, ds in zip(vm_pm, vm_disks, strict=True)),
+        migration_cost=tuple(int(c) for c in migration_cost),
+        pinned=tuple(int(i) for i in pinned),
+    )
+    check_current(out)
+    return out
+
+
+def check_current(problem: Problem, path: Path | None = None) -> None:
+    """Raise :class:`InputError` (naming ``path`` and the field) unless the current placement is well formed: one
+    entry per VM, PMs and disks that exist, each VM's disks distinct, no PM or disk over capacity, migration costs
+    integers >= 0, pinned VMs distinct, existing and currently placed."""
+    n, pms = problem.n_vms, [p for p, c in zip(problem.pm_types, problem.pm_counts, strict=True) for _ in range(c)]
+    vms = [v for v, c in zip(problem.vm_types, problem.vm_counts, strict=True) for _ in range(c)]
+    if not problem.current:
+        if problem.pinned:
+            raise InputError("pinned VMs need a current placement", path=path, field="pinned")
+        if problem.migration_cost and len(problem.migration_cost) != n:
+            raise InputError(f"must hold {n} costs (one per VM)", path=path, field="migration_costs")
+        return
+    if len(problem.current) != n or len(problem.current_disks) != n:
+        raise InputError(f"must hold {n} entries (one per VM), got {len(problem.current)}", path=path, field="current")
+    cpu, mem = [0] * len(pms), [0] * len(pms)
+    used: dict[tuple[int, int], int] = {}
+    for i, (j, disks) in enumerate(zip(problem.current, problem.current_disks, strict=True)):
+        where = f"current[{i}]"
+        if j == -1:
+            if disks:
+                raise InputError("a new VM (no current PM) has no current disks", path=path, field=f"{where}.disks")
+            continue
+        if not 0 <= j < len(pms):
+            raise InputError(f"PM {j} does not exist (PMs are 0..{len(pms) - 1})", path=path, field=f"{where}.pm")
+        if len(disks) != len(vms[i].disks):
+            raise InputError(f"VM {i} ({vms[i].name}) has {len(vms[i].disks)} virtual disks, got {len(disks)} disk "
+                             "numbers", path=path, field=f"{where}.disks")  # fmt: skip
+        if len(set(disks)) != len(disks) or not all(0 <= d < len(pms[j].disks) for d in disks):
+            raise InputError(f"must be distinct disk numbers of PM {j} (0..{len(pms[j].disks) - 1}), got {list(disks)}",
+                             path=path, field=f"{where}.disks")  # fmt: skip
+        cpu[j] += vms[i].vcpu
+        mem[j] += vms[i].mem
+        for size, d in zip(vms[i].disks, disks, strict=True):
+            used[(j, d)] = used.get((j, d), 0) + size
+    for j, pm in enumerate(pms):
+        if cpu[j] > pm.vcpu or mem[j] > pm.mem:
+            raise InputError(f"the current placement puts {cpu[j]} vCPU and {mem[j] / MEM_UNIT} GiB on PM {j} "
+                             f"({pm.name}: {pm.vcpu} vCPU, {pm.mem / MEM_UNIT} GiB)", path=path,
+                             field="current")  # fmt: skip
+    for (j, d), gb in used.items():
+        if gb > pms[j].disks[d]:
+            raise InputError(f"the current placement puts {gb} GB on disk {d} of PM {j} (size {pms[j].disks[d]})",
+                             path=path, field="current")  # fmt: skip
+    if problem.migration_cost and (
+        len(problem.migration_cost) != n or not all(_is_int(c, 0) for c in problem.migration_cost)
+    ):
+        raise InputError(f"must hold {n} integers >= 0 (one per VM)", path=path, field="migration_costs")
+    pinned = problem.pinned
+    if len(set(pinned)) != len(pinned) or not all(_is_int(i, 0) and i < n for i in pinned):
+        raise InputError(f"must be distinct VM numbers in 0..{n - 1}, got {list(pinned)}", path=path, field="pinned")
+    for i in pinned:
+        if problem.current[i] < 0:
+            raise InputError(f"VM {i} is pinned but has no current PM", path=path, field="pinned")
 
 
 def make(name: str, vms: dict[str, int], pms: dict[str, int]) -> Problem:
@@ -280,6 +408,8 @@ def load_problem(spec: str) -> Problem:
     doc = read_json_object(path, ("vms", "pms"))
     vms: list[tuple[VMType, int]] = []
     pms: list[tuple[PMType, int]] = []
+    mig: list[int] = []  # per VM: the type's migration cost (given or default)
+    type_mig = 0
     for kind in ("vms", "pms"):
         for i, item in enumerate(doc[kind]):
             where = f"{kind}[{i}]"
@@ -296,10 +426,14 @@ def load_problem(spec: str) -> Problem:
                 isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in disks
             ):
                 raise InputError(f"must be a list of sizes > 0, got {disks!r}", path=path, field=f"{where}.disks_gb")
+            if kind == "vms" and "migration_cost" in item:
+                type_mig = _field(item, "migration_cost", path, where, int, positive=False)
             if count == 0:
                 continue
             if kind == "vms":
-                vms.append((VMType(name, vcpu, round(mem * MEM_UNIT), tuple(disks)), count))
+                vt = VMType(name, vcpu, round(mem * MEM_UNIT), tuple(disks))
+                vms.append((vt, count))
+                mig += [type_mig if "migration_cost" in item else default_migration_cost(vt)] * count
             else:
                 cost = _field(item, "cost", path, where, int, positive=False)
                 pms.append((PMType(name, vcpu, round(mem * MEM_UNIT), tuple(disks), cost), count))
@@ -319,7 +453,7 @@ def load_problem(spec: str) -> Problem:
     if members is None or (packs and sorted(members) != list(range(n_vms))) or not all(packs):
         raise InputError(f"must be a list of non-empty lists that together hold every VM number 0..{n_vms - 1} once",
                          path=path, field="packs")  # fmt: skip
-    return Problem(
+    problem = Problem(
         str(doc.get("name", path.stem)),
         tuple(t for t, _ in vms),
         tuple(c for _, c in vms),
@@ -329,6 +463,48 @@ def load_problem(spec: str) -> Problem:
         tuple(_constraint(item, i, n_vms, path) for i, item in enumerate(cons)),
         tuple(tuple(p) for p in packs),
     )
+    return _current_from(doc, problem, mig, path)
+
+
+def _current_from(doc: dict[str, Any], problem: Problem, mig: list[int], path: Path) -> Problem:
+    """The current placement, migration costs and pinned VMs of an instance file (module docstring), checked."""
+    n = problem.n_vms
+    raw = doc.get("current")
+    current: list[int] = []
+    disks: list[tuple[int, ...]] = []
+    if raw is not None:
+        if not isinstance(raw, list) or len(raw) != n:
+            raise InputError(f"must be a list of {n} entries (one per VM: null or {{\"pm\": ..., \"disks\": [...]}})",
+                             path=path, field="current")  # fmt: skip
+        for i, entry in enumerate(raw):
+            if entry is None:
+                current.append(-1)
+                disks.append(())
+                continue
+            where = f"current[{i}]"
+            if not isinstance(entry, dict) or not _is_int(entry.get("pm"), 0):
+                raise InputError(f"must be null or an object with a PM number 'pm' >= 0, got {entry!r}", path=path,
+                                 field=where)  # fmt: skip
+            ds = entry.get("disks", [])
+            if not isinstance(ds, list) or not all(_is_int(d, 0) for d in ds):
+                raise InputError(f"must be a list of disk numbers >= 0, got {ds!r}", path=path, field=f"{where}.disks")
+            current.append(entry["pm"])
+            disks.append(tuple(ds))
+    costs = doc.get("migration_costs")
+    if costs is not None:
+        if not isinstance(costs, list) or len(costs) != n or not all(c is None or _is_int(c, 0) for c in costs):
+            raise InputError(f"must be a list of {n} integers >= 0 or null (one per VM; null: the type's cost)",
+                             path=path, field="migration_costs")  # fmt: skip
+        mig = [m if c is None else c for c, m in zip(costs, mig, strict=True)]
+    pinned = doc.get("pinned", [])
+    if not isinstance(pinned, list) or not all(_is_int(i, 0) for i in pinned):
+        raise InputError(f"must be a list of VM numbers, got {pinned!r}", path=path, field="pinned")
+    typed = any("migration_cost" in v for v in doc["vms"] if isinstance(v, dict))
+    given = raw is not None or costs is not None or typed
+    out = replace(problem, current=tuple(current), current_disks=tuple(disks),
+                  migration_cost=tuple(mig) if given else (), pinned=tuple(pinned))  # fmt: skip
+    check_current(out, path)
+    return out
 
 
 def _is_int(value: Any, low: int) -> bool:

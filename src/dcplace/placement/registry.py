@@ -6,8 +6,10 @@ A method is a function ``run(problem, stop, seed, params) -> Result`` with a fro
 with disks) and the topology-aware NUMA batch (:class:`~dcplace.placement.numa_batch.NumaBatch`) each have their own
 methods, and ``auto`` names a different method for each. :func:`solve` looks the method up by the problem's type
 (its class, then its bases), builds or checks the params, runs it, and verifies the answer with the checker
-registered for that problem type (:func:`register_verifier`). The built-in methods are registered by
-:mod:`dcplace.placement.solve`, which the package imports, so they are there once ``dcplace.placement`` is imported.
+registered for that problem type (:func:`register_verifier`). A :class:`Problem` with a current placement goes only
+to methods registered with ``current=True``; the others are refused with their reason. The built-in methods are
+registered by :mod:`dcplace.placement.solve`, which the package imports, so they are there once
+``dcplace.placement`` is imported.
 
 Imports go one way: ``stop``, ``result``, ``params`` <- ``registry`` <- the method modules <- ``solve``.
 """
@@ -47,6 +49,9 @@ class Method:
     """Whether it honours a :class:`Problem`'s placement constraints (colocation, anti-colocation, spread)."""
     doc: str
     """One line on what it does (the first line of ``run``'s docstring unless given)."""
+    current: bool | str = False
+    """True if it models a :class:`Problem`'s current placement (machine + migration cost, pinned VMs), else why
+    not (a sentence, shown when such a problem is given to it)."""
 
 
 _METHODS: dict[tuple[type, str], Method] = {}
@@ -62,6 +67,7 @@ def register_method(
     constraints: bool = False,
     doc: str | None = None,
     replace: bool = False,
+    current: bool | str = False,
 ) -> Method:
     """Register ``run`` as method ``name`` for ``problem`` instances, with parameters ``params``. An existing name
     for that problem type is an error unless ``replace``. Returns the registered :class:`Method`."""
@@ -71,7 +77,7 @@ def register_method(
         raise ValueError(f"method {name!r} is already registered for {problem.__name__}; pass replace=True")
     params()  # the defaults must be valid
     line = doc if doc is not None else (run.__doc__ or "").strip().split("\n")[0]
-    method = Method(name, run, params, problem, constraints, line)
+    method = Method(name, run, params, problem, constraints, line, current)
     _METHODS[(problem, name)] = method
     return method
 
@@ -121,6 +127,12 @@ def solve(
     if getattr(problem, "constraints", ()) and not entry.constraints:
         able = [m.name for (p, _), m in _METHODS.items() if p is entry.problem and m.constraints]
         raise InputError(f"method {method} does not model placement constraints; use {', '.join(able)}")
+    if getattr(problem, "has_current", False) and entry.current is not True:
+        able = [m.name for (p, _), m in _METHODS.items() if p is entry.problem and m.current is True]
+        why = entry.current if isinstance(entry.current, str) and entry.current else "it places from scratch"
+        raise InputError(f"method {method} does not start from a current placement ({why}); use {', '.join(able)}")
+    if getattr(problem, "has_current", False) and getattr(problem, "constraints", ()):
+        raise InputError("no method models placement constraints together with a current placement yet")
     t0 = time.perf_counter()
     res = entry.run(problem, stop, seed, params)
     res = replace(res, wall_s=time.perf_counter() - t0)

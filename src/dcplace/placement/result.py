@@ -30,7 +30,9 @@ class Result:
     ``status``: ``optimal`` (cost proven equal to the bound), ``feasible`` (an answer, not proven optimal),
     ``infeasible`` (proven to have no answer) or ``unknown`` (no answer within the stop criterion). ``cost`` and
     ``bound`` are in the problem's cost unit (PM cost for :class:`~dcplace.placement.problem.Problem`, servers for a
-    :class:`~dcplace.placement.numa_batch.NumaBatch`); ``gap = (cost - bound) / cost``. ``verified`` is true only
+    :class:`~dcplace.placement.numa_batch.NumaBatch`; from a current placement, that plus the migration cost, with
+    the parts in ``stats``: ``machine_cost`` / ``servers``, ``migration_cost``, ``migrations``);
+    ``gap = (cost - bound) / cost``. ``verified`` is true only
     when the independent checker accepted the assignment; ``violations`` says what it rejected.
     """
 

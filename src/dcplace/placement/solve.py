@@ -3,7 +3,7 @@
 For a :class:`~dcplace.placement.problem.Problem` (VMs with disks onto PMs with disks, paper 004):
 
 * ``auto`` (:mod:`.auto`): compact up to 200 PMs, pattern above, both from the best of 5 greedy runs; greedy + flat
-  for a problem with placement constraints;
+  for a problem with placement constraints; from a current placement, compact (any size) from 5 greedy runs;
 * ``flat`` (:mod:`.flat`): the paper's formulation, the reference; models placement constraints;
 * ``compact`` (:mod:`.compact`): CP-SAT on counts, exact;
 * ``pattern`` (:mod:`.pattern`): column generation with an LP bound;
@@ -12,7 +12,11 @@ For a :class:`~dcplace.placement.problem.Problem` (VMs with disks onto PMs with 
   constraints.
 
 For a :class:`~dcplace.placement.numa_batch.NumaBatch` (topology-aware batches on double-NUMA servers):
-``relaxation-guided`` (:mod:`.numa_batch`), also registered as ``auto``.
+``relaxation-guided`` (:mod:`.numa_batch`); from a current placement, ``consolidate`` (servers used + migration
+cost, pinned VMs kept); ``auto`` runs the one that fits.
+
+A problem with a current placement (machine + migration cost, pinned VMs) is solved by ``auto``, ``compact`` and
+``greedy``; the others refuse it with the reason.
 
 Every returned assignment is verified by the problem type's independent checker; ``verified`` is true only when the
 checker accepted it.
@@ -27,19 +31,25 @@ from dcplace.placement.flat import FlatParams, solve_flat
 from dcplace.placement.greedy import GreedyParams, solve_greedy
 from dcplace.placement.hierarchical import HierarchicalParams, solve_hierarchical
 from dcplace.placement.numa_batch import NumaBatch, NumaBatchParams, solve_relaxation_guided
+from dcplace.placement.pattern import NO_CURRENT as PATTERN_NO_CURRENT
 from dcplace.placement.pattern import PatternParams, solve_pattern
 from dcplace.placement.problem import Problem
 from dcplace.placement.registry import register_method, register_verifier, solve
+
+HIERARCHICAL_NO_CURRENT = "its packs and swads are drawn without regard to where VMs are now"
+FLAT_NO_CURRENT = "not modelled yet; the compact model is exact for it"
 
 __all__ = ["solve"]
 
 register_verifier(Problem, checker.verify)
 register_verifier(NumaBatch, numa_batch.verify)
-register_method("auto", solve_auto, AutoParams, constraints=True)
-register_method("flat", solve_flat, FlatParams, constraints=True)
-register_method("compact", solve_compact, CompactParams)
-register_method("pattern", solve_pattern, PatternParams)
-register_method("hierarchical", solve_hierarchical, HierarchicalParams)
-register_method("greedy", solve_greedy, GreedyParams, constraints=True)
+register_method("auto", solve_auto, AutoParams, constraints=True, current=True)
+register_method("flat", solve_flat, FlatParams, constraints=True, current=FLAT_NO_CURRENT)
+register_method("compact", solve_compact, CompactParams, current=True)
+register_method("pattern", solve_pattern, PatternParams, current=PATTERN_NO_CURRENT)
+register_method("hierarchical", solve_hierarchical, HierarchicalParams, current=HIERARCHICAL_NO_CURRENT)
+register_method("greedy", solve_greedy, GreedyParams, constraints=True, current=True)
 register_method("relaxation-guided", solve_relaxation_guided, NumaBatchParams, NumaBatch, constraints=True)
-register_method("auto", solve_relaxation_guided, NumaBatchParams, NumaBatch, constraints=True)
+register_method("auto", numa_batch.solve_numa_auto, NumaBatchParams, NumaBatch, constraints=True, current=True)
+register_method("consolidate", numa_batch.solve_consolidate, numa_batch.ConsolidateParams, NumaBatch, constraints=True,
+                current=True)  # fmt: skip
