@@ -156,10 +156,14 @@ def _generate_columns(
     columns: dict[Column, None] = {}
     for p, pattern in start:
         columns[(p, pattern)] = None
-    for p, pr in enumerate(pricers):  # one VM alone, wherever it fits, so the LP is always feasible
+    for p, pr in enumerate(pricers):  # one VM alone, wherever it fits: cheap first columns
         for t, u in enumerate(pr.ub):
             if u:
                 columns[(p, tuple(int(i == t) for i in range(len(counts))))] = None
+    # Phase-one slack: an uncovered VM costs more than every PM together, so the restricted master is always feasible
+    # and has duals to price with (one VM per PM does not always cover: two VMs that share one PM's disks, one such
+    # PM). A relaxation of the master, so its value and the Lagrangian bound stay lower bounds.
+    big = float(sum(pt.cost * n for pt, n in zip(pts, problem.pm_counts, strict=True))) + 1.0
     lp_bound = -math.inf
     rounds = 0
     lp_value = math.inf
@@ -176,7 +180,10 @@ def _generate_columns(
                 if a:
                     cover[t].SetCoefficient(var, a)
             avail[p].SetCoefficient(var, 1)
-        lp.Minimize(sum(pts[p].cost * var for var, (p, _) in zip(x, cols, strict=True)))
+        slack = [lp.NumVar(0, lp.infinity(), "") for _ in counts]
+        for t, v in enumerate(slack):
+            cover[t].SetCoefficient(v, 1)
+        lp.Minimize(sum(pts[p].cost * var for var, (p, _) in zip(x, cols, strict=True)) + big * sum(slack))
         if lp.Solve() != pywraplp.Solver.OPTIMAL:
             break
         lp_value = lp.Objective().Value()
