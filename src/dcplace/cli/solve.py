@@ -120,5 +120,8 @@ def solve_cmd(
     gap = f"{s['gap']:.2%}" if s["gap"] is not None else "-"
     console.print(f"{s['instance']} / {s['method']}: {s['status']}, cost {s['cost']}, bound {s['bound']}, gap {gap}, "
                   f"{s['pms_used']} PMs for {s['vms']} VMs, {s['wall_s']:.2f} s, verified {s['verified']}")  # fmt: skip
+    if s.get("migrations") is not None:  # a problem that starts from a current placement
+        console.print(f"  machine cost {s['machine_cost']}, migration cost {s['migration_cost']}, "
+                      f"{s['migrations']} migrations")  # fmt: skip
     for v in res.violations:
         console.print(f"  violation: {v}")
