@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.placement.test_numa_batch import write_dataset
+from test_numa_batch import write_dataset
 
 from dcplace.errors import InputError
 from dcplace.placement import Deadline, solve
