@@ -37,6 +37,7 @@ import numpy.typing as npt
 
 from dcplace.policies.numa_heuristics import choose as heuristic_choose
 from dcplace.sim import numa_kernel as K
+from dcplace.sim.arrays import read_only
 from dcplace.sim.numa import NumaView
 
 ABSENT = 0
@@ -121,12 +122,6 @@ def place_many_by_heuristic(
         if a < 0:
             return i + 1
     return n
-
-
-def _ro(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
-    v = a.view()
-    v.flags.writeable = False
-    return v
 
 
 def _grow(a: npt.NDArray[Any], n: int, fill: Any) -> npt.NDArray[Any]:
@@ -311,10 +306,10 @@ class ClusterState:
     def view(self, cpu: float, mem: float, multi: bool, request: int = -1) -> NumaView:
         """A read-only :class:`NumaView` of the state with the request ``(cpu, mem, multi)`` waiting."""
         return NumaView(
-            free=_ro(self.free),
-            capacity=_ro(self.cap),
-            vm_count=_ro(self.vm_count),
-            usable=_ro(self.usable),
+            free=read_only(self.free),
+            capacity=read_only(self.cap),
+            vm_count=read_only(self.vm_count),
+            usable=read_only(self.usable),
             active=self.active,
             demand=np.array([cpu, mem]),
             multi=multi,

@@ -64,6 +64,15 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
+def _answer_with(status: int) -> Any:
+    """An exception handler answering ``status`` with the error's one sentence."""
+
+    async def handler(request: Request, exc: Exception) -> Response:
+        return _json({"detail": str(exc)}, status)
+
+    return handler
+
+
 def _json(data: Any, status: int = 200) -> Response:
     return Response(json.dumps(data), status_code=status, media_type="application/json")
 
@@ -112,25 +121,12 @@ def create_app(engine: PlacementEngine) -> FastAPI:
     app.state.engine = engine
     app.state.metrics = metrics
 
-    @app.exception_handler(NotFound)
-    async def _not_found(request: Request, exc: NotFound) -> Response:
-        return _json({"detail": str(exc)}, 404)
-
-    @app.exception_handler(Conflict)
-    async def _conflict(request: Request, exc: Conflict) -> Response:
-        return _json({"detail": str(exc)}, 409)
-
-    @app.exception_handler(InputError)
-    async def _input(request: Request, exc: InputError) -> Response:
-        return _json({"detail": str(exc)}, 422)
+    for exc_type, status in ((NotFound, 404), (Conflict, 409), (InputError, 422), (StoreError, 503)):
+        app.add_exception_handler(exc_type, _answer_with(status))
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> Response:
         return _json({"detail": _validation_sentence(exc)}, 422)
-
-    @app.exception_handler(StoreError)
-    async def _store(request: Request, exc: StoreError) -> Response:
-        return _json({"detail": str(exc)}, 503)
 
     # -- health and metrics -------------------------------------------------------------------------------------
     @app.get("/healthz", tags=["operations"], responses={503: ERRORS[503]})

@@ -39,12 +39,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from dcplace.cluster.topology import TIER_NAMES, Topology
+from dcplace.sim.arrays import read_only
 from dcplace.sim.routing import Routing, routing_for
 from dcplace.workload.netreq import NetRequests
 
@@ -99,12 +99,6 @@ class NetResult:
         return self.accepted / self.requests if self.requests else 0.0
 
 
-def _ro(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
-    v = a.view()
-    v.flags.writeable = False
-    return v
-
-
 class NetView:
     """What a network-aware policy sees while a request waits: the simulator's state, read-only.
 
@@ -128,22 +122,22 @@ class NetView:
     @property
     def free_cpu(self) -> IntArray:
         """(servers,) free CPU units."""
-        return _ro(self._sim.free_cpu)
+        return read_only(self._sim.free_cpu)
 
     @property
     def free_mem(self) -> IntArray:
         """(servers,) free memory units."""
-        return _ro(self._sim.free_mem)
+        return read_only(self._sim.free_mem)
 
     @property
     def free_bw(self) -> IntArray:
         """(links,) free bandwidth, micro-units."""
-        return _ro(self._sim.free_bw)
+        return read_only(self._sim.free_bw)
 
     @property
     def selected(self) -> BoolArray:
         """(servers,) picked for the waiting request so far."""
-        return _ro(self._sim.selected)
+        return read_only(self._sim.selected)
 
     @property
     def picks(self) -> tuple[int, ...]:

@@ -31,7 +31,7 @@ single implementation):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple
+from typing import Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -40,6 +40,7 @@ from dcplace.cluster.numa import NumaCluster
 from dcplace.config import check, check_types
 from dcplace.errors import InputError
 from dcplace.sim import numa_kernel as K
+from dcplace.sim.arrays import read_only
 from dcplace.workload.table import RequestTable
 
 Mode = Literal["non-expansion", "expansion"]
@@ -199,13 +200,6 @@ class EpisodeResult:
     status: str
     start_request: int
     departures: int
-
-
-def _ro(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
-    """A read-only view of ``a`` (no copy)."""
-    v = a.view()
-    v.flags.writeable = False
-    return v
 
 
 class NumaView(NamedTuple):
@@ -403,11 +397,11 @@ class NumaSim:
     def _ro_views(self) -> None:
         # Read-only views built once (they share memory, so they always show the current state): a view per
         # decision then costs a few attribute reads, not array constructions.
-        self._free_ro = _ro(self.free)
-        self._cap_ro = _ro(self.cap)
-        self._count_ro = _ro(self.vm_count)
-        self._usable_ro = _ro(self.usable)
-        self._demand_ro = _ro(self.trace.demand)
+        self._free_ro = read_only(self.free)
+        self._cap_ro = read_only(self.cap)
+        self._count_ro = read_only(self.vm_count)
+        self._usable_ro = read_only(self.usable)
+        self._demand_ro = read_only(self.trace.demand)
         self._multi = self.trace.multi
 
     def copy(self) -> NumaSim:
