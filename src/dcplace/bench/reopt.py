@@ -16,8 +16,11 @@ less than 1/w full in memory are worth emptying.
 
 Measured per variant: machine-hours (the integral of machines in use over the window), peak machines in use,
 migrations (count and GB copied), staging moves, re-optimisation wall time (total and the largest event), and, at
-every event, the machines in use before and after, and the proven lower bound on machines for placing all live VMs
-from scratch on the machines in use (the typed relaxation, SCIP): how much any method could still gain. Every
+every event, the machines in use before and after, and a proven lower bound on machines for placing all live VMs
+from scratch on the machines in use: how much any method could still gain. The bound is the typed relaxation
+(SCIP) at every event of the 6- and 24-hour and threshold variants; the hourly variants use the covering bound
+(total CPU and memory over a machine's), which is cheap and looser, because the relaxation at every hour of Azure V1
+would dominate the run time. Every
 optimiser answer and every migration plan is re-checked by its independent checker; a record says whether all were.
 
 Records first (``records.jsonl``: one per variant; ``events.jsonl``: one per re-optimisation event;
@@ -62,7 +65,7 @@ def variants(policy: str, quick: bool) -> list[Variant]:
     weights, and the efficiency threshold."""
     grid = ((6, (0.0, 2.0)),) if quick else ((1, (0.0, 2.0)), (6, (0.0, 2.0, 5.0)), (24, (0.0, 2.0)))
     out = [Variant(f"{policy} + every {h} h, weight {w:g}", policy,
-                   ReoptPolicy(every_s=h * HOUR, migration_weight=w, bound=True))
+                   ReoptPolicy(every_s=h * HOUR, migration_weight=w, bound=h > 1))
            for h, weights in grid for w in weights]  # fmt: skip
     out.append(Variant(f"{policy} + below 0.85, weight 1", policy,
                        ReoptPolicy(below=0.85, min_gap_s=HOUR, migration_weight=1.0, bound=True)))  # fmt: skip
@@ -240,8 +243,8 @@ def render(records: list[dict[str, Any]], events: list[dict[str, Any]]) -> str:
         lines.append("")
     lines += [
         "Machine-hours: the integral of machines holding at least one VM. Bound gap: at each event, machines in use "
-        "after the event over the proven lower bound for placing every live VM from scratch on the machines in use "
-        "(typed relaxation), averaged over events. Verified: every optimiser answer and migration plan passed its "
+        "after the event over a proven lower bound for placing every live VM from scratch on the machines in use "
+        "(the typed relaxation; the covering bound for the hourly variants), averaged over events. Verified: every optimiser answer and migration plan passed its "
         "independent checker.",
         "",
     ]
