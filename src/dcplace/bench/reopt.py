@@ -244,8 +244,8 @@ def render(records: list[dict[str, Any]], events: list[dict[str, Any]]) -> str:
     lines += [
         "Machine-hours: the integral of machines holding at least one VM. Bound gap: at each event, machines in use "
         "after the event over a proven lower bound for placing every live VM from scratch on the machines in use "
-        "(the typed relaxation; the covering bound for the hourly variants), averaged over events. Verified: every optimiser answer and migration plan passed its "
-        "independent checker.",
+        "(the typed relaxation; the covering bound for the hourly variants), averaged over events. Verified: every "
+        "optimiser answer and migration plan passed its independent checker.",
         "",
     ]
     return "\n".join(lines)
