@@ -784,7 +784,8 @@ def solve_consolidate(batch: NumaBatch, stop: Stop, seed: int, params: Consolida
     bound, proven = covering_bound(batch), False
     if params.relaxation:
         try:
-            bound, proven, _ = lower_bound(batch, stop.share(params.bound_share))
+            relaxed, proven, _ = lower_bound(batch, stop.share(params.bound_share))
+            bound = max(bound, relaxed)  # cut short, the relaxation's best bound can be below the covering one
         except InputError:  # the relaxation found no answer in its share of the time: keep the covering bound
             pass
     packer = Packer(batch)
