@@ -24,7 +24,8 @@ would dominate the run time. Every
 optimiser answer and every migration plan is re-checked by its independent checker; a record says whether all were.
 
 Records first (``records.jsonl``: one per variant; ``events.jsonl``: one per re-optimisation event;
-``timeline.csv``: machines in use per hour), then ``table.md`` and ``machines.png`` from the records alone.
+``timeline.csv``: machines in use per hour), then ``table.md``, ``machines.png`` (machines in use over time) and
+``savings.png`` (machine-hours saved against migrations) from the records alone (:func:`render_folder`).
 """
 
 from __future__ import annotations
@@ -187,9 +188,19 @@ def run_reproduction(
         for v in variants(best, quick):
             _run(trace, prepared, v, t_end, progress, records, events, timeline)
     _write_records(out, records, events, timeline)
+    return render_folder(out)
+
+
+def render_folder(out: Path) -> str:
+    """``table.md``, ``machines.png`` and ``savings.png`` from the records in ``out`` alone; returns the Markdown."""
+    records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines() if line]
+    events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines() if line]
+    with open(out / "timeline.csv", newline="") as fh:
+        timeline = [(r["trace"], r["variant"], float(r["hour"]), int(r["machines_in_use"])) for r in csv.DictReader(fh)]
     md = render(records, events)
     write_text(out / "table.md", md)
     plot(timeline, events, out / "machines.png")
+    plot_savings(records, out / "savings.png")
     return md
 
 
@@ -249,6 +260,34 @@ def render(records: list[dict[str, Any]], events: list[dict[str, Any]]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def plot_savings(records: list[dict[str, Any]], path: Path) -> None:
+    """Machine-hours saved over the best online policy against migrations, one point per variant and trace."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for trace in dict.fromkeys(r["trace"] for r in records):
+        rows = [r for r in records if r["trace"] == trace]
+        best = min((r for r in rows if r["reopt"] is None), key=lambda r: (r["machine_hours"], r["policy"]))
+        pts = [(r["migrations"], 100 * (1 - r["machine_hours"] / best["machine_hours"]), r["variant"]) for r in rows
+               if r["reopt"] is not None]  # fmt: skip
+        pts.sort()
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o", label=trace)
+        for x, y, name in pts:
+            ax.annotate(name.split(" + ", 1)[-1], (x, y), fontsize=6, xytext=(3, 2), textcoords="offset points")
+    ax.set_xscale("symlog")
+    ax.set_xlabel("migrations over the replay")
+    ax.set_ylabel("machine-hours saved vs the best online policy (%)")
+    ax.axhline(0, c="grey", lw=0.5)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
+    plt.close(fig)
 
 
 def plot(timeline: list[tuple[str, str, float, int]], events: list[dict[str, Any]], path: Path) -> None:

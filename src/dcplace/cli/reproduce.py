@@ -15,6 +15,7 @@ import typer
 from dcplace.cli.common import console
 from dcplace.cli.options import config_command, write_config
 from dcplace.config import check, check_types
+from dcplace.errors import InputError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n", 1)[0])
 
@@ -205,6 +206,8 @@ class ReoptRun:
     """seed of the synthetic trace (the real traces are replayed as they are)"""
     quick: bool = False
     """the first 24 hours of each trace; re-optimisation every 6 hours and on the threshold"""
+    report_only: bool = False
+    """only redraw table.md and the figures from the records already in --out"""
 
     def __post_init__(self) -> None:
         check_types(self)
@@ -225,8 +228,15 @@ def reproduce_reopt(
     peak machines, migrations, GB moved, re-optimisation time, the bound at every event; every plan verified)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from dcplace.bench.reopt import run_reproduction
+    from dcplace.bench.reopt import render_folder, run_reproduction
     from dcplace.workload.traces import trace_available
+
+    if cfg.report_only:
+        if not (out / "records.jsonl").is_file():
+            raise InputError(f"{out} holds no records.jsonl to report on", field="out")
+        typer.echo(render_folder(out))  # the run's config.toml stays as it was
+        console.print(f"table and figures redrawn in {out}/")
+        return
 
     if cfg.traces == "auto":
         real = [t for t in ("huawei-east-1", "azure-v1") if trace_available(t)]
