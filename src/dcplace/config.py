@@ -292,7 +292,11 @@ def check(ok: bool, name: str, value: object, must: str) -> None:
 def check_types(obj: object) -> None:
     """Check every field of the dataclass instance ``obj`` against its annotation (``Literal`` choices included) and
     store it in its canonical form (tuples for lists, floats for integers given to float fields). Call it first in
-    ``__post_init__``; it raises an :class:`InputError` naming the field and the value."""
+    ``__post_init__``; it raises an :class:`InputError` naming the field and the value.
+
+    Two rules hold for every config: a field named ``seed`` is a whole number from 0 to ``2**63 - 1`` (what numpy's
+    and torch's generators accept), and no float field is NaN (``inf`` stays allowed where a field means "no
+    limit"; each config checks its own ranges)."""
     cls = type(obj)
     for name, tp in field_types(cls).items():
         value = getattr(obj, name)
@@ -304,6 +308,10 @@ def check_types(obj: object) -> None:
             fixed = coerce(tp, value)
         except _Mismatch as exc:
             raise InputError(f"must be {exc.expected}, got {value!r}", field=name) from None
+        if name == "seed" and isinstance(fixed, int) and not 0 <= fixed < 2**63:
+            raise InputError(f"must be a whole number from 0 to 2**63 - 1, got {value!r}", field=name)
+        if isinstance(fixed, float) and math.isnan(fixed):
+            raise InputError(f"must be a number, got {value!r}", field=name)
         if fixed is not value:
             object.__setattr__(obj, name, fixed)
 

@@ -1,10 +1,18 @@
 """The one place CP-SAT is set up: time limit from a :class:`~dcplace.placement.stop.Stop`, workers, seed, status
 names, and the objective and bound rounded back to the integers they are (CP-SAT reports doubles:
-1.0000000000000004 happens)."""
+1.0000000000000004 happens).
+
+Interrupts: CP-SAT's own SIGINT handler (on by default) ends the search and returns its best answer as if the time
+limit had been reached, and swallows the signal, so a caller cannot tell an interrupted solve from a finished one (a
+reproduction used to record such a cut-short cell as complete). :func:`run_cp` turns that handler off and solves in
+a helper thread while the main thread waits: a SIGINT (``KeyboardInterrupt``) or SIGTERM (the CLI's
+:class:`~dcplace.errors.Terminated`) stops the search and is raised again, so nothing downstream records the answer.
+"""
 
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -50,11 +58,42 @@ def run_cp(
     solver.parameters.num_workers = workers
     if seed is not None:
         solver.parameters.random_seed = seed
-    status = _STATUS.get(solver.solve(model), "unknown")
+    status = _STATUS.get(_solve_interruptibly(solver, model), "unknown")
     found = status in ("optimal", "feasible")
     cost = float(round(solver.objective_value)) if found else None
     bound = int_bound(solver.best_objective_bound) if status != "infeasible" else None
     return CpAnswer(status, cost, bound, solver)
+
+
+def _solve_interruptibly(solver: cp_model.CpSolver, model: cp_model.CpModel) -> int:
+    """``solver.solve(model)``; an exception raised in the waiting main thread (an interrupt) stops the search, waits
+    for it to end, and propagates (module docstring). Off the main thread (no signals arrive there) it just solves."""
+    if threading.current_thread() is not threading.main_thread():
+        return int(solver.solve(model))
+    solver.parameters.catch_sigint_signal = False
+    status: list[int] = []
+    failed: list[BaseException] = []
+    done = threading.Event()
+
+    def work() -> None:
+        try:
+            status.append(int(solver.solve(model)))
+        except BaseException as exc:  # handed to the waiting thread
+            failed.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=work, name="cp-sat", daemon=True).start()
+    try:
+        done.wait()
+    except BaseException:
+        solver.stop_search()
+        while not done.wait(0.05):
+            pass
+        raise
+    if failed:
+        raise failed[0]
+    return status[0]
 
 
 class AssignmentModel(Protocol):

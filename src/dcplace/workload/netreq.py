@@ -39,7 +39,8 @@ import numpy.typing as npt
 
 from dcplace.cluster.topology import BW_SCALE
 from dcplace.errors import InputError
-from dcplace.workload.csvio import read_numeric_csv, require
+from dcplace.inputs import MAX_BANDWIDTH, WHOLE_POSITIVE, Range
+from dcplace.workload.csvio import read_numeric_csv
 
 IntArray = npt.NDArray[np.int64]
 
@@ -231,13 +232,9 @@ def generate(
 def read_requests(path: Path) -> NetRequests:
     """A request file: CSV with header ``cpu,mem,bw,hold``; whole positive CPU, memory and hold, bw > 0 in link
     units. Errors name the file, line and field."""
-    cols = read_numeric_csv(path, ("cpu", "mem", "bw", "hold"))
-    for name in ("cpu", "mem", "hold"):
-        v = cols[name]
-        require((v >= 1) & (v == np.floor(v)), path, name, f"{name} must be a whole number >= 1")
-    require(cols["bw"] > 0, path, "bw", "bw must be positive (link units, e.g. 0.5)")
-    if len(cols["cpu"]) == 0:
-        raise InputError("the file has no requests", path=path)
+    bw = Range(0, MAX_BANDWIDTH, lo_open=True)
+    ranges = {"cpu": WHOLE_POSITIVE, "mem": WHOLE_POSITIVE, "bw": bw, "hold": WHOLE_POSITIVE}
+    cols = read_numeric_csv(path, ranges, "request file")
     hold = cols["hold"].astype(np.int64)
     return NetRequests(
         cols["cpu"].astype(np.int64),
