@@ -447,10 +447,9 @@ def _tree(cfg: object) -> dict[str, Any]:
 def read_toml(path: str | Path) -> dict[str, Any]:
     """A TOML file's document; a missing, unreadable or malformed file is an :class:`InputError` naming it (and the
     line, for a syntax error)."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read the config file ({exc.__class__.__name__})", path=path) from None
+    from dcplace.inputs import read_text
+
+    text = read_text(path, "config file", allow_empty=True)
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -469,9 +468,11 @@ def load(cls: type[T], path: str | Path) -> T:
 
 
 def write(cfg: object, path: str | Path, header: str = "") -> None:
-    """Write the config ``cfg`` as TOML to ``path``, after ``header`` (comment lines, each starting with ``#``)."""
+    """Write the config ``cfg`` as TOML to ``path`` (atomically), after ``header`` (comment lines, each starting with ``#``)."""
+    from dcplace.atomic import write_text
+
     text = dumps(to_dict(cfg))
-    Path(path).write_text(f"{header.rstrip()}\n\n{text}" if header else text, encoding="utf-8")
+    write_text(path, f"{header.rstrip()}\n\n{text}" if header else text)
 
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")

@@ -49,6 +49,7 @@ import numpy as np
 from dcplace.errors import InputError
 from dcplace.inputs import COUNT, MAX_QUANTITY, WHOLE_POSITIVE, Range, json_number
 from dcplace.jsonio import read_json_object
+from dcplace.limits import check_memory
 
 MEM_UNIT = 4  # memory units per GiB
 
@@ -237,6 +238,19 @@ class Problem:
         return doc
 
 
+BYTES_PER_VM = 128
+"""Memory one VM of a problem takes in the lightest full solve (greedy: the per-VM arrays, the verification's
+per-VM lists): 122 bytes per VM measured (peak RSS of ``solve --method greedy`` on 100,000 VMs and 10,000 PMs minus
+1,000 and 100), rounded up; the size guard (:mod:`dcplace.limits`)."""
+BYTES_PER_PM = 128
+"""The same per PM (counted in the same measurement)."""
+
+
+def check_size(n_vms: int, n_pms: int) -> None:
+    """Refuse (:class:`~dcplace.limits.SizeError`) a problem whose VMs and PMs need more memory than is available."""
+    check_memory(n_vms * BYTES_PER_VM + n_pms * BYTES_PER_PM, f"{n_vms:,} VMs and {n_pms:,} PMs", "instance")
+
+
 def default_migration_cost(vm: VMType) -> int:
     """The default cost of migrating a VM of type ``vm``: its memory in GiB, rounded up to an integer (the PM cost
     unit; Table II's PMs cost 100 to 12,000, so a 3.75 GiB m3.medium costs 4 to move, a 244 GiB r3.8xlarge 244)."""
@@ -412,7 +426,7 @@ def load_problem(spec: str) -> Problem:
     doc = read_json_object(path, ("vms", "pms"))
     vms: list[tuple[VMType, int]] = []
     pms: list[tuple[PMType, int]] = []
-    mig: list[int] = []  # per VM: the type's migration cost (given or default)
+    type_costs: list[tuple[int, int]] = []  # per VM type: (its migration cost, given or default; its count)
     type_mig = 0
     for kind in ("vms", "pms"):
         for i, item in enumerate(doc[kind]):
@@ -435,7 +449,7 @@ def load_problem(spec: str) -> Problem:
             if kind == "vms":
                 vt = VMType(name, vcpu, round(mem * MEM_UNIT), tuple(disks))
                 vms.append((vt, count))
-                mig += [type_mig if "migration_cost" in item else default_migration_cost(vt)] * count
+                type_costs.append((type_mig if "migration_cost" in item else default_migration_cost(vt), count))
             else:
                 cost = _field(item, "cost", path, where)
                 pms.append((PMType(name, vcpu, round(mem * MEM_UNIT), tuple(disks), cost), count))
@@ -445,6 +459,8 @@ def load_problem(spec: str) -> Problem:
         if n == 0:
             raise InputError(f"no {kind[:-1].upper()}s (every entry has count 0 or the list is empty)", path=path,
                              field=kind)  # fmt: skip
+    check_size(n_vms, n_pms)
+    mig = [cost for cost, count in type_costs for _ in range(count)]
     racks = doc.get("racks", [])
     if not isinstance(racks, list) or (racks and len(racks) != n_pms) or not all(_is_int(r, 0) for r in racks):
         raise InputError(f"must be a list of {n_pms} rack numbers >= 0 (one per PM), got {racks!r}", path=path,
