@@ -468,7 +468,8 @@ def load(cls: type[T], path: str | Path) -> T:
 
 
 def write(cfg: object, path: str | Path, header: str = "") -> None:
-    """Write the config ``cfg`` as TOML to ``path`` (atomically), after ``header`` (comment lines, each starting with ``#``)."""
+    """Write the config ``cfg`` as TOML to ``path`` (atomically), after ``header`` (comment lines, each starting
+    with ``#``)."""
     from dcplace.atomic import write_text
 
     text = dumps(to_dict(cfg))

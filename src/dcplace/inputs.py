@@ -85,7 +85,8 @@ def read_text(path: str | Path, what: str = "file", *, allow_empty: bool = False
     p = Path(path)
     nul = data.find(b"\0")
     if nul >= 0:
-        raise InputError(f"a binary file (NUL byte), expected a text {what}", path=p, line=data.count(b"\n", 0, nul) + 1)
+        line = data.count(b"\n", 0, nul) + 1
+        raise InputError(f"a binary file (NUL byte), expected a text {what}", path=p, line=line)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -140,9 +141,7 @@ def read_csv(path: str | Path, required: Sequence[str], what: str = "file", *, m
                         )  # fmt: skip
                 continue
             if len(cells) != len(header):
-                raise InputError(
-                    f"{len(cells)} fields, but the header has {len(header)}", path=p, line=reader.line_num
-                )
+                raise InputError(f"{len(cells)} fields, but the header has {len(header)}", path=p, line=reader.line_num)
             rows.append(cells)
             lines.append(reader.line_num)
     except csv.Error as exc:

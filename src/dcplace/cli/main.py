@@ -7,8 +7,10 @@ of the module's docstring is its line in ``dcplace --help``) and is imported onl
 User errors (bad files, bad flags, bad config files, typer's own usage errors) end with one sentence on stderr and
 exit code 2; tracebacks mean a bug. SIGINT (Ctrl-C) and SIGTERM stop the work: what was being written is discarded
 (outputs are atomic, :mod:`dcplace.atomic`), the previous consistent state stays, one line goes to stderr and the exit
-code is 130 (SIGINT) or 143 (SIGTERM). To add a command group, write ``dcplace/cli/NAME.py`` with a module docstring and ``app = typer.Typer()``
-(a single-command app becomes the command itself) and list it in ``COMMANDS``.
+code is 130 (SIGINT) or 143 (SIGTERM).
+
+To add a command group, write ``dcplace/cli/NAME.py`` with a module docstring and ``app = typer.Typer()`` (a
+single-command app becomes the command itself) and list it in ``COMMANDS``.
 """
 
 from __future__ import annotations
@@ -90,10 +92,10 @@ class LazyGroup(TyperGroup):
             typer.echo("error: terminated (SIGTERM); unfinished outputs were discarded", err=True)
             raise typer.Exit(143) from None
 
-    def make_context(self, *args: Any, **kwargs: Any) -> typer.Context:  # type: ignore[override]
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
         """Usage errors before any command runs (``dcplace --bogus``) are one sentence too."""
         try:
-            return super().make_context(*args, **kwargs)  # type: ignore[no-any-return]
+            return super().make_context(*args, **kwargs)
         except UsageError as exc:
             if isinstance(exc, NoArgsIsHelpError):
                 raise

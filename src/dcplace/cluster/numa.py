@@ -24,6 +24,7 @@ BYTES_PER_MACHINE = 128
 """Memory a simulated machine takes (cluster, state and per-decision score arrays), rounded up from 88 bytes
 measured (peak RSS of ``simulate numa --pms 1000000`` minus ``--pms 1000``); the size guard of :mod:`dcplace.limits`."""
 
+
 @dataclass(frozen=True)
 class NumaCluster:
     """An immutable set of machines.

@@ -422,10 +422,10 @@ def _build_generic(nodes: list[_NodeSpec], links: list[_LinkSpec], name: str, pa
 def from_networkx(graph: nx.Graph, name: str = "graph") -> Topology:
     """A topology from a networkx graph: nodes with ``cpu`` / ``mem`` attributes above 0 are servers, every edge
     needs a ``capacity`` (bandwidth units) and may have a ``tier`` (0 server-rack, 1 rack-fabric, 2 fabric-spine)."""
-    nodes = [
-        _NodeSpec(str(n), *(int(json_number(data.get(k, 0), COUNT, path=None, field=f"{n}.{k}")) for k in ("cpu", "mem")))
-        for n, data in graph.nodes(data=True)
-    ]
+    nodes = []
+    for n, data in graph.nodes(data=True):
+        cpu, mem = (int(json_number(data.get(k, 0), COUNT, path=None, field=f"{n}.{k}")) for k in ("cpu", "mem"))
+        nodes.append(_NodeSpec(str(n), cpu, mem))
     links = []
     for i, (a, b, data) in enumerate(graph.edges(data=True)):
         if "capacity" not in data:

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from dcplace.atomic import atomic_path
 from dcplace.errors import InputError
 from dcplace.inputs import check_file
 from dcplace.learn.nara_model import NaraConfig, NaraNet
@@ -36,9 +37,8 @@ def save(
     if extra:
         blob.update(extra)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(blob, tmp)
-    tmp.replace(path)
+    with atomic_path(path) as tmp:
+        torch.save(blob, tmp)
 
 
 def read(path: Path, fmt: str = FORMAT, what: str = "Nara") -> dict[str, Any]:

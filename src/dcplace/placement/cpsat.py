@@ -58,7 +58,7 @@ def run_cp(
     solver.parameters.num_workers = workers
     if seed is not None:
         solver.parameters.random_seed = seed
-    status = _STATUS.get(_solve_interruptibly(solver, model), "unknown")
+    status = _STATUS.get(cp_model.CpSolverStatus(_solve_interruptibly(solver, model)), "unknown")
     found = status in ("optimal", "feasible")
     cost = float(round(solver.objective_value)) if found else None
     bound = int_bound(solver.best_objective_bound) if status != "infeasible" else None

@@ -24,7 +24,9 @@ class NumericCsv(dict[str, npt.NDArray[np.float64]]):
     lines: npt.NDArray[np.int64]
 
 
-def read_numeric_csv(path: Path, columns: Mapping[str, Range] | tuple[str, ...], what: str = "trace file") -> NumericCsv:
+def read_numeric_csv(
+    path: Path, columns: Mapping[str, Range] | tuple[str, ...], what: str = "trace file"
+) -> NumericCsv:
     """Read ``columns`` of a headed CSV as float64 arrays, each value within its column's range (a tuple of names:
     any finite number).
 
@@ -44,7 +46,9 @@ def read_numeric_csv(path: Path, columns: Mapping[str, Range] | tuple[str, ...],
     return out
 
 
-def require(ok: npt.NDArray[np.bool_], path: Path, field: str, message: str, lines: npt.ArrayLike | None = None) -> None:
+def require(
+    ok: npt.NDArray[np.bool_], path: Path, field: str, message: str, lines: npt.ArrayLike | None = None
+) -> None:
     """Raise InputError at the first row where ``ok`` is false (``lines``: each row's file line; default: data rows
     start at line 2, one per line)."""
     bad = np.flatnonzero(~ok)

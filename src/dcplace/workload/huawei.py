@@ -17,10 +17,10 @@ import numpy as np
 from dcplace.errors import InputError
 from dcplace.inputs import ID, MAX_QUANTITY, SECONDS, Range
 from dcplace.workload.csvio import read_numeric_csv, require
+from dcplace.workload.table import RequestTable
 
 SIZE = Range(0, MAX_QUANTITY)
 """cpu and memory of any row (a creation's must also be > 0, checked apart: deletions may carry 0)."""
-from dcplace.workload.table import RequestTable
 
 
 def _check_common(
