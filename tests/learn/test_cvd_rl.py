@@ -168,7 +168,7 @@ def test_same_seed_same_weights_and_resume_is_exact(tmp_path, kind):
 
 
 def test_checkpoint_errors(tmp_path):
-    with pytest.raises(InputError, match="not found"):
+    with pytest.raises(InputError, match="no such checkpoint"):
         load(tmp_path / "missing.pt")
     bad = tmp_path / "bad.pt"
     bad.write_bytes(b"not a checkpoint")

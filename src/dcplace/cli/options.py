@@ -288,10 +288,13 @@ def handle_input_errors(fn: Callable[P, None]) -> Callable[P, None]:
     return command
 
 
-def write_config(cfg: object, out: Path, command: str) -> Path:
-    """Write the resolved config as ``out/config.toml``, headed by the command that repeats the run."""
+def write_config(cfg: object, out: Path, command: str, final: Path | None = None) -> Path:
+    """Write the resolved config as ``out/config.toml``, headed by the command that repeats the run; ``final``: the
+    folder ``out`` becomes (``out`` being its temporary twin, :func:`dcplace.atomic.atomic_dir`), named in the
+    header."""
     out.mkdir(parents=True, exist_ok=True)
     path = out / "config.toml"
-    header = f"# The resolved settings of `{command}`; repeat the run with\n#   {command} --config {path}"
+    shown = (final or out) / "config.toml"
+    header = f"# The resolved settings of `{command}`; repeat the run with\n#   {command} --config {shown}"
     config.write(cfg, path, header)
     return path

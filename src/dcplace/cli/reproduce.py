@@ -6,12 +6,15 @@ in ``--out``, the resolved settings as ``config.toml`` (``--config`` that file t
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from dcplace.atomic import atomic_dir
 from dcplace.cli.common import console
 from dcplace.cli.options import config_command, write_config
 from dcplace.config import check, check_types
@@ -19,9 +22,19 @@ from dcplace.config import check, check_types
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n", 1)[0])
 
 
-def _finish(md: str, cfg: object, out: Path, written: str, command: str) -> None:
-    """Print a reproduction's Markdown, write its resolved settings beside its files, say where they went."""
-    write_config(cfg, out, command)
+@contextlib.contextmanager
+def _output(out: Path, cfg: object, command: str) -> Iterator[Path]:
+    """The folder a reproduction writes into: a temporary twin of ``out`` that replaces it, with the resolved
+    settings (``config.toml``), only when the whole run succeeded (:func:`dcplace.atomic.atomic_dir`; files of an
+    earlier run that this one does not write are kept). An interrupted run leaves ``out`` as it was: never plots
+    without their records, never one seed's plots beside another's records."""
+    with atomic_dir(out, carry=True) as folder:
+        yield folder
+        write_config(cfg, folder, command, final=out)
+
+
+def _finish(md: str, out: Path, written: str) -> None:
+    """Print a reproduction's Markdown and say where its files went."""
     typer.echo(md)
     console.print(f"{written} written to {out}/")
 
@@ -59,9 +72,10 @@ def reproduce_cvd(
     """The heuristic columns of CVD-RL's Tables 2-4, ours beside the paper's."""
     from dcplace.bench.cvd_heuristics import run_reproduction
 
-    md = run_reproduction(trace=cfg.trace, episodes=5 if cfg.quick else cfg.episodes, seed=cfg.seed, out=out,
-                          quick=cfg.quick)  # fmt: skip
-    _finish(md, cfg, out, "records and table", "dcplace reproduce cvd-heuristics")
+    with _output(out, cfg, "dcplace reproduce cvd-heuristics") as folder:
+        md = run_reproduction(trace=cfg.trace, episodes=5 if cfg.quick else cfg.episodes, seed=cfg.seed, out=folder,
+                              quick=cfg.quick)  # fmt: skip
+    _finish(md, out, "records and table")
 
 
 @dataclass(frozen=True)
@@ -99,9 +113,10 @@ def reproduce_cvd_rl(
     (Figures 11-12) and the two rewards."""
     from dcplace.bench.cvd_reproduction import run_reproduction
 
-    md = run_reproduction(trace=cfg.trace, episodes=3 if cfg.quick else cfg.episodes, seed=cfg.seed, out=out,
-                          quick=cfg.quick, curve_epochs=cfg.curve_epochs, workers=cfg.workers)  # fmt: skip
-    _finish(md, cfg, out, "records, curves, figures and table", "dcplace reproduce cvd-rl")
+    with _output(out, cfg, "dcplace reproduce cvd-rl") as folder:
+        md = run_reproduction(trace=cfg.trace, episodes=3 if cfg.quick else cfg.episodes, seed=cfg.seed, out=folder,
+                              quick=cfg.quick, curve_epochs=cfg.curve_epochs, workers=cfg.workers)  # fmt: skip
+    _finish(md, out, "records, curves, figures and table")
 
 
 @dataclass(frozen=True)
@@ -131,8 +146,9 @@ def reproduce_nara_baselines(
     """The baseline rows of the Nara paper's Tables 1-4 on alpha..delta, ours beside the paper's."""
     from dcplace.bench.nara_baselines import run_reproduction
 
-    md = run_reproduction(out, episodes=2 if cfg.quick else cfg.episodes, seed=cfg.seed)
-    _finish(md, cfg, out, "records, table and plots", "dcplace reproduce nara-baselines")
+    with _output(out, cfg, "dcplace reproduce nara-baselines") as folder:
+        md = run_reproduction(folder, episodes=2 if cfg.quick else cfg.episodes, seed=cfg.seed)
+    _finish(md, out, "records, table and plots")
 
 
 @dataclass(frozen=True)
@@ -160,8 +176,9 @@ def reproduce_nara(
     """The Nara paper's Tables 1-7 and section 5.3's plots: the shipped agents against every baseline."""
     from dcplace.bench.nara_reproduction import run_reproduction
 
-    md = run_reproduction(out, episodes=cfg.episodes, seed=cfg.seed, quick=cfg.quick)
-    _finish(md, cfg, out, "records, tables and plots", "dcplace reproduce nara")
+    with _output(out, cfg, "dcplace reproduce nara") as folder:
+        md = run_reproduction(folder, episodes=cfg.episodes, seed=cfg.seed, quick=cfg.quick)
+    _finish(md, out, "records, tables and plots")
 
 
 @dataclass(frozen=True)
@@ -189,5 +206,6 @@ def reproduce_hmip(
     """The batch-placement paper's Tables III, V, VI and IX, ours beside the paper's (every answer verified)."""
     from dcplace.bench.hmip import run_reproduction
 
-    md = run_reproduction(out, quick=cfg.quick, workers=cfg.workers, seed=cfg.seed)
-    _finish(md, cfg, out, "records and table", "dcplace reproduce hmip")
+    with _output(out, cfg, "dcplace reproduce hmip") as folder:
+        md = run_reproduction(folder, quick=cfg.quick, workers=cfg.workers, seed=cfg.seed)
+    _finish(md, out, "records and table")
