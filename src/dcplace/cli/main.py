@@ -77,8 +77,8 @@ class LazyGroup(TyperGroup):
         """Run the command. A usage error typer finds (a flag value that is not one of a choice or not a number, an
         unknown flag, a missing argument) is one sentence on stderr and exit code 2, like every other bad input;
         SIGINT / SIGTERM end it with one line and exit code 130 / 143 (module docstring)."""
-        if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, _terminate)
+        main = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGTERM, _terminate) if main else None
         try:
             return super().invoke(ctx)
         except UsageError as exc:
@@ -91,6 +91,9 @@ class LazyGroup(TyperGroup):
         except Terminated:
             typer.echo("error: terminated (SIGTERM); unfinished outputs were discarded", err=True)
             raise typer.Exit(143) from None
+        finally:
+            if main:
+                signal.signal(signal.SIGTERM, previous)
 
     def make_context(self, *args: Any, **kwargs: Any) -> Any:
         """Usage errors before any command runs (``dcplace --bogus``) are one sentence too."""
