@@ -385,8 +385,6 @@ def test_malformed_numa_batch(tmp_path: Path, data: st.DataObject) -> None:
     mutate(work / name, text)
     out = work / "out"
     code, err = run("solve", "--instance", str(work / "VM_data_C1.csv"), "--time-limit", "5", "--out", str(out))
-    if code == 0 and label.startswith("cell") and ("'-1'" not in label and "'abc'" not in label):
-        return  # a cell of a text column (e.g. a huge but valid free capacity) may still be valid
     assert_contract(code, err, name, out)
 
 
