@@ -228,7 +228,7 @@ def test_cli_train_simulate_and_errors(tmp_path):
         (["train", "cvd-rl", "--filter", "best-fit", "--out", str(tmp_path / "x")], "heuristic:k"),
         (["train", "cvd-rl", "--filter", "worst-fit:2", "--out", str(tmp_path / "x")], "worst-fit"),
         (["train", "schedrl", "--reward", "gold", "--out", str(tmp_path / "x")], "--reward"),
-        (["simulate", "numa", "--policy", "cvd-rl", "--checkpoint", str(tmp_path / "none.pt")], "not found"),
+        (["simulate", "numa", "--policy", "cvd-rl", "--checkpoint", str(tmp_path / "none.pt")], "no such checkpoint"),
     ):
         res = runner.invoke(app, args)
         assert res.exit_code == 2, (args, res.output)
