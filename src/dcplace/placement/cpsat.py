@@ -12,7 +12,6 @@ a helper thread while the main thread waits: a SIGINT (``KeyboardInterrupt``) or
 from __future__ import annotations
 
 import math
-import threading
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -21,7 +20,7 @@ from ortools.sat.python import cp_model
 
 from dcplace.placement.problem import Problem
 from dcplace.placement.result import Result
-from dcplace.placement.stop import Stop
+from dcplace.placement.stop import Stop, interruptible
 
 _STATUS = {cp_model.OPTIMAL: "optimal", cp_model.FEASIBLE: "feasible", cp_model.INFEASIBLE: "infeasible"}
 
@@ -66,34 +65,9 @@ def run_cp(
 
 
 def _solve_interruptibly(solver: cp_model.CpSolver, model: cp_model.CpModel) -> int:
-    """``solver.solve(model)``; an exception raised in the waiting main thread (an interrupt) stops the search, waits
-    for it to end, and propagates (module docstring). Off the main thread (no signals arrive there) it just solves."""
-    if threading.current_thread() is not threading.main_thread():
-        return int(solver.solve(model))
+    """``solver.solve(model)`` with CP-SAT's SIGINT handler off, stopped by an interrupt (module docstring)."""
     solver.parameters.catch_sigint_signal = False
-    status: list[int] = []
-    failed: list[BaseException] = []
-    done = threading.Event()
-
-    def work() -> None:
-        try:
-            status.append(int(solver.solve(model)))
-        except BaseException as exc:  # handed to the waiting thread
-            failed.append(exc)
-        finally:
-            done.set()
-
-    threading.Thread(target=work, name="cp-sat", daemon=True).start()
-    try:
-        done.wait()
-    except BaseException:
-        solver.stop_search()
-        while not done.wait(0.05):
-            pass
-        raise
-    if failed:
-        raise failed[0]
-    return status[0]
+    return int(interruptible(lambda: solver.solve(model), solver.stop_search))
 
 
 class AssignmentModel(Protocol):

@@ -65,7 +65,7 @@ from dcplace.errors import InputError
 from dcplace.inputs import MAX_QUANTITY, Range, number, read_csv
 from dcplace.placement.params import Params
 from dcplace.placement.result import Result
-from dcplace.placement.stop import Stop
+from dcplace.placement.stop import Stop, interruptible
 
 STRATEGIES = ("", "affinity", "anti-affinity", "fault_domain")
 
@@ -364,7 +364,8 @@ def _relax(
     seconds = stop.remaining()
     if math.isfinite(seconds):
         solver.SetTimeLimit(int(max(seconds, 1.0) * 1000))
-    status = solver.Solve()
+    solver.SetSolverSpecificParametersAsString("misc/catchctrlc = FALSE\n")  # an interrupt is ours (stop.py)
+    status = interruptible(solver.Solve, solver.InterruptSolve)
     if status == pywraplp.Solver.INFEASIBLE:
         raise InputError(f"{batch.name}: the servers' free capacity cannot hold the batch (infeasible)")
     if status not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
