@@ -8,7 +8,12 @@ consistent state (or nothing) behind, never a half-written file:
 - :func:`write_text` / :func:`write_bytes` are the one-call forms.
 - :func:`atomic_dir` does the same for a folder: the work is written into ``<name>.tmp-<pid>`` beside it, and on
   success the old folder (if any) is moved aside and the new one renamed into place. A set of files that must agree
-  (a checkpoint, its replay buffer, its curves) is therefore replaced as one unit.
+  (a checkpoint, its replay buffer, its curves) is therefore replaced as one unit. With ``carry=True`` the files of
+  the old folder that the block did not write are hard-linked into the new one first (a training run's folder keeps
+  its ``config.toml`` while its checkpoint set is replaced).
+
+Temporary siblings left by a process that was killed outright (SIGKILL, power loss: no exception ran) are removed
+by the next :func:`atomic_path` / :func:`atomic_dir` on the same target once their process id is gone.
 
 Example::
 
@@ -33,6 +38,49 @@ def _sibling(path: Path, tag: str) -> Path:
     return path.with_name(f".{path.name}.{tag}-{os.getpid()}")
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_stale(path: Path) -> None:
+    """Remove ``.<name>.tmp-<pid>`` / ``.<name>.old-<pid>`` siblings of ``path`` whose process no longer runs."""
+    if not path.parent.is_dir():
+        return
+    for tag in ("tmp", "old"):
+        for p in path.parent.glob(f".{path.name}.{tag}-*"):
+            pid = p.name.rsplit("-", 1)[-1]
+            if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+                if p.is_dir() and not p.is_symlink():
+                    shutil.rmtree(p, ignore_errors=True)
+                else:
+                    p.unlink(missing_ok=True)
+
+
+def _link_tree(src: Path, dst: Path) -> None:
+    """Hard-link (copy where links fail) every entry of ``src`` that ``dst`` lacks into ``dst``."""
+    for entry in src.iterdir():
+        to = dst / entry.name
+        if to.exists() or to.is_symlink():
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.copytree(entry, to, symlinks=True, copy_function=_link_or_copy)
+        else:
+            _link_or_copy(str(entry), str(to))
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst, follow_symlinks=False)
+    except OSError:
+        shutil.copy2(src, dst, follow_symlinks=False)
+
+
 @contextmanager
 def atomic_path(path: Path | str) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it onto ``path`` when the block ends without an exception.
@@ -40,6 +88,7 @@ def atomic_path(path: Path | str) -> Iterator[Path]:
     The temporary file is removed if the block raises (or is interrupted), so the target keeps its old content.
     """
     target = Path(path)
+    _remove_stale(target)
     tmp = _sibling(target, "tmp")
     try:
         yield tmp
@@ -62,19 +111,24 @@ def write_bytes(path: Path | str, data: bytes) -> None:
 
 
 @contextmanager
-def atomic_dir(path: Path | str) -> Iterator[Path]:
+def atomic_dir(path: Path | str, *, carry: bool = False) -> Iterator[Path]:
     """Yield a fresh temporary folder beside ``path``; on success it replaces ``path`` as one unit.
 
     On an exception the temporary folder is deleted and ``path`` is untouched. The swap is two renames (old aside,
     new in); between them a crash leaves the old folder under ``.<name>.old-<pid>`` and no ``path``, never a mixture.
+    ``carry``: entries of the old folder that the block did not write are hard-linked into the new one before the
+    swap (module docstring).
     """
     target = Path(path)
+    _remove_stale(target)
     tmp = _sibling(target, "tmp")
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
     try:
         yield tmp
+        if carry and target.is_dir():
+            _link_tree(target, tmp)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -292,7 +292,11 @@ def check(ok: bool, name: str, value: object, must: str) -> None:
 def check_types(obj: object) -> None:
     """Check every field of the dataclass instance ``obj`` against its annotation (``Literal`` choices included) and
     store it in its canonical form (tuples for lists, floats for integers given to float fields). Call it first in
-    ``__post_init__``; it raises an :class:`InputError` naming the field and the value."""
+    ``__post_init__``; it raises an :class:`InputError` naming the field and the value.
+
+    Two rules hold for every config: a field named ``seed`` is a whole number from 0 to ``2**63 - 1`` (what numpy's
+    and torch's generators accept), and no float field is NaN (``inf`` stays allowed where a field means "no
+    limit"; each config checks its own ranges)."""
     cls = type(obj)
     for name, tp in field_types(cls).items():
         value = getattr(obj, name)
@@ -304,6 +308,10 @@ def check_types(obj: object) -> None:
             fixed = coerce(tp, value)
         except _Mismatch as exc:
             raise InputError(f"must be {exc.expected}, got {value!r}", field=name) from None
+        if name == "seed" and isinstance(fixed, int) and not 0 <= fixed < 2**63:
+            raise InputError(f"must be a whole number from 0 to 2**63 - 1, got {value!r}", field=name)
+        if isinstance(fixed, float) and math.isnan(fixed):
+            raise InputError(f"must be a number, got {value!r}", field=name)
         if fixed is not value:
             object.__setattr__(obj, name, fixed)
 
@@ -439,10 +447,9 @@ def _tree(cfg: object) -> dict[str, Any]:
 def read_toml(path: str | Path) -> dict[str, Any]:
     """A TOML file's document; a missing, unreadable or malformed file is an :class:`InputError` naming it (and the
     line, for a syntax error)."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read the config file ({exc.__class__.__name__})", path=path) from None
+    from dcplace.inputs import read_text
+
+    text = read_text(path, "config file", allow_empty=True)
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -461,9 +468,12 @@ def load(cls: type[T], path: str | Path) -> T:
 
 
 def write(cfg: object, path: str | Path, header: str = "") -> None:
-    """Write the config ``cfg`` as TOML to ``path``, after ``header`` (comment lines, each starting with ``#``)."""
+    """Write the config ``cfg`` as TOML to ``path`` (atomically), after ``header`` (comment lines, each starting
+    with ``#``)."""
+    from dcplace.atomic import write_text
+
     text = dumps(to_dict(cfg))
-    Path(path).write_text(f"{header.rstrip()}\n\n{text}" if header else text, encoding="utf-8")
+    write_text(path, f"{header.rstrip()}\n\n{text}" if header else text)
 
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")

@@ -32,3 +32,15 @@ class InputError(Exception):
             where.append(f"field '{field}'")
         prefix = ", ".join(where)
         super().__init__(f"{prefix}: {message}" if prefix else message)
+
+
+class Terminated(BaseException):
+    """The process got SIGTERM. Raised by the CLI's signal handler so that, like ``KeyboardInterrupt`` for SIGINT, it
+    unwinds the work (atomic outputs discard their temporary files) and the command exits with 143 (128 + 15).
+
+    A ``BaseException``, like ``KeyboardInterrupt``: ``except Exception`` blocks do not swallow it.
+    """
+
+    def __init__(self, signum: int = 15) -> None:
+        super().__init__(f"terminated by signal {signum}")
+        self.signum = signum

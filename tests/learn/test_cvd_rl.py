@@ -168,7 +168,7 @@ def test_same_seed_same_weights_and_resume_is_exact(tmp_path, kind):
 
 
 def test_checkpoint_errors(tmp_path):
-    with pytest.raises(InputError, match="not found"):
+    with pytest.raises(InputError, match="no such checkpoint"):
         load(tmp_path / "missing.pt")
     bad = tmp_path / "bad.pt"
     bad.write_bytes(b"not a checkpoint")
@@ -228,7 +228,7 @@ def test_cli_train_simulate_and_errors(tmp_path):
         (["train", "cvd-rl", "--filter", "best-fit", "--out", str(tmp_path / "x")], "heuristic:k"),
         (["train", "cvd-rl", "--filter", "worst-fit:2", "--out", str(tmp_path / "x")], "worst-fit"),
         (["train", "schedrl", "--reward", "gold", "--out", str(tmp_path / "x")], "--reward"),
-        (["simulate", "numa", "--policy", "cvd-rl", "--checkpoint", str(tmp_path / "none.pt")], "not found"),
+        (["simulate", "numa", "--policy", "cvd-rl", "--checkpoint", str(tmp_path / "none.pt")], "no such checkpoint"),
     ):
         res = runner.invoke(app, args)
         assert res.exit_code == 2, (args, res.output)

@@ -8,6 +8,7 @@ from typing import Any
 
 from rich.console import Console
 
+from dcplace.atomic import write_text
 from dcplace.cli.options import write_config
 
 console = Console()
@@ -16,6 +17,6 @@ JSON_HELP = "print exactly one JSON object"
 
 def save_result(result: dict[str, Any], cfg: object, out: Path, command: str) -> None:
     """Write ``out/result.json`` (the JSON the command prints with ``--json``) and ``out/config.toml`` (the resolved
-    settings, so ``command --config out/config.toml`` repeats the run)."""
+    settings, so ``command --config out/config.toml`` repeats the run), each atomically (:mod:`dcplace.atomic`)."""
     write_config(cfg, out, command)
-    (out / "result.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_text(out / "result.json", json.dumps(result, indent=2) + "\n")

@@ -4,9 +4,13 @@ This module only assembles the app. Each command group lives in its own module o
 of the module's docstring is its line in ``dcplace --help``) and is imported only when it runs or shows its help, so
 ``dcplace --help`` and ``dcplace policies`` stay fast while ``train`` may import torch.
 
-User errors (bad files, bad flags, bad config files) end with one sentence on stderr and exit code 2; tracebacks
-mean a bug. To add a command group, write ``dcplace/cli/NAME.py`` with a module docstring and ``app = typer.Typer()``
-(a single-command app becomes the command itself) and list it in ``COMMANDS``.
+User errors (bad files, bad flags, bad config files, typer's own usage errors) end with one sentence on stderr and
+exit code 2; tracebacks mean a bug. SIGINT (Ctrl-C) and SIGTERM stop the work: what was being written is discarded
+(outputs are atomic, :mod:`dcplace.atomic`), the previous consistent state stays, one line goes to stderr and the exit
+code is 130 (SIGINT) or 143 (SIGTERM).
+
+To add a command group, write ``dcplace/cli/NAME.py`` with a module docstring and ``app = typer.Typer()`` (a
+single-command app becomes the command itself) and list it in ``COMMANDS``.
 """
 
 from __future__ import annotations
@@ -15,18 +19,20 @@ import ast
 import importlib
 import importlib.util
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import typer
-from typer import BadParameter
+from typer._click.exceptions import BadParameter, NoArgsIsHelpError, UsageError  # typer's own copy of click's
 from typer.core import TyperCommand, TyperGroup
 
 import dcplace
-from dcplace.errors import InputError
+from dcplace.errors import InputError, Terminated
 
 COMMANDS = {
     "solve": "dcplace.cli.solve",
@@ -69,13 +75,35 @@ class LazyGroup(TyperGroup):
         return super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx: typer.Context) -> object:  # type: ignore[override]
-        """Run the command; a flag value typer rejects (not one of a choice, not a number) is one sentence on stderr
-        and exit code 2, like every other bad input (a mistyped flag name keeps typer's usage message)."""
+        """Run the command. A usage error typer finds (a flag value that is not one of a choice or not a number, an
+        unknown flag, a missing argument) is one sentence on stderr and exit code 2, like every other bad input;
+        SIGINT / SIGTERM end it with one line and exit code 130 / 143 (module docstring)."""
+        main = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGTERM, _terminate) if main else None
         try:
             return super().invoke(ctx)
-        except BadParameter as exc:
-            typer.echo(f"error: {exc.format_message().replace('Value error, ', '')}", err=True)
-            raise typer.Exit(2) from None
+        except UsageError as exc:
+            if isinstance(exc, NoArgsIsHelpError):
+                raise
+            raise typer.Exit(usage_error(exc)) from None
+        except KeyboardInterrupt:
+            typer.echo("error: interrupted (SIGINT); unfinished outputs were discarded", err=True)
+            raise typer.Exit(130) from None
+        except Terminated:
+            typer.echo("error: terminated (SIGTERM); unfinished outputs were discarded", err=True)
+            raise typer.Exit(143) from None
+        finally:
+            if main:
+                signal.signal(signal.SIGTERM, previous)
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        """Usage errors before any command runs (``dcplace --bogus``) are one sentence too."""
+        try:
+            return super().make_context(*args, **kwargs)
+        except UsageError as exc:
+            if isinstance(exc, NoArgsIsHelpError):
+                raise
+            raise typer.Exit(usage_error(exc)) from None
 
     def format_help(self, ctx: typer.Context, formatter: object) -> None:  # type: ignore[override]
         self._listing = True
@@ -83,6 +111,21 @@ class LazyGroup(TyperGroup):
             super().format_help(ctx, formatter)  # type: ignore[arg-type]
         finally:
             self._listing = False
+
+
+def usage_error(exc: UsageError) -> int:
+    """Print a usage error as one sentence on stderr (``error: No such option: --bogus; see 'dcplace simulate
+    --help'``); returns its exit code (2)."""
+    message = " ".join(exc.format_message().replace("Value error, ", "").split()).rstrip(".")
+    where = f"; see '{exc.ctx.command_path} --help'" if exc.ctx is not None and exc.cmd is not None else ""
+    if isinstance(exc, BadParameter):
+        where = ""
+    typer.echo(f"error: {message}{where}", err=True)
+    return exc.exit_code
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated(signum)
 
 
 app = typer.Typer(cls=LazyGroup, add_completion=False, no_args_is_help=True)

@@ -6,7 +6,9 @@
   dashes (``max_pms`` -> ``--max-pms``), the help its docstring, the default its default; ``Literal`` fields take
   one of their values, ``bool`` fields are ``--x/--no-x``, tuples take their items after the flag;
 * ``--config FILE.toml``: the file's values replace the defaults, flags given on the command line replace the file's;
-* the function's own (non-config) options, such as ``--json`` or ``--out``.
+* ``--force``: run even when a size guard (:mod:`dcplace.limits`) estimates more memory than the machine has;
+* the function's own (non-config) options, such as ``--json`` or ``--out`` (an ``--out`` that names an existing
+  file, not a folder, is refused before the run).
 
 The function receives the resolved, validated config. :func:`handle_input_errors` (applied by ``config_command``,
 usable alone) ends a command that raises :class:`~dcplace.errors.InputError` with one sentence on stderr and exit
@@ -29,13 +31,14 @@ from typing import Annotated, Any, Concatenate, ParamSpec, TypeVar
 
 import typer
 
-from dcplace import config
+from dcplace import config, limits
 from dcplace.errors import InputError
 
 C = TypeVar("C")
 P = ParamSpec("P")
 
 CONFIG_HELP = "a TOML file of these settings (a run's config.toml repeats it); flags given here override it"
+FORCE_HELP = "run even when the size guards estimate more memory than this machine has (docs/errors.md)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,26 +158,41 @@ def config_command(
             annotation=Annotated[Path | None, typer.Option("--config", help=CONFIG_HELP, show_default=False)],
         )
 
+        force_param = inspect.Parameter(
+            "force",
+            inspect.Parameter.KEYWORD_ONLY,
+            default=False,
+            annotation=Annotated[bool, typer.Option("--force", help=FORCE_HELP)],
+        )
+
         @functools.wraps(run)
-        def command(ctx: typer.Context, config_file: Path | None, **kwargs: Any) -> None:
+        def command(ctx: typer.Context, config_file: Path | None, force: bool, **kwargs: Any) -> None:
             from_file: set[str] = set()
             with errors_as_exit(by_key, from_file, config_file):
+                check_out(kwargs.get("out"))
                 given: dict[str, Any] = {}
                 for opt, _ in generated:
                     value = kwargs.pop(opt.param)
                     source = ctx.get_parameter_source(opt.param)
                     if source is not None and source.name == "COMMANDLINE":
                         given[opt.leaf.key] = _from_flag(opt, value)
-                cfg = resolve(cls, config_file, given, from_file)
-                typing.cast(Callable[..., None], run)(cfg, **kwargs)
+                with limits.unguarded() if force else contextlib.nullcontext():
+                    cfg = resolve(cls, config_file, given, from_file)
+                    typing.cast(Callable[..., None], run)(cfg, **kwargs)
 
-        params = [ctx_param, file_param, *(p for _, p in generated), *own]
+        params = [ctx_param, file_param, *(p for _, p in generated), *own, force_param]
         command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
         command.__annotations__ = {}
         del command.__wrapped__  # typer must read the generated signature, not run's
         return command
 
     return wrap
+
+
+def check_out(out: object) -> None:
+    """Refuse an ``--out`` that names an existing file (results go into a folder, created when missing)."""
+    if isinstance(out, Path) and out.exists() and not out.is_dir():
+        raise InputError(f"--out {out} is an existing file; it must name a folder (created when missing)")
 
 
 def _from_flag(opt: _Option, value: Any) -> Any:
@@ -225,6 +243,12 @@ def sentence(exc: InputError, flags: Mapping[str, str], from_file: set[str], fil
     """The one sentence for ``exc``: a field set by ``file`` (a key in ``from_file``) names the file and its dotted
     key; a field set by a flag or left at its default is worded with its flag (``flags``: dotted key -> flag). Core
     code names its own field (``packs``), not the config's path: the only key ending in ``.packs`` is meant."""
+    if isinstance(exc, limits.SizeError):
+        return _sentence(exc, flags, from_file, file) + "; --force runs it anyway"
+    return _sentence(exc, flags, from_file, file)
+
+
+def _sentence(exc: InputError, flags: Mapping[str, str], from_file: set[str], file: Path | None) -> str:
     if exc.path is not None or exc.field is None:
         return str(exc)
     key = exc.field if exc.field in flags or exc.field in from_file else _unique_key([*flags, *from_file], exc.field)
@@ -264,10 +288,13 @@ def handle_input_errors(fn: Callable[P, None]) -> Callable[P, None]:
     return command
 
 
-def write_config(cfg: object, out: Path, command: str) -> Path:
-    """Write the resolved config as ``out/config.toml``, headed by the command that repeats the run."""
+def write_config(cfg: object, out: Path, command: str, final: Path | None = None) -> Path:
+    """Write the resolved config as ``out/config.toml``, headed by the command that repeats the run; ``final``: the
+    folder ``out`` becomes (``out`` being its temporary twin, :func:`dcplace.atomic.atomic_dir`), named in the
+    header."""
     out.mkdir(parents=True, exist_ok=True)
     path = out / "config.toml"
-    header = f"# The resolved settings of `{command}`; repeat the run with\n#   {command} --config {path}"
+    shown = (final or out) / "config.toml"
+    header = f"# The resolved settings of `{command}`; repeat the run with\n#   {command} --config {shown}"
     config.write(cfg, path, header)
     return path

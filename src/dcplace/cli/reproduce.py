@@ -6,12 +6,15 @@ in ``--out``, the resolved settings as ``config.toml`` (``--config`` that file t
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from dcplace.atomic import atomic_dir
 from dcplace.cli.common import console
 from dcplace.cli.options import config_command, write_config
 from dcplace.config import check, check_types
@@ -20,9 +23,19 @@ from dcplace.errors import InputError
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n", 1)[0])
 
 
-def _finish(md: str, cfg: object, out: Path, written: str, command: str) -> None:
-    """Print a reproduction's Markdown, write its resolved settings beside its files, say where they went."""
-    write_config(cfg, out, command)
+@contextlib.contextmanager
+def _output(out: Path, cfg: object, command: str) -> Iterator[Path]:
+    """The folder a reproduction writes into: a temporary twin of ``out`` that replaces it, with the resolved
+    settings (``config.toml``), only when the whole run succeeded (:func:`dcplace.atomic.atomic_dir`; files of an
+    earlier run that this one does not write are kept). An interrupted run leaves ``out`` as it was: never plots
+    without their records, never one seed's plots beside another's records."""
+    with atomic_dir(out, carry=True) as folder:
+        yield folder
+        write_config(cfg, folder, command, final=out)
+
+
+def _finish(md: str, out: Path, written: str) -> None:
+    """Print a reproduction's Markdown and say where its files went."""
     typer.echo(md)
     console.print(f"{written} written to {out}/")
 
@@ -60,9 +73,10 @@ def reproduce_cvd(
     """The heuristic columns of CVD-RL's Tables 2-4, ours beside the paper's."""
     from dcplace.bench.cvd_heuristics import run_reproduction
 
-    md = run_reproduction(trace=cfg.trace, episodes=5 if cfg.quick else cfg.episodes, seed=cfg.seed, out=out,
-                          quick=cfg.quick)  # fmt: skip
-    _finish(md, cfg, out, "records and table", "dcplace reproduce cvd-heuristics")
+    with _output(out, cfg, "dcplace reproduce cvd-heuristics") as folder:
+        md = run_reproduction(trace=cfg.trace, episodes=5 if cfg.quick else cfg.episodes, seed=cfg.seed, out=folder,
+                              quick=cfg.quick)  # fmt: skip
+    _finish(md, out, "records and table")
 
 
 @dataclass(frozen=True)
@@ -100,9 +114,10 @@ def reproduce_cvd_rl(
     (Figures 11-12) and the two rewards."""
     from dcplace.bench.cvd_reproduction import run_reproduction
 
-    md = run_reproduction(trace=cfg.trace, episodes=3 if cfg.quick else cfg.episodes, seed=cfg.seed, out=out,
-                          quick=cfg.quick, curve_epochs=cfg.curve_epochs, workers=cfg.workers)  # fmt: skip
-    _finish(md, cfg, out, "records, curves, figures and table", "dcplace reproduce cvd-rl")
+    with _output(out, cfg, "dcplace reproduce cvd-rl") as folder:
+        md = run_reproduction(trace=cfg.trace, episodes=3 if cfg.quick else cfg.episodes, seed=cfg.seed, out=folder,
+                              quick=cfg.quick, curve_epochs=cfg.curve_epochs, workers=cfg.workers)  # fmt: skip
+    _finish(md, out, "records, curves, figures and table")
 
 
 @dataclass(frozen=True)
@@ -132,8 +147,9 @@ def reproduce_nara_baselines(
     """The baseline rows of the Nara paper's Tables 1-4 on alpha..delta, ours beside the paper's."""
     from dcplace.bench.nara_baselines import run_reproduction
 
-    md = run_reproduction(out, episodes=2 if cfg.quick else cfg.episodes, seed=cfg.seed)
-    _finish(md, cfg, out, "records, table and plots", "dcplace reproduce nara-baselines")
+    with _output(out, cfg, "dcplace reproduce nara-baselines") as folder:
+        md = run_reproduction(folder, episodes=2 if cfg.quick else cfg.episodes, seed=cfg.seed)
+    _finish(md, out, "records, table and plots")
 
 
 @dataclass(frozen=True)
@@ -161,8 +177,9 @@ def reproduce_nara(
     """The Nara paper's Tables 1-7 and section 5.3's plots: the shipped agents against every baseline."""
     from dcplace.bench.nara_reproduction import run_reproduction
 
-    md = run_reproduction(out, episodes=cfg.episodes, seed=cfg.seed, quick=cfg.quick)
-    _finish(md, cfg, out, "records, tables and plots", "dcplace reproduce nara")
+    with _output(out, cfg, "dcplace reproduce nara") as folder:
+        md = run_reproduction(folder, episodes=cfg.episodes, seed=cfg.seed, quick=cfg.quick)
+    _finish(md, out, "records, tables and plots")
 
 
 @dataclass(frozen=True)
@@ -190,8 +207,9 @@ def reproduce_hmip(
     """The batch-placement paper's Tables III, V, VI and IX, ours beside the paper's (every answer verified)."""
     from dcplace.bench.hmip import run_reproduction
 
-    md = run_reproduction(out, quick=cfg.quick, workers=cfg.workers, seed=cfg.seed)
-    _finish(md, cfg, out, "records and table", "dcplace reproduce hmip")
+    with _output(out, cfg, "dcplace reproduce hmip") as folder:
+        md = run_reproduction(folder, quick=cfg.quick, workers=cfg.workers, seed=cfg.seed)
+    _finish(md, out, "records and table")
 
 
 @dataclass(frozen=True)
@@ -224,8 +242,8 @@ def reproduce_reopt(
 ) -> None:
     """The batch-placement paper's periodic re-optimisation (section III-D) on real traces: the best online policy
     alone against it plus re-optimisation every 1, 6 and 24 hours at several migration costs and on an efficiency
-    threshold (machine-hours,
-    peak machines, migrations, GB moved, re-optimisation time, the bound at every event; every plan verified)."""
+    threshold (machine-hours, peak machines, migrations, GB moved, re-optimisation time, the bound at every event;
+    every plan verified)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from dcplace.bench.reopt import render_folder, run_reproduction
@@ -253,5 +271,6 @@ def reproduce_reopt(
                 tasks[what] = int(bar.add_task(what, total=1.0))
             bar.update(tasks[what], completed=frac)  # type: ignore[arg-type]
 
-        md = run_reproduction(traces, hours, out, quick=cfg.quick, seed=cfg.seed, progress=tick)
-    _finish(md, cfg, out, "records, events, timeline, table and figure", "dcplace reproduce reopt")
+        with _output(out, cfg, "dcplace reproduce reopt") as folder:
+            md = run_reproduction(traces, hours, folder, quick=cfg.quick, seed=cfg.seed, progress=tick)
+    _finish(md, out, "records, events, timeline, table and figures")

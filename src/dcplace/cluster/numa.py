@@ -13,10 +13,16 @@ import numpy as np
 import numpy.typing as npt
 
 from dcplace.errors import InputError
+from dcplace.limits import check_memory
 
 #: VMAgent's server: two NUMA nodes of 40 CPU cores and 90 GB each.
 VMAGENT_NODE_CPU = 40.0
 VMAGENT_NODE_MEM = 90.0
+
+
+BYTES_PER_MACHINE = 128
+"""Memory a simulated machine takes (cluster, state and per-decision score arrays), rounded up from 88 bytes
+measured (peak RSS of ``simulate numa --pms 1000000`` minus ``--pms 1000``); the size guard of :mod:`dcplace.limits`."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,7 @@ class NumaCluster:
             raise InputError(f"pms must be at least 1, got {machines}", field="pms")
         if numa < 1:
             raise InputError(f"a machine needs at least one NUMA node, got {numa}")
+        check_memory(machines * BYTES_PER_MACHINE, f"{machines:,} machines", "pms")
         cap = np.empty((machines, numa, 2), dtype=np.float64)
         cap[:, :, 0] = cpu
         cap[:, :, 1] = mem

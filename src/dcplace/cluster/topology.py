@@ -31,17 +31,21 @@ rack-fabric oversubscription, as the paper says), 2 spines; gamma 8 pods, 4 spin
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from dcplace.errors import InputError
+from dcplace.inputs import COUNT, MAX_BANDWIDTH, Range, json_number, number, read_csv
 from dcplace.jsonio import read_json_object
+
+CAPACITY = Range(0, MAX_BANDWIDTH, lo_open=True)
+"""A link capacity in bandwidth units."""
+TIER = Range(-1, 2, integer=True)
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -53,7 +57,6 @@ TIER_NAMES = ("server-rack", "rack-fabric", "fabric-spine")
 """Link tiers of a Fabric topology, indexed by the ``link_tier`` code; -1 means not known (generic graphs)."""
 
 IntArray = npt.NDArray[np.int64]
-_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -364,9 +367,9 @@ def _build_generic(nodes: list[_NodeSpec], links: list[_LinkSpec], name: str, pa
                 raise InputError(f"unknown node {end!r}", path=path, line=line, field=f"{prefix}{fld}")
         if link.u == link.v:
             raise InputError(f"a link from {link.u!r} to itself", path=path, line=line, field=f"{prefix}target")
-        if not np.isfinite(link.capacity) or link.capacity <= 0:
+        if not CAPACITY.ok(np.array([link.capacity]))[0]:
             raise InputError(
-                f"link capacity must be positive, got {link.capacity}", path=path, line=line, field=f"{prefix}capacity"
+                f"must be {CAPACITY.rule()}, got {link.capacity}", path=path, line=line, field=f"{prefix}capacity"
             )
         if link.tier not in (-1, 0, 1, 2):
             raise InputError(
@@ -419,14 +422,18 @@ def _build_generic(nodes: list[_NodeSpec], links: list[_LinkSpec], name: str, pa
 def from_networkx(graph: nx.Graph, name: str = "graph") -> Topology:
     """A topology from a networkx graph: nodes with ``cpu`` / ``mem`` attributes above 0 are servers, every edge
     needs a ``capacity`` (bandwidth units) and may have a ``tier`` (0 server-rack, 1 rack-fabric, 2 fabric-spine)."""
-    nodes = [_NodeSpec(str(n), int(data.get("cpu", 0)), int(data.get("mem", 0))) for n, data in graph.nodes(data=True)]
+    nodes = []
+    for n, data in graph.nodes(data=True):
+        cpu, mem = (int(json_number(data.get(k, 0), COUNT, path=None, field=f"{n}.{k}")) for k in ("cpu", "mem"))
+        nodes.append(_NodeSpec(str(n), cpu, mem))
     links = []
     for i, (a, b, data) in enumerate(graph.edges(data=True)):
         if "capacity" not in data:
             raise InputError(f"edge ({a!r}, {b!r}) has no 'capacity' attribute", field="capacity")
-        links.append(
-            _LinkSpec(str(a), str(b), float(data["capacity"]), int(data.get("tier", -1)), (None, f"edges[{i}]."))
-        )
+        where = f"edges[{i}]."
+        cap = json_number(data["capacity"], CAPACITY, path=None, field=f"{where}capacity")
+        tier = int(json_number(data.get("tier", -1), TIER, path=None, field=f"{where}tier"))
+        links.append(_LinkSpec(str(a), str(b), cap, tier, (None, where)))
     return _build_generic(nodes, links, name, None)
 
 
@@ -437,7 +444,7 @@ def load_topology(spec: str) -> Topology:
     if spec in PRESETS:
         return preset(spec)
     path = Path(spec)
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         raise InputError(
             f"topology must be one of {', '.join(PRESETS)} or an existing file, got {spec!r}", field="topology"
         )
@@ -458,10 +465,7 @@ def _load_json(path: Path) -> Topology:
             raise InputError("each node needs a 'name'", path=path, field=f"{where}.name")
         values = []
         for key in ("cpu", "mem"):
-            value = item.get(key, 0)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise InputError(f"must be a whole number >= 0, got {value!r}", path=path, field=f"{where}.{key}")
-            values.append(value)
+            values.append(int(json_number(item.get(key, 0), COUNT, path=path, field=f"{where}.{key}")))
         nm = str(item["name"])
         if nm in seen:
             raise InputError(f"duplicate node name {nm!r}", path=path, field=f"{where}.name")
@@ -475,44 +479,21 @@ def _load_json(path: Path) -> Topology:
         for key in ("source", "target", "capacity"):
             if key not in item:
                 raise InputError("missing", path=path, field=f"{where}{key}")
-        capacity = item["capacity"]
-        if not isinstance(capacity, int | float) or isinstance(capacity, bool):
-            raise InputError(f"not a number: {capacity!r}", path=path, field=f"{where}capacity")
-        tier = item.get("tier", -1)
-        if not isinstance(tier, int) or isinstance(tier, bool):
-            raise InputError(f"not a whole number: {tier!r}", path=path, field=f"{where}tier")
-        links.append(_LinkSpec(str(item["source"]), str(item["target"]), float(capacity), tier, (None, where)))
+        capacity = json_number(item["capacity"], CAPACITY, path=path, field=f"{where}capacity")
+        tier = int(json_number(item.get("tier", -1), TIER, path=path, field=f"{where}tier"))
+        links.append(_LinkSpec(str(item["source"]), str(item["target"]), capacity, tier, (None, where)))
     return _build_generic(nodes, links, path.stem, str(path))
 
 
-def _parse(kind: Callable[[str], _T], text: str, what: str, path: Path, line: int, fld: str) -> _T:
-    """``kind(text)``, or an InputError naming the file, line and field."""
-    try:
-        return kind(text)
-    except ValueError:
-        raise InputError(f"not {what}: {text!r}", path=path, line=line, field=fld) from None
-
-
 def _load_csv(path: Path) -> Topology:
-    lines = path.read_text().splitlines()
-    if not lines:
-        raise InputError("the file is empty", path=path)
-    header = [h.strip() for h in lines[0].split(",")]
-    for key in ("source", "target", "capacity"):
-        if key not in header:
-            raise InputError(f"missing column (the header has {', '.join(header)})", path=path, line=1, field=key)
-    col = {h: i for i, h in enumerate(header)}
+    table = read_csv(path, ("source", "target", "capacity"), "topology file")
+    col = {h: i for i, h in enumerate(table.header)}
     links: list[_LinkSpec] = []
     degree: dict[str, int] = {}
     order: list[str] = []
-    for lineno, raw in enumerate(lines[1:], start=2):
-        if not raw.strip():
-            continue
-        cells = [c.strip() for c in raw.split(",")]
-        if len(cells) != len(header):
-            raise InputError(f"expected {len(header)} fields, got {len(cells)}", path=path, line=lineno)
-        capacity = _parse(float, cells[col["capacity"]], "a number", path, lineno, "capacity")
-        tier = _parse(int, cells[col["tier"]], "a whole number", path, lineno, "tier") if "tier" in col else -1
+    for lineno, cells in zip(table.lines, table.rows, strict=True):
+        capacity = number(cells[col["capacity"]], CAPACITY, path=path, line=lineno, field="capacity")
+        tier = int(number(cells[col["tier"]], TIER, path=path, line=lineno, field="tier")) if "tier" in col else -1
         a, b = cells[col["source"]], cells[col["target"]]
         for end in (a, b):
             if end not in degree:

@@ -81,6 +81,7 @@ from dcplace.engine.store import (
     VmRow,
 )
 from dcplace.errors import InputError
+from dcplace.inputs import read_csv, read_text
 from dcplace.placement.migration import MigrationPlan, plan_migrations
 from dcplace.placement.migration import evacuate as evacuate_machines
 from dcplace.policies import get_policy
@@ -928,19 +929,17 @@ class PlacementEngine:
 def read_allocations(path: str | Path) -> list[dict[str, Any]]:
     """Allocation records from a ``.json`` (a list of objects) or ``.csv`` file (header ``vm,machine,node,cpu,mem``)."""
     p = Path(path)
+    if p.suffix.lower() != ".json":
+        table = read_csv(p, (), "allocations file", min_rows=0)
+        return [dict(zip(table.header, cells, strict=True)) for cells in table.rows]
+    text = read_text(p, "allocations file")
     try:
-        text = p.read_text()
-    except OSError as e:
-        raise InputError(f"cannot read allocations ({e.strerror})", path=p) from None
-    if p.suffix.lower() == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise InputError(f"not valid JSON ({e.msg})", path=p, line=e.lineno) from None
-        if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
-            raise InputError("must be a JSON list of allocation objects", path=p)
-        return data
-    return list(csv.DictReader(io.StringIO(text)))
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(f"not valid JSON ({e.msg})", path=p, line=e.lineno) from None
+    if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+        raise InputError("must be a JSON list of allocation objects", path=p)
+    return data
 
 
 def write_allocations(rows: list[dict[str, Any]], path: str | Path) -> None:

@@ -14,7 +14,8 @@ Observation (``Dict``), for a topology with ``V`` nodes (servers first), ``S`` s
   period over the episode's largest possible one).
 * ``action_mask``: (S,) int8, 1 for servers that may be picked.
 
-Action: ``Discrete(S)``, a server id. A masked action rejects the request (``info["rejected"] == "invalid"``).
+Action: ``Discrete(S)``, a server id. A masked action rejects the request (``info["rejected"] == "invalid"``); an
+action outside the space (not an integer, e.g. 1.7 or ``"3"``, or out of range) raises ``ValueError``.
 
 Reward: +10 when a pick completes the request, -10 when it fails the path check (or is invalid), 0 otherwise
 (the paper's grid-searched values; ``rewards=`` changes them).
@@ -36,6 +37,8 @@ import numpy.typing as npt
 from gymnasium import spaces
 
 from dcplace.cluster.topology import Topology, load_topology
+from dcplace.envs.actions import checked_action
+from dcplace.errors import InputError
 from dcplace.sim.netalloc import NetAllocSim, Outcome, Rewards
 from dcplace.workload.netreq import NetRequests, generate
 
@@ -124,13 +127,17 @@ class NetAllocEnv(gym.Env[dict[str, npt.NDArray[Any]], int]):
             self.sim = NetAllocSim(self.topology, self._requests(draw), self.k, self.rewards)
             if not self.sim.done:
                 return self._obs(), {}
-        raise RuntimeError("no request of 100 drawn episodes fits this topology at all")
+        raise InputError(
+            f"no request of 100 drawn episodes of {self.dataset!r} fits topology {self.topology.name!r} at all "
+            "(every episode would be over before its first decision)",
+            field="topology",
+        )
 
     def step(self, action: int) -> tuple[dict[str, npt.NDArray[Any]], float, bool, bool, dict[str, Any]]:
         sim = self.sim
         if sim is None:
             raise RuntimeError("call reset() first")
-        outcome, reward, info = sim.pick(int(action))
+        outcome, reward, info = sim.pick(checked_action(self.action_space, action))
         info = dict(info, outcome=Outcome(outcome).name.lower())
         return self._obs(), float(reward), sim.done, False, info
 

@@ -15,6 +15,13 @@ Action:
     returned by :meth:`NumaVMEnv.action_masks` and in ``info["action_mask"]``.
 Reward:
     1.0 for each VM placed, else 0.0 (the return is the scheduled length; VMAgent's reward).
+Reset:
+    Draws an episode start (seeded by ``reset(seed=...)``); a start whose episode would be over before its first
+    decision (e.g. a warm start that fills 4 machines) is drawn again, up to ``RESET_DRAWS`` times, then refused with
+    an :class:`~dcplace.errors.InputError` saying why. So ``reset`` never returns a finished episode.
+Action validity:
+    An action outside ``Discrete(M * K)`` (not an integer, e.g. 1.7 or ``"3"``, or out of range) raises
+    ``ValueError``, as Gymnasium expects; a masked (infeasible) action in range ends the episode as below.
 Termination:
     ``terminated`` when the next request fits nowhere (after expansion to ``max_pms`` in Expansion mode), or when
     an infeasible (masked) action is taken: that request fails, ``info["invalid_action"]`` is True, reward 0.
@@ -38,10 +45,15 @@ import numpy.typing as npt
 from gymnasium import spaces
 
 from dcplace.cluster.numa import VMAGENT_NODE_CPU, VMAGENT_NODE_MEM, NumaCluster
+from dcplace.envs.actions import checked_action
+from dcplace.errors import InputError
 from dcplace.sim import numa_kernel as K
 from dcplace.sim.numa import Mode, NumaSim, PreparedTrace, Scenario
 from dcplace.workload.table import RequestTable
 from dcplace.workload.traces import load_trace
+
+RESET_DRAWS = 100
+"""Episode starts :meth:`NumaVMEnv.reset` draws, at most, to find one that is not over before its first decision."""
 
 
 class NumaVMEnv(gym.Env[dict[str, npt.NDArray[Any]], int]):
@@ -91,13 +103,21 @@ class NumaVMEnv(gym.Env[dict[str, npt.NDArray[Any]], int]):
     ) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]]:
         super().reset(seed=seed)
         start = None if options is None else options.get("start_event")
-        self.sim.reset(seed=int(self.np_random.integers(2**63 - 1)), start_event=start)
-        obs = self._obs()
-        return obs, self._info()
+        for _ in range(1 if start is not None else RESET_DRAWS):
+            self.sim.reset(seed=int(self.np_random.integers(2**63 - 1)), start_event=start)
+            if self.sim.status == K.DECIDE:
+                return self._obs(), self._info()
+        sc = self.scenario
+        where = f"starting at event {start}" if start is not None else f"of {RESET_DRAWS} drawn"
+        raise InputError(
+            f"every episode {where} is over before its first decision (pms {sc.pms}, warm start {sc.warm_start:g}, "
+            f"mode {sc.mode}): the warm start or the cluster leaves no room for the next request",
+            field="warm_start",
+        )
 
     def step(self, action: int) -> tuple[dict[str, npt.NDArray[Any]], float, bool, bool, dict[str, Any]]:
         before = int(self.sim.ctr[K.C_LENGTH])
-        status = self.sim.step(int(action))
+        status = self.sim.step(checked_action(self.action_space, action))
         placed = int(self.sim.ctr[K.C_LENGTH]) > before
         terminated = status in (K.TERMINATED, K.INVALID)
         truncated = status == K.TRUNCATED

@@ -14,7 +14,9 @@ from typing import Any
 
 import torch
 
+from dcplace.atomic import atomic_path
 from dcplace.errors import InputError
+from dcplace.inputs import check_file
 from dcplace.learn.nara_model import NaraConfig, NaraNet
 
 FORMAT = "dcplace-nara"
@@ -35,15 +37,14 @@ def save(
     if extra:
         blob.update(extra)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(blob, tmp)
-    tmp.replace(path)
+    with atomic_path(path) as tmp:
+        torch.save(blob, tmp)
 
 
 def read(path: Path, fmt: str = FORMAT, what: str = "Nara") -> dict[str, Any]:
-    """The raw checkpoint dictionary, validated to be ours and of model family ``fmt`` (called ``what``)."""
-    if not path.is_file():
-        raise InputError(f"{path}: checkpoint file not found")
+    """The raw checkpoint dictionary, validated to be ours and of model family ``fmt`` (called ``what``), its weights
+    all finite (a NaN or infinite weight, from a damaged file or a diverged run, would act without a word)."""
+    check_file(path, "checkpoint")
     try:
         blob = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises many types for a damaged file
@@ -58,6 +59,11 @@ def read(path: Path, fmt: str = FORMAT, what: str = "Nara") -> dict[str, Any]:
     for key in ("config", "model", "meta"):
         if not isinstance(blob.get(key), dict):
             raise InputError(f"{path}: field {key!r} is missing or not a mapping")
+    for name, tensor in blob["model"].items():
+        if isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            bad = int((~torch.isfinite(tensor)).sum())
+            raise InputError(f"weight {name!r} holds {bad} non-finite values (NaN or infinity): a damaged file or a "
+                             "diverged run", path=path, field="model")  # fmt: skip
     return blob
 
 

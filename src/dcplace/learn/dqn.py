@@ -226,9 +226,9 @@ class DoubleDQN(TrainingRun[CvdNet]):
     def training_state(self) -> dict[str, Any]:
         return {"target": self.target.state_dict(), "optimizer": self.opt.state_dict()}
 
-    def save_side_files(self) -> None:
+    def save_side_files(self, folder: Path) -> None:
         """``replay.npz``: the buffer (an exact resume needs it)."""
-        self.buffer.save(self.out / "replay.npz")
+        self.buffer.save(folder / "replay.npz")
 
     def plot(self, path: Path) -> None:
         plot_curves(

@@ -7,6 +7,7 @@ decision's candidates) is zero-padded to the field's width.
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,9 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from dcplace.atomic import atomic_path
 from dcplace.errors import InputError
+from dcplace.inputs import check_file
 
 Layout = dict[str, tuple[tuple[int, ...], type[np.generic]]]
 """Field name -> (shape of one transition's value, dtype)."""
@@ -46,16 +49,24 @@ class Replay:
 
     def save(self, path: Path) -> None:
         """Write the buffer atomically (``np.savez``)."""
-        tmp = path.with_name(path.stem + ".tmp.npz")
         arrays: dict[str, Any] = {"size": self.size, "pos": self.pos, **self.arrays}
-        np.savez(tmp, **arrays)
-        tmp.replace(path)
+        with atomic_path(path) as tmp, open(tmp, "wb") as fh:  # a file object: np.savez adds no ".npz" suffix
+            np.savez(fh, **arrays)
 
     def restore(self, path: Path) -> None:
         """Read back what :meth:`save` wrote (the buffer must have the same layout)."""
-        if not path.is_file():
+        if not path.exists():
             raise InputError(f"{path}: the replay buffer of the run is missing (needed for an exact resume)")
-        with np.load(path) as z:
-            self.size, self.pos = int(z["size"]), int(z["pos"])
-            for k in self.arrays:
-                self.arrays[k][:] = z[k]
+        check_file(path, "replay buffer")
+        try:
+            with np.load(path) as z:
+                size, pos = int(z["size"]), int(z["pos"])
+                arrays = {k: z[k] for k in self.arrays}
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+            raise InputError(f"not a readable replay buffer ({type(exc).__name__}): damaged or truncated",
+                             path=path) from None  # fmt: skip
+        for k, v in arrays.items():
+            if v.shape != self.arrays[k].shape:
+                raise InputError(f"array {k!r} has shape {v.shape}, the run needs {self.arrays[k].shape}", path=path)
+            self.arrays[k][:] = v
+        self.size, self.pos = size, pos

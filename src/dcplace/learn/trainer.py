@@ -9,9 +9,14 @@ hold beyond the weights (:meth:`TrainingRun.meta`, :meth:`TrainingRun.training_s
 * validation every ``eval_every`` steps and after the first; the best-validating weights are the run's policy,
   ``policy.pt`` (a policy checkpoint: weights + meta);
 * ``curves.csv`` (one row per step, the algorithm's columns, then ``validation_<what>`` and ``wall_s``) and
-  ``curves.png`` (drawn at every validation step and at the end);
+  ``curves.png`` (drawn when a save follows a validation step, and at the end);
 * ``checkpoint.pt`` (weights, ``training_state()``, curves, counters in meta) every ``save_every`` steps and at the
   end, read back by :meth:`TrainingRun.restore` so a resumed run continues bit for bit;
+* **the checkpoint set is one unit**: ``checkpoint.pt``, the side files (``replay.npz``), ``curves.csv`` /
+  ``curves.png`` and ``policy.pt`` are written together into a temporary folder that replaces ``out`` in one swap
+  (:func:`dcplace.atomic.atomic_dir`, the folder's other files carried over), so they always describe the same
+  step: a best policy found between two saves is held in memory until the next one. An interrupt (SIGINT, SIGTERM)
+  or a crash at any moment leaves the previous set, from which ``--resume`` continues exactly;
 * ``train.json`` (:meth:`TrainingRun.write_summary`): the command, the run's meta and the session's wall time.
 
 Randomness is the algorithm's: it must draw from generators seeded by (seed, step), never from global state, so
@@ -20,6 +25,7 @@ that a resumed run is identical to an uninterrupted one.
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 from abc import ABC, abstractmethod
@@ -29,6 +35,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 import torch
 
+from dcplace.atomic import atomic_dir, write_text
 from dcplace.errors import InputError
 from dcplace.learn import checkpoint
 from dcplace.learn.curves import write_csv
@@ -63,6 +70,9 @@ class TrainingRun(ABC, Generic[Net]):
         """Seconds spent in steps (validation included, file writing not)."""
         self.best_validation = -1.0
         self.curves: list[Row] = []
+        self._best_policy: tuple[torch.nn.Module, dict[str, Any]] | None = None
+        """(a copy of the network, meta) of a best policy not yet written (it goes out with the next checkpoint set)."""
+        self._plot_due = False
 
     # --- what an algorithm supplies --------------------------------------------------------------------------------
 
@@ -82,8 +92,9 @@ class TrainingRun(ABC, Generic[Net]):
         """What ``checkpoint.pt`` holds beyond the weights and curves (the optimiser by default)."""
         return {"optimizer": self.opt.state_dict()}
 
-    def save_side_files(self) -> None:
-        """Files beside ``checkpoint.pt`` that an exact resume needs (none by default)."""
+    def save_side_files(self, folder: Path) -> None:
+        """Files beside ``checkpoint.pt`` in ``folder`` (the checkpoint set being written) that an exact resume needs
+        (none by default)."""
         return None
 
     @abstractmethod
@@ -102,7 +113,7 @@ class TrainingRun(ABC, Generic[Net]):
             if val > self.best_validation:
                 self.best_validation = val
                 meta = self.meta(**{f"best_{self.unit}": self.done})
-                checkpoint.save(self.out / "policy.pt", self.net, meta, fmt=self.fmt)
+                self._best_policy = (copy.deepcopy(self.net), meta)
         self.curves.append(row)
         return row
 
@@ -116,7 +127,7 @@ class TrainingRun(ABC, Generic[Net]):
             self.wall_s += time.perf_counter() - t0
             row["wall_s"] = self.wall_s
             last = self.done == total
-            self.write_curves(plot=last or self.done % self.eval_every == 0)
+            self._plot_due = self._plot_due or last or self.done % self.eval_every == 0
             if last or self.done % every == 0:
                 self.save_training()
             if on_step:
@@ -124,25 +135,34 @@ class TrainingRun(ABC, Generic[Net]):
 
     # --- files -----------------------------------------------------------------------------------------------------
 
-    def write_curves(self, plot: bool = True) -> None:
+    def write_curves(self, folder: Path, plot: bool = True) -> None:
+        """``curves.csv`` (and ``curves.png`` when ``plot``) into ``folder``."""
         if not self.curves:
             return
-        write_csv(self.curves, self.out / "curves.csv")
+        write_csv(self.curves, folder / "curves.csv")
         if plot:
-            self.plot(self.out / "curves.png")
+            self.plot(folder / "curves.png")
 
     def save_training(self) -> None:
-        """``checkpoint.pt`` (weights, training state, curves; counters in meta) and the side files, for resume."""
-        self.save_side_files()
+        """The checkpoint set, as one unit (module docstring): ``checkpoint.pt`` (weights, training state, curves;
+        counters in meta), the side files, the curves and a pending best ``policy.pt``."""
         extra = {**self.training_state(), "curves": self.curves}
-        checkpoint.save(self.out / "checkpoint.pt", self.net, self.meta(), extra=extra, fmt=self.fmt)
+        with atomic_dir(self.out, carry=True) as folder:
+            self.save_side_files(folder)
+            checkpoint.save(folder / "checkpoint.pt", self.net, self.meta(), extra=extra, fmt=self.fmt)
+            self.write_curves(folder, plot=self._plot_due)
+            if self._best_policy is not None:
+                best, meta = self._best_policy
+                checkpoint.save(folder / "policy.pt", best, meta, fmt=self.fmt)
+        self._best_policy = None
+        self._plot_due = False
 
     def write_summary(self, command: str, session_wall_s: float, **extra: Any) -> Path:
         """``train.json``: the command that ran, the run's meta, ``extra`` (reference scores) and the session's
         wall time (steps plus setup and files; ``wall_s`` in meta counts the steps of every session)."""
         path = self.out / "train.json"
         summary = {"command": command, **self.meta(), **extra, "session_wall_s": session_wall_s}
-        path.write_text(json.dumps(summary, indent=2) + "\n")
+        write_text(path, json.dumps(summary, indent=2) + "\n")
         return path
 
     @classmethod

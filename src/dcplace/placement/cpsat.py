@@ -1,6 +1,13 @@
 """The one place CP-SAT is set up: time limit from a :class:`~dcplace.placement.stop.Stop`, workers, seed, status
 names, and the objective and bound rounded back to the integers they are (CP-SAT reports doubles:
-1.0000000000000004 happens)."""
+1.0000000000000004 happens).
+
+Interrupts: CP-SAT's own SIGINT handler (on by default) ends the search and returns its best answer as if the time
+limit had been reached, and swallows the signal, so a caller cannot tell an interrupted solve from a finished one (a
+reproduction used to record such a cut-short cell as complete). :func:`run_cp` turns that handler off and solves in
+a helper thread while the main thread waits: a SIGINT (``KeyboardInterrupt``) or SIGTERM (the CLI's
+:class:`~dcplace.errors.Terminated`) stops the search and is raised again, so nothing downstream records the answer.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +20,7 @@ from ortools.sat.python import cp_model
 
 from dcplace.placement.problem import Problem
 from dcplace.placement.result import Result
-from dcplace.placement.stop import Stop
+from dcplace.placement.stop import Stop, interruptible
 
 _STATUS = {cp_model.OPTIMAL: "optimal", cp_model.FEASIBLE: "feasible", cp_model.INFEASIBLE: "infeasible"}
 
@@ -50,11 +57,17 @@ def run_cp(
     solver.parameters.num_workers = workers
     if seed is not None:
         solver.parameters.random_seed = seed
-    status = _STATUS.get(solver.solve(model), "unknown")
+    status = _STATUS.get(cp_model.CpSolverStatus(_solve_interruptibly(solver, model)), "unknown")
     found = status in ("optimal", "feasible")
     cost = float(round(solver.objective_value)) if found else None
     bound = int_bound(solver.best_objective_bound) if status != "infeasible" else None
     return CpAnswer(status, cost, bound, solver)
+
+
+def _solve_interruptibly(solver: cp_model.CpSolver, model: cp_model.CpModel) -> int:
+    """``solver.solve(model)`` with CP-SAT's SIGINT handler off, stopped by an interrupt (module docstring)."""
+    solver.parameters.catch_sigint_signal = False
+    return int(interruptible(lambda: solver.solve(model), solver.stop_search))
 
 
 class AssignmentModel(Protocol):

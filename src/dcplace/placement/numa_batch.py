@@ -50,7 +50,6 @@ Every answer is re-checked by :func:`check`, which shares no code with the packi
 
 from __future__ import annotations
 
-import csv
 import math
 import re
 from collections import defaultdict
@@ -63,9 +62,10 @@ import numpy.typing as npt
 
 from dcplace.config import check as check_value
 from dcplace.errors import InputError
+from dcplace.inputs import MAX_QUANTITY, Range, number, read_csv
 from dcplace.placement.params import Params
 from dcplace.placement.result import Result
-from dcplace.placement.stop import Stop
+from dcplace.placement.stop import Stop, interruptible
 
 STRATEGIES = ("", "affinity", "anti-affinity", "fault_domain")
 
@@ -119,25 +119,16 @@ class NumaBatch:
 
 
 def _num(value: str, path: Path, line: int, name: str, integer: bool = False) -> float:
-    try:
-        x = float(value)
-    except ValueError:
-        raise InputError(f"{name} must be a number, got {value!r}", path=path, line=line, field=name) from None
-    if not np.isfinite(x) or x < 0 or (integer and x != int(x)):
-        raise InputError(f"{name} must be a non-negative {'integer' if integer else 'number'}, got {value!r}",
-                         path=path, line=line, field=name)  # fmt: skip
-    return x
+    rng = Range(0, MAX_QUANTITY, integer=integer)
+    return number(value, rng, path=path, line=line, field=name)
 
 
 def _rows(path: Path, need: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
-    if not path.is_file():
-        raise InputError("file not found", path=path)
-    with path.open(newline="") as fh:
-        reader = csv.DictReader(fh)
-        missing = [c for c in need if c not in (reader.fieldnames or [])]
-        if missing:
-            raise InputError(f"missing column {missing[0]!r}", path=path, line=1, field=missing[0])
-        return [(i + 2, row) for i, row in enumerate(reader)]
+    """The data rows of a headed CSV (:func:`dcplace.inputs.read_csv`: encoding, field counts, at least one row),
+    each with its file line."""
+    table = read_csv(path, need)
+    return [(line, dict(zip(table.header, cells, strict=True))) for line, cells in zip(table.lines, table.rows,
+                                                                                      strict=True)]  # fmt: skip
 
 
 def read_huawei(folder: Path, sequence: int) -> NumaBatch:
@@ -373,7 +364,8 @@ def _relax(
     seconds = stop.remaining()
     if math.isfinite(seconds):
         solver.SetTimeLimit(int(max(seconds, 1.0) * 1000))
-    status = solver.Solve()
+    solver.SetSolverSpecificParametersAsString("misc/catchctrlc = FALSE\n")  # an interrupt is ours (stop.py)
+    status = interruptible(solver.Solve, solver.InterruptSolve)
     if status == pywraplp.Solver.INFEASIBLE:
         raise InputError(f"{batch.name}: the servers' free capacity cannot hold the batch (infeasible)")
     if status not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):

@@ -47,7 +47,9 @@ from typing import Any
 import numpy as np
 
 from dcplace.errors import InputError
+from dcplace.inputs import COUNT, MAX_QUANTITY, WHOLE_POSITIVE, Range, json_number
 from dcplace.jsonio import read_json_object
+from dcplace.limits import check_memory
 
 MEM_UNIT = 4  # memory units per GiB
 
@@ -236,6 +238,19 @@ class Problem:
         return doc
 
 
+BYTES_PER_VM = 128
+"""Memory one VM of a problem takes in the lightest full solve (greedy: the per-VM arrays, the verification's
+per-VM lists): 122 bytes per VM measured (peak RSS of ``solve --method greedy`` on 100,000 VMs and 10,000 PMs minus
+1,000 and 100), rounded up; the size guard (:mod:`dcplace.limits`)."""
+BYTES_PER_PM = 128
+"""The same per PM (counted in the same measurement)."""
+
+
+def check_size(n_vms: int, n_pms: int) -> None:
+    """Refuse (:class:`~dcplace.limits.SizeError`) a problem whose VMs and PMs need more memory than is available."""
+    check_memory(n_vms * BYTES_PER_VM + n_pms * BYTES_PER_PM, f"{n_vms:,} VMs and {n_pms:,} PMs", "instance")
+
+
 def default_migration_cost(vm: VMType) -> int:
     """The default cost of migrating a VM of type ``vm``: its memory in GiB, rounded up to an integer (the PM cost
     unit; Table II's PMs cost 100 to 12,000, so a 3.75 GiB m3.medium costs 4 to move, a 244 GiB r3.8xlarge 244)."""
@@ -379,17 +394,20 @@ def random_problem(n_vms: int, n_pms: int, seed: int, vm_types: int = 8, pm_type
     )
 
 
-def _field(doc: dict[str, Any], key: str, path: Path, where: str, kind: type, positive: bool = True) -> Any:
+_RANGES = {
+    "count": COUNT,
+    "vcpu": WHOLE_POSITIVE,
+    "mem_gib": Range(0, MAX_QUANTITY / MEM_UNIT, lo_open=True),
+    "cost": COUNT,
+    "migration_cost": COUNT,
+}
+"""The numeric fields of a VM or PM entry of an instance file and the values each accepts."""
+
+
+def _field(doc: dict[str, Any], key: str, path: Path, where: str) -> Any:
     if key not in doc:
         raise InputError("missing", path=path, field=f"{where}.{key}")
-    value = doc[key]
-    ok = isinstance(value, kind) and not isinstance(value, bool)
-    if kind is float:
-        ok = isinstance(value, int | float) and not isinstance(value, bool)
-    if not ok or (positive and value <= 0) or (not positive and value < 0):
-        rule = "> 0" if positive else ">= 0"
-        raise InputError(f"must be a number {rule}, got {value!r}", path=path, field=f"{where}.{key}")
-    return value
+    return json_number(doc[key], _RANGES[key], path=path, field=f"{where}.{key}")
 
 
 def load_problem(spec: str) -> Problem:
@@ -400,7 +418,7 @@ def load_problem(spec: str) -> Problem:
     if spec == "mix2x100":
         return scaled(INSTANCES["mix2"], 100)
     path = Path(spec)
-    if not path.is_file():
+    if not path.exists():
         names = ", ".join([*INSTANCES, "mix2x100"])
         exc = InputError(f"instance must be one of {names} or an existing .json file, got {spec!r}")
         exc.field = "instance"
@@ -408,7 +426,7 @@ def load_problem(spec: str) -> Problem:
     doc = read_json_object(path, ("vms", "pms"))
     vms: list[tuple[VMType, int]] = []
     pms: list[tuple[PMType, int]] = []
-    mig: list[int] = []  # per VM: the type's migration cost (given or default)
+    type_costs: list[tuple[int, int]] = []  # per VM type: (its migration cost, given or default; its count)
     type_mig = 0
     for kind in ("vms", "pms"):
         for i, item in enumerate(doc[kind]):
@@ -416,29 +434,33 @@ def load_problem(spec: str) -> Problem:
             if not isinstance(item, dict):
                 raise InputError("must be an object", path=path, field=where)
             name = str(item.get("type", f"{kind[:-1]}{i}"))
-            count = _field(item, "count", path, where, int, positive=False)
-            vcpu = _field(item, "vcpu", path, where, int)
-            mem = _field(item, "mem_gib", path, where, float)
+            count = _field(item, "count", path, where)
+            vcpu = _field(item, "vcpu", path, where)
+            mem = _field(item, "mem_gib", path, where)
             if round(mem * MEM_UNIT) != mem * MEM_UNIT:
                 raise InputError(f"must be a multiple of 0.25 GiB, got {mem!r}", path=path, field=f"{where}.mem_gib")
             disks = item.get("disks_gb", [])
-            if not isinstance(disks, list) or not all(
-                isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in disks
-            ):
+            if not isinstance(disks, list) or not all(_is_int(d, 1) for d in disks):
                 raise InputError(f"must be a list of sizes > 0, got {disks!r}", path=path, field=f"{where}.disks_gb")
             if kind == "vms" and "migration_cost" in item:
-                type_mig = _field(item, "migration_cost", path, where, int, positive=False)
+                type_mig = _field(item, "migration_cost", path, where)
             if count == 0:
                 continue
             if kind == "vms":
                 vt = VMType(name, vcpu, round(mem * MEM_UNIT), tuple(disks))
                 vms.append((vt, count))
-                mig += [type_mig if "migration_cost" in item else default_migration_cost(vt)] * count
+                type_costs.append((type_mig if "migration_cost" in item else default_migration_cost(vt), count))
             else:
-                cost = _field(item, "cost", path, where, int, positive=False)
+                cost = _field(item, "cost", path, where)
                 pms.append((PMType(name, vcpu, round(mem * MEM_UNIT), tuple(disks), cost), count))
     n_vms = sum(c for _, c in vms)
     n_pms = sum(c for _, c in pms)
+    for kind, n in (("vms", n_vms), ("pms", n_pms)):
+        if n == 0:
+            raise InputError(f"no {kind[:-1].upper()}s (every entry has count 0 or the list is empty)", path=path,
+                             field=kind)  # fmt: skip
+    check_size(n_vms, n_pms)
+    mig = [cost for cost, count in type_costs for _ in range(count)]
     racks = doc.get("racks", [])
     if not isinstance(racks, list) or (racks and len(racks) != n_pms) or not all(_is_int(r, 0) for r in racks):
         raise InputError(f"must be a list of {n_pms} rack numbers >= 0 (one per PM), got {racks!r}", path=path,
@@ -508,7 +530,9 @@ def _current_from(doc: dict[str, Any], problem: Problem, mig: list[int], path: P
 
 
 def _is_int(value: Any, low: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= low
+    """A JSON whole number from ``low`` to :data:`~dcplace.inputs.MAX_QUANTITY` (larger ones would overflow the
+    solvers' integer arrays)."""
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= MAX_QUANTITY
 
 
 def _constraint(item: Any, i: int, n_vms: int, path: Path) -> Constraint:

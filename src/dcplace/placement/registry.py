@@ -23,7 +23,7 @@ from typing import Any
 
 from dcplace.errors import InputError
 from dcplace.placement.params import Params, field_error
-from dcplace.placement.problem import Problem
+from dcplace.placement.problem import Problem, check_size
 from dcplace.placement.result import Result
 from dcplace.placement.stop import Stop, as_stop
 
@@ -133,6 +133,10 @@ def solve(
         raise InputError(f"method {method} does not start from a current placement ({why}); use {', '.join(able)}")
     if getattr(problem, "has_current", False) and getattr(problem, "constraints", ()):
         raise InputError("no method models placement constraints together with a current placement yet")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+        raise InputError(f"seed must be a whole number from 0 to 2**63 - 1, got {seed!r}", field="seed")
+    if isinstance(problem, Problem):
+        check_size(problem.n_vms, problem.n_pms)
     t0 = time.perf_counter()
     res = entry.run(problem, stop, seed, params)
     res = replace(res, wall_s=time.perf_counter() - t0)

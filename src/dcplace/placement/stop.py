@@ -9,11 +9,15 @@ is also valid in a worker process of the same machine.
 from __future__ import annotations
 
 import math
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from dcplace.errors import InputError
+
+T = TypeVar("T")
 
 
 class Stop(Protocol):
@@ -66,3 +70,39 @@ class Deadline:
 def as_stop(stop: Stop | float) -> Stop:
     """A stop criterion from a number of seconds (a :class:`Deadline`) or as given."""
     return Deadline(float(stop)) if isinstance(stop, int | float) else stop
+
+
+def interruptible(solve: Callable[[], T], stop: Callable[[], object]) -> T:
+    """``solve()`` run so that an interrupt is not lost: the solver works in a helper thread while the main thread
+    waits; a ``KeyboardInterrupt`` (SIGINT) or the CLI's ``Terminated`` (SIGTERM) raised in the waiting thread calls
+    ``stop()`` (the solver's thread-safe stop: CP-SAT's ``stop_search``, MPSolver's ``InterruptSolve``), waits for
+    the solver to return and propagates, so nobody takes the cut-short answer for a finished one.
+
+    The solver's own SIGINT handler must be off (it would swallow the signal and return as if a limit had been
+    reached). Off the main thread, where no signal arrives, ``solve()`` simply runs.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return solve()
+    result: list[T] = []
+    failed: list[BaseException] = []
+    done = threading.Event()
+
+    def work() -> None:
+        try:
+            result.append(solve())
+        except BaseException as exc:  # handed to the waiting thread
+            failed.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=work, name="solver", daemon=True).start()
+    try:
+        done.wait()
+    except BaseException:
+        stop()
+        while not done.wait(0.05):
+            pass
+        raise
+    if failed:
+        raise failed[0]
+    return result[0]

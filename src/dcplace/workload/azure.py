@@ -33,35 +33,45 @@ import numpy as np
 import numpy.typing as npt
 
 from dcplace.errors import InputError
+from dcplace.inputs import MAX_QUANTITY, POSITIVE, SECONDS, Range, number, read_text
 from dcplace.workload.table import RequestTable
 
 BIN_SECONDS = 300.0
 
 
 def read_flavour_map(path: Path) -> dict[str, tuple[float, float]]:
-    """``letter -> (vCPU, GB)`` from ``flav_map.txt``."""
-    if not path.is_file():
-        raise InputError("no such flavour map", path=path)
+    """``letter -> (vCPU, GB)`` from ``flav_map.txt``; both numbers > 0."""
     out: dict[str, tuple[float, float]] = {}
-    for ln, text in enumerate(path.read_text().splitlines(), start=1):
+    for ln, text in enumerate(read_text(path, "flavour map").splitlines(), start=1):
         if not text.strip():
             continue
         try:
             res, letter = text.split()
             cpu_s, mem_s = res.split(",")
-            out[letter] = (float(cpu_s), float(mem_s))
         except ValueError:
             raise InputError(f"expected '<vCPU>,<GB> <letter>', got {text!r}", path=path, line=ln) from None
+        cpu = number(cpu_s, POSITIVE, path=path, line=ln, field="vCPU")
+        out[letter] = (cpu, number(mem_s, POSITIVE, path=path, line=ln, field="GB"))
     return out
 
 
 def lifetime_bins(path: Path) -> npt.NDArray[np.float64]:
     """Representative lifetime (seconds) of each bin: the midpoint of its edges (see the module docstring)."""
-    if not path.is_file():
-        raise InputError("no such interval map", path=path)
-    data = np.loadtxt(path, dtype=np.float64, ndmin=2)
-    dur, b = data[:, 0], data[:, 1].astype(np.int64)
+    durations: list[float] = []
+    bins: list[int] = []
+    for ln, text in enumerate(read_text(path, "interval map").splitlines(), start=1):
+        parts = text.split()
+        if not parts:
+            continue
+        if len(parts) != 2:
+            raise InputError(f"expected '<duration_s> <bin>', got {text!r}", path=path, line=ln)
+        durations.append(number(parts[0], SECONDS, path=path, line=ln, field="duration"))
+        bins.append(int(number(parts[1], Range(0, MAX_QUANTITY, integer=True), path=path, line=ln, field="bin")))
+    dur, b = np.asarray(durations), np.asarray(bins, dtype=np.int64)
     nb = int(b.max()) + 1
+    missing = np.setdiff1d(np.arange(nb), b)
+    if len(missing):
+        raise InputError(f"bin {int(missing[0])} has no duration (bins must be 0..{nb - 1})", path=path, field="bin")
     lo = np.full(nb, np.inf)
     np.minimum.at(lo, b, dur)
     hi = np.empty(nb)
@@ -104,49 +114,54 @@ def read_azure(
     cpu: list[float] = []
     mem: list[float] = []
     line: list[int] = []
-    with open(flav_path) as ff, open(life_path) as lf:
-        for ln, (ftext, ltext) in enumerate(zip(ff, lf, strict=False), start=1):
-            fstamp, ftoks = flavour_tokens(ftext)
-            lstamp, ltoks = flavour_tokens(ltext)
-            if not fstamp:
-                continue
+    flines = read_text(flav_path, "flavour trace").splitlines()
+    llines = read_text(life_path, "lifetime file").splitlines()
+    # The two files are token-aligned line by line: neither may have (non-blank) lines the other lacks.
+    fcount = len([x for x in flines if x.strip()])
+    lcount = len([x for x in llines if x.strip()])
+    if fcount != lcount:
+        longer, shorter = (flav_path, life_path) if fcount > lcount else (life_path, flav_path)
+        raise InputError(f"{max(fcount, lcount)} lines but {shorter.name} has {min(fcount, lcount)} (the flavour and "
+                         "lifetime files must match line by line)", path=longer)  # fmt: skip
+    for ln, (ftext, ltext) in enumerate(zip(flines, llines, strict=False), start=1):
+        fstamp, ftoks = flavour_tokens(ftext)
+        lstamp, ltoks = flavour_tokens(ltext)
+        if not fstamp and not lstamp:
+            continue
+        t = number(fstamp, SECONDS, path=flav_path, line=ln, field="timestamp")
+        if lstamp != fstamp:
+            raise InputError("timestamp differs from the flavour trace", path=life_path, line=ln, field="timestamp")
+        if len(ftoks) != len(ltoks):
+            raise InputError(
+                f"{len(ltoks)} lifetimes for {len(ftoks)} flavours",
+                path=life_path,
+                line=ln,
+                field="lifetime",
+            )
+        c = len(ftoks)
+        for i, (f, lt) in enumerate(zip(ftoks, ltoks, strict=True)):
+            if f not in flavours:
+                raise InputError(f"unknown flavour {f!r}", path=flav_path, line=ln, field="flavour")
             try:
-                t = float(fstamp)
-            except ValueError:
-                raise InputError(f"bad timestamp {fstamp!r}", path=flav_path, line=ln, field="timestamp") from None
-            if lstamp != fstamp:
-                raise InputError("timestamp differs from the flavour trace", path=life_path, line=ln, field="timestamp")
-            if len(ftoks) != len(ltoks):
-                raise InputError(
-                    f"{len(ltoks)} lifetimes for {len(ftoks)} flavours",
-                    path=life_path,
-                    line=ln,
-                    field="lifetime",
-                )
-            c = len(ftoks)
-            for i, (f, lt) in enumerate(zip(ftoks, ltoks, strict=True)):
-                if f not in flavours:
-                    raise InputError(f"unknown flavour {f!r}", path=flav_path, line=ln, field="flavour")
-                try:
-                    kind, b = lt[0], int(lt[1:])
-                except (ValueError, IndexError):
-                    raise InputError(f"bad lifetime token {lt!r}", path=life_path, line=ln, field="lifetime") from None
-                if kind not in ("U", "C") or not 0 <= b < len(bins):
-                    raise InputError(f"bad lifetime token {lt!r}", path=life_path, line=ln, field="lifetime")
-                if kind == "C" and censored == "drop":
-                    continue
-                a = t - BIN_SECONDS + BIN_SECONDS * (i + 1) / (c + 1)
-                arrival.append(a)
-                if kind == "C":
-                    life.append(max(censor_time - a, 0.0))
-                    cen.append(True)
-                else:
-                    life.append(float(bins[b]))
-                    cen.append(False)
-                vc, gb = flavours[f]
-                cpu.append(vc)
-                mem.append(gb)
-                line.append(ln)
+                kind, b = lt[0], int(lt[1:])
+            except (ValueError, IndexError):
+                raise InputError(f"bad lifetime token {lt!r}", path=life_path, line=ln, field="lifetime") from None
+            if kind not in ("U", "C") or not 0 <= b < len(bins):
+                raise InputError(f"bad lifetime token {lt!r}", path=life_path, line=ln, field="lifetime")
+            if kind == "C" and censored == "drop":
+                continue
+            a = t - BIN_SECONDS + BIN_SECONDS * (i + 1) / (c + 1)
+            arrival.append(a)
+            if kind == "C":
+                life.append(max(censor_time - a, 0.0))
+                cen.append(True)
+            else:
+                life.append(float(bins[b]))
+                cen.append(False)
+            vc, gb = flavours[f]
+            cpu.append(vc)
+            mem.append(gb)
+            line.append(ln)
     if not arrival:
         raise InputError("the trace has no requests", path=flav_path)
     arr = np.asarray(arrival)

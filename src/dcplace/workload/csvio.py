@@ -1,7 +1,12 @@
-"""Checked reading of numeric CSV files: every problem becomes one InputError naming file, line and field."""
+"""Checked reading of numeric CSV files: every problem becomes one InputError naming file, line and field.
+
+The file itself (path, encoding, header, field counts, data rows) is checked by :func:`dcplace.inputs.read_csv`;
+each column's values by its :class:`~dcplace.inputs.Range`.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -9,43 +14,44 @@ import numpy.typing as npt
 import pandas as pd
 
 from dcplace.errors import InputError
+from dcplace.inputs import ANY, Range, check_column, read_csv
 
 
-def read_numeric_csv(path: Path, columns: tuple[str, ...]) -> dict[str, npt.NDArray[np.float64]]:
-    """Read ``columns`` of a headed CSV as float64 arrays.
+class NumericCsv(dict[str, npt.NDArray[np.float64]]):
+    """The columns of a numeric CSV (name -> ``(rows,)`` float64) and ``lines``, ``(rows,)`` int64: the file line
+    of each row (1-based; the header is line 1; blank lines are skipped, so rows need not be consecutive lines)."""
 
-    Raises InputError for a missing file, a missing column, or a non-numeric / empty cell (line numbers are
-    1-based and count the header as line 1).
+    lines: npt.NDArray[np.int64]
+
+
+def read_numeric_csv(
+    path: Path, columns: Mapping[str, Range] | tuple[str, ...], what: str = "trace file"
+) -> NumericCsv:
+    """Read ``columns`` of a headed CSV as float64 arrays, each value within its column's range (a tuple of names:
+    any finite number).
+
+    Raises InputError for a missing, unreadable or non-text file, a missing column, a row with another number of
+    fields than the header, no data rows, or a cell that is not a number in range (line numbers are 1-based and count
+    the header as line 1).
     """
-    if not path.is_file():
-        raise InputError("no such trace file", path=path)
-    try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
-    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise InputError(f"not a readable CSV file ({str(exc).splitlines()[0]})", path=path) from None
-    except pd.errors.EmptyDataError:
-        raise InputError("the file is empty", path=path) from None
-    header = [str(c).strip() for c in frame.columns]
-    frame.columns = pd.Index(header)
-    for col in columns:
-        if col not in header:
-            raise InputError(f"missing column (the header has {', '.join(header)})", path=path, line=1, field=col)
-    out: dict[str, npt.NDArray[np.float64]] = {}
-    for col in columns:
-        raw = frame[col]
-        values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64)
-        bad = np.flatnonzero(~np.isfinite(values))
-        if len(bad):
-            i = int(bad[0])
-            text = raw.iloc[i]
-            what = "empty" if text == "" else f"not a finite number: {text!r}"
-            raise InputError(what, path=path, line=i + 2, field=col)
+    ranges = dict(columns) if isinstance(columns, Mapping) else dict.fromkeys(columns, ANY)
+    table = read_csv(path, tuple(ranges), what)
+    out = NumericCsv()
+    out.lines = np.asarray(table.lines, dtype=np.int64)
+    for col, rng in ranges.items():
+        raw = table.column(col)
+        values = pd.to_numeric(pd.Series(raw, dtype=object), errors="coerce").to_numpy(dtype=np.float64)
+        check_column(values, rng, path=table.path, field=col, lines=table.lines, texts=raw)
         out[col] = values
     return out
 
 
-def require(ok: npt.NDArray[np.bool_], path: Path, field: str, message: str) -> None:
-    """Raise InputError at the first row (data rows start at line 2) where ``ok`` is false."""
+def require(
+    ok: npt.NDArray[np.bool_], path: Path, field: str, message: str, lines: npt.ArrayLike | None = None
+) -> None:
+    """Raise InputError at the first row where ``ok`` is false (``lines``: each row's file line; default: data rows
+    start at line 2, one per line)."""
     bad = np.flatnonzero(~ok)
     if len(bad):
-        raise InputError(message, path=path, line=int(bad[0]) + 2, field=field)
+        line = int(np.asarray(lines)[bad[0]]) if lines is not None else int(bad[0]) + 2
+        raise InputError(message, path=path, line=line, field=field)

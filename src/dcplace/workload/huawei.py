@@ -15,8 +15,12 @@ from pathlib import Path
 import numpy as np
 
 from dcplace.errors import InputError
+from dcplace.inputs import ID, MAX_QUANTITY, SECONDS, Range
 from dcplace.workload.csvio import read_numeric_csv, require
 from dcplace.workload.table import RequestTable
+
+SIZE = Range(0, MAX_QUANTITY)
+"""cpu and memory of any row (a creation's must also be > 0, checked apart: deletions may carry 0)."""
 
 
 def _check_common(
@@ -34,20 +38,15 @@ def _check_common(
 def read_huawei_lifetime(path: str | Path) -> RequestTable:
     """Read the lifetime form ``vmid,cpu,mem,at,lt``.
 
-    Checks: every column present and numeric, ``cpu, mem > 0``, ``at >= 0``, ``lt >= 0``, ``at`` non-decreasing,
-    ``vmid`` unique.
+    Checks (:mod:`dcplace.inputs`): every column present and a number in range (``vmid`` a whole number >= 0,
+    ``cpu, mem > 0``, ``at`` and ``lt`` seconds in ``[0, MAX_SECONDS]``), ``at`` non-decreasing, ``vmid`` unique.
     """
     p = Path(path)
-    cols = read_numeric_csv(p, ("vmid", "cpu", "mem", "at", "lt"))
-    n = len(cols["vmid"])
-    if n == 0:
-        raise InputError("the trace has no requests", path=p)
-    line = np.arange(2, n + 2, dtype=np.int64)
+    cols = read_numeric_csv(p, {"vmid": ID, "cpu": SIZE, "mem": SIZE, "at": SECONDS, "lt": SECONDS})
+    line = cols.lines
     vmid = cols["vmid"].astype(np.int64)
     _check_common(p, vmid, cols["cpu"], cols["mem"], line, "mem")
-    require(cols["at"] >= 0, p, "at", "arrival time must be non-negative")
-    require(cols["lt"] >= 0, p, "lt", "lifetime must be non-negative")
-    require(np.r_[True, np.diff(cols["at"]) >= 0], p, "at", "arrival times must be non-decreasing (unsorted)")
+    require(np.r_[True, np.diff(cols["at"]) >= 0], p, "at", "arrival times must be non-decreasing (unsorted)", line)
     _check_unique_ids(p, vmid, line)
     return RequestTable.from_arrays(
         arrival=cols["at"],
@@ -76,15 +75,11 @@ def read_huawei_events(path: str | Path) -> RequestTable:
     deletion preceded by the creation of the same vmid. VMs never deleted depart at ``inf``.
     """
     p = Path(path)
-    cols = read_numeric_csv(p, ("vmid", "cpu", "memory", "time", "type"))
-    n = len(cols["vmid"])
-    if n == 0:
-        raise InputError("the trace has no events", path=p)
-    line = np.arange(2, n + 2, dtype=np.int64)
+    kinds = Range(0, 1, integer=True)
+    cols = read_numeric_csv(p, {"vmid": ID, "cpu": SIZE, "memory": SIZE, "time": SECONDS, "type": kinds})
+    line = cols.lines
     kind = cols["type"]
-    require(np.isin(kind, (0.0, 1.0)), p, "type", "type must be 0 (create) or 1 (delete)")
-    require(cols["time"] >= 0, p, "time", "time must be non-negative")
-    require(np.r_[True, np.diff(cols["time"]) >= 0], p, "time", "times must be non-decreasing (unsorted)")
+    require(np.r_[True, np.diff(cols["time"]) >= 0], p, "time", "times must be non-decreasing (unsorted)", line)
     vmid = cols["vmid"].astype(np.int64)
     create = kind == 0
     _check_common(p, vmid[create], cols["cpu"][create], cols["memory"][create], line[create], "memory")

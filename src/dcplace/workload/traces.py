@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from dcplace.errors import InputError
+from dcplace.inputs import first_line
 from dcplace.workload.azure import read_azure
 from dcplace.workload.huawei import read_huawei_events, read_huawei_lifetime
 from dcplace.workload.synthetic import synthetic_trace
@@ -63,12 +64,11 @@ def load_trace(name_or_path: str, *, seed: int = 0, synthetic_n: int = 20_000) -
     p = Path(name_or_path)
     if p.is_dir():
         return read_azure(p, split="dev")
-    if not p.is_file():
+    if not p.exists():
         raise InputError(
             f"trace must be one of {', '.join(TRACE_NAMES)} or an existing file, got {name_or_path!r}", field="trace"
         )
-    with open(p) as fh:
-        header = fh.readline().strip().replace(" ", "").split(",")
+    header = first_line(p, "trace file").strip().replace(" ", "").split(",")
     if "type" in header and "time" in header:
         return read_huawei_events(p)
     return read_huawei_lifetime(p)

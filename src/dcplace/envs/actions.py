@@ -1,0 +1,19 @@
+"""What the environments share about actions: one check, Gymnasium's contract for ``Discrete`` spaces."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+
+def checked_action(space: spaces.Discrete, action: Any) -> int:
+    """``action`` as an int when it is an element of ``space`` (a Python or numpy integer, or a 0-d integer array,
+    in ``start .. start + n - 1``); else ``ValueError``. A float such as 1.7, a string such as ``"3"`` or a bool is
+    refused rather than truncated or converted."""
+    if isinstance(action, bool | np.bool_) or not space.contains(action):
+        raise ValueError(
+            f"action must be an integer in {space.start}..{space.start + space.n - 1} ({space}), got {action!r}"
+        )
+    return int(action)
