@@ -62,6 +62,7 @@ def place_by_heuristic(
     pm_of: np.ndarray,
     node_of: np.ndarray,
     ctr: np.ndarray,
+    chg: np.ndarray,
     demand: np.ndarray,
     multi: np.ndarray,
     v: int,
@@ -85,7 +86,7 @@ def place_by_heuristic(
     m = a // K_
     if m >= n_active or not usable[m] or not K.fits(free, d, is_multi, m, a % K_):
         return -1
-    K.place(free, vm_count, used, pm_of, node_of, ctr, d, is_multi, v, a)
+    K.place(free, vm_count, used, pm_of, node_of, ctr, chg, d, is_multi, v, a)
     return a
 
 
@@ -101,6 +102,7 @@ def place_many_by_heuristic(
     pm_of: np.ndarray,
     node_of: np.ndarray,
     ctr: np.ndarray,
+    chg: np.ndarray,
     demand: np.ndarray,
     multi: np.ndarray,
     slots: np.ndarray,
@@ -116,7 +118,7 @@ def place_many_by_heuristic(
     request handled."""
     n = len(cpu)
     for i in range(start, n):
-        a = place_by_heuristic(code, w, free, cap, vm_count, usable, used, pm_of, node_of, ctr, demand, multi,
+        a = place_by_heuristic(code, w, free, cap, vm_count, usable, used, pm_of, node_of, ctr, chg, demand, multi,
                                slots[i], cpu[i], mem[i], is_multi[i], n_active)  # fmt: skip
         actions[i] = a
         if a < 0:
@@ -169,6 +171,7 @@ class ClusterState:
         self._free_vm_slots: list[int] = list(range(v - 1, -1, -1))  # a stack: lowest slot on top
         self.used = np.zeros(2)  # (2,)
         self.ctr = np.zeros(K.N_CTR, np.int64)
+        self.chg = K.change_log(m)  # (1 + L,) machines whose capacity or usability changed (indexes read it)
 
     # -- machines -------------------------------------------------------------------------------------------
     @property
@@ -193,6 +196,7 @@ class ClusterState:
         extra = n - len(self.machine_ids)
         self.machine_ids += [""] * extra
         self.rack += [None] * extra
+        self.chg = K.change_log(n)  # a new state for any index (its arrays grew)
 
     def add_machine(self, machine_id: str, capacity: F64, rack: str | None, slot: int, status: int = ACTIVE) -> None:
         """Put a machine with ``capacity`` ``(K, 2)`` into empty ``slot`` (validated by the caller)."""
@@ -221,6 +225,7 @@ class ClusterState:
     def set_status(self, slot: int, status: int) -> None:
         self.status[slot] = status
         self.usable[slot] = status == ACTIVE
+        K.note_change(self.chg, slot)
 
     # -- the ledger -----------------------------------------------------------------------------------------
     def vm_slot(self) -> int:
@@ -251,8 +256,9 @@ class ClusterState:
         self.demand[v, 1] = mem
         self.multi[v] = multi
         K.place(
-            self.free, self.vm_count, self.used, self.pm_of, self.node_of, self.ctr, self.demand[v], multi, v, action
-        )
+            self.free, self.vm_count, self.used, self.pm_of, self.node_of, self.ctr, self.chg, self.demand[v], multi, v,
+            action,
+        )  # fmt: skip
         self.take_slot(vm_id, v)
 
     def place_by_heuristic(self, vm_id: str, code: int, w: F64, cpu: float, mem: float, multi: bool) -> int:
@@ -262,7 +268,7 @@ class ClusterState:
         a = int(
             place_by_heuristic(
                 code, w, self.free, self.cap, self.vm_count, self.usable, self.used, self.pm_of, self.node_of,
-                self.ctr, self.demand, self.multi, v, cpu, mem, multi, self.active,
+                self.ctr, self.chg, self.demand, self.multi, v, cpu, mem, multi, self.active,
             )
         )  # fmt: skip
         if a >= 0:
@@ -280,7 +286,9 @@ class ClusterState:
 
     def release(self, v: int) -> None:
         """Return what the ledger says VM slot ``v`` took (the kernel's ``release``) and free the slot."""
-        K.release(self.free, self.vm_count, self.used, self.pm_of, self.node_of, self.ctr, self.demand[v], v)
+        K.release(
+            self.free, self.vm_count, self.used, self.pm_of, self.node_of, self.ctr, self.chg, self.demand[v], v
+        )
         del self.slot_of_vm[self.vm_ids[v]]
         self.pm_of[v] = -1
         self.node_of[v] = -1

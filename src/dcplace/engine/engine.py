@@ -457,7 +457,7 @@ class PlacementEngine:
             j = int(
                 place_many_by_heuristic(
                     pol.code, self._weights(pol), s.free, s.cap, s.vm_count, s.usable, s.used, s.pm_of, s.node_of,
-                    s.ctr, s.demand, s.multi, slots, cpu, mem, multi, s.active, i, actions,
+                    s.ctr, s.chg, s.demand, s.multi, slots, cpu, mem, multi, s.active, i, actions,
                 )
             )  # fmt: skip
             for k in range(i, j):

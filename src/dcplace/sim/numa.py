@@ -284,6 +284,7 @@ class NumaSim:
         self.node_of = np.full(n, -1, np.int64)  # (n,) ledger: node (-1 = all nodes)
         self.ctr = np.zeros(K.N_CTR, np.int64)
         self.acc = np.zeros(K.N_ACC, np.float64)
+        self.chg = K.change_log(m)  # (1 + L,) machines whose free capacity changed (for indexes over it)
         self._mask = np.zeros(m * k, bool)
         self._ro_views()
 
@@ -312,6 +313,7 @@ class NumaSim:
         self.node_of[:] = -1
         self.ctr[:] = 0
         self.acc[:] = 0.0
+        K.note_reset(self.chg)
         self.ctr[K.C_PTR] = start
         self.ctr[K.C_ACTIVE] = self.scenario.pms
         self.ctr[K.C_PHASE] = K.WARMUP if self.scenario.warm_start > 0 else K.SCORED
@@ -330,6 +332,7 @@ class NumaSim:
                 self.node_of,
                 self.ctr,
                 self.acc,
+                self.chg,
                 self.ip,
                 self.fp,
                 t.demand,
@@ -354,6 +357,7 @@ class NumaSim:
             self.node_of,
             self.ctr,
             self.acc,
+            self.chg,
             t.demand,
             t.multi,
             t.price,
@@ -408,7 +412,7 @@ class NumaSim:
         """An independent copy of the dynamic state (for look-ahead and rollouts)."""
         other = object.__new__(NumaSim)
         other.__dict__.update(self.__dict__)
-        for name in ("free", "vm_count", "used", "pm_of", "node_of", "ctr", "acc", "_mask"):  # usable: constant
+        for name in ("free", "vm_count", "used", "pm_of", "node_of", "ctr", "acc", "chg", "_mask"):  # usable: constant
             setattr(other, name, getattr(self, name).copy())
         other._ro_views()
         return other

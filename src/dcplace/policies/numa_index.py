@@ -1,0 +1,538 @@
+"""An index over free capacity: compiled heuristics' decisions without scanning the cluster.
+
+Every compiled heuristic but ``random`` scores an action from its own machine alone: the key of placing request
+``d`` at machine ``m`` node ``k`` (:func:`dcplace.policies.numa_heuristics.score_key`) reads ``free[m]``, ``cap[m]``,
+``vm_count[m]``, the weights and ``d``, nothing of the other machines. The scan's answer is the feasible action with
+the least ``(key, action)`` (lexicographic; the scan keeps the first of equal keys, which is the lowest action). So
+for one request *type* ``(cpu, mem, multi)`` the answer is the minimum over machines of each machine's own best
+``(key, action)``: a tournament (segment) tree over machines answers it at its root, and a change to one machine
+costs one leaf and a walk up its ancestors, which stops as soon as an ancestor's winner does not change.
+
+Why per type, and why this is exact where an index keyed by free CPU is not: feasibility is multi-resource (CPU and
+memory of a node, or of every node for a multi-NUMA VM) and the keys are floating-point expressions of the request
+(Best-Fit's ``machine CPU - d``, the industrial rule's fractions, VMAgent's rates), so no single order of the machines
+serves every request: a tree ordered by free CPU must skip machines that lack memory (no bound on how many), and
+``fl(a - d) == fl(b - d)`` for ``a < b`` breaks its order on ties. Here the leaves hold the very keys the scan
+computes, so the decisions are the scan's, bit for bit, for any data. Real traces have few request types (15 in
+Huawei-East-1); types beyond ``max_types`` fall back to the scan, as does ``random`` (its draws follow the scan
+order: one random number per feasible action).
+
+Keeping the trees current: the kernel's ``place`` and ``release`` (and the engine's machine edits) note each changed
+machine in the state's change log (``chg``, :func:`dcplace.sim.numa_kernel.note_change`), O(1) each. A tree replays
+the log since it last looked, lazily, when its type is asked for; when it fell more than the log's length behind (or
+after :func:`~dcplace.sim.numa_kernel.note_reset`) it rebuilds, O(machines), which costs no more than the replay.
+
+Arrays (``T`` types, ``P`` leaves = the next power of two >= machines; node 1 is the root, leaf of machine ``m`` is
+node ``P + m``):
+
+* ``tkey``: ``(T, 2P, 3)`` float64, the winning key of each subtree (``+inf`` when nothing in it is feasible);
+* ``tact``: ``(T, 2P)`` int64, the winning action (``machine * K + node``), -1 when nothing is feasible;
+* ``tdem``: ``(T, 2)`` float64 and ``tmulti``: ``(T,)`` bool, each type's request;
+* ``tseen``: ``(T,)`` int64, the change-log count each tree has absorbed.
+
+Cost per decision: O(changes since the type's last decision x depth) to catch up, O(1) to answer with every machine
+active (O(log M) for a prefix in Expansion). Memory: ``T x 2P x 32`` bytes (about 8 MB a type at 100,000 machines).
+``top_k`` (the learned policies' candidate filter) takes the ``k`` best machines from the tree and scores only their
+actions: the ``k`` best actions lie on at most the ``k`` best machines (a machine's actions all rank after its best).
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+import numpy.typing as npt
+
+from dcplace.policies.numa_heuristics import FIRST_FIT, RANDOM, choose, score_key, topk_insert
+from dcplace.sim import numa_kernel as K
+
+_jit = nb.njit(cache=True, nogil=True)
+
+#: Default cap on request types with a tree of their own (the rest use the scan).
+MAX_TYPES = 32
+
+
+@_jit
+def _leaf(
+    code: int,
+    w: np.ndarray,
+    free: np.ndarray,
+    cap: np.ndarray,
+    vm_count: np.ndarray,
+    usable: np.ndarray,
+    d: np.ndarray,
+    multi: bool,
+    m: int,
+    key: np.ndarray,
+) -> int:
+    """Machine ``m``'s best feasible action for ``d`` and its key (into ``key`` (3,)), or -1 (key ``+inf``):
+    the scan's loop over one machine's nodes."""
+    key[0] = np.inf
+    key[1] = np.inf
+    key[2] = np.inf
+    if not usable[m]:
+        return -1
+    KN = free.shape[1]
+    best = -1
+    for k in range(1 if multi else KN):
+        if not K.fits(free, d, multi, m, k):
+            continue
+        if code == FIRST_FIT:
+            s0, s1, s2 = 0.0, 0.0, 0.0
+        else:
+            s0, s1, s2 = score_key(code, w, free, cap, vm_count, d, multi, m, k)
+        if best < 0 or s0 < key[0] or (s0 == key[0] and (s1 < key[1] or (s1 == key[1] and s2 < key[2]))):
+            best = m * KN + k
+            key[0] = s0
+            key[1] = s1
+            key[2] = s2
+        if code == FIRST_FIT:
+            break
+    return best
+
+
+@_jit
+def _less(tkey: np.ndarray, tact: np.ndarray, i: int, j: int) -> bool:
+    """Whether tree node ``i``'s winner beats node ``j``'s: (key, action) lexicographically; none loses."""
+    if tact[j] < 0:
+        return tact[i] >= 0
+    if tact[i] < 0:
+        return False
+    a0, a1, a2 = tkey[i, 0], tkey[i, 1], tkey[i, 2]
+    b0, b1, b2 = tkey[j, 0], tkey[j, 1], tkey[j, 2]
+    if a0 != b0:
+        return a0 < b0
+    if a1 != b1:
+        return a1 < b1
+    if a2 != b2:
+        return a2 < b2
+    return tact[i] < tact[j]
+
+
+@_jit
+def _pull(tkey: np.ndarray, tact: np.ndarray, node: int) -> bool:
+    """Set ``node`` to the better of its children; return whether it changed."""
+    c = 2 * node if not _less(tkey, tact, 2 * node + 1, 2 * node) else 2 * node + 1
+    if tact[node] == tact[c] and tkey[node, 0] == tkey[c, 0] and tkey[node, 1] == tkey[c, 1]:
+        if tkey[node, 2] == tkey[c, 2]:
+            return False
+    tact[node] = tact[c]
+    tkey[node, 0] = tkey[c, 0]
+    tkey[node, 1] = tkey[c, 1]
+    tkey[node, 2] = tkey[c, 2]
+    return True
+
+
+@_jit
+def _update(
+    tkey: np.ndarray,
+    tact: np.ndarray,
+    code: int,
+    w: np.ndarray,
+    free: np.ndarray,
+    cap: np.ndarray,
+    vm_count: np.ndarray,
+    usable: np.ndarray,
+    d: np.ndarray,
+    multi: bool,
+    m: int,
+    scratch: np.ndarray,
+) -> None:
+    """Recompute machine ``m``'s leaf and walk up while winners change."""
+    P = tact.shape[0] // 2
+    node = P + m
+    a = _leaf(code, w, free, cap, vm_count, usable, d, multi, m, scratch)
+    if a == tact[node] and scratch[0] == tkey[node, 0] and scratch[1] == tkey[node, 1] and scratch[2] == tkey[node, 2]:
+        return
+    tact[node] = a
+    tkey[node, 0] = scratch[0]
+    tkey[node, 1] = scratch[1]
+    tkey[node, 2] = scratch[2]
+    node //= 2
+    while node >= 1 and _pull(tkey, tact, node):
+        node //= 2
+
+
+@_jit
+def _build(
+    tkey: np.ndarray,
+    tact: np.ndarray,
+    code: int,
+    w: np.ndarray,
+    free: np.ndarray,
+    cap: np.ndarray,
+    vm_count: np.ndarray,
+    usable: np.ndarray,
+    d: np.ndarray,
+    multi: bool,
+) -> None:
+    """Every leaf from the state (machines beyond ``free``'s length: none), then every inner node bottom-up."""
+    P = tact.shape[0] // 2
+    M = free.shape[0]
+    for m in range(P):
+        if m < M:
+            tact[P + m] = _leaf(code, w, free, cap, vm_count, usable, d, multi, m, tkey[P + m])
+        else:
+            tact[P + m] = -1
+            tkey[P + m, :] = np.inf
+    for node in range(P - 1, 0, -1):
+        _pull(tkey, tact, node)
+
+
+@_jit
+def refresh(
+    tkey: np.ndarray,
+    tact: np.ndarray,
+    tdem: np.ndarray,
+    tmulti: np.ndarray,
+    tseen: np.ndarray,
+    t: int,
+    code: int,
+    w: np.ndarray,
+    free: np.ndarray,
+    cap: np.ndarray,
+    vm_count: np.ndarray,
+    usable: np.ndarray,
+    chg: np.ndarray,
+) -> None:
+    """Bring type ``t``'s tree up to the state: replay the change log since it last looked, or rebuild."""
+    L = chg.shape[0] - 1
+    now = chg[0]
+    if now == tseen[t]:
+        return
+    d = tdem[t]
+    if now - tseen[t] > L or now < tseen[t]:
+        _build(tkey[t], tact[t], code, w, free, cap, vm_count, usable, d, tmulti[t])
+    else:
+        _replay(tkey[t], tact[t], code, w, free, cap, vm_count, usable, d, tmulti[t], chg, tseen[t], now)
+    tseen[t] = now
+
+
+@_jit
+def _replay(
+    tkey: np.ndarray,
+    tact: np.ndarray,
+    code: int,
+    w: np.ndarray,
+    free: np.ndarray,
+    cap: np.ndarray,
+    vm_count: np.ndarray,
+    usable: np.ndarray,
+    d: np.ndarray,
+    multi: bool,
+    chg: np.ndarray,
+    lo: int,
+    hi: int,
+) -> None:
+    """Apply changes ``lo .. hi-1`` of the log: recompute each changed leaf once, then re-pull their ancestors level
+    by level, each once, only above nodes whose winner changed: O(c log(P / c)) for ``c`` changes."""
+    L = chg.shape[0] - 1
+    P = tact.shape[0] // 2
+    c = hi - lo
+    if c == 1:
+        _update(tkey, tact, code, w, free, cap, vm_count, usable, d, multi, chg[1 + lo % L], np.empty(3))
+        return
+    nodes = np.empty(c, np.int64)
+    n = 0
+    key = np.empty(3)
+    for q in range(lo, hi):
+        node = P + chg[1 + q % L]
+        a = _leaf(code, w, free, cap, vm_count, usable, d, multi, node - P, key)
+        if a == tact[node] and key[0] == tkey[node, 0] and key[1] == tkey[node, 1] and key[2] == tkey[node, 2]:
+            continue
+        tact[node] = a
+        tkey[node, 0] = key[0]
+        tkey[node, 1] = key[1]
+        tkey[node, 2] = key[2]
+        nodes[n] = node
+        n += 1
+    while n > 0 and nodes[0] > 1:
+        for i in range(n):
+            nodes[i] //= 2
+        if n > 1:
+            nodes[:n].sort()
+        kept = 0
+        prev = -1
+        for i in range(n):
+            node = nodes[i]
+            if node == prev:
+                continue
+            prev = node
+            if _pull(tkey, tact, node):
+                nodes[kept] = node
+                kept += 1
+        n = kept
+
+
+@_jit
+def _best_below(tkey: np.ndarray, tact: np.ndarray, n: int) -> int:
+    """The tree node holding the winner among machines ``0 .. n-1`` (-1 when none): the root when ``n`` covers
+    every leaf, else the best of the O(log P) nodes covering the prefix."""
+    P = tact.shape[0] // 2
+    if n >= P:
+        return 1
+    best = -1
+    lo = P
+    hi = P + n
+    while lo < hi:
+        if lo & 1:
+            if best < 0 or _less(tkey, tact, lo, best):
+                best = lo
+            lo += 1
+        if hi & 1:
+            hi -= 1
+            if best < 0 or _less(tkey, tact, hi, best):
+                best = hi
+        lo //= 2
+        hi //= 2
+    return best
+
+
+@_jit
+def choose_indexed(
+    tkey: np.ndarray,
+    tact: np.ndarray,
+    tdem: np.ndarray,
+    tmulti: np.ndarray,
+    tseen: np.ndarray,
+    t: int,
+    code: int,
+    w: np.ndarray,
+    free: np.ndarray,
+    cap: np.ndarray,
+    vm_count: np.ndarray,
+    usable: np.ndarray,
+    chg: np.ndarray,
+    n_active: int,
+) -> int:
+    """:func:`~dcplace.policies.numa_heuristics.choose` for a request of type ``t``, from its tree."""
+    refresh(tkey, tact, tdem, tmulti, tseen, t, code, w, free, cap, vm_count, usable, chg)
+    node = _best_below(tkey[t], tact[t], n_active)
+    return -1 if node < 0 else int(tact[t, node])
+
+
+@_jit
+def top_k_indexed(
+    tkey: np.ndarray,
+    tact: np.ndarray,
+    tdem: np.ndarray,
+    tmulti: np.ndarray,
+    tseen: np.ndarray,
+    t: int,
+    code: int,
+    w: np.ndarray,
+    free: np.ndarray,
+    cap: np.ndarray,
+    vm_count: np.ndarray,
+    usable: np.ndarray,
+    chg: np.ndarray,
+    n_active: int,
+    k: int,
+    out: np.ndarray,
+    out_keys: np.ndarray,
+) -> int:
+    """:func:`~dcplace.policies.numa_heuristics.top_k` for a request of type ``t``: the ``k`` best machines from
+    the tree (each taken out of it in turn, then put back from the state), their actions scored in action order."""
+    refresh(tkey, tact, tdem, tmulti, tseen, t, code, w, free, cap, vm_count, usable, chg)
+    tk = tkey[t]
+    ta = tact[t]
+    KN = free.shape[1]
+    P = ta.shape[0] // 2
+    ms = np.empty(k, np.int64)
+    got = 0
+    saved = np.empty(3)
+    while got < k:
+        node = _best_below(tk, ta, n_active)
+        if node < 0 or ta[node] < 0:
+            break
+        m = ta[node] // KN
+        ms[got] = m
+        got += 1
+        leaf = P + m  # take the machine out: its leaf loses, ancestors re-pull
+        ta[leaf] = -1
+        tk[leaf, :] = np.inf
+        up = leaf // 2
+        while up >= 1 and _pull(tk, ta, up):
+            up //= 2
+    d = tdem[t]
+    multi = tmulti[t]
+    for i in range(got):  # put them back from the state
+        _update(tk, ta, code, w, free, cap, vm_count, usable, d, multi, ms[i], saved)
+    ms[:got].sort()
+    n = 0
+    for i in range(got):
+        m = ms[i]
+        for j in range(1 if multi else KN):
+            if not K.fits(free, d, multi, m, j):
+                continue
+            s0, s1, s2 = score_key(code, w, free, cap, vm_count, d, multi, m, j)
+            n = topk_insert(out_keys, out, n, k, s0, s1, s2, m * KN + j)
+    return n
+
+
+@_jit
+def run_episode_indexed(
+    code: int,
+    w: np.ndarray,
+    free: np.ndarray,
+    cap: np.ndarray,
+    cap_prefix: np.ndarray,
+    vm_count: np.ndarray,
+    usable: np.ndarray,
+    used: np.ndarray,
+    pm_of: np.ndarray,
+    node_of: np.ndarray,
+    ctr: np.ndarray,
+    acc: np.ndarray,
+    chg: np.ndarray,
+    ip: np.ndarray,
+    fp: np.ndarray,
+    demand: np.ndarray,
+    multi: np.ndarray,
+    oversize: np.ndarray,
+    price: np.ndarray,
+    ev_req: np.ndarray,
+    ev_dep: np.ndarray,
+    req_type: np.ndarray,
+    tkey: np.ndarray,
+    tact: np.ndarray,
+    tdem: np.ndarray,
+    tmulti: np.ndarray,
+    tseen: np.ndarray,
+) -> int:
+    """:func:`~dcplace.policies.numa_heuristics.run_episode` with the index answering both "does anything fit"
+    and the decision (``req_type[r]``: request ``r``'s tree, -1 for the scan). Same transitions, same decisions."""
+    while True:
+        status = K.advance(
+            free, cap_prefix, vm_count, used, pm_of, node_of, ctr, acc, chg, ip, fp, demand, multi, oversize, ev_req,
+            ev_dep,
+        )  # fmt: skip
+        if status != K.DECIDE:
+            return status
+        r = ctr[K.C_PENDING]
+        t = req_type[r]
+        while True:
+            if t >= 0:
+                a = choose_indexed(
+                    tkey, tact, tdem, tmulti, tseen, t, code, w, free, cap, vm_count, usable, chg, ctr[K.C_ACTIVE]
+                )
+            else:
+                a = choose(code, w, free, cap, vm_count, usable, demand[r], multi[r], ctr[K.C_ACTIVE])
+            if a >= 0:
+                break
+            if not K.expand_or_end(ctr, ip):
+                return K.TERMINATED
+        ctr[K.C_REQ] = r
+        ctr[K.C_STATUS] = K.DECIDE
+        K.apply_action(free, cap_prefix, vm_count, used, pm_of, node_of, ctr, acc, chg, demand, multi, price, a)
+
+
+class HeuristicIndex:
+    """The trees of one compiled heuristic (``code``, weights ``w``) over one state's arrays, one per request type.
+
+    Bind it to a state with :meth:`bind` (the simulator's or the engine's ``free``, ``cap``, ``vm_count``,
+    ``usable`` and change log ``chg``); a different state (other arrays, or grown ones) empties it. Types get a tree
+    the first time they are asked for, up to ``max_types``; :meth:`type_of` returns -1 beyond (use the scan).
+    """
+
+    def __init__(self, code: int, w: npt.NDArray[np.float64], max_types: int = MAX_TYPES) -> None:
+        if code == RANDOM:
+            raise ValueError("random has no index: its draws follow the scan order")
+        self.code = code
+        self.w = w
+        self.max_types = max_types
+        self._state: tuple[np.ndarray, ...] = ()
+        self._types: dict[tuple[float, float, bool], int] = {}
+        self._trace: tuple[object, npt.NDArray[np.int64]] | None = None
+        self.tkey = np.zeros((0, 2, 3))
+        self.tact = np.zeros((0, 2), np.int64)
+        self.tdem = np.zeros((0, 2))
+        self.tmulti = np.zeros(0, np.bool_)
+        self.tseen = np.zeros(0, np.int64)
+
+    def bind(
+        self,
+        free: npt.NDArray[np.float64],
+        cap: npt.NDArray[np.float64],
+        vm_count: npt.NDArray[np.int64],
+        usable: npt.NDArray[np.bool_],
+        chg: npt.NDArray[np.int64],
+    ) -> None:
+        """Point the index at a state; a state other than the last one (by array identity) empties it."""
+        state = (free, cap, vm_count, usable, chg)
+        if len(self._state) == len(state) and all(a is b for a, b in zip(self._state, state, strict=True)):
+            return
+        self._state = state
+        self._types = {}
+        self._trace = None
+        P = 1
+        while P < free.shape[0]:
+            P *= 2
+        self.tkey = np.zeros((0, 2 * P, 3))
+        self.tact = np.zeros((0, 2 * P), np.int64)
+        self.tdem = np.zeros((0, 2))
+        self.tmulti = np.zeros(0, np.bool_)
+        self.tseen = np.zeros(0, np.int64)
+
+    def type_of(self, d: npt.NDArray[np.float64], multi: bool) -> int:
+        """The tree for request ``(d, multi)``, made on first use (built at the next decision); -1 past the cap."""
+        key = (float(d[0]), float(d[1]), bool(multi))
+        t = self._types.get(key)
+        if t is not None:
+            return t
+        t = len(self._types)
+        if t >= self.max_types:
+            return -1
+        self._types[key] = t
+        P2 = self.tact.shape[1]
+        self.tkey = np.concatenate([self.tkey, np.zeros((1, P2, 3))])
+        self.tact = np.concatenate([self.tact, np.zeros((1, P2), np.int64)])
+        self.tdem = np.concatenate([self.tdem, np.array([[key[0], key[1]]])])
+        self.tmulti = np.append(self.tmulti, key[2])
+        chg = self._state[4]
+        self.tseen = np.append(self.tseen, np.int64(chg[0] - len(chg)))  # behind by more than the log: rebuild
+        return t
+
+    def types_for(self, demand: npt.NDArray[np.float64], multi: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
+        """``(n,)`` the tree of each request of a trace (-1: the scan), the most frequent types first."""
+        if self._trace is not None and self._trace[0] is demand:
+            return self._trace[1]
+        rows = np.c_[demand, multi.astype(np.float64)]
+        kinds, inverse, counts = np.unique(rows, axis=0, return_inverse=True, return_counts=True)
+        out = np.full(len(kinds), -1, np.int64)
+        for i in np.argsort(-counts, kind="stable"):
+            out[i] = self.type_of(kinds[i, :2], bool(kinds[i, 2]))
+        got = np.ascontiguousarray(out[inverse.ravel()])
+        self._trace = (demand, got)
+        return got
+
+    def arrays(self) -> tuple[np.ndarray, ...]:
+        """``(tkey, tact, tdem, tmulti, tseen)`` for the compiled functions."""
+        return self.tkey, self.tact, self.tdem, self.tmulti, self.tseen
+
+    def choose(self, d: npt.NDArray[np.float64], multi: bool, n_active: int) -> int:
+        """The heuristic's action for ``(d, multi)`` on the bound state, or -2 when the type has no tree."""
+        t = self.type_of(d, multi)
+        if t < 0:
+            return -2
+        free, cap, vm_count, usable, chg = self._state
+        return int(choose_indexed(*self.arrays(), t, self.code, self.w, free, cap, vm_count, usable, chg, n_active))
+
+    def top_k(
+        self,
+        d: npt.NDArray[np.float64],
+        multi: bool,
+        n_active: int,
+        k: int,
+        out: npt.NDArray[np.int64],
+        out_keys: npt.NDArray[np.float64],
+    ) -> int:
+        """:func:`top_k_indexed` on the bound state; -2 when the type has no tree."""
+        t = self.type_of(d, multi)
+        if t < 0:
+            return -2
+        free, cap, vm_count, usable, chg = self._state
+        return int(
+            top_k_indexed(
+                *self.arrays(), t, self.code, self.w, free, cap, vm_count, usable, chg, n_active, k, out, out_keys
+            )
+        )
