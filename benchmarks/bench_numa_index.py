@@ -78,7 +78,11 @@ def main() -> None:
             wi, di, pi = _episode(pol, sim, True, args.repeats)
             if n <= args.scan_max:
                 ws, ds, ps = _episode(pol, sim, False, args.repeats)
-                scan, ratio, same = f"{ds / ws:,.0f}", f"{(di / wi) / (ds / ws):.2f}", str(ds == di and np.array_equal(ps, pi))
+                scan, ratio, same = (
+                    f"{ds / ws:,.0f}",
+                    f"{(di / wi) / (ds / ws):.2f}",
+                    str(ds == di and np.array_equal(ps, pi)),
+                )
             else:
                 scan, ratio, same = "-", "-", "-"
             print(f"| {n:,} | {pol} | {di:,} | {scan} | {di / wi:,.0f} | {ratio} | {same} |", flush=True)

@@ -424,7 +424,7 @@ class Heuristic(NumaPolicy):
         if self.code == RANDOM:
             return None
         if self._index is None:
-            from dcplace.policies.numa_index import HeuristicIndex  # noqa: PLC0415  (it imports this module)
+            from dcplace.policies.numa_index import HeuristicIndex
 
             object.__setattr__(self, "_index", HeuristicIndex(self.code, self._wa))
         return self._index
@@ -435,9 +435,11 @@ class Heuristic(NumaPolicy):
         if sim.status != K.DECIDE:
             return sim.status
         t = sim.trace
-        index = self.index() if sim.cap.shape[0] >= INDEX_MIN_MACHINES else None
+        # First-Fit keeps the scan: it stops at the first feasible machine, which the index does not beat (measured).
+        big = sim.cap.shape[0] >= INDEX_MIN_MACHINES and self.code != FIRST_FIT
+        index = self.index() if big else None
         if index is not None:
-            from dcplace.policies.numa_index import run_episode_indexed  # noqa: PLC0415
+            from dcplace.policies.numa_index import run_episode_indexed
 
             index.bind(sim.free, sim.cap, sim.vm_count, sim.usable, sim.chg)
             req_type = index.types_for(t.demand, t.multi)

@@ -42,13 +42,25 @@ import numba as nb
 import numpy as np
 import numpy.typing as npt
 
-from dcplace.policies.numa_heuristics import FIRST_FIT, RANDOM, choose, score_key, topk_insert
+from dcplace.policies.numa_heuristics import (
+    BEST_FIT,
+    FIRST_FIT,
+    RANDOM,
+    _machine_free,
+    choose,
+    score_key,
+    top_k,
+    topk_insert,
+)
 from dcplace.sim import numa_kernel as K
 
 _jit = nb.njit(cache=True, nogil=True)
 
 #: Default cap on request types with a tree of their own (the rest use the scan).
 MAX_TYPES = 32
+#: The frontier answers while at most this many machines are in play, the trees above (``frm[2]`` holds it per
+#: index; measured, "Scale" in docs/benchmarks.md).
+FRONTIER_MAX = 256
 
 
 @_jit
@@ -94,18 +106,18 @@ def _leaf(
 def _less(tkey: np.ndarray, tact: np.ndarray, i: int, j: int) -> bool:
     """Whether tree node ``i``'s winner beats node ``j``'s: (key, action) lexicographically; none loses."""
     if tact[j] < 0:
-        return tact[i] >= 0
+        return bool(tact[i] >= 0)
     if tact[i] < 0:
         return False
     a0, a1, a2 = tkey[i, 0], tkey[i, 1], tkey[i, 2]
     b0, b1, b2 = tkey[j, 0], tkey[j, 1], tkey[j, 2]
     if a0 != b0:
-        return a0 < b0
+        return bool(a0 < b0)
     if a1 != b1:
-        return a1 < b1
+        return bool(a1 < b1)
     if a2 != b2:
-        return a2 < b2
-    return tact[i] < tact[j]
+        return bool(a2 < b2)
+    return bool(tact[i] < tact[j])
 
 
 @_jit
@@ -287,8 +299,246 @@ def _best_below(tkey: np.ndarray, tact: np.ndarray, n: int) -> int:
     return best
 
 
+# -- the frontier: machines in play, and the first untouched machine of each capacity class ---------------------
+# An untouched ("pristine") machine is usable, hosts nothing and has free == cap exactly: every key reads only the
+# machine's own state, so all pristine machines of one capacity class score alike for any request, and the scan's
+# tie rule picks the lowest-indexed of them. The answer is therefore among the machines in play (usable, touched)
+# and one pristine machine per class (the first k for top-k): O(in play + classes) per decision, O(1) per change.
+# Rows of ``fr`` ((6, M) int64):
+FR_CLS = 0  # capacity class of each machine
+FR_RANK = 1  # position of machine m in FR_MEMBERS
+FR_MEMBERS = 2  # machines sorted by (class, index); class c occupies frc[0, c] .. frc[0, c + 1] - 1
+FR_PRISTINE = 3  # 1 when pristine
+FR_INPLAY = 4  # the machines in play, unordered, fr_meta[0] of them
+FR_WHERE = 5  # position of m in FR_INPLAY, -1 when absent
+FR_SCRATCH = 6  # room for a decision's candidates (in play + pristine picks: distinct machines, at most M)
+FR_ROWS = 7
+# ``frc`` ((2, C + 1) int64): row 0 class offsets into FR_MEMBERS, row 1 each class's first position that may be
+# pristine (nothing before it is). ``frm`` ((3,) int64): machines in play, change-log count absorbed, and the most
+# machines in play for which the frontier answers (above: the trees).
+
+
 @_jit
-def choose_indexed(
+def _frontier_note(fr: np.ndarray, frc: np.ndarray, frm: np.ndarray, free: np.ndarray, cap: np.ndarray,
+                   vm_count: np.ndarray, usable: np.ndarray, m: int) -> None:  # fmt: skip
+    """Re-file machine ``m`` as pristine, in play, or neither (unusable)."""
+    pristine = usable[m] and vm_count[m] == 0
+    if pristine:
+        for j in range(free.shape[1]):
+            for r in range(free.shape[2]):
+                if free[m, j, r] != cap[m, j, r]:
+                    pristine = False
+    fr[FR_PRISTINE, m] = 1 if pristine else 0
+    if pristine:
+        c = fr[FR_CLS, m]
+        if fr[FR_RANK, m] < frc[1, c]:
+            frc[1, c] = fr[FR_RANK, m]
+    inplay = usable[m] and not pristine
+    at = fr[FR_WHERE, m]
+    if inplay and at < 0:
+        fr[FR_INPLAY, frm[0]] = m
+        fr[FR_WHERE, m] = frm[0]
+        frm[0] += 1
+    elif not inplay and at >= 0:
+        last = fr[FR_INPLAY, frm[0] - 1]
+        fr[FR_INPLAY, at] = last
+        fr[FR_WHERE, last] = at
+        fr[FR_WHERE, m] = -1
+        frm[0] -= 1
+
+
+@_jit
+def frontier_refresh(fr: np.ndarray, frc: np.ndarray, frm: np.ndarray, free: np.ndarray, cap: np.ndarray,
+                     vm_count: np.ndarray, usable: np.ndarray, chg: np.ndarray) -> None:  # fmt: skip
+    """Bring the frontier up to the state from the change log (or rebuild when too far behind)."""
+    L = chg.shape[0] - 1
+    now = chg[0]
+    if now == frm[1]:
+        return
+    if now - frm[1] > L or now < frm[1]:
+        frm[0] = 0
+        fr[FR_WHERE, :] = -1
+        frc[1, :] = frc[0, :]
+        for m in range(free.shape[0]):
+            _frontier_note(fr, frc, frm, free, cap, vm_count, usable, m)
+    else:
+        for q in range(frm[1], now):
+            _frontier_note(fr, frc, frm, free, cap, vm_count, usable, chg[1 + q % L])
+    frm[1] = now
+
+
+@_jit
+def _pristine_from(fr: np.ndarray, frc: np.ndarray, c: int, pos: int) -> int:
+    """The first position >= ``pos`` in class ``c``'s members that is pristine, or the class's end."""
+    end = frc[0, c + 1]
+    while pos < end and fr[FR_PRISTINE, fr[FR_MEMBERS, pos]] == 0:
+        pos += 1
+    return pos
+
+
+@_jit
+def _frontier_candidates(fr: np.ndarray, frc: np.ndarray, frm: np.ndarray, n_active: int, k: int) -> np.ndarray:
+    """The machines that can hold the ``k`` best actions, in no order: those in play and the first ``k`` pristine
+    machines of each class (machines ``>= n_active`` left out)."""
+    C = frc.shape[1] - 1
+    out = fr[FR_SCRATCH]
+    n = 0
+    for i in range(frm[0]):
+        m = fr[FR_INPLAY, i]
+        if m < n_active:
+            out[n] = m
+            n += 1
+    for c in range(C):
+        pos = _pristine_from(fr, frc, c, frc[1, c])
+        frc[1, c] = pos  # nothing before it is pristine: later searches start here
+        got = 0
+        end = frc[0, c + 1]
+        while pos < end and got < k:
+            m = fr[FR_MEMBERS, pos]
+            if m >= n_active:
+                break
+            out[n] = m
+            n += 1
+            got += 1
+            pos = _pristine_from(fr, frc, c, pos + 1)
+    cands: np.ndarray = out[:n]
+    return cands
+
+
+@_jit
+def choose_among(
+    code: int,
+    w: np.ndarray,
+    free: np.ndarray,
+    cap: np.ndarray,
+    vm_count: np.ndarray,
+    usable: np.ndarray,
+    d: np.ndarray,
+    multi: bool,
+    ms: np.ndarray,
+) -> int:
+    """:func:`~dcplace.policies.numa_heuristics.choose`'s rule over the machines ``ms`` (any order) instead of all:
+    the least (key, action), with the same Best-Fit pruning (``random`` excluded). A loop of its own: ``choose``
+    keeps its ``range`` loop, whose shape its speed depends on (docs/benchmarks.md, "The layered core")."""
+    KN = free.shape[1]
+    kmax = 1 if multi else KN
+    best = -1
+    b0 = 0.0
+    b1 = 0.0
+    b2 = 0.0
+    for i in range(ms.shape[0]):
+        m = ms[i]
+        if code == BEST_FIT and best >= 0 and _machine_free(free, m, 0) - d[0] > b0:
+            continue
+        if not usable[m]:
+            continue
+        for k in range(kmax):
+            if not K.fits(free, d, multi, m, k):
+                continue
+            a: int = m * KN + k
+            if code == FIRST_FIT:
+                if best < 0 or a < best:
+                    best = a
+                break
+            s0, s1, s2 = score_key(code, w, free, cap, vm_count, d, multi, m, k)
+            if best < 0 or s0 < b0 or (s0 == b0 and (s1 < b1 or (s1 == b1 and (s2 < b2 or (s2 == b2 and a < best))))):
+                best = a
+                b0 = s0
+                b1 = s1
+                b2 = s2
+    return best
+
+
+@_jit
+def index_choose(
+    tkey: np.ndarray,
+    tact: np.ndarray,
+    tdem: np.ndarray,
+    tmulti: np.ndarray,
+    tseen: np.ndarray,
+    fr: np.ndarray,
+    frc: np.ndarray,
+    frm: np.ndarray,
+    t: int,
+    code: int,
+    w: np.ndarray,
+    free: np.ndarray,
+    cap: np.ndarray,
+    vm_count: np.ndarray,
+    usable: np.ndarray,
+    chg: np.ndarray,
+    d: np.ndarray,
+    multi: bool,
+    n_active: int,
+) -> int:
+    """:func:`~dcplace.policies.numa_heuristics.choose` for request ``(d, multi)`` of type ``t`` (-1: no tree):
+    from the frontier while few machines are in play, else from type ``t``'s tree, else by the scan."""
+    frontier_refresh(fr, frc, frm, free, cap, vm_count, usable, chg)
+    if frm[0] <= frm[2]:
+        ms = _frontier_candidates(fr, frc, frm, n_active, 1)
+        return choose_among(code, w, free, cap, vm_count, usable, d, multi, ms)
+    if t >= 0:
+        return tree_choose(tkey, tact, tdem, tmulti, tseen, t, code, w, free, cap, vm_count, usable, chg, n_active)
+    return int(choose(code, w, free, cap, vm_count, usable, d, multi, n_active))
+
+
+@_jit
+def index_top_k(
+    tkey: np.ndarray,
+    tact: np.ndarray,
+    tdem: np.ndarray,
+    tmulti: np.ndarray,
+    tseen: np.ndarray,
+    fr: np.ndarray,
+    frc: np.ndarray,
+    frm: np.ndarray,
+    t: int,
+    code: int,
+    w: np.ndarray,
+    free: np.ndarray,
+    cap: np.ndarray,
+    vm_count: np.ndarray,
+    usable: np.ndarray,
+    chg: np.ndarray,
+    d: np.ndarray,
+    multi: bool,
+    n_active: int,
+    k: int,
+    out: np.ndarray,
+    out_keys: np.ndarray,
+) -> int:
+    """:func:`~dcplace.policies.numa_heuristics.top_k` for request ``(d, multi)`` of type ``t`` (-1: no tree),
+    chosen as in :func:`index_choose`."""
+    frontier_refresh(fr, frc, frm, free, cap, vm_count, usable, chg)
+    if frm[0] <= frm[2]:
+        ms = _frontier_candidates(fr, frc, frm, n_active, k)
+        ms.sort()
+        return _top_k_among(code, w, free, cap, vm_count, d, multi, ms, k, out, out_keys)
+    if t >= 0:
+        return tree_top_k(
+            tkey, tact, tdem, tmulti, tseen, t, code, w, free, cap, vm_count, usable, chg, n_active, k, out, out_keys
+        )
+    return int(top_k(code, w, free, cap, vm_count, usable, d, multi, n_active, k, out, out_keys))
+
+
+@_jit
+def _top_k_among(code: int, w: np.ndarray, free: np.ndarray, cap: np.ndarray, vm_count: np.ndarray, d: np.ndarray,
+                 multi: bool, ms: np.ndarray, k: int, out: np.ndarray, out_keys: np.ndarray) -> int:  # fmt: skip
+    """The top-``k`` feasible actions on machines ``ms`` (ascending), inserted in action order as the scan does."""
+    KN = free.shape[1]
+    n = 0
+    for i in range(ms.shape[0]):
+        m = ms[i]
+        for j in range(1 if multi else KN):
+            if not K.fits(free, d, multi, m, j):
+                continue
+            s0, s1, s2 = score_key(code, w, free, cap, vm_count, d, multi, m, j)
+            n = topk_insert(out_keys, out, n, k, s0, s1, s2, m * KN + j)
+    return n
+
+
+@_jit
+def tree_choose(
     tkey: np.ndarray,
     tact: np.ndarray,
     tdem: np.ndarray,
@@ -311,7 +561,7 @@ def choose_indexed(
 
 
 @_jit
-def top_k_indexed(
+def tree_top_k(
     tkey: np.ndarray,
     tact: np.ndarray,
     tdem: np.ndarray,
@@ -357,16 +607,9 @@ def top_k_indexed(
     multi = tmulti[t]
     for i in range(got):  # put them back from the state
         _update(tk, ta, code, w, free, cap, vm_count, usable, d, multi, ms[i], saved)
-    ms[:got].sort()
-    n = 0
-    for i in range(got):
-        m = ms[i]
-        for j in range(1 if multi else KN):
-            if not K.fits(free, d, multi, m, j):
-                continue
-            s0, s1, s2 = score_key(code, w, free, cap, vm_count, d, multi, m, j)
-            n = topk_insert(out_keys, out, n, k, s0, s1, s2, m * KN + j)
-    return n
+    ms = ms[:got]
+    ms.sort()
+    return _top_k_among(code, w, free, cap, vm_count, d, multi, ms, k, out, out_keys)
 
 
 @_jit
@@ -398,6 +641,9 @@ def run_episode_indexed(
     tdem: np.ndarray,
     tmulti: np.ndarray,
     tseen: np.ndarray,
+    fr: np.ndarray,
+    frc: np.ndarray,
+    frm: np.ndarray,
 ) -> int:
     """:func:`~dcplace.policies.numa_heuristics.run_episode` with the index answering both "does anything fit"
     and the decision (``req_type[r]``: request ``r``'s tree, -1 for the scan). Same transitions, same decisions."""
@@ -411,12 +657,10 @@ def run_episode_indexed(
         r = ctr[K.C_PENDING]
         t = req_type[r]
         while True:
-            if t >= 0:
-                a = choose_indexed(
-                    tkey, tact, tdem, tmulti, tseen, t, code, w, free, cap, vm_count, usable, chg, ctr[K.C_ACTIVE]
-                )
-            else:
-                a = choose(code, w, free, cap, vm_count, usable, demand[r], multi[r], ctr[K.C_ACTIVE])
+            a = index_choose(
+                tkey, tact, tdem, tmulti, tseen, fr, frc, frm, t, code, w, free, cap, vm_count, usable, chg, demand[r],
+                multi[r], ctr[K.C_ACTIVE],
+            )  # fmt: skip
             if a >= 0:
                 break
             if not K.expand_or_end(ctr, ip):
@@ -426,12 +670,17 @@ def run_episode_indexed(
         K.apply_action(free, cap_prefix, vm_count, used, pm_of, node_of, ctr, acc, chg, demand, multi, price, a)
 
 
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+
+
 class HeuristicIndex:
-    """The trees of one compiled heuristic (``code``, weights ``w``) over one state's arrays, one per request type.
+    """The index of one compiled heuristic (``code``, weights ``w``) over one state's arrays: the frontier, and a
+    tree per request type.
 
     Bind it to a state with :meth:`bind` (the simulator's or the engine's ``free``, ``cap``, ``vm_count``,
     ``usable`` and change log ``chg``); a different state (other arrays, or grown ones) empties it. Types get a tree
-    the first time they are asked for, up to ``max_types``; :meth:`type_of` returns -1 beyond (use the scan).
+    the first time they are asked for, up to ``max_types`` (beyond: the scan, when the frontier does not answer).
     """
 
     def __init__(self, code: int, w: npt.NDArray[np.float64], max_types: int = MAX_TYPES) -> None:
@@ -443,11 +692,22 @@ class HeuristicIndex:
         self._state: tuple[np.ndarray, ...] = ()
         self._types: dict[tuple[float, float, bool], int] = {}
         self._trace: tuple[object, npt.NDArray[np.int64]] | None = None
-        self.tkey = np.zeros((0, 2, 3))
-        self.tact = np.zeros((0, 2), np.int64)
-        self.tdem = np.zeros((0, 2))
-        self.tmulti = np.zeros(0, np.bool_)
-        self.tseen = np.zeros(0, np.int64)
+        self._empty_trees(0)
+        self.fr = np.zeros((FR_ROWS, 0), np.int64)
+        self.frc = np.zeros((2, 1), np.int64)
+        self.frm = np.zeros(3, np.int64)
+
+    def _empty_trees(self, machines: int) -> None:
+        # Room for max_types trees at once: np.zeros maps untouched pages lazily, so only the trees built cost memory.
+        P = 1
+        while P < machines:
+            P *= 2
+        T = self.max_types
+        self.tkey = np.zeros((T, 2 * P, 3))  # (T, 2P, 3)
+        self.tact = np.zeros((T, 2 * P), np.int64)  # (T, 2P)
+        self.tdem = np.zeros((T, 2))  # (T, 2)
+        self.tmulti = np.zeros(T, np.bool_)  # (T,)
+        self.tseen = np.zeros(T, np.int64)  # (T,)
 
     def bind(
         self,
@@ -457,24 +717,33 @@ class HeuristicIndex:
         usable: npt.NDArray[np.bool_],
         chg: npt.NDArray[np.int64],
     ) -> None:
-        """Point the index at a state; a state other than the last one (by array identity) empties it."""
+        """Point the index at a state; a state other than the last one (by array identity) empties it. The
+        capacity classes are read here: ``cap`` must not change while bound, except through a machine noted in
+        ``chg`` that keeps its class (the engine rebinds when a machine is added: its arrays are new then)."""
         state = (free, cap, vm_count, usable, chg)
         if len(self._state) == len(state) and all(a is b for a, b in zip(self._state, state, strict=True)):
             return
         self._state = state
         self._types = {}
         self._trace = None
-        P = 1
-        while P < free.shape[0]:
-            P *= 2
-        self.tkey = np.zeros((0, 2 * P, 3))
-        self.tact = np.zeros((0, 2 * P), np.int64)
-        self.tdem = np.zeros((0, 2))
-        self.tmulti = np.zeros(0, np.bool_)
-        self.tseen = np.zeros(0, np.int64)
+        M = free.shape[0]
+        self._empty_trees(M)
+        _, cls = np.unique(cap.reshape(M, -1), axis=0, return_inverse=True)
+        cls = cls.ravel().astype(np.int64)
+        members = np.argsort(cls, kind="stable").astype(np.int64)
+        C = int(cls.max()) + 1 if M else 0
+        self.fr = np.zeros((FR_ROWS, M), np.int64)
+        self.fr[FR_CLS] = cls
+        self.fr[FR_MEMBERS] = members
+        self.fr[FR_RANK, members] = np.arange(M)
+        self.fr[FR_WHERE] = -1
+        self.frc = np.zeros((2, C + 1), np.int64)
+        self.frc[0, 1:] = np.cumsum(np.bincount(cls, minlength=C))
+        # behind by more than the log: rebuilt when first asked
+        self.frm = np.array([0, chg[0] - len(chg), FRONTIER_MAX], np.int64)
 
     def type_of(self, d: npt.NDArray[np.float64], multi: bool) -> int:
-        """The tree for request ``(d, multi)``, made on first use (built at the next decision); -1 past the cap."""
+        """The tree for request ``(d, multi)``, made on first use (built when first asked); -1 past the cap."""
         key = (float(d[0]), float(d[1]), bool(multi))
         t = self._types.get(key)
         if t is not None:
@@ -483,17 +752,14 @@ class HeuristicIndex:
         if t >= self.max_types:
             return -1
         self._types[key] = t
-        P2 = self.tact.shape[1]
-        self.tkey = np.concatenate([self.tkey, np.zeros((1, P2, 3))])
-        self.tact = np.concatenate([self.tact, np.zeros((1, P2), np.int64)])
-        self.tdem = np.concatenate([self.tdem, np.array([[key[0], key[1]]])])
-        self.tmulti = np.append(self.tmulti, key[2])
+        self.tdem[t] = key[0], key[1]
+        self.tmulti[t] = key[2]
         chg = self._state[4]
-        self.tseen = np.append(self.tseen, np.int64(chg[0] - len(chg)))  # behind by more than the log: rebuild
+        self.tseen[t] = chg[0] - len(chg)  # behind by more than the log: built when first asked
         return t
 
     def types_for(self, demand: npt.NDArray[np.float64], multi: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
-        """``(n,)`` the tree of each request of a trace (-1: the scan), the most frequent types first."""
+        """``(n,)`` the tree of each request of a trace (-1: none), the most frequent types first."""
         if self._trace is not None and self._trace[0] is demand:
             return self._trace[1]
         rows = np.c_[demand, multi.astype(np.float64)]
@@ -505,17 +771,17 @@ class HeuristicIndex:
         self._trace = (demand, got)
         return got
 
-    def arrays(self) -> tuple[np.ndarray, ...]:
-        """``(tkey, tact, tdem, tmulti, tseen)`` for the compiled functions."""
-        return self.tkey, self.tact, self.tdem, self.tmulti, self.tseen
+    def arrays(self) -> tuple[F64, I64, F64, npt.NDArray[np.bool_], I64, I64, I64, I64]:
+        """``(tkey, tact, tdem, tmulti, tseen, fr, frc, frm)`` for the compiled functions."""
+        return self.tkey, self.tact, self.tdem, self.tmulti, self.tseen, self.fr, self.frc, self.frm
 
     def choose(self, d: npt.NDArray[np.float64], multi: bool, n_active: int) -> int:
-        """The heuristic's action for ``(d, multi)`` on the bound state, or -2 when the type has no tree."""
+        """The heuristic's action for ``(d, multi)`` on the bound state (-1: nothing fits)."""
         t = self.type_of(d, multi)
-        if t < 0:
-            return -2
         free, cap, vm_count, usable, chg = self._state
-        return int(choose_indexed(*self.arrays(), t, self.code, self.w, free, cap, vm_count, usable, chg, n_active))
+        return int(
+            index_choose(*self.arrays(), t, self.code, self.w, free, cap, vm_count, usable, chg, d, multi, n_active)
+        )
 
     def top_k(
         self,
@@ -526,13 +792,12 @@ class HeuristicIndex:
         out: npt.NDArray[np.int64],
         out_keys: npt.NDArray[np.float64],
     ) -> int:
-        """:func:`top_k_indexed` on the bound state; -2 when the type has no tree."""
+        """The heuristic's ``k`` best actions for ``(d, multi)`` into ``out`` / ``out_keys``; returns how many."""
         t = self.type_of(d, multi)
-        if t < 0:
-            return -2
         free, cap, vm_count, usable, chg = self._state
         return int(
-            top_k_indexed(
-                *self.arrays(), t, self.code, self.w, free, cap, vm_count, usable, chg, n_active, k, out, out_keys
+            index_top_k(
+                *self.arrays(), t, self.code, self.w, free, cap, vm_count, usable, chg, d, multi, n_active, k, out,
+                out_keys,
             )
-        )
+        )  # fmt: skip
