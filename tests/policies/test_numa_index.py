@@ -131,3 +131,36 @@ def test_indexed_episodes_equal_the_scan(policy: str, mode: str, monkeypatch: py
     for res in results[1:]:
         assert res[0] == base[0]
         assert np.array_equal(res[1], base[1]) and np.array_equal(res[2], base[2])
+
+
+@pytest.mark.parametrize("policy", ["best-fit", "industrial", "vmagent-best-fit"])
+def test_step_api_and_engine_with_the_index_decide_as_the_scan(policy: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Heuristic.choose`` on views (which carry the change log) and the engine's one-call path, both through the
+    index, against the scan through the step API."""
+    from dcplace.engine.stream import engine_for, run_stream
+
+    trace = _trace(np.random.default_rng(5), 1500)
+    pms = 20
+    cluster = NumaCluster.uniform(pms)
+    runs = []
+    for threshold in (10**9, 1):
+        monkeypatch.setattr(H, "INDEX_MIN_MACHINES", threshold)
+        sim = NumaSim(cluster, trace, Scenario(pms=pms, release=True, start_range=(0, 1)))
+        h = H.Heuristic(policy)
+        actions = np.full(len(trace.table), -3, np.int64)
+        status = sim.reset(seed=1)
+        while status == K.DECIDE:
+            a = h.choose(sim.view())
+            actions[sim.request] = a
+            status = sim.step(a)
+        runs.append(actions)
+    assert np.array_equal(runs[0], runs[1])
+    decided = int(np.sum(runs[0] >= 0))
+    assert decided > 100
+    engine = engine_for(cluster, policy)
+    res = run_stream(engine, trace, max_requests=decided, samples=0)
+    engine.check_invariants()
+    got, want = res.actions[:decided].copy(), runs[0][:decided].copy()
+    for out in (got, want):  # a multi-NUMA placement names its machine: any node of it is the same action
+        out[trace.multi[:decided] & (out >= 0)] -= out[trace.multi[:decided] & (out >= 0)] % 2
+    assert np.array_equal(got, want)

@@ -35,7 +35,9 @@ import numba as nb
 import numpy as np
 import numpy.typing as npt
 
+from dcplace.policies import numa_heuristics as H
 from dcplace.policies.numa_heuristics import choose as heuristic_choose
+from dcplace.policies.numa_index import HeuristicIndex
 from dcplace.sim import numa_kernel as K
 from dcplace.sim.arrays import read_only
 from dcplace.sim.numa import NumaView
@@ -196,7 +198,6 @@ class ClusterState:
         extra = n - len(self.machine_ids)
         self.machine_ids += [""] * extra
         self.rack += [None] * extra
-        self.chg = K.change_log(n)  # a new state for any index (its arrays grew)
 
     def add_machine(self, machine_id: str, capacity: F64, rack: str | None, slot: int, status: int = ACTIVE) -> None:
         """Put a machine with ``capacity`` ``(K, 2)`` into empty ``slot`` (validated by the caller)."""
@@ -210,6 +211,7 @@ class ClusterState:
         self.rack[slot] = rack
         self.slot_of_machine[machine_id] = slot
         self.active = max(self.active, slot + 1)
+        self.chg = K.change_log(self.machine_slots)  # capacities changed: a new state for any index
 
     def remove_machine(self, slot: int) -> None:
         """Empty ``slot`` (the machine must host no VM)."""
@@ -221,6 +223,7 @@ class ClusterState:
         self.rack[slot] = None
         occupied = np.flatnonzero(self.status[: self.active] != ABSENT)
         self.active = int(occupied[-1]) + 1 if len(occupied) else 0
+        self.chg = K.change_log(self.machine_slots)  # capacities changed: a new state for any index
 
     def set_status(self, slot: int, status: int) -> None:
         self.status[slot] = status
@@ -261,10 +264,21 @@ class ClusterState:
         )  # fmt: skip
         self.take_slot(vm_id, v)
 
-    def place_by_heuristic(self, vm_id: str, code: int, w: F64, cpu: float, mem: float, multi: bool) -> int:
+    def place_by_heuristic(
+        self, vm_id: str, code: int, w: F64, cpu: float, mem: float, multi: bool, index: HeuristicIndex | None = None
+    ) -> int:
         """Decide with compiled heuristic ``code`` and place in one call (:func:`place_by_heuristic`); return the
-        action or -1 (nothing changed)."""
+        action or -1 (nothing changed). With ``index`` (that heuristic's index over free capacity) and at least
+        :data:`~dcplace.policies.numa_heuristics.INDEX_MIN_MACHINES` machine slots, the index decides (the same
+        action) and the kernel's ``place`` applies it."""
         v = self.vm_slot()
+        if index is not None and self.machine_slots >= H.INDEX_MIN_MACHINES:
+            index.bind(self.free, self.cap, self.vm_count, self.usable, self.chg)
+            a = index.choose(np.array([cpu, mem]), multi, self.active)
+            if a < 0:
+                return -1
+            self.place(vm_id, v, cpu, mem, multi, a)
+            return a
         a = int(
             place_by_heuristic(
                 code, w, self.free, self.cap, self.vm_count, self.usable, self.used, self.pm_of, self.node_of,
@@ -320,6 +334,7 @@ class ClusterState:
             demand=np.array([cpu, mem]),
             multi=multi,
             request=request,
+            changes=read_only(self.chg),
         )
 
     def fits(self, slot: int, node: int, cpu: float, mem: float, multi: bool) -> bool:

@@ -81,7 +81,7 @@ from dcplace.engine.store import (
 from dcplace.errors import InputError
 from dcplace.policies import get_policy
 from dcplace.policies.base import NumaPolicy
-from dcplace.policies.numa_heuristics import Heuristic
+from dcplace.policies.numa_heuristics import FIRST_FIT, Heuristic
 from dcplace.policies.numa_heuristics import choose as heuristic_choose
 
 
@@ -479,7 +479,8 @@ class PlacementEngine:
         kn = self.numa
         if not explain and type(pol) is Heuristic:
             # The fast path: the compiled function Heuristic.choose calls, then the kernel's place, in one call.
-            action = s.place_by_heuristic(req.id, pol.code, self._weights(pol), req.cpu, req.mem, req.multi)
+            index = pol.index() if pol.code != FIRST_FIT else None  # First-Fit's scan stops early: it stays
+            action = s.place_by_heuristic(req.id, pol.code, self._weights(pol), req.cpu, req.mem, req.multi, index)
             if action < 0:
                 self.counters["rejected"] += 1
                 return self._rejection(pol, req, np.array([req.cpu, req.mem]), action)

@@ -402,6 +402,9 @@ class Heuristic(NumaPolicy):
         return self._wa
 
     def choose(self, view: NumaView) -> int:
+        index = self.index() if self.code != FIRST_FIT else None
+        if index is not None and index.usable_for(view):
+            return index.choose(view.demand, view.multi, view.active)
         return int(
             choose(
                 self.code, self._wa, view.free, view.capacity, view.vm_count, view.usable, view.demand,
@@ -412,6 +415,10 @@ class Heuristic(NumaPolicy):
     def rank(self, view: NumaView, n: int) -> list[tuple[int, tuple[float, ...]]]:
         acts = np.zeros(max(n, 1), np.int64)
         keys = np.zeros((max(n, 1), 3))
+        index = self.index()
+        if index is not None and index.usable_for(view):
+            got = index.top_k(view.demand, view.multi, view.active, n, acts, keys)
+            return [(int(acts[i]), tuple(float(x) for x in keys[i])) for i in range(got)]
         got = top_k(
             self.code, self._w(), view.free, view.capacity, view.vm_count, view.usable, view.demand, view.multi,
             view.active, n, acts, keys,

@@ -42,6 +42,7 @@ import numba as nb
 import numpy as np
 import numpy.typing as npt
 
+from dcplace.policies import numa_heuristics as H
 from dcplace.policies.numa_heuristics import (
     BEST_FIT,
     FIRST_FIT,
@@ -53,6 +54,7 @@ from dcplace.policies.numa_heuristics import (
     topk_insert,
 )
 from dcplace.sim import numa_kernel as K
+from dcplace.sim.numa import NumaView
 
 _jit = nb.njit(cache=True, nogil=True)
 
@@ -674,6 +676,13 @@ F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 
 
+def _root(a: np.ndarray) -> np.ndarray:
+    """The array that owns ``a``'s memory (a read-only view handed to a policy names its state's own log)."""
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
 class HeuristicIndex:
     """The index of one compiled heuristic (``code``, weights ``w``) over one state's arrays: the frontier, and a
     tree per request type.
@@ -717,11 +726,13 @@ class HeuristicIndex:
         usable: npt.NDArray[np.bool_],
         chg: npt.NDArray[np.int64],
     ) -> None:
-        """Point the index at a state; a state other than the last one (by array identity) empties it. The
-        capacity classes are read here: ``cap`` must not change while bound, except through a machine noted in
-        ``chg`` that keeps its class (the engine rebinds when a machine is added: its arrays are new then)."""
+        """Point the index at a state. The change log names the state: the same log (by identity) and shape keep
+        the trees (the other arrays may be fresh views of the same memory, as views handed to a policy are); another
+        log empties the index. The capacity classes are read here: ``cap`` must not change while bound (the
+        simulator never changes it; the engine starts a new log when it adds or removes a machine)."""
         state = (free, cap, vm_count, usable, chg)
-        if len(self._state) == len(state) and all(a is b for a, b in zip(self._state, state, strict=True)):
+        if self._state and _root(self._state[4]) is _root(chg) and self._state[0].shape == free.shape:
+            self._state = state
             return
         self._state = state
         self._types = {}
@@ -757,6 +768,15 @@ class HeuristicIndex:
         chg = self._state[4]
         self.tseen[t] = chg[0] - len(chg)  # behind by more than the log: built when first asked
         return t
+
+    def usable_for(self, view: NumaView) -> bool:
+        """Bind to ``view``'s state and say whether the index should answer for it: the state keeps a change log
+        and has at least :data:`~dcplace.policies.numa_heuristics.INDEX_MIN_MACHINES` machines (below, the scan is
+        as fast)."""
+        if view.changes is None or view.free.shape[0] < H.INDEX_MIN_MACHINES:
+            return False
+        self.bind(view.free, view.capacity, view.vm_count, view.usable, view.changes)
+        return True
 
     def types_for(self, demand: npt.NDArray[np.float64], multi: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
         """``(n,)`` the tree of each request of a trace (-1: none), the most frequent types first."""

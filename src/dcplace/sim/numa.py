@@ -227,6 +227,9 @@ class NumaView(NamedTuple):
     """Whether the waiting request spans every NUMA node of its machine."""
     request: int = -1
     """Index of the request in its trace or engine (for logging; -1 when unknown)."""
+    changes: npt.NDArray[np.int64] | None = None
+    """The state's change log (:mod:`dcplace.sim.numa_kernel`, ``chg``), read-only: lets a policy keep an index
+    over free capacity current (:mod:`dcplace.policies.numa_index`); None when the state keeps none."""
 
     @property
     def machines(self) -> int:
@@ -395,7 +398,7 @@ class NumaSim:
         r = int(self.ctr[K.C_REQ])
         return NumaView(
             self._free_ro, self._cap_ro, self._count_ro, self._usable_ro, int(self.ctr[K.C_ACTIVE]),
-            self._demand_ro[r], bool(self._multi[r]), r,
+            self._demand_ro[r], bool(self._multi[r]), r, self._chg_ro,
         )  # fmt: skip
 
     def _ro_views(self) -> None:
@@ -407,6 +410,7 @@ class NumaSim:
         self._usable_ro = read_only(self.usable)
         self._demand_ro = read_only(self.trace.demand)
         self._multi = self.trace.multi
+        self._chg_ro = read_only(self.chg)
 
     def copy(self) -> NumaSim:
         """An independent copy of the dynamic state (for look-ahead and rollouts)."""
