@@ -178,16 +178,37 @@ def _build(
     usable: np.ndarray,
     d: np.ndarray,
     multi: bool,
+    fr: np.ndarray,
 ) -> None:
-    """Every leaf from the state (machines beyond ``free``'s length: none), then every inner node bottom-up."""
+    """Every leaf from the state (machines beyond ``free``'s length: none), then every inner node bottom-up. A
+    pristine machine's leaf is its class's (computed once a class), shifted to its own action: the frontier ``fr``
+    must be current."""
     P = tact.shape[0] // 2
     M = free.shape[0]
+    KN = free.shape[1]
+    C = 0
+    for m in range(M):
+        C = max(C, fr[FR_CLS, m] + 1)
+    class_node = np.full(C, -2, np.int64)  # per class: the node offset of its leaf's action (-1 none), -2 unknown
+    class_leaf = np.full(C, -1, np.int64)  # a pristine machine of the class whose leaf is computed
     for m in range(P):
-        if m < M:
-            tact[P + m] = _leaf(code, w, free, cap, vm_count, usable, d, multi, m, tkey[P + m])
-        else:
-            tact[P + m] = -1
-            tkey[P + m, :] = np.inf
+        leaf = P + m
+        if m >= M:
+            tact[leaf] = -1
+            tkey[leaf, :] = np.inf
+            continue
+        c = fr[FR_CLS, m]
+        if fr[FR_PRISTINE, m] == 1 and class_node[c] != -2:
+            src = P + class_leaf[c]
+            tkey[leaf, 0] = tkey[src, 0]
+            tkey[leaf, 1] = tkey[src, 1]
+            tkey[leaf, 2] = tkey[src, 2]
+            tact[leaf] = -1 if class_node[c] < 0 else m * KN + class_node[c]
+            continue
+        tact[leaf] = _leaf(code, w, free, cap, vm_count, usable, d, multi, m, tkey[leaf])
+        if fr[FR_PRISTINE, m] == 1:
+            class_leaf[c] = m
+            class_node[c] = -1 if tact[leaf] < 0 else tact[leaf] % KN
     for node in range(P - 1, 0, -1):
         _pull(tkey, tact, node)
 
@@ -207,15 +228,17 @@ def refresh(
     vm_count: np.ndarray,
     usable: np.ndarray,
     chg: np.ndarray,
+    fr: np.ndarray,
 ) -> None:
-    """Bring type ``t``'s tree up to the state: replay the change log since it last looked, or rebuild."""
+    """Bring type ``t``'s tree up to the state: replay the change log since it last looked, or rebuild (the frontier
+    ``fr`` must be current: a rebuild reads it)."""
     L = chg.shape[0] - 1
     now = chg[0]
     if now == tseen[t]:
         return
     d = tdem[t]
     if now - tseen[t] > L or now < tseen[t]:
-        _build(tkey[t], tact[t], code, w, free, cap, vm_count, usable, d, tmulti[t])
+        _build(tkey[t], tact[t], code, w, free, cap, vm_count, usable, d, tmulti[t], fr)
     else:
         _replay(tkey[t], tact[t], code, w, free, cap, vm_count, usable, d, tmulti[t], chg, tseen[t], now)
     tseen[t] = now
@@ -480,7 +503,9 @@ def index_choose(
         ms = _frontier_candidates(fr, frc, frm, n_active, 1)
         return choose_among(code, w, free, cap, vm_count, usable, d, multi, ms)
     if t >= 0:
-        return tree_choose(tkey, tact, tdem, tmulti, tseen, t, code, w, free, cap, vm_count, usable, chg, n_active)
+        return tree_choose(
+            tkey, tact, tdem, tmulti, tseen, t, code, w, free, cap, vm_count, usable, chg, fr, n_active
+        )
     return int(choose(code, w, free, cap, vm_count, usable, d, multi, n_active))
 
 
@@ -518,8 +543,9 @@ def index_top_k(
         return _top_k_among(code, w, free, cap, vm_count, d, multi, ms, k, out, out_keys)
     if t >= 0:
         return tree_top_k(
-            tkey, tact, tdem, tmulti, tseen, t, code, w, free, cap, vm_count, usable, chg, n_active, k, out, out_keys
-        )
+            tkey, tact, tdem, tmulti, tseen, t, code, w, free, cap, vm_count, usable, chg, fr, n_active, k, out,
+            out_keys,
+        )  # fmt: skip
     return int(top_k(code, w, free, cap, vm_count, usable, d, multi, n_active, k, out, out_keys))
 
 
@@ -554,10 +580,12 @@ def tree_choose(
     vm_count: np.ndarray,
     usable: np.ndarray,
     chg: np.ndarray,
+    fr: np.ndarray,
     n_active: int,
 ) -> int:
-    """:func:`~dcplace.policies.numa_heuristics.choose` for a request of type ``t``, from its tree."""
-    refresh(tkey, tact, tdem, tmulti, tseen, t, code, w, free, cap, vm_count, usable, chg)
+    """:func:`~dcplace.policies.numa_heuristics.choose` for a request of type ``t``, from its tree (the frontier
+    ``fr`` current)."""
+    refresh(tkey, tact, tdem, tmulti, tseen, t, code, w, free, cap, vm_count, usable, chg, fr)
     node = _best_below(tkey[t], tact[t], n_active)
     return -1 if node < 0 else int(tact[t, node])
 
@@ -577,14 +605,15 @@ def tree_top_k(
     vm_count: np.ndarray,
     usable: np.ndarray,
     chg: np.ndarray,
+    fr: np.ndarray,
     n_active: int,
     k: int,
     out: np.ndarray,
     out_keys: np.ndarray,
 ) -> int:
-    """:func:`~dcplace.policies.numa_heuristics.top_k` for a request of type ``t``: the ``k`` best machines from
+    """:func:`~dcplace.policies.numa_heuristics.top_k` for a request of type ``t`` (the frontier ``fr`` current): the ``k`` best machines from
     the tree (each taken out of it in turn, then put back from the state), their actions scored in action order."""
-    refresh(tkey, tact, tdem, tmulti, tseen, t, code, w, free, cap, vm_count, usable, chg)
+    refresh(tkey, tact, tdem, tmulti, tseen, t, code, w, free, cap, vm_count, usable, chg, fr)
     tk = tkey[t]
     ta = tact[t]
     KN = free.shape[1]
