@@ -360,3 +360,23 @@ def test_td_rule_is_injectable_and_recorded(tmp_path):
     assert again.epoch == 2 and again.dqn.loss == "myopic"
     with pytest.raises(InputError, match=r"meta\.dqn\.loss"):
         CvdRlTrainer.resume(TRACE, sc, 0, tmp_path / "a", "synthetic", td=_Myopic())
+
+
+def test_candidate_filter_through_the_index_is_the_scans(monkeypatch):
+    """The top-k filter answered by the index over free capacity (large clusters) equals the scan's, decision by
+    decision along an episode that CVD-RL drives."""
+    net, _ = load(shipped_path("cvd-rl"))
+    sim = NumaSim(NumaCluster.uniform(30), prepare(synthetic_trace(4000, seed=1), 32.0),
+                  Scenario(pms=30, warm_start=0.3, release=True, start_range=(0, 1)))  # fmt: skip
+    fast, slow = CvdAgent(net), CvdAgent(net)
+    status = sim.reset(seed=2)
+    steps = 0
+    while status == K.DECIDE and steps < 400:
+        monkeypatch.setattr(H, "INDEX_MIN_MACHINES", 1)
+        got = fast.candidates(sim.view())
+        monkeypatch.setattr(H, "INDEX_MIN_MACHINES", 10**9)
+        want = slow.candidates(sim.view())
+        assert np.array_equal(got, want)
+        status = sim.step(int(fast.act(sim.view())))
+        steps += 1
+    assert steps == 400

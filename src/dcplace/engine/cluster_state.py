@@ -35,7 +35,9 @@ import numba as nb
 import numpy as np
 import numpy.typing as npt
 
+from dcplace.policies import numa_heuristics as H
 from dcplace.policies.numa_heuristics import choose as heuristic_choose
+from dcplace.policies.numa_index import HeuristicIndex
 from dcplace.sim import numa_kernel as K
 from dcplace.sim.arrays import read_only
 from dcplace.sim.numa import NumaView
@@ -62,6 +64,7 @@ def place_by_heuristic(
     pm_of: np.ndarray,
     node_of: np.ndarray,
     ctr: np.ndarray,
+    chg: np.ndarray,
     demand: np.ndarray,
     multi: np.ndarray,
     v: int,
@@ -85,7 +88,7 @@ def place_by_heuristic(
     m = a // K_
     if m >= n_active or not usable[m] or not K.fits(free, d, is_multi, m, a % K_):
         return -1
-    K.place(free, vm_count, used, pm_of, node_of, ctr, d, is_multi, v, a)
+    K.place(free, vm_count, used, pm_of, node_of, ctr, chg, d, is_multi, v, a)
     return a
 
 
@@ -101,6 +104,7 @@ def place_many_by_heuristic(
     pm_of: np.ndarray,
     node_of: np.ndarray,
     ctr: np.ndarray,
+    chg: np.ndarray,
     demand: np.ndarray,
     multi: np.ndarray,
     slots: np.ndarray,
@@ -116,7 +120,7 @@ def place_many_by_heuristic(
     request handled."""
     n = len(cpu)
     for i in range(start, n):
-        a = place_by_heuristic(code, w, free, cap, vm_count, usable, used, pm_of, node_of, ctr, demand, multi,
+        a = place_by_heuristic(code, w, free, cap, vm_count, usable, used, pm_of, node_of, ctr, chg, demand, multi,
                                slots[i], cpu[i], mem[i], is_multi[i], n_active)  # fmt: skip
         actions[i] = a
         if a < 0:
@@ -169,6 +173,7 @@ class ClusterState:
         self._free_vm_slots: list[int] = list(range(v - 1, -1, -1))  # a stack: lowest slot on top
         self.used = np.zeros(2)  # (2,)
         self.ctr = np.zeros(K.N_CTR, np.int64)
+        self.chg = K.change_log(m)  # (1 + L,) machines whose capacity or usability changed (indexes read it)
 
     # -- machines -------------------------------------------------------------------------------------------
     @property
@@ -206,6 +211,7 @@ class ClusterState:
         self.rack[slot] = rack
         self.slot_of_machine[machine_id] = slot
         self.active = max(self.active, slot + 1)
+        self.chg = K.change_log(self.machine_slots)  # capacities changed: a new state for any index
 
     def remove_machine(self, slot: int) -> None:
         """Empty ``slot`` (the machine must host no VM)."""
@@ -217,10 +223,12 @@ class ClusterState:
         self.rack[slot] = None
         occupied = np.flatnonzero(self.status[: self.active] != ABSENT)
         self.active = int(occupied[-1]) + 1 if len(occupied) else 0
+        self.chg = K.change_log(self.machine_slots)  # capacities changed: a new state for any index
 
     def set_status(self, slot: int, status: int) -> None:
         self.status[slot] = status
         self.usable[slot] = status == ACTIVE
+        K.note_change(self.chg, slot)
 
     # -- the ledger -----------------------------------------------------------------------------------------
     def vm_slot(self) -> int:
@@ -251,18 +259,30 @@ class ClusterState:
         self.demand[v, 1] = mem
         self.multi[v] = multi
         K.place(
-            self.free, self.vm_count, self.used, self.pm_of, self.node_of, self.ctr, self.demand[v], multi, v, action
-        )
+            self.free, self.vm_count, self.used, self.pm_of, self.node_of, self.ctr, self.chg, self.demand[v], multi, v,
+            action,
+        )  # fmt: skip
         self.take_slot(vm_id, v)
 
-    def place_by_heuristic(self, vm_id: str, code: int, w: F64, cpu: float, mem: float, multi: bool) -> int:
+    def place_by_heuristic(
+        self, vm_id: str, code: int, w: F64, cpu: float, mem: float, multi: bool, index: HeuristicIndex | None = None
+    ) -> int:
         """Decide with compiled heuristic ``code`` and place in one call (:func:`place_by_heuristic`); return the
-        action or -1 (nothing changed)."""
+        action or -1 (nothing changed). With ``index`` (that heuristic's index over free capacity) and at least
+        :data:`~dcplace.policies.numa_heuristics.INDEX_MIN_MACHINES` machine slots, the index decides (the same
+        action) and the kernel's ``place`` applies it."""
         v = self.vm_slot()
+        if index is not None and self.machine_slots >= H.INDEX_MIN_MACHINES:
+            index.bind(self.free, self.cap, self.vm_count, self.usable, self.chg)
+            a = index.choose(np.array([cpu, mem]), multi, self.active)
+            if a < 0:
+                return -1
+            self.place(vm_id, v, cpu, mem, multi, a)
+            return a
         a = int(
             place_by_heuristic(
                 code, w, self.free, self.cap, self.vm_count, self.usable, self.used, self.pm_of, self.node_of,
-                self.ctr, self.demand, self.multi, v, cpu, mem, multi, self.active,
+                self.ctr, self.chg, self.demand, self.multi, v, cpu, mem, multi, self.active,
             )
         )  # fmt: skip
         if a >= 0:
@@ -280,7 +300,7 @@ class ClusterState:
 
     def release(self, v: int) -> None:
         """Return what the ledger says VM slot ``v`` took (the kernel's ``release``) and free the slot."""
-        K.release(self.free, self.vm_count, self.used, self.pm_of, self.node_of, self.ctr, self.demand[v], v)
+        K.release(self.free, self.vm_count, self.used, self.pm_of, self.node_of, self.ctr, self.chg, self.demand[v], v)
         del self.slot_of_vm[self.vm_ids[v]]
         self.pm_of[v] = -1
         self.node_of[v] = -1
@@ -314,6 +334,7 @@ class ClusterState:
             demand=np.array([cpu, mem]),
             multi=multi,
             request=request,
+            changes=read_only(self.chg),
         )
 
     def fits(self, slot: int, node: int, cpu: float, mem: float, multi: bool) -> bool:

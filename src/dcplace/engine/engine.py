@@ -86,7 +86,7 @@ from dcplace.placement.migration import MigrationPlan, plan_migrations
 from dcplace.placement.migration import evacuate as evacuate_machines
 from dcplace.policies import get_policy
 from dcplace.policies.base import NumaPolicy
-from dcplace.policies.numa_heuristics import Heuristic
+from dcplace.policies.numa_heuristics import FIRST_FIT, Heuristic
 from dcplace.policies.numa_heuristics import choose as heuristic_choose
 
 
@@ -486,7 +486,7 @@ class PlacementEngine:
             j = int(
                 place_many_by_heuristic(
                     pol.code, self._weights(pol), s.free, s.cap, s.vm_count, s.usable, s.used, s.pm_of, s.node_of,
-                    s.ctr, s.demand, s.multi, slots, cpu, mem, multi, s.active, i, actions,
+                    s.ctr, s.chg, s.demand, s.multi, slots, cpu, mem, multi, s.active, i, actions,
                 )
             )  # fmt: skip
             for k in range(i, j):
@@ -508,7 +508,8 @@ class PlacementEngine:
         kn = self.numa
         if not explain and type(pol) is Heuristic:
             # The fast path: the compiled function Heuristic.choose calls, then the kernel's place, in one call.
-            action = s.place_by_heuristic(req.id, pol.code, self._weights(pol), req.cpu, req.mem, req.multi)
+            index = pol.index() if pol.code != FIRST_FIT else None  # First-Fit's scan stops early: it stays
+            action = s.place_by_heuristic(req.id, pol.code, self._weights(pol), req.cpu, req.mem, req.multi, index)
             if action < 0:
                 self.counters["rejected"] += 1
                 return self._rejection(pol, req, np.array([req.cpu, req.mem]), action)

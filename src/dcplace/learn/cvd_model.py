@@ -31,6 +31,7 @@ from torch import nn
 from dcplace.errors import InputError
 from dcplace.learn import cvd_features as F
 from dcplace.policies import numa_heuristics as H
+from dcplace.policies.numa_index import HeuristicIndex
 from dcplace.sim.numa import NumaSim, NumaView
 
 FILTER_CODES = {"best-fit": H.BEST_FIT, "industrial": H.INDUSTRIAL, "first-fit": H.FIRST_FIT}
@@ -206,6 +207,7 @@ class CvdAgent:
         self.sync(net)
         self._tmp = np.zeros(16, np.int64)
         self._keys = np.zeros((16, 3))
+        self._indexes: dict[int, HeuristicIndex] = {}  # filter heuristic code -> its index over free capacity
 
     def sync(self, net: CvdNet) -> None:
         self.np_net = NumpyMLP(net)
@@ -232,10 +234,17 @@ class CvdAgent:
             if len(self._tmp) < k:
                 self._tmp = np.zeros(k, np.int64)
                 self._keys = np.zeros((k, 3))
-            n = H.top_k(
-                FILTER_CODES[name], H.DEFAULT_WEIGHTS, v.free, v.capacity, v.vm_count, v.usable, v.demand, v.multi,
-                v.active, k, self._tmp, self._keys,
-            )  # fmt: skip
+            code = FILTER_CODES[name]
+            index = self._indexes.get(code)
+            if index is None and code != H.RANDOM:
+                index = self._indexes[code] = HeuristicIndex(code, H.DEFAULT_WEIGHTS)
+            if index is not None and index.usable_for(v):  # the index over free capacity: the same top-k
+                n = index.top_k(v.demand, v.multi, v.active, k, self._tmp, self._keys)
+            else:
+                n = H.top_k(
+                    code, H.DEFAULT_WEIGHTS, v.free, v.capacity, v.vm_count, v.usable, v.demand, v.multi, v.active,
+                    k, self._tmp, self._keys,
+                )  # fmt: skip
             for a in self._tmp[:n]:
                 if int(a) not in out:
                     out.append(int(a))

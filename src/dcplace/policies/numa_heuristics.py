@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numba as nb
 import numpy as np
@@ -50,6 +51,9 @@ from dcplace.policies.base import NumaPolicy
 from dcplace.policies.registry import register
 from dcplace.sim import numa_kernel as K
 from dcplace.sim.numa import NumaSim, NumaView
+
+if TYPE_CHECKING:
+    from dcplace.policies.numa_index import HeuristicIndex
 
 _jit = nb.njit(cache=True, nogil=True)  # cached to __pycache__: compiled once per machine
 # The scores are inlined into one compiled `score_key` (numba IR inlining), called once per scored action: a call per
@@ -78,6 +82,11 @@ W_CONSOLIDATE = 0
 W_STRAND = 1
 W_NUMA = 2
 N_W = 3
+
+#: From this many machines :meth:`Heuristic.run` decides with the index over free capacity
+#: (:mod:`dcplace.policies.numa_index`), below with the scan; the same decisions either way (measured crossover in
+#: docs/benchmarks.md, "Scale").
+INDEX_MIN_MACHINES = 512
 
 
 @dataclass(frozen=True)
@@ -336,6 +345,7 @@ def run_episode(
     node_of: np.ndarray,
     ctr: np.ndarray,
     acc: np.ndarray,
+    chg: np.ndarray,
     ip: np.ndarray,
     fp: np.ndarray,
     demand: np.ndarray,
@@ -348,13 +358,14 @@ def run_episode(
     """A whole episode with heuristic ``code`` deciding: the fast path, the simulator's own transitions."""
     while True:
         status = K.next_decision(
-            free, cap_prefix, vm_count, used, pm_of, node_of, ctr, acc, ip, fp, demand, multi, oversize, ev_req, ev_dep
-        )
+            free, cap_prefix, vm_count, used, pm_of, node_of, ctr, acc, chg, ip, fp, demand, multi, oversize, ev_req,
+            ev_dep,
+        )  # fmt: skip
         if status != K.DECIDE:
             return status
         r = ctr[K.C_REQ]
         a = choose(code, w, free, cap, vm_count, usable, demand[r], multi[r], ctr[K.C_ACTIVE])
-        K.apply_action(free, cap_prefix, vm_count, used, pm_of, node_of, ctr, acc, demand, multi, price, a)
+        K.apply_action(free, cap_prefix, vm_count, used, pm_of, node_of, ctr, acc, chg, demand, multi, price, a)
 
 
 # -- the public policy objects ----------------------------------------------------------------------------------
@@ -377,6 +388,7 @@ class Heuristic(NumaPolicy):
     code: int = field(init=False, repr=False, compare=False)
     """The compiled code (from the name)."""
     _wa: npt.NDArray[np.float64] = field(init=False, repr=False, compare=False)
+    _index: HeuristicIndex | None = field(init=False, repr=False, compare=False, default=None)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "code", heuristic_code(self.heuristic))  # validates the name
@@ -390,6 +402,9 @@ class Heuristic(NumaPolicy):
         return self._wa
 
     def choose(self, view: NumaView) -> int:
+        index = self.index() if self.code != FIRST_FIT else None
+        if index is not None and index.usable_for(view):
+            return index.choose(view.demand, view.multi, view.active)
         return int(
             choose(
                 self.code, self._wa, view.free, view.capacity, view.vm_count, view.usable, view.demand,
@@ -400,21 +415,53 @@ class Heuristic(NumaPolicy):
     def rank(self, view: NumaView, n: int) -> list[tuple[int, tuple[float, ...]]]:
         acts = np.zeros(max(n, 1), np.int64)
         keys = np.zeros((max(n, 1), 3))
+        index = self.index()
+        if index is not None and index.usable_for(view):
+            got = index.top_k(view.demand, view.multi, view.active, n, acts, keys)
+            return [(int(acts[i]), tuple(float(x) for x in keys[i])) for i in range(got)]
         got = top_k(
             self.code, self._w(), view.free, view.capacity, view.vm_count, view.usable, view.demand, view.multi,
             view.active, n, acts, keys,
         )  # fmt: skip
         return [(int(acts[i]), tuple(float(x) for x in keys[i])) for i in range(got)]
 
+    def index(self) -> HeuristicIndex | None:
+        """This heuristic's index over free capacity (:mod:`dcplace.policies.numa_index`), made on first use; None
+        for ``random`` (no index: its draws follow the scan order)."""
+        if self.code == RANDOM:
+            return None
+        if self._index is None:
+            from dcplace.policies.numa_index import HeuristicIndex
+
+            object.__setattr__(self, "_index", HeuristicIndex(self.code, self._wa))
+        return self._index
+
     def run(self, sim: NumaSim) -> int:
+        """Finish the episode in compiled code: with the index over free capacity from
+        :data:`INDEX_MIN_MACHINES` machines up, with the scan below (same decisions)."""
         if sim.status != K.DECIDE:
             return sim.status
         t = sim.trace
+        # First-Fit keeps the scan: it stops at the first feasible machine, which the index does not beat (measured).
+        big = sim.cap.shape[0] >= INDEX_MIN_MACHINES and self.code != FIRST_FIT
+        index = self.index() if big else None
+        if index is not None:
+            from dcplace.policies.numa_index import run_episode_indexed
+
+            index.bind(sim.free, sim.cap, sim.vm_count, sim.usable, sim.chg)
+            req_type = index.types_for(t.demand, t.multi)
+            return int(
+                run_episode_indexed(
+                    self.code, self._w(), sim.free, sim.cap, sim.cap_prefix, sim.vm_count, sim.usable, sim.used,
+                    sim.pm_of, sim.node_of, sim.ctr, sim.acc, sim.chg, sim.ip, sim.fp, t.demand, t.multi,
+                    sim.oversize, t.price, t.ev_req, t.ev_dep, req_type, *index.arrays(),
+                )
+            )  # fmt: skip
         return int(
             run_episode(
                 self.code, self._w(), sim.free, sim.cap, sim.cap_prefix, sim.vm_count, sim.usable, sim.used,
-                sim.pm_of, sim.node_of, sim.ctr, sim.acc, sim.ip, sim.fp, t.demand, t.multi, sim.oversize, t.price,
-                t.ev_req, t.ev_dep,
+                sim.pm_of, sim.node_of, sim.ctr, sim.acc, sim.chg, sim.ip, sim.fp, t.demand, t.multi, sim.oversize,
+                t.price, t.ev_req, t.ev_dep,
             )
         )  # fmt: skip
 

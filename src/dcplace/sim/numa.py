@@ -227,6 +227,9 @@ class NumaView(NamedTuple):
     """Whether the waiting request spans every NUMA node of its machine."""
     request: int = -1
     """Index of the request in its trace or engine (for logging; -1 when unknown)."""
+    changes: npt.NDArray[np.int64] | None = None
+    """The state's change log (:mod:`dcplace.sim.numa_kernel`, ``chg``), read-only: lets a policy keep an index
+    over free capacity current (:mod:`dcplace.policies.numa_index`); None when the state keeps none."""
 
     @property
     def machines(self) -> int:
@@ -284,6 +287,7 @@ class NumaSim:
         self.node_of = np.full(n, -1, np.int64)  # (n,) ledger: node (-1 = all nodes)
         self.ctr = np.zeros(K.N_CTR, np.int64)
         self.acc = np.zeros(K.N_ACC, np.float64)
+        self.chg = K.change_log(m)  # (1 + L,) machines whose free capacity changed (for indexes over it)
         self._mask = np.zeros(m * k, bool)
         self._ro_views()
 
@@ -312,6 +316,7 @@ class NumaSim:
         self.node_of[:] = -1
         self.ctr[:] = 0
         self.acc[:] = 0.0
+        K.note_reset(self.chg)
         self.ctr[K.C_PTR] = start
         self.ctr[K.C_ACTIVE] = self.scenario.pms
         self.ctr[K.C_PHASE] = K.WARMUP if self.scenario.warm_start > 0 else K.SCORED
@@ -330,6 +335,7 @@ class NumaSim:
                 self.node_of,
                 self.ctr,
                 self.acc,
+                self.chg,
                 self.ip,
                 self.fp,
                 t.demand,
@@ -354,6 +360,7 @@ class NumaSim:
             self.node_of,
             self.ctr,
             self.acc,
+            self.chg,
             t.demand,
             t.multi,
             t.price,
@@ -391,7 +398,7 @@ class NumaSim:
         r = int(self.ctr[K.C_REQ])
         return NumaView(
             self._free_ro, self._cap_ro, self._count_ro, self._usable_ro, int(self.ctr[K.C_ACTIVE]),
-            self._demand_ro[r], bool(self._multi[r]), r,
+            self._demand_ro[r], bool(self._multi[r]), r, self._chg_ro,
         )  # fmt: skip
 
     def _ro_views(self) -> None:
@@ -403,12 +410,13 @@ class NumaSim:
         self._usable_ro = read_only(self.usable)
         self._demand_ro = read_only(self.trace.demand)
         self._multi = self.trace.multi
+        self._chg_ro = read_only(self.chg)
 
     def copy(self) -> NumaSim:
         """An independent copy of the dynamic state (for look-ahead and rollouts)."""
         other = object.__new__(NumaSim)
         other.__dict__.update(self.__dict__)
-        for name in ("free", "vm_count", "used", "pm_of", "node_of", "ctr", "acc", "_mask"):  # usable: constant
+        for name in ("free", "vm_count", "used", "pm_of", "node_of", "ctr", "acc", "chg", "_mask"):  # usable: constant
             setattr(other, name, getattr(self, name).copy())
         other._ro_views()
         return other

@@ -14,7 +14,12 @@ State (all arrays, no per-machine objects; ``M`` machines, ``K`` NUMA nodes, ``R
 * ``used``: ``(R,)`` float64, allocated total of each resource (running sum, for O(1) metrics);
 * ``pm_of``: ``(n,)`` int64 ledger, the machine holding request ``r`` (-1 never placed, -2 released);
 * ``node_of``: ``(n,)`` int64 ledger, its NUMA node (-1: spread evenly over all ``K`` nodes);
-* ``ctr``: ``(N_CTR,)`` int64 counters and ``acc``: ``(N_ACC,)`` float64 accumulators (indices below).
+* ``ctr``: ``(N_CTR,)`` int64 counters and ``acc``: ``(N_ACC,)`` float64 accumulators (indices below);
+* ``chg``: ``(1 + L,)`` int64 change log, a ring of the last ``L`` machines whose free capacity changed:
+  ``chg[0]`` counts every change ever noted, change ``q`` is at ``chg[1 + q % L]`` (:func:`note_change`). Writing
+  it costs O(1) per place / release; an index over free capacity
+  (:mod:`dcplace.policies.numa_index`) reads it to update only what changed, and rebuilds when more than ``L``
+  changes passed since it last looked (or after :func:`note_reset`).
 
 Why compiled loops and not vectorised numpy: one decision at 100 machines is ~200 floating-point comparisons;
 numpy's per-call overhead (~1 us per array operation, a dozen operations per decision) would cap the simulator near
@@ -52,7 +57,8 @@ C_IN_USE = 9  # machines hosting at least one VM
 C_REQ = 10  # the request awaiting a decision (valid when status == DECIDE)
 C_DEPARTURES = 11  # departures processed (placed VMs released)
 C_START_REQ = 12  # first scored request (-1 before the scored phase starts)
-N_CTR = 13
+C_PENDING = 13  # the creation request advance() stopped at (feasibility not yet checked)
+N_CTR = 14
 
 # acc indices
 A_INCOME = 0
@@ -75,6 +81,26 @@ F_WARM_RATIO = 0
 N_FP = 1
 
 _jit = nb.njit(cache=True, nogil=True)  # cached to __pycache__: compiled once per machine
+
+
+def change_log(machines: int) -> np.ndarray:
+    """A new, empty change log (``chg`` above) with a ring of ``max(machines, 1024)`` entries: an index that falls
+    further behind than the cluster's size rebuilds, which costs no more than replaying the changes."""
+    return np.zeros(1 + max(int(machines), 1024), np.int64)
+
+
+@_jit
+def note_change(chg: np.ndarray, m: int) -> None:
+    """Record that machine ``m``'s free capacity (or usability) changed."""
+    L = chg.shape[0] - 1
+    chg[1 + chg[0] % L] = m
+    chg[0] += 1
+
+
+@_jit
+def note_reset(chg: np.ndarray) -> None:
+    """Record that any machine may have changed (a reset, a bulk edit): every index reading ``chg`` rebuilds."""
+    chg[0] += chg.shape[0]
 
 
 @_jit
@@ -144,12 +170,13 @@ def place(
     pm_of: np.ndarray,
     node_of: np.ndarray,
     ctr: np.ndarray,
+    chg: np.ndarray,
     d: np.ndarray,
     multi: bool,
     r: int,
     action: int,
 ) -> None:
-    """Allocate request ``r`` at ``action`` (which must be feasible) and record it in the ledger."""
+    """Allocate request ``r`` at ``action`` (which must be feasible), record it in the ledger and the change log."""
     K = free.shape[1]
     R = free.shape[2]
     m = action // K
@@ -169,6 +196,7 @@ def place(
     if vm_count[m] == 0:
         ctr[C_IN_USE] += 1
     vm_count[m] += 1
+    note_change(chg, m)
 
 
 @_jit
@@ -179,10 +207,11 @@ def release(
     pm_of: np.ndarray,
     node_of: np.ndarray,
     ctr: np.ndarray,
+    chg: np.ndarray,
     d: np.ndarray,
     r: int,
 ) -> None:
-    """Return exactly what the ledger says request ``r`` took (nothing if it was never placed)."""
+    """Return exactly what the ledger says request ``r`` took (nothing if it was never placed); note the change."""
     m = pm_of[r]
     if m < 0:
         return
@@ -203,10 +232,11 @@ def release(
         ctr[C_IN_USE] -= 1
     pm_of[r] = -2
     ctr[C_DEPARTURES] += 1
+    note_change(chg, m)
 
 
 @_jit
-def next_decision(
+def advance(
     free: np.ndarray,
     cap_prefix: np.ndarray,
     vm_count: np.ndarray,
@@ -215,6 +245,7 @@ def next_decision(
     node_of: np.ndarray,
     ctr: np.ndarray,
     acc: np.ndarray,
+    chg: np.ndarray,
     ip: np.ndarray,
     fp: np.ndarray,
     demand: np.ndarray,
@@ -223,19 +254,19 @@ def next_decision(
     ev_req: np.ndarray,
     ev_dep: np.ndarray,
 ) -> int:
-    """Advance to the next creation request that needs a scored decision and return the status.
+    """Walk the events up to the next creation request that needs a scored decision, without checking that it fits.
 
-    Processes departures (when releases are on), skips oversize requests (counted), runs the warm-up phase with
-    the warm-up heuristic until the CPU allocation rate reaches the warm-start ratio, and grows the cluster in
-    expansion mode while the waiting request fits nowhere. Returns DECIDE with ``ctr[C_REQ]`` set, or a final
-    status.
+    Processes departures (when releases are on), skips oversize requests (counted) and runs the warm-up phase with
+    the warm-up heuristic until the CPU allocation rate reaches the warm-start ratio. Returns DECIDE with
+    ``ctr[C_PENDING]`` set to the waiting request (the caller then checks that something fits: :func:`next_decision`
+    scans, an index answers from its tree, and both call :func:`expand_or_end` while nothing fits), or TRUNCATED.
     """
     E = ev_req.shape[0]
     p = ctr[C_PTR]
     while True:
         while p < E and ev_dep[p]:
             if ip[P_RELEASE] == 1:
-                release(free, vm_count, used, pm_of, node_of, ctr, demand[ev_req[p]], ev_req[p])
+                release(free, vm_count, used, pm_of, node_of, ctr, chg, demand[ev_req[p]], ev_req[p])
             p += 1
         if p >= E:
             ctr[C_PTR] = p
@@ -251,7 +282,7 @@ def next_decision(
             if used[0] < fp[F_WARM_RATIO] * cap_prefix[n_active, 0]:
                 a = first_feasible(free, demand[r], multi[r], n_active)
                 if a >= 0:
-                    place(free, vm_count, used, pm_of, node_of, ctr, demand[r], multi[r], r, a)
+                    place(free, vm_count, used, pm_of, node_of, ctr, chg, demand[r], multi[r], r, a)
                     ctr[C_WARM_PLACED] += 1
                 else:
                     ctr[C_WARM_SKIPPED] += 1
@@ -260,22 +291,62 @@ def next_decision(
             ctr[C_PHASE] = SCORED
             ctr[C_START_REQ] = r
             acc[A_WARM_CPU] = used[0] / cap_prefix[n_active, 0]
+        ctr[C_PTR] = p
         if ip[P_MAX_REQUESTS] > 0 and ctr[C_LENGTH] >= ip[P_MAX_REQUESTS]:
-            ctr[C_PTR] = p
             ctr[C_STATUS] = TRUNCATED
             return TRUNCATED
-        while not any_fits(free, demand[r], multi[r], ctr[C_ACTIVE]):
-            if ip[P_EXPANSION] == 1 and ctr[C_ACTIVE] < ip[P_MAX_ACTIVE]:
-                ctr[C_ACTIVE] = min(ctr[C_ACTIVE] + ip[P_EXPAND_STEP], ip[P_MAX_ACTIVE])
-                ctr[C_EXPANSIONS] += 1
-            else:
-                ctr[C_PTR] = p
-                ctr[C_STATUS] = TERMINATED
-                return TERMINATED
-        ctr[C_PTR] = p
-        ctr[C_REQ] = r
-        ctr[C_STATUS] = DECIDE
+        ctr[C_PENDING] = r
         return DECIDE
+
+
+@_jit
+def expand_or_end(ctr: np.ndarray, ip: np.ndarray) -> bool:
+    """The waiting request fits on no active machine: grow the cluster by a step (Expansion, below the maximum) and
+    return True (check again), or end the episode (TERMINATED) and return False."""
+    if ip[P_EXPANSION] == 1 and ctr[C_ACTIVE] < ip[P_MAX_ACTIVE]:
+        ctr[C_ACTIVE] = min(ctr[C_ACTIVE] + ip[P_EXPAND_STEP], ip[P_MAX_ACTIVE])
+        ctr[C_EXPANSIONS] += 1
+        return True
+    ctr[C_STATUS] = TERMINATED
+    return False
+
+
+@_jit
+def next_decision(
+    free: np.ndarray,
+    cap_prefix: np.ndarray,
+    vm_count: np.ndarray,
+    used: np.ndarray,
+    pm_of: np.ndarray,
+    node_of: np.ndarray,
+    ctr: np.ndarray,
+    acc: np.ndarray,
+    chg: np.ndarray,
+    ip: np.ndarray,
+    fp: np.ndarray,
+    demand: np.ndarray,
+    multi: np.ndarray,
+    oversize: np.ndarray,
+    ev_req: np.ndarray,
+    ev_dep: np.ndarray,
+) -> int:
+    """Advance to the next creation request that needs a scored decision and return the status.
+
+    :func:`advance`, then a scan for a feasible action; while there is none, grow the cluster in expansion mode
+    (:func:`expand_or_end`). Returns DECIDE with ``ctr[C_REQ]`` set, or a final status.
+    """
+    status = advance(
+        free, cap_prefix, vm_count, used, pm_of, node_of, ctr, acc, chg, ip, fp, demand, multi, oversize, ev_req, ev_dep
+    )
+    if status != DECIDE:
+        return status
+    r = ctr[C_PENDING]
+    while not any_fits(free, demand[r], multi[r], ctr[C_ACTIVE]):
+        if not expand_or_end(ctr, ip):
+            return TERMINATED
+    ctr[C_REQ] = r
+    ctr[C_STATUS] = DECIDE
+    return DECIDE
 
 
 @_jit
@@ -288,6 +359,7 @@ def apply_action(
     node_of: np.ndarray,
     ctr: np.ndarray,
     acc: np.ndarray,
+    chg: np.ndarray,
     demand: np.ndarray,
     multi: np.ndarray,
     price: np.ndarray,
@@ -301,7 +373,7 @@ def apply_action(
     if action < 0 or m >= n_active or not fits(free, demand[r], multi[r], m, action % K):
         ctr[C_STATUS] = INVALID
         return INVALID
-    place(free, vm_count, used, pm_of, node_of, ctr, demand[r], multi[r], r, action)
+    place(free, vm_count, used, pm_of, node_of, ctr, chg, demand[r], multi[r], r, action)
     ctr[C_LENGTH] += 1
     acc[A_INCOME] += price[r]
     acc[A_CPU_SUM] += used[0] / cap_prefix[n_active, 0]
