@@ -16,7 +16,8 @@ episodes. Scenario as in :mod:`dcplace.bench.cvd_heuristics` (releases off; see 
 from __future__ import annotations
 
 import csv
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -78,7 +79,7 @@ def runs(quick: bool) -> list[Run]:
     return out
 
 
-def _train(args: tuple[Run, str, int, int, Path, bool]) -> dict[str, Any]:
+def _train(args: tuple[Run, str, int, int, Path, bool, bool]) -> dict[str, Any]:
     """Train one run (in a worker process); return its curve rows and the heuristic validation references."""
     import torch
 
@@ -88,7 +89,7 @@ def _train(args: tuple[Run, str, int, int, Path, bool]) -> dict[str, Any]:
     from dcplace.learn.schedrl import SchedRlTrainer
 
     torch.set_num_threads(1)
-    run, trace, epochs, seed, out, quick = args
+    run, trace, epochs, seed, out, quick, keep_replay = args
     prepared = prepare(load_trace(trace, seed=0, synthetic_n=60_000), DOUBLE_THRESHOLD)
     whole = run.kind == "schedrl" or not run.decompose
     model = CvdConfig(kind=run.kind, decompose=run.decompose, lookahead=run.lookahead,
@@ -104,6 +105,7 @@ def _train(args: tuple[Run, str, int, int, Path, bool]) -> dict[str, Any]:
     scenario = Scenario(pms=run.pms, release=False, warm_start=0.5)
     trainer = SchedRlTrainer if run.kind == "schedrl" else CvdRlTrainer
     tr = trainer(prepared, scenario, seed, out / "runs" / run.name, model, dqn, trace)
+    tr.keep_replay = keep_replay
     ref = tr.validate_heuristic("best-fit")
     tr.train(epochs)
     return {"run": run.name, "best_fit_validation": ref, "curves": tr.curves, "wall_s": tr.wall_s}
@@ -120,9 +122,20 @@ def ceiling(sim: NumaSim, trace: PreparedTrace) -> int:
 
 
 def run_reproduction(
-    trace: str, episodes: int, seed: int, out: Path, quick: bool = False, curve_epochs: int = 40, workers: int = 2
+    trace: str,
+    episodes: int,
+    seed: int,
+    out: Path,
+    quick: bool = False,
+    curve_epochs: int = 40,
+    workers: int = 2,
+    keep_replay: bool = False,
+    progress: Callable[[str], None] | None = None,
 ) -> str:
-    """Tables, curves, ablations; writes records.jsonl, curves.csv, figures and table.md; returns the Markdown."""
+    """Tables, curves, ablations; writes records.jsonl, curves.csv, figures and table.md; returns the Markdown.
+    ``keep_replay``: keep each training run's replay buffer (``runs/<name>/replay.npz``, for a resume);
+    ``progress``: called with a line after each table cell and each training run."""
+    say = progress or (lambda line: None)
     if trace == "auto":
         trace = "huawei-east-1" if trace_available("huawei-east-1") else "synthetic"
     prepared = prepare(load_trace(trace, seed=0, synthetic_n=60_000), DOUBLE_THRESHOLD)
@@ -135,6 +148,7 @@ def run_reproduction(
                 records.append(dict(table=key, policy=pol, warm_start=warm, episode=i, length=r.length,
                                     income=r.income, cpu_alloc=r.cpu_alloc_mean, final_pms=r.final_pms,
                                     status=r.status, wall_s=wall / episodes))  # fmt: skip
+            say(f"{key} warm {warm:.0%} {pol}: length {np.mean([r.length for r in results]):.1f}")
         if scenario.mode == "non-expansion":
             sim = NumaSim(cluster, prepared, scenario)
             for i in range(episodes):
@@ -145,12 +159,18 @@ def run_reproduction(
 
     plan = runs(quick)
     epochs = 3 if quick else curve_epochs
-    jobs = [(r, trace, epochs, seed, out, quick) for r in plan]
+    jobs = [(r, trace, epochs, seed, out, quick, keep_replay) for r in plan]
     if workers > 1:
         with ProcessPoolExecutor(workers) as pool:
-            trained = list(pool.map(_train, jobs))
+            futures = [pool.submit(_train, j) for j in jobs]
+            for n, fut in enumerate(as_completed(futures), 1):
+                say(f"training run {n}/{len(jobs)} done: {fut.result()['run']}")
+            trained = [f.result() for f in futures]
     else:
-        trained = [_train(j) for j in jobs]
+        trained = []
+        for n, j in enumerate(jobs, 1):
+            trained.append(_train(j))
+            say(f"training run {n}/{len(jobs)} done: {j[0].name}")
     rows = []
     for run, res in zip(plan, trained, strict=True):
         for c in res["curves"]:

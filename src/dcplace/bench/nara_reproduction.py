@@ -14,6 +14,7 @@ Same test episodes for every policy (seeded, test split), so differences are the
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +79,9 @@ def run_reproduction(out: Path, episodes: int = 5, seed: int = 0, quick: bool = 
         )
         if progress:
             print(
-                f"{topology:6s} {dataset:8s} {label:14s} acceptance {run.summary()['acceptance_mean']:.3f}", flush=True
+                f"{topology:6s} {dataset:8s} {label:14s} acceptance {run.summary()['acceptance_mean']:.3f}",
+                file=sys.stderr,
+                flush=True,
             )
         return run
 

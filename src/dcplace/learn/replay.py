@@ -54,7 +54,10 @@ class Replay:
     def restore(self, path: Path) -> None:
         """Read back what :meth:`save` wrote (the buffer must have the same layout)."""
         if not path.is_file():
-            raise InputError(f"{path}: the replay buffer of the run is missing (needed for an exact resume)")
+            raise InputError(
+                f"{path}: the replay buffer of the run is missing (needed for an exact resume; train with "
+                "--keep-replay to keep it)"
+            )
         with np.load(path) as z:
             self.size, self.pos = int(z["size"]), int(z["pos"])
             for k in self.arrays:
