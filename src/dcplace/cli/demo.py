@@ -1,7 +1,7 @@
 """The main job: every paper's claims checked in one report (`reproduce all --quick`): the CVD-RL heuristics on
 Huawei-East-1 (synthetic when the data is absent) with the shipped CVD-RL / SchedRL schedulers beside them, Nara's
-shipped agents against the baselines on alpha..delta and the batch-placement tables, each beside the papers'
-numbers, written to results/demo/report.html."""
+shipped agents against the baselines on alpha, beta and gamma (delta in the full form) and the batch-placement
+tables, each beside the papers' numbers, written to results/demo/report.html."""
 
 from __future__ import annotations
 
