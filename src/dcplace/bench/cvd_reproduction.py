@@ -57,12 +57,18 @@ class Run:
     lookahead: bool = True
     reward: str = "delta"
     loss: str = "cluster"
+    seed_offset: int = 0
+    """trained with the reproduction's seed + this (extra seeds of Figure 6: names end in ``-s<offset>``)"""
 
 
-def runs(quick: bool) -> list[Run]:
+def runs(quick: bool, curve_seeds: int = 1) -> list[Run]:
+    """The training runs; ``curve_seeds`` > 1 adds Figure 6's runs with seeds + 1 .. + curve_seeds - 1 (their
+    learning curves then get a band over seeds in the report)."""
     sizes = (2, 5) if quick else (2, 5, 10, 20)
     big = 10 if quick else 50
     out = [Run(f"{k}-{n}pm", "figure6", k, n) for n in sizes for k in ("cvd", "schedrl")]
+    out += [Run(f"{k}-{n}pm-s{j}", "figure6", k, n, seed_offset=j) for j in range(1, curve_seeds) for n in sizes
+            for k in ("cvd", "schedrl")]  # fmt: skip
     out += [
         Run(f"full-{big}pm", "figure10", "cvd", big),
         Run(f"no-filter-{big}pm", "figure10", "cvd", big, filter_k=()),
@@ -104,7 +110,7 @@ def _train(args: tuple[Run, str, int, int, Path, bool, bool]) -> dict[str, Any]:
     )
     scenario = Scenario(pms=run.pms, release=False, warm_start=0.5)
     trainer = SchedRlTrainer if run.kind == "schedrl" else CvdRlTrainer
-    tr = trainer(prepared, scenario, seed, out / "runs" / run.name, model, dqn, trace)
+    tr = trainer(prepared, scenario, seed + run.seed_offset, out / "runs" / run.name, model, dqn, trace)
     tr.keep_replay = keep_replay
     ref = tr.validate_heuristic("best-fit")
     tr.train(epochs)
@@ -131,10 +137,12 @@ def run_reproduction(
     workers: int = 2,
     keep_replay: bool = False,
     progress: Callable[[str], None] | None = None,
+    curve_seeds: int = 1,
 ) -> str:
     """Tables, curves, ablations; writes records.jsonl, curves.csv, figures and table.md; returns the Markdown.
     ``keep_replay``: keep each training run's replay buffer (``runs/<name>/replay.npz``, for a resume);
-    ``progress``: called with a line after each table cell and each training run."""
+    ``progress``: called with a line after each table cell and each training run; ``curve_seeds``: seeds of each
+    Figure 6 run (1: the seed alone, as before)."""
     say = progress or (lambda line: None)
     if trace == "auto":
         trace = "huawei-east-1" if trace_available("huawei-east-1") else "synthetic"
@@ -157,7 +165,7 @@ def run_reproduction(
                                         length=ceiling(sim, prepared)))  # fmt: skip
     write_records(records, out)
 
-    plan = runs(quick)
+    plan = runs(quick, curve_seeds)
     epochs = 3 if quick else curve_epochs
     jobs = [(r, trace, epochs, seed, out, quick, keep_replay) for r in plan]
     if workers > 1:
@@ -255,7 +263,7 @@ def plot_curves(rows: list[dict[str, Any]], out: Path) -> None:
             fig, axes = plt.subplots(1, len(sizes), figsize=(3.6 * len(sizes), 3.2), squeeze=False)
             for ax, n in zip(axes[0], sizes, strict=True):
                 for kind in ("cvd", "schedrl"):
-                    rr = [r for r in sel if r["pms"] == n and r["kind"] == kind]
+                    rr = [r for r in sel if r["pms"] == n and r["kind"] == kind and r["run"] == f"{kind}-{n}pm"]
                     ax.plot([r["epoch"] for r in rr], [r["ratio"] for r in rr], "o-", ms=3, label=kind)
                 ax.axhline(1.0, color="grey", lw=0.8, ls="--")
                 ax.set_title(f"{n} PMs")
