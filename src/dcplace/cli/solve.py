@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from dcplace.cli.common import JSON_HELP, console, save_result
+from dcplace.cli.common import JSON_HELP, console, err_console, save_result
 from dcplace.cli.options import Flag, config_command
 from dcplace.config import check, check_types
 from dcplace.errors import InputError
@@ -117,7 +117,8 @@ def solve_cmd(
             raise InputError(f"topology-aware batches are solved by method auto only, got {cfg.method!r}",
                              field="method")  # fmt: skip
         limit = Deadline(300.0 if cfg.time_limit is None else cfg.time_limit)
-        res = solve(load_numa_batch(cfg.instance), "auto", limit, cfg.seed, cfg.numa_batch)
+        with err_console.status(f"solving {cfg.instance} (up to {limit.seconds:g} s)..."):
+            res = solve(load_numa_batch(cfg.instance), "auto", limit, cfg.seed, cfg.numa_batch)
         summary = summary_of(res)
         _write_out(out, summary, res, cfg)
         if json_out:
@@ -129,7 +130,9 @@ def solve_cmd(
         return
     problem = load_problem(cfg.instance)
     params: Params | None = getattr(cfg, cfg.method) if cfg.method in METHOD_TABLES else None  # else: defaults
-    res = solve(problem, cfg.method, Deadline(60.0 if cfg.time_limit is None else cfg.time_limit), cfg.seed, params)
+    limit = Deadline(60.0 if cfg.time_limit is None else cfg.time_limit)
+    with err_console.status(f"solving {cfg.instance} with {cfg.method} (up to {limit.seconds:g} s)..."):
+        res = solve(problem, cfg.method, limit, cfg.seed, params)
     s = res.summary()
     _write_out(out, s, res, cfg)
     if json_out:
