@@ -157,6 +157,7 @@ def test_same_seed_same_weights_and_resume_is_exact(tmp_path, kind):
     a = trainer(TRACE, sc, 7, tmp_path / "a", cfg, TINY_DQN)
     a.train(4)
     b = trainer(TRACE, sc, 7, tmp_path / "b", cfg, TINY_DQN)
+    b.keep_replay = True  # an exact resume needs the buffer
     b.train(2)
     b = trainer.resume(TRACE, sc, 7, tmp_path / "b", "synthetic")
     b.train(4)
@@ -215,7 +216,17 @@ def test_cli_train_simulate_and_errors(tmp_path):
     assert res.exit_code == 0, res.output
     summary = json.loads((out / "train.json").read_text())
     assert summary["epochs"] == 2 and "validation_best_fit" in summary
-    assert (out / "curves.csv").is_file() and (out / "replay.npz").is_file()
+    assert (out / "curves.csv").is_file() and not (out / "replay.npz").exists()  # only with --keep-replay
+    res = runner.invoke(app, ["train", "cvd-rl", "--trace", "synthetic", "--pms", "4", "--epochs", "3",
+                              "--eval-every", "1", "--out", str(out), "--resume"])  # fmt: skip
+    assert res.exit_code == 2 and "replay buffer of the run is missing" in res.output and "--keep-replay" in res.output
+    kept = tmp_path / "kept"
+    res = runner.invoke(app, ["train", "cvd-rl", "--trace", "synthetic", "--pms", "4", "--epochs", "1",
+                              "--eval-every", "1", "--out", str(kept), "--keep-replay"])  # fmt: skip
+    assert res.exit_code == 0 and (kept / "replay.npz").is_file(), res.output
+    res = runner.invoke(app, ["train", "cvd-rl", "--trace", "synthetic", "--pms", "4", "--epochs", "2",
+                              "--eval-every", "1", "--out", str(kept), "--resume"])  # fmt: skip
+    assert res.exit_code == 0 and json.loads((kept / "train.json").read_text())["epochs"] == 2, res.output
     res = runner.invoke(app, ["simulate", "numa", "--trace", "synthetic", "--pms", "12", "--no-release",
                               "--policy", "cvd-rl", "--checkpoint", str(out / "policy.pt"), "--episodes", "2",
                               "--json"])  # fmt: skip
@@ -303,6 +314,7 @@ def test_reward_is_injectable_and_recorded(tmp_path):
     sc = Scenario(pms=4, warm_start=0.5, release=False)
     default = CvdRlTrainer(TRACE, sc, 0, tmp_path / "a", CvdConfig(), TINY_DQN)
     custom = CvdRlTrainer(TRACE, sc, 0, tmp_path / "b", CvdConfig(), TINY_DQN, "synthetic", _Constant(0.25))
+    custom.keep_replay = True
     default.train(2)
     custom.train(2)
     n = custom.buffer.size
@@ -351,6 +363,7 @@ def test_td_rule_is_injectable_and_recorded(tmp_path):
         CvdRlTrainer(TRACE, sc, 0, tmp_path / "x", CvdConfig(), DQNConfig(loss="huber"))
     default = CvdRlTrainer(TRACE, sc, 0, tmp_path / "a", CvdConfig(), TINY_DQN)
     custom = CvdRlTrainer(TRACE, sc, 0, tmp_path / "b", CvdConfig(), TINY_DQN, td=_Myopic())
+    custom.keep_replay = True
     default.train(2)
     custom.train(2)
     wa, wb = default.net.state_dict(), custom.net.state_dict()

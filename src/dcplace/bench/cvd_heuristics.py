@@ -12,7 +12,7 @@ policy x warm start x episode); the Markdown table is built from the records onl
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -91,8 +91,11 @@ def write_records(records: list[dict[str, Any]], out: Path) -> None:
     tmp.replace(out / "records.jsonl")
 
 
-def run_reproduction(trace: str, episodes: int, seed: int, out: Path, quick: bool = False) -> str:
-    """Run every cell, write ``records.jsonl`` and ``table.md`` under ``out``, return the Markdown."""
+def run_reproduction(
+    trace: str, episodes: int, seed: int, out: Path, quick: bool = False, progress: Callable[[str], None] | None = None
+) -> str:
+    """Run every cell, write ``records.jsonl`` and ``table.md`` under ``out``, return the Markdown (``progress``:
+    called with a line after each cell)."""
     if trace == "auto":
         trace = "huawei-east-1" if trace_available("huawei-east-1") else "synthetic"
     table = load_trace(trace, seed=seed, synthetic_n=60_000)
@@ -109,6 +112,8 @@ def run_reproduction(trace: str, episodes: int, seed: int, out: Path, quick: boo
                          final_cpu_alloc=r.final_cpu_alloc,
                          expansions=r.expansions, status=r.status, wall_s=wall / episodes)
                 )  # fmt: skip
+            if progress is not None:
+                progress(f"{key} warm {warm:.0%} {pol}: length {np.mean([r.length for r in results]):.1f}")
     write_records(records, out)
     md = render_markdown(records, trace, episodes)
     (out / "table.md").write_text(md)

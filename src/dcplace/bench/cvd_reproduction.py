@@ -16,7 +16,8 @@ episodes. Scenario as in :mod:`dcplace.bench.cvd_heuristics` (releases off; see 
 from __future__ import annotations
 
 import csv
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,12 +57,18 @@ class Run:
     lookahead: bool = True
     reward: str = "delta"
     loss: str = "cluster"
+    seed_offset: int = 0
+    """trained with the reproduction's seed + this (extra seeds of Figure 6: names end in ``-s<offset>``)"""
 
 
-def runs(quick: bool) -> list[Run]:
+def runs(quick: bool, curve_seeds: int = 1) -> list[Run]:
+    """The training runs; ``curve_seeds`` > 1 adds Figure 6's runs with seeds + 1 .. + curve_seeds - 1 (their
+    learning curves then get a band over seeds in the report)."""
     sizes = (2, 5) if quick else (2, 5, 10, 20)
     big = 10 if quick else 50
     out = [Run(f"{k}-{n}pm", "figure6", k, n) for n in sizes for k in ("cvd", "schedrl")]
+    out += [Run(f"{k}-{n}pm-s{j}", "figure6", k, n, seed_offset=j) for j in range(1, curve_seeds) for n in sizes
+            for k in ("cvd", "schedrl")]  # fmt: skip
     out += [
         Run(f"full-{big}pm", "figure10", "cvd", big),
         Run(f"no-filter-{big}pm", "figure10", "cvd", big, filter_k=()),
@@ -78,7 +85,7 @@ def runs(quick: bool) -> list[Run]:
     return out
 
 
-def _train(args: tuple[Run, str, int, int, Path, bool]) -> dict[str, Any]:
+def _train(args: tuple[Run, str, int, int, Path, bool, bool]) -> dict[str, Any]:
     """Train one run (in a worker process); return its curve rows and the heuristic validation references."""
     import torch
 
@@ -88,7 +95,7 @@ def _train(args: tuple[Run, str, int, int, Path, bool]) -> dict[str, Any]:
     from dcplace.learn.schedrl import SchedRlTrainer
 
     torch.set_num_threads(1)
-    run, trace, epochs, seed, out, quick = args
+    run, trace, epochs, seed, out, quick, keep_replay = args
     prepared = prepare(load_trace(trace, seed=0, synthetic_n=60_000), DOUBLE_THRESHOLD)
     whole = run.kind == "schedrl" or not run.decompose
     model = CvdConfig(kind=run.kind, decompose=run.decompose, lookahead=run.lookahead,
@@ -103,7 +110,8 @@ def _train(args: tuple[Run, str, int, int, Path, bool]) -> dict[str, Any]:
     )
     scenario = Scenario(pms=run.pms, release=False, warm_start=0.5)
     trainer = SchedRlTrainer if run.kind == "schedrl" else CvdRlTrainer
-    tr = trainer(prepared, scenario, seed, out / "runs" / run.name, model, dqn, trace)
+    tr = trainer(prepared, scenario, seed + run.seed_offset, out / "runs" / run.name, model, dqn, trace)
+    tr.keep_replay = keep_replay
     ref = tr.validate_heuristic("best-fit")
     tr.train(epochs)
     return {"run": run.name, "best_fit_validation": ref, "curves": tr.curves, "wall_s": tr.wall_s}
@@ -120,9 +128,22 @@ def ceiling(sim: NumaSim, trace: PreparedTrace) -> int:
 
 
 def run_reproduction(
-    trace: str, episodes: int, seed: int, out: Path, quick: bool = False, curve_epochs: int = 40, workers: int = 2
+    trace: str,
+    episodes: int,
+    seed: int,
+    out: Path,
+    quick: bool = False,
+    curve_epochs: int = 40,
+    workers: int = 2,
+    keep_replay: bool = False,
+    progress: Callable[[str], None] | None = None,
+    curve_seeds: int = 1,
 ) -> str:
-    """Tables, curves, ablations; writes records.jsonl, curves.csv, figures and table.md; returns the Markdown."""
+    """Tables, curves, ablations; writes records.jsonl, curves.csv, figures and table.md; returns the Markdown.
+    ``keep_replay``: keep each training run's replay buffer (``runs/<name>/replay.npz``, for a resume);
+    ``progress``: called with a line after each table cell and each training run; ``curve_seeds``: seeds of each
+    Figure 6 run (1: the seed alone, as before)."""
+    say = progress or (lambda line: None)
     if trace == "auto":
         trace = "huawei-east-1" if trace_available("huawei-east-1") else "synthetic"
     prepared = prepare(load_trace(trace, seed=0, synthetic_n=60_000), DOUBLE_THRESHOLD)
@@ -135,6 +156,7 @@ def run_reproduction(
                 records.append(dict(table=key, policy=pol, warm_start=warm, episode=i, length=r.length,
                                     income=r.income, cpu_alloc=r.cpu_alloc_mean, final_pms=r.final_pms,
                                     status=r.status, wall_s=wall / episodes))  # fmt: skip
+            say(f"{key} warm {warm:.0%} {pol}: length {np.mean([r.length for r in results]):.1f}")
         if scenario.mode == "non-expansion":
             sim = NumaSim(cluster, prepared, scenario)
             for i in range(episodes):
@@ -143,14 +165,20 @@ def run_reproduction(
                                         length=ceiling(sim, prepared)))  # fmt: skip
     write_records(records, out)
 
-    plan = runs(quick)
+    plan = runs(quick, curve_seeds)
     epochs = 3 if quick else curve_epochs
-    jobs = [(r, trace, epochs, seed, out, quick) for r in plan]
+    jobs = [(r, trace, epochs, seed, out, quick, keep_replay) for r in plan]
     if workers > 1:
         with ProcessPoolExecutor(workers) as pool:
-            trained = list(pool.map(_train, jobs))
+            futures = [pool.submit(_train, j) for j in jobs]
+            for n, fut in enumerate(as_completed(futures), 1):
+                say(f"training run {n}/{len(jobs)} done: {fut.result()['run']}")
+            trained = [f.result() for f in futures]
     else:
-        trained = [_train(j) for j in jobs]
+        trained = []
+        for n, j in enumerate(jobs, 1):
+            trained.append(_train(j))
+            say(f"training run {n}/{len(jobs)} done: {j[0].name}")
     rows = []
     for run, res in zip(plan, trained, strict=True):
         for c in res["curves"]:
@@ -235,7 +263,7 @@ def plot_curves(rows: list[dict[str, Any]], out: Path) -> None:
             fig, axes = plt.subplots(1, len(sizes), figsize=(3.6 * len(sizes), 3.2), squeeze=False)
             for ax, n in zip(axes[0], sizes, strict=True):
                 for kind in ("cvd", "schedrl"):
-                    rr = [r for r in sel if r["pms"] == n and r["kind"] == kind]
+                    rr = [r for r in sel if r["pms"] == n and r["kind"] == kind and r["run"] == f"{kind}-{n}pm"]
                     ax.plot([r["epoch"] for r in rr], [r["ratio"] for r in rr], "o-", ms=3, label=kind)
                 ax.axhline(1.0, color="grey", lw=0.8, ls="--")
                 ax.set_title(f"{n} PMs")

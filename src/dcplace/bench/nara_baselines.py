@@ -9,6 +9,7 @@ cells with "-". Nara's own rows (issue 4) are listed for reference only.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +130,7 @@ def run_cells(
                     print(
                         f"{topo_name:6s} {dataset:8s} {policy:12s} acceptance {summary['acceptance_mean']:.3f} "
                         f"({run.wall_s:.1f} s)",
+                        file=sys.stderr,
                         flush=True,
                     )
             if topo_name in ("alpha", "beta"):

@@ -4,6 +4,7 @@ The per-episode seeds and requests are :mod:`dcplace.sim.netalloc_episodes`'s.""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -71,11 +72,12 @@ def run_policy(
     check: bool = False,
     checkpoint: str | None = None,
     label: str | None = None,
+    on_episode: Callable[[int], None] | None = None,
 ) -> NetRun:
     """``episodes`` seeded episodes of one policy: a name (``module:Class`` and entry points too), built afresh and
     seeded for every episode, or a policy object, used as it is for every episode. ``check`` verifies the ledger
     after every episode; ``checkpoint`` is the weights file of a learned policy (default: the one shipped for
-    ``dataset``); ``label`` names the run."""
+    ``dataset``); ``label`` names the run; ``on_episode(e)`` is called after episode ``e`` (a progress bar)."""
     top = topology if isinstance(topology, Topology) else load_topology(topology)
     if episodes < 1:
         raise InputError(f"must be at least 1, got {episodes}", field="episodes")
@@ -104,6 +106,8 @@ def run_policy(
             sim.drain()
             sim.check_invariants()
         run.results.append(res)
+        if on_episode is not None:
+            on_episode(e)
     return run
 
 

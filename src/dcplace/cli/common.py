@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +14,50 @@ from rich.console import Console
 from dcplace.atomic import write_text
 from dcplace.cli.options import write_config
 
-console = Console()
+PIPE_WIDTH = 400
+"""Columns of the console when stdout is not a terminal: wide enough that no table is cut (``termin...``)."""
+
+console = Console(width=None if sys.stdout.isatty() else PIPE_WIDTH)
+err_console = Console(stderr=True)
+"""Progress goes here, so that stdout keeps the tables or the one JSON object of ``--json``."""
 JSON_HELP = "print exactly one JSON object"
+
+
+@contextmanager
+def progress_lines(what: str) -> Iterator[Callable[[str], None]]:
+    """A spinner on stderr while a long command runs (``what``: what it is doing); the yielded function prints one
+    line of progress above it. Without a terminal on stderr, only the lines are printed."""
+    with err_console.status(f"running {what}...") as status:
+
+        def say(line: str) -> None:
+            err_console.print(line, highlight=False)
+            status.update(f"running {what}... (last: {line})")
+
+        yield say
+
+
+@contextmanager
+def progress_bar(title: str, total: int, unit: str) -> Iterator[Callable[..., None]]:
+    """A bar of ``total`` ``unit`` on stderr (transient); the yielded function advances it by one."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    with Progress(TextColumn(f"[bold]{title}"), BarColumn(), TextColumn("{task.completed}/{task.total} " + unit),
+                  TimeElapsedColumn(), TimeRemainingColumn(), console=err_console, transient=True) as bar:  # fmt: skip
+        task = bar.add_task(title, total=total)
+        yield lambda *_: bar.advance(task)
+
+
+def print_claims(claims: list[Any]) -> None:
+    """The report's claims table (:class:`dcplace.bench.report.Claim`) on stdout."""
+    from rich.table import Table
+
+    colour = {"held": "green", "beaten": "cyan", "missed": "red"}
+    t = Table(title="Claims (ours vs the paper's; 95 % intervals)")
+    for col in ("paper", "claim", "paper's", "ours", "outcome"):
+        t.add_column(col)
+    for c in claims:
+        t.add_row(c.paper, c.claim, c.paper_value, c.ours, f"[{colour[c.outcome]}]{c.outcome}[/]")
+    console.print(t)
 
 
 def save_result(result: dict[str, Any], cfg: object, out: Path, command: str) -> None:

@@ -10,12 +10,12 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from dcplace.atomic import atomic_dir
-from dcplace.cli.common import console
+from dcplace.cli.common import console, print_claims, progress_lines
 from dcplace.cli.options import config_command, write_config
 from dcplace.config import check, check_types
 from dcplace.errors import InputError
@@ -73,9 +73,9 @@ def reproduce_cvd(
     """The heuristic columns of CVD-RL's Tables 2-4, ours beside the paper's."""
     from dcplace.bench.cvd_heuristics import run_reproduction
 
-    with _output(out, cfg, "dcplace reproduce cvd-heuristics") as folder:
+    with progress_lines("cvd-heuristics") as say, _output(out, cfg, "dcplace reproduce cvd-heuristics") as folder:
         md = run_reproduction(trace=cfg.trace, episodes=5 if cfg.quick else cfg.episodes, seed=cfg.seed, out=folder,
-                              quick=cfg.quick)  # fmt: skip
+                              quick=cfg.quick, progress=say)  # fmt: skip
     _finish(md, out, "records and table")
 
 
@@ -108,15 +108,19 @@ def reproduce_cvd_rl(
     out: Annotated[Path, typer.Option(help="folder for records, curves, figures and table.md")] = Path(
         "results/cvd-rl"
     ),
+    keep_replay: Annotated[
+        bool, typer.Option(help="keep each training run's replay.npz (hundreds of MB; for resuming the runs)")
+    ] = False,
 ) -> None:
     """CVD-RL's Tables 2-4 with CVD-RL and SchedRL (shipped checkpoints) beside the heuristics and the paper,
     learning curves against SchedRL at 2-20 PMs (Figure 6), operator ablations (Figure 10), filter designs and k
     (Figures 11-12) and the two rewards."""
     from dcplace.bench.cvd_reproduction import run_reproduction
 
-    with _output(out, cfg, "dcplace reproduce cvd-rl") as folder:
+    with progress_lines("cvd-rl") as say, _output(out, cfg, "dcplace reproduce cvd-rl") as folder:
         md = run_reproduction(trace=cfg.trace, episodes=3 if cfg.quick else cfg.episodes, seed=cfg.seed, out=folder,
-                              quick=cfg.quick, curve_epochs=cfg.curve_epochs, workers=cfg.workers)  # fmt: skip
+                              quick=cfg.quick, curve_epochs=cfg.curve_epochs, workers=cfg.workers,
+                              keep_replay=keep_replay, progress=say)  # fmt: skip
     _finish(md, out, "records, curves, figures and table")
 
 
@@ -207,8 +211,8 @@ def reproduce_hmip(
     """The batch-placement paper's Tables III, V, VI and IX, ours beside the paper's (every answer verified)."""
     from dcplace.bench.hmip import run_reproduction
 
-    with _output(out, cfg, "dcplace reproduce hmip") as folder:
-        md = run_reproduction(folder, quick=cfg.quick, workers=cfg.workers, seed=cfg.seed)
+    with progress_lines("hmip") as say, _output(out, cfg, "dcplace reproduce hmip") as folder:
+        md = run_reproduction(folder, quick=cfg.quick, workers=cfg.workers, seed=cfg.seed, progress=say)
     _finish(md, out, "records and table")
 
 
@@ -274,3 +278,78 @@ def reproduce_reopt(
         with _output(out, cfg, "dcplace reproduce reopt") as folder:
             md = run_reproduction(traces, hours, folder, quick=cfg.quick, seed=cfg.seed, progress=tick)
     _finish(md, out, "records, events, timeline, table and figures")
+
+
+@dataclass(frozen=True)
+class AllRun:
+    """Every reproduction, then one report."""
+
+    trace: str = "auto"
+    """huawei-east-1 (default when present), synthetic, or a path (the CVD-RL reproductions)"""
+    episodes: int = 20
+    """episodes per cell of the CVD-RL tables (quick: 5 for the heuristics, 3 for the learned schedulers)"""
+    curve_epochs: int = 40
+    """epochs per CVD-RL training run (quick: 3)"""
+    nara_episodes: int = 5
+    """rollouts per Nara cell (quick: 5 on alpha and beta, 2 on gamma, delta left out)"""
+    workers: int = 2
+    """training runs, CP-SAT workers and decomposition processes in parallel"""
+    seed: int = 0
+    """same seed, same numbers"""
+    quick: bool = False
+    """each reproduction's quick form (what `dcplace demo` runs; the report says what it used)"""
+
+    def __post_init__(self) -> None:
+        check_types(self)
+        _at_least_one(self, "episodes", "curve_epochs", "nara_episodes", "workers")
+
+
+@app.command("all")
+@config_command(AllRun)
+def reproduce_all(
+    cfg: AllRun,
+    out: Annotated[Path, typer.Option(help="folder for every reproduction's records and the report")] = Path(
+        "results/all"
+    ),
+    report_only: Annotated[
+        bool, typer.Option(help="run nothing: render report.html / report.md from the records already in --out")
+    ] = False,
+) -> None:
+    """Every reproduction (CVD-RL heuristics and learned schedulers, Nara, batch placement), records first, then one
+    self-contained report.html (and report.md): the papers' tables ours beside theirs with 95 % intervals, a figure
+    per headline claim, and a claims table (held / beaten / missed) computed from the records."""
+    from dcplace.bench.reproduce_all import AllSettings
+
+    if cfg.quick:
+        settings = AllSettings.quick_form(cfg.seed, cfg.trace, 5)
+    else:
+        settings = AllSettings(trace=cfg.trace, cvd_episodes=cfg.episodes, curve_epochs=cfg.curve_epochs,
+                               nara_episodes=cfg.nara_episodes, workers=cfg.workers, seed=cfg.seed)  # fmt: skip
+    run_all_command(settings, out, report_only, "dcplace reproduce all")
+    if not report_only:
+        write_config(cfg, out, "dcplace reproduce all")
+
+
+def run_all_command(settings: Any, out: Path, report_only: bool, command: str) -> None:
+    """``reproduce all`` and ``demo``: run every reproduction with ``settings`` (an
+    :class:`~dcplace.bench.reproduce_all.AllSettings`) or only render the report, print the claims, say where the
+    report is."""
+    import shlex
+    import sys
+
+    from dcplace.bench.report import write_report
+    from dcplace.bench.reproduce_all import run_all
+    from dcplace.errors import InputError
+
+    if report_only:
+        if not out.is_dir():
+            raise InputError(f"{out}: no such results folder (run `dcplace reproduce all` first)")
+        path, claims = write_report(out)
+    else:
+        invoked = shlex.join(["dcplace", *sys.argv[1:]]) if Path(sys.argv[0]).name == "dcplace" else command
+        with progress_lines("reproductions") as say:
+            path, claims = run_all(out, settings, invoked, say)
+    if not claims:
+        raise InputError(f"{out}: no reproduction records found (expected cvd-heuristics/, cvd-rl/, nara/ or hmip/)")
+    print_claims(claims)
+    console.print(f"report: {path} (and {path.with_suffix('.md').name} beside it)")

@@ -16,14 +16,30 @@ from typing import Annotated, Any, Literal
 
 import typer
 
-from dcplace.cli.common import JSON_HELP, console, save_result
+from dcplace.cli.common import JSON_HELP, console, progress_bar, save_result
 from dcplace.cli.options import config_command
+from dcplace.cli.outputs import UNITS
 from dcplace.config import check, check_types
 from dcplace.sim.numa import Scenario
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n", 1)[0])
 
 OUT_HELP = "also write result.json and the resolved settings (config.toml, for --config) to this folder"
+EPISODES_OUT_HELP = ("FILE.csv or FILE.parquet: one record per episode; a folder: result.json, episodes.csv and the "
+                     "resolved settings (config.toml, for --config)")  # fmt: skip
+
+
+def _write_out(out: Path | None, summary: dict[str, Any], cfg: object, command: str, results: list[Any]) -> None:
+    """``--out``: the per-episode file, or the folder of result, episodes and settings (dcplace.cli.outputs)."""
+    if out is None:
+        return
+    from dcplace.cli.outputs import EPISODE_SUFFIXES, episode_rows, is_file_target, write_episodes
+
+    if is_file_target(out, EPISODE_SUFFIXES):
+        write_episodes(out, episode_rows(results))
+        return
+    save_result(summary, cfg, out, command)
+    write_episodes(out / "episodes.csv", episode_rows(results))
 
 
 @dataclass(frozen=True)
@@ -59,7 +75,7 @@ class NumaRun:
 def simulate_numa(
     cfg: NumaRun,
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
-    out: Annotated[Path | None, typer.Option(help=OUT_HELP)] = None,
+    out: Annotated[Path | None, typer.Option(help=EPISODES_OUT_HELP)] = None,
 ) -> None:
     """Online VM scheduling on double-NUMA machines (the CVD-RL / VMAgent setting)."""
     from rich.table import Table
@@ -79,16 +95,18 @@ def simulate_numa(
     if cfg.oversize == "error":
         check_hostable(cluster, prepared)
     warm_up_jit()
-    results, wall, decisions = run_episodes(pol, cluster, prepared, sc, cfg.episodes, cfg.seed, check=cfg.check)
+    with progress_bar(f"{cfg.policy} on {cfg.trace}", cfg.episodes, "episodes") as advance:
+        results, wall, decisions = run_episodes(pol, cluster, prepared, sc, cfg.episodes, cfg.seed, check=cfg.check,
+                                                on_episode=advance)  # fmt: skip
     summary = summarise(cfg.policy, cfg.trace, sc, cfg.double_threshold, cfg.seed, results, wall, decisions)
-    if out is not None:
-        save_result(summary.as_dict(), cfg, out, "dcplace simulate numa")
+    _write_out(out, summary.as_dict(), cfg, "dcplace simulate numa", list(results))
     if json_out:
         typer.echo(json.dumps(summary.as_dict()))
         return
     t = Table(title=f"{cfg.policy} on {cfg.trace}: {sc.pms} PMs, {sc.mode}, warm start {sc.warm_start:.0%}, "
               f"releases {'on' if sc.release else 'off'}")  # fmt: skip
-    for col in ("episode", "length", "income", "cpu alloc", "mem alloc", "PMs in use", "final PMs", "status"):
+    for col in ("episode", "length (requests)", "income (price units)", "cpu alloc", "mem alloc", "PMs in use",
+                "final PMs", "status"):  # fmt: skip
         t.add_column(col, justify="right")
     for i, r in enumerate(results):
         t.add_row(str(i), str(r.length), f"{r.income:.1f}", f"{r.cpu_alloc_mean:.1%}", f"{r.mem_alloc_mean:.1%}",
@@ -99,6 +117,7 @@ def simulate_numa(
     console.print(t)
     console.print(f"{decisions:,} decisions in {wall:.3f} s ({summary.decisions_per_s:,.0f}/s); "
                   f"oversize VMs skipped: {summary.oversize}")  # fmt: skip
+    console.print(f"income: {UNITS['income']}")
 
 
 @dataclass(frozen=True)
@@ -135,18 +154,18 @@ class NetallocRun:
 def simulate_netalloc(
     cfg: NetallocRun,
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
-    out: Annotated[Path | None, typer.Option(help=OUT_HELP)] = None,
+    out: Annotated[Path | None, typer.Option(help=EPISODES_OUT_HELP)] = None,
 ) -> None:
     """Network-aware allocation of multi-server requests on a datacenter network (the Nara setting)."""
     from rich.table import Table
 
     from dcplace.bench.netalloc_runner import run_policy
 
-    run = run_policy(cfg.topology, cfg.dataset, cfg.policy, cfg.requests or None, cfg.episodes, cfg.seed, cfg.split,
-                     cfg.check, cfg.checkpoint)  # fmt: skip
+    with progress_bar(f"{cfg.policy} on {cfg.topology}/{cfg.dataset}", cfg.episodes, "episodes") as advance:
+        run = run_policy(cfg.topology, cfg.dataset, cfg.policy, cfg.requests or None, cfg.episodes, cfg.seed,
+                         cfg.split, cfg.check, cfg.checkpoint, on_episode=advance)  # fmt: skip
     s: dict[str, Any] = run.summary()
-    if out is not None:
-        save_result(s, cfg, out, "dcplace simulate netalloc")
+    _write_out(out, s, cfg, "dcplace simulate netalloc", run.results)
     if json_out:
         typer.echo(json.dumps(s))
         return

@@ -7,11 +7,11 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from dcplace.cli.common import JSON_HELP, console, save_result
+from dcplace.cli.common import JSON_HELP, console, err_console, save_result
 from dcplace.cli.options import Flag, config_command
 from dcplace.config import check, check_types
 from dcplace.errors import InputError
@@ -25,6 +25,9 @@ from dcplace.placement import (
     Params,
     PatternParams,
 )
+
+if TYPE_CHECKING:
+    from dcplace.placement import Result
 
 app = typer.Typer(add_completion=False)
 
@@ -79,14 +82,30 @@ FLAGS = {
 """Only the hierarchical method's parameters have flags (the others would share names such as --workers)."""
 
 
+OUT_HELP = ("FILE.json or FILE.csv: write the assignment (VM -> machine -> disks or NUMA node) there; a folder: "
+            "result.json, assignment.csv and the resolved settings (config.toml)")  # fmt: skip
+
+
+def _write_out(out: Path | None, summary: dict[str, Any], res: Result, cfg: SolveRun) -> None:
+    """``--out``: the assignment file, or the folder of result, assignment and settings (dcplace.cli.outputs)."""
+    if out is None:
+        return
+    from dcplace.cli.outputs import ASSIGNMENT_SUFFIXES, assignment_rows, is_file_target, write_assignment
+
+    rows = assignment_rows(res.vm_pm, res.vm_disks, res.vm_node)
+    if is_file_target(out, ASSIGNMENT_SUFFIXES):
+        write_assignment(out, summary, rows)
+        return
+    save_result(summary, cfg, out, "dcplace solve")
+    write_assignment(out / "assignment.csv", summary, rows)
+
+
 @app.command("solve")
 @config_command(SolveRun, FLAGS)
 def solve_cmd(
     cfg: SolveRun,
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
-    out: Annotated[
-        Path | None, typer.Option(help="also write result.json and the resolved settings (config.toml) here")
-    ] = None,
+    out: Annotated[Path | None, typer.Option(help=OUT_HELP)] = None,
 ) -> None:
     """Batch placement of VMs with disks onto PMs with disks (paper 004): minimise the cost of the PMs used.
     Every answer is re-checked by an independent checker (`verified`)."""
@@ -98,9 +117,10 @@ def solve_cmd(
             raise InputError(f"topology-aware batches are solved by method auto only, got {cfg.method!r}",
                              field="method")  # fmt: skip
         limit = Deadline(300.0 if cfg.time_limit is None else cfg.time_limit)
-        summary = summary_of(solve(load_numa_batch(cfg.instance), "auto", limit, cfg.seed, cfg.numa_batch))
-        if out is not None:
-            save_result(summary, cfg, out, "dcplace solve")
+        with err_console.status(f"solving {cfg.instance} (up to {limit.seconds:g} s)..."):
+            res = solve(load_numa_batch(cfg.instance), "auto", limit, cfg.seed, cfg.numa_batch)
+        summary = summary_of(res)
+        _write_out(out, summary, res, cfg)
         if json_out:
             typer.echo(json.dumps(summary))
             return
@@ -110,10 +130,11 @@ def solve_cmd(
         return
     problem = load_problem(cfg.instance)
     params: Params | None = getattr(cfg, cfg.method) if cfg.method in METHOD_TABLES else None  # else: defaults
-    res = solve(problem, cfg.method, Deadline(60.0 if cfg.time_limit is None else cfg.time_limit), cfg.seed, params)
+    limit = Deadline(60.0 if cfg.time_limit is None else cfg.time_limit)
+    with err_console.status(f"solving {cfg.instance} with {cfg.method} (up to {limit.seconds:g} s)..."):
+        res = solve(problem, cfg.method, limit, cfg.seed, params)
     s = res.summary()
-    if out is not None:
-        save_result(s, cfg, out, "dcplace solve")
+    _write_out(out, s, res, cfg)
     if json_out:
         typer.echo(json.dumps(s))
         return

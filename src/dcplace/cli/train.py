@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 import typer
 
-from dcplace.cli.common import console
+from dcplace.cli.common import console, err_console
 from dcplace.cli.options import Flag, config_command, write_config
 from dcplace.config import check, check_types
 from dcplace.errors import InputError
@@ -59,7 +59,7 @@ def _train_with_bar(
         TextColumn(columns),
         TimeElapsedColumn(),
         TimeRemainingColumn(),
-        console=console,
+        console=err_console,
     ) as bar:
         task = bar.add_task("train", total=total, completed=done, **fields)
         train(lambda row: bar.update(task, **update(row)))
@@ -206,6 +206,8 @@ class CvdTrainRun(DqnTrainRun):
     LOSSES: ClassVar[tuple[str, ...]] = ("cluster", "machine")
 
 
+KEEP_REPLAY_HELP = "also write replay.npz (the replay buffer, up to a few hundred MB), which --resume needs"
+
 DQN_FLAGS = {
     "dqn": Flag(skip=True),  # set in a --config file
     "dqn.reward": Flag(help="delta (capacity-aware) or vmagent (+1 per placed VM)"),
@@ -235,7 +237,9 @@ def format_filter(pairs: tuple[tuple[str, int], ...]) -> str:
     return ",".join(f"{name}:{k}" for name, k in pairs) or "none"
 
 
-def _train_dqn(kind: Literal["cvd", "schedrl"], cfg: DqnTrainRun, out: Path | None, resume: bool) -> None:
+def _train_dqn(
+    kind: Literal["cvd", "schedrl"], cfg: DqnTrainRun, out: Path | None, resume: bool, keep_replay: bool = False
+) -> None:
     """The shared body of ``train cvd-rl`` and ``train schedrl``."""
     from dcplace.cluster.numa import NumaCluster
     from dcplace.learn.cvd_model import CvdConfig
@@ -261,6 +265,7 @@ def _train_dqn(kind: Literal["cvd", "schedrl"], cfg: DqnTrainRun, out: Path | No
         model = CvdConfig(kind=kind, hidden=cfg.hidden, decompose=ops.decompose, lookahead=ops.lookahead,
                           filter_k=ops.filter_k, machines=cfg.pms if whole else 0)  # fmt: skip
         trainer = trainer_class(prepared, scenario, cfg.seed, folder, model, cfg.dqn, cfg.trace)
+        trainer.keep_replay = keep_replay
         write_config(cfg, folder, f"dcplace train {label}")
     ref = {h: trainer.validate_heuristic(h) for h in ("best-fit", "industrial")}
 
@@ -291,10 +296,12 @@ def train_cvd(
     cfg: CvdTrainRun,
     out: Annotated[Path | None, typer.Option(help=OUT_HELP)] = None,
     resume: Annotated[bool, typer.Option(help="continue the run in --out (checkpoint.pt + replay.npz)")] = False,
+    keep_replay: Annotated[bool, typer.Option(help=KEEP_REPLAY_HELP)] = False,
 ) -> None:
     """CVD-RL: Double DQN with decomposition, look-ahead and the top-k filter (section 4). Writes policy.pt (best
-    validation), checkpoint.pt + replay.npz (for --resume), curves.csv / curves.png and train.json to --out."""
-    _train_dqn("cvd", cfg, out, resume)
+    validation), checkpoint.pt (+ replay.npz with --keep-replay, for --resume), curves.csv / curves.png and train.json
+    to --out."""
+    _train_dqn("cvd", cfg, out, resume, keep_replay)
 
 
 @app.command("schedrl")
@@ -306,6 +313,7 @@ def train_schedrl(
     cfg: DqnTrainRun,
     out: Annotated[Path | None, typer.Option(help=OUT_HELP)] = None,
     resume: Annotated[bool, typer.Option(help="continue the run in --out")] = False,
+    keep_replay: Annotated[bool, typer.Option(help=KEEP_REPLAY_HELP)] = False,
 ) -> None:
     """SchedRL: Double DQN over the whole cluster state with 2N action outputs (the paper's scalability contrast)."""
-    _train_dqn("schedrl", cfg, out, resume)
+    _train_dqn("schedrl", cfg, out, resume, keep_replay)

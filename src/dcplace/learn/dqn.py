@@ -73,6 +73,9 @@ class DoubleDQN(TrainingRun[CvdNet]):
     save_every = 25
     kind: ClassVar[str]
     """The :class:`~dcplace.learn.cvd_model.CvdConfig` ``kind`` this trainer trains."""
+    keep_replay: bool = False
+    """Write ``replay.npz`` beside ``checkpoint.pt`` (100,000 transitions: up to a few hundred MB), which an exact
+    :meth:`resume` needs. Off by default; ``--keep-replay`` on the command line, and a resumed run keeps it."""
 
     def __init__(
         self,
@@ -227,8 +230,9 @@ class DoubleDQN(TrainingRun[CvdNet]):
         return {"target": self.target.state_dict(), "optimizer": self.opt.state_dict()}
 
     def save_side_files(self, folder: Path) -> None:
-        """``replay.npz``: the buffer (an exact resume needs it)."""
-        self.buffer.save(folder / "replay.npz")
+        """``replay.npz``: the buffer (an exact resume needs it), when :attr:`keep_replay` asks for it."""
+        if self.keep_replay:
+            self.buffer.save(folder / "replay.npz")
 
     def plot(self, path: Path) -> None:
         plot_curves(
@@ -251,8 +255,8 @@ class DoubleDQN(TrainingRun[CvdNet]):
         trace_name: str,
         reward: Reward | None = None,
     ) -> T:
-        """Continue the run in ``out`` (``checkpoint.pt`` + ``replay.npz``); scenario and seed must be the run's, and
-        an injected reward must be passed again."""
+        """Continue the run in ``out`` (``checkpoint.pt`` + ``replay.npz``, so the run must have been trained with
+        :attr:`keep_replay`); scenario and seed must be the run's, and an injected reward must be passed again."""
         return cls.resume_with(
             out, scenario, seed, lambda cfg, dqn: cls(trace, scenario, seed, out, cfg, dqn, trace_name, reward)
         )
@@ -271,6 +275,7 @@ class DoubleDQN(TrainingRun[CvdNet]):
         tr.target.load_state_dict(blob["target"])
         tr.agent.sync(tr.net)
         tr.buffer.restore(out / "replay.npz")
+        tr.keep_replay = True
         return tr
 
 

@@ -56,7 +56,10 @@ class Replay:
     def restore(self, path: Path) -> None:
         """Read back what :meth:`save` wrote (the buffer must have the same layout)."""
         if not path.exists():
-            raise InputError(f"{path}: the replay buffer of the run is missing (needed for an exact resume)")
+            raise InputError(
+                f"{path}: the replay buffer of the run is missing (needed for an exact resume; train with "
+                "--keep-replay to keep it)"
+            )
         check_file(path, "replay buffer")
         try:
             with np.load(path) as z:

@@ -9,6 +9,7 @@ a policy only decides (``choose(view)``); a policy object that also has ``run(si
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 import numpy as np
@@ -74,9 +75,10 @@ def run_episodes(
     episodes: int,
     seed: int,
     check: bool = False,
+    on_episode: Callable[[int], None] | None = None,
 ) -> tuple[list[EpisodeResult], float, int]:
     """Run ``episodes`` seeded episodes of ``policy`` (an object); return results, wall seconds, and decisions
-    made (scored + warm-up)."""
+    made (scored + warm-up). ``on_episode(i)`` is called after episode ``i`` (a progress bar)."""
     if episodes < 1:
         raise InputError(f"must be at least 1, got {episodes}", field="episodes")
     sim = NumaSim(cluster, trace, scenario)
@@ -93,4 +95,6 @@ def run_episodes(
         res = sim.result()
         decisions += res.length + res.warm_placed
         results.append(res)
+        if on_episode is not None:
+            on_episode(i)
     return results, wall, decisions

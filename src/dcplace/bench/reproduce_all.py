@@ -1,0 +1,184 @@
+"""``dcplace reproduce all``: every reproduction, records first (one sub-folder each), then one report.
+
+Layout of ``out``::
+
+    cvd-heuristics/  cvd-rl/  nara/  hmip/     each reproduction's records, tables and figures
+    run.json                                   command, commit, date, machine, wall time, the quick settings
+    report.html  report.md  report_files/      the report (:mod:`dcplace.bench.report`)
+
+Two cores: Nara's reproduction (the longest) runs in a second process beside the other three, whose report sections
+are drawn while it finishes. Every reproduction gets the same arguments as its own ``dcplace reproduce`` command, so
+its records are the ones that command writes for the same seed.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from dcplace.atomic import write_text
+
+
+@dataclass(frozen=True)
+class AllSettings:
+    """What each reproduction runs with (the quick form's values are :meth:`quick_form`'s)."""
+
+    trace: str = "auto"
+    cvd_episodes: int = 20
+    """episodes per cell, CVD-RL heuristic and learned tables"""
+    curve_epochs: int = 40
+    nara_episodes: int = 5
+    workers: int = 2
+    seed: int = 0
+    quick: bool = False
+    curve_seeds: int = 1
+    """seeds of each CVD-RL Figure 6 training run (bands in the report's learning curves from 2 on)"""
+    nara_by_topology: tuple[tuple[str, int], ...] = ()
+    """Nara: (topology, episodes) pairs, only those topologies (empty: every topology, ``nara_episodes`` each, or
+    the reproduction's own quick form)"""
+
+    @staticmethod
+    def quick_form(seed: int = 0, trace: str = "auto", cvd_episodes: int = 5) -> AllSettings:
+        """The demo: each reproduction's quick form, except Nara, which runs 5 episodes per cell on alpha and beta
+        (where its claims are checked; an alpha episode takes well under a second) and 2 on gamma, and leaves delta
+        out (one Nara episode of 4,096 requests on 2,560 servers takes minutes); CVD-RL's Figure 6 runs get 3
+        seeds (a band over seeds in the learning curves)."""
+        nara = (("alpha", 5), ("beta", 5), ("gamma", 2))
+        return AllSettings(trace=trace, cvd_episodes=cvd_episodes, nara_episodes=2, seed=seed, quick=True,
+                           curve_seeds=3, nara_by_topology=nara)  # fmt: skip
+
+    def describe(self) -> str:
+        """What the run used, in words (the report's 'quick form' line)."""
+        if not self.quick:
+            return (
+                f"no (full): CVD-RL tables {self.cvd_episodes} episodes per cell at warm 0-60 %, "
+                f"{self.curve_epochs}-epoch training runs; Nara {self.nara_episodes} episodes per cell; "
+                "HMIP every beta"
+            )
+        nara = ", ".join(f"{n} on {t}" for t, n in self.nara_by_topology) or "2 (1 on delta)"
+        left_out = [t for t in ("alpha", "beta", "gamma", "delta") if t not in dict(self.nara_by_topology)]
+        nara += f"; {', '.join(left_out)} left out" if self.nara_by_topology and left_out else ""
+        return (
+            f"yes: CVD-RL heuristics {self.cvd_episodes} episodes per cell at warm 0 and 50 %; learned tables 3 "
+            f"episodes per cell at 50 % warm; 3-epoch training runs on 2-10 PMs ({self.curve_seeds} seeds each for "
+            f"Figure 6, one for the ablations); Nara episodes per cell: {nara}; HMIP Table IX at beta 0.7 only. "
+            "Fewer episodes give wider intervals"
+        )
+
+
+def machine() -> str:
+    return f"{platform.node()} ({platform.machine()}, {os.cpu_count()} cores, {platform.platform()})"
+
+
+def commit() -> str:
+    """The git commit of the source tree this package runs from (``+dirty`` when it has changes), or 'unknown'."""
+    here = Path(__file__).resolve().parent
+    try:
+        rev = subprocess.run(
+            ["git", "-C", str(here), "rev-parse", "--short=12", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return rev + ("+dirty" if dirty else "")
+
+
+def run_all(
+    out: Path, settings: AllSettings, command: str, say: Callable[[str], None] = lambda s: None
+) -> tuple[Path, list[Any]]:
+    """Run the four reproductions into ``out``, write ``run.json`` and the report; return the report's path and
+    its claims. ``say`` gets one line per finished reproduction (progress)."""
+    from dcplace.bench import cvd_heuristics, cvd_reproduction, hmip
+    from dcplace.bench.report import build_section, write_report
+
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+
+    def tagged(name: str) -> Callable[[str], None]:
+        return lambda line: say(f"{name}: {line}")
+
+    started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
+    s = settings
+    nara_code = (
+        "import json, sys; from pathlib import Path; from dcplace.bench import nara_reproduction as n; "
+        "n.run_reproduction(Path(sys.argv[1]), episodes=int(sys.argv[2]), seed=int(sys.argv[3]), "
+        "quick=sys.argv[4] == '1', episodes_by_topology=json.loads(sys.argv[5]))"
+    )
+    by_topology = json.dumps(dict(s.nara_by_topology) or None)
+    args = [str(out / "nara"), str(s.nara_episodes), str(s.seed), "1" if s.quick else "0", by_topology]
+    # stderr through a pipe read by a thread (never full, so the child never stalls): its lines are progress
+    nara = subprocess.Popen([sys.executable, "-c", nara_code, *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    log: list[str] = []
+
+    def pump() -> None:
+        assert nara.stderr is not None
+        for line in nara.stderr:
+            log.append(line)
+            say(f"nara: {line.rstrip()}")
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    sections = []
+    try:
+        cvd_heuristics.run_reproduction(
+            s.trace, s.cvd_episodes, s.seed, out / "cvd-heuristics", quick=s.quick, progress=tagged("cvd-heuristics")
+        )
+        say(f"cvd-heuristics done ({time.perf_counter() - t0:.0f} s)")
+        cvd_reproduction.run_reproduction(
+            s.trace,
+            3 if s.quick else s.cvd_episodes,
+            s.seed,
+            out / "cvd-rl",
+            quick=s.quick,
+            curve_epochs=s.curve_epochs,
+            workers=s.workers,
+            progress=tagged("cvd-rl"),
+            curve_seeds=s.curve_seeds,
+        )
+        say(f"cvd-rl done ({time.perf_counter() - t0:.0f} s)")
+        hmip.run_reproduction(out / "hmip", quick=s.quick, workers=s.workers, seed=s.seed, progress=tagged("hmip"))
+        say(f"hmip done ({time.perf_counter() - t0:.0f} s)")
+        for name in ("cvd-heuristics", "cvd-rl", "hmip"):
+            sections.append(build_section(out, name))
+        nara.wait()
+        reader.join()
+    except BaseException:
+        nara.kill()
+        nara.wait()
+        raise
+    if nara.returncode != 0:
+        raise RuntimeError(f"the Nara reproduction failed (exit {nara.returncode}):\n{''.join(log[-40:])}")
+    say(f"nara done ({time.perf_counter() - t0:.0f} s)")
+    sections.insert(2, build_section(out, "nara"))
+    meta = {
+        "command": command,
+        "commit": commit(),
+        "date": started,
+        "machine": machine(),
+        "python": platform.python_version(),
+        "wall_s": round(time.perf_counter() - t0, 1),
+        "quick": s.describe(),
+        "settings": asdict(s),
+    }
+    write_text(out / "run.json", json.dumps(meta, indent=2) + "\n")
+    return write_report(out, meta, [x for x in sections if x is not None])

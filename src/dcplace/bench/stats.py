@@ -1,0 +1,96 @@
+"""Confidence intervals for the reproductions: the one place that computes them.
+
+Every headline cell is a mean over independent episodes (or seeds). Its 95 % confidence interval is Student's
+t-interval::
+
+    mean ± t_{0.975, n-1} · s / sqrt(n),    s = sample standard deviation (ddof 1)
+
+A *margin* of method A over method B measured on the same episodes (common random numbers: the reproductions seed
+episode ``i`` identically for every policy) is the paired relative difference ``a_i / b_i - 1``, and its interval is
+the t-interval of those n paired values, so the episode-to-episode spread shared by both methods cancels.
+
+With n = 1 there is no interval (``lo = hi = nan``); callers print the mean alone and say so.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+# Student's t quantile t_{0.975, df} for df = 1..30 (standard tables).
+_T975 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
+_Z975 = 1.959963984540054
+
+
+def t975(df: int) -> float:
+    """Student's t quantile at 0.975 with ``df`` degrees of freedom (df >= 1): the table up to 30, then the
+    Cornish-Fisher expansion around the normal quantile (error below 1e-4 there)."""
+    if df < 1:
+        raise ValueError(f"degrees of freedom must be at least 1, got {df}")
+    if df <= len(_T975):
+        return _T975[df - 1]
+    z, v = _Z975, float(df)
+    return z + (z**3 + z) / (4 * v) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v**2)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A mean and its 95 % t-interval over ``n`` values (``lo``, ``hi`` nan when n < 2)."""
+
+    mean: float
+    lo: float
+    hi: float
+    n: int
+
+    @property
+    def half(self) -> float:
+        """Half-width of the interval (nan when n < 2)."""
+        return (self.hi - self.lo) / 2
+
+    def fmt(self, digits: int = 1, scale: float = 1.0, pct: bool = False) -> str:
+        """``mean [lo, hi]`` (values times ``scale``; ``pct``: as signed percentages)."""
+
+        def f(x: float) -> str:
+            return f"{x * 100:+.{digits}f} %" if pct else f"{x * scale:,.{digits}f}"
+
+        if self.n < 2 or math.isnan(self.lo):
+            return f"{f(self.mean)} (n={self.n})"
+        return f"{f(self.mean)} [{f(self.lo)}, {f(self.hi)}]"
+
+
+def interval(values: Sequence[float] | np.ndarray) -> Interval:
+    """The mean of ``values`` and its 95 % t-interval."""
+    x = np.asarray(values, dtype=float)
+    n = len(x)
+    if n == 0:
+        return Interval(math.nan, math.nan, math.nan, 0)
+    mean = float(x.mean())
+    if n < 2:
+        return Interval(mean, math.nan, math.nan, n)
+    half = t975(n - 1) * float(x.std(ddof=1)) / math.sqrt(n)
+    return Interval(mean, mean - half, mean + half, n)
+
+
+def paired_margin(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> Interval:
+    """A over B on the same episodes: the t-interval of ``a_i / b_i - 1`` (a fraction; +0.05 is 5 % more)."""
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if x.shape != y.shape:
+        raise ValueError(f"paired values need the same episodes, got {x.shape} and {y.shape}")
+    return interval(x / y - 1.0)
+
+
+def interval_from_moments(mean: float, std: float, n: int, ddof: int = 0) -> Interval:
+    """The t-interval from a recorded mean and standard deviation (``ddof`` the one it was computed with: 0 for
+    ``np.std``'s default) over ``n`` values, for records that kept moments rather than the values."""
+    if n < 2:
+        return Interval(mean, math.nan, math.nan, n)
+    sample_std = std * math.sqrt((n - ddof) / (n - 1))
+    half = t975(n - 1) * sample_std / math.sqrt(n)
+    return Interval(mean, mean - half, mean + half, n)
