@@ -91,7 +91,7 @@ def test_generic_graph_from_networkx_and_files(tmp_path):
         (
             '{"nodes": [{"name": "a", "cpu": 1}, {"name": "s"}], "links": [{"source": "a", "target": "s", '
             '"capacity": 0}]}',
-            "capacity must be positive",
+            "links[0].capacity': must be a number > 0",
         ),
         ('{"nodes": [{"name": "a", "cpu": -1}], "links": []}', "nodes[0].cpu"),
         ("{not json", "not valid JSON"),
