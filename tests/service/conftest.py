@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import uvicorn
+from fastapi import FastAPI
 
 from dcplace.engine import PlacementEngine
 from dcplace.service import create_app
@@ -27,10 +28,11 @@ def free_port() -> int:
 
 
 @contextmanager
-def server_thread(engine: PlacementEngine) -> Iterator[str]:
-    """Serve ``engine`` with uvicorn in a thread; yield its base URL."""
+def server_thread(engine: PlacementEngine, app: FastAPI | None = None) -> Iterator[str]:
+    """Serve ``engine`` (or the given ``app`` over it) with uvicorn in a thread; yield its base URL."""
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(engine), host="127.0.0.1", port=port, log_level="warning"))
+    app = create_app(engine) if app is None else app
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     t = threading.Thread(target=server.run, daemon=True)
     t.start()
     deadline = time.time() + 20

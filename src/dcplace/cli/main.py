@@ -42,6 +42,7 @@ COMMANDS = {
     "train": "dcplace.cli.train",
     "reproduce": "dcplace.cli.reproduce",
     "serve": "dcplace.cli.serve",
+    "cluster": "dcplace.cli.cluster",
 }
 """Command (or command group) name -> the module whose ``app`` implements it, in the order of ``dcplace --help``."""
 

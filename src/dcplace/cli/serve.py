@@ -33,28 +33,46 @@ def serve(
         Path | None, typer.Option("--import", help="record the allocations in this CSV/JSON file first")
     ] = None,
     log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "warning",
+    reoptimise_every: Annotated[
+        float | None, typer.Option(help="re-optimise in the background every this many seconds")
+    ] = None,
+    reoptimise_below: Annotated[
+        float | None, typer.Option(help="re-optimise when the efficiency of the machines in use drops below this")
+    ] = None,
+    migration_weight: Annotated[
+        float, typer.Option(help="background re-optimisation: cost of a move, weight x memory / a machine's")
+    ] = 1.0,
+    max_moves: Annotated[int | None, typer.Option(help="background re-optimisation: moves per event")] = None,
 ) -> None:
     """Run the placement service: register machines, place and release VMs over HTTP, durable in --db
     (OpenAPI docs at /docs)."""
     import uvicorn
 
-    from dcplace.engine import PlacementEngine, read_allocations
+    from dcplace.engine import PlacementEngine, ReoptPolicy, read_allocations
     from dcplace.policies.numa_heuristics import warm_up_jit
     from dcplace.service import create_app
 
+    reopt = None
     try:
+        if reoptimise_every is not None or reoptimise_below is not None:
+            reopt = ReoptPolicy(every_s=reoptimise_every, below=reoptimise_below, min_gap_s=60.0,
+                                migration_weight=migration_weight, max_moves=max_moves)  # fmt: skip
         engine = PlacementEngine.open(db, numa=numa, policy=policy)
         if import_allocations is not None:
             n = engine.import_allocations(read_allocations(import_allocations), str(import_allocations))
             typer.echo(f"imported {n} allocations from {import_allocations}", err=True)
     except InputError as exc:
+        if exc.field in ("every_s", "below"):
+            exc.field = {"every_s": "reoptimise_every", "below": "reoptimise_below"}[exc.field]
         _fail(exc)
     warm_up_jit()
     s = engine.stats()
     typer.echo(f"dcplace serve: {sum(s['machines'].values())} machines, {s['vms']} VMs from {db}; policy "
                f"{engine.default_policy.name}; http://{host}:{port} (docs at /docs)", err=True)  # fmt: skip
     try:
-        uvicorn.run(create_app(engine), host=host, port=port, log_level=log_level, access_log=False)
+        uvicorn.run(
+            create_app(engine, reopt, check_every_s=10.0), host=host, port=port, log_level=log_level, access_log=False
+        )
     finally:
         engine.close()
 

@@ -1,5 +1,6 @@
-"""The live placement engine: machines with NUMA nodes, an allocation ledger, place / release / drain / fail through
-the simulator's transitions, any NUMA policy deciding, durable state (SQLite), explanations (docs/engine.md)."""
+"""The live placement engine: machines with NUMA nodes, an allocation ledger, place / release / drain / fail
+through the simulator's transitions, any NUMA policy deciding, periodic re-optimisation with verified migration
+plans, durable state (SQLite), explanations (docs/engine.md, docs/reoptimisation.md)."""
 
 from dcplace.engine.cluster_state import ClusterState, VmRecord
 from dcplace.engine.engine import (
@@ -16,6 +17,7 @@ from dcplace.engine.engine import (
     write_allocations,
 )
 from dcplace.engine.explain import Candidate, Explanation
+from dcplace.engine.reopt import MoveRecord, ReoptPolicy, ReoptReport, efficiency
 from dcplace.engine.store import SqliteStore, Store, StoreError
 
 __all__ = [
@@ -26,15 +28,19 @@ __all__ = [
     "Explanation",
     "FailReport",
     "MachineInfo",
+    "MoveRecord",
     "NotFound",
     "Placement",
     "PlacementEngine",
     "Rejection",
+    "ReoptPolicy",
+    "ReoptReport",
     "SqliteStore",
     "Store",
     "StoreError",
     "VmRecord",
     "VmRequest",
+    "efficiency",
     "read_allocations",
     "write_allocations",
 ]

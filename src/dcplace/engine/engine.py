@@ -48,6 +48,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from dcplace.engine import reopt
 from dcplace.engine.cluster_state import (
     ABSENT,
     ACTIVE,
@@ -68,6 +69,7 @@ from dcplace.engine.explain import (
     reason_counts,
     rejection_sentence,
 )
+from dcplace.engine.reopt import ReoptPolicy, ReoptReport
 from dcplace.engine.store import (
     Change,
     MachineDelete,
@@ -80,6 +82,8 @@ from dcplace.engine.store import (
 )
 from dcplace.errors import InputError
 from dcplace.inputs import read_csv, read_text
+from dcplace.placement.migration import MigrationPlan, plan_migrations
+from dcplace.placement.migration import evacuate as evacuate_machines
 from dcplace.policies import get_policy
 from dcplace.policies.base import NumaPolicy
 from dcplace.policies.numa_heuristics import Heuristic
@@ -102,6 +106,8 @@ class VmRequest:
     cpu: float
     mem: float
     multi: bool = False
+    pinned: bool = False
+    """Never moved by re-optimisation (paper 004: VMs "that have very large migration costs")."""
 
 
 @dataclass(frozen=True)
@@ -196,7 +202,12 @@ class PlacementEngine:
             self._policies[policy.name] = policy
         self._explanations: OrderedDict[str, Explanation] = OrderedDict()
         self._keep = keep_explanations
-        self.counters = {"placed": 0, "rejected": 0, "released": 0}
+        self.counters = {"placed": 0, "rejected": 0, "released": 0, "migrated": 0, "reoptimisations": 0}
+        self.pinned: set[str] = set()
+        """VMs that re-optimisation never moves (durable with the VM)."""
+        self.moved_at: dict[str, float] = {}
+        """When each VM last moved, in the caller's clock (``now`` of :meth:`reoptimise`); in memory only."""
+        self.last_reoptimisation: float | None = None
 
     # -- construction ---------------------------------------------------------------------------------------
     @classmethod
@@ -330,7 +341,17 @@ class PlacementEngine:
                     decision = self._decide_and_place(pol, req, explain=True)
                     if isinstance(decision, Placement):
                         report.replaced.append(decision)
-                        changes.append(VmRow(rec.id, decision.machine, decision.node, rec.cpu, rec.mem, rec.multi))
+                        changes.append(
+                            VmRow(
+                                rec.id,
+                                decision.machine,
+                                decision.node,
+                                rec.cpu,
+                                rec.mem,
+                                rec.multi,
+                                rec.id in self.pinned,
+                            )
+                        )
                     else:
                         report.dropped.append(decision)
                         changes.append(VmDelete(rec.id))
@@ -371,7 +392,11 @@ class PlacementEngine:
         ):
             return request  # the common case, checked without building anything
         return VmRequest(
-            _ident(request.id, "id"), _positive(request.cpu, "cpu"), _positive(request.mem, "mem"), bool(request.multi)
+            _ident(request.id, "id"),
+            _positive(request.cpu, "cpu"),
+            _positive(request.mem, "mem"),
+            bool(request.multi),
+            bool(request.pinned),
         )
 
     def place(self, request: VmRequest, policy: str | None = None, explain: bool = True) -> Decision:
@@ -403,8 +428,10 @@ class PlacementEngine:
         self._last = decision
         if isinstance(decision, Rejection):
             return 0
+        if request.pinned:
+            self.pinned.add(request.id)
         return self._commit([VmRow(request.id, decision.machine, decision.node, request.cpu, request.mem,
-                                   request.multi)])  # fmt: skip
+                                   request.multi, request.pinned)])  # fmt: skip
 
     def place_batch(self, requests: list[VmRequest], policy: str | None = None) -> list[Decision]:
         """Place ``requests`` in order: the same decisions as one :meth:`place` call each (``explain=False``), under
@@ -439,8 +466,9 @@ class PlacementEngine:
                 self._batch_heuristic(pol, reqs, out)
             else:
                 out = [self._decide_and_place(pol, r, explain=False) for r in reqs]
-            rows: list[Change] = [VmRow(d.vm, d.machine, d.node, r.cpu, r.mem, r.multi)
+            rows: list[Change] = [VmRow(d.vm, d.machine, d.node, r.cpu, r.mem, r.multi, r.pinned)
                                   for d, r in zip(out, reqs, strict=True) if isinstance(d, Placement)]  # fmt: skip
+            self.pinned.update(r.id for d, r in zip(out, reqs, strict=True) if r.pinned and isinstance(d, Placement))
             ticket = self._commit(rows) if rows else 0
         return out, ticket
 
@@ -612,6 +640,8 @@ class PlacementEngine:
         self._last_release = self.state.record(v)
         self.state.release(v)
         self._explanations.pop(vm_id, None)
+        self.pinned.discard(vm_id)
+        self.moved_at.pop(vm_id, None)
         self.counters["released"] += 1
         return self._commit([VmDelete(vm_id)])
 
@@ -640,6 +670,131 @@ class PlacementEngine:
                            f"{machine_id!r} node {'all' if node is None else node}", field="vm")  # fmt: skip
         s.place(req.id, s.vm_slot(), req.cpu, req.mem, req.multi, m * self.numa + k)
         return VmRow(req.id, machine_id, node, req.cpu, req.mem, req.multi)
+
+    # -- re-optimisation, migration, evacuation (module dcplace.engine.reopt) ---------------------------------
+    def pin(self, vm_id: str, pinned: bool = True) -> VmRecord:
+        """Pin (or unpin) VM ``vm_id``: re-optimisation never moves a pinned VM; durable on return."""
+        with self.lock:
+            self._check_store()
+            v = self._vm_slot(vm_id)
+            (self.pinned.add if pinned else self.pinned.discard)(vm_id)
+            ticket = self._commit([self._vm_row(v)])
+            rec = self.state.record(v)
+        self._wait(ticket)
+        return rec
+
+    def reoptimise(
+        self, policy: ReoptPolicy | None = None, now: float | None = None, execute: bool = True,
+        trigger: str = "manual",
+    ) -> ReoptReport:  # fmt: skip
+        """One re-optimisation event (:mod:`dcplace.engine.reopt`): select the VMs that may move, solve the batch
+        of the active machines in use with migration costs, plan verified moves within the budget and (``execute``)
+        apply them, durable on return. ``now``: the caller's clock (seconds), for the cool-down and the timer."""
+        pol = policy or ReoptPolicy()
+        with self.lock:
+            self._check_store()
+            s = self.state
+            snap = reopt.snapshot(s, self.pinned)
+            may = reopt.movable(s, snap, pol, self.moved_at, now)
+            answer = reopt.consolidation_target(snap, may, pol)
+            plan = plan_migrations(snap.placement, answer.target, max_moves=pol.max_moves, max_gb=pol.max_gb)
+            moves, changes = self._apply_plan(snap, plan, now) if execute else ((), [])
+            self.counters["reoptimisations"] += 1
+            if now is not None:
+                self.last_reoptimisation = now
+            report = ReoptReport(
+                trigger=trigger, time=now, vms=snap.placement.vms, movable=int(may.sum()),
+                machines_before=answer.machines_before, machines_target=answer.machines_after,
+                machines_after=int(np.count_nonzero((s.vm_count[: s.active] > 0) & (s.status[: s.active] == ACTIVE))),
+                bound=answer.bound, bound_proven=answer.bound_proven, migration_cost=answer.migration_cost,
+                verified=bool(answer.verified and plan.verified), gb_moved=plan.gb_moved, applied=len(moves),
+                solve_s=answer.solve_s, moves=moves, **reopt.plan_summary(plan),
+            )  # fmt: skip
+            ticket = self._commit(changes)
+        self._wait(ticket)
+        return report
+
+    def reoptimise_if_due(self, policy: ReoptPolicy, now: float) -> ReoptReport | None:
+        """Run :meth:`reoptimise` when ``policy``'s timer or threshold says it is due at ``now`` (else None)."""
+        with self.lock:
+            why = policy.due(self.state, now, self.last_reoptimisation)
+            return None if why is None else self.reoptimise(policy, now, trigger=why)
+
+    def evacuate(self, machine_id: str, failed: bool = False, now: float | None = None) -> ReoptReport:
+        """Drain (``failed=False``: its VMs live-migrate away) or fail the machine and re-home its VMs with the
+        fewest moves (:func:`dcplace.placement.migration.evacuate`: free room first, moving other VMs only where
+        room is too fragmented); a failed machine's VMs that fit nowhere are released and reported as dropped.
+        The machine stays drained or failed. Durable on return."""
+        with self.lock:
+            self._check_store()
+            s = self.state
+            slot = self._machine_slot(machine_id)
+            if not failed:
+                stuck = [s.vm_ids[v] for v in s.vms_on(slot) if s.vm_ids[v] in self.pinned]
+                if stuck:
+                    raise Conflict(f"VM {stuck[0]!r} on machine {machine_id!r} is pinned; unpin it before draining",
+                                   field="machine")  # fmt: skip
+            saved = copy.deepcopy(self.state)
+            try:
+                snap = reopt.snapshot(s, self.pinned)
+                before = int(np.count_nonzero(s.vm_count[: s.active]))
+                ev = evacuate_machines(snap.placement, [slot], failed=failed)
+                s.set_status(slot, FAILED if failed else DRAINED)
+                snap = reopt.Snapshot(ev.state, snap.slots)
+                moves, changes = self._apply_plan(snap, ev.plan, now)
+                dropped: list[str] = []
+                if failed:
+                    for i in ev.unplaced:
+                        v = int(snap.slots[i])
+                        dropped.append(s.vm_ids[v])
+                        s.release(v)
+                        self.pinned.discard(dropped[-1])
+                        changes.append(VmDelete(dropped[-1]))
+            except BaseException:
+                self.state = saved
+                raise
+            changes.insert(0, MachineStatus(machine_id, STATUS_NAMES[int(s.status[slot])]))
+            after = int(np.count_nonzero(s.vm_count[: s.active]))
+            report = ReoptReport(
+                trigger="failure" if failed else "drain", time=now, vms=snap.placement.vms,
+                movable=len(ev.evacuated) + len(ev.evicted), machines_before=before, machines_target=after,
+                machines_after=after, bound=None, bound_proven=False, migration_cost=0.0,
+                verified=bool(ev.plan.verified), gb_moved=ev.plan.gb_moved, applied=len(moves), solve_s=0.0,
+                moves=moves, dropped=tuple(dropped), **reopt.plan_summary(ev.plan),
+            )  # fmt: skip
+            ticket = self._commit(changes)
+        self._wait(ticket)
+        return report
+
+    def _apply_plan(
+        self, snap: reopt.Snapshot, plan: MigrationPlan, now: float | None
+    ) -> tuple[tuple[reopt.MoveRecord, ...], list[Change]]:
+        """Apply ``plan``'s moves in order through the kernel's transitions (release at the source, place at the
+        destination; the planner guarantees room); stop at a move that does not fit (reported by the count)."""
+        s = self.state
+        kn = self.numa
+        done: list[reopt.MoveRecord] = []
+        changes: list[Change] = []
+        for mv in plan.moves:
+            v = int(snap.slots[mv.vm])
+            rec = s.record(v)
+            node = max(mv.dst_node, 0)
+            s.release(v)
+            if not s.fits(mv.dst_machine, node, rec.cpu, rec.mem, rec.multi):
+                k = 0 if rec.node is None else rec.node
+                s.place(rec.id, s.vm_slot(), rec.cpu, rec.mem, rec.multi, s.slot_of_machine[rec.machine] * kn + k)
+                break
+            s.place(rec.id, s.vm_slot(), rec.cpu, rec.mem, rec.multi, mv.dst_machine * kn + node)
+            snap.slots[mv.vm] = s.slot_of_vm[rec.id]
+            dst = s.machine_ids[mv.dst_machine]
+            out = None if rec.multi else mv.dst_node
+            done.append(reopt.MoveRecord(rec.id, None if mv.src_machine < 0 else rec.machine, dst, out, mv.staging,
+                                         0.0 if mv.src_machine < 0 else rec.mem))  # fmt: skip
+            changes.append(VmRow(rec.id, dst, out, rec.cpu, rec.mem, rec.multi, rec.id in self.pinned))
+            if now is not None and not mv.staging:
+                self.moved_at[rec.id] = now
+        self.counters["migrated"] += len(done)
+        return tuple(done), changes
 
     # -- reading --------------------------------------------------------------------------------------------
     def _info(self, slot: int) -> MachineInfo:
@@ -700,7 +855,7 @@ class PlacementEngine:
 
     def _vm_row(self, v: int) -> VmRow:
         r = self.state.record(v)
-        return VmRow(r.id, r.machine, r.node, r.cpu, r.mem, r.multi)
+        return VmRow(r.id, r.machine, r.node, r.cpu, r.mem, r.multi, r.id in self.pinned)
 
     @classmethod
     def restore(cls, snapshot: dict[str, Any], policy: str | NumaPolicy = "best-fit", **kw: Any) -> PlacementEngine:
@@ -726,6 +881,8 @@ class PlacementEngine:
             s.add_machine(row.id, cap, row.rack, row.slot, ACTIVE)
         for vm in vms:
             self._assign_locked(self._validate(VmRequest(vm.id, vm.cpu, vm.mem, vm.multi)), vm.machine, vm.node)
+            if vm.pinned:
+                self.pinned.add(vm.id)
         for row in machines:
             s.set_status(s.slot_of_machine[row.id], STATUS_CODES[row.status])
 

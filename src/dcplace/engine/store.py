@@ -58,6 +58,7 @@ class VmRow:
     cpu: float
     mem: float
     multi: bool
+    pinned: bool = False
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,7 @@ CREATE TABLE IF NOT EXISTS machines (
 );
 CREATE TABLE IF NOT EXISTS vms (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, machine TEXT NOT NULL, node INTEGER,
-    cpu REAL NOT NULL, mem REAL NOT NULL, multi INTEGER NOT NULL
+    cpu REAL NOT NULL, mem REAL NOT NULL, multi INTEGER NOT NULL, pinned INTEGER NOT NULL DEFAULT 0
 );
 """
 
@@ -134,6 +135,9 @@ class SqliteStore:
             mode = self._conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             self._conn.execute("PRAGMA synchronous=FULL")
             self._conn.executescript(_SCHEMA)
+            columns = {row[1] for row in self._conn.execute("PRAGMA table_info(vms)")}
+            if "pinned" not in columns:  # a database written before VMs could be pinned
+                self._conn.execute("ALTER TABLE vms ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0")
         except sqlite3.DatabaseError as e:
             raise InputError(f"{self.path} is not a usable SQLite database ({e})", field="db") from None
         if str(mode).lower() != "wal":
@@ -161,9 +165,9 @@ class SqliteStore:
                 )
             ]
             vms = [
-                VmRow(i, m, n, c, me, bool(mu))
-                for i, m, n, c, me, mu in self._conn.execute(
-                    "SELECT id, machine, node, cpu, mem, multi FROM vms ORDER BY seq"
+                VmRow(i, m, n, c, me, bool(mu), bool(p))
+                for i, m, n, c, me, mu, p in self._conn.execute(
+                    "SELECT id, machine, node, cpu, mem, multi, pinned FROM vms ORDER BY seq"
                 )
             ]
         return (None if row is None else int(row[0])), machines, vms
@@ -253,9 +257,10 @@ class SqliteStore:
         ex = self._conn.execute
         if isinstance(c, VmRow):
             ex(
-                "INSERT INTO vms (id, machine, node, cpu, mem, multi) VALUES (?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (id) DO UPDATE SET machine = excluded.machine, node = excluded.node",
-                (c.id, c.machine, c.node, c.cpu, c.mem, int(c.multi)),
+                "INSERT INTO vms (id, machine, node, cpu, mem, multi, pinned) VALUES (?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (id) DO UPDATE SET machine = excluded.machine, node = excluded.node, "
+                "pinned = excluded.pinned",
+                (c.id, c.machine, c.node, c.cpu, c.mem, int(c.multi), int(c.pinned)),
             )
         elif isinstance(c, VmDelete):
             ex("DELETE FROM vms WHERE id = ?", (c.id,))

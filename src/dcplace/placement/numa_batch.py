@@ -742,9 +742,22 @@ class ConsolidateParams(Params):
 
     bound_share: float = 1 / 3
     """Share of the time for the lower bound (the typed relaxation), in (0, 1)."""
+    relaxation: bool = True
+    """Prove the typed relaxation's bound (SCIP); False: the covering bound only (:func:`covering_bound`), for
+    frequent re-optimisation events where the bound is not needed."""
 
     def check(self) -> None:
         check_value(0 < self.bound_share < 1, "bound_share", self.bound_share, "in (0, 1)")
+
+
+def covering_bound(batch: NumaBatch) -> int:
+    """Servers needed to cover the batch's total CPU and RAM with the largest servers first (a valid lower bound
+    on servers used, cheap and loose: it ignores NUMA nodes and fragmentation)."""
+    need = 0
+    for r, total in enumerate((float(batch.cpu.sum()), float(batch.ram.sum()))):
+        cap = np.sort(batch.node_free[:, :, r].sum(axis=1))[::-1]
+        need = max(need, int(np.searchsorted(np.cumsum(cap), total - 1e-9)) + 1 if total > 0 else 0)
+    return need
 
 
 def solve_consolidate(batch: NumaBatch, stop: Stop, seed: int, params: ConsolidateParams) -> Result:
@@ -760,7 +773,13 @@ def solve_consolidate(batch: NumaBatch, stop: Stop, seed: int, params: Consolida
     can only raise. Deterministic (``seed`` unused)."""
     if not batch.has_current or batch.current_server is None or batch.current_node is None:
         raise InputError("consolidate starts from a current placement; this batch has none (use auto)")
-    bound, proven, _ = lower_bound(batch, stop.share(params.bound_share))
+    bound, proven = covering_bound(batch), False
+    if params.relaxation:
+        try:
+            relaxed, proven, _ = lower_bound(batch, stop.share(params.bound_share))
+            bound = max(bound, relaxed)  # cut short, the relaxation's best bound can be below the covering one
+        except InputError:  # the relaxation found no answer in its share of the time: keep the covering bound
+            pass
     packer = Packer(batch)
     st = _State(batch.node_free.copy(), np.zeros(batch.servers, bool), [-1] * batch.vms, [0] * batch.vms)
     cur = batch.current_server

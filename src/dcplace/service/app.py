@@ -15,8 +15,11 @@ answer waits, without blocking the event loop, for the group commit that makes i
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import asdict
 from typing import Any
 
@@ -32,6 +35,7 @@ from dcplace.engine import (
     Placement,
     PlacementEngine,
     Rejection,
+    ReoptPolicy,
     StoreError,
     VmRecord,
     VmRequest,
@@ -49,8 +53,11 @@ from dcplace.service.models import (
     FailOut,
     MachineIn,
     MachineOut,
+    PinIn,
     PlacementOut,
     RejectionOut,
+    ReoptIn,
+    ReoptOut,
     VmBatchIn,
     VmIn,
     VmOut,
@@ -100,6 +107,20 @@ def fail_json(rep: FailReport) -> dict[str, Any]:
             "dropped": [rejection_json(r) for r in rep.dropped]}  # fmt: skip
 
 
+async def _reoptimiser(engine: PlacementEngine, policy: ReoptPolicy, every_s: float, last: dict[str, Any]) -> None:
+    """Check ``policy``'s triggers every ``every_s`` seconds; run a due event in a worker thread (it holds the
+    engine's lock while it solves, so placements wait for it)."""
+    while True:
+        await asyncio.sleep(every_s)
+        try:
+            rep = await asyncio.to_thread(engine.reoptimise_if_due, policy, time.time())
+        except (InputError, StoreError) as e:  # a cluster the batch model cannot take: say so, keep serving
+            last["report"] = {"error": str(e)}
+            continue
+        if rep is not None:
+            last["report"] = rep.as_dict(moves=False)
+
+
 def _validation_sentence(exc: RequestValidationError) -> str:
     errs = exc.errors()
     if not errs:
@@ -110,12 +131,24 @@ def _validation_sentence(exc: RequestValidationError) -> str:
     return f"field '{loc}': {e.get('msg', 'is not valid')}{more}" if loc else f"{e.get('msg')}{more}"
 
 
-def create_app(engine: PlacementEngine) -> FastAPI:
-    """The service over ``engine`` (which it does not close)."""
+def create_app(engine: PlacementEngine, reopt: ReoptPolicy | None = None, check_every_s: float = 60.0) -> FastAPI:
+    """The service over ``engine`` (which it does not close). ``reopt``: re-optimise in the background whenever its
+    timer or threshold is due (checked every ``check_every_s`` seconds, wall clock); the last event's report is at
+    ``GET /reoptimise/last``."""
+    last: dict[str, Any] = {}
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        task = None if reopt is None else asyncio.create_task(_reoptimiser(engine, reopt, check_every_s, last))
+        yield
+        if task is not None:
+            task.cancel()
+
     app = FastAPI(
         title="dcplace placement service",
         description="Place VMs on NUMA machines with a named policy; durable state; explanations of every decision.",
         version="0.1.0",
+        lifespan=lifespan,
     )
     metrics = ServiceMetrics(engine)
     app.state.engine = engine
@@ -182,6 +215,31 @@ def create_app(engine: PlacementEngine) -> FastAPI:
         """The machine failed: its VMs are placed again through the policy; those that fit nowhere are dropped."""
         return _json(fail_json(engine.fail(machine_id, policy)))
 
+    @app.post("/machines/{machine_id}/evacuate", response_model=ReoptOut, tags=["machines"], responses=ERRORS)
+    def evacuate(machine_id: str, failed: bool = False) -> Response:
+        """Drain the machine (or, ``failed=true``, fail it) and re-home its VMs with the fewest moves, through a
+        verified migration plan; a failed machine's VMs that fit nowhere are dropped. 409 for a pinned VM on a
+        drained machine."""
+        return _json(engine.evacuate(machine_id, failed=failed, now=time.time()).as_dict())
+
+    @app.post("/reoptimise", response_model=ReoptOut, tags=["machines"], responses=ERRORS)
+    def reoptimise(body: ReoptIn) -> Response:
+        """One re-optimisation event now: select the VMs that may move, re-solve the machines in use with
+        migration costs, and apply the verified migration plan (``execute=false``: plan only)."""
+        fields = body.model_dump()
+        execute = fields.pop("execute")
+        return _json(engine.reoptimise(ReoptPolicy(**fields), now=time.time(), execute=execute).as_dict())
+
+    @app.get("/reoptimise/last", tags=["machines"])
+    def last_reoptimisation() -> Response:
+        """The last background re-optimisation event's report (moves counted, not listed); ``{}`` before one."""
+        return _json(last.get("report", {}))
+
+    @app.put("/vms/{vm_id}/pinned", response_model=VmOut, tags=["vms"], responses=ERRORS)
+    def pin(vm_id: str, body: PinIn) -> Response:
+        """Pin (or unpin) a VM: re-optimisation never moves a pinned VM."""
+        return _json(vm_json(engine.pin(vm_id, body.pinned)))
+
     @app.delete("/machines/{machine_id}", status_code=204, tags=["machines"], responses=ERRORS)
     def remove(machine_id: str) -> Response:
         """Unregister an empty machine."""
@@ -200,7 +258,7 @@ def create_app(engine: PlacementEngine) -> FastAPI:
         """Place a VM with the service's policy (or ``policy``); durable when answered. A VM that fits nowhere is
         409 with the reason and the explanation."""
         t0 = time.perf_counter()
-        d = await engine.place_async(VmRequest(body.id, body.cpu, body.mem, body.multi_numa), body.policy,
+        d = await engine.place_async(VmRequest(body.id, body.cpu, body.mem, body.multi_numa, body.pinned), body.policy,
                                      body.explain)  # fmt: skip
         metrics.latency.labels("place").observe(time.perf_counter() - t0)
         if isinstance(d, Rejection):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat
 
 Ident = Field(min_length=1, max_length=256, pattern=r"^\S(.*\S)?$", description="A unique id (no surrounding spaces)")
@@ -36,6 +38,7 @@ class VmIn(BaseModel):
     cpu: PositiveFloat = Field(description="cores", examples=[4])
     mem: PositiveFloat = Field(description="GB", examples=[8])
     multi_numa: bool = Field(default=False, description="split evenly over every NUMA node of one machine")
+    pinned: bool = Field(default=False, description="never moved by re-optimisation")
     policy: str | None = Field(default=None, description="a registered policy; default: the service's")
     explain: bool = Field(default=True, description="return the decision's explanation")
 
@@ -95,6 +98,61 @@ class FailOut(BaseModel):
     machine: str
     replaced: list[PlacementOut]
     dropped: list[RejectionOut]
+
+
+class PinIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    pinned: bool = Field(description="true: re-optimisation never moves the VM")
+
+
+class ReoptIn(BaseModel):
+    """A re-optimisation event (dcplace.engine.ReoptPolicy's fields; the triggers are the server's)."""
+
+    model_config = ConfigDict(extra="forbid")
+    selection: Literal["all", "underused"] = Field(default="all", description="which VMs may move")
+    underused_below: float = Field(default=0.5, gt=0, le=1, description="fill below which a machine is underused")
+    cooldown_s: float = Field(default=0.0, ge=0, description="VMs moved less than this long ago stay")
+    migration_weight: float = Field(default=1.0, ge=0, description="cost of a move: weight x memory / a machine's")
+    max_moves: int | None = Field(default=None, ge=0, description="budget: moves per event")
+    max_gb: float | None = Field(default=None, ge=0, description="budget: GB copied per event")
+    time_limit_s: float = Field(default=10.0, gt=0, le=3600, description="optimiser wall-clock limit")
+    bound: bool = Field(default=False, description="also prove the typed relaxation's lower bound")
+    execute: bool = Field(default=True, description="false: plan only (a dry run)")
+
+
+class MoveOut(BaseModel):
+    vm: str
+    source: str | None = Field(description="machine it left; null: it had no home (failed machine)")
+    machine: str
+    node: int | None
+    staging: bool
+    gb: float
+
+
+class ReoptOut(BaseModel):
+    trigger: str
+    time: float | None
+    vms: int
+    movable: int
+    machines_before: int
+    machines_target: int
+    machines_after: int
+    bound: int | None
+    bound_proven: bool
+    migration_cost: float
+    verified: bool
+    complete: bool
+    truncated: bool
+    reason: str
+    planned: int
+    applied: int
+    staging: int
+    gb_moved: float
+    solve_s: float
+    plan_s: float
+    check_s: float
+    moves: list[MoveOut]
+    dropped: list[str]
 
 
 class ErrorOut(BaseModel):

@@ -1,0 +1,102 @@
+"""Operate on a cluster database offline: re-optimise it, or drain or fail a machine with the fewest moves.
+
+The database is the one ``dcplace serve --db`` keeps (stop the service first: one process owns a database). Every
+plan is verified by the independent checker before it is applied; ``--dry-run`` prints the plan and changes
+nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from dcplace.cli.serve import _fail
+from dcplace.errors import InputError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n", 1)[0])
+
+Db = Annotated[Path, typer.Option(help="SQLite database of the cluster (from `dcplace serve --db`)")]
+JsonOut = Annotated[bool, typer.Option("--json", help="print the report as one JSON object")]
+
+
+def _open(db: Path) -> Any:
+    from dcplace.engine import PlacementEngine
+
+    if not db.is_file():
+        raise InputError(f"{db} is not a database file", field="db")
+    return PlacementEngine.open(db)
+
+
+def _report(rep: Any, json_out: bool, dry_run: bool = False) -> None:
+    if json_out:
+        typer.echo(json.dumps(rep.as_dict()))
+        return
+    for m in rep.moves:
+        src = m.source or "(lost)"
+        node = "all" if m.node is None else m.node
+        typer.echo(f"  {m.vm}: {src} -> {m.machine} node {node}{' (staging)' if m.staging else ''}")
+    verb = "planned (dry run)" if dry_run else "applied"
+    bound = "" if rep.bound is None else f" (lower bound {rep.bound}{', proven' if rep.bound_proven else ''})"
+    dropped = f"; dropped (fit nowhere): {', '.join(rep.dropped)}" if rep.dropped else ""
+    typer.echo(
+        f"{rep.trigger}: {rep.planned if dry_run else rep.applied} moves {verb} ({rep.staging} staging, "
+        f"{rep.gb_moved:,.0f} GB copied); machines in use {rep.machines_before} -> "
+        f"{rep.machines_target if dry_run else rep.machines_after}{bound}; verified: "
+        f"{'yes' if rep.verified else 'NO'}; {rep.reason}{dropped}"
+    )
+
+
+@app.command("reoptimise")
+def reoptimise(
+    db: Db,
+    selection: Annotated[str, typer.Option(help="which VMs may move: all, or underused")] = "all",
+    underused_below: Annotated[float, typer.Option(help="fill below which a machine is underused, in (0, 1]")] = 0.5,
+    migration_weight: Annotated[float, typer.Option(help="cost of a move: weight x memory / a machine's")] = 1.0,
+    max_moves: Annotated[int | None, typer.Option(help="budget: at most this many moves")] = None,
+    max_gb: Annotated[float | None, typer.Option(help="budget: at most this much memory copied, GB")] = None,
+    time_limit: Annotated[float, typer.Option(help="optimiser wall-clock limit, seconds")] = 10.0,
+    bound: Annotated[bool, typer.Option(help="also prove the typed relaxation's lower bound (SCIP)")] = False,
+    dry_run: Annotated[bool, typer.Option(help="plan only; change nothing")] = False,
+    json_out: JsonOut = False,
+) -> None:  # fmt: skip
+    """One re-optimisation event: re-solve the machines in use with migration costs (pinned VMs stay) and apply
+    the verified migration plan."""
+    from dcplace.engine import ReoptPolicy
+
+    try:
+        policy = ReoptPolicy(selection=selection, underused_below=underused_below,  # type: ignore[arg-type]
+                             migration_weight=migration_weight, max_moves=max_moves, max_gb=max_gb,
+                             time_limit_s=time_limit, bound=bound)  # fmt: skip
+        engine = _open(db)
+        try:
+            rep = engine.reoptimise(policy, execute=not dry_run)
+        finally:
+            engine.close()
+    except InputError as exc:
+        if exc.field == "time_limit_s":
+            exc.field = "time_limit"
+        _fail(exc)
+    _report(rep, json_out, dry_run)
+
+
+@app.command("evacuate")
+def evacuate(
+    machine: Annotated[str, typer.Argument(help="the machine's id")],
+    db: Db,
+    failed: Annotated[bool, typer.Option(help="the machine failed (its VMs restart); default: drain")] = False,
+    json_out: JsonOut = False,
+) -> None:  # fmt: skip
+    """Drain a machine (live-migrate its VMs away) or mark it failed (place its VMs again), with the fewest moves
+    through a verified plan; the machine stays drained or failed (`dcplace serve`'s /activate undoes it)."""
+    try:
+        engine = _open(db)
+        try:
+            rep = engine.evacuate(machine, failed=failed)
+        finally:
+            engine.close()
+    except InputError as exc:
+        _fail(exc)
+    _report(rep, json_out)

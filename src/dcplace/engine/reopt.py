@@ -1,0 +1,298 @@
+"""Periodic re-optimisation on the live engine: the datacenter framework of paper 004, section III-D.
+
+The paper: "Periodic re-optimization may be triggered by timers or by events (e.g., such as when the estimated
+resource efficiency is below a threshold)." When it is due, "a subset of packs/VMs is selected and a subset of
+PMs/swads is selected to participate in re-optimization. The selection depends on the cloud provider's policy and
+the states of the packs/VMs and swads/PMs", the assignment is solved again with migration costs in the objective
+("for those packs or VMs that have very large migration costs, constraints can be added to prevent their
+migration"), and "the packs/VMs are placed according to the solution, which may involve VM migration". In between,
+requests are "handled immediately upon arrival" by an online heuristic.
+
+This module holds the parts that read the engine's :class:`~dcplace.engine.cluster_state.ClusterState`; the
+:class:`~dcplace.engine.engine.PlacementEngine` methods ``reoptimise``, ``reoptimise_if_due`` and ``evacuate``
+drive them under the engine's lock and apply the verified plan through the engine's transitions.
+
+One event, step by step:
+
+1. **Trigger** (:meth:`ReoptPolicy.due`): ``every_s`` seconds since the last event (timer), or the *efficiency*
+   below ``below`` (event). Efficiency (:func:`efficiency`): the binding resource's allocation over the capacity of
+   the machines in use, ``max_r used_r / capacity_r(machines with a VM)``; 1 when the machines in use are full in
+   one resource, low when many machines are in use for little load.
+2. **Selection** (:func:`movable`): the machines that participate are the active machines in use (drained and
+   failed machines neither give nor receive; empty machines stay empty). Which VMs may move: ``selection="all"``:
+   every VM on them; ``"underused"``: only the VMs of machines whose fill (the larger of CPU and memory allocated
+   over capacity) is below ``underused_below``. Never: pinned VMs (``VmRequest.pinned``) and VMs moved less than
+   ``cooldown_s`` ago. VMs that may not move stay where they are and still take their room.
+3. **Target** (:func:`consolidation_target`): the participating machines and their VMs become a
+   :class:`~dcplace.placement.numa_batch.NumaBatch` with the current placement, the non-movable VMs pinned, and a
+   migration cost per VM of ``migration_weight x`` its memory over the largest machine's memory, in machines (so at
+   weight 1, moving one largest machine's worth of memory costs as much as keeping one machine). The batch
+   optimiser's ``consolidate`` method minimises machines used + migration cost and its independent checker
+   verifies the answer (pinned VMs kept, capacities per NUMA node, the costs recounted).
+4. **Plan** (:func:`dcplace.placement.migration.plan_migrations`): an ordered list of live migrations that never
+   over-fills a NUMA node, cut to the event's budget (``max_moves``, ``max_gb``) at a safe prefix, replayed by the
+   independent checker (:func:`dcplace.placement.plan_check.check_plan`).
+5. **Execution**: the engine applies the moves in order (release at the source, place at the destination with the
+   kernel's transitions), durable as one commit; a move whose destination no longer fits (it cannot happen under
+   the lock) stops the execution and is reported.
+
+Only machines with exactly 2 NUMA nodes are re-optimised by the batch model (the papers' double-NUMA servers);
+evacuation (drain and failure) works for any node count.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from dcplace.config import check, check_types
+from dcplace.engine.cluster_state import ACTIVE, ClusterState
+from dcplace.errors import InputError
+from dcplace.placement.migration import ClusterPlacement, MigrationPlan
+from dcplace.placement.migration import Placement as Target
+from dcplace.placement.numa_batch import STRATEGIES, ConsolidateParams, NumaBatch, with_current
+from dcplace.placement.registry import solve
+from dcplace.placement.stop import Deadline
+
+Selection = Literal["all", "underused"]
+
+
+@dataclass(frozen=True)
+class ReoptPolicy:
+    """When to re-optimise and what may move (module docstring, steps 1-4)."""
+
+    selection: Selection = "all"
+    """``all``: every VM of the active machines in use may move; ``underused``: only those of machines whose fill
+    is below ``underused_below``."""
+    underused_below: float = 0.5
+    """Fill (the larger of CPU and memory allocated over capacity) below which a machine is underused, in (0, 1]."""
+    cooldown_s: float = 0.0
+    """VMs moved less than this many seconds ago do not move again (0: no cool-down)."""
+    migration_weight: float = 1.0
+    """Cost of moving a VM = weight x its memory / the largest machine's memory, in machines; 0: moves are free."""
+    max_moves: int | None = None
+    """Budget: at most this many moves per event (None: no limit)."""
+    max_gb: float | None = None
+    """Budget: at most this much memory copied per event, GB (None: no limit)."""
+    time_limit_s: float = 10.0
+    """Wall-clock limit of the batch optimiser per event, seconds."""
+    bound: bool = False
+    """Also prove the typed relaxation's lower bound on machines (SCIP; slower); otherwise the covering bound."""
+    every_s: float | None = None
+    """Timer trigger: due when this many seconds passed since the last event (None: no timer)."""
+    below: float | None = None
+    """Event trigger: due when :func:`efficiency` is below this, in (0, 1] (None: no threshold)."""
+    min_gap_s: float = 0.0
+    """The threshold trigger waits at least this long after the last event (keeps a stuck cluster from
+    re-optimising at every request)."""
+
+    def __post_init__(self) -> None:
+        check_types(self)
+        check(0 < self.underused_below <= 1, "underused_below", self.underused_below, "in (0, 1]")
+        check(self.cooldown_s >= 0 and math.isfinite(self.cooldown_s), "cooldown_s", self.cooldown_s,
+              "a finite number >= 0")  # fmt: skip
+        check(self.migration_weight >= 0 and math.isfinite(self.migration_weight), "migration_weight",
+              self.migration_weight, "a finite number >= 0")  # fmt: skip
+        check(self.max_moves is None or self.max_moves >= 0, "max_moves", self.max_moves, "at least 0")
+        check(self.max_gb is None or self.max_gb >= 0, "max_gb", self.max_gb, "at least 0")
+        check(self.time_limit_s > 0 and math.isfinite(self.time_limit_s), "time_limit_s", self.time_limit_s,
+              "a finite number > 0")  # fmt: skip
+        check(self.every_s is None or (self.every_s > 0 and math.isfinite(self.every_s)), "every_s", self.every_s,
+              "a finite number > 0")  # fmt: skip
+        check(self.below is None or 0 < self.below <= 1, "below", self.below, "in (0, 1]")
+        check(self.min_gap_s >= 0, "min_gap_s", self.min_gap_s, "at least 0")
+
+    def due(self, state: ClusterState, now: float, last: float | None) -> str | None:
+        """Why an event is due at time ``now`` (``last``: the previous event's time, None if none): ``"timer"``,
+        ``"threshold"``, or None."""
+        since = math.inf if last is None else now - last
+        if self.every_s is not None and since >= self.every_s:
+            return "timer"
+        if self.below is not None and since >= self.min_gap_s and efficiency(state) < self.below:
+            return "threshold"
+        return None
+
+
+def efficiency(state: ClusterState) -> float:
+    """The binding resource's allocation over the capacity of the machines in use (1.0 with none in use)."""
+    m = state.active
+    used = state.vm_count[:m] > 0
+    if not used.any():
+        return 1.0
+    cap = state.cap[:m][used].sum(axis=(0, 1))
+    return float(np.max(state.used / np.maximum(cap, 1e-12)))
+
+
+def fill(state: ClusterState) -> npt.NDArray[np.float64]:
+    """``(M,)`` each machine's fill: the larger of CPU and memory allocated over its capacity."""
+    m = state.active
+    cap = state.cap[:m].sum(axis=1)
+    alloc = cap - state.free[:m].sum(axis=1)
+    out: npt.NDArray[np.float64] = (alloc / np.maximum(cap, 1e-12)).max(axis=1)
+    return out
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The engine's VMs as the planner's :class:`ClusterPlacement` (index ``i`` is ledger slot ``slots[i]``)."""
+
+    placement: ClusterPlacement
+    slots: npt.NDArray[np.int64]
+    """``(V,)`` ledger slot of each VM."""
+
+
+def snapshot(state: ClusterState, pinned: set[str]) -> Snapshot:
+    """Every live VM and every machine slot below ``state.active`` (usable = active status); costs are memory in GB."""
+    m = state.active
+    slots = np.flatnonzero(state.pm_of >= 0).astype(np.int64)
+    node = np.where(state.multi[slots], -1, state.node_of[slots])
+    pin = np.fromiter((state.vm_ids[int(v)] in pinned for v in slots), np.bool_, len(slots))
+    cp = ClusterPlacement.build(
+        state.cap[:m], state.demand[slots], state.multi[slots], state.pm_of[slots], node,
+        usable=state.status[:m] == ACTIVE, pinned=pin,
+    )  # fmt: skip
+    return Snapshot(cp, slots)
+
+
+def movable(
+    state: ClusterState, snap: Snapshot, policy: ReoptPolicy, moved_at: dict[str, float], now: float | None
+) -> npt.NDArray[np.bool_]:
+    """``(V,)`` the VMs the event may move (module docstring, step 2)."""
+    cp = snap.placement
+    where = cp.current.machine
+    ok = (where >= 0) & ~cp.pinned
+    ok &= cp.usable[np.maximum(where, 0)]
+    if policy.selection == "underused":
+        ok &= fill(state)[np.maximum(where, 0)] < policy.underused_below
+    if policy.cooldown_s > 0 and now is not None and moved_at:
+        recent = np.fromiter(
+            (now - moved_at.get(state.vm_ids[int(v)], -math.inf) < policy.cooldown_s for v in snap.slots),
+            np.bool_, len(snap.slots),
+        )  # fmt: skip
+        ok &= ~recent
+    return ok
+
+
+@dataclass(frozen=True)
+class TargetAnswer:
+    """The batch optimiser's answer for one event."""
+
+    target: Target
+    machines_before: int
+    machines_after: int
+    bound: int
+    bound_proven: bool
+    migration_cost: float
+    verified: bool
+    solve_s: float
+
+
+def consolidation_target(snap: Snapshot, may_move: npt.NDArray[np.bool_], policy: ReoptPolicy) -> TargetAnswer:
+    """Module docstring, step 3: the batch of the active machines in use, solved by ``consolidate``."""
+    cp = snap.placement
+    if cp.numa != 2:
+        raise InputError(f"re-optimisation solves double-NUMA machines; this cluster has {cp.numa} nodes per machine",
+                         field="numa")  # fmt: skip
+    where = cp.current.machine
+    in_use = np.zeros(cp.machines, np.bool_)
+    in_use[where[where >= 0]] = True
+    servers = np.flatnonzero(in_use & cp.usable)
+    part = np.flatnonzero(np.isin(where, servers))  # the batch's VMs (cluster indices)
+    index = np.full(cp.machines, -1, np.int64)
+    index[servers] = np.arange(len(servers))
+    n = len(part)
+    batch = NumaBatch(
+        name="engine", node_free=np.asarray(cp.capacity[servers], np.float64), rack=np.arange(len(servers)),
+        cpu=cp.demand[part, 0].copy(), ram=cp.demand[part, 1].copy(), numa=np.where(cp.multi[part], 2, 1),
+        strategy=(STRATEGIES[0],) * n, group=("",) * n, domain=("",) * n,
+    )  # fmt: skip
+    biggest = float(cp.capacity[:, :, 1].sum(axis=1).max()) if cp.machines else 1.0
+    cost = policy.migration_weight * cp.demand[part, 1] / biggest
+    batch = with_current(batch, index[where[part]], cp.current.node[part], cost, np.flatnonzero(~may_move[part]))
+    before = len(servers)
+    if n == 0 or not may_move[part].any():
+        return TargetAnswer(cp.current, before, before, before, False, 0.0, True, 0.0)
+    res = solve(batch, "consolidate", Deadline(policy.time_limit_s), 0, ConsolidateParams(relaxation=policy.bound))
+    assert res.vm_pm is not None and res.vm_node is not None
+    machine, node = cp.current.machine.copy(), cp.current.node.copy()
+    machine[part] = servers[np.asarray(res.vm_pm, np.int64)]
+    node[part] = np.asarray(res.vm_node, np.int64)
+    return TargetAnswer(
+        Target(machine, node), before, len(set(np.asarray(res.vm_pm).tolist())), int(res.bound or 0),
+        bool(res.stats.get("bound_proven", False)), float(res.stats.get("migration_cost", 0.0)), res.verified,
+        res.wall_s,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class MoveRecord:
+    """One executed move, in the engine's ids (``node`` None: the VM spans every node)."""
+
+    vm: str
+    source: str | None
+    """The machine it left (None: it had no home, a failed machine's VM)."""
+    machine: str
+    node: int | None
+    staging: bool
+    gb: float
+
+
+@dataclass(frozen=True)
+class ReoptReport:
+    """What one re-optimisation (or evacuation) event did. Machine counts are machines in use (hosting a VM)."""
+
+    trigger: str
+    """``manual``, ``timer``, ``threshold``, ``drain`` or ``failure``."""
+    time: float | None
+    vms: int
+    """Live VMs at the event."""
+    movable: int
+    """VMs the selection allowed to move."""
+    machines_before: int
+    machines_target: int
+    """Machines in use in the optimiser's target."""
+    machines_after: int
+    """Machines in use after the executed moves."""
+    bound: int | None
+    """Lower bound on the machines in use for the event's batch (None: not computed)."""
+    bound_proven: bool
+    migration_cost: float
+    """The target's migration cost in machines (the optimiser's objective term)."""
+    verified: bool
+    """The optimiser's answer and the plan both passed their independent checkers."""
+    complete: bool
+    truncated: bool
+    reason: str
+    planned: int
+    applied: int
+    staging: int
+    gb_moved: float
+    solve_s: float
+    plan_s: float
+    check_s: float
+    moves: tuple[MoveRecord, ...] = field(default=(), repr=False)
+    dropped: tuple[str, ...] = ()
+    """VMs that lost their home and found none (a failed machine's): released."""
+
+    def as_dict(self, moves: bool = True) -> dict[str, Any]:
+        out = asdict(self)
+        out["moves"] = [asdict(m) for m in self.moves] if moves else len(self.moves)
+        out["dropped"] = list(self.dropped)
+        return out
+
+
+def empty_report(trigger: str, now: float | None, vms: int, machines: int, reason: str) -> ReoptReport:
+    """A report for an event that moved nothing."""
+    return ReoptReport(trigger, now, vms, 0, machines, machines, machines, None, False, 0.0, True, True, False,
+                       reason, 0, 0, 0, 0.0, 0.0, 0.0, 0.0)  # fmt: skip
+
+
+def plan_summary(plan: MigrationPlan) -> dict[str, Any]:
+    """The plan's outcome fields shared by every report."""
+    return {"complete": plan.complete, "truncated": plan.truncated, "reason": plan.reason,
+            "planned": plan.n_moves, "staging": plan.staging_moves, "plan_s": plan.plan_s,
+            "check_s": plan.check_s}  # fmt: skip

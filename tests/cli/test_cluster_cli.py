@@ -1,0 +1,75 @@
+"""`dcplace cluster reoptimise / evacuate` on a real database, `dcplace reproduce reopt` on a synthetic trace."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from dcplace.engine import PlacementEngine, VmRequest
+
+
+def dcplace(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "dcplace.cli.main", *args], capture_output=True, text=True,
+                          timeout=300, check=False)  # fmt: skip
+
+
+def _db(path: Path) -> Path:
+    e = PlacementEngine.open(path, policy="first-fit")
+    for m in range(6):
+        e.add_machine(f"pm{m}", 16, 32)
+    for i in range(40):
+        e.place(VmRequest(f"v{i}", 2.0, 4.0, pinned=i == 0))
+    for i in range(1, 40, 2):
+        e.release(f"v{i}")
+    e.close()
+    return path
+
+
+def test_reoptimise_dry_run_then_apply_then_evacuate(tmp_path: Path) -> None:
+    db = _db(tmp_path / "c.db")
+    before = PlacementEngine.open(db)
+    snap = before.snapshot()
+    before.close()
+    dry = dcplace("cluster", "reoptimise", "--db", str(db), "--migration-weight", "0", "--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr
+    plan = json.loads(dry.stdout)
+    assert plan["planned"] > 0 and plan["applied"] == 0 and plan["verified"]
+    e = PlacementEngine.open(db)
+    assert e.snapshot() == snap
+    e.close()
+    done = json.loads(dcplace("cluster", "reoptimise", "--db", str(db), "--migration-weight", "0", "--json").stdout)
+    assert done["applied"] == plan["planned"] and done["machines_after"] < done["machines_before"]
+    e = PlacementEngine.open(db)
+    e.check_invariants()
+    assert e.vm("v0").machine == next(v["machine"] for v in snap["vms"] if v["id"] == "v0")  # pinned
+    busy = max((m for m in e.machines() if m.vms), key=lambda m: m.vms).id
+    e.pin("v0", False)
+    e.close()
+    ev = dcplace("cluster", "evacuate", busy, "--db", str(db))
+    assert ev.returncode == 0 and "verified: yes" in ev.stdout, ev.stderr
+    e = PlacementEngine.open(db)
+    assert e.machine(busy).vms == 0 and e.machine(busy).status == "drained"
+    e.close()
+
+
+def test_bad_input_is_one_sentence(tmp_path: Path) -> None:
+    db = _db(tmp_path / "c.db")
+    for args, flag in ((("reoptimise", "--db", str(db), "--max-moves", "-1"), "--max-moves"),
+                       (("reoptimise", "--db", str(tmp_path / "none.db")), "--db"),
+                       (("evacuate", "nope", "--db", str(db)), "nope")):  # fmt: skip
+        p = dcplace("cluster", *args)
+        assert p.returncode == 2 and flag in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_reproduce_reopt_synthetic(tmp_path: Path) -> None:
+    out = tmp_path / "reopt"
+    p = dcplace("reproduce", "reopt", "--traces", "synthetic", "--hours", "30", "--quick", "--out", str(out))
+    assert p.returncode == 0, p.stderr
+    records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+    assert len(records) == 5 and all(r["verified"] for r in records)
+    online = min(r["machine_hours"] for r in records if r["reopt"] is None)
+    assert any(r["events"] > 0 and r["migrations"] > 0 for r in records)
+    assert all(r["machine_hours"] > 0 for r in records) and online > 0
+    assert (out / "machines.png").stat().st_size > 0 and "| variant |" in (out / "table.md").read_text()

@@ -1,0 +1,178 @@
+"""Re-optimisation, migration and evacuation on the live engine (dcplace.engine.reopt): invariants over random
+clusters (hypothesis), pins, budgets, cool-down, selection, triggers, durability."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dcplace.engine import Conflict, PlacementEngine, ReoptPolicy, VmRequest, efficiency
+from dcplace.errors import InputError
+
+
+def fragmented(seed: int, machines: int = 8, vms: int = 60, pin_share: float = 0.0,
+               engine: PlacementEngine | None = None) -> PlacementEngine:  # fmt: skip
+    """``machines`` machines of 2 x (16 cores, 32 GB), filled first-fit, then about half the VMs released."""
+    rng = np.random.default_rng(seed)
+    e = engine or PlacementEngine(2, "first-fit")
+    for m in range(machines):
+        e.add_machine(f"pm{m}", 16, 32)
+    placed = []
+    for i in range(vms):
+        cpu = float(rng.choice([1, 2, 4, 8]))
+        multi = bool(rng.random() < 0.15)
+        req = VmRequest(f"v{i}", cpu, cpu * float(rng.choice([1, 2])), multi, bool(rng.random() < pin_share))
+        if e.place(req, explain=False).accepted:
+            placed.append(req.id)
+    for vid in placed:
+        if rng.random() < 0.5:
+            e.release(vid)
+    return e
+
+
+def where(e: PlacementEngine) -> dict[str, tuple[str, int | None, float, float, bool]]:
+    return {r.id: (r.machine, r.node, r.cpu, r.mem, r.multi) for r in e.vms()}
+
+
+def in_use(e: PlacementEngine) -> int:
+    return int(e.stats()["machines_in_use"])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), weight=st.sampled_from([0.0, 1.0, 5.0]), pins=st.sampled_from([0.0, 0.3]),
+       budget=st.sampled_from([None, 0, 3]), selection=st.sampled_from(["all", "underused"]))  # fmt: skip
+def test_reoptimise_keeps_every_invariant(seed: int, weight: float, pins: float, budget: int | None,
+                                          selection: str) -> None:  # fmt: skip
+    e = fragmented(seed, pin_share=pins)
+    before, n_before = where(e), in_use(e)
+    rep = e.reoptimise(ReoptPolicy(selection=selection, migration_weight=weight, max_moves=budget))  # type: ignore[arg-type]
+    e.check_invariants()
+    after = where(e)
+    assert rep.verified and rep.applied == rep.planned == len(rep.moves)
+    assert budget is None or rep.applied <= budget
+    assert {k: v[2:] for k, v in after.items()} == {k: v[2:] for k, v in before.items()}  # same VMs, same sizes
+    for vid in e.pinned:
+        assert after[vid] == before[vid]  # a pinned VM never moves
+    moved = {m.vm for m in rep.moves}
+    assert {k for k in after if after[k][:2] != before[k][:2]} <= moved
+    for m in rep.moves:  # the last move of each VM is where it is now
+        if not m.staging:
+            assert after[m.vm][0] == m.machine or any(x.vm == m.vm for x in rep.moves[rep.moves.index(m) + 1 :])
+    assert rep.machines_after == in_use(e) <= n_before
+    if budget is None:
+        assert rep.machines_after == rep.machines_target and rep.complete
+
+
+def test_consolidation_empties_machines_and_raises_efficiency() -> None:
+    e = fragmented(7, machines=10, vms=90)
+    eff, n = efficiency(e.state), in_use(e)
+    rep = e.reoptimise(ReoptPolicy(migration_weight=0.0))
+    assert rep.machines_after < n and efficiency(e.state) > eff
+    assert rep.bound is not None and rep.bound <= rep.machines_after
+
+
+def test_dry_run_changes_nothing() -> None:
+    e = fragmented(3)
+    snap = e.snapshot()
+    rep = e.reoptimise(ReoptPolicy(migration_weight=0.0), execute=False)
+    assert rep.planned > 0 and rep.applied == 0 and e.snapshot() == snap
+
+
+def test_cooldown_keeps_recently_moved_vms() -> None:
+    e = fragmented(11, machines=10, vms=90)
+    first = e.reoptimise(ReoptPolicy(migration_weight=0.0), now=0.0)
+    assert first.applied
+    moved = {m.vm for m in first.moves}
+    for rid in list(e.state.slot_of_vm)[:3]:  # make more room to consolidate into
+        if rid not in moved:
+            e.release(rid)
+    second = e.reoptimise(ReoptPolicy(migration_weight=0.0, cooldown_s=100.0), now=50.0)
+    assert not moved & {m.vm for m in second.moves}
+
+
+def test_underused_selection_moves_only_from_underused_machines() -> None:
+    e = fragmented(5, machines=10, vms=90)
+    fill = {m.id: max(1 - sum(m.free_cpu) / sum(m.cpu), 1 - sum(m.free_mem) / sum(m.mem)) for m in e.machines()}
+    rep = e.reoptimise(ReoptPolicy(selection="underused", underused_below=0.4, migration_weight=0.0))
+    assert all(fill[m.source] < 0.4 for m in rep.moves if m.source is not None and not m.staging)
+
+
+def test_triggers() -> None:
+    e = fragmented(2)
+    timer = ReoptPolicy(every_s=10.0)
+    assert timer.due(e.state, 0.0, None) == "timer"
+    assert timer.due(e.state, 5.0, 0.0) is None and timer.due(e.state, 10.0, 0.0) == "timer"
+    eff = efficiency(e.state)
+    assert ReoptPolicy(below=min(1.0, eff + 0.01)).due(e.state, 0.0, None) == "threshold"
+    assert ReoptPolicy(below=max(0.01, eff - 0.01)).due(e.state, 0.0, None) is None
+    assert ReoptPolicy(below=1.0, min_gap_s=60).due(e.state, 30.0, 0.0) is None
+    assert e.reoptimise_if_due(timer, 0.0) is not None and e.reoptimise_if_due(timer, 5.0) is None
+
+
+@pytest.mark.parametrize(
+    ("kw", "field"),
+    [({"migration_weight": -1.0}, "migration_weight"), ({"below": 0.0}, "below"), ({"every_s": float("nan")},
+     "every_s"), ({"selection": "some"}, "selection"), ({"time_limit_s": 0.0}, "time_limit_s")],
+)  # fmt: skip
+def test_bad_policy_names_the_field(kw: dict[str, object], field: str) -> None:
+    with pytest.raises(InputError) as err:
+        ReoptPolicy(**kw)  # type: ignore[arg-type]
+    assert err.value.field == field
+
+
+@pytest.mark.parametrize("failed", [False, True])
+def test_evacuate_empties_the_machine(failed: bool) -> None:
+    e = fragmented(9, machines=8, vms=50)
+    victim = max(e.machines(), key=lambda m: m.vms).id
+    vms_before = {r.id for r in e.vms()}
+    on = {r.id for r in e.vms() if r.machine == victim}
+    rep = e.evacuate(victim, failed=failed)
+    e.check_invariants()
+    info = e.machine(victim)
+    assert info.vms == 0 and info.status == ("failed" if failed else "drained")
+    assert rep.verified and rep.complete and {m.vm for m in rep.moves} >= on - set(rep.dropped)
+    assert {r.id for r in e.vms()} == vms_before - set(rep.dropped)
+    assert not e.place(VmRequest("new", 1.0, 1.0)).accepted or e.vm("new").machine != victim
+
+
+def test_drain_refuses_a_pinned_vm_and_changes_nothing() -> None:
+    e = PlacementEngine(2)
+    e.add_machine("a", 8, 16)
+    e.add_machine("b", 8, 16)
+    e.place(VmRequest("p", 2.0, 2.0, pinned=True))
+    snap = e.snapshot()
+    with pytest.raises(Conflict):
+        e.evacuate(e.vm("p").machine)
+    assert e.snapshot() == snap
+    e.pin("p", False)
+    assert e.evacuate(e.vm("p").machine).applied == 1
+
+
+def test_failed_machine_vms_that_fit_nowhere_are_dropped() -> None:
+    e = PlacementEngine(2)
+    e.add_machine("a", 8, 16)
+    e.add_machine("b", 8, 16)
+    e.place(VmRequest("big-a", 8.0, 8.0))
+    e.place(VmRequest("big-b", 8.0, 8.0))
+    e.place(VmRequest("big-c", 8.0, 8.0))
+    e.place(VmRequest("big-d", 8.0, 8.0))  # both machines full
+    rep = e.evacuate("a", failed=True)
+    assert len(rep.dropped) == 2 and {r.id for r in e.vms()} == {"big-c", "big-d"}
+    e.check_invariants()
+
+
+def test_reoptimisation_is_durable(tmp_path: Path) -> None:
+    db = tmp_path / "state.db"
+    e = fragmented(4, pin_share=0.3, engine=PlacementEngine.open(db, policy="first-fit"))
+    rep = e.reoptimise(ReoptPolicy(migration_weight=0.0))
+    e.evacuate("pm0")
+    snap = e.snapshot()
+    e.close()
+    again = PlacementEngine.open(db)
+    assert rep.applied and again.snapshot() == snap and again.pinned == {v["id"] for v in snap["vms"] if v["pinned"]}
+    again.check_invariants()
+    again.close()
