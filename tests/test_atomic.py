@@ -40,3 +40,27 @@ def test_atomic_dir_swaps_as_one_unit(tmp_path: Path) -> None:
         (d / "z").write_text("3")
     assert [p.name for p in out.iterdir()] == ["z"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+def test_temporaries_of_a_killed_process_are_removed(tmp_path: Path) -> None:
+    """A SIGKILL runs no cleanup: the next write to the same target removes what that process left."""
+    dead = 2**22 + 12345  # above the default pid_max: no such process
+    (tmp_path / f".a.json.tmp-{dead}").write_text("half")
+    (tmp_path / f".run.tmp-{dead}").mkdir()
+    write_text(tmp_path / "a.json", "new")
+    with atomic_dir(tmp_path / "run") as tmp:
+        (tmp / "x").write_text("1")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json", "run"]
+
+
+def test_atomic_dir_carry_keeps_other_files(tmp_path: Path) -> None:
+    target = tmp_path / "run"
+    target.mkdir()
+    (target / "config.toml").write_text("kept")
+    (target / "sub").mkdir()
+    (target / "sub" / "f").write_text("deep")
+    (target / "checkpoint.pt").write_text("old")
+    with atomic_dir(target, carry=True) as tmp:
+        (tmp / "checkpoint.pt").write_text("new")
+    assert (target / "checkpoint.pt").read_text() == "new"
+    assert (target / "config.toml").read_text() == "kept" and (target / "sub" / "f").read_text() == "deep"

@@ -153,7 +153,7 @@ def test_resume_refuses_another_run(tmp_path):
 @pytest.mark.parametrize(
     "content, message",
     [
-        (None, "checkpoint file not found"),
+        (None, "no such checkpoint"),
         (b"not a checkpoint", "not a readable checkpoint"),
         ({"format": "something-else"}, "not a dcplace Nara checkpoint"),
         ({"format": "dcplace-nara", "version": 1, "config": {}, "model": {}, "meta": {}}, "missing weight"),

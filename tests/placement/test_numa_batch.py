@@ -125,7 +125,7 @@ def test_bound_counts_node_fit_not_just_totals(tmp_path):
     [
         ("numa", "3", "numa must be 1 or 2"),
         ("strategy", "friends", "strategy must be"),
-        ("flavor_vcpus", "x", "flavor_vcpus must be a number"),
+        ("flavor_vcpus", "x", "field 'flavor_vcpus': not a number"),
         ("group", "", "needs a group"),
     ],
 )

@@ -214,7 +214,7 @@ def load_problem_roundtrip(problem: Problem) -> Problem:
         (lambda d: d.__setitem__("pinned", [2]), "pinned", "VM 2 is pinned but has no current PM"),
         (lambda d: d.__setitem__("pinned", [7]), "pinned", "VM numbers in 0..4"),
         (lambda d: d.__setitem__("migration_costs", [1, 2]), "migration_costs", "5 integers"),
-        (lambda d: d["vms"][0].__setitem__("migration_cost", -1), "vms[0].migration_cost", ">= 0"),
+        (lambda d: d["vms"][0].__setitem__("migration_cost", -1), "vms[0].migration_cost", "whole number from 0"),
         (
             lambda d: d["pms"][0].__setitem__("vcpu", 3) or d["current"].__setitem__(1, {"pm": 0, "disks": [0]}),
             "current",
