@@ -121,10 +121,10 @@ class Regime:
         table = _read(trace, seed, self.long_lived == "dropped")
         if self.long_lived == "restored":
             table = restore_never_deleted(table, seed=seed)
+        if self.min_cpu > 0:  # on the trace's cores, before any sharing (VMAgent filters its CSV column)
+            table = table.subset(np.flatnonzero(table.cpu >= self.min_cpu))
         if self.shared_cpu:
             table = share_cpu(table, seed=seed)
-        if self.min_cpu > 0:
-            table = table.subset(np.flatnonzero(table.cpu >= self.min_cpu))
         return table
 
     def prepare(self, trace: str, seed: int = 0) -> PreparedTrace:

@@ -67,7 +67,7 @@ class HindsightInstance:
         """``(j + 1,)``: which of requests ``0..j`` are live at request ``j``'s arrival (``j`` itself is)."""
         if not self.release:
             return np.ones(j + 1, bool)
-        live = self.departure[: j + 1] > self.arrival[j]
+        live = np.asarray(self.departure[: j + 1] > self.arrival[j])
         live[j] = True
         return live
 
@@ -217,7 +217,6 @@ def exact_length(inst: HindsightInstance, time_limit_s: float = 10.0, seed: int 
         if j + 1 < n:
             model.add(placed[j + 1] <= placed[j])
     # Capacity at every arrival: warm VMs still live plus the live placed requests fit every node and resource.
-    m_count, k = inst.capacity.shape[:2]
     for j in range(n):
         room = np.floor((inst.capacity - inst.fixed_use(j)) * scale + 1e-6).astype(np.int64)
         live = np.flatnonzero(inst.live_scored(j))
@@ -226,7 +225,7 @@ def exact_length(inst: HindsightInstance, time_limit_s: float = 10.0, seed: int 
             for a, var in x[i].items():
                 for m, node, amount in _share(inst, int(i), a):
                     for r in range(2):
-                        terms.setdefault((m, node, r), []).append((int(round(amount[r] * scale)), var))
+                        terms.setdefault((m, node, r), []).append((round(float(amount[r]) * scale), var))
         for (m, node, r), lin in terms.items():
             model.add(sum(c * v for c, v in lin) <= int(room[m, node, r]))
     model.maximize(sum(placed))
@@ -237,6 +236,6 @@ def exact_length(inst: HindsightInstance, time_limit_s: float = 10.0, seed: int 
     status = solver.solve(model)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         raise RuntimeError(f"CP-SAT found no solution ({solver.status_name(status)}); the empty prefix is feasible")
-    value = int(round(solver.objective_value))
+    value = round(solver.objective_value)
     bound = int(np.floor(solver.best_objective_bound + 1e-6))
     return ExactResult(value=value, bound=bound, optimal=status == cp_model.OPTIMAL, wall_s=solver.wall_time)
