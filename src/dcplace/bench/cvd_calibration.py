@@ -12,8 +12,8 @@ Spec (``dcplace reproduce cvd-calibration``): Table 2's cells, 50 PMs Non-Expans
    instead of (40, 90) (memory binds before CPU), the README's shared CPU (Huawei only), and the end rule
    ``first-single-failure``.
 
-An episode still running after :data:`MAX_REQUESTS` scored requests is truncated (more than 10 times the longest
-length of the paper's Table 2: such a reading is far off anyway, and releases-on replays of the trace as read run ~55,000).
+An episode still running after :data:`MAX_REQUESTS` scored requests is truncated (over 10 times the longest
+length of the paper's Table 2: such a reading is far off anyway; releases-on replays of the trace as read run ~55,000).
 
 Every episode also records the hindsight bound (:func:`dcplace.sim.hindsight.aggregate_bound`: no policy can place
 more; end rule ``first-failure`` only) as policy ``hindsight-bound``.
