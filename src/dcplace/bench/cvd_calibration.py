@@ -40,6 +40,7 @@ import numpy as np
 
 from dcplace.bench.cvd_heuristics import PAPER, write_records
 from dcplace.bench.cvd_regime import Regime
+from dcplace.errors import InputError
 from dcplace.policies import get_policy
 from dcplace.policies.numa_heuristics import warm_up_jit
 from dcplace.sim.episodes import check_hostable, run_episodes, start_seed
@@ -156,6 +157,10 @@ def run_calibration(episodes: int, seed: int, out: Path, quick: bool = False, to
     warm_up_jit()
     warms = (0.0, 0.5) if quick else WARM
     readings = [r for r in stage1() if trace_available(r[0])]
+    if not readings:
+        raise InputError(
+            "the calibration needs the shared huawei-east-1 or azure-v1 trace (../shared/data or $DCPLACE_DATA)"
+        )
     records: list[dict[str, Any]] = []
     for trace, reg in readings:
         records += [rec | {"stage": 1} for rec in run_reading(trace, reg, warms, episodes, seed)]
