@@ -38,20 +38,17 @@ from typing import Any
 
 import numpy as np
 
-from dcplace.bench.cvd_heuristics import PAPER, write_records
+from dcplace.bench.cvd_heuristics import BOUND, PAPER, write_records
 from dcplace.bench.cvd_regime import Regime
 from dcplace.errors import InputError
 from dcplace.policies import get_policy
 from dcplace.policies.numa_heuristics import warm_up_jit
-from dcplace.sim.episodes import check_hostable, run_episodes, start_seed
-from dcplace.sim.hindsight import aggregate_bound, instance_from_sim
-from dcplace.sim.numa import NumaSim
-from dcplace.sim.numa_kernel import DECIDE
+from dcplace.sim.episodes import check_hostable, run_episodes
+from dcplace.sim.hindsight import episode_bounds
 from dcplace.workload.traces import trace_available
 
 WARM = (0.0, 0.3, 0.4, 0.5, 0.6)
 HEURISTICS = ("first-fit", "best-fit", "industrial")
-BOUND = "hindsight-bound"
 PMS = 50
 MAX_REQUESTS = 16_000
 
@@ -107,14 +104,9 @@ def run_reading(trace: str, reg: Regime, warms: Iterable[float], episodes: int, 
                                 final_mem_alloc=r.final_mem_alloc, rejected=r.rejected, status=r.status,
                                 warm_skipped=r.warm_skipped, wall_s=wall / n)
                 )  # fmt: skip
-        if reg.end != "first-failure":
-            continue
-        sim = NumaSim(cluster, prepared, scenario)
-        for i in range(n):
-            bound = 0
-            if sim.reset(seed=start_seed(seed, i)) == DECIDE:
-                bound = aggregate_bound(instance_from_sim(sim, limit=MAX_REQUESTS))
-            records.append(base | dict(policy=BOUND, warm_start=warm, episode=i, length=bound))
+        if reg.end == "first-failure":
+            for i, bound in enumerate(episode_bounds(cluster, prepared, scenario, n, seed)):
+                records.append(base | dict(policy=BOUND, warm_start=warm, episode=i, length=bound))
     return records
 
 
@@ -143,6 +135,22 @@ def distance(records: list[dict[str, Any]]) -> dict[str, float]:
     ]  # fmt: skip
     terms = {"length": float(np.mean(le)), "cpu": float(np.mean(ce)), "gap": float(np.mean(ge))}
     return {"distance": sum(terms.values()), **terms}
+
+
+def distance_spread(records: list[dict[str, Any]], resamples: int = 100, seed: int = 0) -> float:
+    """Standard deviation of :func:`distance` over bootstrap resamples of the reading's episodes (seeded): how far
+    apart two readings' distances must be to tell them apart with these episodes. 0 for a one-episode reading."""
+    episodes = sorted({int(r["episode"]) for r in records})
+    if len(episodes) < 2:
+        return 0.0
+    by_episode = {e: [r for r in records if int(r["episode"]) == e] for e in episodes}
+    rng = np.random.default_rng(seed)
+    values = []
+    for _ in range(resamples):
+        pick = rng.choice(episodes, len(episodes))
+        rows = [r | {"episode": j} for j, e in enumerate(pick) for r in by_episode[int(e)]]
+        values.append(distance(rows)["distance"])
+    return float(np.std(values))
 
 
 def _by_reading(records: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
@@ -192,12 +200,13 @@ def render_markdown(records: list[dict[str, Any]], episodes: int) -> str:
         f"# CVD-RL scenario calibration (Table 2: 50 PMs, Non-Expansion; up to {episodes} episodes per cell)",
         "",
         "Distance D = mean |ln(length / paper's)| + mean |CPU allocation - paper's| + mean |Best-Fit over First-Fit "
-        "gap - paper's| (`dcplace.bench.cvd_calibration`). At 50 % warm start: lengths, the gap, CPU allocation, "
-        "and the hindsight bound (no policy can place more) over the best heuristic.",
+        "gap - paper's| (`dcplace.bench.cvd_calibration`); D spread: its standard deviation over bootstrap resamples "
+        "of the episodes (readings closer than that are not told apart). At 50 % warm start: lengths, the gap, "
+        "CPU allocation, and the hindsight bound (no policy can place more) over the best heuristic.",
         "",
-        "| rank | trace | reading | D | length term | CPU term | gap term | FF / BF / IS at 50 % (paper 807 / 853 / "
-        "844) | BF gap (paper +5.7 %) | CPU % FF / BF (paper 56.4 / 57.4) | bound / best |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| rank | trace | reading | D | D spread | length term | CPU term | gap term | FF / BF / IS at 50 % "
+        "(paper 807 / 853 / 844) | BF gap (paper +5.7 %) | CPU % FF / BF (paper 56.4 / 57.4) | bound / best |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for rank, (d, (trace, label)) in enumerate(scored, start=1):
         rows = groups[(trace, label)]
@@ -208,7 +217,8 @@ def render_markdown(records: list[dict[str, Any]], episodes: int) -> str:
         best = max(ff, bf, ind)
         bound = f"{length[(BOUND, w)] / best:.3f}" if (BOUND, w) in length else "-"
         lines.append(
-            f"| {rank} | {trace} | {label} | {d['distance']:.3f} | {d['length']:.3f} | {d['cpu']:.3f} | "
+            f"| {rank} | {trace} | {label} | {d['distance']:.3f} | {distance_spread(rows):.3f} | {d['length']:.3f} | "
+            f"{d['cpu']:.3f} | "
             f"{d['gap']:.3f} | {ff:.0f} / {bf:.0f} / {ind:.0f} | {bf / ff - 1:+.1%} | "
             f"{100 * cpu[('first-fit', w)]:.1f} / {100 * cpu[('best-fit', w)]:.1f} | {bound} |"
         )

@@ -149,3 +149,19 @@ def _read(trace: str, seed: int, drop_censored: bool) -> RequestTable:
 
 TODAY = Regime()
 """Today's reproductions: releases off, the trace as read, 32 GB, 2 x (40, 90), VMAgent's start rows."""
+
+PAPER_REGIME = Regime(release=True, long_lived="restored", shared_cpu=True, min_cpu=4.0)
+"""The closest reading with the paper's own end rule (``dcplace reproduce cvd-calibration``, docs/cvd-rl.md): releases
+on, Huawei-East-1's never-deleted VMs restored, the README's shared CPU, VMAgent's small filter, 32 GB, 2 x (40, 90),
+VMAgent's start rows, the first failure ends the episode."""
+
+REGIMES = {"today": TODAY, "paper": PAPER_REGIME}
+"""Named regimes (``--regime``)."""
+
+
+def regime_named(name: str) -> Regime:
+    """The regime called ``name`` in :data:`REGIMES`."""
+    try:
+        return REGIMES[name]
+    except KeyError:
+        raise InputError(f"must be one of {', '.join(REGIMES)}, got {name!r}", field="regime") from None

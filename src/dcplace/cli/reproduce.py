@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
@@ -45,6 +45,8 @@ class CvdHeuristicsRun:
     """same seed, same numbers"""
     quick: bool = False
     """5 episodes, 0 % and 50 % warm start only"""
+    regime: Literal["today", "paper"] = "today"
+    """today: releases off, the trace as read; paper: the calibration's closest reading, with the hindsight bound"""
 
     def __post_init__(self) -> None:
         check_types(self)
@@ -61,7 +63,7 @@ def reproduce_cvd(
     from dcplace.bench.cvd_heuristics import run_reproduction
 
     md = run_reproduction(trace=cfg.trace, episodes=5 if cfg.quick else cfg.episodes, seed=cfg.seed, out=out,
-                          quick=cfg.quick)  # fmt: skip
+                          quick=cfg.quick, regime=cfg.regime)  # fmt: skip
     _finish(md, cfg, out, "records and table", "dcplace reproduce cvd-heuristics")
 
 

@@ -35,8 +35,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from dcplace.cluster.numa import NumaCluster
 from dcplace.sim import numa_kernel as K
-from dcplace.sim.numa import NumaSim
+from dcplace.sim.episodes import start_seed
+from dcplace.sim.numa import NumaSim, PreparedTrace, Scenario
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -141,6 +143,23 @@ def aggregate_bound(inst: HindsightInstance) -> int:
         use = cum[at]
     over = np.flatnonzero(np.any(use > total + _TOL, axis=1))
     return int(over[0]) if len(over) else n
+
+
+def episode_bounds(
+    cluster: NumaCluster, trace: PreparedTrace, scenario: Scenario, episodes: int, seed: int
+) -> list[int]:
+    """:func:`aggregate_bound` of each episode of :func:`dcplace.sim.episodes.run_episodes` with the same arguments
+    (same starts), over at most ``scenario.max_requests`` requests when it is set. Non-Expansion, end rule
+    ``first-failure`` only (a ValueError otherwise: the bound would not hold)."""
+    if scenario.mode != "non-expansion" or scenario.end != "first-failure":
+        raise ValueError("the hindsight bound holds for Non-Expansion episodes ending at the first failure only")
+    sim = NumaSim(cluster, trace, scenario)
+    limit = scenario.max_requests or len(trace.table)
+    out = []
+    for i in range(episodes):
+        ok = sim.reset(seed=start_seed(seed, i)) == K.DECIDE
+        out.append(aggregate_bound(instance_from_sim(sim, limit)) if ok else 0)
+    return out
 
 
 def _actions(inst: HindsightInstance, j: int) -> list[int]:
