@@ -52,3 +52,11 @@ def test_help_and_the_error_without_shared_traces(tmp_path):
     assert p.returncode == 2
     assert "needs the shared huawei-east-1 or azure-v1 trace" in p.stderr
     assert "Traceback" not in p.stderr
+
+
+def test_cvd_heuristics_regime_paper_needs_huawei_and_names_the_field(tmp_path):
+    p = _dcplace("reproduce", "cvd-heuristics", "--regime", "paper", "--trace", "synthetic", "--quick", "--out",
+                 str(tmp_path))  # fmt: skip
+    assert p.returncode == 2 and "huawei-east-1 only" in p.stderr and "Traceback" not in p.stderr
+    p = _dcplace("reproduce", "cvd-heuristics", "--regime", "tomorrow", "--out", str(tmp_path))
+    assert p.returncode == 2 and "Traceback" not in p.stderr
