@@ -25,7 +25,9 @@ A :class:`Regime` is one reading of what the paper's environment does, in the pa
   at the first single-NUMA one.
 
 ``Regime()`` is today's reproduction setting (same seed, same numbers). :data:`PAPER_REGIME` is the reading the
-calibration study (:mod:`dcplace.bench.cvd_calibration`) found closest to the paper's heuristic columns.
+calibration study (:mod:`dcplace.bench.cvd_calibration`) found closest to the paper's heuristic columns among those
+with the paper's end rule (the two ahead of it are within the study's spread and end episodes otherwise; the
+reasons are in docs/cvd-rl.md).
 """
 
 from __future__ import annotations
