@@ -105,7 +105,7 @@ def test_reproduce_writes_its_config(tmp_path):
     res = runner.invoke(app, ["reproduce", "cvd-heuristics", "--trace", "synthetic", "--quick", "--out", str(tmp_path)])
     assert res.exit_code == 0, res.output
     written = tomllib.loads((tmp_path / "config.toml").read_text())
-    assert written == {"trace": "synthetic", "episodes": 20, "seed": 0, "quick": True}
+    assert written == {"trace": "synthetic", "episodes": 20, "seed": 0, "quick": True, "regime": "today"}
 
 
 def test_every_option_of_a_config_command_is_documented():

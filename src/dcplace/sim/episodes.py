@@ -17,7 +17,7 @@ import numpy as np
 from dcplace.cluster.numa import NumaCluster
 from dcplace.errors import InputError
 from dcplace.sim.numa import EpisodeResult, NumaSim, NumaView, PreparedTrace, Scenario, oversize_mask
-from dcplace.sim.numa_kernel import DECIDE
+from dcplace.sim.numa_kernel import DECIDE, TERMINATED
 from dcplace.workload.table import RequestTable
 
 
@@ -60,7 +60,10 @@ def finish(sim: NumaSim, policy: Decider) -> int:
     """Finish ``sim``'s episode with ``policy`` deciding; return the final status."""
     run = getattr(policy, "run", None)
     if callable(run):
-        return int(run(sim))
+        status = int(run(sim))
+        while status == TERMINATED and (status := sim.resume()) == DECIDE:  # the scenario's end rule
+            status = int(run(sim))
+        return status
     status = sim.status
     while status == DECIDE:
         status = sim.step(policy.choose(sim.view()))

@@ -24,6 +24,10 @@ single implementation):
 * **Releases** on ("recovering") or off ("fading", VMs never leave).
 * **Oversize requests** (no machine of the cluster could host them even empty) are counted and skipped, never
   silently: the count is in every result. The CLI refuses such a trace unless asked to skip them.
+* **End rule** (``end``): ``first-failure`` (default, the paper's "the environment terminates when the current VM
+  request cannot be handled") as above; ``first-single-failure``: a multi-NUMA request that fits nowhere (after any
+  expansion) is rejected, counted in ``rejected``, and the episode goes on; it ends at the first single-NUMA request
+  that fits nowhere. A reading for the regime study (``dcplace.bench.cvd_regime``), not the paper's rule.
 * **Truncation**: the episode also stops (``truncated``) at the end of the trace or after ``max_requests`` scored
   placements.
 """
@@ -44,6 +48,7 @@ from dcplace.sim.arrays import read_only
 from dcplace.workload.table import RequestTable
 
 Mode = Literal["non-expansion", "expansion"]
+EndRule = Literal["first-failure", "first-single-failure"]
 STATUS_NAMES = {
     K.DECIDE: "running",
     K.TERMINATED: "terminated",
@@ -102,6 +107,10 @@ class Scenario:
     shorter than ``lo`` rows starts at row 0)."""
     max_requests: int = 0
     """Stop (truncated) after this many scored placements; 0 = no limit."""
+    end: EndRule = "first-failure"
+    """What ends the episode: ``first-failure`` (the paper's: the first request that fits nowhere) or
+    ``first-single-failure`` (multi-NUMA requests that fit nowhere are rejected and counted; the first single-NUMA
+    one that fits nowhere ends it)."""
 
     def __post_init__(self) -> None:
         check_types(self)
@@ -200,6 +209,8 @@ class EpisodeResult:
     status: str
     start_request: int
     departures: int
+    rejected: int = 0
+    """Scored requests that fit nowhere and were rejected without ending the episode (``end`` rule)."""
 
 
 class NumaView(NamedTuple):
@@ -289,6 +300,7 @@ class NumaSim:
         self.acc = np.zeros(K.N_ACC, np.float64)
         self.chg = K.change_log(m)  # (1 + L,) machines whose free capacity changed (for indexes over it)
         self._mask = np.zeros(m * k, bool)
+        self.rejected = 0  # scored requests rejected under the end rule ``first-single-failure``
         self._ro_views()
 
     # -- lifecycle ------------------------------------------------------------------------------------------
@@ -321,9 +333,34 @@ class NumaSim:
         self.ctr[K.C_ACTIVE] = self.scenario.pms
         self.ctr[K.C_PHASE] = K.WARMUP if self.scenario.warm_start > 0 else K.SCORED
         self.ctr[K.C_START_REQ] = -1 if self.scenario.warm_start > 0 else self.trace.ev_req[start]
+        self.rejected = 0
         return self._advance()
 
     def _advance(self) -> int:
+        status = self._next_decision()
+        while status == K.TERMINATED and self.reject_failed():
+            status = self._next_decision()
+        return status
+
+    def resume(self) -> int:
+        """Apply the end rule after a loop outside :meth:`step` (a compiled heuristic's) stopped at ``TERMINATED``:
+        reject the failed request and advance to the next decision if the rule allows; return the status."""
+        return self._advance() if self.reject_failed() else self.status
+
+    def reject_failed(self) -> bool:
+        """After ``TERMINATED``: whether the end rule rejects the failed request and goes on (then it is skipped,
+        counted in ``rejected``, and the status is ``DECIDE`` until the next decision is sought)."""
+        if self.status != K.TERMINATED or self.scenario.end == "first-failure":
+            return False
+        p = int(self.ctr[K.C_PTR])
+        if not self.trace.multi[self.trace.ev_req[p]]:
+            return False
+        self.rejected += 1
+        self.ctr[K.C_PTR] = p + 1
+        self.ctr[K.C_STATUS] = K.DECIDE
+        return True
+
+    def _next_decision(self) -> int:
         t = self.trace
         return int(
             K.next_decision(
@@ -441,6 +478,7 @@ class NumaSim:
             status=STATUS_NAMES[self.status],
             start_request=int(self.ctr[K.C_START_REQ]),
             departures=int(self.ctr[K.C_DEPARTURES]),
+            rejected=self.rejected,
         )
 
     # -- invariants -----------------------------------------------------------------------------------------

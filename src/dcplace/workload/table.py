@@ -95,6 +95,17 @@ class RequestTable:
             source=source,
         )
 
+    def subset(self, rows: npt.ArrayLike) -> RequestTable:
+        """The requests at ``rows`` (ascending indices, so arrival order is kept)."""
+        idx = np.asarray(rows, dtype=np.int64)
+        if len(idx) > 1 and np.any(np.diff(idx) <= 0):
+            raise ValueError("rows must be strictly ascending")
+        return RequestTable(
+            vmid=self.vmid[idx], arrival=self.arrival[idx], departure=self.departure[idx], cpu=self.cpu[idx],
+            mem=self.mem[idx], multi_numa=self.multi_numa[idx], censored=self.censored[idx], line=self.line[idx],
+            source=self.source,
+        )  # fmt: skip
+
     @property
     def lifetime(self) -> F64:
         """``departure - arrival`` in seconds (``inf`` for never-deleted VMs)."""

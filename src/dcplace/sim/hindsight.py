@@ -1,0 +1,260 @@
+"""The hindsight bound of a NUMA episode: the most requests any scheduler, knowing the whole future, could place.
+
+An episode (Non-Expansion, end rule ``first-failure``) starts from the warm-up's state, which is the same for every
+policy (the warm-up is the scenario's First-Fit), and scores the creation requests ``1, 2, ...`` in trace order; it
+ends at the first request that fits nowhere. Its length under the best possible policy is
+
+    L* = max { k : requests 1..k can each be placed at its arrival, without moving any VM,
+                   so that no NUMA node is ever over its capacity }.
+
+An instance (:class:`HindsightInstance`) holds the warm-up VMs still live (fixed: machine, node, demand, departure),
+the scored requests (arrival, departure, demand, multi-NUMA) and whether releases are on. Capacity only has to be
+checked at arrivals (between them VMs only leave). At request ``j``'s arrival the live scored VMs are ``i <= j`` with
+``departure_i > arrival_j`` (the simulator processes departures before creations at equal times), or all ``i <= j``
+when releases are off; a warm VM is live while ``departure > arrival_j``.
+
+* :func:`aggregate_bound` (any size, a proven upper bound on L*): a relaxation that lets VMs move between nodes at
+  every instant and pools the cluster: if at request ``k``'s arrival the live VMs' total CPU or memory (warm and
+  scored, ``1..k``) exceeds the cluster's, no policy places ``1..k``, so ``L* <= k - 1``; the bound is that for the
+  smallest such ``k`` (the number of scored requests in the trace, or ``limit``, if there is none). Valid with
+  releases on or off; the warm VMs' placement does not matter to it (only their totals).
+* :func:`exact_length` (small instances): CP-SAT over the time-indexed placement, warm VMs fixed where they are.
+  Variables ``x[j, a]`` (request ``j`` at action ``a``: a node for a single-NUMA VM, a machine for a multi-NUMA one),
+  ``placed_j = sum_a x[j, a] <= 1``; constraints: prefix ``placed_j >= placed_{j+1}``, and for every arrival ``j``,
+  node and resource: fixed live use + sum of the live placed requests' shares <= capacity; objective: max
+  ``sum_j placed_j``. Returns the value and whether CP-SAT proved it optimal (otherwise its proven bound).
+* :func:`brute_force_length` (tiny instances, tests only): the online episode itself, searched over every choice.
+
+``ortools`` is imported inside :func:`exact_length` only (``highspy`` and ``ortools`` cannot share a process).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from dcplace.cluster.numa import NumaCluster
+from dcplace.sim import numa_kernel as K
+from dcplace.sim.episodes import start_seed
+from dcplace.sim.numa import NumaSim, PreparedTrace, Scenario
+
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+B = npt.NDArray[np.bool_]
+_TOL = 1e-9
+
+
+@dataclass(frozen=True)
+class HindsightInstance:
+    """The future of one episode from its first scored request (shapes below; ``M`` machines, ``K`` nodes)."""
+
+    capacity: F64  # (M, K, 2) cores, GB of every NUMA node
+    fixed_machine: I64  # (w,) machine of each live warm-up VM
+    fixed_node: I64  # (w,) its node, -1 = spread evenly over all K nodes
+    fixed_demand: F64  # (w, 2) its cores, GB (whole VM)
+    fixed_departure: F64  # (w,) seconds; inf = never leaves
+    arrival: F64  # (n,) seconds, non-decreasing: the scored requests in order
+    departure: F64  # (n,) seconds
+    demand: F64  # (n, 2)
+    multi: B  # (n,)
+    release: bool
+
+    @property
+    def requests(self) -> int:
+        return len(self.arrival)
+
+    def live_scored(self, j: int) -> B:
+        """``(j + 1,)``: which of requests ``0..j`` are live at request ``j``'s arrival (``j`` itself is)."""
+        if not self.release:
+            return np.ones(j + 1, bool)
+        live = np.asarray(self.departure[: j + 1] > self.arrival[j])
+        live[j] = True
+        return live
+
+    def live_fixed(self, j: int) -> B:
+        if not self.release:
+            return np.ones(len(self.fixed_departure), bool)
+        return np.asarray(self.fixed_departure > self.arrival[j])
+
+    def fixed_use(self, j: int) -> F64:
+        """``(M, K, 2)``: what the warm VMs live at request ``j``'s arrival take from every node."""
+        use = np.zeros_like(self.capacity)
+        k = self.capacity.shape[1]
+        live = self.live_fixed(j)
+        for m, node, d in zip(self.fixed_machine[live], self.fixed_node[live], self.fixed_demand[live], strict=True):
+            if node < 0:
+                use[m] += d / k
+            else:
+                use[m, node] += d
+        return use
+
+
+def instance_from_sim(sim: NumaSim, limit: int) -> HindsightInstance:
+    """The instance of ``sim``'s episode, which must wait at its first scored decision, over at most ``limit``
+    scored requests (the creations from there on, oversize ones skipped as the simulator does)."""
+    if sim.status != K.DECIDE or int(sim.ctr[K.C_LENGTH]) != 0:
+        raise ValueError("instance_from_sim needs a simulator at its first scored decision")
+    t = sim.trace
+    tab = t.table
+    live = np.flatnonzero(sim.pm_of >= 0)
+    p = int(sim.ctr[K.C_PTR])
+    ev = t.ev_req[p:][~t.ev_dep[p:]]
+    ev = ev[~sim.oversize[ev]][:limit]
+    return HindsightInstance(
+        capacity=sim.cap[: sim.n_active].copy(),
+        fixed_machine=sim.pm_of[live].copy(),
+        fixed_node=sim.node_of[live].copy(),
+        fixed_demand=t.demand[live].copy(),
+        fixed_departure=tab.departure[live].copy(),
+        arrival=tab.arrival[ev].copy(),
+        departure=tab.departure[ev].copy(),
+        demand=t.demand[ev].copy(),
+        multi=t.multi[ev].copy(),
+        release=bool(sim.scenario.release),
+    )
+
+
+def aggregate_bound(inst: HindsightInstance) -> int:
+    """A proven upper bound on L* (module docstring): ``k - 1`` for the first ``k`` whose live total exceeds the
+    cluster's CPU or memory, else the number of requests. O(n log n + w log w)."""
+    n = inst.requests
+    if n == 0:
+        return 0
+    total = inst.capacity.sum(axis=(0, 1))  # (2,)
+    warm = inst.fixed_demand.sum(axis=0)
+    if not inst.release:
+        use = warm + np.cumsum(inst.demand, axis=0)
+    else:
+        # Events in the simulator's order: time, then deletions before creations (a zero-lifetime request's own
+        # deletion after its creation, in request order), then request order, creation before deletion.
+        fin = np.flatnonzero(np.isfinite(inst.departure))
+        f_fin = np.flatnonzero(np.isfinite(inst.fixed_departure))
+        time = np.r_[inst.arrival, inst.departure[fin], inst.fixed_departure[f_fin]]
+        tier = np.r_[np.ones(n), (inst.departure[fin] == inst.arrival[fin]).astype(float), np.zeros(len(f_fin))]
+        req = np.r_[np.arange(n), fin, np.full(len(f_fin), -1)]
+        kind = np.r_[np.zeros(n), np.ones(len(fin) + len(f_fin))]
+        delta = np.vstack([inst.demand, -inst.demand[fin], -inst.fixed_demand[f_fin]]).reshape(-1, 2)
+        order = np.lexsort((kind, req, tier, time))
+        cum = warm + np.cumsum(delta[order], axis=0)
+        at = np.empty(n, np.int64)
+        at[req[order][kind[order] == 0].astype(np.int64)] = np.flatnonzero(kind[order] == 0)
+        use = cum[at]
+    over = np.flatnonzero(np.any(use > total + _TOL, axis=1))
+    return int(over[0]) if len(over) else n
+
+
+def episode_bounds(
+    cluster: NumaCluster, trace: PreparedTrace, scenario: Scenario, episodes: int, seed: int
+) -> list[int]:
+    """:func:`aggregate_bound` of each episode of :func:`dcplace.sim.episodes.run_episodes` with the same arguments
+    (same starts), over at most ``scenario.max_requests`` requests when it is set. Non-Expansion, end rule
+    ``first-failure`` only (a ValueError otherwise: the bound would not hold)."""
+    if scenario.mode != "non-expansion" or scenario.end != "first-failure":
+        raise ValueError("the hindsight bound holds for Non-Expansion episodes ending at the first failure only")
+    sim = NumaSim(cluster, trace, scenario)
+    limit = scenario.max_requests or len(trace.table)
+    out = []
+    for i in range(episodes):
+        ok = sim.reset(seed=start_seed(seed, i)) == K.DECIDE
+        out.append(aggregate_bound(instance_from_sim(sim, limit)) if ok else 0)
+    return out
+
+
+def _actions(inst: HindsightInstance, j: int) -> list[int]:
+    """Actions that could ever host request ``j`` (on an empty cluster): nodes, or machine * K for multi-NUMA."""
+    m_count, k = inst.capacity.shape[:2]
+    d = inst.demand[j]
+    if inst.multi[j]:
+        return [m * k for m in range(m_count) if np.all(inst.capacity[m] + _TOL >= d / k)]
+    return [m * k + node for m in range(m_count) for node in range(k) if np.all(inst.capacity[m, node] + _TOL >= d)]
+
+
+def _share(inst: HindsightInstance, j: int, a: int) -> list[tuple[int, int, F64]]:
+    """``(machine, node, amount)`` that request ``j`` takes at action ``a``."""
+    k = inst.capacity.shape[1]
+    m = a // k
+    if inst.multi[j]:
+        return [(m, node, inst.demand[j] / k) for node in range(k)]
+    return [(m, a % k, inst.demand[j])]
+
+
+def brute_force_length(inst: HindsightInstance) -> int:
+    """L* by searching every online choice (exponential; for tests on a handful of requests)."""
+    n = inst.requests
+    best = 0
+
+    def free_at(j: int, chosen: list[int]) -> F64:
+        free = inst.capacity - inst.fixed_use(j)
+        live = inst.live_scored(j)
+        for i, a in enumerate(chosen):
+            if live[i]:
+                for m, node, amount in _share(inst, i, a):
+                    free[m, node] -= amount
+        return free
+
+    def search(chosen: list[int]) -> None:
+        nonlocal best
+        best = max(best, len(chosen))
+        j = len(chosen)
+        if j == n or best == n:
+            return
+        for a in _actions(inst, j):
+            free = free_at(j, [*chosen, a])
+            if np.all(free >= -_TOL):
+                search([*chosen, a])
+
+    search([])
+    return best
+
+
+@dataclass(frozen=True)
+class ExactResult:
+    """CP-SAT's answer: ``value`` placed requests; ``bound`` its proven upper bound (== value when ``optimal``)."""
+
+    value: int
+    bound: int
+    optimal: bool
+    wall_s: float
+
+
+def exact_length(inst: HindsightInstance, time_limit_s: float = 10.0, seed: int = 0) -> ExactResult:
+    """L* by CP-SAT (module docstring), or CP-SAT's proven bound when ``time_limit_s`` runs out."""
+    from ortools.sat.python import cp_model  # only here: ortools and highspy cannot share a process
+
+    n = inst.requests
+    scale = 1000.0  # capacities and demands to integers (milli-cores, MB): exact for the traces' values
+    model = cp_model.CpModel()
+    # Variables: x[j][a] = request j placed at action a; placed[j] = it is placed at all.
+    x = [{a: model.new_bool_var(f"x{j}_{a}") for a in _actions(inst, j)} for j in range(n)]
+    placed = [model.new_bool_var(f"placed{j}") for j in range(n)]
+    for j in range(n):
+        # A request is placed at most once, and placed exactly when one of its actions is taken.
+        model.add(sum(x[j].values()) == placed[j])
+        # The episode is a prefix: request j + 1 only if request j.
+        if j + 1 < n:
+            model.add(placed[j + 1] <= placed[j])
+    # Capacity at every arrival: warm VMs still live plus the live placed requests fit every node and resource.
+    for j in range(n):
+        room = np.floor((inst.capacity - inst.fixed_use(j)) * scale + 1e-6).astype(np.int64)
+        live = np.flatnonzero(inst.live_scored(j))
+        terms: dict[tuple[int, int, int], list[tuple[int, cp_model.IntVar]]] = {}
+        for i in live:
+            for a, var in x[i].items():
+                for m, node, amount in _share(inst, int(i), a):
+                    for r in range(2):
+                        terms.setdefault((m, node, r), []).append((round(float(amount[r]) * scale), var))
+        for (m, node, r), lin in terms.items():
+            model.add(sum(c * v for c, v in lin) <= int(room[m, node, r]))
+    model.maximize(sum(placed))
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = float(time_limit_s)
+    solver.parameters.num_workers = 1
+    solver.parameters.random_seed = int(seed)
+    status = solver.solve(model)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        raise RuntimeError(f"CP-SAT found no solution ({solver.status_name(status)}); the empty prefix is feasible")
+    value = round(solver.objective_value)
+    bound = int(np.floor(solver.best_objective_bound + 1e-6))
+    return ExactResult(value=value, bound=bound, optimal=status == cp_model.OPTIMAL, wall_s=solver.wall_time)
