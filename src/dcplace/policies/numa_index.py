@@ -503,9 +503,7 @@ def index_choose(
         ms = _frontier_candidates(fr, frc, frm, n_active, 1)
         return choose_among(code, w, free, cap, vm_count, usable, d, multi, ms)
     if t >= 0:
-        return tree_choose(
-            tkey, tact, tdem, tmulti, tseen, t, code, w, free, cap, vm_count, usable, chg, fr, n_active
-        )
+        return tree_choose(tkey, tact, tdem, tmulti, tseen, t, code, w, free, cap, vm_count, usable, chg, fr, n_active)
     return int(choose(code, w, free, cap, vm_count, usable, d, multi, n_active))
 
 
