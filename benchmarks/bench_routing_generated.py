@@ -54,8 +54,10 @@ def main() -> None:
     req = episode_requests(top, "uniform", args.requests, 0, 0)
     print(f"{platform.processor() or platform.machine()}, python {platform.python_version()}, "
           f"{time.strftime('%Y-%m-%d %H:%M')}; {top.name}: {top.n_servers:,} servers, {top.n_links:,} links")  # fmt: skip
-    print("| policy | decisions | leaf decisions/s | fabric (preset shape) decisions/s | networkx decisions "
-          "| networkx decisions/s | same picks |")  # fmt: skip
+    print(
+        "| policy | decisions | leaf decisions/s | fabric (preset shape) decisions/s | networkx decisions "
+        "| networkx decisions/s | same picks |"
+    )
     print("|---|---|---|---|---|---|---|")
     for pol in args.policies:
         wl, dl, pl = _episode(top, req, LeafRouting(top), pol, 10**12)

@@ -609,8 +609,9 @@ def tree_top_k(
     out: np.ndarray,
     out_keys: np.ndarray,
 ) -> int:
-    """:func:`~dcplace.policies.numa_heuristics.top_k` for a request of type ``t`` (the frontier ``fr`` current): the ``k`` best machines from
-    the tree (each taken out of it in turn, then put back from the state), their actions scored in action order."""
+    """:func:`~dcplace.policies.numa_heuristics.top_k` for a request of type ``t`` (the frontier ``fr`` current):
+    the ``k`` best machines from the tree (each taken out of it in turn, then put back from the state), their
+    actions scored in action order."""
     refresh(tkey, tact, tdem, tmulti, tseen, t, code, w, free, cap, vm_count, usable, chg, fr)
     tk = tkey[t]
     ta = tact[t]
