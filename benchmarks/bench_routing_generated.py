@@ -52,8 +52,8 @@ def main() -> None:
     top = from_networkx(big.to_networkx(), name=f"generated-{big.name}")
     assert top.fabric_shape is None and isinstance(routing_for(top), LeafRouting)
     req = episode_requests(top, "uniform", args.requests, 0, 0)
-    print(f"{platform.processor() or platform.machine()}, python {platform.python_version()}, "
-          f"{time.strftime('%Y-%m-%d %H:%M')}; {top.name}: {top.n_servers:,} servers, {top.n_links:,} links")  # fmt: skip
+    where = f"{platform.processor() or platform.machine()}, python {platform.python_version()}"
+    print(f"{where}, {time.strftime('%Y-%m-%d %H:%M')}; {top.name}: {top.n_servers:,} servers, {top.n_links:,} links")
     print(
         "| policy | decisions | leaf decisions/s | fabric (preset shape) decisions/s | networkx decisions "
         "| networkx decisions/s | same picks |"
