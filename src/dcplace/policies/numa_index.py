@@ -67,7 +67,8 @@ _jit = nb.njit(cache=True, nogil=True)
 #: Default cap on request types with a tree of their own (the rest use the scan).
 MAX_TYPES = 32
 #: The frontier answers while at most this many machines are in play, the trees above (``frm[2]`` holds it per
-#: index; measured, "Scale" in docs/benchmarks.md).
+#: index). Chosen, not tuned: the frontier scores every machine in play, a tree walk costs about types x depth
+#: steps per change; the crossover was not measured.
 FRONTIER_MAX = 256
 
 
