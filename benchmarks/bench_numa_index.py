@@ -26,13 +26,14 @@ import numpy as np
 
 from dcplace.cluster import NumaCluster
 from dcplace.policies import numa_heuristics as H
+from dcplace.policies import numa_index as NI
 from dcplace.sim import NumaSim, Scenario
 from dcplace.sim.episodes import prepare
 from dcplace.workload import load_trace, trace_available
 
 
 def _episode(pol: str, sim: NumaSim, indexed: bool, repeats: int) -> tuple[float, int, np.ndarray]:
-    H.INDEX_MIN_MACHINES = 1 if indexed else 2**62
+    NI.INDEX_MIN_MACHINES = 1 if indexed else 2**62
     h = H.Heuristic(pol)
     walls = []
     for _ in range(repeats):

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from dcplace.cluster import NumaCluster
 from dcplace.policies import numa_heuristics as H
+from dcplace.policies import numa_index as NI
 from dcplace.policies.numa_index import HeuristicIndex
 from dcplace.sim import NumaSim, Scenario
 from dcplace.sim import numa_kernel as K
@@ -113,7 +114,7 @@ def test_indexed_episodes_equal_the_scan(policy: str, mode: str, monkeypatch: py
     cluster = NumaCluster.uniform(40)
     results = []
     for threshold in (10**9, 1):
-        monkeypatch.setattr(H, "INDEX_MIN_MACHINES", threshold)
+        monkeypatch.setattr(NI, "INDEX_MIN_MACHINES", threshold)
         h = H.Heuristic(policy)
         for frontier_max in (256, 0):  # the frontier, then the trees
             sim = NumaSim(cluster, trace, sc)
@@ -144,7 +145,7 @@ def test_step_api_and_engine_with_the_index_decide_as_the_scan(policy: str, monk
     cluster = NumaCluster.uniform(pms)
     runs = []
     for threshold in (10**9, 1):
-        monkeypatch.setattr(H, "INDEX_MIN_MACHINES", threshold)
+        monkeypatch.setattr(NI, "INDEX_MIN_MACHINES", threshold)
         sim = NumaSim(cluster, trace, Scenario(pms=pms, release=True, start_range=(0, 1)))
         h = H.Heuristic(policy)
         actions = np.full(len(trace.table), -3, np.int64)
@@ -175,7 +176,7 @@ def test_engine_with_the_index_through_drains_failures_and_machine_changes(
     from dcplace.engine.engine import Placement, PlacementEngine, VmRequest
 
     def replay(threshold: int) -> list[tuple[str, int | None] | None]:
-        monkeypatch.setattr(H, "INDEX_MIN_MACHINES", threshold)
+        monkeypatch.setattr(NI, "INDEX_MIN_MACHINES", threshold)
         rng = np.random.default_rng(11)
         eng = PlacementEngine(2, policy)
         for m in range(12):

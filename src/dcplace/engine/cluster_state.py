@@ -35,7 +35,7 @@ import numba as nb
 import numpy as np
 import numpy.typing as npt
 
-from dcplace.policies import numa_heuristics as H
+from dcplace.policies import numa_index as NI
 from dcplace.policies.numa_heuristics import choose as heuristic_choose
 from dcplace.policies.numa_index import HeuristicIndex
 from dcplace.sim import numa_kernel as K
@@ -279,10 +279,10 @@ class ClusterState:
     ) -> int:
         """Decide with compiled heuristic ``code`` and place in one call (:func:`place_by_heuristic`); return the
         action or -1 (nothing changed). With ``index`` (that heuristic's index over free capacity) and at least
-        :data:`~dcplace.policies.numa_heuristics.INDEX_MIN_MACHINES` machine slots, the index decides (the same
+        :data:`~dcplace.policies.numa_index.INDEX_MIN_MACHINES` machine slots, the index decides (the same
         action) and the kernel's ``place`` applies it."""
         v = self.vm_slot()
-        if index is not None and self.machine_slots >= H.INDEX_MIN_MACHINES:
+        if index is not None and self.machine_slots >= NI.INDEX_MIN_MACHINES:
             index.bind(self.free, self.cap, self.vm_count, self.usable, self.changes())
             a = index.choose(np.array([cpu, mem]), multi, self.active)
             if a < 0:

@@ -48,8 +48,7 @@ import numba as nb
 import numpy as np
 import numpy.typing as npt
 
-from dcplace.policies import numa_heuristics as H
-from dcplace.policies.numa_heuristics import (
+from dcplace.policies.numa_scores import (
     BEST_FIT,
     FIRST_FIT,
     RANDOM,
@@ -64,6 +63,10 @@ from dcplace.sim.numa import NumaView
 
 _jit = nb.njit(cache=True, nogil=True)
 
+#: From this many machines the heuristics decide with the index (``Heuristic.run`` / ``choose`` / ``rank``, CVD-RL's
+#: filter, the engine), below with the scan; the same decisions either way (crossover for Best-Fit between 100 and
+#: 500 machines, docs/benchmarks.md, "Scale").
+INDEX_MIN_MACHINES = 512
 #: Default cap on request types with a tree of their own (the rest use the scan).
 MAX_TYPES = 32
 #: The frontier answers while at most this many machines are in play, the trees above (``frm[2]`` holds it per
@@ -806,9 +809,9 @@ class HeuristicIndex:
 
     def usable_for(self, view: NumaView) -> bool:
         """Bind to ``view``'s state and say whether the index should answer for it: the state keeps a change log
-        and has at least :data:`~dcplace.policies.numa_heuristics.INDEX_MIN_MACHINES` machines (below, the scan is
+        and has at least :data:`INDEX_MIN_MACHINES` machines (below, the scan is
         as fast)."""
-        if view.changes is None or view.free.shape[0] < H.INDEX_MIN_MACHINES:
+        if view.changes is None or view.free.shape[0] < INDEX_MIN_MACHINES:
             return False
         self.bind(view.free, view.capacity, view.vm_count, view.usable, view.changes)
         return True
