@@ -72,8 +72,8 @@ def main() -> None:
                                         t.ev_dep)  # fmt: skip
                     else:
                         H.run_episode(code, H.DEFAULT_WEIGHTS, free, sim.cap, sim.cap_prefix, count, sim.usable, used,
-                                      pm_of, node_of, ctr, acc, sim.ip, sim.fp, t.demand, t.multi, sim.oversize,
-                                      t.price, t.ev_req, t.ev_dep)  # fmt: skip
+                                      pm_of, node_of, ctr, acc, sim.chg.copy(), sim.ip, sim.fp, t.demand, t.multi,
+                                      sim.oversize, t.price, t.ev_req, t.ev_dep)  # fmt: skip
                     dt = time.process_time() - t0
                     if rep > 0:
                         rates[which].append(ctr[old.C_LENGTH] / dt)

@@ -26,6 +26,7 @@ from dcplace.learn.numa_policies import shipped_path
 from dcplace.learn.schedrl import SchedRlTrainer
 from dcplace.policies import get_policy
 from dcplace.policies import numa_heuristics as H
+from dcplace.policies import numa_index as NI
 from dcplace.sim import numa_kernel as K
 from dcplace.sim.episodes import prepare, run_episodes
 from dcplace.sim.numa import NumaSim, Scenario
@@ -385,9 +386,9 @@ def test_candidate_filter_through_the_index_is_the_scans(monkeypatch):
     status = sim.reset(seed=2)
     steps = 0
     while status == K.DECIDE and steps < 400:
-        monkeypatch.setattr(H, "INDEX_MIN_MACHINES", 1)
+        monkeypatch.setattr(NI, "INDEX_MIN_MACHINES", 1)
         got = fast.candidates(sim.view())
-        monkeypatch.setattr(H, "INDEX_MIN_MACHINES", 10**9)
+        monkeypatch.setattr(NI, "INDEX_MIN_MACHINES", 10**9)
         want = slow.candidates(sim.view())
         assert np.array_equal(got, want)
         status = sim.step(int(fast.act(sim.view())))

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from dcplace.cluster import NumaCluster
 from dcplace.policies import numa_heuristics as H
+from dcplace.policies import numa_index as NI
 from dcplace.policies.numa_index import HeuristicIndex
 from dcplace.sim import NumaSim, Scenario
 from dcplace.sim import numa_kernel as K
@@ -113,7 +114,7 @@ def test_indexed_episodes_equal_the_scan(policy: str, mode: str, monkeypatch: py
     cluster = NumaCluster.uniform(40)
     results = []
     for threshold in (10**9, 1):
-        monkeypatch.setattr(H, "INDEX_MIN_MACHINES", threshold)
+        monkeypatch.setattr(NI, "INDEX_MIN_MACHINES", threshold)
         h = H.Heuristic(policy)
         for frontier_max in (256, 0):  # the frontier, then the trees
             sim = NumaSim(cluster, trace, sc)
@@ -144,7 +145,7 @@ def test_step_api_and_engine_with_the_index_decide_as_the_scan(policy: str, monk
     cluster = NumaCluster.uniform(pms)
     runs = []
     for threshold in (10**9, 1):
-        monkeypatch.setattr(H, "INDEX_MIN_MACHINES", threshold)
+        monkeypatch.setattr(NI, "INDEX_MIN_MACHINES", threshold)
         sim = NumaSim(cluster, trace, Scenario(pms=pms, release=True, start_range=(0, 1)))
         h = H.Heuristic(policy)
         actions = np.full(len(trace.table), -3, np.int64)
@@ -164,3 +165,48 @@ def test_step_api_and_engine_with_the_index_decide_as_the_scan(policy: str, monk
     for out in (got, want):  # a multi-NUMA placement names its machine: any node of it is the same action
         out[trace.multi[:decided] & (out >= 0)] -= out[trace.multi[:decided] & (out >= 0)] % 2
     assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("policy", ["best-fit", "industrial"])
+def test_engine_with_the_index_through_drains_failures_and_machine_changes(
+    policy: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine's indexed path against its scan, operation by operation: places, releases, drains, activations,
+    machines added (other capacities) and removed: the index must follow usability and capacity-class changes."""
+    from dcplace.engine.engine import Placement, PlacementEngine, VmRequest
+
+    def replay(threshold: int) -> list[tuple[str, int | None] | None]:
+        monkeypatch.setattr(NI, "INDEX_MIN_MACHINES", threshold)
+        rng = np.random.default_rng(11)
+        eng = PlacementEngine(2, policy)
+        for m in range(12):
+            eng.add_machine(f"pm-{m}", 16.0, 32.0)
+        out: list[tuple[str, int | None] | None] = []
+        live: list[str] = []
+        for i in range(600):
+            u = rng.random()
+            if u < 0.3 and live:
+                eng.release(live.pop(int(rng.integers(len(live)))))
+            elif u < 0.34:
+                m = f"pm-{int(rng.integers(12))}"
+                if eng.machine(m).status == "active":
+                    eng.drain(m)
+                else:
+                    eng.activate(m)
+            elif u < 0.36:
+                name = f"extra-{i}"
+                eng.add_machine(name, float(rng.choice([8.0, 24.0])), 48.0)
+            else:
+                cpu, mem = float(rng.integers(1, 9)), float(rng.integers(1, 17))
+                d = eng.place(VmRequest(f"vm-{i}", cpu, mem, bool(rng.random() < 0.2)), explain=False)
+                if isinstance(d, Placement):
+                    live.append(d.vm)
+                    out.append((d.machine, d.node))
+                else:
+                    out.append(None)
+        eng.check_invariants()
+        return out
+
+    scan, indexed = replay(10**9), replay(1)
+    assert sum(x is not None for x in scan) > 200
+    assert indexed == scan

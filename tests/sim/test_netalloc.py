@@ -7,6 +7,7 @@ import warnings
 from fractions import Fraction
 
 import gymnasium as gym
+import networkx as nx
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
@@ -19,7 +20,7 @@ from dcplace.cluster.topology import BW_SCALE, PRESETS, fabric, from_networkx, l
 from dcplace.errors import InputError
 from dcplace.policies import get_net_policy, policy_names
 from dcplace.sim.netalloc import NetAllocSim, Outcome
-from dcplace.sim.routing import FabricRouting, GraphRouting
+from dcplace.sim.routing import FabricRouting, GraphRouting, LeafRouting, routing_for, servers_are_leaves
 from dcplace.workload.netreq import (
     DATASETS,
     TARGET_LOAD,
@@ -126,6 +127,58 @@ def test_structural_routing_agrees_with_networkx(name):
         pairs = [pairs[i] for i in rng.choice(len(pairs), 400, replace=False)]
     for u, v in pairs:
         assert fab.candidates(u, v) == gen.candidates(u, v), (u, v)
+
+
+def _tree_like(seed: int) -> nx.Graph:
+    """A random tree-like fabric: servers on racks, racks wired to random fabric switches, fabric switches to random
+    spines (some parallel-free, uneven: many equal-cost paths of different counts), and a cross link or two."""
+    rng = np.random.default_rng(seed)
+    g = nx.Graph()
+    racks = int(rng.integers(2, 7))
+    fabric = [f"f{i}" for i in range(int(rng.integers(1, 5)))]
+    spines = [f"s{i}" for i in range(int(rng.integers(1, 4)))]
+    for r in range(racks):
+        for h in range(int(rng.integers(1, 4))):
+            g.add_node(f"h{r}.{h}", cpu=4, mem=8)
+            g.add_edge(f"h{r}.{h}", f"r{r}", capacity=1)
+        for f in rng.choice(fabric, int(rng.integers(1, len(fabric) + 1)), replace=False):
+            g.add_edge(f"r{r}", str(f), capacity=2)
+    for f in fabric:
+        for sp in rng.choice(spines, int(rng.integers(1, len(spines) + 1)), replace=False):
+            g.add_edge(f, str(sp), capacity=4)
+    if racks > 2 and rng.random() < 0.5:
+        g.add_edge("r0", "r2", capacity=1)
+    return g
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_leaf_routing_agrees_with_networkx_on_generated_fabrics(seed):
+    top = from_networkx(_tree_like(seed))
+    assert servers_are_leaves(top)
+    assert isinstance(routing_for(top), LeafRouting)
+    leaf, gen = LeafRouting(top, k=4), GraphRouting(top, k=4)
+    for u, v in itertools.combinations(range(top.n_servers), 2):
+        assert leaf.candidates(u, v) == gen.candidates(u, v), (u, v)
+
+
+@pytest.mark.parametrize("name", ["alpha", "gamma"])
+def test_leaf_routing_agrees_with_networkx_on_the_presets_as_plain_graphs(name):
+    top = preset(name)
+    assert isinstance(routing_for(top), FabricRouting)  # presets keep their structural routing (same numbers)
+    leaf, gen = LeafRouting(top), GraphRouting(top)
+    rng = np.random.default_rng(1)
+    pairs = list(itertools.combinations(range(top.n_servers), 2))
+    for i in rng.choice(len(pairs), 300, replace=False):
+        u, v = pairs[i]
+        assert leaf.candidates(u, v) == gen.candidates(u, v), (u, v)
+
+
+def test_multi_homed_servers_use_networkx():
+    g = _tree_like(3)
+    g.add_edge("h0.0", "f0", capacity=1)
+    top = from_networkx(g)
+    assert not servers_are_leaves(top)
+    assert isinstance(routing_for(top), GraphRouting)
 
 
 def test_path_counts_follow_rack_and_pod():

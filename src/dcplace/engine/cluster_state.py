@@ -35,7 +35,7 @@ import numba as nb
 import numpy as np
 import numpy.typing as npt
 
-from dcplace.policies import numa_heuristics as H
+from dcplace.policies import numa_index as NI
 from dcplace.policies.numa_heuristics import choose as heuristic_choose
 from dcplace.policies.numa_index import HeuristicIndex
 from dcplace.sim import numa_kernel as K
@@ -174,6 +174,7 @@ class ClusterState:
         self.used = np.zeros(2)  # (2,)
         self.ctr = np.zeros(K.N_CTR, np.int64)
         self.chg = K.change_log(m)  # (1 + L,) machines whose capacity or usability changed (indexes read it)
+        self._capacities_changed = False  # a machine was added or removed since the log was made
 
     # -- machines -------------------------------------------------------------------------------------------
     @property
@@ -211,7 +212,7 @@ class ClusterState:
         self.rack[slot] = rack
         self.slot_of_machine[machine_id] = slot
         self.active = max(self.active, slot + 1)
-        self.chg = K.change_log(self.machine_slots)  # capacities changed: a new state for any index
+        self._capacities_changed = True
 
     def remove_machine(self, slot: int) -> None:
         """Empty ``slot`` (the machine must host no VM)."""
@@ -223,7 +224,16 @@ class ClusterState:
         self.rack[slot] = None
         occupied = np.flatnonzero(self.status[: self.active] != ABSENT)
         self.active = int(occupied[-1]) + 1 if len(occupied) else 0
-        self.chg = K.change_log(self.machine_slots)  # capacities changed: a new state for any index
+        self._capacities_changed = True
+
+    def changes(self) -> npt.NDArray[np.int64]:
+        """The change log as an index should see it: a new log (a new state for every index, which then rebuilds
+        with the new capacity classes) once machines were added or removed since the last one was handed out.
+        Made on demand, so that registering many machines costs no log per machine."""
+        if self._capacities_changed:
+            self.chg = K.change_log(self.machine_slots)
+            self._capacities_changed = False
+        return self.chg
 
     def set_status(self, slot: int, status: int) -> None:
         self.status[slot] = status
@@ -269,11 +279,11 @@ class ClusterState:
     ) -> int:
         """Decide with compiled heuristic ``code`` and place in one call (:func:`place_by_heuristic`); return the
         action or -1 (nothing changed). With ``index`` (that heuristic's index over free capacity) and at least
-        :data:`~dcplace.policies.numa_heuristics.INDEX_MIN_MACHINES` machine slots, the index decides (the same
+        :data:`~dcplace.policies.numa_index.INDEX_MIN_MACHINES` machine slots, the index decides (the same
         action) and the kernel's ``place`` applies it."""
         v = self.vm_slot()
-        if index is not None and self.machine_slots >= H.INDEX_MIN_MACHINES:
-            index.bind(self.free, self.cap, self.vm_count, self.usable, self.chg)
+        if index is not None and self.machine_slots >= NI.INDEX_MIN_MACHINES:
+            index.bind(self.free, self.cap, self.vm_count, self.usable, self.changes())
             a = index.choose(np.array([cpu, mem]), multi, self.active)
             if a < 0:
                 return -1
@@ -334,7 +344,7 @@ class ClusterState:
             demand=np.array([cpu, mem]),
             multi=multi,
             request=request,
-            changes=read_only(self.chg),
+            changes=read_only(self.changes()),
         )
 
     def fits(self, slot: int, node: int, cpu: float, mem: float, multi: bool) -> bool:

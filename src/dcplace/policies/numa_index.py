@@ -1,39 +1,45 @@
-"""An index over free capacity: compiled heuristics' decisions without scanning the cluster.
+"""An index over free capacity: compiled heuristics' decisions without scanning the cluster, the scan's bit for bit.
 
 Every compiled heuristic but ``random`` scores an action from its own machine alone: the key of placing request
 ``d`` at machine ``m`` node ``k`` (:func:`dcplace.policies.numa_heuristics.score_key`) reads ``free[m]``, ``cap[m]``,
 ``vm_count[m]``, the weights and ``d``, nothing of the other machines. The scan's answer is the feasible action with
-the least ``(key, action)`` (lexicographic; the scan keeps the first of equal keys, which is the lowest action). So
-for one request *type* ``(cpu, mem, multi)`` the answer is the minimum over machines of each machine's own best
-``(key, action)``: a tournament (segment) tree over machines answers it at its root, and a change to one machine
-costs one leaf and a walk up its ancestors, which stops as soon as an ancestor's winner does not change.
+the least ``(key, action)`` (lexicographic; the scan keeps the first of equal keys, which is the lowest action). Two
+structures answer the same question from fewer machines; both are fed by the state's change log:
 
-Why per type, and why this is exact where an index keyed by free CPU is not: feasibility is multi-resource (CPU and
-memory of a node, or of every node for a multi-NUMA VM) and the keys are floating-point expressions of the request
-(Best-Fit's ``machine CPU - d``, the industrial rule's fractions, VMAgent's rates), so no single order of the machines
-serves every request: a tree ordered by free CPU must skip machines that lack memory (no bound on how many), and
-``fl(a - d) == fl(b - d)`` for ``a < b`` breaks its order on ties. Here the leaves hold the very keys the scan
-computes, so the decisions are the scan's, bit for bit, for any data. Real traces have few request types (15 in
-Huawei-East-1); types beyond ``max_types`` fall back to the scan, as does ``random`` (its draws follow the scan
-order: one random number per feasible action).
+* **The frontier** (answers while at most ``FRONTIER_MAX`` machines are in play). A *pristine* machine is usable,
+  hosts nothing and has ``free == cap`` exactly; all pristine machines of one capacity class score alike for every
+  request and heuristic, so the scan's tie rule picks the lowest-indexed one. The answer is therefore among the
+  machines *in play* (usable, not pristine) and the first pristine machine of each class (the first ``k`` for
+  top-k): O(in play + classes) per decision with the scan's own loop (its Best-Fit pruning kept), O(1) per change.
+  A Huawei-East-1 replay keeps about 40 machines in play whatever the cluster's size.
+* **Per-type tournament trees** (when more machines are in play, e.g. after a warm start, or for VMAgent's
+  near-worst-fit rule, which spreads). For one request *type* ``(cpu, mem, multi)`` the answer is the minimum over
+  machines of each machine's own best ``(key, action)``: a segment tree over machines holds it at its root; a
+  change costs one leaf and a walk up its ancestors that stops where a winner does not change. Real traces have few
+  types (15 in Huawei-East-1); types beyond ``max_types`` fall back to the scan.
 
-Keeping the trees current: the kernel's ``place`` and ``release`` (and the engine's machine edits) note each changed
-machine in the state's change log (``chg``, :func:`dcplace.sim.numa_kernel.note_change`), O(1) each. A tree replays
-the log since it last looked, lazily, when its type is asked for; when it fell more than the log's length behind (or
-after :func:`~dcplace.sim.numa_kernel.note_reset`) it rebuilds, O(machines), which costs no more than the replay.
+Why no single order of the machines (a tree keyed by free CPU, buckets) would do: feasibility is multi-resource (CPU
+and memory of a node, or of every node for a multi-NUMA VM), so a walk in free-CPU order must skip machines that lack
+memory (no bound on how many), and the keys are floating-point expressions of the request (Best-Fit's
+``machine CPU - d``, the industrial fractions, VMAgent's rates): ``fl(a - d) == fl(b - d)`` for ``a < b`` turns a
+strict order into a tie that a later key component decides. Both structures here compute the very keys the scan
+computes, so they agree for any data (``tests/policies/test_numa_index.py``: every heuristic, top-k, departures,
+drains, prefixes, 2 and 3 NUMA nodes, demands in tenths). ``random`` has no index: its draws follow the scan order
+(one random number per feasible action). First-Fit has one but keeps the scan in the compiled episodes: the scan
+stops at the first feasible machine, which the index does not beat (measured).
 
-Arrays (``T`` types, ``P`` leaves = the next power of two >= machines; node 1 is the root, leaf of machine ``m`` is
-node ``P + m``):
+Keeping current: the kernel's ``place`` and ``release`` (and the engine's machine edits) note each changed machine
+in the state's change log (``chg``, :func:`dcplace.sim.numa_kernel.note_change`), O(1) each. Each structure replays
+the log since it last looked, lazily, when asked; one that fell more than the log's length behind (or after
+:func:`~dcplace.sim.numa_kernel.note_reset`) rebuilds, O(machines), no more than the replay would cost.
 
-* ``tkey``: ``(T, 2P, 3)`` float64, the winning key of each subtree (``+inf`` when nothing in it is feasible);
-* ``tact``: ``(T, 2P)`` int64, the winning action (``machine * K + node``), -1 when nothing is feasible;
-* ``tdem``: ``(T, 2)`` float64 and ``tmulti``: ``(T,)`` bool, each type's request;
-* ``tseen``: ``(T,)`` int64, the change-log count each tree has absorbed.
-
-Cost per decision: O(changes since the type's last decision x depth) to catch up, O(1) to answer with every machine
-active (O(log M) for a prefix in Expansion). Memory: ``T x 2P x 32`` bytes (about 8 MB a type at 100,000 machines).
-``top_k`` (the learned policies' candidate filter) takes the ``k`` best machines from the tree and scores only their
-actions: the ``k`` best actions lie on at most the ``k`` best machines (a machine's actions all rank after its best).
+Tree arrays (``T`` types, ``P`` leaves = the next power of two >= machines; node 1 is the root, leaf of machine ``m``
+is node ``P + m``): ``tkey`` ``(T, 2P, 3)`` float64, the winning key of each subtree (``+inf``: nothing feasible);
+``tact`` ``(T, 2P)`` int64, the winning action (-1: none); ``tdem`` ``(T, 2)`` float64 and ``tmulti`` ``(T,)`` bool,
+each type's request; ``tseen`` ``(T,)`` int64, the change-log count each tree has absorbed. Memory: ``T x 2P x 32``
+bytes for the trees built (about 8 MB a type at 100,000 machines; untouched trees cost nothing). Frontier arrays:
+``fr``, ``frc``, ``frm`` below. ``top_k`` from a tree takes the ``k`` best machines and scores only their actions:
+the ``k`` best actions lie on at most the ``k`` best machines (a machine's actions all rank after its best).
 """
 
 from __future__ import annotations
@@ -42,8 +48,7 @@ import numba as nb
 import numpy as np
 import numpy.typing as npt
 
-from dcplace.policies import numa_heuristics as H
-from dcplace.policies.numa_heuristics import (
+from dcplace.policies.numa_scores import (
     BEST_FIT,
     FIRST_FIT,
     RANDOM,
@@ -58,10 +63,15 @@ from dcplace.sim.numa import NumaView
 
 _jit = nb.njit(cache=True, nogil=True)
 
+#: From this many machines the heuristics decide with the index (``Heuristic.run`` / ``choose`` / ``rank``, CVD-RL's
+#: filter, the engine), below with the scan; the same decisions either way (crossover for Best-Fit between 100 and
+#: 500 machines, docs/benchmarks.md, "Scale").
+INDEX_MIN_MACHINES = 512
 #: Default cap on request types with a tree of their own (the rest use the scan).
 MAX_TYPES = 32
 #: The frontier answers while at most this many machines are in play, the trees above (``frm[2]`` holds it per
-#: index; measured, "Scale" in docs/benchmarks.md).
+#: index). Chosen, not tuned: the frontier scores every machine in play, a tree walk costs about types x depth
+#: steps per change; the crossover was not measured.
 FRONTIER_MAX = 256
 
 
@@ -503,9 +513,7 @@ def index_choose(
         ms = _frontier_candidates(fr, frc, frm, n_active, 1)
         return choose_among(code, w, free, cap, vm_count, usable, d, multi, ms)
     if t >= 0:
-        return tree_choose(
-            tkey, tact, tdem, tmulti, tseen, t, code, w, free, cap, vm_count, usable, chg, fr, n_active
-        )
+        return tree_choose(tkey, tact, tdem, tmulti, tseen, t, code, w, free, cap, vm_count, usable, chg, fr, n_active)
     return int(choose(code, w, free, cap, vm_count, usable, d, multi, n_active))
 
 
@@ -611,8 +619,9 @@ def tree_top_k(
     out: np.ndarray,
     out_keys: np.ndarray,
 ) -> int:
-    """:func:`~dcplace.policies.numa_heuristics.top_k` for a request of type ``t`` (the frontier ``fr`` current): the ``k`` best machines from
-    the tree (each taken out of it in turn, then put back from the state), their actions scored in action order."""
+    """:func:`~dcplace.policies.numa_heuristics.top_k` for a request of type ``t`` (the frontier ``fr`` current):
+    the ``k`` best machines from the tree (each taken out of it in turn, then put back from the state), their
+    actions scored in action order."""
     refresh(tkey, tact, tdem, tmulti, tseen, t, code, w, free, cap, vm_count, usable, chg, fr)
     tk = tkey[t]
     ta = tact[t]
@@ -800,9 +809,9 @@ class HeuristicIndex:
 
     def usable_for(self, view: NumaView) -> bool:
         """Bind to ``view``'s state and say whether the index should answer for it: the state keeps a change log
-        and has at least :data:`~dcplace.policies.numa_heuristics.INDEX_MIN_MACHINES` machines (below, the scan is
+        and has at least :data:`INDEX_MIN_MACHINES` machines (below, the scan is
         as fast)."""
-        if view.changes is None or view.free.shape[0] < H.INDEX_MIN_MACHINES:
+        if view.changes is None or view.free.shape[0] < INDEX_MIN_MACHINES:
             return False
         self.bind(view.free, view.capacity, view.vm_count, view.usable, view.changes)
         return True
