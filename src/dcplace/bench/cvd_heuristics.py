@@ -96,7 +96,12 @@ def write_records(records: list[dict[str, Any]], out: Path) -> None:
 
 
 def run_reproduction(
-    trace: str, episodes: int, seed: int, out: Path, quick: bool = False, regime: str = "today",
+    trace: str,
+    episodes: int,
+    seed: int,
+    out: Path,
+    quick: bool = False,
+    regime: str = "today",
     progress: Callable[[str], None] | None = None,
 ) -> str:
     """Run every cell, write ``records.jsonl`` and ``table.md`` under ``out``, return the Markdown (``progress``:

@@ -181,7 +181,6 @@ class Heuristic(NumaPolicy):
         big = sim.cap.shape[0] >= NI.INDEX_MIN_MACHINES and self.code != FIRST_FIT
         index = self.index() if big else None
         if index is not None:
-
             index.bind(sim.free, sim.cap, sim.vm_count, sim.usable, sim.chg)
             req_type = index.types_for(t.demand, t.multi)
             return int(
