@@ -41,7 +41,7 @@ def test_report_has_every_section_table_figure_and_claim(results: Path):
     path, claims = write_report(results)
     html, md = path.read_text(), (results / "report.md").read_text()
     sections = build_sections(results)
-    assert [s.id for s in sections] == ["cvd-heuristics", "cvd-rl", "nara", "hmip"]
+    assert [s.id for s in sections] == ["cvd-heuristics", "cvd-rl", "nara", "hmip", "reopt"]
     for s in sections:
         assert f'id="{s.id}"' in html and s.title in md
         assert s.tables and s.figures and s.claims, s.id

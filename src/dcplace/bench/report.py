@@ -49,7 +49,7 @@ Record = dict[str, Any]
 EXACT_TOLERANCE = 0.005
 """Relative tolerance within which a deterministic number (an optimum, a cost) counts as the paper's."""
 
-SECTIONS = ("cvd-heuristics", "cvd-rl", "nara", "hmip")
+SECTIONS = ("cvd-heuristics", "cvd-rl", "nara", "hmip", "reopt")
 """The reproductions' sub-folders, in the report's order."""
 
 
@@ -883,6 +883,68 @@ def hmip_section(folder: Path) -> Section | None:
     return sec
 
 
+# --- periodic re-optimisation (paper 004, section III-D) ----------------------------------------------------------
+
+
+def reopt_section(folder: Path) -> Section | None:
+    """The re-optimisation replay (:mod:`dcplace.bench.reopt`): machine-hours, migrations, the claim that periodic
+    re-optimisation restores efficiency (deterministic replays: one number per variant, no interval)."""
+    from dcplace.bench import reopt as ro
+
+    recs = read_jsonl(folder / "records.jsonl")
+    if not recs:
+        return None
+    sec = Section(
+        "reopt",
+        "Periodic re-optimisation with migrations (batch-placement paper, section III-D)",
+        "Each trace replayed with releases on through the live engine; a request that fits nowhere adds a machine. "
+        "Machine-hours integrate the machines holding a VM; saving is against the online policy with fewer "
+        "machine-hours; every optimiser answer and migration plan verified by its independent checker. Deterministic "
+        "replays: one number per variant.",
+    )
+    claims_ok = True
+    for trace in dict.fromkeys(r["trace"] for r in recs):
+        rows = [r for r in recs if r["trace"] == trace]
+        online = [r for r in rows if r["reopt"] is None]
+        best = min(online, key=lambda r: (r["machine_hours"], r["policy"]))
+        sec.tables.append(Table(
+            f"{trace}: {best['hours']:.0f} hours, {best['requests']:,} requests",
+            ["variant", "machine-hours", "saving", "peak machines", "events", "migrations", "GB moved", "verified"],
+            [[r["variant"], f"{r['machine_hours']:,.0f}", f"{1 - r['machine_hours'] / best['machine_hours']:+.1%}",
+              str(r["peak_machines"]), str(r["events"]), f"{r['migrations']:,}", f"{r['gb_moved']:,.0f}",
+              "yes" if r["verified"] else "NO"] for r in rows],
+        ))  # fmt: skip
+        reopt = [r for r in rows if r["reopt"] is not None]
+        if not reopt:
+            continue
+        top = min(reopt, key=lambda r: r["machine_hours"])
+        saving = 1 - top["machine_hours"] / best["machine_hours"]
+        sec.claims.append(Claim(
+            "HMIP", f"{trace}: periodic re-optimisation restores efficiency (fewer machine-hours than the best online "
+            "policy alone)", "qualitative (no number)", f"{saving:+.1%} ({top['variant']}, {top['migrations']:,} "
+            "migrations)", "held" if saving > 0 else "missed",
+            "measured on the whole replay" if saving > 0 else "no variant used fewer machine-hours", sec.id,
+        ))  # fmt: skip
+        claims_ok &= all(r["verified"] for r in rows)
+    sec.claims.append(Claim(
+        "HMIP", "every re-optimisation answer and migration plan is feasible", "-",
+        "all verified" if claims_ok else "a check failed", "held" if claims_ok else "missed",
+        "independent checkers: the batch checker and the plan replay", sec.id,
+    ))  # fmt: skip
+    png = folder / "savings.png"
+    if not png.is_file():  # records without their figure: draw it aside, never into the records' folder
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as d:
+            ro.plot_savings(recs, Path(d) / "savings.png")
+            data = (Path(d) / "savings.png").read_bytes()
+    else:
+        data = png.read_bytes()
+    sec.figures.append(Figure("reopt-savings", "Machine-hours saved against migrations", data,
+                              "one point per re-optimisation variant and trace"))  # fmt: skip
+    return sec
+
+
 # --- the document -----------------------------------------------------------------------------------------------
 
 BUILDERS: dict[str, Callable[[Path], Section | None]] = {
@@ -890,6 +952,7 @@ BUILDERS: dict[str, Callable[[Path], Section | None]] = {
     "cvd-rl": cvd_rl_section,
     "nara": nara_section,
     "hmip": hmip_section,
+    "reopt": reopt_section,
 }
 
 

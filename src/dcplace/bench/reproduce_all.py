@@ -2,7 +2,7 @@
 
 Layout of ``out``::
 
-    cvd-heuristics/  cvd-rl/  nara/  hmip/     each reproduction's records, tables and figures
+    cvd-heuristics/  cvd-rl/  nara/  hmip/  reopt/     each reproduction's records, tables and figures
     run.json                                   command, commit, date, machine, wall time, the quick settings
     report.html  report.md  report_files/      the report (:mod:`dcplace.bench.report`)
 
@@ -63,7 +63,7 @@ class AllSettings:
             return (
                 f"no (full): CVD-RL tables {self.cvd_episodes} episodes per cell at warm 0-60 %, "
                 f"{self.curve_epochs}-epoch training runs; Nara {self.nara_episodes} episodes per cell; "
-                "HMIP every beta"
+                "HMIP every beta; re-optimisation on the whole of Huawei-East-1 and Azure V1"
             )
         nara = ", ".join(f"{n} on {t}" for t, n in self.nara_by_topology) or "2 (1 on delta)"
         left_out = [t for t in ("alpha", "beta", "gamma", "delta") if t not in dict(self.nara_by_topology)]
@@ -71,7 +71,8 @@ class AllSettings:
         return (
             f"yes: CVD-RL heuristics {self.cvd_episodes} episodes per cell at warm 0 and 50 %; learned tables 3 "
             f"episodes per cell at 50 % warm; 3-epoch training runs on 2-10 PMs ({self.curve_seeds} seeds each for "
-            f"Figure 6, one for the ablations); Nara episodes per cell: {nara}; HMIP Table IX at beta 0.7 only. "
+            f"Figure 6, one for the ablations); Nara episodes per cell: {nara}; HMIP Table IX at beta 0.7 only; "
+            "re-optimisation on the first 24 hours of Huawei-East-1 every 6 hours and on the threshold. "
             "Fewer episodes give wider intervals"
         )
 
@@ -102,12 +103,21 @@ def commit() -> str:
     return rev + ("+dirty" if dirty else "")
 
 
+def reopt_traces(s: AllSettings) -> tuple[str, ...]:
+    """The re-optimisation replay's traces: Huawei-East-1 and Azure V1 where present (the quick form: Huawei-East-1
+    only, its first 24 hours), else the synthetic trace."""
+    from dcplace.workload.traces import trace_available
+
+    real = [t for t in (("huawei-east-1",) if s.quick else ("huawei-east-1", "azure-v1")) if trace_available(t)]
+    return tuple(real) or ("synthetic",)
+
+
 def run_all(
     out: Path, settings: AllSettings, command: str, say: Callable[[str], None] = lambda s: None
 ) -> tuple[Path, list[Any]]:
     """Run the four reproductions into ``out``, write ``run.json`` and the report; return the report's path and
     its claims. ``say`` gets one line per finished reproduction (progress)."""
-    from dcplace.bench import cvd_heuristics, cvd_reproduction, hmip
+    from dcplace.bench import cvd_heuristics, cvd_reproduction, hmip, reopt
     from dcplace.bench.report import build_section, write_report
 
     out.mkdir(parents=True, exist_ok=True)
@@ -158,7 +168,9 @@ def run_all(
         say(f"cvd-rl done ({time.perf_counter() - t0:.0f} s)")
         hmip.run_reproduction(out / "hmip", quick=s.quick, workers=s.workers, seed=s.seed, progress=tagged("hmip"))
         say(f"hmip done ({time.perf_counter() - t0:.0f} s)")
-        for name in ("cvd-heuristics", "cvd-rl", "hmip"):
+        reopt.run_reproduction(reopt_traces(s), 24.0 if s.quick else 0.0, out / "reopt", quick=s.quick, seed=s.seed)
+        say(f"reopt done ({time.perf_counter() - t0:.0f} s)")
+        for name in ("cvd-heuristics", "cvd-rl", "hmip", "reopt"):
             sections.append(build_section(out, name))
         nara.wait()
         reader.join()
