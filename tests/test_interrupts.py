@@ -47,6 +47,7 @@ def test_sigint_during_a_cp_sat_solve_is_raised_not_swallowed() -> None:
     from dcplace.placement.cpsat import run_cp
     from dcplace.placement.stop import Deadline
 
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's handler, whatever earlier tests left
     timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
     t0 = time.monotonic()
     timer.start()

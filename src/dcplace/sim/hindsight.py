@@ -252,6 +252,9 @@ def exact_length(inst: HindsightInstance, time_limit_s: float = 10.0, seed: int 
     solver.parameters.max_time_in_seconds = float(time_limit_s)
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = int(seed)
+    # CP-SAT's own SIGINT handler resets SIGINT to the C default when the solve ends, after which Ctrl-C kills the
+    # process instead of raising KeyboardInterrupt (what the CLI's exit 130 and the atomic outputs rely on).
+    solver.parameters.catch_sigint_signal = False
     status = solver.solve(model)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         raise RuntimeError(f"CP-SAT found no solution ({solver.status_name(status)}); the empty prefix is feasible")
