@@ -41,7 +41,7 @@ class AllSettings:
     workers: int = 2
     seed: int = 0
     quick: bool = False
-    curve_seeds: int = 1
+    curve_seeds: int = 5
     """seeds of each CVD-RL Figure 6 training run (bands in the report's learning curves from 2 on)"""
     nara_by_topology: tuple[tuple[str, int], ...] = ()
     """Nara: (topology, episodes) pairs, only those topologies (empty: every topology, ``nara_episodes`` each, or
@@ -62,7 +62,8 @@ class AllSettings:
         if not self.quick:
             return (
                 f"no (full): CVD-RL tables {self.cvd_episodes} episodes per cell at warm 0-60 %, "
-                f"{self.curve_epochs}-epoch training runs; Nara {self.nara_episodes} episodes per cell; "
+                f"{self.curve_epochs}-epoch training runs ({self.curve_seeds} seeds each for Figure 6); Nara "
+                f"{self.nara_episodes} episodes per cell; "
                 "HMIP every beta; re-optimisation on the whole of Huawei-East-1 and Azure V1"
             )
         nara = ", ".join(f"{n} on {t}" for t, n in self.nara_by_topology) or "2 (1 on delta)"
