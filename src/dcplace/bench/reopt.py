@@ -115,7 +115,7 @@ def replay(
                     ev["hour"] = (t - t0) / HOUR
                     ev["wall_s"] = time.perf_counter() - c0
                     events.append(ev)
-                    in_use = int(np.count_nonzero(s.vm_count[: s.active]))
+                    in_use = s.machines_in_use
         if dep:
             if placed[r]:
                 engine.release(str(r))
@@ -132,7 +132,7 @@ def replay(
                 placed[r] = True
             else:
                 oversize += 1
-        in_use = int(np.count_nonzero(s.vm_count[: s.active]))
+        in_use = s.machines_in_use
         peak = max(peak, in_use)
     machine_s += in_use * max(0.0, min(t_end, last_t) - last_t)
     engine.check_invariants()
@@ -161,9 +161,9 @@ def replay(
     return record, events, samples
 
 
-def resolve_trace(name: str) -> str:
-    """``auto`` -> the real trace when present, else the synthetic generator."""
-    return ("huawei-east-1" if trace_available("huawei-east-1") else "synthetic") if name == "auto" else name
+def auto_traces(names: tuple[str, ...] = ("huawei-east-1", "azure-v1")) -> tuple[str, ...]:
+    """The real traces among ``names`` that are present, else the synthetic generator (what ``auto`` means)."""
+    return tuple(t for t in names if trace_available(t)) or ("synthetic",)
 
 
 def run_reproduction(
@@ -177,7 +177,7 @@ def run_reproduction(
     events: list[dict[str, Any]] = []
     timeline: list[tuple[str, str, float, int]] = []
     for name in traces:
-        trace = resolve_trace(name)
+        trace = auto_traces(("huawei-east-1",))[0] if name == "auto" else name
         prepared = prepare(load_trace(trace, seed=seed, synthetic_n=20_000), DOUBLE_THRESHOLD)
         t0 = float(prepared.table.arrival.min())
         t_end = math.inf if hours <= 0 else t0 + hours * HOUR

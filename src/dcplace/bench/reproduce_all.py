@@ -107,10 +107,9 @@ def commit() -> str:
 def reopt_traces(s: AllSettings) -> tuple[str, ...]:
     """The re-optimisation replay's traces: Huawei-East-1 and Azure V1 where present (the quick form: Huawei-East-1
     only, its first 24 hours), else the synthetic trace."""
-    from dcplace.workload.traces import trace_available
+    from dcplace.bench.reopt import auto_traces
 
-    real = [t for t in (("huawei-east-1",) if s.quick else ("huawei-east-1", "azure-v1")) if trace_available(t)]
-    return tuple(real) or ("synthetic",)
+    return auto_traces(("huawei-east-1",) if s.quick else ("huawei-east-1", "azure-v1"))
 
 
 def run_all(

@@ -288,8 +288,7 @@ def reproduce_reopt(
     every plan verified)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from dcplace.bench.reopt import render_folder, run_reproduction
-    from dcplace.workload.traces import trace_available
+    from dcplace.bench.reopt import auto_traces, render_folder, run_reproduction
 
     if cfg.report_only:
         if not (out / "records.jsonl").is_file():
@@ -299,8 +298,7 @@ def reproduce_reopt(
         return
 
     if cfg.traces == "auto":
-        real = [t for t in ("huawei-east-1", "azure-v1") if trace_available(t)]
-        traces = tuple(real) or ("synthetic",)
+        traces = auto_traces()
     else:
         traces = tuple(t.strip() for t in cfg.traces.split(",") if t.strip())
     hours = 24.0 if cfg.quick and not cfg.hours else cfg.hours

@@ -181,6 +181,11 @@ class ClusterState:
     def machine_slots(self) -> int:
         return len(self.vm_count)
 
+    @property
+    def machines_in_use(self) -> int:
+        """Machines hosting at least one VM (the kernel's counter, kept by ``place`` / ``release``)."""
+        return int(self.ctr[K.C_IN_USE])
+
     def free_machine_slot(self) -> int:
         """The lowest empty machine slot (growing the arrays by doubling when none is left)."""
         empty = np.flatnonzero(self.status == ABSENT)

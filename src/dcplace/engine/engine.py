@@ -738,7 +738,7 @@ class PlacementEngine:
             saved = copy.deepcopy(self.state)
             try:
                 snap = reopt.snapshot(s, self.pinned)
-                before = int(np.count_nonzero(s.vm_count[: s.active]))
+                before = s.machines_in_use
                 ev = evacuate_machines(snap.placement, [slot], failed=failed)
                 s.set_status(slot, FAILED if failed else DRAINED)
                 snap = reopt.Snapshot(ev.state, snap.slots)
@@ -755,7 +755,7 @@ class PlacementEngine:
                 self.state = saved
                 raise
             changes.insert(0, MachineStatus(machine_id, STATUS_NAMES[int(s.status[slot])]))
-            after = int(np.count_nonzero(s.vm_count[: s.active]))
+            after = s.machines_in_use
             report = ReoptReport(
                 trigger="failure" if failed else "drain", time=now, vms=snap.placement.vms,
                 movable=len(ev.evacuated) + len(ev.evicted), machines_before=before, machines_target=after,
@@ -832,7 +832,7 @@ class PlacementEngine:
             cap = s.cap[: s.active][present].sum(axis=(0, 1))
             return {
                 "machines": {name: int(np.sum(st == code)) for code, name in STATUS_NAMES.items() if code != ABSENT},
-                "machines_in_use": int(np.count_nonzero(s.vm_count)),
+                "machines_in_use": s.machines_in_use,
                 "vms": len(s.slot_of_vm),
                 "capacity": {"cpu": float(cap[0]), "mem": float(cap[1])},
                 "allocated": {"cpu": float(s.used[0]), "mem": float(s.used[1])},
