@@ -42,11 +42,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_server(db: Path, port: int) -> subprocess.Popen[bytes]:
+def start_server(db: Path, port: int, http: str = "auto") -> subprocess.Popen[bytes]:
     src = str(Path(__file__).resolve().parents[1] / "src")
     env = {**os.environ, "PYTHONPATH": src, "OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
     cmd = [sys.executable, "-c", "from dcplace.cli.main import main; main()", "serve", "--db", str(db), "--port",
-           str(port)]  # fmt: skip
+           str(port), "--http", http]  # fmt: skip
     proc = subprocess.Popen(cmd, env=env)
     for _ in range(600):
         try:
@@ -97,6 +97,12 @@ class RawResponse:
     def __init__(self, status: int, body: bytes) -> None:
         self.status_code = status
         self.text = body.decode()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` so far (Linux ``/proc/PID/stat``), in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def make_clients(url: str, n: int, kind: str) -> list[httpx.AsyncClient | RawClient]:
@@ -213,6 +219,12 @@ def main() -> None:
     ap.add_argument("--explain", action="store_true", help="ask for the explanation of every placement")
     ap.add_argument("--client", choices=["httpx", "raw"], default="httpx", help="httpx.AsyncClient or a minimal one")
     ap.add_argument("--batch", type=int, default=0, help="bulk admission: N VMs per POST /vms/batch, no releases")
+    ap.add_argument(
+        "--http",
+        choices=["auto", "h11", "httptools"],
+        default="auto",
+        help="the server's HTTP parser (`dcplace serve --http`)",
+    )
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     name = "huawei-east-1" if trace_available("huawei-east-1") else "synthetic"
@@ -220,13 +232,19 @@ def main() -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryDirectory() as tmp:
-        proc = start_server(Path(tmp) / "bench.db", port)
+        proc = start_server(Path(tmp) / "bench.db", port, args.http)
         try:
             asyncio.run(register(url, args.machines, args.clients))
+            cpu0 = cpu_seconds(proc.pid)
             if args.batch:
                 res = asyncio.run(bulk(url, trace, args.requests, args.clients, args.batch))
             else:
                 res = asyncio.run(replay(url, trace, args.requests, args.clients, args.explain, args.client))
+            # the server's CPU per HTTP request (placements and releases): 1 / this is what one worker could serve
+            # with a whole core to itself, whatever the client and the other processes on this machine take
+            res["server_cpu_ms_per_request"] = (
+                (cpu_seconds(proc.pid) - cpu0) * 1e3 / (res["creations"] / (args.batch or 1) + res["releases"])
+            )
             metrics = httpx.get(f"{url}/metrics").text
             commits = next(float(x.split()[-1]) for x in metrics.splitlines()
                            if x.startswith("dcplace_store_commits_total"))  # fmt: skip
@@ -236,7 +254,7 @@ def main() -> None:
     engine = engine_for(NumaCluster.uniform(args.machines), "best-fit")
     inproc = run_stream(engine, trace, max_requests=args.requests, samples=0, release=not args.batch)
     res.update({"machines": args.machines, "clients": args.clients, "explain": args.explain, "trace": name,
-                "client": args.client,
+                "client": args.client, "http": args.http,
                 "commits": commits, "in_process_accepted": inproc.accepted, "host": platform.node(),
                 "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                 "load_avg": os.getloadavg()[0]})  # fmt: skip
@@ -247,7 +265,7 @@ def main() -> None:
           f"durable placements/s ({res['operations_per_s']:,.0f} operations/s with releases), p50 "
           f"{res['p50_ms']:.1f} ms, p99 {res['p99_ms']:.1f} ms; accepted {res['accepted']} of {res['creations']} "
           f"(in process: {inproc.accepted}); {commits:.0f} commits for {ops:,} "
-          f"operations", flush=True)  # fmt: skip
+          f"operations; server CPU {res['server_cpu_ms_per_request']:.3f} ms per HTTP request", flush=True)  # fmt: skip
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         with args.out.open("a") as f:

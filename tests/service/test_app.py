@@ -9,10 +9,11 @@ from dcplace.engine import PlacementEngine
 from dcplace.service import create_app
 
 
-@pytest.fixture
-def client(tmp_path):
+@pytest.fixture(params=[True, False], ids=["fast-path", "fastapi-routes"])
+def client(tmp_path, request):
+    """Every API test runs twice: POST /vms and DELETE /vms/{id} answered by the fast path and by FastAPI's routes."""
     engine = PlacementEngine.open(tmp_path / "c.db")
-    with TestClient(create_app(engine), raise_server_exceptions=False) as c:
+    with TestClient(create_app(engine, fast_path=request.param), raise_server_exceptions=False) as c:
         for i in range(3):
             assert c.post("/machines", json={"id": f"pm{i}", "cpu": 40, "mem": [90, 90]}).status_code == 201
         yield c
@@ -56,6 +57,9 @@ def test_place_explain_release(client: TestClient) -> None:
         ("post", "/vms", {"id": "v", "cpu": 4, "mem": 8, "policy": "nope"}, 422, "field 'policy'"),
         ("post", "/vms", {"id": "v", "cpu": 4, "mem": 8, "colour": "red"}, 422, "colour"),
         ("post", "/vms", {"id": "v", "cpu": 400, "mem": 8}, 409, "no machine can host"),
+        ("post", "/vms", [1, 2], 422, "valid dictionary"),
+        ("post", "/vms", None, 422, "Field required"),
+        ("delete", "/vms/", None, 405, "Method Not Allowed"),
         ("delete", "/vms/nope", None, 404, "no VM 'nope'"),
         ("get", "/vms/nope/explanation", None, 404, "no VM 'nope'"),
         ("post", "/allocations", [{"vm": "a", "machine": "pm9", "node": 0, "cpu": 1, "mem": 1}], 404, "line 1"),
@@ -94,6 +98,22 @@ def test_a_bug_is_500_not_a_leak(client: TestClient) -> None:
     engine.stats = lambda: 1 / 0
     r = client.get("/state")
     assert r.status_code == 500
+
+
+def test_a_bug_on_the_hot_calls_is_500(client: TestClient) -> None:
+    engine = client.app.state.engine  # type: ignore[attr-defined]
+
+    async def broken(*args, **kwargs):
+        raise ZeroDivisionError
+
+    engine.place_async = engine.release_async = broken
+    assert client.post("/vms", json={"id": "v", "cpu": 1, "mem": 1}).status_code == 500
+    assert client.delete("/vms/v").status_code == 500
+
+
+def test_malformed_json_is_422_with_one_sentence(client: TestClient) -> None:
+    r = client.post("/vms", content=b'{"id": "v", "cpu": ', headers={"content-type": "application/json"})
+    assert r.status_code == 422 and "JSON decode error" in one_sentence(r)
 
 
 def test_health_metrics_openapi_and_allocations(client: TestClient) -> None:

@@ -33,6 +33,9 @@ def serve(
         Path | None, typer.Option("--import", help="record the allocations in this CSV/JSON file first")
     ] = None,
     log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "warning",
+    http: Annotated[
+        str, typer.Option(help="HTTP/1.1 parser: auto (httptools, compiled, when installed), httptools or h11")
+    ] = "auto",
     reoptimise_every: Annotated[
         float | None, typer.Option(help="re-optimise in the background every this many seconds")
     ] = None,
@@ -52,6 +55,8 @@ def serve(
     from dcplace.policies.numa_heuristics import warm_up_jit
     from dcplace.service import create_app
 
+    if http not in ("auto", "httptools", "h11"):
+        _fail(InputError(f"must be auto, httptools or h11, not {http!r}", field="http"))
     reopt = None
     try:
         if reoptimise_every is not None or reoptimise_below is not None:
@@ -71,7 +76,12 @@ def serve(
                f"{engine.default_policy.name}; http://{host}:{port} (docs at /docs)", err=True)  # fmt: skip
     try:
         uvicorn.run(
-            create_app(engine, reopt, check_every_s=10.0), host=host, port=port, log_level=log_level, access_log=False
+            create_app(engine, reopt, check_every_s=10.0),
+            host=host,
+            port=port,
+            log_level=log_level,
+            access_log=False,
+            http=http,
         )
     finally:
         engine.close()

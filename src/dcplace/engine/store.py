@@ -243,15 +243,19 @@ class SqliteStore:
                 self._wake_async(error=False)
 
     def _wake_async(self, error: bool) -> None:
+        """Wake the event-loop waiters whose tickets are durable (or all of them, failed): one thread-safe call per
+        event loop and commit, not one per waiter (each such call writes to the loop's wake-up pipe)."""
         keep = []
+        woken: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
         for ticket, loop, fut in self._async:
-            if error:
-                loop.call_soon_threadsafe(_fail, fut, StoreError(f"the database {self.path} failed ({self._error})"))
-            elif ticket <= self._durable:
-                loop.call_soon_threadsafe(_done, fut)
+            if error or ticket <= self._durable:
+                woken.setdefault(loop, []).append(fut)
             else:
                 keep.append((ticket, loop, fut))
         self._async = keep
+        err = StoreError(f"the database {self.path} failed ({self._error})") if error else None
+        for loop, futs in woken.items():
+            loop.call_soon_threadsafe(_settle, futs, err)
 
     def _write(self, c: Change) -> None:
         ex = self._conn.execute
@@ -286,11 +290,11 @@ class SqliteStore:
         return {"submitted": self._submitted, "durable": self._durable, "commits": self.commits}
 
 
-def _done(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_result(None)
-
-
-def _fail(fut: asyncio.Future[None], e: BaseException) -> None:
-    if not fut.done():
-        fut.set_exception(e)
+def _settle(futs: list[asyncio.Future[None]], e: BaseException | None) -> None:
+    for fut in futs:
+        if fut.done():
+            continue
+        if e is None:
+            fut.set_result(None)
+        else:
+            fut.set_exception(e)

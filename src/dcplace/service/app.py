@@ -29,20 +29,26 @@ from fastapi.responses import PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from dcplace.engine import (
-    Conflict,
-    FailReport,
-    NotFound,
     Placement,
     PlacementEngine,
-    Rejection,
     ReoptPolicy,
     StoreError,
-    VmRecord,
     VmRequest,
 )
-from dcplace.engine.explain import Explanation
 from dcplace.errors import InputError
+from dcplace.service.answers import (
+    ERROR_STATUS,
+    explanation_json,
+    fail_json,
+    place_vm,
+    placement_json,
+    rejection_json,
+    release_vm,
+    validation_sentence,
+    vm_json,
+)
 from dcplace.service.extender import add_extender_routes
+from dcplace.service.hotpath import HotPaths
 from dcplace.service.metrics import ServiceMetrics
 from dcplace.service.models import (
     AllocationIn,
@@ -84,29 +90,6 @@ def _json(data: Any, status: int = 200) -> Response:
     return Response(json.dumps(data), status_code=status, media_type="application/json")
 
 
-def explanation_json(x: Explanation | None) -> dict[str, Any] | None:
-    return None if x is None else asdict(x)
-
-
-def placement_json(p: Placement) -> dict[str, Any]:
-    return {"accepted": True, "vm": p.vm, "machine": p.machine, "node": p.node,
-            "explanation": explanation_json(p.explanation)}  # fmt: skip
-
-
-def rejection_json(r: Rejection) -> dict[str, Any]:
-    return {"accepted": False, "vm": r.vm, "detail": r.reason, "code": r.code,
-            "explanation": explanation_json(r.explanation)}  # fmt: skip
-
-
-def vm_json(r: VmRecord) -> dict[str, Any]:
-    return asdict(r)
-
-
-def fail_json(rep: FailReport) -> dict[str, Any]:
-    return {"machine": rep.machine, "replaced": [placement_json(p) for p in rep.replaced],
-            "dropped": [rejection_json(r) for r in rep.dropped]}  # fmt: skip
-
-
 async def _reoptimiser(engine: PlacementEngine, policy: ReoptPolicy, every_s: float, last: dict[str, Any]) -> None:
     """Check ``policy``'s triggers every ``every_s`` seconds; run a due event in a worker thread (it holds the
     engine's lock while it solves, so placements wait for it)."""
@@ -121,20 +104,13 @@ async def _reoptimiser(engine: PlacementEngine, policy: ReoptPolicy, every_s: fl
             last["report"] = rep.as_dict(moves=False)
 
 
-def _validation_sentence(exc: RequestValidationError) -> str:
-    errs = exc.errors()
-    if not errs:
-        return "the request body is not valid"
-    e = errs[0]
-    loc = ".".join(str(x) for x in e.get("loc", ()) if x != "body")
-    more = f" (and {len(errs) - 1} more problems)" if len(errs) > 1 else ""
-    return f"field '{loc}': {e.get('msg', 'is not valid')}{more}" if loc else f"{e.get('msg')}{more}"
-
-
-def create_app(engine: PlacementEngine, reopt: ReoptPolicy | None = None, check_every_s: float = 60.0) -> FastAPI:
+def create_app(
+    engine: PlacementEngine, reopt: ReoptPolicy | None = None, check_every_s: float = 60.0, fast_path: bool = True
+) -> FastAPI:
     """The service over ``engine`` (which it does not close). ``reopt``: re-optimise in the background whenever its
     timer or threshold is due (checked every ``check_every_s`` seconds, wall clock); the last event's report is at
-    ``GET /reoptimise/last``."""
+    ``GET /reoptimise/last``. ``fast_path``: answer ``POST /vms`` and ``DELETE /vms/{id}`` in
+    :class:`~dcplace.service.hotpath.HotPaths` (same answers, less CPU) instead of FastAPI's routes."""
     last: dict[str, Any] = {}
 
     @asynccontextmanager
@@ -154,12 +130,14 @@ def create_app(engine: PlacementEngine, reopt: ReoptPolicy | None = None, check_
     app.state.engine = engine
     app.state.metrics = metrics
 
-    for exc_type, status in ((NotFound, 404), (Conflict, 409), (InputError, 422), (StoreError, 503)):
+    for exc_type, status in ERROR_STATUS:
         app.add_exception_handler(exc_type, _answer_with(status))
+    if fast_path:
+        app.add_middleware(HotPaths, engine=engine, metrics=metrics)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> Response:
-        return _json({"detail": _validation_sentence(exc)}, 422)
+        return _json({"detail": validation_sentence(exc.errors())}, 422)
 
     # -- health and metrics -------------------------------------------------------------------------------------
     @app.get("/healthz", tags=["operations"], responses={503: ERRORS[503]})
@@ -257,15 +235,8 @@ def create_app(engine: PlacementEngine, reopt: ReoptPolicy | None = None, check_
     async def place(body: VmIn) -> Response:
         """Place a VM with the service's policy (or ``policy``); durable when answered. A VM that fits nowhere is
         409 with the reason and the explanation."""
-        t0 = time.perf_counter()
-        d = await engine.place_async(VmRequest(body.id, body.cpu, body.mem, body.multi_numa, body.pinned), body.policy,
-                                     body.explain)  # fmt: skip
-        metrics.latency.labels("place").observe(time.perf_counter() - t0)
-        if isinstance(d, Rejection):
-            metrics.decisions.labels("rejected").inc()
-            return _json(rejection_json(d), 409)
-        metrics.decisions.labels("placed").inc()
-        return _json(placement_json(d), 201)
+        status, payload = await place_vm(engine, metrics, body)
+        return _json(payload, status)
 
     @app.post("/vms/batch", response_model=BatchOut, tags=["vms"], responses=ERRORS)
     async def place_batch(body: VmBatchIn) -> Response:
@@ -291,11 +262,8 @@ def create_app(engine: PlacementEngine, reopt: ReoptPolicy | None = None, check_
     @app.delete("/vms/{vm_id}", response_model=VmOut, tags=["vms"], responses=ERRORS)
     async def release(vm_id: str) -> Response:
         """Release a VM; durable when answered. Returns what it held."""
-        t0 = time.perf_counter()
-        rec = await engine.release_async(vm_id)
-        metrics.latency.labels("release").observe(time.perf_counter() - t0)
-        metrics.releases.inc()
-        return _json(vm_json(rec))
+        status, payload = await release_vm(engine, metrics, vm_id)
+        return _json(payload, status)
 
     @app.get("/vms/{vm_id}/explanation", response_model=ExplanationOut, tags=["vms"], responses=ERRORS)
     def explanation(vm_id: str) -> Response:

@@ -1,0 +1,97 @@
+"""What the service answers, shared by FastAPI's routes and the fast path (:mod:`dcplace.service.hotpath`): the
+JSON shapes of decisions and records, the status code and sentence of every error a client can cause, and the two
+hot calls, placing and releasing a VM."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from typing import Any
+
+from dcplace.engine import (
+    Conflict,
+    FailReport,
+    NotFound,
+    Placement,
+    PlacementEngine,
+    Rejection,
+    StoreError,
+    VmRecord,
+    VmRequest,
+)
+from dcplace.engine.explain import Explanation
+from dcplace.errors import InputError
+from dcplace.service.metrics import ServiceMetrics
+from dcplace.service.models import VmIn
+
+ERROR_STATUS: tuple[tuple[type[Exception], int], ...] = (
+    (NotFound, 404),
+    (Conflict, 409),
+    (InputError, 422),
+    (StoreError, 503),
+)
+"""The client-visible errors and their status codes (anything else is a bug: 500)."""
+
+
+def error_answer(exc: Exception) -> tuple[int, dict[str, Any]] | None:
+    """``(status, {"detail": sentence})`` for an error a client can cause, None for a bug."""
+    for kind, status in ERROR_STATUS:
+        if isinstance(exc, kind):
+            return status, {"detail": str(exc)}
+    return None
+
+
+def validation_sentence(errors: Any) -> str:
+    """One sentence for pydantic's (or FastAPI's) list of validation errors: the first one, with its field."""
+    if not errors:
+        return "the request body is not valid"
+    e = errors[0]
+    loc = ".".join(str(x) for x in e.get("loc", ()) if x != "body")
+    more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
+    return f"field '{loc}': {e.get('msg', 'is not valid')}{more}" if loc else f"{e.get('msg')}{more}"
+
+
+def explanation_json(x: Explanation | None) -> dict[str, Any] | None:
+    return None if x is None else asdict(x)
+
+
+def placement_json(p: Placement) -> dict[str, Any]:
+    return {"accepted": True, "vm": p.vm, "machine": p.machine, "node": p.node,
+            "explanation": explanation_json(p.explanation)}  # fmt: skip
+
+
+def rejection_json(r: Rejection) -> dict[str, Any]:
+    return {"accepted": False, "vm": r.vm, "detail": r.reason, "code": r.code,
+            "explanation": explanation_json(r.explanation)}  # fmt: skip
+
+
+def vm_json(r: VmRecord) -> dict[str, Any]:
+    return asdict(r)
+
+
+def fail_json(rep: FailReport) -> dict[str, Any]:
+    return {"machine": rep.machine, "replaced": [placement_json(p) for p in rep.replaced],
+            "dropped": [rejection_json(r) for r in rep.dropped]}  # fmt: skip
+
+
+async def place_vm(engine: PlacementEngine, metrics: ServiceMetrics, body: VmIn) -> tuple[int, dict[str, Any]]:
+    """``POST /vms``: 201 and the placement, or 409 and the rejection (reason, code, explanation); raises the
+    engine's errors (:func:`error_answer`)."""
+    t0 = time.perf_counter()
+    d = await engine.place_async(VmRequest(body.id, body.cpu, body.mem, body.multi_numa, body.pinned), body.policy,
+                                 body.explain)  # fmt: skip
+    metrics.latency.labels("place").observe(time.perf_counter() - t0)
+    if isinstance(d, Placement):
+        metrics.decisions.labels("placed").inc()
+        return 201, placement_json(d)
+    metrics.decisions.labels("rejected").inc()
+    return 409, rejection_json(d)
+
+
+async def release_vm(engine: PlacementEngine, metrics: ServiceMetrics, vm_id: str) -> tuple[int, dict[str, Any]]:
+    """``DELETE /vms/{id}``: 200 and what the VM held; raises the engine's errors (:func:`error_answer`)."""
+    t0 = time.perf_counter()
+    rec = await engine.release_async(vm_id)
+    metrics.latency.labels("release").observe(time.perf_counter() - t0)
+    metrics.releases.inc()
+    return 200, vm_json(rec)

@@ -1,0 +1,94 @@
+"""The two calls a scheduler makes all the time, ``POST /vms`` and ``DELETE /vms/{id}``, answered as plain ASGI.
+
+Measured with ``benchmarks/bench_service.py`` (docs/benchmarks.md, "Over HTTP"): FastAPI's request pipeline (routing,
+dependency solving, body reading and validation, the response object) cost about 60 % of the server's CPU per
+placement, the engine's decision and the group commit a small share. :class:`HotPaths` is an ASGI middleware that
+answers exactly these two calls itself (one read of the body, the same pydantic model, the same handler functions)
+and hands every other request to the application. FastAPI's routes for the two calls stay: they are what ``/docs``
+documents, and with ``create_app(..., fast_path=False)`` they serve the calls. Both paths call
+:func:`~dcplace.service.answers.place_vm` and :func:`~dcplace.service.answers.release_vm` and turn errors into the
+same status codes and sentences (:func:`~dcplace.service.answers.error_answer`); ``tests/service/test_app.py`` runs
+its API tests through both.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import ValidationError
+
+from dcplace.engine import PlacementEngine
+from dcplace.service.answers import error_answer, place_vm, release_vm, validation_sentence
+from dcplace.service.metrics import ServiceMetrics
+from dcplace.service.models import VmIn
+
+Scope = dict[str, Any]
+
+
+class HotPaths:
+    """ASGI middleware: ``POST /vms`` and ``DELETE /vms/{id}`` answered here, everything else passed to ``app``.
+
+    Validation as FastAPI does it for the route (the body parsed as JSON, then :class:`VmIn`), errors as the
+    application's exception handlers answer them; a bug propagates (the server's error middleware makes it a 500).
+    """
+
+    def __init__(self, app: Any, engine: PlacementEngine, metrics: ServiceMetrics) -> None:
+        self.app = app
+        self.engine = engine
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            method, path = scope["method"], scope["path"]
+            if method == "POST" and path == "/vms":
+                await self._answer(send, await self._place(await _body(receive)))
+                return
+            if method == "DELETE" and path.startswith("/vms/") and len(path) > 5 and "/" not in path[5:]:
+                await self._answer(send, await self._guard(release_vm(self.engine, self.metrics, path[5:])))
+                return
+        await self.app(scope, receive, send)
+
+    async def _place(self, raw: bytes) -> tuple[int, dict[str, Any]]:
+        try:
+            data = json.loads(raw) if raw else None
+        except ValueError as e:  # as FastAPI words it
+            pos = getattr(e, "pos", 0)
+            return 422, {"detail": validation_sentence([{"loc": ("body", pos), "msg": "JSON decode error"}])}
+        if data is None:
+            return 422, {"detail": validation_sentence([{"loc": ("body",), "msg": "Field required"}])}
+        try:
+            body = VmIn.model_validate(data)
+        except ValidationError as e:
+            return 422, {"detail": validation_sentence(e.errors())}
+        return await self._guard(place_vm(self.engine, self.metrics, body))
+
+    @staticmethod
+    async def _guard(call: Any) -> tuple[int, dict[str, Any]]:
+        try:
+            return await call  # type: ignore[no-any-return]
+        except Exception as exc:
+            answer = error_answer(exc)
+            if answer is None:
+                raise
+            return answer
+
+    @staticmethod
+    async def _answer(send: Any, answer: tuple[int, dict[str, Any]]) -> None:
+        status, payload = answer
+        body = json.dumps(payload).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+async def _body(receive: Any) -> bytes:
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":  # the client went away
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
