@@ -271,3 +271,41 @@ def test_random_operations_keep_the_invariants(ops: list[tuple[str, int, float, 
     # everything is free again (up to float rounding of x - d + d, as the invariant checker allows)
     assert np.allclose(e.state.free, e.state.cap, rtol=0, atol=1e-9) and np.allclose(e.state.used, 0, atol=1e-9)
     assert e.state.vm_count.sum() == 0 and e.stats()["machines_in_use"] == 0
+
+
+@pytest.mark.parametrize("policy", ["best-fit", "first-fit", "industrial", "least-loaded"])
+def test_place_arrays_decides_as_place_batch(policy: str, tmp_path) -> None:
+    """The array call against place_batch: the same decisions (rejections in the middle included), the same
+    ledger; durable when it returns (the store reloads it)."""
+    rng = np.random.default_rng(9)
+    n = 120
+    ids = [f"v{i}" for i in range(n)]
+    cpu, mem = rng.integers(1, 30, n).astype(float), rng.integers(1, 60, n).astype(float)
+    multi = rng.random(n) < 0.2
+    pol = LeastLoaded() if policy == "least-loaded" else policy
+    ref = small(4, "best-fit")
+    arr = PlacementEngine.open(tmp_path / "a.db", policy=pol)
+    for i in range(4):
+        arr.add_machine(f"pm{i}", cpu=40, mem=90, rack=f"r{i % 2}")
+    ref = PlacementEngine.restore(ref.snapshot(), pol)
+    want = ref.place_batch([VmRequest(i, c, m, bool(x)) for i, c, m, x in zip(ids, cpu, mem, multi, strict=True)])
+    got = arr.place_arrays(ids, cpu, mem, multi)
+    assert got.machines() == [getattr(d, "machine", None) for d in want]
+    assert [None if k < 0 else k for k in got.nodes.tolist()] == [
+        getattr(d, "node", None) if d.accepted else None for d in want
+    ]
+    assert 0 < int(got.accepted.sum()) < n and arr.snapshot() == ref.snapshot()
+    arr.check_invariants()
+    arr.close()
+    again = PlacementEngine.open(tmp_path / "a.db", policy=pol)
+    assert again.snapshot() == ref.snapshot()
+    with pytest.raises(Conflict, match="already placed"):
+        again.place_arrays(["fresh", ids[int(np.flatnonzero(got.accepted)[0])]], [1, 1], [1, 1])
+    with pytest.raises(InputError, match="field 'mem'"):
+        again.place_arrays(["a", "b"], [1, 1], [1, -1])
+    with pytest.raises(InputError, match="field 'cpu'"):
+        again.place_arrays(["a", "b"], [1], [1, 1])
+    with pytest.raises(Conflict, match="twice"):
+        again.place_arrays(["a", "a"], [1, 1], [1, 1])
+    assert "fresh" not in {r.id for r in again.vms()}
+    again.close()

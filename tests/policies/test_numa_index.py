@@ -210,3 +210,56 @@ def test_engine_with_the_index_through_drains_failures_and_machine_changes(
     scan, indexed = replay(10**9), replay(1)
     assert sum(x is not None for x in scan) > 200
     assert indexed == scan
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    machines=st.integers(1, 30),
+    policy=st.sampled_from(["best-fit", "industrial", "vmagent-best-fit", "first-fit"]),
+    batch=st.integers(1, 40),
+)
+def test_engine_place_batch_on_the_index_decides_as_the_scan(seed: int, machines: int, policy: str, batch: int) -> None:
+    """``place_batch`` (one compiled loop over a batch) with the index against the scan, batches of random requests
+    (rejections inside a batch included) with releases between them; the same decisions, the same ledger."""
+    from dcplace.engine.engine import Placement, PlacementEngine, VmRequest
+
+    def replay(threshold: int) -> tuple[list[tuple[str, int | None] | None], object]:
+        saved = NI.INDEX_MIN_MACHINES
+        NI.INDEX_MIN_MACHINES = threshold
+        try:
+            rng = np.random.default_rng(seed)
+            eng = PlacementEngine(2, policy)
+            for m in range(machines):
+                eng.add_machine(f"pm-{m}", float(rng.choice([8.0, 16.0])), 32.0)
+            out: list[tuple[str, int | None] | None] = []
+            live: list[str] = []
+            for b in range(6):
+                for _ in range(int(rng.integers(0, len(live) + 1))):
+                    eng.release(live.pop(int(rng.integers(len(live)))))
+                reqs = [VmRequest(f"vm-{b}-{i}", float(rng.integers(1, 9)), float(rng.integers(1, 17)),
+                                  bool(rng.random() < 0.2)) for i in range(batch)]  # fmt: skip
+                for d in eng.place_batch(reqs):
+                    out.append((d.machine, d.node) if isinstance(d, Placement) else None)
+                    if isinstance(d, Placement):
+                        live.append(d.vm)
+            eng.check_invariants()
+            return out, eng.snapshot()
+        finally:
+            NI.INDEX_MIN_MACHINES = saved
+
+    (scan, s1), (indexed, s2) = replay(10**9), replay(1)
+    assert indexed == scan and s1 == s2
+
+
+@settings(max_examples=50, deadline=None)
+@given(rows=st.lists(st.tuples(st.sampled_from([0.5, 1.0, 2.0, 0.1 + 0.2, 0.3]), st.sampled_from([1.0, 4.0, 8.0]),
+                               st.sampled_from([0.0, 1.0])), max_size=60))  # fmt: skip
+def test_distinct_rows_is_numpy_unique(rows: list[tuple[float, float, float]]) -> None:
+    a = np.array(rows, np.float64).reshape(-1, 3)
+    kinds, inverse, counts = NI._distinct_rows(a)
+    if len(a) == 0:
+        assert len(kinds) == len(inverse) == len(counts) == 0
+        return
+    k2, i2, c2 = np.unique(a, axis=0, return_inverse=True, return_counts=True)
+    assert np.array_equal(kinds, k2) and np.array_equal(inverse, i2.ravel()) and np.array_equal(counts, c2)

@@ -4,6 +4,7 @@ plans, durable state (SQLite), explanations (docs/engine.md, docs/reoptimisation
 
 from dcplace.engine.cluster_state import ClusterState, VmRecord
 from dcplace.engine.engine import (
+    BulkPlacement,
     Conflict,
     Decision,
     FailReport,
@@ -21,6 +22,7 @@ from dcplace.engine.reopt import MoveRecord, ReoptPolicy, ReoptReport, efficienc
 from dcplace.engine.store import SqliteStore, Store, StoreError
 
 __all__ = [
+    "BulkPlacement",
     "Candidate",
     "ClusterState",
     "Conflict",

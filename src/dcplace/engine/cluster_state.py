@@ -128,6 +128,57 @@ def place_many_by_heuristic(
     return n
 
 
+@nb.njit(cache=True, nogil=True)
+def place_many_indexed(
+    tkey: np.ndarray,
+    tact: np.ndarray,
+    tdem: np.ndarray,
+    tmulti: np.ndarray,
+    tseen: np.ndarray,
+    fr: np.ndarray,
+    frc: np.ndarray,
+    frm: np.ndarray,
+    types: np.ndarray,
+    code: int,
+    w: np.ndarray,
+    free: np.ndarray,
+    cap: np.ndarray,
+    vm_count: np.ndarray,
+    usable: np.ndarray,
+    used: np.ndarray,
+    pm_of: np.ndarray,
+    node_of: np.ndarray,
+    ctr: np.ndarray,
+    chg: np.ndarray,
+    demand: np.ndarray,
+    multi: np.ndarray,
+    slots: np.ndarray,
+    cpu: np.ndarray,
+    mem: np.ndarray,
+    is_multi: np.ndarray,
+    n_active: int,
+    start: int,
+    actions: np.ndarray,
+) -> int:
+    """:func:`place_many_by_heuristic` with the heuristic's index deciding (request ``i`` of index type
+    ``types[i]``): the action :meth:`HeuristicIndex.choose` gives, applied by the kernel's ``place``, request after
+    request in one compiled loop. Stops after the first rejection; returns the index after the last request
+    handled."""
+    n = len(cpu)
+    for i in range(start, n):
+        v = slots[i]
+        demand[v, 0] = cpu[i]
+        demand[v, 1] = mem[i]
+        multi[v] = is_multi[i]
+        a = NI.index_choose(tkey, tact, tdem, tmulti, tseen, fr, frc, frm, types[i], code, w, free, cap, vm_count,
+                            usable, chg, demand[v], is_multi[i], n_active)  # fmt: skip
+        actions[i] = a
+        if a < 0:
+            return i + 1
+        K.place(free, vm_count, used, pm_of, node_of, ctr, chg, demand[v], is_multi[i], v, a)
+    return n
+
+
 def _grow(a: npt.NDArray[Any], n: int, fill: Any) -> npt.NDArray[Any]:
     out = np.full((n, *a.shape[1:]), fill, a.dtype)
     out[: len(a)] = a
@@ -303,6 +354,65 @@ class ClusterState:
         if a >= 0:
             self.take_slot(vm_id, v)
         return a
+
+    def place_many_by_heuristic(
+        self,
+        code: int,
+        w: F64,
+        slots: npt.NDArray[np.int64],
+        cpu: F64,
+        mem: F64,
+        multi: npt.NDArray[np.bool_],
+        start: int,
+        actions: npt.NDArray[np.int64],
+        index: HeuristicIndex | None = None,
+        types: npt.NDArray[np.int64] | None = None,
+    ) -> int:
+        """:meth:`place_by_heuristic` for requests ``start, start+1, ...`` in one compiled loop (request ``i`` into
+        ledger slot ``slots[i]``, its action into ``actions[i]``), stopping after the first rejection; returns the
+        index after the last request handled. The ledger's id maps are the caller's (:meth:`take_slot`). With
+        ``index`` (bound, as :meth:`place_many_types` leaves it) and ``types`` (its types of the requests), the
+        index decides, else the scan."""
+        if index is not None and types is not None:
+            return int(
+                place_many_indexed(
+                    *index.arrays(), types, code, w, self.free, self.cap, self.vm_count, self.usable, self.used,
+                    self.pm_of, self.node_of, self.ctr, self.chg, self.demand, self.multi, slots, cpu, mem, multi,
+                    self.active, start, actions,
+                )
+            )  # fmt: skip
+        return int(
+            place_many_by_heuristic(
+                code, w, self.free, self.cap, self.vm_count, self.usable, self.used, self.pm_of, self.node_of,
+                self.ctr, self.chg, self.demand, self.multi, slots, cpu, mem, multi, self.active, start, actions,
+            )
+        )  # fmt: skip
+
+    def place_many_types(
+        self, index: HeuristicIndex | None, cpu: F64, mem: F64, multi: npt.NDArray[np.bool_]
+    ) -> npt.NDArray[np.int64] | None:
+        """Bind ``index`` to this state and return its request types for a batch, or None where the scan decides
+        (no index, or fewer machine slots than :data:`~dcplace.policies.numa_index.INDEX_MIN_MACHINES`)."""
+        if index is None or self.machine_slots < NI.INDEX_MIN_MACHINES:
+            return None
+        index.bind(self.free, self.cap, self.vm_count, self.usable, self.changes())
+        return index.types_for(np.stack([cpu, mem], axis=1), multi)
+
+    def take_slots(self, ids: list[str], slots: npt.NDArray[np.int64], taken: npt.NDArray[np.bool_]) -> None:
+        """After a batch: mark ``slots[taken]`` (from :meth:`reserve_slots`, all of them, in order) as the VMs ``ids``
+        (one per taken slot, in order) and give the others back, lowest on top. :meth:`take_slot` for a whole batch
+        in a few list operations."""
+        stack = self._free_vm_slots
+        n = len(slots)
+        if n == 0:
+            return
+        del stack[-n:]
+        stack.extend(slots[~taken][::-1].tolist())
+        got = slots[taken].tolist()
+        vm_ids = self.vm_ids
+        for vid, v in zip(ids, got, strict=True):
+            vm_ids[v] = vid
+        self.slot_of_vm.update(zip(ids, got, strict=True))
 
     def take_slot(self, vm_id: str, v: int) -> None:
         """Mark ledger slot ``v`` (from :meth:`vm_slot`) as VM ``vm_id``'s."""

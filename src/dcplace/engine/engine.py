@@ -58,7 +58,6 @@ from dcplace.engine.cluster_state import (
     STATUS_NAMES,
     ClusterState,
     VmRecord,
-    place_many_by_heuristic,
 )
 from dcplace.engine.explain import (
     CLASS_NAMES,
@@ -119,6 +118,37 @@ class Placement:
     node: int | None
     explanation: Explanation | None = None
     accepted: Literal[True] = True
+
+
+@dataclass(frozen=True)
+class BulkPlacement:
+    """What :meth:`PlacementEngine.place_arrays` decided: per request the action (machine slot x NUMA nodes + node,
+    as the simulator numbers them) or -1 for a rejection."""
+
+    actions: npt.NDArray[np.int64]
+    multi: npt.NDArray[np.bool_]
+    numa: int
+    machine_ids: list[str]
+    """The machine of each slot when the call returned."""
+
+    @property
+    def accepted(self) -> npt.NDArray[np.bool_]:
+        return self.actions >= 0
+
+    @property
+    def machine_slots(self) -> npt.NDArray[np.int64]:
+        """The machine slot of each request, -1 for a rejection."""
+        return np.where(self.actions >= 0, self.actions // self.numa, -1)
+
+    @property
+    def nodes(self) -> npt.NDArray[np.int64]:
+        """The NUMA node of each request, -1 for a rejection or a VM split over every node."""
+        return np.where((self.actions >= 0) & ~self.multi, self.actions % self.numa, -1)
+
+    def machines(self) -> list[str | None]:
+        """The machine of each request (None: rejected)."""
+        ids = self.machine_ids
+        return [ids[k] if k >= 0 else None for k in self.machine_slots.tolist()]
 
 
 @dataclass(frozen=True)
@@ -473,34 +503,109 @@ class PlacementEngine:
         return out, ticket
 
     def _batch_heuristic(self, pol: Heuristic, reqs: list[VmRequest], out: list[Decision]) -> None:
-        s = self.state
-        kn = self.numa
         n = len(reqs)
-        slots = s.reserve_slots(n)
         cpu = np.fromiter((r.cpu for r in reqs), np.float64, n)
         mem = np.fromiter((r.mem for r in reqs), np.float64, n)
         multi = np.fromiter((r.multi for r in reqs), np.bool_, n)
+        rejections: dict[int, Rejection] = {}
+
+        def rejected(k: int) -> None:  # explained on the state it was rejected in
+            r = reqs[k]
+            rejections[k] = self._rejection(pol, r, np.array([r.cpu, r.mem]), -1)
+
+        actions = self._heuristic_batch(pol, [r.id for r in reqs], cpu, mem, multi, rejected)
+        ids = self.state.machine_ids
+        kn = self.numa
+        for k, (r, a) in enumerate(zip(reqs, actions.tolist(), strict=True)):
+            out.append(rejections[k] if a < 0 else Placement(r.id, ids[a // kn], None if r.multi else a % kn))
+
+    def _heuristic_batch(
+        self,
+        pol: Heuristic,
+        ids: list[str],
+        cpu: npt.NDArray[np.float64],
+        mem: npt.NDArray[np.float64],
+        multi: npt.NDArray[np.bool_],
+        rejected: Any = None,
+    ) -> npt.NDArray[np.int64]:
+        """Decide and apply a batch with compiled heuristic ``pol`` (its index where it has one, as
+        :meth:`_decide_and_place`): the actions, -1 for a rejection (``rejected(k)`` is called at once, on the state
+        request ``k`` was rejected in). Ledger slots taken, counters kept; no durability here."""
+        s = self.state
+        n = len(ids)
+        slots = s.reserve_slots(n)
         actions = np.full(n, -1, np.int64)
+        index = pol.index() if pol.code != FIRST_FIT else None  # First-Fit's scan stops early: it stays
+        types = s.place_many_types(index, cpu, mem, multi)
+        w = self._weights(pol)
         i = 0
         while i < n:
-            j = int(
-                place_many_by_heuristic(
-                    pol.code, self._weights(pol), s.free, s.cap, s.vm_count, s.usable, s.used, s.pm_of, s.node_of,
-                    s.ctr, s.chg, s.demand, s.multi, slots, cpu, mem, multi, s.active, i, actions,
-                )
-            )  # fmt: skip
-            for k in range(i, j):
-                r = reqs[k]
-                a = int(actions[k])
-                if a >= 0:
-                    s.take_slot(r.id, int(slots[k]))
-                    out.append(Placement(r.id, s.machine_ids[a // kn], None if r.multi else a % kn))
-                else:
-                    out.append(self._rejection(pol, r, np.array([r.cpu, r.mem]), -1))
-            i = j
-        placed = sum(1 for d in out if isinstance(d, Placement))
+            i = s.place_many_by_heuristic(pol.code, w, slots, cpu, mem, multi, i, actions, index, types)
+            if actions[i - 1] < 0 and rejected is not None:
+                rejected(i - 1)
+        taken = actions >= 0
+        s.take_slots([v for v, t in zip(ids, taken.tolist(), strict=True) if t], slots, taken)
+        placed = int(taken.sum())
         self.counters["placed"] += placed
         self.counters["rejected"] += n - placed
+        return actions
+
+    def place_arrays(
+        self,
+        ids: list[str],
+        cpu: npt.ArrayLike,
+        mem: npt.ArrayLike,
+        multi: npt.ArrayLike | None = None,
+        policy: str | None = None,
+    ) -> BulkPlacement:
+        """Bulk admission with arrays in and out: request ``i`` is VM ``ids[i]`` asking ``cpu[i]`` cores and
+        ``mem[i]`` GB (per NUMA node it spans: all of them where ``multi[i]``). The decisions of one :meth:`place`
+        call each, in order (``explain=False``), under one lock hold and one commit, without building a Python
+        object per request: for replays and bulk admission at high rates. A compiled heuristic decides in one
+        compiled loop; any other policy through :meth:`place_batch`. Rejections are marked, not explained (ask
+        :meth:`explain` for one). A duplicate or invalid request fails the whole call before anything is placed."""
+        n = len(ids)
+        c = np.ascontiguousarray(cpu, np.float64).reshape(-1)
+        m = np.ascontiguousarray(mem, np.float64).reshape(-1)
+        mu = np.zeros(n, np.bool_) if multi is None else np.ascontiguousarray(multi, np.bool_).reshape(-1)
+        for name, arr in (("cpu", c), ("mem", m), ("multi", mu)):
+            if len(arr) != n:
+                raise InputError(f"has {len(arr)} values for {n} ids", field=name)
+        for name, arr in (("cpu", c), ("mem", m)):
+            bad = np.flatnonzero(~(np.isfinite(arr) & (arr > 0)))
+            if len(bad):
+                raise InputError(f"must be a finite number above 0, got {arr[bad[0]]!r} for VM {ids[bad[0]]!r}",
+                                 field=name)  # fmt: skip
+        for vid in ids:
+            if type(vid) is not str or not 0 < len(vid) <= 256 or vid != vid.strip():
+                _ident(vid, "id")
+        if len(set(ids)) != n:
+            raise Conflict("the batch names a VM id twice", field="id")
+        pol = self.policy(policy)
+        if type(pol) is not Heuristic:
+            out = self.place_batch([VmRequest(i, float(x), float(y), bool(z)) for i, x, y, z in
+                                    zip(ids, c.tolist(), m.tolist(), mu.tolist(), strict=True)], policy)  # fmt: skip
+            slot = {mid: k for k, mid in enumerate(self.state.machine_ids)}
+            actions = np.array([slot[d.machine] * self.numa + (d.node or 0) if isinstance(d, Placement) else -1
+                                for d in out], np.int64)  # fmt: skip
+            return BulkPlacement(actions, mu, self.numa, list(self.state.machine_ids))
+        with self.lock:
+            self._check_store()
+            taken = self.state.slot_of_vm.keys() & set(ids)
+            if taken:
+                raise Conflict(f"a VM {sorted(taken)[0]!r} is already placed", field="id")
+            actions = self._heuristic_batch(pol, ids, c, m, mu)
+            ticket = 0
+            if self.store is not None:
+                kn = self.numa
+                mids = self.state.machine_ids
+                rows: list[Change] = [VmRow(v, mids[a // kn], None if x else a % kn, cc, mm, x, False)
+                                      for v, a, cc, mm, x in zip(ids, actions.tolist(), c.tolist(), m.tolist(),
+                                                                 mu.tolist(), strict=True) if a >= 0]  # fmt: skip
+                ticket = self._commit(rows) if rows else 0
+            result = BulkPlacement(actions, mu, self.numa, list(self.state.machine_ids))
+        self._wait(ticket)
+        return result
 
     def _decide_and_place(self, pol: NumaPolicy, req: VmRequest, explain: bool) -> Decision:
         """Decide with ``pol`` and apply (no durability here); counts and keeps explanations."""

@@ -721,6 +721,22 @@ def _root(a: np.ndarray) -> np.ndarray:
     return a
 
 
+def _distinct_rows(rows: npt.NDArray[np.float64]) -> tuple[F64, I64, I64]:
+    """``np.unique(rows, axis=0, return_inverse=True, return_counts=True)`` (rows in lexicographic order) by a
+    numeric lexsort of the columns: the same answer, about 10x faster than unique's structured sort here."""
+    n = len(rows)
+    if n == 0:
+        return rows[:0], np.zeros(0, np.int64), np.zeros(0, np.int64)
+    order = np.lexsort(rows.T[::-1])
+    sr = rows[order]
+    new = np.ones(n, np.bool_)
+    new[1:] = np.any(sr[1:] != sr[:-1], axis=1)
+    group = np.cumsum(new) - 1
+    inverse = np.empty(n, np.int64)
+    inverse[order] = group
+    return sr[new], inverse, np.bincount(group).astype(np.int64)
+
+
 class HeuristicIndex:
     """The index of one compiled heuristic (``code``, weights ``w``) over one state's arrays: the frontier, and a
     tree per request type.
@@ -820,12 +836,11 @@ class HeuristicIndex:
         """``(n,)`` the tree of each request of a trace (-1: none), the most frequent types first."""
         if self._trace is not None and self._trace[0] is demand:
             return self._trace[1]
-        rows = np.c_[demand, multi.astype(np.float64)]
-        kinds, inverse, counts = np.unique(rows, axis=0, return_inverse=True, return_counts=True)
+        kinds, inverse, counts = _distinct_rows(np.c_[demand, multi.astype(np.float64)])
         out = np.full(len(kinds), -1, np.int64)
         for i in np.argsort(-counts, kind="stable"):
             out[i] = self.type_of(kinds[i, :2], bool(kinds[i, 2]))
-        got = np.ascontiguousarray(out[inverse.ravel()])
+        got = np.ascontiguousarray(out[inverse])
         self._trace = (demand, got)
         return got
 
