@@ -105,6 +105,29 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def commit_latency(folder: Path, n: int = 200) -> dict[str, float]:
+    """Latency of one durable SQLite commit (WAL, synchronous=FULL, one small row) on the disk holding ``folder``:
+    the floor under every durable answer. A request that arrives while a group commit is under way waits for it
+    and then for its own, so its latency is at least two commits."""
+    import sqlite3
+
+    con = sqlite3.connect(folder / "fsync-probe.db", isolation_level=None)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("PRAGMA synchronous=FULL")
+    con.execute("CREATE TABLE t (id INTEGER PRIMARY KEY)")
+    lat = []
+    for i in range(n):
+        t0 = time.perf_counter()
+        con.execute("BEGIN")
+        con.execute("INSERT INTO t VALUES (?)", (i,))
+        con.execute("COMMIT")
+        lat.append(time.perf_counter() - t0)
+    con.close()
+    a = np.asarray(lat) * 1e3
+    return {"commit_p50_ms": float(np.percentile(a, 50)), "commit_p90_ms": float(np.percentile(a, 90)),
+            "commit_p99_ms": float(np.percentile(a, 99))}  # fmt: skip
+
+
 def make_clients(url: str, n: int, kind: str) -> list[httpx.AsyncClient | RawClient]:
     """One client (one connection) per worker: httpx's shared pool is several times slower with many workers."""
     return [RawClient(url) if kind == "raw" else httpx.AsyncClient(base_url=url, timeout=60) for _ in range(n)]
@@ -232,6 +255,7 @@ def main() -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryDirectory() as tmp:
+        disk = commit_latency(Path(tmp))
         proc = start_server(Path(tmp) / "bench.db", port, args.http)
         try:
             asyncio.run(register(url, args.machines, args.clients))
@@ -253,6 +277,7 @@ def main() -> None:
             proc.wait(30)
     engine = engine_for(NumaCluster.uniform(args.machines), "best-fit")
     inproc = run_stream(engine, trace, max_requests=args.requests, samples=0, release=not args.batch)
+    res.update(disk)
     res.update({"machines": args.machines, "clients": args.clients, "explain": args.explain, "trace": name,
                 "client": args.client, "http": args.http,
                 "commits": commits, "in_process_accepted": inproc.accepted, "host": platform.node(),
@@ -265,7 +290,9 @@ def main() -> None:
           f"durable placements/s ({res['operations_per_s']:,.0f} operations/s with releases), p50 "
           f"{res['p50_ms']:.1f} ms, p99 {res['p99_ms']:.1f} ms; accepted {res['accepted']} of {res['creations']} "
           f"(in process: {inproc.accepted}); {commits:.0f} commits for {ops:,} "
-          f"operations; server CPU {res['server_cpu_ms_per_request']:.3f} ms per HTTP request", flush=True)  # fmt: skip
+          f"operations; server CPU {res['server_cpu_ms_per_request']:.3f} ms per HTTP request; one durable commit on "
+          f"this disk p50 {res['commit_p50_ms']:.1f} ms, p90 {res['commit_p90_ms']:.1f} ms; load "
+          f"{res['load_avg']:.1f}", flush=True)  # fmt: skip
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         with args.out.open("a") as f:
