@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from dcplace.errors import InputError
+from dcplace.errors import InputError, Terminated
 
 
 def _fail(exc: InputError) -> None:
@@ -83,6 +83,8 @@ def serve(
             access_log=False,
             http=http,
         )
+    except (KeyboardInterrupt, Terminated):  # uvicorn shut down gracefully, then re-raised the signal to us
+        typer.echo(f"dcplace serve: stopped; every acknowledged change is durable in {db}", err=True)
     finally:
         engine.close()
 
