@@ -13,6 +13,7 @@ import torch
 from typer.testing import CliRunner
 
 from dcplace.cli.main import app
+from dcplace.cluster.numa import NumaCluster
 from dcplace.errors import InputError
 from dcplace.learn import forecast as FC
 from dcplace.learn.config import HINDSIGHT_DQN, DQNConfig, HindsightConfig
@@ -116,3 +117,26 @@ def test_cli_train_entries(tmp_path, command):
     assert res.exit_code == 0 and json.loads(res.output)["policy"] == command, res.output
     res = runner.invoke(app, ["train", command, "--regime", "nowhere", "--out", str(tmp_path / "x")])
     assert res.exit_code == 2 and "regime" in res.output
+
+
+def test_cli_name_lists_match_the_library():
+    from dcplace.bench.cvd_regime import REGIMES
+    from dcplace.cli.train import REGIME_NAMES, REWARD_NAMES
+    from dcplace.learn.rewards import REWARDS
+
+    assert set(REGIME_NAMES) == set(REGIMES) and set(REWARD_NAMES) == set(REWARDS)
+
+
+def test_delta_cpu_reward_weighs_probe_types_by_cores():
+    from dcplace.learn.dqn import probe_types
+    from dcplace.learn.rewards import DeltaReward, numa_reward
+    from dcplace.sim.numa import NumaSim
+
+    probes = probe_types(TRACE)
+    reward = numa_reward("delta-cpu", probes)
+    assert isinstance(reward, DeltaReward) and reward.name == "delta-cpu"
+    _, _, weight = reward.probes
+    np.testing.assert_allclose(weight, probes[2] * probes[0][:, 0] / (probes[2] * probes[0][:, 0]).sum())
+    sim = NumaSim(NumaCluster.uniform(4), TRACE, Scenario(pms=4, warm_start=0.0, release=False))
+    sim.reset(seed=0)
+    assert reward(sim, 0) == pytest.approx(1.0)  # an empty machine: the request consumes exactly its own room

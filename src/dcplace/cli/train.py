@@ -367,21 +367,21 @@ class HindsightTrainRun(RegimeTrainRun):
 
 
 def _padrl_dqn() -> DQNConfig:
-    return DQNConfig(loss="machine", batch=1024)
+    return DQNConfig(loss="machine", batch=1024, zero_init=True, eval_every=5)
 
 
 @dataclass(frozen=True)
 class PadrlTrainRun(RegimeTrainRun):
     """One ``train padrl`` run."""
 
-    epochs: int = 40
+    epochs: int = 20
     """epochs of 5 episodes"""
     forecast_hidden: int = 32
     """hidden units of the demand-forecast LSTM"""
     horizon: int = 64
     """requests the forecast covers"""
     dqn: DQNConfig = field(default_factory=_padrl_dqn)
-    """Double DQN's settings (the per-machine loss by default)"""
+    """Double DQN's settings (the per-machine loss, batches of 1,024, zero_init, validation every 5 epochs)"""
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -163,7 +163,7 @@ class HindsightConfig(_Mapped):
     reference's rollout, plus the reference's own choice)."""
     extra: int = 20
     """Requests after the failing one in the window (the plan must place them too to score them)."""
-    repairs: int = 3
+    repairs: int = 5
     """Windows planned per training episode at most."""
     solve_s: float = 10.0
     """CP-SAT's time limit per window, seconds (the issue's budget: 10)."""
@@ -182,7 +182,7 @@ class HindsightConfig(_Mapped):
 
 
 HINDSIGHT_DQN = DQNConfig(
-    batch=128, learning_starts=64, updates_per_epoch=32, episodes_per_epoch=2, lr=1e-3, zero_init=True
+    batch=128, learning_starts=64, updates_per_epoch=32, episodes_per_epoch=2, lr=1e-3, zero_init=True, eval_every=3
 )
-"""The epoch's settings for imitation: two labelled episodes per epoch (each about 40-120 examples), updates from
-the first 64 examples on."""
+"""The epoch's settings for imitation: two labelled episodes per epoch (0-1,000 examples each: about 200 per window
+whose plan repairs the failure), updates from the first 64 examples on, validation every 3 epochs."""
