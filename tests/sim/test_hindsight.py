@@ -3,47 +3,20 @@ the aggregate relaxation is never below it, and no heuristic ever places more th
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
-from conftest import make_table
+from conftest import make_table, tiny_numa_episodes
 from dcplace.cluster import NumaCluster
 from dcplace.policies import get_policy
 from dcplace.sim import NumaSim, PreparedTrace, Scenario
 from dcplace.sim import numa_kernel as K
 from dcplace.sim.episodes import finish
-from dcplace.sim.hindsight import (
-    aggregate_bound,
-    brute_force_length,
-    exact_length,
-    instance_at,
-    instance_from_sim,
-    plan_window,
-)
-
-FLAVOURS = [(1, 1), (2, 4), (4, 8), (8, 16), (8, 32), (16, 32), (16, 64)]
-
-
-@st.composite
-def episodes(draw):
-    """A tiny trace (warm-up and scored requests), 1-2 machines of 2 nodes, releases on or off, a warm start."""
-    n = draw(st.integers(1, 10))
-    gaps = draw(st.lists(st.integers(0, 5), min_size=n, max_size=n))
-    lives = draw(st.lists(st.integers(0, 30), min_size=n, max_size=n))
-    kinds = draw(st.lists(st.integers(0, len(FLAVOURS) - 1), min_size=n, max_size=n))
-    arrival = np.cumsum(gaps).astype(float)
-    table = make_table([(arrival[i], lives[i], *FLAVOURS[kinds[i]]) for i in range(n)], threshold=16.0)
-    machines = draw(st.integers(1, 2))
-    cluster = NumaCluster.uniform(machines, cpu=draw(st.sampled_from([8.0, 16.0])), mem=32.0)
-    scenario = Scenario(pms=machines, release=draw(st.booleans()), warm_start=draw(st.sampled_from([0.0, 0.3])),
-                        start_range=(0, 1))  # fmt: skip
-    return cluster, PreparedTrace.build(table), scenario
+from dcplace.sim.hindsight import aggregate_bound, brute_force_length, exact_length, instance_from_sim
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(ep=episodes())
+@given(ep=tiny_numa_episodes())
 def test_exact_equals_brute_force_and_bounds_every_heuristic(ep):
     cluster, trace, scenario = ep
     sim = NumaSim(cluster, trace, scenario)
@@ -118,51 +91,3 @@ def test_first_single_failure_rejects_double_numa_and_ends_at_a_single():
         step.step(get_policy("first-fit").choose(step.view()))
     assert fast.result() == step.result()
     assert (fast.result().length, fast.result().rejected) == (3, 1)
-
-
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(ep=episodes(), skip=st.integers(0, 3))
-def test_window_plan_is_optimal_from_any_decision_and_the_simulator_accepts_it(ep, skip):
-    """From any decision of a First-Fit episode: the plan's prefix is the brute-force optimum of the window, it keeps
-    First-Fit's own choices when they already place the whole window, and stepping the simulator through the plan
-    never fails before its end."""
-    cluster, trace, scenario = ep
-    sim = NumaSim(cluster, trace, scenario)
-    status = sim.reset(seed=0)
-    ff = get_policy("first-fit")
-    for _ in range(skip):
-        if status != K.DECIDE:
-            return
-        status = sim.step(ff.choose(sim.view()))
-    if status != K.DECIDE:
-        return
-    inst = instance_at(sim, limit=6)
-    rollout = sim.copy()
-    prefer = np.full(inst.requests, -1, np.int64)
-    for j in range(inst.requests):
-        if rollout.status != K.DECIDE:
-            break
-        prefer[j] = ff.choose(rollout.view())
-        rollout.step(int(prefer[j]))
-    plan = plan_window(inst, prefer, time_limit_s=20.0)
-    assert plan.optimal and plan.value == brute_force_length(inst) == plan.bound
-    assert np.all(plan.actions[: plan.value] >= 0) and np.all(plan.actions[plan.value :] == -1)
-    if rollout.result().length - sim.result().length >= inst.requests:  # First-Fit already places the window
-        assert plan.kept == plan.value and np.array_equal(plan.actions, prefer)
-    for a in plan.actions[: plan.value]:
-        assert sim.status == K.DECIDE
-        sim.step(int(a))
-    assert sim.status != K.INVALID
-
-
-def test_window_plan_respects_allowed_actions():
-    # two 4-core single-node machines, two 4-core VMs that never leave: each machine takes one
-    table = make_table([(0, 100, 4, 4), (1, 100, 4, 4)])
-    sim = NumaSim(NumaCluster.uniform(2, numa=1, cpu=4.0, mem=90.0), PreparedTrace.build(table),
-                  Scenario(pms=2, release=False, start_range=(0, 1)))  # fmt: skip
-    sim.reset(seed=0)
-    inst = instance_at(sim, limit=10)
-    assert plan_window(inst).value == 2
-    only_first = [np.array([0]), np.array([0])]
-    plan = plan_window(inst, allowed=only_first)  # both restricted to machine 0: only one fits
-    assert plan.value == 1 and plan.actions.tolist() == [0, -1]

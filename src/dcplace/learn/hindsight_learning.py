@@ -15,7 +15,7 @@ One training episode (:meth:`HindsightTrainer.run_episode`, a training start of 
    (:func:`dcplace.sim.hindsight.instance_at`), each decision before the failure restricted to the candidates it had
    (plus the reference's choice; the failing request and the ones after it may go anywhere). CP-SAT finds the
    longest placeable prefix of the window, and among those plans the one keeping most of the reference's choices
-   (:func:`dcplace.sim.hindsight.plan_window`, ``solve_s`` seconds at most, one worker): the plan departs from the
+   (:func:`plan_window`, ``solve_s`` seconds at most, one worker): the plan departs from the
    reference only where the future needs it.
 3. If the plan places more than the ``window`` requests before the failure, follow it, and record each decision of
    the window as a labelled example (the state's candidate rows and the plan's action); then continue with the
@@ -36,6 +36,7 @@ replay buffer holding labelled examples instead of transitions (``gamma``, ``eps
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -49,11 +50,29 @@ from dcplace.learn.config import HINDSIGHT_DQN, DQNConfig, HindsightConfig
 from dcplace.learn.cvd_model import CvdConfig
 from dcplace.learn.dqn import DoubleDQN
 from dcplace.learn.replay import Layout
+from dcplace.placement.cpsat import run_cp
+from dcplace.placement.stop import Deadline
 from dcplace.policies import get_policy
 from dcplace.policies.base import NumaPolicy
 from dcplace.sim import numa_kernel as K
-from dcplace.sim.hindsight import instance_at, plan_window
+from dcplace.sim.hindsight import HindsightInstance, WindowPlan, instance_at, window_model
 from dcplace.sim.numa import NumaSim, NumaView, PreparedTrace, Scenario
+
+
+def plan_window(
+    inst: HindsightInstance,
+    prefer: npt.NDArray[np.int64] | None = None,
+    time_limit_s: float = 10.0,
+    seed: int = 0,
+    allowed: list[npt.NDArray[np.int64] | None] | None = None,
+) -> WindowPlan:
+    """The hindsight plan of :func:`dcplace.sim.hindsight.window_model`, solved by
+    :func:`dcplace.placement.cpsat.run_cp` within ``time_limit_s`` (one worker, ``seed``; CP-SAT's SIGINT handler
+    off, an interrupt stops the search and is raised again). ``value`` / ``bound`` count placed requests."""
+    wm = window_model(inst, prefer, allowed)
+    t0 = time.perf_counter()
+    ans = run_cp(wm.model, Deadline(time_limit_s), workers=1, seed=seed)
+    return wm.decode(ans.solver, ans.status, time.perf_counter() - t0)
 
 
 def rollout(

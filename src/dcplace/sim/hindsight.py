@@ -24,8 +24,14 @@ when releases are off; a warm VM is live while ``departure > arrival_j``.
   node and resource: fixed live use + sum of the live placed requests' shares <= capacity; objective: max
   ``sum_j placed_j``. Returns the value and whether CP-SAT proved it optimal (otherwise its proven bound).
 * :func:`brute_force_length` (tiny instances, tests only): the online episode itself, searched over every choice.
+* :func:`window_model` (Hindsight Learning's labels, :mod:`dcplace.learn.hindsight_learning`): the same model over a
+  window from *any* decision (:func:`instance_at`: every VM live there fixed), each request's actions pruned to the
+  nodes where the fixed VMs leave it room (no plan loses one) and optionally to a given set (a policy's candidates),
+  capacity checked at each arrival on the nodes that request can take (use on a node grows only at an arrival placed
+  there); objective ``max (n + 1) * sum_j placed_j + sum_j x[j, prefer_j]`` (the longest prefix, then the most
+  preferred actions): :func:`window_model`, solved by :func:`dcplace.learn.hindsight_learning.plan_window`.
 
-``ortools`` is imported inside :func:`exact_length` only (``highspy`` and ``ortools`` cannot share a process).
+``ortools`` is imported inside the CP-SAT functions only (``highspy`` and ``ortools`` cannot share a process).
 """
 
 from __future__ import annotations
@@ -285,34 +291,49 @@ def _prefix_model(inst: HindsightInstance, actions: list[list[int]]) -> tuple[An
     return model, x, placed
 
 
-def exact_length(inst: HindsightInstance, time_limit_s: float = 10.0, seed: int = 0) -> ExactResult:
-    """L* by CP-SAT (module docstring), or CP-SAT's proven bound when ``time_limit_s`` runs out."""
-    plan = plan_window(inst, None, time_limit_s, seed)
-    return ExactResult(value=plan.value, bound=plan.bound, optimal=plan.optimal, wall_s=plan.wall_s)
+@dataclass
+class WindowModel:
+    """The CP-SAT model of a window (:func:`window_model`), its variables, and how to read a plan from a solver."""
+
+    model: Any  # cp_model.CpModel
+    x: list[dict[int, Any]]  # x[j][a]: request j at action a
+    placed: list[Any]  # placed[j]
+    keep: list[Any]  # x[j][prefer_j] of the requests whose preferred action is in the model
+    big: int  # n + 1: the weight of one placed request in the objective
+
+    def decode(self, solver: Any, status: str, wall_s: float) -> WindowPlan:
+        """The plan in ``solver`` after a solve that ended with ``status`` (optimal, feasible, infeasible, unknown);
+        a solve that timed out before any solution gives the empty plan (value 0) with CP-SAT's bound."""
+        n = len(self.x)
+        chosen = np.full(n, -1, np.int64)
+        if status == "infeasible":
+            raise RuntimeError("CP-SAT calls the window infeasible; the empty prefix is feasible")
+        bound = int(np.floor(solver.best_objective_bound / self.big + 1e-9))
+        if status not in ("optimal", "feasible"):
+            return WindowPlan(value=0, bound=bound, optimal=False, wall_s=wall_s, actions=chosen, kept=0)
+        for j in range(n):
+            for a, var in self.x[j].items():
+                if solver.boolean_value(var):
+                    chosen[j] = a
+        value = int((chosen >= 0).sum())
+        kept = sum(int(solver.boolean_value(v)) for v in self.keep)
+        return WindowPlan(value=value, bound=max(bound, value), optimal=status == "optimal", wall_s=wall_s,
+                          actions=chosen, kept=kept)  # fmt: skip
 
 
-def plan_window(
-    inst: HindsightInstance,
-    prefer: I64 | None = None,
-    time_limit_s: float = 10.0,
-    seed: int = 0,
-    allowed: list[I64 | None] | None = None,
-) -> WindowPlan:
-    """A hindsight-optimal plan of the window ``inst`` (:func:`instance_at`): the longest placeable prefix, and among
-    the plans placing it the one keeping most preferred actions ``prefer[j]`` (-1: none; e.g. a heuristic's own
-    choices, so the plan departs from them only where the future needs it). ``allowed[j]``, when given and not
-    None, restricts request ``j`` to those actions (e.g. a policy's candidates: the plan is then optimal among the
-    plans such a policy could follow, and the model stays small over long windows).
+def window_model(
+    inst: HindsightInstance, prefer: I64 | None = None, allowed: list[I64 | None] | None = None
+) -> WindowModel:
+    """The model of a hindsight-optimal plan of the window ``inst`` (:func:`instance_at`): the longest placeable
+    prefix, and among the plans placing it the one keeping most preferred actions ``prefer[j]`` (-1: none; e.g. a
+    policy's own choices, so the plan departs from them only where the future needs it). ``allowed[j]``, when given
+    and not None, restricts request ``j`` to those actions (e.g. a policy's candidates: the plan is then optimal among
+    the plans such a policy could follow, and the model stays small over long windows).
 
     Objective: ``max (n + 1) * sum_j placed_j + sum_j x[j, prefer_j]`` (the tie-break can never buy a shorter
-    prefix). Solved by :func:`dcplace.placement.cpsat.run_cp` (one worker, ``seed``, CP-SAT's SIGINT handler off);
-    the preferred actions are the solution hint. ``value`` / ``bound`` count placed requests; a solve that times out
-    before any solution returns the empty plan (value 0) with CP-SAT's bound."""
-    import time
-
-    from dcplace.placement.cpsat import run_cp
-    from dcplace.placement.stop import Deadline
-
+    prefix); the preferred actions are a complete solution hint. Solved by :func:`exact_length` here, and by
+    :func:`dcplace.learn.hindsight_learning.plan_window` through :func:`dcplace.placement.cpsat.run_cp` (the
+    simulator layer does not import the optimiser's)."""
     n = inst.requests
     k = inst.capacity.shape[1]
     if prefer is not None:  # a multi-NUMA request's action is its machine's node 0 here (any node names it)
@@ -325,7 +346,6 @@ def plan_window(
                 keep_j |= {int(prefer[j])} if prefer is not None else set()
                 actions[j] = [a for a in actions[j] if a in keep_j]
     model, x, placed = _prefix_model(inst, actions)
-    big = n + 1
     keep = []
     if prefer is not None:
         for j in range(n):
@@ -340,23 +360,26 @@ def plan_window(
             model.add_hint(placed[j], int(j < hinted))
             for a, var in x[j].items():
                 model.add_hint(var, int(j < hinted and a == int(prefer[j])))
+    big = n + 1
     model.maximize(big * sum(placed) + sum(keep))
-    t0 = time.perf_counter()
-    ans = run_cp(model, Deadline(time_limit_s), workers=1, seed=seed)
-    wall = time.perf_counter() - t0
-    solver = ans.solver
-    chosen = np.full(n, -1, np.int64)
-    if ans.status == "infeasible":
-        raise RuntimeError("CP-SAT calls the window infeasible; the empty prefix is feasible")
-    if not ans.found:  # time out before any solution: the empty plan, with CP-SAT's bound
-        bound = int(np.floor(solver.best_objective_bound / big + 1e-9))
-        return WindowPlan(value=0, bound=bound, optimal=False, wall_s=wall, actions=chosen, kept=0)
-    for j in range(n):
-        for a, var in x[j].items():
-            if solver.boolean_value(var):
-                chosen[j] = a
-    value = int((chosen >= 0).sum())
-    kept = sum(int(solver.boolean_value(v)) for v in keep)
-    bound = int(np.floor(solver.best_objective_bound / big + 1e-9))
-    return WindowPlan(value=value, bound=max(bound, value), optimal=ans.status == "optimal", wall_s=wall,
-                      actions=chosen, kept=kept)  # fmt: skip
+    return WindowModel(model, x, placed, keep, big)
+
+
+def exact_length(inst: HindsightInstance, time_limit_s: float = 10.0, seed: int = 0) -> ExactResult:
+    """L* by CP-SAT (module docstring), or CP-SAT's proven bound when ``time_limit_s`` runs out."""
+    from ortools.sat.python import cp_model  # only here: ortools and highspy cannot share a process
+
+    wm = window_model(inst)
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = float(time_limit_s)
+    solver.parameters.num_workers = 1
+    solver.parameters.random_seed = int(seed)
+    # CP-SAT's own SIGINT handler resets SIGINT to the C default when the solve ends, after which Ctrl-C kills the
+    # process instead of raising KeyboardInterrupt (what the CLI's exit 130 and the atomic outputs rely on).
+    solver.parameters.catch_sigint_signal = False
+    status = solver.solve(wm.model)
+    names = {cp_model.OPTIMAL: "optimal", cp_model.FEASIBLE: "feasible", cp_model.INFEASIBLE: "infeasible"}
+    plan = wm.decode(solver, names.get(status, "unknown"), solver.wall_time)
+    if plan.value == 0 and status not in names:
+        raise RuntimeError(f"CP-SAT found no solution ({solver.status_name(status)}); the empty prefix is feasible")
+    return ExactResult(value=plan.value, bound=plan.bound, optimal=plan.optimal, wall_s=plan.wall_s)
