@@ -140,3 +140,10 @@ def test_delta_cpu_reward_weighs_probe_types_by_cores():
     sim = NumaSim(NumaCluster.uniform(4), TRACE, Scenario(pms=4, warm_start=0.0, release=False))
     sim.reset(seed=0)
     assert reward(sim, 0) == pytest.approx(1.0)  # an empty machine: the request consumes exactly its own room
+
+
+def test_neither_new_trainer_offers_a_resume(tmp_path):
+    with pytest.raises(InputError, match="cannot be resumed"):
+        HindsightTrainer.resume(TRACE, SCENARIO, 0, tmp_path, "synthetic")
+    with pytest.raises(InputError, match="cannot be resumed"):
+        PadrlTrainer.resume(TRACE, SCENARIO, 0, tmp_path, "synthetic")

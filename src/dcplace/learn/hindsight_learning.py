@@ -46,10 +46,12 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from dcplace.errors import InputError
 from dcplace.learn.config import HINDSIGHT_DQN, DQNConfig, HindsightConfig
 from dcplace.learn.cvd_model import CvdConfig
 from dcplace.learn.dqn import DoubleDQN
 from dcplace.learn.replay import Layout
+from dcplace.learn.rewards import Reward
 from dcplace.placement.cpsat import run_cp
 from dcplace.placement.stop import Deadline
 from dcplace.policies import get_policy
@@ -142,6 +144,19 @@ class HindsightTrainer(DoubleDQN):
         self.repaired = 0
         """Windows whose plan placed the request the reference failed on."""
         super().__init__(trace, scenario, seed, out, model, dqn or HINDSIGHT_DQN, trace_name)
+
+    @classmethod
+    def resume(
+        cls,
+        trace: PreparedTrace,
+        scenario: Scenario,
+        seed: int,
+        out: Path,
+        trace_name: str,
+        reward: Reward | None = None,
+    ) -> HindsightTrainer:
+        """Not offered: the labels and the label-making settings are not kept for an exact resume."""
+        raise InputError(f"{out}: a Hindsight Learning run cannot be resumed; start a new one")
 
     def prepare_model(self, model: CvdConfig, trace: PreparedTrace, dqn: DQNConfig) -> tuple[CvdConfig, DQNConfig]:
         from dcplace.learn.dqn import probe_types

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from dcplace.errors import InputError
 from dcplace.learn import forecast as FC
 from dcplace.learn.cvd_model import CvdAgent, CvdConfig
 from dcplace.learn.cvd_rl import CvdRlTrainer, TDRule
@@ -60,6 +61,20 @@ class PadrlTrainer(CvdRlTrainer):
         for net in (self.net, self.target):
             net.forecast.load_state_dict(self._lstm.state_dict())
         self.agent = CvdAgent(self.net)
+
+    @classmethod
+    def resume(
+        cls,
+        trace: PreparedTrace,
+        scenario: Scenario,
+        seed: int,
+        out: Path,
+        trace_name: str,
+        reward: Reward | None = None,
+        td: TDRule | None = None,
+    ) -> PadrlTrainer:
+        """Not offered: the forecast's settings are not kept for an exact resume."""
+        raise InputError(f"{out}: a PADRL run cannot be resumed; start a new one")
 
     def prepare_model(self, model: CvdConfig, trace: PreparedTrace, dqn: DQNConfig) -> tuple[CvdConfig, DQNConfig]:
         model = replace(model, forecast_hidden=model.forecast_hidden or 32)
