@@ -33,12 +33,15 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=20)
     ap.add_argument("--warm", type=float, default=0.5)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--zero-init", action="store_true", help="start V at 0 (DQNConfig.zero_init)")
+    ap.add_argument("--eval-every", type=int, default=10)
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
 
     prepared = PAPER_REGIME.prepare("huawei-east-1", args.seed)
     scenario = PAPER_REGIME.scenario(args.warm)
-    dqn = replace(DQNConfig(), loss=args.loss, batch=1024 if args.loss == "machine" else 256)
+    dqn = replace(DQNConfig(), loss=args.loss, batch=1024 if args.loss == "machine" else 256, zero_init=args.zero_init,
+                  eval_every=args.eval_every)  # fmt: skip
     trainer = CvdRlTrainer(prepared, scenario, args.seed, args.out, CvdConfig(kind="cvd"), dqn, "huawei-east-1 paper")
     trainer.train(args.epochs)
     cluster = PAPER_REGIME.cluster(scenario.pms)

@@ -8,6 +8,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np
 import pytest
+from hypothesis import strategies as st
 
 from dcplace.workload.table import RequestTable
 
@@ -23,3 +24,26 @@ def tiny_csv(tmp_path):
     p = tmp_path / "tiny.csv"
     p.write_text("vmid,cpu,mem,at,lt\n0,4,16,0,100\n1,1,2,5,50\n2,16,64,7,30\n3,2,4,7,10\n")
     return p
+
+
+FLAVOURS = [(1, 1), (2, 4), (4, 8), (8, 16), (8, 32), (16, 32), (16, 64)]
+
+
+@st.composite
+def tiny_numa_episodes(draw):
+    """A tiny trace (warm-up and scored requests), 1-2 machines of 2 nodes, releases on or off, a warm start: the
+    hindsight tests' instances (small enough for an exhaustive search)."""
+    from dcplace.cluster import NumaCluster
+    from dcplace.sim import PreparedTrace, Scenario
+
+    n = draw(st.integers(1, 10))
+    gaps = draw(st.lists(st.integers(0, 5), min_size=n, max_size=n))
+    lives = draw(st.lists(st.integers(0, 30), min_size=n, max_size=n))
+    kinds = draw(st.lists(st.integers(0, len(FLAVOURS) - 1), min_size=n, max_size=n))
+    arrival = np.cumsum(gaps).astype(float)
+    table = make_table([(arrival[i], lives[i], *FLAVOURS[kinds[i]]) for i in range(n)], threshold=16.0)
+    machines = draw(st.integers(1, 2))
+    cluster = NumaCluster.uniform(machines, cpu=draw(st.sampled_from([8.0, 16.0])), mem=32.0)
+    scenario = Scenario(pms=machines, release=draw(st.booleans()), warm_start=draw(st.sampled_from([0.0, 0.3])),
+                        start_range=(0, 1))  # fmt: skip
+    return cluster, PreparedTrace.build(table), scenario

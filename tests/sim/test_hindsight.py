@@ -3,12 +3,10 @@ the aggregate relaxation is never below it, and no heuristic ever places more th
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
-from conftest import make_table
+from conftest import make_table, tiny_numa_episodes
 from dcplace.cluster import NumaCluster
 from dcplace.policies import get_policy
 from dcplace.sim import NumaSim, PreparedTrace, Scenario
@@ -16,27 +14,9 @@ from dcplace.sim import numa_kernel as K
 from dcplace.sim.episodes import finish
 from dcplace.sim.hindsight import aggregate_bound, brute_force_length, exact_length, instance_from_sim
 
-FLAVOURS = [(1, 1), (2, 4), (4, 8), (8, 16), (8, 32), (16, 32), (16, 64)]
-
-
-@st.composite
-def episodes(draw):
-    """A tiny trace (warm-up and scored requests), 1-2 machines of 2 nodes, releases on or off, a warm start."""
-    n = draw(st.integers(1, 10))
-    gaps = draw(st.lists(st.integers(0, 5), min_size=n, max_size=n))
-    lives = draw(st.lists(st.integers(0, 30), min_size=n, max_size=n))
-    kinds = draw(st.lists(st.integers(0, len(FLAVOURS) - 1), min_size=n, max_size=n))
-    arrival = np.cumsum(gaps).astype(float)
-    table = make_table([(arrival[i], lives[i], *FLAVOURS[kinds[i]]) for i in range(n)], threshold=16.0)
-    machines = draw(st.integers(1, 2))
-    cluster = NumaCluster.uniform(machines, cpu=draw(st.sampled_from([8.0, 16.0])), mem=32.0)
-    scenario = Scenario(pms=machines, release=draw(st.booleans()), warm_start=draw(st.sampled_from([0.0, 0.3])),
-                        start_range=(0, 1))  # fmt: skip
-    return cluster, PreparedTrace.build(table), scenario
-
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(ep=episodes())
+@given(ep=tiny_numa_episodes())
 def test_exact_equals_brute_force_and_bounds_every_heuristic(ep):
     cluster, trace, scenario = ep
     sim = NumaSim(cluster, trace, scenario)

@@ -1,6 +1,7 @@
 """Train a learned policy (curves, checkpoints, --resume).
 
-``train nara`` (PPO on a GNN), ``train cvd-rl`` and ``train schedrl`` (Double DQN). Each takes its settings from
+``train nara`` (PPO on a GNN), ``train cvd-rl``, ``train schedrl`` and ``train padrl`` (Double DQN), ``train hindsight``
+(imitation of hindsight plans). Each takes its settings from
 flags and ``--config FILE.toml`` and writes the resolved settings as ``config.toml`` into its ``--out`` folder, beside
 policy.pt, checkpoint.pt, curves and train.json.
 """
@@ -21,7 +22,7 @@ from dcplace.cli.common import console, err_console
 from dcplace.cli.options import Flag, config_command, write_config
 from dcplace.config import check, check_types
 from dcplace.errors import InputError
-from dcplace.learn.config import DQNConfig, PPOConfig
+from dcplace.learn.config import DQNConfig, HindsightConfig, PPOConfig
 
 if TYPE_CHECKING:
     from dcplace.sim.numa import Scenario
@@ -317,3 +318,149 @@ def train_schedrl(
 ) -> None:
     """SchedRL: Double DQN over the whole cluster state with 2N action outputs (the paper's scalability contrast)."""
     _train_dqn("schedrl", cfg, out, resume, keep_replay)
+
+
+REGIME_NAMES = ("today", "paper")  # dcplace.bench.cvd_regime.REGIMES (checked by a test)
+
+
+@dataclass(frozen=True)
+class RegimeTrainRun:
+    """A run in one of the CVD-RL scenario readings (``train hindsight``, ``train padrl``)."""
+
+    regime: str = "paper"
+    """today (releases off) or paper (the calibrated reading, docs/cvd-rl.md)"""
+    trace: str = "huawei-east-1"
+    """huawei-east-1 (the paper regime restores its never-deleted VMs)"""
+    pms: int = 50
+    """machines (2 NUMA nodes of 40 CPU / 90 GB)"""
+    warm_start: float = 0.5
+    """CPU allocation rate reached before scoring"""
+    epochs: int = 15
+    """epochs (each: a few training episodes, then gradient steps)"""
+    seed: int = 0
+    """same seed, same weights"""
+    hidden: int = 64
+    """units per hidden layer of the 6-layer MLP"""
+
+    def __post_init__(self) -> None:
+        check_types(self)
+        check(self.regime in REGIME_NAMES, "regime", self.regime, "one of " + ", ".join(REGIME_NAMES))
+        for name in ("epochs", "hidden", "pms"):
+            check(getattr(self, name) >= 1, name, getattr(self, name), "at least 1")
+        check(0 <= self.warm_start < 1, "warm_start", self.warm_start, "in [0, 1)")
+
+
+def _hindsight_dqn() -> DQNConfig:
+    from dcplace.learn.config import HINDSIGHT_DQN
+
+    return HINDSIGHT_DQN
+
+
+@dataclass(frozen=True)
+class HindsightTrainRun(RegimeTrainRun):
+    """One ``train hindsight`` run."""
+
+    hindsight: HindsightConfig = field(default_factory=HindsightConfig)
+    """how the hindsight labels are made"""
+    dqn: DQNConfig = field(default_factory=_hindsight_dqn)
+    """the epoch's settings (episodes and gradient steps per epoch, batch, validation)"""
+
+
+def _padrl_dqn() -> DQNConfig:
+    return DQNConfig(loss="machine", batch=1024, zero_init=True, eval_every=5)
+
+
+@dataclass(frozen=True)
+class PadrlTrainRun(RegimeTrainRun):
+    """One ``train padrl`` run."""
+
+    epochs: int = 20
+    """epochs of 5 episodes"""
+    forecast_hidden: int = 32
+    """hidden units of the demand-forecast LSTM"""
+    horizon: int = 64
+    """requests the forecast covers"""
+    dqn: DQNConfig = field(default_factory=_padrl_dqn)
+    """Double DQN's settings (the per-machine loss, batches of 1,024, zero_init, validation every 5 epochs)"""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("forecast_hidden", "horizon"):
+            check(getattr(self, name) >= 1, name, getattr(self, name), "at least 1")
+        check(self.dqn.loss in ("cluster", "machine"), "dqn.loss", self.dqn.loss, "cluster or machine")
+        check(self.dqn.reward in REWARD_NAMES, "dqn.reward", self.dqn.reward, "one of " + ", ".join(REWARD_NAMES))
+
+
+REWARD_NAMES = ("delta", "delta-cpu", "vmagent")  # dcplace.learn.rewards.REWARDS (checked by a test)
+
+
+def _train_regime(label: str, cfg: RegimeTrainRun, out: Path | None, build: Callable[..., Any]) -> None:
+    """The shared body of ``train hindsight`` and ``train padrl``: ``build(prepared, scenario, folder)`` makes the
+    trainer (a :class:`dcplace.learn.dqn.DoubleDQN`)."""
+    from dcplace.bench.cvd_regime import regime_named
+    from dcplace.sim.episodes import check_hostable
+
+    regime = regime_named(cfg.regime)
+    prepared = regime.prepare(cfg.trace, 0)
+    check_hostable(regime.cluster(cfg.pms), prepared)
+    scenario = regime.scenario(cfg.warm_start, cfg.pms)
+    folder = out or Path(f"results/train/{label}-{cfg.pms}pm")
+    _fresh_folder(folder)
+    trainer = build(prepared, scenario, folder)
+    write_config(cfg, folder, f"dcplace train {label}")
+    ref = {h: trainer.validate_heuristic(h) for h in ("best-fit", "industrial")}
+
+    def shown(row: dict[str, float]) -> dict[str, Any]:
+        length, val = row["train_length"], trainer.best_validation
+        return {"completed": int(row["epoch"]), "len": f"{length:.0f}", "val": f"{val:.1f}"}
+
+    wall = _train_with_bar(
+        f"{label} {cfg.pms} PMs",
+        "epochs",
+        "len {task.fields[len]} val {task.fields[val]}",
+        cfg.epochs,
+        trainer.epoch,
+        {"len": "-", "val": "-"},
+        lambda on_row: trainer.train(cfg.epochs, on_row),
+        shown,
+    )
+    trainer.write_summary(_command(label), wall, validation_best_fit=ref["best-fit"],
+                          validation_industrial=ref["industrial"])  # fmt: skip
+    console.print(f"best validation length {trainer.best_validation:.1f} (best-fit {ref['best-fit']:.1f}, "
+                  f"industrial {ref['industrial']:.1f}); {trainer.wall_s:.0f} s of training; "
+                  f"policy in {folder}/policy.pt")  # fmt: skip
+
+
+HINDSIGHT_FLAGS = {
+    "dqn": Flag(skip=True),
+    "hindsight": Flag(skip=True),
+    "hindsight.window": Flag(help="decisions before a failure the plan may change"),
+    "hindsight.solve_s": Flag(help="CP-SAT's time limit per window, seconds"),
+}
+"""The flags of ``train hindsight``; the other settings come from a --config file ([hindsight], [dqn])."""
+
+
+@app.command("hindsight")
+@config_command(HindsightTrainRun, HINDSIGHT_FLAGS)
+def train_hindsight(cfg: HindsightTrainRun, out: Annotated[Path | None, typer.Option(help=OUT_HELP)] = None) -> None:
+    """Hindsight Learning: imitate CP-SAT's hindsight-optimal plans of the windows before each failure (the realised
+    future known), on CVD-RL's network. Writes policy.pt (best validation), checkpoint.pt, curves and train.json."""
+    from dcplace.learn.cvd_model import CvdConfig
+    from dcplace.learn.hindsight_learning import HindsightTrainer
+
+    _train_regime("hindsight", cfg, out, lambda p, sc, folder: HindsightTrainer(
+        p, sc, cfg.seed, folder, CvdConfig(kind="cvd", hidden=cfg.hidden), cfg.dqn, f"{cfg.trace} {cfg.regime}",
+        cfg.hindsight))  # fmt: skip
+
+
+@app.command("padrl")
+@config_command(PadrlTrainRun, {**DQN_FLAGS, "dqn.reward": Flag(help="delta, delta-cpu or vmagent")})
+def train_padrl(cfg: PadrlTrainRun, out: Annotated[Path | None, typer.Option(help=OUT_HELP)] = None) -> None:
+    """PADRL: CVD-RL's Double DQN with an LSTM forecast of the upcoming demand in every machine's row. Writes
+    policy.pt (best validation), checkpoint.pt, curves and train.json."""
+    from dcplace.learn.cvd_model import CvdConfig
+    from dcplace.learn.padrl import PadrlTrainer
+
+    _train_regime("padrl", cfg, out, lambda p, sc, folder: PadrlTrainer(
+        p, sc, cfg.seed, folder, CvdConfig(kind="cvd", hidden=cfg.hidden, forecast_hidden=cfg.forecast_hidden),
+        cfg.dqn, f"{cfg.trace} {cfg.regime}", horizon=cfg.horizon))  # fmt: skip

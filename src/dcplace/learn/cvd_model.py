@@ -30,6 +30,7 @@ from torch import nn
 
 from dcplace.errors import InputError
 from dcplace.learn import cvd_features as F
+from dcplace.learn import forecast as FC
 from dcplace.policies import numa_heuristics as H
 from dcplace.policies.numa_index import HeuristicIndex
 from dcplace.sim.numa import NumaSim, NumaView
@@ -63,6 +64,9 @@ class CvdConfig:
     probes: tuple[tuple[float, float, bool, float], ...] = ()
     """Probe request types (CPU, memory, multi-NUMA, frequency) of the capacity measure; set from the training
     trace and stored with the weights, so the features mean the same on any trace."""
+    forecast_hidden: int = 0
+    """PADRL (:mod:`dcplace.learn.forecast`): hidden units of the demand-forecast LSTM whose ``F_OUT`` outputs are
+    appended to every row as context; 0 = no forecast (CVD-RL)."""
 
     def __post_init__(self) -> None:
         if self.kind not in ("cvd", "schedrl"):
@@ -74,12 +78,19 @@ class CvdConfig:
             raise InputError("a whole-cluster network needs its machine count")
         if self.layers < 2 or self.hidden < 1:
             raise InputError("the MLP needs at least 2 layers and 1 hidden unit")
+        if self.forecast_hidden < 0 or (self.forecast_hidden and self.kind != "cvd"):
+            raise InputError(f"forecast_hidden must be 0, or positive for kind cvd, got {self.forecast_hidden}")
 
     @property
     def row_width(self) -> int:
         k = self.numa
         state = 2 * k + (1 if self.slots_feature else 0)
-        return state if self.lookahead else state + 3 + k + 1
+        return (state if self.lookahead else state + 3 + k + 1) + self.context_width
+
+    @property
+    def context_width(self) -> int:
+        """Numbers at the end of every row that describe the decision, not the machine (PADRL's forecast)."""
+        return FC.F_OUT if self.forecast_hidden else 0
 
     def probe_arrays(self) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
         """(types (T, 2), multi (T,), weight (T,)) of the capacity measure."""
@@ -132,6 +143,9 @@ class CvdNet(nn.Module):
             self.net = mlp(cfg.row_width, cfg.hidden, cfg.layers, 1)
         else:
             self.net = mlp(cfg.row_width * cfg.machines, cfg.hidden, cfg.layers, 1)
+        if cfg.forecast_hidden:
+            self.forecast = FC.DemandLSTM(cfg.forecast_hidden)
+            """PADRL's demand forecast (trained apart and frozen; saved with the weights)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out: torch.Tensor = self.net(x)
@@ -208,6 +222,7 @@ class CvdAgent:
         self._tmp = np.zeros(16, np.int64)
         self._keys = np.zeros((16, 3))
         self._indexes: dict[int, HeuristicIndex] = {}  # filter heuristic code -> its index over free capacity
+        self._forecast = FC.ForecastState(net.forecast) if net.cfg.forecast_hidden else None
 
     def sync(self, net: CvdNet) -> None:
         self.np_net = NumpyMLP(net)
@@ -261,7 +276,34 @@ class CvdAgent:
             v.free, v.capacity, v.active, v.demand, v.multi, self.cfg.lookahead,
             *self._probes, base, cand, pm, acts, len(acts),
         )  # fmt: skip
+        self.add_context(v, base[: v.active], cand)
         return Decision(base, cand, pm, acts)
+
+    def add_context(self, state: State, *rows: npt.NDArray[np.float64]) -> None:
+        """Write the decision's context (PADRL's forecast, :attr:`CvdConfig.context_width` numbers) at the end of
+        every row of each ``rows`` array; nothing without a forecast. The forecast steps once per new request."""
+        if self._forecast is None:
+            return
+        v = as_view(state)
+        x = FC.request_features(v.demand[None], np.array([v.multi]), v.capacity[0, 0])[0]
+        ctx = self._forecast.see(v.request, x)
+        for r in rows:
+            r[:, -len(ctx) :] = ctx
+
+    def pair_rows(
+        self, state: State, acts: npt.NDArray[np.int64]
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """``(now, cand)``, each ``(len(acts), F)``: each candidate machine's row as it is and under the candidate
+        (only the candidates' machines: O(k) at any cluster size)."""
+        v = as_view(state)
+        w = self.cfg.row_width
+        now = np.empty((len(acts), w))
+        cand = np.empty((len(acts), w))
+        F.fill_pair_rows(
+            v.free, v.capacity, v.demand, v.multi, self.cfg.lookahead, *self._probes, acts, len(acts), now, cand,
+        )  # fmt: skip
+        self.add_context(v, now, cand)
+        return now, cand
 
     def schedrl_obs(self, state: State) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
         """SchedRL's input (every machine's row, then the request) and its feasible-action mask."""
@@ -325,12 +367,7 @@ class CvdAgent:
         """Decomposed network: each candidate's V(machine after) - V(machine now), from the candidates' machines
         only (O(k), whatever the cluster size; equal to :meth:`q_values` up to a shared constant, tested)."""
         v = as_view(state)
-        w = self.cfg.row_width
-        now = np.empty((len(acts), w))
-        cand = np.empty((len(acts), w))
-        F.fill_pair_rows(
-            v.free, v.capacity, v.demand, v.multi, self.cfg.lookahead, *self._probes, acts, len(acts), now, cand,
-        )  # fmt: skip
+        now, cand = self.pair_rows(v, acts)
         if self.cfg.machine_td:
             return np.asarray(
                 self.rewards(v, acts) + self.cfg.machine_gamma * self.np_net(cand)[:, 0] - self.np_net(now)[:, 0]

@@ -107,6 +107,12 @@ class DoubleDQN(TrainingRun[CvdNet]):
         self.dqn = replace(dqn, reward=self.reward.name)
         torch.manual_seed(seed)
         self.net = CvdNet(model)
+        if self.dqn.zero_init:
+            last = self.net.net[-1]
+            assert isinstance(last, torch.nn.Linear)
+            with torch.no_grad():
+                last.weight.zero_()
+                last.bias.zero_()
         self.target = CvdNet(model)
         self.target.load_state_dict(self.net.state_dict())
         self.opt = torch.optim.Adam(self.net.parameters(), lr=self.dqn.lr)

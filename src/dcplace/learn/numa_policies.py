@@ -1,4 +1,6 @@
-"""``cvd-rl``, ``cvd-rl-machine`` and ``schedrl``: the learned NUMA schedulers (Double DQN, :mod:`dcplace.learn.dqn`).
+"""``cvd-rl``, ``cvd-rl-machine``, ``schedrl``, ``padrl`` and ``hindsight``: the learned NUMA schedulers (Double DQN,
+:mod:`dcplace.learn.dqn`; PADRL, :mod:`dcplace.learn.padrl`; Hindsight Learning,
+:mod:`dcplace.learn.hindsight_learning`). All are ``dcplace-cvd`` checkpoints of CVD-RL's network and act alike.
 
 Greedy at evaluation, as in the paper. Without ``checkpoint`` each loads the checkpoint shipped in the package
 (trained on Huawei-East-1, 50 PMs, 50 % warm start, Non-Expansion). CVD-RL's decomposed network acts at any machine
@@ -46,6 +48,8 @@ class LearnedNuma(NumaPolicy):
     label = "cvd-rl"
 
     def __init__(self, checkpoint: str | None = None) -> None:
+        if checkpoint is None and self.label not in SHIPPED:
+            raise InputError(f"no shipped {self.label} checkpoint; pass a checkpoint file (dcplace train {self.label})")
         path = Path(checkpoint) if checkpoint else shipped_path(self.label)
         if checkpoint is None and not path.is_file():
             raise InputError(f"no shipped {self.label} checkpoint ({path}); pass a checkpoint file")
@@ -53,6 +57,8 @@ class LearnedNuma(NumaPolicy):
         want = "schedrl" if self.label == "schedrl" else "cvd"
         if net.cfg.kind != want:
             raise InputError(f"{path}: field 'config.kind' is {net.cfg.kind!r}, policy {self.label} needs {want!r}")
+        if self.label == "padrl" and not net.cfg.forecast_hidden:
+            raise InputError(f"{path}: field 'config.forecast_hidden' is 0, policy padrl needs a demand forecast")
         self.agent = CvdAgent(net)
 
     @property
@@ -84,3 +90,11 @@ class CvdRlMachine(LearnedNuma):
 
 class SchedRl(LearnedNuma):
     label = "schedrl"
+
+
+class Hindsight(LearnedNuma):
+    label = "hindsight"
+
+
+class Padrl(LearnedNuma):
+    label = "padrl"

@@ -9,6 +9,9 @@ waiting on the request (``sim.request``) and ``action`` the simulator action abo
   the placement consumed beyond what the request would consume on an empty machine
   (:func:`dcplace.learn.cvd_features.delta_reward`). A placement that fragments a machine earns less than 1, one
   that fills a gap nothing else could use earns more.
+* ``delta-cpu`` (:class:`DeltaReward` with the probe types weighted by frequency x cores, then normalised): the
+  same measure counted in expected *cores* the machine can still host, so the room for a large VM weighs by its size
+  (the paper's regime ends episodes at large VMs; docs/cvd-rl.md).
 * ``vmagent`` (:class:`PlacedReward`): +1 per placed request (VMAgent's reward).
 """
 
@@ -68,7 +71,7 @@ class PlacedReward:
         return 1.0
 
 
-REWARDS = ("delta", "vmagent")
+REWARDS = ("delta", "delta-cpu", "vmagent")
 """The rewards a configuration can name (a trainer also takes any :class:`Reward` object)."""
 
 
@@ -76,6 +79,10 @@ def numa_reward(name: str, probes: Probes) -> Reward:
     """The reward called ``name`` (one of :data:`REWARDS`); ``probes`` for the delta reward's capacity measure."""
     if name == "delta":
         return DeltaReward(probes)
+    if name == "delta-cpu":
+        types, multi, weight = probes
+        w = weight * types[:, 0]
+        return DeltaReward((types, multi, w / w.sum()), name="delta-cpu")
     if name == "vmagent":
         return PlacedReward()
     raise InputError(f"must be one of {', '.join(REWARDS)}, got {name!r}", field="reward")

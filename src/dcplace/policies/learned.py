@@ -22,6 +22,18 @@ register(
     learned=True,
 )
 register(
+    "hindsight",
+    "dcplace.learn.numa_policies:Hindsight",
+    "Hindsight Learning: CVD-RL's network imitating CP-SAT's hindsight plans (dcplace train hindsight; --checkpoint)",
+    learned=True,
+)
+register(
+    "padrl",
+    "dcplace.learn.numa_policies:Padrl",
+    "PADRL: CVD-RL's network with an LSTM demand forecast in every row (dcplace train padrl; --checkpoint)",
+    learned=True,
+)
+register(
     "schedrl",
     "dcplace.learn.numa_policies:SchedRl",
     "SchedRL: whole-cluster Double DQN, 2N outputs (shipped checkpoint; its training machine count only)",

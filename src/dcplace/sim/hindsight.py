@@ -24,13 +24,20 @@ when releases are off; a warm VM is live while ``departure > arrival_j``.
   node and resource: fixed live use + sum of the live placed requests' shares <= capacity; objective: max
   ``sum_j placed_j``. Returns the value and whether CP-SAT proved it optimal (otherwise its proven bound).
 * :func:`brute_force_length` (tiny instances, tests only): the online episode itself, searched over every choice.
+* :func:`window_model` (Hindsight Learning's labels, :mod:`dcplace.learn.hindsight_learning`): the same model over a
+  window from *any* decision (:func:`instance_at`: every VM live there fixed), each request's actions pruned to the
+  nodes where the fixed VMs leave it room (no plan loses one) and optionally to a given set (a policy's candidates),
+  capacity checked at each arrival on the nodes that request can take (use on a node grows only at an arrival placed
+  there); objective ``max (n + 1) * sum_j placed_j + sum_j x[j, prefer_j]`` (the longest prefix, then the most
+  preferred actions): :func:`window_model`, solved by :func:`dcplace.learn.hindsight_learning.plan_window`.
 
-``ortools`` is imported inside :func:`exact_length` only (``highspy`` and ``ortools`` cannot share a process).
+``ortools`` is imported inside the CP-SAT functions only (``highspy`` and ``ortools`` cannot share a process).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -83,11 +90,11 @@ class HindsightInstance:
         use = np.zeros_like(self.capacity)
         k = self.capacity.shape[1]
         live = self.live_fixed(j)
-        for m, node, d in zip(self.fixed_machine[live], self.fixed_node[live], self.fixed_demand[live], strict=True):
-            if node < 0:
-                use[m] += d / k
-            else:
-                use[m, node] += d
+        m, node, d = self.fixed_machine[live], self.fixed_node[live], self.fixed_demand[live]
+        single = node >= 0
+        np.add.at(use, (m[single], node[single]), d[single])
+        for n in range(k):  # a multi-NUMA VM takes 1/K of its demand from every node
+            np.add.at(use, (m[~single], np.full(int((~single).sum()), n)), d[~single] / k)
         return use
 
 
@@ -96,6 +103,15 @@ def instance_from_sim(sim: NumaSim, limit: int) -> HindsightInstance:
     scored requests (the creations from there on, oversize ones skipped as the simulator does)."""
     if sim.status != K.DECIDE or int(sim.ctr[K.C_LENGTH]) != 0:
         raise ValueError("instance_from_sim needs a simulator at its first scored decision")
+    return instance_at(sim, limit)
+
+
+def instance_at(sim: NumaSim, limit: int) -> HindsightInstance:
+    """The future of ``sim`` from the decision it waits at (any decision of an episode): every VM live now is fixed
+    where it is (warm-up and already scored alike), and the scored requests are the waiting one and the next
+    creations, at most ``limit`` of them. The hindsight window of :func:`plan_window`."""
+    if sim.status != K.DECIDE:
+        raise ValueError("instance_at needs a simulator waiting at a decision")
     t = sim.trace
     tab = t.table
     live = np.flatnonzero(sim.pm_of >= 0)
@@ -219,15 +235,37 @@ class ExactResult:
     wall_s: float
 
 
-def exact_length(inst: HindsightInstance, time_limit_s: float = 10.0, seed: int = 0) -> ExactResult:
-    """L* by CP-SAT (module docstring), or CP-SAT's proven bound when ``time_limit_s`` runs out."""
+@dataclass(frozen=True)
+class WindowPlan(ExactResult):
+    """A hindsight plan of a window: ``actions[j]`` is where request ``j`` goes (a node ``m * K + k``, or ``m * K``
+    for a multi-NUMA VM; -1 past the placed prefix), ``value`` the placed prefix, ``kept`` how many placed requests
+    take the preferred action."""
+
+    actions: I64  # (n,)
+    kept: int
+
+
+def _room_actions(inst: HindsightInstance, j: int) -> list[int]:
+    """Actions of request ``j`` where the VMs fixed at the window's start and live at its arrival leave room (the
+    placed scored requests only take more, so no plan loses an action by this pruning)."""
+    room = inst.capacity - inst.fixed_use(j)
+    k = inst.capacity.shape[1]
+    d = inst.demand[j]
+    if inst.multi[j]:
+        return [m * k for m in range(room.shape[0]) if np.all(room[m] + _TOL >= d / k)]
+    return [m * k + node for m in range(room.shape[0]) for node in range(k) if np.all(room[m, node] + _TOL >= d)]
+
+
+def _prefix_model(inst: HindsightInstance, actions: list[list[int]]) -> tuple[Any, list[dict[int, Any]], list[Any]]:
+    """The time-indexed CP-SAT model of the module docstring over the given actions of each request: returns
+    ``(model, x, placed)`` without an objective."""
     from ortools.sat.python import cp_model  # only here: ortools and highspy cannot share a process
 
     n = inst.requests
     scale = 1000.0  # capacities and demands to integers (milli-cores, MB): exact for the traces' values
     model = cp_model.CpModel()
     # Variables: x[j][a] = request j placed at action a; placed[j] = it is placed at all.
-    x = [{a: model.new_bool_var(f"x{j}_{a}") for a in _actions(inst, j)} for j in range(n)]
+    x = [{a: model.new_bool_var(f"x{j}_{a}") for a in actions[j]} for j in range(n)]
     placed = [model.new_bool_var(f"placed{j}") for j in range(n)]
     for j in range(n):
         # A request is placed at most once, and placed exactly when one of its actions is taken.
@@ -236,18 +274,102 @@ def exact_length(inst: HindsightInstance, time_limit_s: float = 10.0, seed: int 
         if j + 1 < n:
             model.add(placed[j + 1] <= placed[j])
     # Capacity at every arrival: warm VMs still live plus the live placed requests fit every node and resource.
+    # Use on a node only grows at an arrival placed there, so the nodes request j can take are the ones to check.
     for j in range(n):
         room = np.floor((inst.capacity - inst.fixed_use(j)) * scale + 1e-6).astype(np.int64)
+        own = {(m, node) for a in x[j] for m, node, _ in _share(inst, j, a)}
         live = np.flatnonzero(inst.live_scored(j))
-        terms: dict[tuple[int, int, int], list[tuple[int, cp_model.IntVar]]] = {}
+        terms: dict[tuple[int, int, int], list[tuple[int, Any]]] = {}
         for i in live:
             for a, var in x[i].items():
                 for m, node, amount in _share(inst, int(i), a):
-                    for r in range(2):
-                        terms.setdefault((m, node, r), []).append((round(float(amount[r]) * scale), var))
+                    if (m, node) in own:
+                        for r in range(2):
+                            terms.setdefault((m, node, r), []).append((round(float(amount[r]) * scale), var))
         for (m, node, r), lin in terms.items():
             model.add(sum(c * v for c, v in lin) <= int(room[m, node, r]))
-    model.maximize(sum(placed))
+    return model, x, placed
+
+
+@dataclass
+class WindowModel:
+    """The CP-SAT model of a window (:func:`window_model`), its variables, and how to read a plan from a solver."""
+
+    model: Any  # cp_model.CpModel
+    x: list[dict[int, Any]]  # x[j][a]: request j at action a
+    placed: list[Any]  # placed[j]
+    keep: list[Any]  # x[j][prefer_j] of the requests whose preferred action is in the model
+    big: int  # n + 1: the weight of one placed request in the objective
+
+    def decode(self, solver: Any, status: str, wall_s: float) -> WindowPlan:
+        """The plan in ``solver`` after a solve that ended with ``status`` (optimal, feasible, infeasible, unknown);
+        a solve that timed out before any solution gives the empty plan (value 0) with CP-SAT's bound."""
+        n = len(self.x)
+        chosen = np.full(n, -1, np.int64)
+        if status == "infeasible":
+            raise RuntimeError("CP-SAT calls the window infeasible; the empty prefix is feasible")
+        bound = int(np.floor(solver.best_objective_bound / self.big + 1e-9))
+        if status not in ("optimal", "feasible"):
+            return WindowPlan(value=0, bound=bound, optimal=False, wall_s=wall_s, actions=chosen, kept=0)
+        for j in range(n):
+            for a, var in self.x[j].items():
+                if solver.boolean_value(var):
+                    chosen[j] = a
+        value = int((chosen >= 0).sum())
+        kept = sum(int(solver.boolean_value(v)) for v in self.keep)
+        return WindowPlan(value=value, bound=max(bound, value), optimal=status == "optimal", wall_s=wall_s,
+                          actions=chosen, kept=kept)  # fmt: skip
+
+
+def window_model(
+    inst: HindsightInstance, prefer: I64 | None = None, allowed: list[I64 | None] | None = None
+) -> WindowModel:
+    """The model of a hindsight-optimal plan of the window ``inst`` (:func:`instance_at`): the longest placeable
+    prefix, and among the plans placing it the one keeping most preferred actions ``prefer[j]`` (-1: none; e.g. a
+    policy's own choices, so the plan departs from them only where the future needs it). ``allowed[j]``, when given
+    and not None, restricts request ``j`` to those actions (e.g. a policy's candidates: the plan is then optimal among
+    the plans such a policy could follow, and the model stays small over long windows).
+
+    Objective: ``max (n + 1) * sum_j placed_j + sum_j x[j, prefer_j]`` (the tie-break can never buy a shorter
+    prefix); the preferred actions are a complete solution hint. Solved by :func:`exact_length` here, and by
+    :func:`dcplace.learn.hindsight_learning.plan_window` through :func:`dcplace.placement.cpsat.run_cp` (the
+    simulator layer does not import the optimiser's)."""
+    n = inst.requests
+    k = inst.capacity.shape[1]
+    if prefer is not None:  # a multi-NUMA request's action is its machine's node 0 here (any node names it)
+        prefer = np.where(inst.multi & (prefer >= 0), prefer - prefer % k, prefer)
+    actions = [_room_actions(inst, j) for j in range(n)]
+    if allowed is not None:
+        for j, only in enumerate(allowed[:n]):
+            if only is not None:
+                keep_j = {int(a) - (int(a) % k if inst.multi[j] else 0) for a in only}
+                keep_j |= {int(prefer[j])} if prefer is not None else set()
+                actions[j] = [a for a in actions[j] if a in keep_j]
+    model, x, placed = _prefix_model(inst, actions)
+    keep = []
+    if prefer is not None:
+        for j in range(n):
+            a = int(prefer[j])
+            if a in x[j]:
+                keep.append(x[j][a])
+        # The preferred actions as a complete hint: the prefix they place, every other variable 0.
+        hinted = 0
+        while hinted < n and int(prefer[hinted]) in x[hinted]:
+            hinted += 1
+        for j in range(n):
+            model.add_hint(placed[j], int(j < hinted))
+            for a, var in x[j].items():
+                model.add_hint(var, int(j < hinted and a == int(prefer[j])))
+    big = n + 1
+    model.maximize(big * sum(placed) + sum(keep))
+    return WindowModel(model, x, placed, keep, big)
+
+
+def exact_length(inst: HindsightInstance, time_limit_s: float = 10.0, seed: int = 0) -> ExactResult:
+    """L* by CP-SAT (module docstring), or CP-SAT's proven bound when ``time_limit_s`` runs out."""
+    from ortools.sat.python import cp_model  # only here: ortools and highspy cannot share a process
+
+    wm = window_model(inst)
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = float(time_limit_s)
     solver.parameters.num_workers = 1
@@ -255,9 +377,9 @@ def exact_length(inst: HindsightInstance, time_limit_s: float = 10.0, seed: int 
     # CP-SAT's own SIGINT handler resets SIGINT to the C default when the solve ends, after which Ctrl-C kills the
     # process instead of raising KeyboardInterrupt (what the CLI's exit 130 and the atomic outputs rely on).
     solver.parameters.catch_sigint_signal = False
-    status = solver.solve(model)
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+    status = solver.solve(wm.model)
+    names = {cp_model.OPTIMAL: "optimal", cp_model.FEASIBLE: "feasible", cp_model.INFEASIBLE: "infeasible"}
+    plan = wm.decode(solver, names.get(status, "unknown"), solver.wall_time)
+    if plan.value == 0 and status not in names:
         raise RuntimeError(f"CP-SAT found no solution ({solver.status_name(status)}); the empty prefix is feasible")
-    value = round(solver.objective_value)
-    bound = int(np.floor(solver.best_objective_bound + 1e-6))
-    return ExactResult(value=value, bound=bound, optimal=status == cp_model.OPTIMAL, wall_s=solver.wall_time)
+    return ExactResult(value=plan.value, bound=plan.bound, optimal=plan.optimal, wall_s=plan.wall_s)
