@@ -122,8 +122,11 @@ def fits(free: np.ndarray, d: np.ndarray, multi: bool, m: int, k: int) -> bool:
 
 @_jit
 def any_fits(free: np.ndarray, d: np.ndarray, multi: bool, n_active: int) -> bool:
+    """Whether request ``d`` fits any active machine. Scans from the last machine: policies fill machines from the
+    front, so the back holds the emptiest ones and the answer comes in a few steps while the cluster has room (at
+    20,000 machines with the first 2,000 full, the forward scan cost 170 us per decision)."""
     K = free.shape[1]
-    for m in range(n_active):
+    for m in range(n_active - 1, -1, -1):
         if multi:
             if fits(free, d, True, m, 0):
                 return True
