@@ -39,8 +39,10 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores")
-    print("| VMs x PMs | swads used | workers | engine | wall s | first level s | swads wall s | swad work s "
-          "| slowest swad s | swads optimal | cost | above LP bound | verified | peak MB | load before / after |")
+    print(
+        "| VMs x PMs | swads used | workers | engine | wall s | first level s | swads wall s | swad work s "
+        "| slowest swad s | swads optimal | cost | above LP bound | verified | peak MB | load before / after |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     work: dict[int, tuple[float, float, float]] = {}
     for n in args.sizes:

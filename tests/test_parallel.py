@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +13,7 @@ import pytest
 from dcplace.errors import InputError
 from dcplace.parallel import check_ray_address, executor
 from dcplace.placement import Deadline, HierarchicalParams, solve
-from dcplace.placement.problem import INSTANCES, Constraint, Problem
+from dcplace.placement.problem import INSTANCES
 
 HAS_RAY = importlib.util.find_spec("ray") is not None
 
@@ -105,32 +104,3 @@ def test_pattern_first_level_keeps_the_pattern_answer_where_a_swad_runs_out_of_t
     assert r.verified and r.cost is not None
     assert r.cost <= 1.01 * r.stats["pattern_bound"]
     assert r.stats["swads_used"] >= 1 and r.stats["swad_seconds_max"] < 5
-
-
-def _constrained_mix1() -> Problem:
-    """mix1 with colocated pairs and triples of its smaller VMs (m3.medium and m3.large, VMs 0-699: any such triple
-    fits a 16-vCPU PM) and anti-colocated sets of three, some overlapping the groups."""
-    p = INSTANCES["mix1"]
-    rng = np.random.default_rng(5)
-    ids = rng.permutation(700).tolist()
-    cons = [Constraint("colocate", "pm", (tuple(ids[i : i + 2 + i % 2]),)) for i in range(0, 60, 3)]
-    cons += [Constraint("anti-colocate", "pm", tuple((v,) for v in ids[i : i + 3])) for i in range(50, 110, 3)]
-    return replace(p, constraints=tuple(cons))
-
-
-def test_constrained_decomposition_honours_colocation_and_anti_colocation():
-    problem = _constrained_mix1()
-    params = HierarchicalParams(first_level="pattern", swads=25, workers=1, swad_seconds=2)
-    r = solve(problem, "hierarchical", Deadline(120), 0, params)
-    assert r.verified and r.cost is not None  # the independent checker states every constraint
-    assert r.stats["swads_constrained"] >= 1
-    assert r.cost >= r.stats["pattern_bound"]
-
-
-def test_constrained_decomposition_refuses_what_it_does_not_model():
-    problem = _constrained_mix1()
-    with pytest.raises(InputError, match="first_level"):
-        solve(problem, "hierarchical", 10, 0, HierarchicalParams(first_level="swads"))
-    rack = replace(problem, constraints=(Constraint("colocate", "rack", ((0, 1),)),))
-    with pytest.raises(InputError, match="PM-level"):
-        solve(rack, "hierarchical", 10, 0, HierarchicalParams(first_level="pattern"))

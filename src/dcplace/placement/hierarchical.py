@@ -36,15 +36,13 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from dcplace.config import check
-from dcplace.errors import InputError
 from dcplace.parallel import Executor, check_ray_address, executor
-from dcplace.placement.auto import AutoParams
 from dcplace.placement.compact import CompactParams, solve_compact_from
 from dcplace.placement.cpsat import run_cp
 from dcplace.placement.greedy import cost_of
 from dcplace.placement.params import SolverParams, field_error
 from dcplace.placement.pattern import PatternParams
-from dcplace.placement.problem import Constraint, Problem
+from dcplace.placement.problem import Problem
 from dcplace.placement.registry import solve
 from dcplace.placement.result import Result
 from dcplace.placement.stop import Deadline, Stop
@@ -100,8 +98,6 @@ def solve_hierarchical(problem: Problem, stop: Stop, seed: int, params: Hierarch
     for name, value, most in (("packs", params.packs, problem.n_vms), ("swads", params.swads, problem.n_pms)):
         if not 1 <= value <= most:
             raise field_error(name, f"be between 1 and {most}", value)
-    if problem.constraints:
-        check_constraints(problem, params)
     if params.rack_size:
         problem = with_racks(problem, params.rack_size, seed)
     with executor(params.workers, params.ray_address) as ex:
@@ -114,16 +110,6 @@ def solve_hierarchical(problem: Problem, stop: Stop, seed: int, params: Hierarch
     bound = stats.get("pattern_bound") or None  # the pattern first level carries the LP bound
     return Result(problem.name, "hierarchical", "feasible", float(cost_of(problem, vm_pm)), bound, vms=problem.n_vms,
                   vm_pm=vm_pm, vm_disks=vm_disks, stats=stats)  # fmt: skip
-
-
-def check_constraints(problem: Problem, params: HierarchicalParams) -> None:
-    """The decomposition models PM-level colocation and anti-colocation, with the pattern first level only."""
-    if params.first_level != "pattern":
-        raise field_error("first_level", "be pattern for a problem with placement constraints", params.first_level)
-    for n, c in enumerate(problem.constraints):
-        if c.level != "pm" or c.kind not in ("colocate", "anti-colocate"):
-            raise InputError(f"constraint {n}: the hierarchical decomposition models PM-level colocate and "
-                             f"anti-colocate only, got {c.kind} at level {c.level}")  # fmt: skip
 
 
 @dataclass
@@ -223,11 +209,8 @@ SwadJob = tuple[Problem, float, np.ndarray | None, list[Sequence[int]] | None]
 
 def _solve_swad(job: SwadJob) -> Result:
     """One swad's subproblem by the exact ``compact`` model, in ``seconds`` from when it starts: through the registry
-    (verified) without a hint; with one, its search starts from the hint (the pattern first level's answer). A swad
-    with placement constraints goes to ``auto`` (greedy runs, then the flat model)."""
+    (verified) without a hint; with one, its search starts from the hint (the pattern first level's answer)."""
     sub, seconds, hint_pm, hint_disks = job
-    if sub.constraints:  # greedy + the flat model, which state them (no hint: the pattern answer ignores them)
-        return solve(sub, "auto", Deadline(seconds), 0, AutoParams(workers=1))
     if hint_pm is None:
         return solve(sub, "compact", Deadline(seconds), 0, CompactParams(workers=1))
     hint = Result(sub.name, "hint", "feasible", vms=sub.n_vms, vm_pm=hint_pm, vm_disks=hint_disks)
@@ -334,26 +317,17 @@ SwadAnswer = tuple[str, np.ndarray | None, Sequence[Sequence[int]] | None, float
 def _solve_leaves(
     problem: Problem, leaves: list[_Leaf], ex: Executor, stop: Stop, cap: float = 0.0,
     hint: tuple[np.ndarray, Sequence[Sequence[int]]] | None = None,
-    constraints: Sequence[Sequence[Constraint]] | None = None,
 ) -> list[SwadAnswer]:  # fmt: skip
     """Each leaf's subproblem solved exactly (``compact``) by the executor's workers; every swad gets 80 % of what is
     left divided by the rounds the workers need (at least 0.2 s), at most ``cap`` seconds when positive. ``hint``:
-    (global PM of every VM, disks of every VM), a full answer each swad's search starts from. ``constraints``: per
-    leaf, the placement constraints among its VMs (global VM numbers), stated in its subproblem."""
+    (global PM of every VM, disks of every VM), a full answer each swad's search starts from."""
     jobs: list[SwadJob] = []
     maps = []
     vm_type, pm_type = problem.vm_type_of(), problem.pm_type_of()
     local = np.full(problem.n_pms, -1, np.int64)
-    vm_local = np.full(problem.n_vms, -1, np.int64)
-    for k, leaf in enumerate(leaves):
+    for leaf in leaves:
         sub, vm_order, pm_order = _sub(problem, leaf.vms, leaf.pms, vm_type, pm_type)
         maps.append((vm_order, pm_order))
-        if constraints is not None and constraints[k]:
-            vm_local[vm_order] = np.arange(len(vm_order))
-            sub = replace(sub, constraints=tuple(
-                replace(c, sets=tuple(tuple(int(vm_local[v]) for v in st) for st in c.sets)) for c in constraints[k]))
-            jobs.append((sub, 0.0, None, None))
-            continue
         if hint is None:
             jobs.append((sub, 0.0, None, None))
             continue
@@ -461,17 +435,10 @@ def _pattern_first_level(
 ) -> tuple[np.ndarray | None, list[Sequence[int]] | None, dict[str, float]]:
     """The column-generation model (``pattern`` through the registry, half the time) decides which PMs carry which
     VMs; each swad then re-solves its own VMs on its own PMs exactly (never worse than the pattern answer inside the
-    swad).
-
-    Placement constraints (PM-level colocate and anti-colocate): the pattern model places the counts without them
-    (a relaxation, so its LP bound stays a bound). VMs of one type are interchangeable in its answer, so the VMs are
-    then relabelled (:func:`_relabel`) so that every colocated group lands in one swad, whose subproblem states it
-    (and the anti-colocated sets among its VMs; sets in different swads are apart already) and is solved by ``auto``
-    (greedy, then the flat model); the pattern answer is no fallback there."""
+    swad)."""
     workers, swads, split, racks_per_pod = params.workers, params.swads, params.split, params.racks_per_pod
     t0 = time.perf_counter()
-    plain = replace(problem, constraints=())
-    start = solve(plain, "pattern", stop.share(0.5), seed, PatternParams(workers=workers, greedy_start=False))
+    start = solve(problem, "pattern", stop.share(0.5), seed, PatternParams(workers=workers, greedy_start=False))
     if start.vm_pm is None:
         return None, None, {"beta": 0.0}
     groups = (
@@ -490,27 +457,18 @@ def _pattern_first_level(
     active = [leaf for leaf in leaves if len(leaf.vms)]
     vm_pm = start.vm_pm.copy()
     vm_disks: list[Sequence[int]] = list(start.vm_disks or [])
-    cons: list[list[Constraint]] | None = None
-    if problem.constraints:
-        relabelled = _relabel(problem, active, vm_pm, vm_disks)
-        if relabelled is None:
-            return None, None, {"beta": 1.0, "pattern_bound": float(start.bound or 0)}
-        cons = relabelled
     t1 = time.perf_counter()
-    outs = _solve_leaves(problem, active, ex, stop, params.swad_seconds, (vm_pm, vm_disks), cons)
+    outs = _solve_leaves(problem, active, ex, stop, params.swad_seconds, (vm_pm, vm_disks))
     t2 = time.perf_counter()
     improved = 0
     vm_type = problem.vm_type_of()
     pm_cost = np.array([t.cost for t in problem.pm_types], np.int64)[problem.pm_type_of()]
-    for k, (leaf, (_, pm_glob, sub_disks, _)) in enumerate(zip(active, outs, strict=True)):
-        bound_by = cons is not None and bool(cons[k])  # the pattern answer may break this swad's constraints
+    for leaf, (_, pm_glob, sub_disks, _) in zip(active, outs, strict=True):
         if pm_glob is None or sub_disks is None:
-            if bound_by:
-                return None, None, {"beta": 1.0, "pattern_bound": float(start.bound or 0)}
             continue  # keep the pattern answer for this swad
         vm_order = leaf.vms[np.argsort(vm_type[leaf.vms], kind="stable")]
         old = vm_pm[vm_order].copy()
-        if not bound_by and pm_cost[np.unique(pm_glob)].sum() > pm_cost[np.unique(old)].sum():
+        if pm_cost[np.unique(pm_glob)].sum() > pm_cost[np.unique(old)].sum():
             continue  # the swad's search ran out of time above the pattern answer: keep that
         vm_pm[vm_order] = pm_glob
         for local, glob in enumerate(vm_order.tolist()):
@@ -520,89 +478,8 @@ def _pattern_first_level(
              "pattern_bound": float(start.bound or 0), "swads_optimal": float(sum(r[0] == "optimal" for r in outs)),
              "first_level_seconds": t1 - t0, "swads_wall_seconds": t2 - t1,
              "swad_seconds_sum": float(sum(r[3] for r in outs)),
-             "swad_seconds_max": float(max((r[3] for r in outs), default=0.0)),
-             "swads_constrained": float(sum(map(bool, cons or [])))}  # fmt: skip
+             "swad_seconds_max": float(max((r[3] for r in outs), default=0.0))}  # fmt: skip
     return vm_pm, vm_disks, stats
-
-
-def _relabel(
-    problem: Problem, leaves: list[_Leaf], vm_pm: np.ndarray, vm_disks: list[Sequence[int]]
-) -> list[list[Constraint]] | None:
-    """Swap VMs of the same type between the leaves of an unconstrained answer (``vm_pm``, ``vm_disks``, changed in
-    place, as the leaves' VMs) so that every colocated group (PM-level colocate constraints, overlapping ones merged)
-    sits in one leaf: groups largest first, each into the first leaf, starting from the one holding most of it, with
-    room for its VM types; every other VM takes the free places of its type, leaves in order. The per-leaf counts
-    of each type, hence the pattern's PMs and cost, are unchanged. Returns the constraints of each leaf (global VM
-    numbers; an anti-colocate constraint restricted to the leaf's VMs, where two or more of its sets meet), or None
-    when a group fits no leaf."""
-    vt = problem.vm_type_of()
-    n_types = len(problem.vm_types)
-    parent = np.arange(problem.n_vms)
-
-    def root(v: int) -> int:
-        while parent[v] != v:
-            parent[v] = parent[parent[v]]
-            v = int(parent[v])
-        return v
-
-    for c in problem.constraints:
-        if c.kind == "colocate":
-            first = root(c.vms[0])
-            for v in c.vms[1:]:
-                parent[root(v)] = first
-    members: dict[int, list[int]] = {}
-    for c in problem.constraints:
-        if c.kind == "colocate":
-            for v in c.vms:
-                members.setdefault(root(v), [])
-    for v in {v for c in problem.constraints if c.kind == "colocate" for v in c.vms}:
-        members[root(v)].append(v)
-    # the places of each leaf: per type, its (PM, disks) in the unconstrained answer
-    places = [[[] for _ in range(n_types)] for _ in leaves]  # type: list[list[list[tuple[int, Sequence[int]]]]]
-    leaf_of = np.full(problem.n_vms, -1, np.int64)
-    for k, leaf in enumerate(leaves):
-        for v in leaf.vms.tolist():
-            places[k][vt[v]].append((int(vm_pm[v]), vm_disks[v]))
-            leaf_of[v] = k
-    room = np.array([[len(p) for p in pl] for pl in places], np.int64)
-    new_vms: list[list[int]] = [[] for _ in leaves]
-    placed = np.zeros(problem.n_vms, np.bool_)
-    for group in sorted(members.values(), key=lambda g: (-len(g), min(g))):
-        need = np.bincount(vt[group], minlength=n_types)
-        home = np.bincount(leaf_of[group], minlength=len(leaves)).argmax()
-        fits = np.flatnonzero((room >= need).all(axis=1))
-        if not len(fits):
-            return None
-        k = int(home) if home in fits else int(fits[0])
-        room[k] -= need
-        new_vms[k] += sorted(group)
-        placed[group] = True
-    free = [[k for k in range(len(leaves)) for _ in range(room[k][t])] for t in range(n_types)]
-    nxt = [0] * n_types
-    for v in np.flatnonzero(~placed).tolist():
-        t = vt[v]
-        new_vms[free[t][nxt[t]]].append(v)
-        nxt[t] += 1
-    for k, leaf in enumerate(leaves):
-        vms = np.array(sorted(new_vms[k]), np.int64)
-        leaf.packs = [vms]
-        taken = [0] * n_types
-        for v in vms.tolist():
-            pm, disks = places[k][vt[v]][taken[vt[v]]]
-            taken[vt[v]] += 1
-            vm_pm[v], vm_disks[v] = pm, disks
-            leaf_of[v] = k
-    out: list[list[Constraint]] = [[] for _ in leaves]
-    for c in problem.constraints:
-        if c.kind == "colocate":
-            out[int(leaf_of[c.vms[0]])].append(c)
-            continue
-        for k in {int(leaf_of[v]) for v in c.vms}:
-            sets = tuple(tuple(v for v in st if leaf_of[v] == k) for st in c.sets)
-            sets = tuple(st for st in sets if st)
-            if len(sets) >= 2:
-                out[k].append(replace(c, sets=sets))
-    return out
 
 
 def _leaves(node: Tree) -> list[np.ndarray]:
