@@ -6,6 +6,7 @@ exactly by ``compact``), the swads dispatched to ``--workers`` workers (dcplace.
 a local process pool, or Ray with ``--ray-address``).
 
     OMP_NUM_THREADS=1 python benchmarks/bench_hierarchical_scale.py --sizes 100000 1000000 --workers 1 2
+    OMP_NUM_THREADS=1 python benchmarks/bench_hierarchical_scale.py --sizes 1000000 --first-level-only
 
 One Markdown row per (size, workers): wall time of the whole solve, of the first level and of the swads; the sum of
 the swads' own solve times (the subproblem work, what a fleet of management servers shares) and the slowest swad;
@@ -21,7 +22,7 @@ import os
 import resource
 import time
 
-from dcplace.placement import Deadline, HierarchicalParams, solve
+from dcplace.placement import Deadline, HierarchicalParams, PatternParams, solve
 from dcplace.placement.problem import PM_TYPES, VM_TYPES, random_problem
 
 PAPER_MINUTES_PER_SERVER = 100.0  # section V-D6: 10,000 subproblems x 2 min / 200 servers
@@ -37,7 +38,11 @@ def main() -> None:
     ap.add_argument("--servers", type=int, default=200)
     ap.add_argument("--ray-address", default="")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--first-level-only", action="store_true", help="the pattern model on the whole instance only")
     args = ap.parse_args()
+    if args.first_level_only:
+        first_level_only(args.sizes, args.seed, args.time_limit)
+        return
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores")
     print(
         "| VMs x PMs | swads used | workers | engine | wall s | first level s | swads wall s | swad work s "
@@ -64,7 +69,9 @@ def main() -> None:
                   f"| {s.get('swad_seconds_sum', 0):,.1f} | {s.get('swad_seconds_max', 0):.2f} "
                   f"| {s.get('swads_optimal', 0):,.0f} | {r.cost or 0:,.0f} | {gap} | {r.verified} | {peak:,} "
                   f"| {load0:.1f} / {os.getloadavg()[0]:.1f} |", flush=True)  # fmt: skip
-            work[n] = (s.get("first_level_seconds", 0.0), s.get("swad_seconds_sum", 0.0), s.get("swad_seconds_max", 0))
+            run = (s.get("first_level_seconds", 0.0), s.get("swad_seconds_sum", 0.0), s.get("swad_seconds_max", 0.0))
+            if n not in work or run[1] < work[n][1]:  # the least contended run's work (CPU shared with others)
+                work[n] = run
     print()
     print(f"Projection to {args.servers} management servers (first level on one, the swads' work shared evenly):")
     print()
@@ -74,6 +81,23 @@ def main() -> None:
         per = first + max(total / args.servers, slowest)
         print(f"| {n:,} x {n:,} | {first:,.1f} | {total:,.1f} | {per:,.1f} | {per / 60:.2f} "
               f"| {PAPER_MINUTES_PER_SERVER:g} min (1M x 1M) |")  # fmt: skip
+
+
+def first_level_only(sizes: list[int], seed: int, time_limit: float) -> None:
+    """The first level alone (the pattern model on the whole instance, one CP-SAT worker): what one management
+    server computes before the swads go out."""
+    print("| VMs x PMs | pattern s | cost | LP bound | above bound | verified | peak MB | load before / after |")
+    print("|---|---|---|---|---|---|---|---|")
+    for n in sizes:
+        problem = random_problem(n, n, seed, vm_types=len(VM_TYPES), pm_types=len(PM_TYPES))
+        load0 = os.getloadavg()[0]
+        t0 = time.perf_counter()
+        r = solve(problem, "pattern", Deadline(time_limit), seed, PatternParams(workers=1, greedy_start=False))
+        wall = time.perf_counter() - t0
+        gap = f"{r.cost / r.bound - 1:+.5%}" if r.cost and r.bound else "-"
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+        print(f"| {n:,} x {n:,} | {wall:.1f} | {r.cost or 0:,.0f} | {r.bound or 0:,.0f} | {gap} | {r.verified} "
+              f"| {peak:,} | {load0:.1f} / {os.getloadavg()[0]:.1f} |", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":
