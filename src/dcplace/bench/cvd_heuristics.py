@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ import numpy as np
 
 from dcplace.bench.cvd_regime import TODAY, Regime, regime_named
 from dcplace.cluster.numa import NumaCluster
+from dcplace.parallel import executor
 from dcplace.policies import get_policy
 from dcplace.policies.numa_heuristics import warm_up_jit
 from dcplace.sim.episodes import check_hostable, run_episodes
@@ -76,13 +78,18 @@ def table_cells(
 ) -> Iterator[tuple[str, float, Scenario, NumaCluster]]:
     """Every (table, warm start) cell of Tables 2-4 under ``regime``: its scenario and cluster, checked and compiled
     for."""
-    for key, (_, kwargs) in TABLES.items():
+    for key in TABLES:
         for warm in warms:
-            scenario = regime.scenario(warm, **kwargs)  # type: ignore[arg-type]
-            cluster = regime.cluster(scenario.machines)
-            check_hostable(cluster, prepared)
-            warm_up_jit()
-            yield key, warm, scenario, cluster
+            yield key, warm, *table_cell(prepared, key, warm, regime)
+
+
+def table_cell(prepared: PreparedTrace, key: str, warm: float, regime: Regime) -> tuple[Scenario, NumaCluster]:
+    """One cell's scenario and cluster, checked against the trace and compiled for."""
+    scenario = regime.scenario(warm, **TABLES[key][1])  # type: ignore[arg-type]
+    cluster = regime.cluster(scenario.machines)
+    check_hostable(cluster, prepared)
+    warm_up_jit()
+    return scenario, cluster
 
 
 def write_records(records: list[dict[str, Any]], out: Path) -> None:
@@ -103,39 +110,67 @@ def run_reproduction(
     quick: bool = False,
     regime: str = "today",
     progress: Callable[[str], None] | None = None,
+    workers: int = 1,
+    ray_address: str = "",
 ) -> str:
     """Run every cell, write ``records.jsonl`` and ``table.md`` under ``out``, return the Markdown (``progress``:
-    called with a line after each cell).
+    called with a line per policy after each cell).
 
     ``regime``: a name of :data:`dcplace.bench.cvd_regime.REGIMES`; ``today`` (default) is the setting of the module
     docstring. Any other adds the hindsight bound of every Non-Expansion episode (policy ``hindsight-bound``) where
-    the regime's end rule is the paper's."""
+    the regime's end rule is the paper's. ``workers`` / ``ray_address``: where the cells run
+    (:func:`dcplace.parallel.executor`; 1 and '': here, one after the other); the records are the same on every
+    engine, in the same order, ``wall_s`` aside."""
     reg = regime_named(regime)
     if trace == "auto":
         trace = "huawei-east-1" if trace_available("huawei-east-1") else "synthetic"
-    prepared = reg.prepare(trace, seed)
     n = reg.episodes(episodes)
-    records: list[dict[str, Any]] = []
-    for key, warm, scenario, cluster in table_cells(prepared, (0.0, 0.5) if quick else WARM, reg):
-        if regime != "today" and scenario.mode == "non-expansion" and scenario.end == "first-failure":
-            for i, bound in enumerate(episode_bounds(cluster, prepared, scenario, n, seed)):
-                records.append(dict(table=key, policy=BOUND, warm_start=warm, episode=i, trace=trace, seed=seed,
-                                    length=bound, regime=regime))  # fmt: skip
-        for pol in POLICIES:
-            results, wall, _ = run_episodes(get_policy(pol), cluster, prepared, scenario, n, seed, check=True)
-            for i, r in enumerate(results):
-                rec = dict(table=key, policy=pol, warm_start=warm, episode=i, trace=trace, seed=seed,
-                           length=r.length, income=r.income, cpu_alloc=r.cpu_alloc_mean,
-                           mem_alloc=r.mem_alloc_mean, pms_in_use=r.pms_in_use_mean, final_pms=r.final_pms,
-                           final_cpu_alloc=r.final_cpu_alloc,
-                           expansions=r.expansions, status=r.status, wall_s=wall / n)  # fmt: skip
-                records.append(rec if regime == "today" else rec | dict(regime=regime, rejected=r.rejected))
+    jobs = [(regime, trace, seed, n, key, warm) for key in TABLES for warm in ((0.0, 0.5) if quick else WARM)]
+
+    def done(_: int, res: tuple[list[dict[str, Any]], list[str]]) -> None:
+        for line in res[1]:
             if progress is not None:
-                progress(f"{key} warm {warm:.0%} {pol}: length {np.mean([r.length for r in results]):.1f}")
+                progress(line)
+
+    with executor(workers, ray_address) as ex:
+        cells = ex.map(cell_records, jobs, done)
+    records = [rec for recs, _ in cells for rec in recs]
     write_records(records, out)
     md = render_markdown(records, trace, n, None if regime == "today" else reg)
     (out / "table.md").write_text(md)
     return md
+
+
+@lru_cache(maxsize=2)
+def _prepared(regime: str, trace: str, seed: int) -> PreparedTrace:
+    """The trace's kernel arrays under a regime, once per process (a worker runs several cells)."""
+    return regime_named(regime).prepare(trace, seed)
+
+
+def cell_records(job: tuple[str, str, int, int, str, float]) -> tuple[list[dict[str, Any]], list[str]]:
+    """One (table, warm start) cell: (its records, its progress lines). ``job``: (regime, trace, seed, episodes,
+    table, warm start); everything else is derived from these, so the cell is the same wherever it runs."""
+    regime, trace, seed, n, key, warm = job
+    reg = regime_named(regime)
+    prepared = _prepared(regime, trace, seed)
+    scenario, cluster = table_cell(prepared, key, warm, reg)
+    records: list[dict[str, Any]] = []
+    lines = []
+    if regime != "today" and scenario.mode == "non-expansion" and scenario.end == "first-failure":
+        for i, bound in enumerate(episode_bounds(cluster, prepared, scenario, n, seed)):
+            records.append(dict(table=key, policy=BOUND, warm_start=warm, episode=i, trace=trace, seed=seed,
+                                length=bound, regime=regime))  # fmt: skip
+    for pol in POLICIES:
+        results, wall, _ = run_episodes(get_policy(pol), cluster, prepared, scenario, n, seed, check=True)
+        for i, r in enumerate(results):
+            rec = dict(table=key, policy=pol, warm_start=warm, episode=i, trace=trace, seed=seed,
+                       length=r.length, income=r.income, cpu_alloc=r.cpu_alloc_mean,
+                       mem_alloc=r.mem_alloc_mean, pms_in_use=r.pms_in_use_mean, final_pms=r.final_pms,
+                       final_cpu_alloc=r.final_cpu_alloc,
+                       expansions=r.expansions, status=r.status, wall_s=wall / n)  # fmt: skip
+            records.append(rec if regime == "today" else rec | dict(regime=regime, rejected=r.rejected))
+        lines.append(f"{key} warm {warm:.0%} {pol}: length {np.mean([r.length for r in results]):.1f}")
+    return records, lines
 
 
 def render_markdown(records: list[dict[str, object]], trace: str, episodes: int, regime: Regime | None = None) -> str:

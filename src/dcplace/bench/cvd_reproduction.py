@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from dcplace.bench.cvd_heuristics import DOUBLE_THRESHOLD, PAPER, TABLES, WARM, table_cells, write_records
+from dcplace.parallel import executor
 from dcplace.policies import get_policy
 from dcplace.sim.episodes import prepare, run_episodes, start_seed
 from dcplace.sim.numa import NumaSim, PreparedTrace, Scenario
@@ -138,11 +138,14 @@ def run_reproduction(
     keep_replay: bool = False,
     progress: Callable[[str], None] | None = None,
     curve_seeds: int = 1,
+    ray_address: str = "",
 ) -> str:
     """Tables, curves, ablations; writes records.jsonl, curves.csv, figures and table.md; returns the Markdown.
     ``keep_replay``: keep each training run's replay buffer (``runs/<name>/replay.npz``, for a resume);
     ``progress``: called with a line after each table cell and each training run; ``curve_seeds``: seeds of each
-    Figure 6 run (1: the seed alone, as before)."""
+    Figure 6 run (1: the seed alone, as before); ``workers`` / ``ray_address``: where the training runs go
+    (:func:`dcplace.parallel.executor`; on a remote Ray cluster each run's files stay on the node that trained it,
+    its curves come back)."""
     say = progress or (lambda line: None)
     if trace == "auto":
         trace = "huawei-east-1" if trace_available("huawei-east-1") else "synthetic"
@@ -168,17 +171,14 @@ def run_reproduction(
     plan = runs(quick, curve_seeds)
     epochs = 3 if quick else curve_epochs
     jobs = [(r, trace, epochs, seed, out, quick, keep_replay) for r in plan]
-    if workers > 1:
-        with ProcessPoolExecutor(workers) as pool:
-            futures = [pool.submit(_train, j) for j in jobs]
-            for n, fut in enumerate(as_completed(futures), 1):
-                say(f"training run {n}/{len(jobs)} done: {fut.result()['run']}")
-            trained = [f.result() for f in futures]
-    else:
-        trained = []
-        for n, j in enumerate(jobs, 1):
-            trained.append(_train(j))
-            say(f"training run {n}/{len(jobs)} done: {j[0].name}")
+    finished = [0]
+
+    def done(_: int, res: dict[str, Any]) -> None:
+        finished[0] += 1
+        say(f"training run {finished[0]}/{len(jobs)} done: {res['run']}")
+
+    with executor(workers, ray_address) as ex:  # each run carries its seed: the same curves on every engine
+        trained = ex.map(_train, jobs, done)
     rows = []
     for run, res in zip(plan, trained, strict=True):
         for c in res["curves"]:

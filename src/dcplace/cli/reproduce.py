@@ -19,6 +19,7 @@ from dcplace.cli.common import console, print_claims, progress_lines
 from dcplace.cli.options import config_command, write_config
 from dcplace.config import check, check_types
 from dcplace.errors import InputError
+from dcplace.parallel import check_ray_address
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n", 1)[0])
 
@@ -60,10 +61,15 @@ class CvdHeuristicsRun:
     """5 episodes, 0 % and 50 % warm start only"""
     regime: Literal["today", "paper"] = "today"
     """today: releases off, the trace as read; paper: the calibration's closest reading, with the hindsight bound"""
+    workers: int = 1
+    """cells in parallel (1: one after the other in this process; more: a process pool, or Ray's with ray_address)"""
+    ray_address: str = ""
+    """run the cells on Ray: 'local' (a new instance here), 'auto' or HOST:PORT (a cluster); needs the ray extra"""
 
     def __post_init__(self) -> None:
         check_types(self)
-        _at_least_one(self, "episodes")
+        _at_least_one(self, "episodes", "workers")
+        check_ray_address(self.ray_address)
 
 
 @app.command("cvd-heuristics")
@@ -77,7 +83,8 @@ def reproduce_cvd(
 
     with progress_lines("cvd-heuristics") as say, _output(out, cfg, "dcplace reproduce cvd-heuristics") as folder:
         md = run_reproduction(trace=cfg.trace, episodes=5 if cfg.quick else cfg.episodes, seed=cfg.seed, out=folder,
-                              quick=cfg.quick, regime=cfg.regime, progress=say)  # fmt: skip
+                              quick=cfg.quick, regime=cfg.regime, progress=say, workers=cfg.workers,
+                              ray_address=cfg.ray_address)  # fmt: skip
     _finish(md, out, "records and table")
 
 
@@ -133,10 +140,13 @@ class CvdRlRun:
     """same seed, same numbers"""
     quick: bool = False
     """50 % warm start, 3 episodes, 3-epoch runs on small clusters"""
+    ray_address: str = ""
+    """train on Ray: 'local' (a new instance here), 'auto' or HOST:PORT (a cluster); needs the ray extra"""
 
     def __post_init__(self) -> None:
         check_types(self)
         _at_least_one(self, "episodes", "curve_epochs", "workers")
+        check_ray_address(self.ray_address)
 
 
 @app.command("cvd-rl")
@@ -158,7 +168,7 @@ def reproduce_cvd_rl(
     with progress_lines("cvd-rl") as say, _output(out, cfg, "dcplace reproduce cvd-rl") as folder:
         md = run_reproduction(trace=cfg.trace, episodes=3 if cfg.quick else cfg.episodes, seed=cfg.seed, out=folder,
                               quick=cfg.quick, curve_epochs=cfg.curve_epochs, workers=cfg.workers,
-                              keep_replay=keep_replay, progress=say)  # fmt: skip
+                              keep_replay=keep_replay, progress=say, ray_address=cfg.ray_address)  # fmt: skip
     _finish(md, out, "records, curves, figures and table")
 
 

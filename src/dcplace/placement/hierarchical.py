@@ -19,22 +19,25 @@ First level (the paper's): minimise the number of swads used, such that per swad
 disk space fit the swad's totals, their total number of virtual disks is at most ``beta`` times the swad's number of
 physical disks (the safety margin), and each pack's largest VM (vCPU, memory) fits the swad's largest PM.
 ``first_level="cost"`` minimises instead the summed cost of the cheapest PMs that could carry each swad's load (a
-cost-aware first level, ours). Second level: the exact ``compact`` model per used swad, in a process pool. If a
+cost-aware first level, ours). Second level: the exact ``compact`` model per used swad, dispatched to workers
+(:mod:`dcplace.parallel`: here one after the other with one worker, a local process pool with more, or Ray with
+``ray_address``; the same subproblems and answers on each, one executor for the whole solve). If a
 swad's subproblem is infeasible, ``beta`` is lowered by 0.1 and the first level is solved again (the paper's
 "search on beta").
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 
 import numpy as np
 from ortools.sat.python import cp_model
 
 from dcplace.config import check
-from dcplace.placement.compact import CompactParams
+from dcplace.parallel import Executor, check_ray_address, executor
+from dcplace.placement.compact import CompactParams, solve_compact_from
 from dcplace.placement.cpsat import run_cp
 from dcplace.placement.greedy import cost_of
 from dcplace.placement.params import SolverParams, field_error
@@ -50,7 +53,8 @@ SPLITS = ("random", "topology")
 
 @dataclass(frozen=True)
 class HierarchicalParams(SolverParams):
-    """Parameters of the hierarchical decomposition (module docstring). ``workers``: processes solving swads."""
+    """Parameters of the hierarchical decomposition (module docstring). ``workers``: processes solving swads (and
+    the CP-SAT workers of the pattern first level)."""
 
     packs: int = 25
     """VM packs of the random split (random, equal size), between 1 and the problem's VMs."""
@@ -70,16 +74,23 @@ class HierarchicalParams(SolverParams):
     """Topology split: random packs per child at every internal node, at least 1."""
     moves: int = 10
     """Rounds of pack moves (an infeasible leaf hands its largest pack to an unused sibling), at least 0."""
+    swad_seconds: float = 0.0
+    """At most this many seconds for each swad's exact solve, >= 0 (0: 80 % of the time left over the rounds the
+    workers need); the paper's budget is 2 minutes per 100 x 100 subproblem."""
+    ray_address: str = ""
+    """Where the swads' subproblems run: '' a local process pool (default), 'local' a new Ray instance here,
+    'auto' or 'HOST:PORT' / 'ray://HOST:PORT' an existing Ray cluster (the ray extra; dcplace.parallel)."""
 
     def check(self) -> None:
         super().check()
         for name in ("packs", "swads", "racks_per_pod", "packs_per_child"):
             check(getattr(self, name) >= 1, name, getattr(self, name), "at least 1")
-        for name in ("rack_size", "moves"):
+        for name in ("rack_size", "moves", "swad_seconds"):
             check(getattr(self, name) >= 0, name, getattr(self, name), "at least 0")
         check(0 < self.beta <= 1, "beta", self.beta, "in (0, 1]")
         check(self.first_level in FIRST_LEVELS, "first_level", self.first_level, "swads, cost or pattern")
         check(self.split in SPLITS, "split", self.split, "random or topology")
+        check_ray_address(self.ray_address)
 
 
 def solve_hierarchical(problem: Problem, stop: Stop, seed: int, params: HierarchicalParams) -> Result:
@@ -89,10 +100,11 @@ def solve_hierarchical(problem: Problem, stop: Stop, seed: int, params: Hierarch
             raise field_error(name, f"be between 1 and {most}", value)
     if params.rack_size:
         problem = with_racks(problem, params.rack_size, seed)
-    if params.first_level == "pattern":
-        vm_pm, vm_disks, stats = _pattern_first_level(problem, stop, seed, params)
-    else:
-        vm_pm, vm_disks, stats = _decompose(problem, stop, seed, params)
+    with executor(params.workers, params.ray_address) as ex:
+        if params.first_level == "pattern":
+            vm_pm, vm_disks, stats = _pattern_first_level(problem, stop, seed, params, ex)
+        else:
+            vm_pm, vm_disks, stats = _decompose(problem, stop, seed, params, ex)
     if vm_pm is None:
         return Result(problem.name, "hierarchical", "unknown", vms=problem.n_vms, stats=stats)
     bound = stats.get("pattern_bound") or None  # the pattern first level carries the LP bound
@@ -115,9 +127,12 @@ def random_split(problem: Problem, packs: int, swads: int, seed: int) -> Split:
     return Split(vm_packs, [np.sort(a) for a in np.array_split(rng.permutation(problem.n_pms), swads)])
 
 
-def _sub(problem: Problem, vms: np.ndarray, pms: np.ndarray) -> tuple[Problem, np.ndarray, np.ndarray]:
-    """The subproblem of some VMs and PMs, and its type-major order mapped back to global ids."""
-    vt, pt = problem.vm_type_of()[vms], problem.pm_type_of()[pms]
+def _sub(
+    problem: Problem, vms: np.ndarray, pms: np.ndarray, vm_type: np.ndarray, pm_type: np.ndarray
+) -> tuple[Problem, np.ndarray, np.ndarray]:
+    """The subproblem of some VMs and PMs, and its type-major order mapped back to global ids (``vm_type``,
+    ``pm_type``: the problem's ``vm_type_of()`` and ``pm_type_of()``, computed once per batch of subproblems)."""
+    vt, pt = vm_type[vms], pm_type[pms]
     vm_order = vms[np.argsort(vt, kind="stable")]
     pm_order = pms[np.argsort(pt, kind="stable")]
     vcount = np.bincount(vt, minlength=len(problem.vm_types))
@@ -188,10 +203,20 @@ def first_level(
     return out
 
 
-def _solve_swad(args: tuple[Problem, float]) -> Result:
-    """One swad's subproblem by the registry's exact ``compact`` method, in ``seconds`` from when it starts."""
-    sub, seconds = args
-    return solve(sub, "compact", Deadline(seconds), 0, CompactParams(workers=1))
+SwadJob = tuple[Problem, float, np.ndarray | None, list[Sequence[int]] | None]
+"""(subproblem, seconds, hint: PM of each VM in the subproblem's numbering or None, the hint's disks)."""
+
+
+def _solve_swad(job: SwadJob) -> Result:
+    """One swad's subproblem by the exact ``compact`` model, in ``seconds`` from when it starts: through the registry
+    (verified) without a hint; with one, its search starts from the hint (the pattern first level's answer)."""
+    sub, seconds, hint_pm, hint_disks = job
+    if hint_pm is None:
+        return solve(sub, "compact", Deadline(seconds), 0, CompactParams(workers=1))
+    hint = Result(sub.name, "hint", "feasible", vms=sub.n_vms, vm_pm=hint_pm, vm_disks=hint_disks)
+    t0 = time.perf_counter()
+    res = solve_compact_from(sub, Deadline(seconds), 0, 1, hint)
+    return replace(res, wall_s=time.perf_counter() - t0)  # the model's build included, as the registry counts it
 
 
 Tree = list["Tree"] | np.ndarray
@@ -291,27 +316,38 @@ SwadAnswer = tuple[str, np.ndarray | None, Sequence[Sequence[int]] | None, float
 """(status, global PM of each VM in the subproblem's order or None, disks, seconds) of one swad."""
 
 
-def _solve_leaves(problem: Problem, leaves: list[_Leaf], workers: int, stop: Stop) -> list[SwadAnswer]:
-    """Each leaf's subproblem solved exactly (``compact`` through the registry) in a process pool; every swad gets
-    80 % of what is left divided by the rounds the pool needs (at least 0.2 s)."""
-    jobs, maps = [], []
+def _solve_leaves(
+    problem: Problem, leaves: list[_Leaf], ex: Executor, stop: Stop, cap: float = 0.0,
+    hint: tuple[np.ndarray, Sequence[Sequence[int]]] | None = None,
+) -> list[SwadAnswer]:  # fmt: skip
+    """Each leaf's subproblem solved exactly (``compact``) by the executor's workers; every swad gets 80 % of what is
+    left divided by the rounds the workers need (at least 0.2 s), at most ``cap`` seconds when positive. ``hint``:
+    (global PM of every VM, disks of every VM), a full answer each swad's search starts from."""
+    jobs: list[SwadJob] = []
+    maps = []
+    vm_type, pm_type = problem.vm_type_of(), problem.pm_type_of()
+    local = np.full(problem.n_pms, -1, np.int64)
     for leaf in leaves:
-        sub, vm_order, pm_order = _sub(problem, leaf.vms, leaf.pms)
-        jobs.append(sub)
+        sub, vm_order, pm_order = _sub(problem, leaf.vms, leaf.pms, vm_type, pm_type)
         maps.append((vm_order, pm_order))
-    rounds = -(-len(jobs) // workers)
+        if hint is None:
+            jobs.append((sub, 0.0, None, None))
+            continue
+        local[pm_order] = np.arange(len(pm_order))
+        jobs.append((sub, 0.0, local[hint[0][vm_order]], [hint[1][v] for v in vm_order.tolist()]))
+    rounds = -(-len(jobs) // ex.workers)
     per_swad = max(0.8 * stop.remaining() / max(rounds, 1), 0.2)
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        results = list(pool.map(_solve_swad, [(sub, per_swad) for sub in jobs]))
+    per_swad = min(per_swad, cap) if cap > 0 else per_swad
+    results = ex.map(_solve_swad, [(j[0], per_swad, j[2], j[3]) for j in jobs])
     return [(r.status, None if r.vm_pm is None else maps[i][1][r.vm_pm], r.vm_disks, r.wall_s)
             for i, r in enumerate(results)]  # fmt: skip
 
 
 def _decompose(
-    problem: Problem, stop: Stop, seed: int, params: HierarchicalParams
+    problem: Problem, stop: Stop, seed: int, params: HierarchicalParams, ex: Executor
 ) -> tuple[np.ndarray | None, list[Sequence[int]] | None, dict[str, float]]:
     """(VM -> PM, disks, stats); None when no beta down to 0.1 gives feasible subproblems in time."""
-    beta, objective, split, workers, moves = params.beta, params.first_level, params.split, params.workers, params.moves
+    beta, objective, split, moves = params.beta, params.first_level, params.split, params.moves
     packs, swads = params.packs, params.swads
     if split == "topology":
         tree: Tree = topology_tree(problem, params.racks_per_pod)
@@ -341,7 +377,7 @@ def _decompose(
             b = round(b - 0.1, 2)
             continue
         active = [leaf for leaf in leaves if len(leaf.vms)]
-        results = dict(zip(map(id, active), _solve_leaves(problem, active, workers, stop), strict=True))
+        results = dict(zip(map(id, active), _solve_leaves(problem, active, ex, stop), strict=True))
         # Pack moves: an infeasible leaf hands its largest pack to an unused sibling that can take it.
         for _ in range(moves):
             bad = [leaf for leaf in active if results[id(leaf)][1] is None and results[id(leaf)][0] == "infeasible"]
@@ -364,7 +400,7 @@ def _decompose(
             for leaf in changed:
                 if all(leaf is not x for x in active):
                     active.append(leaf)
-            results.update(zip(map(id, changed), _solve_leaves(problem, changed, workers, stop), strict=True))
+            results.update(zip(map(id, changed), _solve_leaves(problem, changed, ex, stop), strict=True))
         outs = [results[id(leaf)] for leaf in active]
         if any(r[1] is None for r in outs):
             if any(r[0] == "unknown" for r in outs):  # out of time, not infeasible: lowering beta won't help
@@ -373,9 +409,10 @@ def _decompose(
             continue
         vm_pm = np.full(problem.n_vms, -1, dtype=np.int64)
         vm_disks: list[Sequence[int]] = [[] for _ in range(problem.n_vms)]
+        vm_type = problem.vm_type_of()
         for leaf, (_, pm_glob, sub_disks, _) in zip(active, outs, strict=True):
             assert pm_glob is not None and sub_disks is not None
-            vm_order = leaf.vms[np.argsort(problem.vm_type_of()[leaf.vms], kind="stable")]
+            vm_order = leaf.vms[np.argsort(vm_type[leaf.vms], kind="stable")]
             vm_pm[vm_order] = pm_glob
             for local, glob in enumerate(vm_order.tolist()):
                 vm_disks[glob] = sub_disks[local]
@@ -396,12 +433,13 @@ def _depth(node: Tree) -> int:
 
 
 def _pattern_first_level(
-    problem: Problem, stop: Stop, seed: int, params: HierarchicalParams
+    problem: Problem, stop: Stop, seed: int, params: HierarchicalParams, ex: Executor
 ) -> tuple[np.ndarray | None, list[Sequence[int]] | None, dict[str, float]]:
     """The column-generation model (``pattern`` through the registry, half the time) decides which PMs carry which
     VMs; each swad then re-solves its own VMs on its own PMs exactly (never worse than the pattern answer inside the
     swad)."""
     workers, swads, split, racks_per_pod = params.workers, params.swads, params.split, params.racks_per_pod
+    t0 = time.perf_counter()
     start = solve(problem, "pattern", stop.share(0.5), seed, PatternParams(workers=workers, greedy_start=False))
     if start.vm_pm is None:
         return None, None, {"beta": 0.0}
@@ -410,23 +448,39 @@ def _pattern_first_level(
         if split == "topology"
         else random_split(problem, 1, swads, seed).swads
     )
-    leaves = [_Leaf([np.flatnonzero(np.isin(start.vm_pm, g))], g, []) for g in groups]
+    # each group's VMs in increasing order, in one pass (a test of membership per group costs groups x VMs)
+    group_of = np.full(problem.n_pms, -1, np.int64)
+    for k, g in enumerate(groups):
+        group_of[g] = k
+    vm_group = np.where(start.vm_pm >= 0, group_of[start.vm_pm], -1)
+    order = np.argsort(vm_group, kind="stable")
+    cut = np.searchsorted(vm_group[order], np.arange(len(groups) + 1))
+    leaves = [_Leaf([order[cut[k] : cut[k + 1]]], g, []) for k, g in enumerate(groups)]
     active = [leaf for leaf in leaves if len(leaf.vms)]
-    outs = _solve_leaves(problem, active, workers, stop)
     vm_pm = start.vm_pm.copy()
     vm_disks: list[Sequence[int]] = list(start.vm_disks or [])
+    t1 = time.perf_counter()
+    outs = _solve_leaves(problem, active, ex, stop, params.swad_seconds, (vm_pm, vm_disks))
+    t2 = time.perf_counter()
     improved = 0
+    vm_type = problem.vm_type_of()
+    pm_cost = np.array([t.cost for t in problem.pm_types], np.int64)[problem.pm_type_of()]
     for leaf, (_, pm_glob, sub_disks, _) in zip(active, outs, strict=True):
         if pm_glob is None or sub_disks is None:
             continue  # keep the pattern answer for this swad
-        vm_order = leaf.vms[np.argsort(problem.vm_type_of()[leaf.vms], kind="stable")]
+        vm_order = leaf.vms[np.argsort(vm_type[leaf.vms], kind="stable")]
         old = vm_pm[vm_order].copy()
+        if pm_cost[np.unique(pm_glob)].sum() > pm_cost[np.unique(old)].sum():
+            continue  # the swad's search ran out of time above the pattern answer: keep that
         vm_pm[vm_order] = pm_glob
         for local, glob in enumerate(vm_order.tolist()):
             vm_disks[glob] = sub_disks[local]
         improved += int(len(set(pm_glob.tolist())) < len(set(old.tolist())))
     stats = {"beta": 1.0, "swads_used": float(len(active)), "swads_improved": float(improved),
-             "pattern_bound": float(start.bound or 0)}  # fmt: skip
+             "pattern_bound": float(start.bound or 0), "swads_optimal": float(sum(r[0] == "optimal" for r in outs)),
+             "first_level_seconds": t1 - t0, "swads_wall_seconds": t2 - t1,
+             "swad_seconds_sum": float(sum(r[3] for r in outs)),
+             "swad_seconds_max": float(max((r[3] for r in outs), default=0.0))}  # fmt: skip
     return vm_pm, vm_disks, stats
 
 
