@@ -110,7 +110,11 @@ def run_policy(
     for e in range(episodes):
         req = episode_requests(top, env.dataset(dataset), n, seed, e, split)
         run.requests = len(req)
-        pol = get_net_policy(policy, episode_seed(seed, e), dataset, checkpoint) if isinstance(policy, str) else policy
+        pol = (
+            get_net_policy(env.policy(policy), episode_seed(seed, e), dataset, checkpoint)
+            if isinstance(policy, str)
+            else policy
+        )
         sim = NetAllocSim(top, req, routing=routings.for_policy(pol))
         t0 = time.perf_counter()
         res = run_episode(sim, pol)

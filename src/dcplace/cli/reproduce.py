@@ -172,6 +172,8 @@ class NaraBaselinesRun:
     """same seed, same numbers"""
     quick: bool = False
     """2 rollouts per cell"""
+    setting: Literal["paper", "v1"] = "paper"
+    """paper: k = 3 shortest paths, NALB/NULB's own routing, calibrated uniform sizes; v1: dcplace's first reading"""
 
     def __post_init__(self) -> None:
         check_types(self)
@@ -190,7 +192,7 @@ def reproduce_nara_baselines(
     from dcplace.bench.nara_baselines import run_reproduction
 
     with _output(out, cfg, "dcplace reproduce nara-baselines") as folder:
-        md = run_reproduction(folder, episodes=2 if cfg.quick else cfg.episodes, seed=cfg.seed)
+        md = run_reproduction(folder, episodes=2 if cfg.quick else cfg.episodes, seed=cfg.seed, setting=cfg.setting)
     _finish(md, out, "records, table and plots")
 
 

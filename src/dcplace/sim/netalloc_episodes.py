@@ -22,24 +22,30 @@ class NetSetting:
     """What the paper's environment means, as one named choice (docs/netalloc.md, "Settings").
 
     ``paths``: the simulator's candidate paths (:mod:`dcplace.sim.routing`); ``datasets``: what each request-set name
-    draws (e.g. ``uniform`` -> ``uniform-v1``); ``own_routing``: whether a policy that declares its own routing
-    (NALB, NULB) gets it, or the simulator's."""
+    draws (e.g. ``uniform`` -> ``uniform-v1``); ``policies``: what a policy name builds (e.g. ``tetris`` ->
+    ``tetris-cosine``), results keep the name asked for; ``own_routing``: whether a policy that declares its own
+    routing (NALB, NULB) gets it, or the simulator's."""
 
     name: str
     paths: PathRule
     datasets: tuple[tuple[str, str], ...] = ()
+    policies: tuple[tuple[str, str], ...] = ()
     own_routing: bool = True
 
     def dataset(self, name: str) -> str:
         return dict(self.datasets).get(name, name)
 
+    def policy(self, name: str) -> str:
+        return dict(self.policies).get(name, name)
+
 
 SETTINGS: dict[str, NetSetting] = {
     "paper": NetSetting("paper", "ksp"),
-    "v1": NetSetting("v1", "ecmp", (("uniform", "uniform-v1"),), own_routing=False),
+    "v1": NetSetting("v1", "ecmp", (("uniform", "uniform-v1"),), (("tetris", "tetris-cosine"),), own_routing=False),
 }
 """``paper`` (default): k = 3 shortest simple paths, calibrated uniform sizes, NALB / NULB with their own routing.
-``v1``: dcplace's first reading: equal-cost paths only, uniform sizes 1..100, one routing for every policy."""
+``v1``: dcplace's first reading: equal-cost paths only, uniform sizes 1..100, Tetris by cosine, one routing for every
+policy."""
 
 
 def get_setting(name: str) -> NetSetting:

@@ -328,7 +328,9 @@ class WeightedRouting:
     each link weighs ``1 / free bandwidth`` (in link units; "k-shortest path routing with bandwidth weighting only",
     the paper leaves latency out), over the links that still have the request's bandwidth free. Recomputed at every
     check (it depends on the state). Two servers of one rack have their one path; otherwise Yen's algorithm runs on
-    the switch graph when the servers are leaves, on the whole graph when not."""
+    the switch graph when the servers are leaves, on the whole graph when not. Free bandwidth changes only when a
+    request is accepted or leaves, so the searches are memoised per (switch, switch, bandwidth) until it changes
+    (one array comparison per call): a request's servers in the same two racks share one search."""
 
     def __init__(self, topology: Topology, k: int = 3) -> None:
         self.k = k
@@ -338,6 +340,8 @@ class WeightedRouting:
         self._static = routing_for(topology, k, paths="ecmp") if self._leaves else None
         self._switch: list[int] = []
         self._uplink: list[int] = []
+        self._seen: npt.NDArray[np.int64] | None = None  # the free bandwidth the memo was computed on
+        self._memo: dict[tuple[int, int, int], list[Path]] = {}  # (from, to, bw) -> paths, while it holds
         if self._leaves:
             for sv in range(topology.n_servers):
                 (nbr,) = full.neighbors(sv)
@@ -351,27 +355,33 @@ class WeightedRouting:
     def paths(self, u: int, v: int, free_bw: npt.NDArray[np.int64], bw: int) -> list[Path]:
         import networkx as nx
 
+        fb = free_bw
         if self._leaves:
+            if fb[self._uplink[u]] < bw or fb[self._uplink[v]] < bw:
+                return []
             if self._switch[u] == self._switch[v]:
                 return [(self._uplink[u], self._uplink[v])]
             s, t = self._switch[u], self._switch[v]
         else:
             s, t = u, v
-        fb = free_bw
 
-        def usable(a: int, b: int) -> bool:
-            return bool(fb[self.graph.edges[a, b]["link"]] >= bw)
+        if self._seen is None or not np.array_equal(self._seen, fb):  # bandwidth changed: forget the searches
+            self._seen = fb.copy()
+            self._memo.clear()
+        key = (s, t, bw)
+        out = self._memo.get(key)
+        if out is None:
+            free = fb.tolist()
 
-        view = nx.subgraph_view(self.graph, filter_edge=usable)
+            def weight(a: int, b: int, d: dict[str, int]) -> float | None:
+                f = free[d["link"]]
+                return BW_SCALE / f if f >= bw and f > 0 else None  # None hides the link (networkx's convention)
 
-        def weight(a: int, b: int, d: dict[str, int]) -> float:
-            return BW_SCALE / max(int(fb[d["link"]]), 1)
-
-        try:
-            nodes = list(itertools.islice(nx.shortest_simple_paths(view, s, t, weight=weight), self.k))
-        except nx.NetworkXNoPath:
-            return []
-        out = [_node_links(self.graph, p) for p in nodes]
+            try:
+                nodes = list(itertools.islice(nx.shortest_simple_paths(self.graph, s, t, weight=weight), self.k))
+            except nx.NetworkXNoPath:
+                nodes = []
+            out = self._memo[key] = [_node_links(self.graph, p) for p in nodes]
         if self._leaves:
             out = [(self._uplink[u], *m, self._uplink[v]) for m in out]
         return out
