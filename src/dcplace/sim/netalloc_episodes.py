@@ -41,10 +41,16 @@ class NetSetting:
 
 SETTINGS: dict[str, NetSetting] = {
     "paper": NetSetting("paper", "ksp"),
-    "v1": NetSetting("v1", "ecmp", (("uniform", "uniform-v1"),), (("tetris", "tetris-cosine"),), own_routing=False),
+    "v1": NetSetting(
+        "v1",
+        "ecmp",
+        (("uniform", "uniform-v1"), ("azure", "azure-v1"), ("alibaba", "alibaba-v1")),
+        (("tetris", "tetris-cosine"),),
+        own_routing=False,
+    ),
 }
 """``paper`` (default): k = 3 shortest simple paths, calibrated uniform sizes, NALB / NULB with their own routing.
-``v1``: dcplace's first reading: equal-cost paths only, uniform sizes 1..100, Tetris by cosine, one routing for every
+``v1``: dcplace's first reading: equal-cost paths only, the -v1 request sets, Tetris by cosine, one routing for every
 policy."""
 
 
