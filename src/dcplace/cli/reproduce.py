@@ -206,6 +206,8 @@ class NaraRun:
     """same seed, same numbers"""
     quick: bool = False
     """2 rollouts per cell (1 on delta)"""
+    setting: Literal["paper", "v1"] = "paper"
+    """paper: k = 3 shortest paths, NALB/NULB's own routing, calibrated request sets; v1: dcplace's first reading"""
 
     def __post_init__(self) -> None:
         check_types(self)
@@ -222,7 +224,7 @@ def reproduce_nara(
     from dcplace.bench.nara_reproduction import run_reproduction
 
     with _output(out, cfg, "dcplace reproduce nara") as folder:
-        md = run_reproduction(folder, episodes=cfg.episodes, seed=cfg.seed, quick=cfg.quick)
+        md = run_reproduction(folder, episodes=cfg.episodes, seed=cfg.seed, quick=cfg.quick, setting=cfg.setting)
     _finish(md, out, "records, tables and plots")
 
 
