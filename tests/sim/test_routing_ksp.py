@@ -159,3 +159,15 @@ def test_v1_setting_is_the_first_reading():
         assert req.cpu.max() > 25
         sim = NetAllocSim(top, req, routing=routing_for(top, paths="ecmp"))
         assert run_episode(sim, policy).accepted_ids == run.results[0].accepted_ids
+
+
+def test_on_request_counts_every_request_once():
+    """The progress callback of simulate netalloc: every request decided is counted once, rejections for capacity
+    (decided without a pick) included, and the numbers do not change."""
+    counts: list[int] = []
+    top = preset("alpha")
+    with_bar = run_policy(top, "alibaba", "tetris", 128, 2, 0, on_request=counts.append)
+    plain = run_policy(top, "alibaba", "tetris", 128, 2, 0)
+    assert sum(counts) == 2 * 128 and all(c >= 1 for c in counts)
+    assert [r.accepted_ids for r in with_bar.results] == [r.accepted_ids for r in plain.results]
+    assert sum(r.rejected["capacity"] for r in plain.results) > 0  # the case the count must not miss

@@ -82,11 +82,13 @@ def run_policy(
     label: str | None = None,
     on_episode: Callable[[int], None] | None = None,
     setting: str = "paper",
+    on_request: Callable[[int], None] | None = None,
 ) -> NetRun:
     """``episodes`` seeded episodes of one policy: a name (``module:Class`` and entry points too), built afresh and
     seeded for every episode, or a policy object, used as it is for every episode. ``check`` verifies the ledger
     after every episode; ``checkpoint`` is the weights file of a learned policy (default: the one shipped for
-    ``dataset``); ``label`` names the run; ``on_episode(e)`` is called after episode ``e`` (a progress bar);
+    ``dataset``); ``label`` names the run; ``on_episode(e)`` is called after episode ``e`` and ``on_request(n)`` as
+    requests are decided (progress bars; :func:`dcplace.sim.netalloc_episodes.run_episode`);
     ``setting`` names the environment's reading (:data:`dcplace.sim.netalloc_episodes.SETTINGS`: routing and what the
     request-set names draw)."""
     top = topology if isinstance(topology, Topology) else load_topology(topology)
@@ -117,7 +119,7 @@ def run_policy(
         )
         sim = NetAllocSim(top, req, routing=routings.for_policy(pol))
         t0 = time.perf_counter()
-        res = run_episode(sim, pol)
+        res = run_episode(sim, pol, on_request)
         run.wall_s += time.perf_counter() - t0
         if check:
             sim.check_invariants()

@@ -6,6 +6,7 @@ the same number, so every policy sees the same request sequences and a rerun giv
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -114,8 +115,22 @@ class ServerPicker(Protocol):
     def choose(self, view: NetView) -> int: ...
 
 
-def run_episode(sim: NetAllocSim, policy: ServerPicker) -> NetResult:
-    """Finish ``sim``'s episode with ``policy`` picking every server; the loop is the library's."""
+def run_episode(
+    sim: NetAllocSim, policy: ServerPicker, on_request: Callable[[int], None] | None = None
+) -> NetResult:
+    """Finish ``sim``'s episode with ``policy`` picking every server; the loop is the library's. ``on_request(n)`` is
+    called with the number of requests decided since its last call (a progress bar), after every pick that decides
+    one or more (rejections for capacity are decided without a pick)."""
+    if on_request is None:
+        while not sim.done:
+            sim.pick(policy.choose(sim.view()))
+        return sim.result()
+    seen = sim.t
     while not sim.done:
         sim.pick(policy.choose(sim.view()))
+        if sim.t != seen:
+            on_request(sim.t - seen)
+            seen = sim.t
+    if len(sim.requests) != seen:
+        on_request(len(sim.requests) - seen)
     return sim.result()
