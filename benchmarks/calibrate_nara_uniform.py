@@ -28,8 +28,8 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=5)
     args = ap.parse_args()
     shipped = netreq.UNIFORM_BOUNDS["uniform"]
-    print("| hi | topology | " + " | ".join(f"{p} (paper)" for p in POLICIES)
-          + " | Tetris rack-local | Tetris > 5 servers | Random rack-local | Random > 5 servers | max dist T/R |")  # fmt: skip
+    stats = "Tetris rack-local | Tetris > 5 servers | Random rack-local | Random > 5 servers | max dist T/R"
+    print("| hi | topology | " + " | ".join(f"{p} (paper)" for p in POLICIES) + f" | {stats} |")
     print("|---" * 11 + "|")
     try:
         for hi in args.his:

@@ -23,11 +23,11 @@ from dcplace.sim.netalloc import NetAllocSim, Outcome
 from dcplace.sim.routing import FabricRouting, GraphRouting, LeafRouting, routing_for, servers_are_leaves
 from dcplace.workload.netreq import (
     DATASETS,
+    SCALE,
     TARGET_LOAD,
+    TRAIN_SHARE,
     NetRequests,
     average_load,
-    SCALE,
-    TRAIN_SHARE,
     build_tables,
     generate,
     read_requests,

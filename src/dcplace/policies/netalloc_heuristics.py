@@ -211,8 +211,14 @@ register(
     "netalloc",
 )
 register(
-    "nalb-v1", lambda seed=0: LocalityBased(True, seed, label="nalb-v1", own_routing=False), _DOCS["nalb-v1"], "netalloc"
+    "nalb-v1",
+    lambda seed=0: LocalityBased(True, seed, label="nalb-v1", own_routing=False),
+    _DOCS["nalb-v1"],
+    "netalloc",
 )
 register(
-    "nulb-v1", lambda seed=0: LocalityBased(False, seed, label="nulb-v1", own_routing=False), _DOCS["nulb-v1"], "netalloc"
+    "nulb-v1",
+    lambda seed=0: LocalityBased(False, seed, label="nulb-v1", own_routing=False),
+    _DOCS["nulb-v1"],
+    "netalloc",
 )

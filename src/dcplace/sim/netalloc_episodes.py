@@ -15,7 +15,7 @@ from dcplace.cluster.topology import PRESETS, Topology
 from dcplace.errors import InputError
 from dcplace.sim.netalloc import NetAllocSim, NetResult, NetView
 from dcplace.sim.routing import PathRule, Routing, WeightedRouting, routing_for
-from dcplace.workload.netreq import DATASETS, NetRequests, generate, is_named_set, read_requests
+from dcplace.workload.netreq import NetRequests, generate, is_named_set, read_requests
 
 
 @dataclass(frozen=True)
@@ -115,9 +115,7 @@ class ServerPicker(Protocol):
     def choose(self, view: NetView) -> int: ...
 
 
-def run_episode(
-    sim: NetAllocSim, policy: ServerPicker, on_request: Callable[[int], None] | None = None
-) -> NetResult:
+def run_episode(sim: NetAllocSim, policy: ServerPicker, on_request: Callable[[int], None] | None = None) -> NetResult:
     """Finish ``sim``'s episode with ``policy`` picking every server; the loop is the library's. ``on_request(n)`` is
     called with the number of requests decided since its last call (a progress bar), after every pick that decides
     one or more (rejections for capacity are decided without a pick)."""

@@ -60,7 +60,14 @@ DATASETS = ("uniform", "azure", "alibaba")
 VARIANTS = ("uniform-v1", "azure-v1", "alibaba-v1")
 """Other named sets: dcplace's first readings (``-v1``): uniform sizes 1..100, Azure vCPU and GB x50, both traces
 trained on 80 % of their records."""
-TARGET_LOAD = {"uniform": 0.95, "uniform-v1": 0.95, "azure": 0.90, "azure-v1": 0.90, "alibaba": 0.90, "alibaba-v1": 0.90}
+TARGET_LOAD = {
+    "uniform": 0.95,
+    "uniform-v1": 0.95,
+    "azure": 0.90,
+    "azure-v1": 0.90,
+    "alibaba": 0.90,
+    "alibaba-v1": 0.90,
+}
 UNIFORM_BOUNDS = {"uniform": (1, 25), "uniform-v1": (1, 100)}
 BW_RANGE = (0.1, 1.0)
 AZURE_MACHINE = (8, 56)
