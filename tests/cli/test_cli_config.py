@@ -185,8 +185,8 @@ FLAGS_BEFORE_THE_PACKAGE = {  # every flag of every command when the CLI was one
     "--seed --trace --updates-per-epoch --warm-start",
     ("reproduce", "cvd-heuristics"): "--episodes --no-quick --out --quick --seed --trace",
     ("reproduce", "cvd-rl"): "--curve-epochs --episodes --no-quick --out --quick --seed --trace --workers",
-    ("reproduce", "nara-baselines"): "--episodes --no-quick --out --quick --seed",
-    ("reproduce", "nara"): "--episodes --no-quick --out --quick --seed",
+    ("reproduce", "nara-baselines"): "--episodes --no-quick --out --quick --seed --setting",
+    ("reproduce", "nara"): "--episodes --no-quick --out --quick --seed --setting",
     ("reproduce", "hmip"): "--no-quick --out --quick --seed --workers",
     ("demo",): "--episodes",
 }

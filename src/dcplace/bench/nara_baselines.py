@@ -1,6 +1,8 @@
 """``dcplace reproduce nara-baselines``: the baseline rows of the Nara paper's Tables 1-4, ours beside the paper's.
 
-Scenario (section 5.1, appendix G/H): test split, 5 rollouts per cell, 128-request episodes on alpha and beta, 896 on
+Scenario (section 5.1, appendix G/H), in the ``paper`` setting by default (k = 3 shortest simple paths, NALB and NULB
+with their own routing, uniform sizes calibrated to Table 1; ``v1`` is dcplace's first reading): test split, 5
+rollouts per cell, 128-request episodes on alpha and beta, 896 on
 gamma, 4,096 on delta (Table 5's caption; section 5.2's text says 2,048). The paper ran NALB and NULB only on alpha
 and beta and Tetris up to gamma ("prohibitively slow"); we run every baseline everywhere and mark the paper's missing
 cells with "-". Nara's own rows (issue 4) are listed for reference only.
@@ -93,11 +95,13 @@ def run_reproduction(
     progress: bool = True,
     policies: tuple[str, ...] = POLICIES + EXTRA_POLICIES,
     episodes_by_topology: dict[str, int] | None = None,
+    setting: str = "paper",
 ) -> str:
     """Run every cell, write ``records.jsonl``, ``table.md`` and Figure-2-style plots under ``out``; return the
-    Markdown. ``episodes_by_topology`` overrides ``episodes`` per topology (quick runs)."""
-    runs = run_cells(out, episodes, seed, topologies, progress, policies, episodes_by_topology)
-    md = _markdown(runs, topologies, episodes, seed, policies)
+    Markdown. ``episodes_by_topology`` overrides ``episodes`` per topology (quick runs); ``setting`` names the
+    environment's reading (``paper``, or ``v1``: dcplace's first, :data:`dcplace.sim.netalloc_episodes.SETTINGS`)."""
+    runs = run_cells(out, episodes, seed, topologies, progress, policies, episodes_by_topology, setting)
+    md = _markdown(runs, topologies, episodes, seed, policies, setting)
     (out / "table.md").write_text(md)
     return md
 
@@ -110,6 +114,7 @@ def run_cells(
     progress: bool,
     policies: tuple[str, ...],
     episodes_by_topology: dict[str, int] | None = None,
+    setting: str = "paper",
 ) -> dict[tuple[str, str, str], NetRun]:
     """Every (topology, dataset, policy) cell of Tables 1-5; records.jsonl and the Figure-2 plots under ``out``."""
     out.mkdir(parents=True, exist_ok=True)
@@ -120,9 +125,12 @@ def run_cells(
         n_episodes = (episodes_by_topology or {}).get(topo_name, episodes)
         for dataset in DATASETS:
             for policy in policies:
-                run = run_policy(top, dataset, policy, PRESETS[topo_name].episode_requests, n_episodes, seed)
+                run = run_policy(
+                    top, dataset, policy, PRESETS[topo_name].episode_requests, n_episodes, seed, setting=setting
+                )
                 runs[(topo_name, dataset, policy)] = run
                 summary = run.summary()
+                summary["setting"] = setting
                 summary["paper_acceptance"] = _paper_acc(dataset, policy, topo_name)
                 summary["paper_util"] = _paper_util(topo_name, policy, dataset)
                 records.append(summary)
@@ -151,13 +159,15 @@ def _markdown(
     episodes: int,
     seed: int,
     policies: tuple[str, ...] = POLICIES + EXTRA_POLICIES,
+    setting: str = "paper",
 ) -> str:
     title = "Nara and the baselines" if "nara" in policies else "Nara baselines"
     n_eps = sorted({len(runs[(t, DATASETS[0], policies[0])].results) for t in topologies})
     lines = [
         f"# {title}: ours (paper)",
         "",
-        f"{'/'.join(map(str, n_eps))} episodes per cell, seed {seed}, test split; requests per episode "
+        f"Setting `{setting}`; {'/'.join(map(str, n_eps))} episodes per cell, seed {seed}, test split; requests per "
+        "episode "
         + ", ".join(f"{t} {PRESETS[t].episode_requests}" for t in topologies)
         + ". Paper values in parentheses, '-' where the paper has none. `nalb-strict` is ours.",
         "",

@@ -25,7 +25,7 @@ from dcplace.bench.netalloc_runner import NetRun, run_policy
 from dcplace.cluster.topology import PRESETS, preset
 from dcplace.errors import InputError
 from dcplace.learn.checkpoint import shipped_path
-from dcplace.sim.netalloc_episodes import episode_requests
+from dcplace.sim.netalloc_episodes import episode_requests, get_setting
 
 POLICIES = ("nara", *nb.POLICIES, *nb.EXTRA_POLICIES)
 PAPER_BASELINES = nb.POLICIES  # the paper's four baselines; nalb-strict is ours
@@ -63,10 +63,12 @@ def run_reproduction(
     quick: bool = False,
     progress: bool = True,
     episodes_by_topology: dict[str, int] | None = None,
+    setting: str = "paper",
 ) -> str:
     """Run everything, write records and Markdown under ``out``, return the Markdown. ``quick``: 2 episodes per
     cell on alpha, beta and gamma and 1 on delta. ``episodes_by_topology`` (overrides both): episodes per topology,
-    and only the topologies it names (``reproduce all --quick`` leaves delta out)."""
+    and only the topologies it names (``reproduce all --quick`` leaves delta out). ``setting``: the environment's
+    reading (``paper`` or ``v1``, :data:`dcplace.sim.netalloc_episodes.SETTINGS`)."""
     for d in nb.DATASETS:
         _need("alpha", d)
         _need("beta", d)
@@ -75,7 +77,7 @@ def run_reproduction(
     if episodes_by_topology is not None:
         per_topology = episodes_by_topology
         topologies = tuple(t for t in nb.TOPOLOGIES if t in episodes_by_topology)
-    runs = nb.run_cells(out, episodes, seed, topologies, progress, POLICIES, per_topology)
+    runs = nb.run_cells(out, episodes, seed, topologies, progress, POLICIES, per_topology, setting)
     n_small = 2 if quick else episodes
 
     def extra(topology: str, dataset: str, agent_topology: str, agent_dataset: str, label: str) -> NetRun:
@@ -88,6 +90,7 @@ def run_reproduction(
             seed,
             checkpoint=str(_need(agent_topology, agent_dataset)),
             label=label,
+            setting=setting,
         )
         if progress:
             print(
@@ -109,8 +112,10 @@ def run_reproduction(
         for (agent, _d), run in table7.items():
             fh.write(json.dumps({"table": 7, "agent": agent, **run.summary()}) + "\n")
     for d in nb.DATASETS:
-        plot_interpretation([runs[("alpha", d, p)] for p in POLICIES], out / f"interpretation_alpha_{d}.png", seed)
-    md = nb._markdown(runs, topologies, episodes, seed, POLICIES)
+        plot_interpretation(
+            [runs[("alpha", d, p)] for p in POLICIES], out / f"interpretation_alpha_{d}.png", seed, setting
+        )
+    md = nb._markdown(runs, topologies, episodes, seed, POLICIES, setting)
     md += _margins(runs) + _table6(runs, table6) + _table7(runs, table7)
     (out / "table.md").write_text(md)
     return md
@@ -187,14 +192,15 @@ def _table7(runs: dict[tuple[str, str, str], NetRun], table7: dict[tuple[str, st
     return _cross_table("Table 7: on alpha, each request set's agent on every request set", rows)
 
 
-def size_profile(run: NetRun, seed: int) -> dict[str, Any]:
+def size_profile(run: NetRun, seed: int, setting: str = "paper") -> dict[str, Any]:
     """Per accepted request: its size (servers' worth of CPU or memory, whichever is larger, rounded up), the
     servers it got and its locality; regenerated from the run's seeded episodes."""
     top = preset(run.topology)
     cap = int(top.server_cpu.max())
     sizes, servers, locality = [], [], []
+    dataset = get_setting(setting).dataset(run.dataset)
     for e, res in enumerate(run.results):
-        req = episode_requests(top, run.dataset, run.requests, seed, e, "test")
+        req = episode_requests(top, dataset, run.requests, seed, e, "test")
         for rid, n, loc in zip(res.accepted_ids, res.servers_per_allocation, res.locality, strict=True):
             sizes.append(-(-max(int(req.cpu[rid]), int(req.mem[rid])) // cap))
             servers.append(n)
@@ -202,7 +208,7 @@ def size_profile(run: NetRun, seed: int) -> dict[str, Any]:
     return {"size": np.array(sizes), "servers": np.array(servers), "locality": np.array(locality)}
 
 
-def plot_interpretation(runs: list[NetRun], path: Path, seed: int) -> None:
+def plot_interpretation(runs: list[NetRun], path: Path, seed: int, setting: str = "paper") -> None:
     """Section 5.3: mean servers per allocation and share of rack-local allocations against request size."""
     import matplotlib
 
@@ -211,7 +217,7 @@ def plot_interpretation(runs: list[NetRun], path: Path, seed: int) -> None:
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for run in runs:
-        prof = size_profile(run, seed)
+        prof = size_profile(run, seed, setting)
         if not len(prof["size"]):
             continue
         sizes = np.unique(prof["size"])

@@ -15,8 +15,16 @@ from dcplace.cluster.topology import Topology, load_topology
 from dcplace.errors import InputError
 from dcplace.policies import get_net_policy
 from dcplace.sim.netalloc import LOCALITY_NAMES, NetAllocSim, NetResult
-from dcplace.sim.netalloc_episodes import ServerPicker, default_requests, episode_requests, episode_seed, run_episode
-from dcplace.workload.netreq import DATASETS
+from dcplace.sim.netalloc_episodes import (
+    Routings,
+    ServerPicker,
+    default_requests,
+    episode_requests,
+    episode_seed,
+    get_setting,
+    run_episode,
+)
+from dcplace.workload.netreq import DATASETS, VARIANTS, is_named_set
 
 
 @dataclass
@@ -73,33 +81,45 @@ def run_policy(
     checkpoint: str | None = None,
     label: str | None = None,
     on_episode: Callable[[int], None] | None = None,
+    setting: str = "paper",
+    on_request: Callable[[int], None] | None = None,
 ) -> NetRun:
     """``episodes`` seeded episodes of one policy: a name (``module:Class`` and entry points too), built afresh and
     seeded for every episode, or a policy object, used as it is for every episode. ``check`` verifies the ledger
     after every episode; ``checkpoint`` is the weights file of a learned policy (default: the one shipped for
-    ``dataset``); ``label`` names the run; ``on_episode(e)`` is called after episode ``e`` (a progress bar)."""
+    ``dataset``); ``label`` names the run; ``on_episode(e)`` is called after episode ``e`` and ``on_request(n)`` as
+    requests are decided (progress bars; :func:`dcplace.sim.netalloc_episodes.run_episode`);
+    ``setting`` names the environment's reading (:data:`dcplace.sim.netalloc_episodes.SETTINGS`: routing and what the
+    request-set names draw)."""
     top = topology if isinstance(topology, Topology) else load_topology(topology)
     if episodes < 1:
         raise InputError(f"must be at least 1, got {episodes}", field="episodes")
     n = n_requests if n_requests is not None else default_requests(top)
     if n < 1:
         raise InputError(f"must be at least 1, got {n}", field="requests")
-    if dataset not in DATASETS and not Path(dataset).is_file():
+    env = get_setting(setting)
+    if not is_named_set(dataset) and not Path(dataset).is_file():
         raise InputError(
-            f"must be one of {', '.join(DATASETS)} or an existing request CSV, got {dataset!r}", field="dataset"
+            f"must be one of {', '.join(DATASETS + VARIANTS)} or an existing request CSV, got {dataset!r}",
+            field="dataset",
         )
     if isinstance(policy, str):
         get_net_policy(policy, 0, dataset, checkpoint)  # fail on a bad name or checkpoint before any work
     name = policy if isinstance(policy, str) else str(getattr(policy, "name", type(policy).__name__))
-    data_label = dataset if dataset in DATASETS else Path(dataset).name
+    data_label = dataset if is_named_set(dataset) else Path(dataset).name
     run = NetRun(label or name, top.name, data_label, n)
+    routings = Routings(top, env)
     for e in range(episodes):
-        req = episode_requests(top, dataset, n, seed, e, split)
+        req = episode_requests(top, env.dataset(dataset), n, seed, e, split)
         run.requests = len(req)
-        sim = NetAllocSim(top, req)
-        pol = get_net_policy(policy, episode_seed(seed, e), dataset, checkpoint) if isinstance(policy, str) else policy
+        pol = (
+            get_net_policy(env.policy(policy), episode_seed(seed, e), dataset, checkpoint)
+            if isinstance(policy, str)
+            else policy
+        )
+        sim = NetAllocSim(top, req, routing=routings.for_policy(pol))
         t0 = time.perf_counter()
-        res = run_episode(sim, pol)
+        res = run_episode(sim, pol, on_request)
         run.wall_s += time.perf_counter() - t0
         if check:
             sim.check_invariants()

@@ -182,6 +182,8 @@ class NaraBaselinesRun:
     """same seed, same numbers"""
     quick: bool = False
     """2 rollouts per cell"""
+    setting: Literal["paper", "v1"] = "paper"
+    """paper: k = 3 shortest paths, NALB/NULB's own routing, calibrated uniform sizes; v1: dcplace's first reading"""
 
     def __post_init__(self) -> None:
         check_types(self)
@@ -200,7 +202,7 @@ def reproduce_nara_baselines(
     from dcplace.bench.nara_baselines import run_reproduction
 
     with _output(out, cfg, "dcplace reproduce nara-baselines") as folder:
-        md = run_reproduction(folder, episodes=2 if cfg.quick else cfg.episodes, seed=cfg.seed)
+        md = run_reproduction(folder, episodes=2 if cfg.quick else cfg.episodes, seed=cfg.seed, setting=cfg.setting)
     _finish(md, out, "records, table and plots")
 
 
@@ -214,6 +216,8 @@ class NaraRun:
     """same seed, same numbers"""
     quick: bool = False
     """2 rollouts per cell (1 on delta)"""
+    setting: Literal["paper", "v1"] = "paper"
+    """paper: k = 3 shortest paths, NALB/NULB's own routing, calibrated request sets; v1: dcplace's first reading"""
 
     def __post_init__(self) -> None:
         check_types(self)
@@ -230,7 +234,7 @@ def reproduce_nara(
     from dcplace.bench.nara_reproduction import run_reproduction
 
     with _output(out, cfg, "dcplace reproduce nara") as folder:
-        md = run_reproduction(folder, episodes=cfg.episodes, seed=cfg.seed, quick=cfg.quick)
+        md = run_reproduction(folder, episodes=cfg.episodes, seed=cfg.seed, quick=cfg.quick, setting=cfg.setting)
     _finish(md, out, "records, tables and plots")
 
 

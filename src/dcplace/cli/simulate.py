@@ -160,10 +160,23 @@ def simulate_netalloc(
     from rich.table import Table
 
     from dcplace.bench.netalloc_runner import run_policy
+    from dcplace.cluster.topology import load_topology
+    from dcplace.sim.netalloc_episodes import default_requests
+    from dcplace.workload.netreq import is_named_set, read_requests
 
-    with progress_bar(f"{cfg.policy} on {cfg.topology}/{cfg.dataset}", cfg.episodes, "episodes") as advance:
-        run = run_policy(cfg.topology, cfg.dataset, cfg.policy, cfg.requests or None, cfg.episodes, cfg.seed,
-                         cfg.split, cfg.check, cfg.checkpoint, on_episode=advance)  # fmt: skip
+    top = load_topology(cfg.topology)
+    n = cfg.requests or default_requests(top)
+    if not is_named_set(cfg.dataset) and Path(cfg.dataset).is_file():
+        n = len(read_requests(Path(cfg.dataset)))  # a request file is replayed as it is
+    # The bar counts requests, so that one long episode (delta with a learned agent) shows progress too.
+    with progress_bar(f"{cfg.policy} on {top.name}/{cfg.dataset}", cfg.episodes * n, "requests") as advance:
+
+        def decided(k: int) -> None:
+            for _ in range(k):
+                advance()
+
+        run = run_policy(top, cfg.dataset, cfg.policy, cfg.requests or None, cfg.episodes, cfg.seed,
+                         cfg.split, cfg.check, cfg.checkpoint, on_request=decided)  # fmt: skip
     s: dict[str, Any] = run.summary()
     _write_out(out, s, cfg, "dcplace simulate netalloc", run.results)
     if json_out:

@@ -77,6 +77,10 @@ class FabricShape:
     def n_servers(self) -> int:
         return self.servers_per_rack * self.racks
 
+    def rack_node(self, rack: int) -> int:
+        """Node id of a rack switch (servers first, then racks)."""
+        return self.n_servers + rack
+
     # Link ids: server-rack links first (id = server), then rack-fabric, then fabric-spine.
     def rack_fabric_link(self, rack: int, plane: int) -> int:
         return self.n_servers + rack * self.planes + plane

@@ -36,7 +36,8 @@ def checkpoint_for(dataset: str | None, checkpoint: str | None) -> Path:
         return Path(checkpoint)
     from dcplace.learn.checkpoint import shipped_path
 
-    name = dataset if dataset in SHIPPED_DATASETS else "uniform"
+    base = dataset.removesuffix("-v1") if dataset else dataset
+    name = base if base in SHIPPED_DATASETS else "uniform"
     path = shipped_path(SHIPPED_TOPOLOGY, name)
     if not path.is_file():
         raise InputError(f"no shipped Nara checkpoint for {name!r} ({path}); pass --checkpoint PATH")

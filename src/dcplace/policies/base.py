@@ -113,6 +113,13 @@ class NetPolicy(ABC):
     setting: ClassVar[str] = "netalloc"
 
     @property
+    def routing(self) -> str:
+        """Whose paths connect this policy's servers: ``simulator`` (the simulator's k shortest paths, the paper's
+        environment) or ``weighted`` (its own bandwidth-weighted k shortest paths, NALB's and NULB's, appendix D.2;
+        :class:`dcplace.sim.routing.WeightedRouting`)."""
+        return "simulator"
+
+    @property
     def name(self) -> str:
         """The name shown in results; override with a class attribute or a property."""
         return type(self).__name__

@@ -1,15 +1,17 @@
 """The Nara paper's baselines for network-aware allocation (section 4.1, appendix D), as server-pick rules.
 
 Every rule sees a read-only view of the simulator waiting on a request and returns one server from
-``view.action_mask()``; the simulator
-checks paths and ends the request when it is provisioned or a pair of its servers cannot be connected. Routing
-(bandwidth-weighted k = 3 shortest paths) belongs to the simulator and is the same for every rule, so the rules
-differ only in which servers they pick.
+``view.action_mask()``; the simulator checks paths (with the routing the rule names, ``routing``) and ends the
+request when it is provisioned or a pair of its servers cannot be connected.
 
 * ``random``: a uniformly random server of the mask, until the request is provisioned or fails.
-* ``tetris`` (Grandl et al. 2014, appendix D.1): the server whose free (CPU, memory) has the highest cosine
-  similarity with the request's still-needed (CPU, memory); once a first server is chosen, servers outside its rack
-  have their score cut by 90 % (the paper's best penalty). Ties go to the lowest server id.
+* ``tetris`` (Grandl et al. 2014, appendix D.1): the server with the highest alignment score, Tetris's own: the dot
+  product of the request's still-needed (CPU, memory) with the server's free (CPU, memory); once a first server is
+  chosen, servers outside its rack have their score cut by 90 % (the paper's best penalty). Ties go to the lowest
+  server id. The paper's text says "cosine similarity"; ``tetris-cosine`` is that reading (dcplace's first): a
+  cosine is blind to how much is free, so it fills nearly exhausted servers first, spreads every request over more
+  servers and never reaches the paper's Tetris numbers (0.43-0.49 on alpha for every uniform bound we tried against
+  the paper's 0.61; the dot product gives 0.60-0.62, docs/netalloc.md "Calibration").
 * ``nalb`` (Zervas et al. 2018, appendix D.2, network-aware locality-based): a random first server, then the
   servers in the order of a bandwidth-weighted breadth-first search from it: a node's neighbours are visited in order
   of decreasing free bandwidth on the connecting link (ties by id).
@@ -18,6 +20,12 @@ differ only in which servers they pick.
   weighting".
 * ``nalb-strict`` (ours, beyond the paper): NALB that is network-aware in its filter too: the first server is random
   among those whose links have the request's bandwidth free, and the search crosses only such links.
+
+Routing: ``random``, ``tetris`` and ``nalb-strict`` use the simulator's (k = 3 shortest simple paths, the widest
+reserved). ``nalb`` and ``nulb`` connect their servers with their own bandwidth-weighted k-shortest paths (appendix
+D.2: link weight 1 / free bandwidth, over links with the request's bandwidth free;
+:class:`dcplace.sim.routing.WeightedRouting`); ``nalb-v1`` and ``nulb-v1`` are dcplace's first reading, with the
+simulator's routing.
 
 When a search runs out of reachable servers before the request is provisioned, NALB / NULB fall back to a random
 server of the mask (which usually fails the path check: the request could not be placed locally).
@@ -51,18 +59,25 @@ class RandomPick(NetPolicy):
 
 
 class Tetris(NetPolicy):
-    name = "tetris"
+    """Tetris: ``score = need . free`` (``cosine``: divided by both norms), 90 % off outside the first pick's rack."""
 
-    def __init__(self, seed: int = 0, penalty: float = TETRIS_PENALTY) -> None:
+    def __init__(self, seed: int = 0, penalty: float = TETRIS_PENALTY, cosine: bool = False) -> None:
         self.penalty = penalty
+        self.cosine = cosine
+
+    @property
+    def name(self) -> str:
+        return "tetris-cosine" if self.cosine else "tetris"
 
     def choose(self, view: NetView) -> int:
         need = np.array([view.need_cpu, view.need_mem], dtype=np.float64)
         fc = view.free_cpu.astype(np.float64)
         fm = view.free_mem.astype(np.float64)
-        norm = np.sqrt(fc * fc + fm * fm) * np.sqrt(need @ need)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            score = (fc * need[0] + fm * need[1]) / norm
+        score = fc * need[0] + fm * need[1]
+        if self.cosine:
+            norm = np.sqrt(fc * fc + fm * fm) * np.sqrt(need @ need)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                score = score / norm
         if view.picks:
             rack = view.topology.server_rack
             first = rack[view.picks[0]]
@@ -106,6 +121,7 @@ class LocalityBased(NetPolicy):
     prune: bool = False  # cross only links with the request's bandwidth free
     aware_first: bool = False  # first server among those whose links carry the request's bandwidth
     label: str = ""
+    own_routing: bool = True  # its bandwidth-weighted k shortest paths (appendix D.2); False: the simulator's
     rng: np.random.Generator = field(init=False)
     _adj: _Adjacency | None = field(default=None, init=False)
     _adj_of: Topology | None = field(default=None, init=False)
@@ -118,6 +134,10 @@ class LocalityBased(NetPolicy):
     @property
     def name(self) -> str:
         return self.label or ("nalb" if self.weighted else "nulb")
+
+    @property
+    def routing(self) -> str:
+        return "weighted" if self.own_routing else "simulator"
 
     def _bfs(self, view: NetView, source: int, bw: int) -> Iterator[int]:
         """Servers in (bandwidth-weighted) breadth-first order from ``source``, lazily."""
@@ -170,16 +190,35 @@ class LocalityBased(NetPolicy):
 
 _DOCS = {
     "random": "a uniformly random server until the request is provisioned or fails",
-    "tetris": "highest cosine similarity of free (CPU, mem) with the need; 90 % penalty outside the first rack",
+    "tetris": "highest alignment (need . free CPU and memory); 90 % penalty outside the first rack",
+    "tetris-cosine": "Tetris scoring by cosine similarity instead (dcplace's first reading)",
     "nalb": "bandwidth-weighted breadth-first search from a random first server (widest links first)",
     "nulb": "plain breadth-first search from a random first server (network-unaware locality)",
     "nalb-strict": "NALB crossing only links with enough free bandwidth, first server with enough uplink bandwidth",
+    "nalb-v1": "NALB with the simulator's routing instead of its own (dcplace's first reading)",
+    "nulb-v1": "NULB with the simulator's routing instead of its own (dcplace's first reading)",
 }
 
 register("random", lambda seed=0: RandomPick(seed), _DOCS["random"], setting="netalloc")
 register("tetris", lambda seed=0: Tetris(seed), _DOCS["tetris"], setting="netalloc")
+register("tetris-cosine", lambda seed=0: Tetris(seed, cosine=True), _DOCS["tetris-cosine"], setting="netalloc")
 register("nalb", lambda seed=0: LocalityBased(True, seed), _DOCS["nalb"], setting="netalloc")
 register("nulb", lambda seed=0: LocalityBased(False, seed), _DOCS["nulb"], setting="netalloc")
 register(
-    "nalb-strict", lambda seed=0: LocalityBased(True, seed, True, True, "nalb-strict"), _DOCS["nalb-strict"], "netalloc"
+    "nalb-strict",
+    lambda seed=0: LocalityBased(True, seed, True, True, "nalb-strict", own_routing=False),
+    _DOCS["nalb-strict"],
+    "netalloc",
+)
+register(
+    "nalb-v1",
+    lambda seed=0: LocalityBased(True, seed, label="nalb-v1", own_routing=False),
+    _DOCS["nalb-v1"],
+    "netalloc",
+)
+register(
+    "nulb-v1",
+    lambda seed=0: LocalityBased(False, seed, label="nulb-v1", own_routing=False),
+    _DOCS["nulb-v1"],
+    "netalloc",
 )

@@ -322,7 +322,7 @@ class NetAllocSim:
         best: tuple[int, ...] | None = None
         best_bottleneck = bw - 1
         a, b = (u, v) if u < v else (v, u)
-        for path in self.routing.candidates(a, b):
+        for path in self.routing.paths(a, b, fb, bw):
             bottleneck = min(int(fb[link]) for link in path)
             if bottleneck > best_bottleneck:
                 best, best_bottleneck = path, bottleneck

@@ -6,12 +6,81 @@ the same number, so every policy sees the same request sequences and a rerun giv
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from dcplace.cluster.topology import PRESETS, Topology
+from dcplace.errors import InputError
 from dcplace.sim.netalloc import NetAllocSim, NetResult, NetView
-from dcplace.workload.netreq import DATASETS, NetRequests, generate, read_requests
+from dcplace.sim.routing import PathRule, Routing, WeightedRouting, routing_for
+from dcplace.workload.netreq import NetRequests, generate, is_named_set, read_requests
+
+
+@dataclass(frozen=True)
+class NetSetting:
+    """What the paper's environment means, as one named choice (docs/netalloc.md, "Settings").
+
+    ``paths``: the simulator's candidate paths (:mod:`dcplace.sim.routing`); ``datasets``: what each request-set name
+    draws (e.g. ``uniform`` -> ``uniform-v1``); ``policies``: what a policy name builds (e.g. ``tetris`` ->
+    ``tetris-cosine``), results keep the name asked for; ``own_routing``: whether a policy that declares its own
+    routing (NALB, NULB) gets it, or the simulator's."""
+
+    name: str
+    paths: PathRule
+    datasets: tuple[tuple[str, str], ...] = ()
+    policies: tuple[tuple[str, str], ...] = ()
+    own_routing: bool = True
+
+    def dataset(self, name: str) -> str:
+        return dict(self.datasets).get(name, name)
+
+    def policy(self, name: str) -> str:
+        return dict(self.policies).get(name, name)
+
+
+SETTINGS: dict[str, NetSetting] = {
+    "paper": NetSetting("paper", "ksp"),
+    "v1": NetSetting(
+        "v1",
+        "ecmp",
+        (("uniform", "uniform-v1"), ("azure", "azure-v1"), ("alibaba", "alibaba-v1")),
+        (("tetris", "tetris-cosine"),),
+        own_routing=False,
+    ),
+}
+"""``paper`` (default): k = 3 shortest simple paths, calibrated uniform sizes, NALB / NULB with their own routing.
+``v1``: dcplace's first reading: equal-cost paths only, the -v1 request sets, Tetris by cosine, one routing for every
+policy."""
+
+
+def get_setting(name: str) -> NetSetting:
+    if name not in SETTINGS:
+        raise InputError(f"must be one of {', '.join(SETTINGS)}, got {name!r}", field="setting")
+    return SETTINGS[name]
+
+
+class Routings:
+    """The routings of one topology and setting, built once and shared by every episode (their caches too)."""
+
+    def __init__(self, topology: Topology, setting: NetSetting, k: int = 3) -> None:
+        self.topology, self.setting, self.k = topology, setting, k
+        self._built: dict[str, Routing] = {}
+
+    def for_policy(self, policy: object) -> Routing:
+        """The routing ``policy`` asks for (its ``routing`` attribute: ``simulator`` or ``weighted``)."""
+        kind = str(getattr(policy, "routing", "simulator"))
+        if kind != "weighted" or not self.setting.own_routing:
+            kind = "simulator"
+        hit = self._built.get(kind)
+        if hit is None:
+            if kind == "weighted":
+                hit = WeightedRouting(self.topology, self.k)
+            else:
+                hit = routing_for(self.topology, self.k, paths=self.setting.paths)
+            self._built[kind] = hit
+        return hit
 
 
 def episode_seed(seed: int, episode: int) -> int:
@@ -28,7 +97,7 @@ def episode_requests(
     topology: Topology, dataset: str, n_requests: int, seed: int, episode: int, split: str = "test"
 ) -> NetRequests:
     """The requests of one episode: a named set drawn for this topology, or a request file replayed as is."""
-    if dataset in DATASETS:
+    if is_named_set(dataset):
         return generate(
             dataset,
             n_requests,
@@ -46,8 +115,20 @@ class ServerPicker(Protocol):
     def choose(self, view: NetView) -> int: ...
 
 
-def run_episode(sim: NetAllocSim, policy: ServerPicker) -> NetResult:
-    """Finish ``sim``'s episode with ``policy`` picking every server; the loop is the library's."""
+def run_episode(sim: NetAllocSim, policy: ServerPicker, on_request: Callable[[int], None] | None = None) -> NetResult:
+    """Finish ``sim``'s episode with ``policy`` picking every server; the loop is the library's. ``on_request(n)`` is
+    called with the number of requests decided since its last call (a progress bar), after every pick that decides
+    one or more (rejections for capacity are decided without a pick)."""
+    if on_request is None:
+        while not sim.done:
+            sim.pick(policy.choose(sim.view()))
+        return sim.result()
+    seen = sim.t
     while not sim.done:
         sim.pick(policy.choose(sim.view()))
+        if sim.t != seen:
+            on_request(sim.t - seen)
+            seen = sim.t
+    if len(sim.requests) != seen:
+        on_request(len(sim.requests) - seen)
     return sim.result()

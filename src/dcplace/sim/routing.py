@@ -1,16 +1,22 @@
-"""Candidate paths between two servers: the k shortest (equal-cost, hop count) paths, as tuples of link ids.
+"""Candidate paths between two servers: the k shortest simple paths (hop count), as tuples of link ids.
 
-Semantics, shared by both routines so that they agree exactly:
+Semantics, shared by every routine so that they agree exactly (``paths="ksp"``, the default, the paper's: "k-shortest
+paths", K = 3, appendix G):
 
 1. All shortest paths (fewest hops) between the two servers, in canonical order: lexicographic by the sequence of
    node ids along the path.
 2. Rotated by ``(u + v) mod n`` (``n`` = number of shortest paths) and cut to the first ``k``. The rotation is a
    deterministic stand-in for ECMP hashing: without it every pair would try the same ``k`` of gamma's four planes
    and one plane's links would never carry traffic.
+3. When there are fewer than ``k`` shortest paths, the next shortest *simple* paths follow, ordered by (hops, node
+   order), until there are ``k`` (or no more simple paths). On alpha and beta (two planes) a pair in one pod gets its
+   two 4-hop paths and one 8-hop path through the other pod; two servers of one rack have one simple path only (a
+   server is a leaf: any other route would pass its rack switch twice). Gamma and delta have four planes, so step 3
+   never applies there.
 
-Only equal-cost paths are candidates: in a Fabric network a longer path turns back down through another rack switch,
-which datacenter routing never does. The simulator then reserves, among the candidates, the one with the most free
-bandwidth on its tightest link ("bandwidth-weighted k-shortest paths", shared by every policy).
+``paths="ecmp"`` (dcplace's first reading, kept as a named variant) stops after step 2: only equal-cost paths. The
+simulator then reserves, among the candidates, the one with the most free bandwidth on its tightest link.
+:class:`WeightedRouting` is NALB's and NULB's own bandwidth-weighted k-shortest paths (appendix D.2), state-dependent.
 
 :class:`FabricRouting` enumerates the paths from rack and pod (no search, no cache needed); :class:`LeafRouting`
 serves any graph whose servers are leaves (one link each, to their rack switch: every tree-like fabric, generated or
@@ -18,29 +24,92 @@ loaded from a file): the shortest paths between two servers are those between th
 links at the ends, so it keeps, per destination switch, the hop distance and the number of shortest paths from every
 node (one breadth-first pass over the edge arrays), and unranks the ``k`` paths it needs in lexicographic order
 directly (no enumeration of the others); :class:`GraphRouting` asks networkx for all shortest paths of any graph
-and caches them per server pair. ``tests/sim/test_netalloc.py`` checks that all return the same candidates.
+and caches them per server pair. Step 3 runs Yen's algorithm (``networkx.shortest_simple_paths``) on the switch
+graph, once per switch pair (cached), for the leaf and structural routings. ``tests/sim/test_netalloc.py`` and
+``tests/sim/test_routing_ksp.py`` check that all return the same candidates, and against every simple path
+networkx lists.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections import OrderedDict
-from typing import Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from dcplace.cluster.topology import Topology
+from dcplace.cluster.topology import BW_SCALE, Topology
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 Path = tuple[int, ...]
+PathRule = Literal["ksp", "ecmp"]
+PATH_RULES: tuple[PathRule, ...] = ("ksp", "ecmp")
 
 
 class Routing(Protocol):
     k: int
 
     def candidates(self, u: int, v: int) -> list[Path]:
-        """At most ``k`` link-id paths between servers ``u != v``."""
+        """At most ``k`` link-id paths between servers ``u != v`` (the static candidates)."""
         ...
+
+    def paths(self, u: int, v: int, free_bw: npt.NDArray[np.int64], bw: int) -> list[Path]:
+        """The candidates the simulator checks now, given the free bandwidth (micro-units per link) and the
+        request's ``bw``; static routings return :meth:`candidates`."""
+        ...
+
+
+class _Static:
+    """Routing whose candidates do not depend on the network's state."""
+
+    def candidates(self, u: int, v: int) -> list[Path]:
+        raise NotImplementedError
+
+    def paths(self, u: int, v: int, free_bw: npt.NDArray[np.int64], bw: int) -> list[Path]:
+        return self.candidates(u, v)
+
+
+def _node_links(graph: nx.Graph, nodes: list[int]) -> Path:
+    return tuple(int(graph.edges[a, b]["link"]) for a, b in itertools.pairwise(nodes))
+
+
+def longer_simple_paths(graph: nx.Graph, s: int, t: int, shortest_hops: int, need: int) -> list[list[int]]:
+    """Up to ``need`` simple node paths from ``s`` to ``t`` with more than ``shortest_hops`` hops, the shortest first,
+    ties in node order (step 3 of the module docstring). Yen's algorithm yields paths in non-decreasing hop count, so
+    it stops at the first path longer than the ``need``-th kept one."""
+    import networkx as nx
+
+    kept: list[list[int]] = []
+    for p in nx.shortest_simple_paths(graph, s, t):
+        hops = len(p) - 1
+        if hops <= shortest_hops:
+            continue
+        if len(kept) >= need and hops > len(kept[need - 1]) - 1:
+            break
+        kept.append(p)
+    kept.sort(key=lambda p: (len(p), p))
+    return kept[:need]
+
+
+class _SwitchPaths:
+    """Step 3 for graphs whose servers are leaves: longer simple paths between two switches, on the graph without
+    its servers (a leaf is never inside a path), cached per (switch, switch, count)."""
+
+    def __init__(self, topology: Topology) -> None:
+        full = topology.to_networkx()
+        self.graph = full.subgraph(range(topology.n_servers, topology.n_nodes)).copy()
+        self._cache: dict[tuple[int, int, int, int], list[Path]] = {}
+
+    def links(self, su: int, sv: int, shortest_hops: int, need: int) -> list[Path]:
+        key = (su, sv, shortest_hops, need)
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = [_node_links(self.graph, p) for p in longer_simple_paths(self.graph, su, sv, shortest_hops, need)]
+            self._cache[key] = hit
+        return hit
 
 
 def select(paths: list[Path], u: int, v: int, k: int) -> list[Path]:
@@ -52,18 +121,21 @@ def select(paths: list[Path], u: int, v: int, k: int) -> list[Path]:
     return [paths[(start + i) % n] for i in range(min(k, n))]
 
 
-class FabricRouting:
+class FabricRouting(_Static):
     """Paths from the Fabric structure: 1 path inside a rack, one per plane inside a pod, one per (plane, spine)
-    across pods."""
+    across pods; with ``paths="ksp"``, longer ones where these are fewer than ``k`` (:class:`_SwitchPaths`)."""
 
-    def __init__(self, topology: Topology, k: int = 3) -> None:
+    def __init__(self, topology: Topology, k: int = 3, paths: PathRule = "ksp") -> None:
         shape = topology.fabric_shape
         if shape is None:
             raise ValueError("FabricRouting needs a topology built by dcplace.cluster.topology.fabric")
         self.shape = shape
         self.k = k
+        self.rule = paths
         self._rack = topology.server_rack.tolist()
         self._pod = topology.server_pod.tolist()
+        self._rack_node = [shape.rack_node(r) for r in range(shape.racks)] if paths == "ksp" else []
+        self._longer = _SwitchPaths(topology) if paths == "ksp" else None
 
     def candidates(self, u: int, v: int) -> list[Path]:
         s = self.shape
@@ -89,15 +161,22 @@ class FabricRouting:
                 for f in range(s.planes)
                 for sp in range(s.spines_per_plane)
             ]
-        return select(paths, u, v, self.k)
+        out = select(paths, u, v, self.k)
+        if self._longer is not None and len(out) < self.k:
+            hops = 2 if pu == pv else 4  # between the rack switches
+            middle = self._longer.links(self._rack_node[ru], self._rack_node[rv], hops, self.k - len(out))
+            out += [(u, *m, v) for m in middle]
+        return out
 
 
-class GraphRouting:
-    """Paths of any graph from networkx's all-shortest-paths search, cached per server pair."""
+class GraphRouting(_Static):
+    """Paths of any graph from networkx's all-shortest-paths search (and Yen's for step 3), cached per server
+    pair."""
 
-    def __init__(self, topology: Topology, k: int = 3) -> None:
+    def __init__(self, topology: Topology, k: int = 3, paths: PathRule = "ksp") -> None:
         self.graph = topology.to_networkx()
         self.k = k
+        self.rule = paths
         self._cache: dict[tuple[int, int], list[Path]] = {}
 
     def candidates(self, u: int, v: int) -> list[Path]:
@@ -108,13 +187,16 @@ class GraphRouting:
         import networkx as nx
 
         node_paths = sorted(nx.all_shortest_paths(self.graph, u, v))
-        paths = [tuple(int(self.graph.edges[a, b]["link"]) for a, b in itertools.pairwise(p)) for p in node_paths]
+        paths = [_node_links(self.graph, p) for p in node_paths]
         out = select(paths, u, v, self.k)
+        if self.rule == "ksp" and len(out) < self.k:
+            more = longer_simple_paths(self.graph, u, v, len(node_paths[0]) - 1, self.k - len(out))
+            out += [_node_links(self.graph, p) for p in more]
         self._cache[key] = out
         return out
 
 
-class LeafRouting:
+class LeafRouting(_Static):
     """Paths of any graph whose servers are leaves (:func:`servers_are_leaves`), by counting and unranking.
 
     For a destination switch ``t``: ``dist[x]`` hops from node ``x`` to ``t`` and ``count[x]`` shortest paths from
@@ -124,10 +206,12 @@ class LeafRouting:
     destination switch: O(links x hops) numpy work; the last ``cache`` destinations are kept (each ``(nodes,)``
     int64 twice)."""
 
-    def __init__(self, topology: Topology, k: int = 3, cache: int = 4096) -> None:
+    def __init__(self, topology: Topology, k: int = 3, cache: int = 4096, paths: PathRule = "ksp") -> None:
         if not servers_are_leaves(topology):
             raise ValueError("LeafRouting needs every server to have exactly one link (to its switch)")
         self.k = k
+        self.rule = paths
+        self._longer = _SwitchPaths(topology) if paths == "ksp" else None
         n_nodes = topology.n_nodes
         ns = topology.n_servers
         lu = topology.link_u.astype(np.int64)
@@ -206,6 +290,9 @@ class LeafRouting:
                         rank -= c
             links.append(self._uplink_l[v])
             out.append(tuple(links))
+        if self._longer is not None and len(out) < self.k:
+            middle = self._longer.links(su, sv, dist[su], self.k - len(out))
+            out += [(self._uplink_l[u], *m, self._uplink_l[v]) for m in middle]
         return out
 
 
@@ -221,13 +308,80 @@ def servers_are_leaves(topology: Topology) -> bool:
     return len(pairs) == ns and np.array_equal(pairs[:, 0], np.arange(ns))
 
 
-def routing_for(topology: Topology, k: int = 3, generic: bool = False) -> Routing:
+def routing_for(topology: Topology, k: int = 3, generic: bool = False, paths: PathRule = "ksp") -> Routing:
     """The structural routing for fabric topologies, the leaf routing for other graphs whose servers are leaves,
-    networkx otherwise (or when ``generic``). All give the same candidates."""
+    networkx otherwise (or when ``generic``). All give the same candidates. ``paths``: ``ksp`` (k shortest simple
+    paths, the paper's) or ``ecmp`` (equal-cost only, dcplace's first reading)."""
+    if paths not in PATH_RULES:
+        raise ValueError(f"paths must be one of {PATH_RULES}, got {paths!r}")
     if generic:
-        return GraphRouting(topology, k)
+        return GraphRouting(topology, k, paths)
     if topology.fabric_shape is not None:
-        return FabricRouting(topology, k)
+        return FabricRouting(topology, k, paths)
     if servers_are_leaves(topology):
-        return LeafRouting(topology, k)
-    return GraphRouting(topology, k)
+        return LeafRouting(topology, k, paths=paths)
+    return GraphRouting(topology, k, paths)
+
+
+class WeightedRouting:
+    """NALB's and NULB's own routing (appendix D.2, after Zervas et al. 2018): the ``k`` shortest simple paths when
+    each link weighs ``1 / free bandwidth`` (in link units; "k-shortest path routing with bandwidth weighting only",
+    the paper leaves latency out), over the links that still have the request's bandwidth free. Recomputed at every
+    check (it depends on the state). Two servers of one rack have their one path; otherwise Yen's algorithm runs on
+    the switch graph when the servers are leaves, on the whole graph when not. Free bandwidth changes only when a
+    request is accepted or leaves, so the searches are memoised per (switch, switch, bandwidth) until it changes
+    (one array comparison per call): a request's servers in the same two racks share one search."""
+
+    def __init__(self, topology: Topology, k: int = 3) -> None:
+        self.k = k
+        self._leaves = servers_are_leaves(topology)
+        full = topology.to_networkx()
+        self.graph = full.subgraph(range(topology.n_servers, topology.n_nodes)).copy() if self._leaves else full
+        self._static = routing_for(topology, k, paths="ecmp") if self._leaves else None
+        self._switch: list[int] = []
+        self._uplink: list[int] = []
+        self._seen: npt.NDArray[np.int64] | None = None  # the free bandwidth the memo was computed on
+        self._memo: dict[tuple[int, int, int], list[Path]] = {}  # (from, to, bw) -> paths, while it holds
+        if self._leaves:
+            for sv in range(topology.n_servers):
+                (nbr,) = full.neighbors(sv)
+                self._switch.append(int(nbr))
+                self._uplink.append(int(full.edges[sv, nbr]["link"]))
+
+    def candidates(self, u: int, v: int) -> list[Path]:
+        """The candidates of an idle network (every link at capacity: hop count decides)."""
+        raise NotImplementedError("WeightedRouting depends on the free bandwidth: use paths()")
+
+    def paths(self, u: int, v: int, free_bw: npt.NDArray[np.int64], bw: int) -> list[Path]:
+        import networkx as nx
+
+        fb = free_bw
+        if self._leaves:
+            if fb[self._uplink[u]] < bw or fb[self._uplink[v]] < bw:
+                return []
+            if self._switch[u] == self._switch[v]:
+                return [(self._uplink[u], self._uplink[v])]
+            s, t = self._switch[u], self._switch[v]
+        else:
+            s, t = u, v
+
+        if self._seen is None or not np.array_equal(self._seen, fb):  # bandwidth changed: forget the searches
+            self._seen = fb.copy()
+            self._memo.clear()
+        key = (s, t, bw)
+        out = self._memo.get(key)
+        if out is None:
+            free = fb.tolist()
+
+            def weight(a: int, b: int, d: dict[str, int]) -> float | None:
+                f = free[d["link"]]
+                return BW_SCALE / f if f >= bw and f > 0 else None  # None hides the link (networkx's convention)
+
+            try:
+                nodes = list(itertools.islice(nx.shortest_simple_paths(self.graph, s, t, weight=weight), self.k))
+            except nx.NetworkXNoPath:
+                nodes = []
+            out = self._memo[key] = [_node_links(self.graph, p) for p in nodes]
+        if self._leaves:
+            out = [(self._uplink[u], *m, self._uplink[v]) for m in out]
+        return out
