@@ -12,8 +12,10 @@ For a :class:`~dcplace.placement.problem.Problem` (VMs with disks onto PMs with 
   constraints.
 
 For a :class:`~dcplace.placement.numa_batch.NumaBatch` (topology-aware batches on double-NUMA servers):
-``relaxation-guided`` (:mod:`.numa_batch`); from a current placement, ``consolidate`` (servers used + migration
-cost, pinned VMs kept); ``auto`` runs the one that fits.
+``pattern`` (:mod:`.numa_pattern`: column generation over server configurations with NUMA-node patterns, exact
+pricing, the integer master, a constraint-aware realisation); ``relaxation-guided`` (:mod:`.numa_batch`); from a
+current placement, ``consolidate`` (servers used + migration cost, pinned VMs kept); ``auto`` runs ``pattern`` (or
+``relaxation-guided`` for data off its grid, ``consolidate`` from a current placement).
 
 A problem with a current placement (machine + migration cost, pinned VMs) is solved by ``auto``, ``compact`` and
 ``greedy``; the others refuse it with the reason.
@@ -24,7 +26,7 @@ checker accepted it.
 
 from __future__ import annotations
 
-from dcplace.placement import checker, numa_batch
+from dcplace.placement import checker, numa_batch, numa_pattern
 from dcplace.placement.auto import AutoParams, solve_auto
 from dcplace.placement.compact import CompactParams, solve_compact
 from dcplace.placement.flat import FlatParams, solve_flat
@@ -50,6 +52,8 @@ register_method("pattern", solve_pattern, PatternParams, current=PATTERN_NO_CURR
 register_method("hierarchical", solve_hierarchical, HierarchicalParams, current=HIERARCHICAL_NO_CURRENT)
 register_method("greedy", solve_greedy, GreedyParams, constraints=True, current=True)
 register_method("relaxation-guided", solve_relaxation_guided, NumaBatchParams, NumaBatch, constraints=True)
-register_method("auto", numa_batch.solve_numa_auto, NumaBatchParams, NumaBatch, constraints=True, current=True)
+register_method("pattern", numa_pattern.solve_numa_pattern, numa_pattern.NumaPatternParams, NumaBatch,
+                constraints=True)  # fmt: skip
+register_method("auto", numa_pattern.solve_numa_auto, NumaBatchParams, NumaBatch, constraints=True, current=True)
 register_method("consolidate", numa_batch.solve_consolidate, numa_batch.ConsolidateParams, NumaBatch, constraints=True,
                 current=True)  # fmt: skip
