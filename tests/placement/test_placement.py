@@ -370,7 +370,7 @@ def test_the_documented_user_method_registers_and_solves():
 
 def test_registry_keeps_problem_types_apart():
     assert method_names() == ["auto", "flat", "compact", "pattern", "hierarchical", "greedy"]
-    assert method_names(NumaBatch) == ["relaxation-guided", "auto", "consolidate"]
+    assert method_names(NumaBatch) == ["relaxation-guided", "pattern", "auto", "consolidate"]
     assert get_method("auto", NumaBatch).params is NumaBatchParams
     with pytest.raises(InputError, match=r"^method must be one of auto, flat, .*, got 'simplex'$"):
         solve(INSTANCES["exp1"], "simplex")
