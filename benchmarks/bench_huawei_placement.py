@@ -34,10 +34,12 @@ def main() -> None:
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}, one thread, method {args.method}, "
           f"time limit {args.time_limit:g} s")  # fmt: skip
-    print("| instance | servers | VMs | double-NUMA | constrained | aff / anti / fd groups | servers used | bound "
-          "| above bound | unconstrained optimum | verified | wall s |")
+    print(
+        "| instance | servers | VMs | double-NUMA | constrained | aff / anti / fd groups | servers used | bound "
+        "| above bound | unconstrained optimum | verified | wall s |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    out = open(args.records, "a") if args.records else None  # noqa: SIM115
+    out = open(args.records, "a") if args.records else None
     for spec in args.instances.split(","):
         batch = load_numa_batch(spec)
         d = describe(batch)

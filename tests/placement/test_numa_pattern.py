@@ -36,9 +36,9 @@ def _exact(b: NumaBatch) -> int:
     for s in range(b.servers):
         for q in (0, 1):
             for r, demand in ((0, b.cpu), (1, b.ram)):
-                load = [int(round(demand[i] * (1 if j == q else 0.5) * 2)) * v for (i, ss, j), v in spots.items()
+                load = [round(demand[i] * (1 if j == q else 0.5) * 2) * v for (i, ss, j), v in spots.items()
                         if ss == s and j in (q, -1)]  # fmt: skip
-                m.add(sum(load) <= int(round(b.node_free[s, q, r] * 2)) * used[s])
+                m.add(sum(load) <= round(b.node_free[s, q, r] * 2) * used[s])
     on = {(i, s): sum(v for (ii, ss, _), v in spots.items() if ii == i and ss == s) for i in range(b.vms)
           for s in range(b.servers)}  # fmt: skip
     for members in b.groups("anti-affinity").values():
@@ -176,7 +176,7 @@ def test_generator_is_seeded_and_in_range():
 def test_generated_names_and_off_grid_fallback():
     assert is_numa_batch("huawei-heldout-1") and is_numa_batch("huawei-gen-17") and not is_numa_batch("huawei-x")
     assert set(HELD_OUT) == {1, 2, 3, 4}
-    with pytest.raises(InputError, match="heldout-1 .. -4"):
+    with pytest.raises(InputError, match=r"heldout-1 \.\. -4"):
         load_numa_batch("huawei-heldout-9")
     b = _batch(2)
     off = replace(b, node_free=b.node_free + 0.1)  # not on a quarter grid: auto falls back to relaxation-guided

@@ -2,10 +2,10 @@
 
 For a :class:`~dcplace.placement.problem.Problem` (VMs with disks onto PMs with disks, paper 004):
 
-* ``auto`` (:mod:`.auto`): compact up to 200 PMs, pattern above, both from the best of 5 greedy runs; greedy + flat
-  for a problem with placement constraints; from a current placement, compact (any size) from 5 greedy runs;
+* ``auto`` (:mod:`.auto`): compact up to 200 PMs, pattern above, both from the best of 5 greedy runs; for a problem
+  with placement constraints, greedy then compact (up to 200 PMs; flat above); from a current placement, compact (any size) from 5 greedy runs;
 * ``flat`` (:mod:`.flat`): the paper's formulation, the reference; models placement constraints;
-* ``compact`` (:mod:`.compact`): CP-SAT on counts, exact;
+* ``compact`` (:mod:`.compact`): CP-SAT on counts, exact; models placement constraints (counts per class);
 * ``pattern`` (:mod:`.pattern`): column generation with an LP bound;
 * ``hierarchical`` (:mod:`.hierarchical`): packs onto swads, each swad solved by ``compact`` through :func:`solve`;
 * ``greedy`` (:mod:`.greedy`): the paper's randomized heuristic, best of ``runs`` with statistics; models placement
@@ -47,7 +47,7 @@ register_verifier(Problem, checker.verify)
 register_verifier(NumaBatch, numa_batch.verify)
 register_method("auto", solve_auto, AutoParams, constraints=True, current=True)
 register_method("flat", solve_flat, FlatParams, constraints=True, current=FLAT_NO_CURRENT)
-register_method("compact", solve_compact, CompactParams, current=True)
+register_method("compact", solve_compact, CompactParams, constraints=True, current=True)
 register_method("pattern", solve_pattern, PatternParams, current=PATTERN_NO_CURRENT)
 register_method("hierarchical", solve_hierarchical, HierarchicalParams, current=HIERARCHICAL_NO_CURRENT)
 register_method("greedy", solve_greedy, GreedyParams, constraints=True, current=True)
