@@ -3,7 +3,8 @@
 For a :class:`~dcplace.placement.problem.Problem` (VMs with disks onto PMs with disks, paper 004):
 
 * ``auto`` (:mod:`.auto`): compact up to 200 PMs, pattern above, both from the best of 5 greedy runs; for a problem
-  with placement constraints, greedy then compact (up to 200 PMs; flat above); from a current placement, compact (any size) from 5 greedy runs;
+  with placement constraints, greedy then compact (up to 200 PMs; flat above); from a current placement, compact
+  (any size) from 5 greedy runs;
 * ``flat`` (:mod:`.flat`): the paper's formulation, the reference; models placement constraints;
 * ``compact`` (:mod:`.compact`): CP-SAT on counts, exact; models placement constraints (counts per class);
 * ``pattern`` (:mod:`.pattern`): column generation with an LP bound;
