@@ -49,6 +49,7 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -359,7 +360,8 @@ class _Realiser:
         for t, where in self.slots.free.items():
             for (sv, j), c in where.items():
                 self._hold(t, sv, j, c)
-        self.by_slot = self.dropped = 0
+        self.by_slot = self.dropped = self.relocated = self.swapped = 0
+        self.slotted: dict[int, tuple[int, int]] = {}  # VM -> the slot (server, node) it took
 
     def _hold(self, t: int, sv: int, j: int, count: int) -> None:
         c, r, _ = self.cat.type_demand[t]
@@ -379,7 +381,43 @@ class _Realiser:
         self.slots.take(t, sv, j)
         self._hold(t, sv, j, -1)
         self.packer._assign(self.st, i, sv, j)
+        self.slotted[i] = (sv, j)
         self.by_slot += 1
+
+    def _give_back(self, i: int) -> None:
+        """Take VM ``i`` off its slot, which is free again."""
+        sv, j = self.slotted.pop(i)
+        t = int(self.cat.type_of[i])
+        self.packer._unassign(self.st, i)
+        self.slots.free[t][(sv, j)] = self.slots.free[t].get((sv, j), 0) + 1
+        self._hold(t, sv, j, 1)
+        self.by_slot -= 1
+
+    def slot_or_swap(self, i: int, choose: Callable[[list[tuple[int, int]]], tuple[int, int]]) -> bool:
+        """VM ``i`` (not placed) onto a free slot of its type its constraints allow (``choose`` picks among them);
+        else onto the slot of a VM of its type placed earlier that may itself move to a free slot of the type (a
+        swap). False if neither exists."""
+        t = int(self.cat.type_of[i])
+        allowed = [k for k in self.slots.free[t] if self.packer._allowed(self.st, i, k[0])]
+        if allowed:
+            self.take_slot(i, *choose(allowed))
+            return True
+        if not self.slots.free[t]:
+            return False
+        for other, (sv, j) in list(self.slotted.items()):
+            if int(self.cat.type_of[other]) != t or self.b.strategy[other] == "affinity":  # a group stays whole
+                continue
+            self._give_back(other)
+            if self.packer._allowed(self.st, i, sv):
+                self.take_slot(i, sv, j)
+                spots = [k for k in self.slots.free[t] if self.packer._allowed(self.st, other, k[0])]
+                if spots:
+                    self.take_slot(other, *spots[0])
+                    self.swapped += 1
+                    return True
+                self._give_back(i)
+            self.take_slot(other, sv, j)
+        return False
 
     def put_free(self, i: int, sv: int, j: int) -> None:
         """VM ``i`` outside the slots; drop free slots of ``sv`` (largest RAM first) until the rest hold again."""
@@ -390,6 +428,65 @@ class _Realiser:
             self.slots.take(t, sv, jj)
             self._hold(t, sv, jj, -1)
             self.dropped += 1
+
+    def _swap_slots(self, u: int, v: int) -> None:
+        """Exchange the free slots of servers ``u`` and ``v`` (nothing placed on either yet; each holds the other's
+        pattern: equal free capacity, or one of them has no slots and is at least as large on both nodes)."""
+        for t, where in self.slots.free.items():
+            moving = [(key, where.pop(key)) for key in [key for key in where if key[0] in (u, v)]]
+            for (sv, j), c in moving:
+                other = v if sv == u else u
+                where[(other, j)] = c
+                self._hold(t, sv, j, -c)
+                self._hold(t, other, j, c)
+        self.relocated += 1
+
+    def _relocation(self, need: dict[int, int]) -> tuple[int, list[tuple[int, int]]] | None:
+        """The rack where exchanging the fewest untouched patterns (nothing placed on the server yet) between its
+        servers and servers of other racks makes its free slots cover ``need`` (VMs per type): (rack, [(server in
+        the rack, server outside)]), or None. An exchange keeps every pattern on a server that holds it."""
+        b = self.b
+        types = sorted(need)
+        count = np.zeros((b.servers, len(types)), np.int64)  # (S, types) free slots per server
+        holds = np.zeros(b.servers, bool)
+        for t, where in self.slots.free.items():
+            for (sv, _), c in where.items():
+                holds[sv] = True
+                if t in need:
+                    count[sv, types.index(t)] += c
+        idle = ~self.st.opened & np.array([not self.st.on[sv] for sv in range(b.servers)])
+        donors = np.flatnonzero(idle & holds)
+        if len(donors) == 0:
+            return None
+        want = np.array([need[t] for t in types], np.int64)
+        best: tuple[int, int, list[tuple[int, int]]] | None = None
+        for rk, servers in self.packer.rack_servers.items():
+            mine = np.array(servers, np.int64)
+            deficit = want - count[mine].sum(axis=0)
+            if not np.any(deficit > 0):
+                continue
+            here = mine[idle[mine]]
+            there = donors[b.rack[donors] != rk]
+            if len(here) == 0 or len(there) == 0:
+                continue
+            big = np.all(b.node_free[here][:, None] >= b.node_free[there][None] - 1e-9, axis=(2, 3))  # (E, D)
+            small = np.all(b.node_free[here][:, None] <= b.node_free[there][None] + 1e-9, axis=(2, 3))
+            ok = big & (small | ~holds[here][:, None])
+            moves: list[tuple[int, int]] = []
+            while np.any(deficit > 0) and ok.any():
+                after = deficit[None, None] - count[there][None] + count[here][:, None]  # (E, D, types)
+                gain = np.maximum(deficit, 0).sum() - np.maximum(after, 0).sum(axis=2)
+                score = np.where(ok, gain, -1)
+                e, d = np.unravel_index(int(np.argmax(score)), score.shape)
+                if score[e, d] <= 0:
+                    break
+                moves.append((int(here[e]), int(there[d])))
+                deficit = after[e, d]
+                ok[e, :] = False
+                ok[:, d] = False
+            if not np.any(deficit > 0) and (best is None or len(moves) < best[0]):
+                best = (len(moves), rk, moves)
+        return None if best is None else (best[1], best[2])
 
     def affinity(self, g: list[int]) -> bool:
         """Group ``g`` whole into one rack: the rack whose free slots cover it with the least spare; else the rack
@@ -405,6 +502,16 @@ class _Realiser:
                 per_rack[int(b.rack[sv])][t] += [(sv, j)] * c
         covering = [(sum(len(h[t]) - c for t, c in need.items()), rk) for rk, h in per_rack.items()
                     if all(len(h[t]) >= c for t, c in need.items())]  # fmt: skip
+        if not covering:  # move untouched patterns onto empty servers of one rack until its slots cover the group
+            got = self._relocation(need)
+            if got is not None:
+                for u, v in got[1]:
+                    self._swap_slots(u, v)
+                per_rack = defaultdict(lambda: defaultdict(list))
+                for t in need:
+                    for (sv, j), c in self.slots.free[t].items():
+                        per_rack[int(b.rack[sv])][t] += [(sv, j)] * c
+                covering = [(0, got[0])]
         if covering:
             rk = min(covering)[1]
             for i in g:
@@ -452,23 +559,24 @@ def realise(
     rz = _Realiser(b, cat, used)
     packer, st, slots, t_of = rz.packer, rz.st, rz.slots, cat.type_of
     unplaced_groups = [g for g in packer.groups if not rz.affinity(g)]
-    # anti-affinity groups: distinct servers, the server with most free slots of the type first
-    anti = sorted(b.groups("anti-affinity").values(), key=lambda v: -len(v))
-    for g in anti:
+    Spot = tuple[int, int]
+
+    def most_slots(i: int) -> Callable[[list[Spot]], Spot]:  # anti-affinity: spread over the fullest slot sets
+        t = int(t_of[i])
+        return lambda ks: max(ks, key=lambda k: (slots.free[t][k], -k[0]))
+
+    def own_racks(i: int) -> Callable[[list[Spot]], Spot]:  # fault domain: racks this domain uses already first
+        mine, dom = st.fd[b.group[i]], b.domain[i]
+        return lambda ks: min(ks, key=lambda k: (mine[int(b.rack[k[0]])][dom] == 0, k[0]))
+
+    # anti-affinity groups (largest first): distinct servers
+    for g in sorted(b.groups("anti-affinity").values(), key=lambda v: -len(v)):
         for i in g:
-            t = int(t_of[i])
-            counted = [(c, k) for k, c in slots.free[t].items() if packer._allowed(st, i, k[0])]
-            if counted:
-                rz.take_slot(i, *max(counted, key=lambda ck: (ck[0], -ck[1][0]))[1])
-    # fault-domain groups: a domain only where the group's other domains are not; racks it uses already first
-    fd = sorted(b.groups("fault_domain").values(), key=lambda v: -len(v))
-    for g in fd:
+            rz.slot_or_swap(i, most_slots(i))
+    # fault-domain groups (largest first): a domain only in racks the group's other domains do not use
+    for g in sorted(b.groups("fault_domain").values(), key=lambda v: -len(v)):
         for i in sorted(g, key=lambda i: (b.domain[i], i)):
-            t = int(t_of[i])
-            mine = st.fd[b.group[i]]
-            cands = [k for k in slots.free[t] if packer._allowed(st, i, k[0])]
-            if cands:
-                rz.take_slot(i, *min(cands, key=lambda k: (mine[int(b.rack[k[0]])][b.domain[i]] == 0, k[0])))
+            rz.slot_or_swap(i, own_racks(i))
     # the rest: any slot of the type
     for i in range(b.vms):
         if st.server[i] < 0 and not b.strategy[i]:
@@ -487,7 +595,9 @@ def realise(
                 evicted += _evict_for(packer, st, i)
     opened_before_c = int(st.opened.sum())
     closed = packer.consolidate(st, stop)
-    stats = {"by_slot": rz.by_slot, "slots_dropped": rz.dropped, "fallback": len(left), "evicted": evicted,
+    stats = {"by_slot": rz.by_slot, "slots_dropped": rz.dropped, "relocated": rz.relocated, "swapped": rz.swapped,
+             "fallback": len(left),
+             "evicted": evicted,
              "servers_before_consolidation": opened_before_c, "closed": closed}  # fmt: skip
     return st.server, st.node, stats
 
