@@ -33,15 +33,28 @@ lower bound on the integer master, hence on the servers used (with the pricing e
 no column prices out); rounded up, and at least the largest anti-affinity group. Placement constraints are dropped,
 so it is a bound for the constrained problem too.
 
-**Integer master**: CP-SAT over the generated columns (one worker), hinted by the LP answer rounded up.
+**Integer master**: CP-SAT over the generated columns (one worker), hinted by the LP answer rounded up, with the
+bound as a redundant row so that it stops once it meets it. It is the problem's optimum when it meets the bound
+(no branch-and-price otherwise: then the columns may miss a better integer answer).
 
-**Realisation with constraints** (:func:`realise`, a decomposition, heuristic on its own): each chosen pattern goes
-to a server of its configuration, which fixes typed *slots* (type, server, node); VMs take slots of their type:
-affinity groups first (largest first, the rack whose free slots cover the whole group and leave it the least
-spare), then anti-affinity groups (distinct servers, the server with most free slots of that type first), then
-fault-domain groups (a domain only in racks no other domain of its group uses; racks it already uses first), then
-the unconstrained VMs. A VM without a slot goes to :class:`~dcplace.placement.numa_batch.Packer`'s phase B (best fit
-into the open servers' gaps, else a new server), then phase C consolidates. The independent checker verifies it all.
+**Realisation with constraints** (:func:`realise`; a decomposition, heuristic on its own: the constraints are not
+in the master). Each chosen pattern goes to a server of its configuration, which fixes typed *slots* (type,
+server, node); VMs take slots of their type:
+
+1. affinity groups (largest first): the rack whose free slots cover the whole group, leaving the least spare; else
+   the rack where the fewest *exchanges* of untouched patterns with servers of other racks make its slots cover it
+   (an exchange keeps every pattern on a server that holds it: equal free capacity, or an empty server at least as
+   large on both nodes); else the rack where slots plus room beyond the slots hold it opening the fewest servers
+   (room the slots hold is used last, dropping those slots);
+2. anti-affinity groups (largest first; distinct servers, the server with most free slots of the type first), then
+   fault-domain groups (a domain only in racks the group's other domains do not use; racks it uses already first).
+   A VM with no allowed free slot takes the slot of an earlier non-affinity VM of its type that may itself move to
+   a free slot of the type (a *swap*);
+3. the unconstrained VMs, any free slot of their type.
+
+A VM still without a slot goes to :class:`~dcplace.placement.numa_batch.Packer`'s phase B (best fit into the open
+servers' gaps, else a new server; if nothing takes it, unconstrained VMs are moved off the server where the least
+RAM moves), then phase C consolidates. The independent checker verifies it all.
 """
 
 from __future__ import annotations
