@@ -5,6 +5,7 @@ stays in its ranges. No dataset needed: batches come from ``synthetic_family``."
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -119,7 +120,7 @@ def test_generated_sequences_solve_verified(seed):
     res = solve(b, "auto", Deadline(30))
     assert res.method == "auto" and res.verified, res.violations
     assert res.bound <= res.pms_used
-    assert res.stats["unconstrained_servers"] >= res.bound
+    assert res.stats["unconstrained_servers"] >= math.ceil(res.stats["lp_value"] - 1e-6)  # the LP bounds the master
 
 
 def test_known_optimum_is_proven():

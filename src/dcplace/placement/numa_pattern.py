@@ -364,11 +364,11 @@ class _Realiser:
     CPU / RAM the free slots hold on each node, so that a VM placed outside the slots never takes a slot's room
     without the slot being dropped."""
 
-    def __init__(self, b: NumaBatch, cat: Catalogue, used: list[Column]) -> None:
+    def __init__(self, b: NumaBatch, cat: Catalogue, used: list[Column], order: list[int] | None = None) -> None:
         self.b, self.cat = b, cat
         self.packer = Packer(b)
         self.st = _State(b.node_free.copy(), np.zeros(b.servers, bool), [-1] * b.vms, [0] * b.vms)
-        self.slots, _ = slots_of(cat, used)
+        self.slots, _ = slots_of(cat, used, order)
         self.reserved = np.zeros_like(b.node_free)  # (S, 2, 2) cpu, ram held by free slots
         for t, where in self.slots.free.items():
             for (sv, j), c in where.items():
@@ -566,10 +566,11 @@ class _Realiser:
 
 
 def realise(
-    b: NumaBatch, cat: Catalogue, used: list[Column], stop: Stop
+    b: NumaBatch, cat: Catalogue, used: list[Column], stop: Stop, order: list[int] | None = None
 ) -> tuple[list[int], list[int], dict[str, int]]:
-    """An assignment from the chosen columns, constraints honoured (module docstring): (server, node, stats)."""
-    rz = _Realiser(b, cat, used)
+    """An assignment from the chosen columns, constraints honoured (module docstring): (server, node, stats).
+    ``order``: which servers of a configuration take its patterns first (default: index order)."""
+    rz = _Realiser(b, cat, used, order)
     packer, st, slots, t_of = rz.packer, rz.st, rz.slots, cat.type_of
     unplaced_groups = [g for g in packer.groups if not rz.affinity(g)]
     Spot = tuple[int, int]
@@ -672,10 +673,17 @@ class NumaPatternParams(Params):
     """Share of the time column generation may use at most, in (0, 1) (it usually converges in a few seconds)."""
     master_seconds: float = 20.0
     """Most seconds for the integer master (CP-SAT, one worker), > 0; it stops earlier once it meets the bound."""
+    restarts: int = 10
+    """While servers used exceed the bound, realise the same columns again with the servers of each configuration
+    in a random order (seeded), keeping the best: at most this many more realisations, >= 0 (0: one)."""
+    restart_seconds: float = 20.0
+    """... and for at most this many seconds in all, >= 0."""
 
     def check(self) -> None:
         check_value(0 < self.cg_share < 1, "cg_share", self.cg_share, "in (0, 1)")
         check_value(self.master_seconds > 0, "master_seconds", self.master_seconds, "positive")
+        check_value(self.restarts >= 0, "restarts", self.restarts, "at least 0")
+        check_value(self.restart_seconds >= 0, "restart_seconds", self.restart_seconds, "at least 0")
 
 
 def solve_numa_pattern(batch: NumaBatch, stop: Stop, seed: int, params: NumaPatternParams) -> Result:
@@ -696,15 +704,36 @@ def solve_numa_pattern(batch: NumaBatch, stop: Stop, seed: int, params: NumaPatt
     t2 = time.perf_counter()
     if used is None:  # no integer answer in time: first-fit decreasing from nothing
         used = []
-    server, node, stats = realise(batch, cat, used, stop)
+    rng = np.random.default_rng(seed)
+    best: tuple[int, list[int], list[int], dict[str, int]] | None = None
+    failed: InputError | None = None
+    order: list[int] | None = None  # first realisation: servers of a configuration in index order
+    tries = 0
+    while True:
+        tries += 1
+        try:
+            server, node, stats = realise(batch, cat, used, stop, order)
+            if best is None or len(set(server)) < best[0]:
+                best = (len(set(server)), server, node, stats)
+        except InputError as exc:  # this order strands a VM: another may not
+            failed = exc
+        if (best is not None and best[0] <= bound) or stop.expired():
+            break
+        if tries > params.restarts or time.perf_counter() - t2 >= params.restart_seconds:
+            break
+        order = rng.permutation(batch.servers).tolist()
+    if best is None:
+        assert failed is not None
+        raise failed
+    servers, server, node, stats = best
     timings["realise_s"] = time.perf_counter() - t2
-    servers = len(set(server))
     all_stats: dict[str, Any] = {
         "bound_proven": master.converged,
         "lp_value": master.lp_value,
         "cg_rounds": master.rounds,
         "columns": len(master.columns),
         "unconstrained_servers": len(used),
+        "realisations": tries,
         "constraints": constraint_counts(batch),
         **stats,
         **timings,
