@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 from dcplace.cli.main import app
 from dcplace.errors import InputError
 from dcplace.placement import Deadline, solve
-from dcplace.placement.numa_batch import check, load_numa_batch, lower_bound, read_huawei, summary_of
+from dcplace.placement.numa_batch import check, lower_bound, read_huawei, summary_of
+from dcplace.placement.numa_instances import load_numa_batch
 from dcplace.workload.traces import shared_data_dir
 
 FLAVOURS = [(2, 4, 1), (4, 8, 1), (2, 8, 1), (8, 32, 1), (16, 32, 2), (32, 64, 2)]

@@ -14,7 +14,8 @@ from test_numa_batch import write_dataset
 
 from dcplace.errors import InputError
 from dcplace.placement import Deadline, solve
-from dcplace.placement.numa_batch import NumaBatch, check, load_numa_batch, moves_cost, verify, with_current
+from dcplace.placement.numa_batch import NumaBatch, check, moves_cost, verify, with_current
+from dcplace.placement.numa_instances import load_numa_batch
 
 
 def _placed(tmp_path_factory, seed: int) -> tuple[NumaBatch, np.ndarray, np.ndarray] | None:

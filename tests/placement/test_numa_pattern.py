@@ -16,8 +16,9 @@ from ortools.sat.python import cp_model
 
 from dcplace.errors import InputError
 from dcplace.placement import Deadline, solve
-from dcplace.placement.numa_batch import NumaBatch, check, is_numa_batch, load_numa_batch
+from dcplace.placement.numa_batch import NumaBatch, check
 from dcplace.placement.numa_generator import HELD_OUT, FamilySpec, describe, generate, synthetic_family
+from dcplace.placement.numa_instances import is_numa_batch, load_numa_batch
 from dcplace.placement.numa_pattern import Pricer, _Realiser, catalogue, generate_columns, integer_master
 
 

@@ -51,7 +51,6 @@ Every answer is re-checked by :func:`check`, which shares no code with the packi
 from __future__ import annotations
 
 import math
-import re
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -180,19 +179,9 @@ def read_huawei(folder: Path, sequence: int) -> NumaBatch:
     )
 
 
-GENERATED = re.compile(r"huawei-(heldout|gen)-(\d{1,18})")
-"""``huawei-heldout-N`` (a fixed held-out seed, :data:`dcplace.placement.numa_generator.HELD_OUT`) or
-``huawei-gen-SEED`` (any seed): a sequence drawn by :func:`dcplace.placement.numa_generator.generate` from C1-C4."""
-
-
-def is_numa_batch(spec: str) -> bool:
-    """Whether ``--instance`` names a topology-aware batch: ``huawei-c1`` .. ``huawei-c5``, a generated sequence
-    (:data:`GENERATED`) or a VM_data_C<n>.csv."""
-    return (bool(re.fullmatch(r"huawei-c[1-5]", spec)) or bool(GENERATED.fullmatch(spec))
-            or bool(re.fullmatch(r"VM_data_C[1-5]\.csv", Path(spec).name)))  # fmt: skip
-
-
-def _huawei_folder(spec: str) -> Path:
+def huawei_folder(spec: str) -> Path:
+    """The shared data folder of the Huawei topology-aware dataset (``$DCPLACE_DATA`` or ../shared/data), or an
+    :class:`InputError` naming instance ``spec`` that needs it."""
     from dcplace.workload.traces import shared_data_dir
 
     root = shared_data_dir()
@@ -200,28 +189,6 @@ def _huawei_folder(spec: str) -> Path:
     if folder is None or not folder.is_dir():
         raise InputError(f"instance {spec} needs ../shared/data/huawei-numa-placement (or $DCPLACE_DATA)")
     return folder
-
-
-def load_numa_batch(spec: str) -> NumaBatch:
-    """``huawei-cN`` from the shared data folder, a generated sequence (:data:`GENERATED`: the family of C1-C4's
-    servers and requests), or ``.../VM_data_CN.csv`` with PM_res.csv and topology.csv beside it (the dataset's
-    layout)."""
-    gen = GENERATED.fullmatch(spec)
-    if gen:
-        from dcplace.placement.numa_generator import HELD_OUT, generate
-
-        kind, number = gen.group(1), int(gen.group(2))
-        if kind == "heldout" and number not in HELD_OUT:
-            raise InputError(f"the held-out sequences are huawei-heldout-1 .. -{len(HELD_OUT)}, got {spec}",
-                             field="instance")  # fmt: skip
-        pool = [read_huawei(_huawei_folder(spec), c) for c in (1, 2, 3, 4)]
-        seed = HELD_OUT[number] if kind == "heldout" else number
-        return generate(pool[0].node_free, pool[0].rack, pool, seed, name=spec)
-    if spec.startswith("huawei-c"):
-        return read_huawei(_huawei_folder(spec), int(spec[-1]))
-    path = Path(spec)
-    batch = read_huawei(path.parent, int(path.name[len("VM_data_C")]))
-    return batch
 
 
 # --- starting from a current placement -----------------------------------------------------------------------------
