@@ -540,7 +540,10 @@ class _Realiser:
                 for i in g:
                     t = int(t_of[i])
                     if have[t]:
-                        plan.append((i, *have[t].pop(), True))
+                        spot = have[t].pop()
+                        plan.append((i, *spot, True))
+                        if not beyond_slots:  # room counts the slots' share here: the slot's VM takes it
+                            _take(room[spot[0]], float(b.cpu[i]), float(b.ram[i]), spot[1])
                         continue
                     pool = sorted(opened, key=lambda sv: float(room[sv].sum())) + [sv for sv in servers
                                                                                  if sv not in opened]  # fmt: skip
@@ -558,8 +561,8 @@ class _Realiser:
                 key = (len(opened) - sum(int(self.st.opened[sv]) for sv in servers), -sum(p[3] for p in plan))
                 if best is None or key < best[0]:
                     best = (key, plan)
-            if best is not None:
-                for i, sv, j, by_slot in best[1]:
+            if best is not None:  # slots first: placing beyond the slots may drop slots of the same server
+                for i, sv, j, by_slot in sorted(best[1], key=lambda p: not p[3]):
                     (self.take_slot if by_slot else self.put_free)(i, sv, j)
                 return True
         return False
