@@ -20,6 +20,7 @@ from dcplace.placement.numa_batch import NumaBatch, check
 from dcplace.placement.numa_generator import HELD_OUT, FamilySpec, describe, generate, synthetic_family
 from dcplace.placement.numa_instances import is_numa_batch, load_numa_batch
 from dcplace.placement.numa_pattern import Pricer, _Realiser, catalogue, generate_columns, integer_master
+from dcplace.workload.traces import shared_data_dir
 
 
 def _batch(seed: int, servers: int = 30, vms: int = 60) -> NumaBatch:
@@ -184,3 +185,17 @@ def test_generated_names_and_off_grid_fallback():
     off = replace(b, node_free=b.node_free + 0.1)  # not on a quarter grid: auto falls back to relaxation-guided
     res = solve(off, "auto", Deadline(30))
     assert res.verified and "unconstrained_servers" not in res.stats
+
+
+REAL = shared_data_dir()
+
+
+@pytest.mark.skipif(
+    REAL is None or not (REAL / "huawei-numa-placement").is_dir(), reason="needs ../shared/data/huawei-numa-placement"
+)
+def test_the_held_out_set_is_frozen():
+    """The held-out sequences are a fixed set: a change to the generator that redraws them must be seen (results
+    recorded on them in docs/benchmarks.md would no longer be on the same sequences)."""
+    got = describe(load_numa_batch("huawei-heldout-1"))
+    want = {"servers": 1416, "racks": 83, "vms": 4091, "affinity": 143, "anti-affinity": 129, "fault_domain": 437}
+    assert {k: got[k] for k in want} == want
