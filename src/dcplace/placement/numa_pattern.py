@@ -681,12 +681,16 @@ class NumaPatternParams(Params):
     in a random order (seeded), keeping the best: at most this many more realisations, >= 0 (0: one)."""
     restart_seconds: float = 20.0
     """... and for at most this many seconds in all, >= 0."""
+    lns_seconds: float = 15.0
+    """While servers used still exceed the bound, at most this many seconds of :func:`close_by_cpsat` (CP-SAT
+    re-places one server's VMs and its rack's unconstrained VMs to close it), >= 0 (0: none)."""
 
     def check(self) -> None:
         check_value(0 < self.cg_share < 1, "cg_share", self.cg_share, "in (0, 1)")
         check_value(self.master_seconds > 0, "master_seconds", self.master_seconds, "positive")
         check_value(self.restarts >= 0, "restarts", self.restarts, "at least 0")
         check_value(self.restart_seconds >= 0, "restart_seconds", self.restart_seconds, "at least 0")
+        check_value(self.lns_seconds >= 0, "lns_seconds", self.lns_seconds, "at least 0")
 
 
 def solve_numa_pattern(batch: NumaBatch, stop: Stop, seed: int, params: NumaPatternParams) -> Result:
@@ -730,6 +734,12 @@ def solve_numa_pattern(batch: NumaBatch, stop: Stop, seed: int, params: NumaPatt
         raise failed
     servers, server, node, stats = best
     timings["realise_s"] = time.perf_counter() - t2
+    lns_closed = 0
+    if servers > bound and params.lns_seconds > 0 and not stop.expired():
+        t3 = time.perf_counter()
+        server, node, lns_closed = close_by_cpsat(batch, server, node, stop.share(1.0, most=params.lns_seconds), seed)
+        servers = len(set(server))
+        timings["lns_s"] = time.perf_counter() - t3
     all_stats: dict[str, Any] = {
         "bound_proven": master.converged,
         "lp_value": master.lp_value,
@@ -737,6 +747,7 @@ def solve_numa_pattern(batch: NumaBatch, stop: Stop, seed: int, params: NumaPatt
         "columns": len(master.columns),
         "unconstrained_servers": len(used),
         "realisations": tries,
+        "lns_closed": lns_closed,
         "constraints": constraint_counts(batch),
         **stats,
         **timings,
@@ -755,3 +766,77 @@ def solve_numa_auto(batch: NumaBatch, stop: Stop, seed: int, params: NumaBatchPa
         return replace(solve_numa_pattern(batch, stop, seed, NumaPatternParams()), method="auto")
     except OffGrid:
         return replace(solve_relaxation_guided(batch, stop, seed, params), method="auto")
+
+
+def close_by_cpsat(b: NumaBatch, server: list[int], node: list[int], stop: Stop, seed: int,
+                   targets: int = 40) -> tuple[list[int], list[int], int]:  # fmt: skip
+    """A large-neighbourhood search that closes servers one at a time: for an open server ``s`` (least filled
+    first), its VMs and the unconstrained VMs on the other open servers of its rack may move onto those servers and
+    the ``targets`` open servers elsewhere with the most free room (normalised CPU + RAM); CP-SAT (one worker) looks
+    for such a placement with ``s`` empty, every node within capacity and every constraint kept: an affinity VM stays
+    in its rack, an anti-affinity VM avoids servers holding its group, a fault-domain VM racks holding another domain
+    of its group (VMs that stay are fixed; two moving VMs of one group both come from ``s``, which already keeps them
+    apart correctly). Until ``stop``; returns (server, node, servers closed)."""
+    packer = Packer(b)
+    st = _State(b.node_free.copy(), np.zeros(b.servers, bool), [-1] * b.vms, [0] * b.vms)
+    for i, (sv, j) in enumerate(zip(server, node, strict=True)):
+        packer._assign(st, i, sv, j)
+    cap = b.node_free.sum(axis=1)
+    scale = cap.max(axis=0)
+    closed = 0
+    tried: set[int] = set()
+    while not stop.expired():
+        st.opened &= np.array([bool(st.on[sv]) for sv in range(b.servers)])  # emptied by a move: closed
+        opened = [sv for sv in np.flatnonzero(st.opened).tolist() if sv not in tried]
+        if not opened:
+            break
+        fill = {sv: float(((cap[sv] - st.free[sv].sum(axis=0)) / scale).sum()) for sv in opened}
+        s0 = min(opened, key=lambda sv: (fill[sv], sv))
+        tried.add(s0)
+        rk = int(b.rack[s0])
+        mates = [sv for sv in packer.rack_servers[rk] if st.opened[sv] and sv != s0]
+        room = {sv: float((st.free[sv].sum(axis=0) / scale).sum()) for sv in np.flatnonzero(st.opened).tolist()}
+        far = sorted((sv for sv in room if int(b.rack[sv]) != rk), key=lambda sv: (-room[sv], sv))[:targets]
+        hosts = mates + far
+        moving = sorted(st.on[s0]) + [v for sv in mates for v in sorted(st.on[sv]) if not b.strategy[v]]
+        was = {v: (st.server[v], st.node[v]) for v in moving}
+        for v in moving:
+            packer._unassign(st, v)
+        st.opened[s0] = False
+        m = cp_model.CpModel()
+        x: dict[tuple[int, int, int], cp_model.IntVar] = {}
+        for v in moving:
+            for sv in hosts:
+                if b.strategy[v] == "affinity" and int(b.rack[sv]) != rk:
+                    continue
+                if not packer._allowed(st, v, sv):
+                    continue
+                for j in (-1,) if b.numa[v] == 2 else (0, 1):
+                    if packer._fits_node(st.free[sv], v, j):
+                        x[(v, sv, j)] = m.new_bool_var("")
+        placed = all(any(k[0] == v for k in x) for v in moving)
+        if placed:
+            for v in moving:
+                m.add_exactly_one(var for k, var in x.items() if k[0] == v)
+            for sv in hosts:
+                for q in (0, 1):
+                    for res, demand in ((0, b.cpu), (1, b.ram)):
+                        terms = [(float(demand[v]) * (0.5 if j == -1 else 1.0), var) for (v, s2, j), var in x.items()
+                                 if s2 == sv and j in (q, -1)]  # fmt: skip
+                        if terms:  # on the quarter grid (catalogue), halves included: times 4 is whole
+                            m.add(sum(round(4 * w) * var for w, var in terms) <= math.floor(4 * st.free[sv, q, res]
+                                                                                            + 1e-6))  # fmt: skip
+            ans = run_cp(m, stop.share(1.0, most=2.0), seed=seed, least=0.1)
+            placed = ans.found
+        if placed:
+            for (v, sv, j), var in x.items():
+                if ans.solver.value(var):
+                    packer._assign(st, v, sv, j)
+            closed += 1
+            tried.clear()  # the neighbourhoods changed: servers tried before may close now
+            tried.add(s0)
+            continue
+        st.opened[s0] = True
+        for v in moving:
+            packer._assign(st, v, *was[v])
+    return st.server, st.node, closed
