@@ -19,7 +19,15 @@ from dcplace.placement import Deadline, solve
 from dcplace.placement.numa_batch import NumaBatch, check
 from dcplace.placement.numa_generator import HELD_OUT, FamilySpec, describe, generate, synthetic_family
 from dcplace.placement.numa_instances import is_numa_batch, load_numa_batch
-from dcplace.placement.numa_pattern import Pricer, _Realiser, catalogue, generate_columns, integer_master
+from dcplace.placement.numa_pattern import (
+    Pricer,
+    _Realiser,
+    catalogue,
+    close_by_cpsat,
+    generate_columns,
+    integer_master,
+    realise,
+)
 from dcplace.workload.traces import shared_data_dir
 
 
@@ -199,3 +207,20 @@ def test_the_held_out_set_is_frozen():
     got = describe(load_numa_batch("huawei-heldout-1"))
     want = {"servers": 1416, "racks": 83, "vms": 4091, "affinity": 143, "anti-affinity": 129, "fault_domain": 437}
     assert {k: got[k] for k in want} == want
+
+
+def test_lns_closes_a_server_and_keeps_every_constraint():
+    """Two half-filled servers: the CP-SAT neighbourhood search moves one's VMs onto the other (closing it); on a
+    generated batch it never opens a server and its answer passes the checker."""
+    node_free = np.full((3, 2, 2), [8.0, 16.0])
+    b = NumaBatch("half", node_free, np.array([0, 0, 1]), np.full(4, 4.0), np.full(4, 8.0), np.ones(4, np.int64),
+                  ("", "", "anti-affinity", "anti-affinity"), ("", "", "a", "a"), ("",) * 4)  # fmt: skip
+    server, node, closed = close_by_cpsat(b, [0, 0, 1, 2], [0, 0, 0, 0], Deadline(10), 0)
+    assert closed == 1 and len(set(server)) == 2 and check(b, server, node) == []
+    g = _batch(5)
+    cat = catalogue(g)
+    used = integer_master(cat, generate_columns(cat, Pricer(cat), Deadline(10)), Deadline(10), 0)
+    assert used is not None
+    server, node, _ = realise(g, cat, used, Deadline(10))
+    after, after_node, _ = close_by_cpsat(g, server, node, Deadline(5), 0)
+    assert len(set(after)) <= len(set(server)) and check(g, after, after_node) == []
