@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 from dcplace.cli.main import app
 from dcplace.errors import InputError
 from dcplace.placement import Deadline, solve
-from dcplace.placement.numa_batch import check, load_numa_batch, lower_bound, read_huawei, summary_of
+from dcplace.placement.numa_batch import check, lower_bound, read_huawei, summary_of
+from dcplace.placement.numa_instances import load_numa_batch
 from dcplace.workload.traces import shared_data_dir
 
 FLAVOURS = [(2, 4, 1), (4, 8, 1), (2, 8, 1), (8, 32, 1), (16, 32, 2), (32, 64, 2)]
@@ -68,8 +69,9 @@ def test_every_answer_passes_the_checker_and_respects_the_bound(tmp_path_factory
     except InputError as exc:  # a random batch may not fit: then it must say so, not crash
         assert "infeasible" in str(exc) or "fits no" in str(exc)
         return
-    assert res["verified"] and res["status"] == "feasible" and not res["violations"]
+    assert res["verified"] and res["status"] in ("feasible", "optimal") and not res["violations"]
     assert res["bound"] <= res["pms_used"] <= batch.servers
+    assert (res["status"] == "optimal") == (res["pms_used"] == res["bound"] and res["bound_proven"])
     assert res["vms"] == batch.vms
 
 
@@ -173,12 +175,14 @@ def test_real_dataset_reads_and_bounds():
     assert proven and bound == len(chosen) and 600 < bound < 900
 
 
-def test_a_tiny_stop_is_honoured_and_the_result_has_the_common_shape(tmp_path):
+@pytest.mark.parametrize("method", ["auto", "relaxation-guided", "pattern"])
+def test_a_tiny_stop_is_honoured_and_the_result_has_the_common_shape(tmp_path, method):
     """Through the one ``solve``: a 0.2 s deadline still gives a verified packing soon after (the relaxation's
-    solver takes at least 1 s), and the result is the common immutable shape with the NUMA node of every VM."""
+    solver takes at least 1 s, the integer master at least 0.5 s), and the result is the common immutable shape with
+    the NUMA node of every VM."""
     batch = load_numa_batch(str(write_dataset(tmp_path / "d", 3)))
-    res = solve(batch, "auto", Deadline(0.2))
-    assert res.method == "relaxation-guided" and res.verified and res.wall_s <= 3.0
+    res = solve(batch, method, Deadline(0.2))
+    assert res.method == method and res.verified and res.wall_s <= 3.0
     assert res.vm_pm is not None and res.vm_node is not None and len(res.vm_node) == batch.vms
     assert set(res.vm_node.tolist()) <= {-1, 0, 1} and not res.vm_node.flags.writeable
     assert res.cost == res.pms_used and res.bound <= res.cost

@@ -227,10 +227,15 @@ def _meets(c: Constraint, assign, racks) -> bool:
 
 
 @st.composite
-def constrained_problems(draw: st.DrawFn) -> Problem:
+def constrained_problems(draw: st.DrawFn, how_many: int = 1) -> Problem:
     base = draw(tiny_problems())
-    n, m = base.n_vms, base.n_pms
+    m = base.n_pms
     racks = tuple(draw(st.lists(st.integers(0, 2), min_size=m, max_size=m)))
+    cons = tuple(_draw_constraint(draw, base.n_vms) for _ in range(how_many))
+    return Problem("tiny-c", base.vm_types, base.vm_counts, base.pm_types, base.pm_counts, racks, cons)
+
+
+def _draw_constraint(draw: st.DrawFn, n: int) -> Constraint:
     kind = draw(st.sampled_from(["colocate", "anti-colocate", "spread"]))
     vms = draw(st.lists(st.integers(0, n - 1), min_size=min(2, n), max_size=n, unique=True))
     if kind == "anti-colocate":
@@ -241,7 +246,7 @@ def constrained_problems(draw: st.DrawFn) -> Problem:
         c = Constraint(kind, draw(st.sampled_from(["pm", "rack"])), (tuple(vms),))
     else:
         c = Constraint(kind, "rack", (tuple(vms),), draw(st.integers(0, 2)), draw(st.integers(0, 2)))
-    return Problem("tiny-c", base.vm_types, base.vm_counts, base.pm_types, base.pm_counts, racks, (c,))
+    return c
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -259,6 +264,23 @@ def test_constraints_flat_matches_brute_force_and_greedy_is_checked(problem):
         assert greedy.verified and want is not None and greedy.cost >= want
     auto = solve(problem, "auto", stop=10, params={"workers": 1})
     assert auto.cost == want and (want is None or auto.verified)
+    compact = solve(problem, "compact", stop=10, params={"workers": 1})  # counts per class: exact (issue 18)
+    if want is None:
+        assert compact.status == "infeasible"
+    else:
+        assert compact.status == "optimal" and compact.cost == want and compact.verified
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(constrained_problems(how_many=2))
+def test_compact_with_overlapping_constraints_matches_brute_force(problem):
+    """Two constraints, often over the same VMs: classes split by every membership, the optimum stays exact."""
+    want = _brute_force(problem, lambda a: all(_meets(c, a, problem.racks) for c in problem.constraints))
+    compact = solve(problem, "compact", stop=10, params={"workers": 1})
+    if want is None:
+        assert compact.status == "infeasible"
+    else:
+        assert compact.status == "optimal" and compact.cost == want and compact.verified
 
 
 def test_checker_catches_each_constraint_violation():
@@ -294,7 +316,9 @@ def test_constraints_in_json_round_trip_and_errors(tmp_path):
     res = solve(q, "auto", stop=10, params={"workers": 1})
     assert res.verified and res.status in ("optimal", "feasible")
     with pytest.raises(InputError, match="does not model placement constraints"):
-        solve(q, "compact")
+        solve(q, "pattern")
+    both = solve(q, "compact", stop=10, params={"workers": 1})
+    assert both.status == "optimal" and both.verified and both.cost == res.cost
     for patch, needle in (
         ({"racks": [0, 1]}, "field 'racks'"),
         ({"constraints": [{"kind": "near", "vms": [0]}]}, "constraints[0].kind"),
@@ -370,7 +394,7 @@ def test_the_documented_user_method_registers_and_solves():
 
 def test_registry_keeps_problem_types_apart():
     assert method_names() == ["auto", "flat", "compact", "pattern", "hierarchical", "greedy"]
-    assert method_names(NumaBatch) == ["relaxation-guided", "auto", "consolidate"]
+    assert method_names(NumaBatch) == ["relaxation-guided", "pattern", "auto", "consolidate"]
     assert get_method("auto", NumaBatch).params is NumaBatchParams
     with pytest.raises(InputError, match=r"^method must be one of auto, flat, .*, got 'simplex'$"):
         solve(INSTANCES["exp1"], "simplex")

@@ -110,7 +110,8 @@ def solve_cmd(
     """Batch placement of VMs with disks onto PMs with disks (paper 004): minimise the cost of the PMs used.
     Every answer is re-checked by an independent checker (`verified`)."""
     from dcplace.placement import Deadline, load_problem, solve
-    from dcplace.placement.numa_batch import is_numa_batch, load_numa_batch, summary_of
+    from dcplace.placement.numa_batch import summary_of
+    from dcplace.placement.numa_instances import is_numa_batch, load_numa_batch
 
     if is_numa_batch(cfg.instance):
         if cfg.method != "auto":

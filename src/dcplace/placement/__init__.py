@@ -14,7 +14,8 @@ from dcplace.placement.compact import CompactParams
 from dcplace.placement.flat import FlatParams
 from dcplace.placement.greedy import GreedyParams
 from dcplace.placement.hierarchical import HierarchicalParams
-from dcplace.placement.numa_batch import NumaBatch, NumaBatchParams, load_numa_batch
+from dcplace.placement.numa_batch import NumaBatch, NumaBatchParams
+from dcplace.placement.numa_instances import load_numa_batch
 from dcplace.placement.params import Params, SolverParams, field_docs, field_error
 from dcplace.placement.pattern import PatternParams
 from dcplace.placement.problem import Constraint, PMType, Problem, VMType, load_problem

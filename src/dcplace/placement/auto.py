@@ -3,8 +3,8 @@ large ones by column generation (``pattern``: patterns do not grow with the coun
 CP-SAT's bound), both started from the best of 5 greedy runs where greedy is cheap; the better of greedy and the
 model wins (from a current placement: compact at any size, started from the better of greedy from the current
 placement and the from-scratch answer moved onto the PMs where it migrates least). A problem with placement
-constraints: 50 greedy runs in a quarter of the time, then the flat model
-(which states every constraint) in what is left; the better verified answer wins."""
+constraints: 50 greedy runs in a quarter of the time, then the compact model with the constraints on counts per
+class (exact; the flat model above ``compact_max_pms`` PMs) in what is left; the better verified answer wins."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ class AutoParams(SolverParams):
 
 
 def solve_auto(problem: Problem, stop: Stop, seed: int, params: AutoParams) -> Result:
-    """compact up to 200 PMs, pattern above, both from the best of 5 greedy runs; greedy + flat under constraints.
+    """compact up to 200 PMs, pattern above, both from the best of 5 greedy runs; greedy + compact under constraints.
     From a current placement: compact at any size (the pattern model does not model it), started from the better
     of 5 greedy runs from the current placement and the relabelled from-scratch answer (:func:`_from_current`)."""
     if problem.constraints:
@@ -76,8 +76,14 @@ def _from_current(problem: Problem, stop: Stop, seed: int, params: AutoParams) -
 
 
 def _constrained(problem: Problem, stop: Stop, seed: int, params: AutoParams) -> Result:
+    """50 greedy runs in a quarter of the time, then the compact model with constraints (exact; up to
+    ``compact_max_pms`` PMs, started from greedy's answer) or the flat model above; the better verified answer."""
     start = verify(problem, solve_greedy(problem, stop.share(0.25), seed, GreedyParams()))
-    res = verify(problem, solve_flat(problem, stop, seed, FlatParams(workers=params.workers)))
+    if problem.n_pms <= params.compact_max_pms:
+        hint = start if start.verified and start.cost is not None else None
+        res = verify(problem, solve_compact_from(problem, stop, seed, params.workers, hint))
+    else:
+        res = verify(problem, solve_flat(problem, stop, seed, FlatParams(workers=params.workers)))
     if start.cost is not None and start.verified and (res.cost is None or start.cost < res.cost):
         return replace(start, method="auto", status="feasible", bound=res.bound)
     return replace(res, method="auto")

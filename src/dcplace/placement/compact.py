@@ -42,12 +42,28 @@ exactly the optimum of machine + migration cost. Symmetry breaking is kept only 
 VM now (a PM with current VMs is not interchangeable with its neighbour). The decode gives each staying VM the disk
 set with most of its current disks, each on the virtual disk it held (disk moves on a PM cost nothing, see
 :mod:`.problem`, but are avoided where the counts allow).
+
+**Placement constraints** (:class:`ConstrainedModel`; exact): VMs of one type that belong to the same sets of the
+same constraints are interchangeable under every constraint (each constraint treats the members of a set alike), so
+the model counts per *class* ``k`` (type, memberships) with ``|k|`` VMs instead of per type, and states each
+constraint on the counts, with units ``u`` = PMs (level ``pm``) or racks (level ``rack``):
+
+    colocate:       sum_u b[c, u] = 1,  sum_{j in u} n[k, j] = |k| b[c, u]          (k in the group)
+    anti-colocate:  sum_{j in u} n[k, j] <= |k| h[c, s, u] (k in set s),  sum_s h[c, s, u] <= 1
+    spread:         sum_{k in group, j in rack} n[k, j] <= max_per_rack,  r[c, rack] <= that sum,
+                    sum_rack r[c, rack] >= min_racks
+
+An assignment meets a constraint iff its class counts meet these rows (the rows restate the definitions on the
+number of each class's VMs per unit), and any counts that meet them decode, member by member in any order, to an
+assignment that meets the constraints; the disk construction above holds per class (a class has its type's single
+disk size). So the model has exactly the constrained optimum. With rack-level constraints, identical PMs are
+interchangeable only within a rack, so the symmetry breaking is kept to runs of identical PMs in one rack.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from ortools.sat.python import cp_model
@@ -74,7 +90,13 @@ def solve_compact(problem: Problem, stop: Stop, seed: int, params: CompactParams
 def solve_compact_from(problem: Problem, stop: Stop, seed: int, workers: int, hint: Result | None) -> Result:
     """The compact model, its search started from ``hint``'s assignment when given."""
     try:
-        model: CompactModel | ReoptModel = ReoptModel(problem) if problem.has_current else CompactModel(problem)
+        model: CompactModel | ReoptModel | ConstrainedModel
+        if problem.has_current:
+            model = ReoptModel(problem)
+        elif problem.constraints:
+            model = ConstrainedModel(problem)
+        else:
+            model = CompactModel(problem)
     except Infeasible as exc:
         return Result(problem.name, "compact", "infeasible", vms=problem.n_vms, stats={"reason": str(exc)})
     if hint is not None and hint.vm_pm is not None and hint.vm_disks is not None:
@@ -90,9 +112,12 @@ class CompactModel:
     """The model above on ``problem``; ``frozen`` PMs (holding VMs now) are left out of the PM symmetry breaking
     and ``forced`` ones (holding pinned VMs) are used."""
 
-    def __init__(self, problem: Problem, frozen: np.ndarray | None = None, forced: np.ndarray | None = None) -> None:
+    def __init__(self, problem: Problem, frozen: np.ndarray | None = None, forced: np.ndarray | None = None,
+                 by_rack: bool = False) -> None:  # fmt: skip
+        """``by_rack``: identical PMs are interchangeable only within a rack (rack-level constraints)."""
         self.problem = problem
         self.frozen = np.zeros(problem.n_pms, np.bool_) if frozen is None else frozen
+        self.rack = problem.rack_of() if by_rack else np.zeros(problem.n_pms, np.int64)
         for vm_type in problem.vm_types:
             if len(set(vm_type.disks)) > 1:
                 raise InputError(
@@ -155,7 +180,8 @@ class CompactModel:
 
     def _symmetric(self, j: int) -> bool:
         """Whether PMs ``j`` and ``j + 1`` are interchangeable (identical and both empty now)."""
-        return self.pms[j] == self.pms[j + 1] and not self.frozen[j] and not self.frozen[j + 1]
+        return (self.pms[j] == self.pms[j + 1] and not self.frozen[j] and not self.frozen[j + 1]
+                and self.rack[j] == self.rack[j + 1])  # fmt: skip
 
     def _load(self, j: int) -> cp_model.LinearExprT:
         vts = self.problem.vm_types
@@ -284,3 +310,82 @@ class ReoptModel:
         """Keep ``min(n, c)`` of the VMs now on each PM there (on their current disks where the disk sets allow),
         fill the rest with the class's other VMs; pinned VMs stay (module docstring)."""
         return fill(self.problem, self.view, self.inner.groups(solver))
+
+
+class ConstrainedModel:
+    """The compact model under placement constraints (module docstring, *placement constraints*): counts per class
+    of interchangeable VMs (same type, same constraint memberships), the constraints as rows over the counts;
+    decodes to the original problem's VM numbers."""
+
+    def __init__(self, problem: Problem) -> None:
+        self.problem = problem
+        vt = problem.vm_type_of()
+        member: list[list[tuple[int, int]]] = [[] for _ in range(problem.n_vms)]
+        for c, con in enumerate(problem.constraints):
+            for s, vms in enumerate(con.sets):
+                for i in vms:
+                    member[i].append((c, s))
+        keys = [(int(vt[i]), tuple(sorted(member[i]))) for i in range(problem.n_vms)]
+        classes = sorted(set(keys))
+        index = {key: k for k, key in enumerate(classes)}
+        cls = np.array([index[key] for key in keys], np.int64)
+        self.order = np.argsort(cls, kind="stable")  # (n_vms,) original VM numbers, class-major
+        size = np.bincount(cls, minlength=len(classes))
+        self.inner = inner = CompactModel(replace(
+            problem, name=problem.name, vm_types=tuple(problem.vm_types[t] for t, _ in classes),
+            vm_counts=tuple(int(c) for c in size), constraints=()),
+            by_rack=any(con.level == "rack" for con in problem.constraints))  # fmt: skip
+        m, n = inner.model, inner.n
+        rack = problem.rack_of()
+        units = {"pm": [[j] for j in range(problem.n_pms)],
+                 "rack": [np.flatnonzero(rack == r).tolist() for r in np.unique(rack)]}  # fmt: skip
+        in_set = [[[k for k, (_, mem) in enumerate(classes) if (c, s) in mem] for s in range(len(con.sets))]
+                  for c, con in enumerate(problem.constraints)]  # fmt: skip
+
+        def on(k: int, unit: list[int]) -> cp_model.LinearExprT:
+            return sum(n[(k, j)] for j in unit if (k, j) in n)
+
+        for c, con in enumerate(problem.constraints):
+            where = units[con.level]
+            if con.kind == "colocate":  # every class of the group wholly on one unit, the same for all
+                u = [m.new_bool_var(f"col{c}_{q}") for q in range(len(where))]
+                m.add_exactly_one(u)
+                for k in in_set[c][0]:
+                    for q, unit in enumerate(where):
+                        m.add(int(size[k]) * u[q] == on(k, unit))
+            elif con.kind == "anti-colocate":  # a unit hosts VMs of at most one set
+                for q, unit in enumerate(where):
+                    h = [m.new_bool_var(f"anti{c}_{s}_{q}") for s in range(len(con.sets))]
+                    for s, ks in enumerate(in_set[c]):
+                        for k in ks:
+                            m.add(on(k, unit) <= int(size[k]) * h[s])
+                    m.add(sum(h) <= 1)
+            else:  # spread: at most max_per_rack of the VMs per rack, at least min_racks racks with one
+                used = []
+                for q, unit in enumerate(units["rack"]):
+                    terms = [n[(k, j)] for k in in_set[c][0] for j in unit if (k, j) in n]
+                    if not terms:
+                        continue
+                    if con.max_per_rack:
+                        m.add(sum(terms) <= con.max_per_rack)
+                    r = m.new_bool_var(f"spread{c}_{q}")
+                    m.add(r <= sum(terms))
+                    used.append(r)
+                if len(used) < con.min_racks:
+                    raise Infeasible(f"constraint {c} (spread) needs {con.min_racks} racks, {len(used)} can host it")
+                m.add(sum(used) >= con.min_racks)
+        self.model = m
+
+    def hint(self, vm_pm: np.ndarray, vm_disks: Sequence[Sequence[int]]) -> None:
+        """Start from a feasible assignment of the original problem."""
+        self.inner.hint(np.asarray(vm_pm)[self.order], [vm_disks[i] for i in self.order.tolist()])
+
+    def decode(self, solver: cp_model.CpSolver) -> tuple[np.ndarray, list[list[int]]]:
+        """The class model's assignment, given back to the original VM numbers (class members in number order)."""
+        got_pm, got_disks = self.inner.decode(solver)
+        vm_pm = np.full(self.problem.n_vms, -1, dtype=np.int64)
+        vm_disks: list[list[int]] = [[] for _ in range(self.problem.n_vms)]
+        vm_pm[self.order] = got_pm
+        for q, i in enumerate(self.order.tolist()):
+            vm_disks[i] = list(got_disks[q])
+        return vm_pm, vm_disks

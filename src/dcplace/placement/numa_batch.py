@@ -51,7 +51,6 @@ Every answer is re-checked by :func:`check`, which shares no code with the packi
 from __future__ import annotations
 
 import math
-import re
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -180,25 +179,16 @@ def read_huawei(folder: Path, sequence: int) -> NumaBatch:
     )
 
 
-def is_numa_batch(spec: str) -> bool:
-    """Whether ``--instance`` names a topology-aware batch: ``huawei-c1`` .. ``huawei-c5`` or a VM_data_C<n>.csv."""
-    return bool(re.fullmatch(r"huawei-c[1-5]", spec)) or bool(re.fullmatch(r"VM_data_C[1-5]\.csv", Path(spec).name))
+def huawei_folder(spec: str) -> Path:
+    """The shared data folder of the Huawei topology-aware dataset (``$DCPLACE_DATA`` or ../shared/data), or an
+    :class:`InputError` naming instance ``spec`` that needs it."""
+    from dcplace.workload.traces import shared_data_dir
 
-
-def load_numa_batch(spec: str) -> NumaBatch:
-    """``huawei-cN`` from the shared data folder, or ``.../VM_data_CN.csv`` with PM_res.csv and topology.csv beside
-    it (the dataset's layout)."""
-    if spec.startswith("huawei-c"):
-        from dcplace.workload.traces import shared_data_dir
-
-        root = shared_data_dir()
-        folder = None if root is None else root / "huawei-numa-placement"
-        if folder is None or not folder.is_dir():
-            raise InputError(f"instance {spec} needs ../shared/data/huawei-numa-placement (or $DCPLACE_DATA)")
-        return read_huawei(folder, int(spec[-1]))
-    path = Path(spec)
-    batch = read_huawei(path.parent, int(path.name[len("VM_data_C")]))
-    return batch
+    root = shared_data_dir()
+    folder = None if root is None else root / "huawei-numa-placement"
+    if folder is None or not folder.is_dir():
+        raise InputError(f"instance {spec} needs ../shared/data/huawei-numa-placement (or $DCPLACE_DATA)")
+    return folder
 
 
 # --- starting from a current placement -----------------------------------------------------------------------------
@@ -688,13 +678,6 @@ def solve_relaxation_guided(batch: NumaBatch, stop: Stop, seed: int, params: Num
     stats = {"bound_proven": proven, "constraints": {s: len(batch.groups(s)) for s in STRATEGIES[1:]}}
     return Result(batch.name, "relaxation-guided", "feasible", float(len(set(server))), float(bound), vms=batch.vms,
                   vm_pm=np.asarray(server), vm_node=np.asarray(node), stats=stats)  # fmt: skip
-
-
-def solve_numa_auto(batch: NumaBatch, stop: Stop, seed: int, params: NumaBatchParams) -> Result:
-    """``relaxation-guided``, or ``consolidate`` for a batch with a current placement."""
-    if batch.has_current:
-        return solve_consolidate(batch, stop, seed, ConsolidateParams(bound_share=params.bound_share))
-    return solve_relaxation_guided(batch, stop, seed, params)
 
 
 def verify(batch: NumaBatch, res: Result) -> Result:

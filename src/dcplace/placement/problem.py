@@ -17,9 +17,9 @@ per PM (default: every PM its own rack):
 Packs (optional): a partition of the VM numbers that the hierarchical decomposition uses as its packs (e.g. the
 tiers of an application) instead of drawing random ones.
 
-Only ``flat``, ``greedy`` and ``auto`` (which then runs those two) model constraints; the counting models (compact,
-pattern, hierarchical) refuse a constrained problem with a clear error, because identical VMs stop being
-interchangeable once some carry labels.
+``flat``, ``greedy``, ``compact`` (counts per class of VMs that carry the same labels, exact) and ``auto`` (greedy,
+then compact; flat above ``compact_max_pms`` PMs) model constraints; the pattern and hierarchical models refuse a
+constrained problem with a clear error, because identical VMs stop being interchangeable once some carry labels.
 
 **Starting from a current placement** (re-optimisation, paper 004 section III-D), optional:
 
