@@ -65,3 +65,14 @@ def test_quick_form_evaluates_every_shipped_method_under_the_bound(tmp_path):
     assert all(0 < r["length"] <= bound for r in recs)
     assert all(r["status"] == "terminated" for r in recs if r["policy"] != BOUND)
     assert "Table 2" in md and "hindsight" in md
+
+
+def test_quick_runs_table2_only_and_says_so():
+    from dcplace.cli.reproduce import CvdRlRun
+    from dcplace.errors import InputError
+
+    with pytest.raises(InputError, match="table"):
+        CvdRlRun(regime="paper", quick=True, table="table3")
+    with pytest.raises(InputError, match="seeds"):
+        CvdRlRun(regime="paper", seeds=0)
+    assert CvdRlRun(regime="paper", quick=True, table="table2").table == "table2"

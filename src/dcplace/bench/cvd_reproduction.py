@@ -11,6 +11,10 @@ CPU or memory runs out in total (the warm-up is the same for every policy). It b
 Curves and ablations train fresh runs (``runs/<name>/`` under the output folder, each with its curves.csv) for
 ``curve_epochs`` epochs; plots show each run's validation length divided by Best-Fit's on the same validation
 episodes. Scenario as in :mod:`dcplace.bench.cvd_heuristics` (releases off; see docs/reproductions.md).
+
+:func:`run_regime_tables` is Tables 2-4 in the paper's regime (``--regime paper``; issue 15): the heuristics, the five
+learned methods from checkpoints trained there, and the hindsight bound, with length, income and CPU allocation over
+several seeds of held-out starts.
 """
 
 from __future__ import annotations

@@ -144,6 +144,7 @@ class CvdRlRun:
     def __post_init__(self) -> None:
         check_types(self)
         _at_least_one(self, "episodes", "curve_epochs", "workers", "seeds")
+        check(not self.quick or self.table in ("all", "table2"), "table", self.table, "all or table2 with quick")
 
 
 @app.command("cvd-rl")
