@@ -139,13 +139,21 @@ class CvdRlRun:
     seed: int = 0
     """same seed, same numbers"""
     quick: bool = False
-    """50 % warm start, 3 episodes, 3-epoch runs on small clusters"""
+    """50 % warm start, 3 episodes, 3-epoch runs on small clusters (paper regime: Table 2 at 50 %, 3 episodes)"""
+    regime: Literal["today", "paper"] = "today"
+    """today: releases off, tables + curves + ablations; paper: the calibration's reading, Tables 2-4 only, with the
+    checkpoints trained there, PADRL, Hindsight Learning and the hindsight bound"""
+    seeds: int = 5
+    """paper regime: evaluation seeds (each redraws the regime's trace and the held-out starts)"""
+    table: Literal["all", "table2", "table3", "table4"] = "all"
+    """paper regime: one table only (each a separate process: the tables' runs are independent)"""
     ray_address: str = ""
     """train on Ray: 'local' (a new instance here), 'auto' or HOST:PORT (a cluster); needs the ray extra"""
 
     def __post_init__(self) -> None:
         check_types(self)
-        _at_least_one(self, "episodes", "curve_epochs", "workers")
+        _at_least_one(self, "episodes", "curve_epochs", "workers", "seeds")
+        check(not self.quick or self.table in ("all", "table2"), "table", self.table, "all or table2 with quick")
         check_ray_address(self.ray_address)
 
 
@@ -162,9 +170,18 @@ def reproduce_cvd_rl(
 ) -> None:
     """CVD-RL's Tables 2-4 with CVD-RL and SchedRL (shipped checkpoints) beside the heuristics and the paper,
     learning curves against SchedRL at 2-20 PMs (Figure 6), operator ablations (Figure 10), filter designs and k
-    (Figures 11-12) and the two rewards."""
-    from dcplace.bench.cvd_reproduction import run_reproduction
+    (Figures 11-12) and the two rewards. With --regime paper: Tables 2-4 in the paper's regime, every learned
+    method (PADRL and Hindsight Learning too) beside the heuristics and the hindsight bound, over --seeds seeds."""
+    from dcplace.bench.cvd_heuristics import TABLES
+    from dcplace.bench.cvd_reproduction import run_regime_tables, run_reproduction
 
+    if cfg.regime != "today":
+        with progress_lines("cvd-rl") as say, _output(out, cfg, "dcplace reproduce cvd-rl") as folder:
+            md = run_regime_tables(trace=cfg.trace, episodes=3 if cfg.quick else cfg.episodes, seeds=cfg.seeds,
+                                   seed=cfg.seed, out=folder, quick=cfg.quick, regime=cfg.regime, progress=say,
+                                   tables=tuple(TABLES) if cfg.table == "all" else (cfg.table,))  # fmt: skip
+        _finish(md, out, "records and table")
+        return
     with progress_lines("cvd-rl") as say, _output(out, cfg, "dcplace reproduce cvd-rl") as folder:
         md = run_reproduction(trace=cfg.trace, episodes=3 if cfg.quick else cfg.episodes, seed=cfg.seed, out=folder,
                               quick=cfg.quick, curve_epochs=cfg.curve_epochs, workers=cfg.workers,

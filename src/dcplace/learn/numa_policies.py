@@ -29,10 +29,19 @@ SHIPPED = {
     "cvd-rl-machine": "cvd-rl-machine-50pm.pt",
     "schedrl": "schedrl-50pm.pt",
 }
+REGIME_SHIPPED = {
+    name: f"{name}-50pm-paper.pt" for name in ("cvd-rl", "cvd-rl-machine", "schedrl", "padrl", "hindsight")
+}
+"""Checkpoints trained in the paper's regime (``dcplace.bench.cvd_regime.PAPER_REGIME``, rows [10000, 15000), 50 PMs,
+50 % warm start; docs/cvd-rl.md says how), evaluated by ``dcplace reproduce cvd-rl --regime paper``. Passed as
+``checkpoint``: the policies' defaults stay the releases-off ones above."""
 
 
-def shipped_path(name: str) -> Path:
-    return Path(str(files("dcplace") / "data" / "cvd" / SHIPPED[name]))
+def shipped_path(name: str, regime: str = "today") -> Path:
+    """The shipped checkpoint of policy ``name``: trained releases off (``today``) or in the paper's regime
+    (``paper``)."""
+    file = SHIPPED[name] if regime == "today" else REGIME_SHIPPED[name]
+    return Path(str(files("dcplace") / "data" / "cvd" / file))
 
 
 @lru_cache(maxsize=16)

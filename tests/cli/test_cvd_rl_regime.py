@@ -1,0 +1,78 @@
+"""``dcplace reproduce cvd-rl --regime paper`` (issue 15, item 5): the checkpoints trained in the paper's regime are
+shipped small and load as their policies, the tables are drawn from the records (gain over the best heuristic and
+share of the bound's gain), and the quick form evaluates the shipped checkpoints (never retrains them) on held-out
+starts under the hindsight bound."""
+
+from __future__ import annotations
+
+import pytest
+
+from dcplace.bench.cvd_heuristics import BOUND
+from dcplace.bench.cvd_reproduction import (
+    HEURISTICS,
+    PAPER_LEARNED,
+    PAPER_LEARNED_FULL,
+    REGIME_LEARNED,
+    regime_policies,
+    render_regime_markdown,
+    run_regime_tables,
+)
+from dcplace.learn.numa_policies import REGIME_SHIPPED, shipped_path
+from dcplace.workload.traces import trace_available
+
+
+@pytest.mark.parametrize("name", REGIME_LEARNED)
+def test_regime_checkpoints_are_small_and_trained_in_the_regime(name):
+    from dcplace.learn.dqn import load
+
+    path = shipped_path(name, "paper")
+    assert path.name == REGIME_SHIPPED[name] and path.stat().st_size < 2_000_000
+    net, meta = load(path)
+    assert meta["release"] is True and meta["pms"] == 50 and meta["warm_start"] == 0.5
+    lo = meta["dqn"]["train_start_range"][0]
+    assert lo >= 10_000  # disjoint from the evaluation rows [1000, 10000)
+    assert net.cfg.kind == ("schedrl" if name == "schedrl" else "cvd")
+    assert bool(net.cfg.forecast_hidden) == (name == "padrl")
+
+
+def test_paper_learned_lengths_are_the_full_tables_first_column():
+    assert PAPER_LEARNED["table2"]["cvd-rl"][0.5] == PAPER_LEARNED_FULL["table2"]["cvd-rl"][0.5][0] == 939.3
+    assert set(PAPER_LEARNED["table2"]) == {"schedrl", "cvd-rl"}
+    assert regime_policies("table3") == (*HEURISTICS, "cvd-rl", "cvd-rl-machine")
+
+
+def test_markdown_gain_and_share_of_the_bound():
+    recs = []
+    for seed, scale in ((0, 1.0), (1, 2.0)):
+        for pol, length in (("first-fit", 90), ("best-fit", 100), ("industrial", 95), ("cvd-rl", 110), (BOUND, 120)):
+            recs.append(dict(table="table2", policy=pol, warm_start=0.5, seed=seed, episode=0, length=length * scale,
+                             income=1.0, cpu_alloc=0.5))  # fmt: skip
+    md = render_regime_markdown(recs, "t", 1, "label")
+    row = next(line for line in md.splitlines() if line.startswith("| 50% | best-fit |"))
+    assert "+10.0% ± 0.0% (50%)" in row  # (110 - 100) / (120 - 100)
+    assert "| 50% | length | 806.9 | 852.8 | 844 |" in md
+    assert "| 150.0 ± 50.0 |" in md  # best-fit: the seeds' means 100 and 200
+
+
+@pytest.mark.skipif(not trace_available("huawei-east-1"), reason="needs the shared Huawei-East-1 trace")
+def test_quick_form_evaluates_every_shipped_method_under_the_bound(tmp_path):
+    import json
+
+    md = run_regime_tables("auto", episodes=1, seeds=1, seed=0, out=tmp_path, quick=True)
+    recs = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
+    assert {r["policy"] for r in recs} == {*regime_policies("table2"), BOUND}
+    bound = next(r["length"] for r in recs if r["policy"] == BOUND)
+    assert all(0 < r["length"] <= bound for r in recs)
+    assert all(r["status"] == "terminated" for r in recs if r["policy"] != BOUND)
+    assert "Table 2" in md and "hindsight" in md
+
+
+def test_quick_runs_table2_only_and_says_so():
+    from dcplace.cli.reproduce import CvdRlRun
+    from dcplace.errors import InputError
+
+    with pytest.raises(InputError, match="table"):
+        CvdRlRun(regime="paper", quick=True, table="table3")
+    with pytest.raises(InputError, match="seeds"):
+        CvdRlRun(regime="paper", seeds=0)
+    assert CvdRlRun(regime="paper", quick=True, table="table2").table == "table2"
