@@ -63,3 +63,8 @@ class ServiceMetrics:
             registry=self.registry,
         )
         self.registry.register(EngineCollector(engine))
+        # the labelled children the hot calls use, looked up once (``labels()`` takes a lock and a dict lookup)
+        self.placed = self.decisions.labels("placed")
+        self.rejected = self.decisions.labels("rejected")
+        self.place_latency = self.latency.labels("place")
+        self.release_latency = self.latency.labels("release")
