@@ -59,6 +59,7 @@ RAM moves), then phase C consolidates. The independent checker verifies it all.
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections import defaultdict
@@ -729,9 +730,9 @@ def solve_numa_pattern(batch: NumaBatch, stop: Stop, seed: int, params: NumaPatt
         if tries > params.restarts or time.perf_counter() - t2 >= params.restart_seconds:
             break
         order = rng.permutation(batch.servers).tolist()
-    if best is None:
+    if best is None:  # every realisation stranded a VM (small, tightly constrained batches): the other packings
         assert failed is not None
-        raise failed
+        return _fallback(batch, stop, seed, bound, failed)
     servers, server, node, stats = best
     timings["realise_s"] = time.perf_counter() - t2
     lns_closed = 0
@@ -755,6 +756,88 @@ def solve_numa_pattern(batch: NumaBatch, stop: Stop, seed: int, params: NumaPatt
     status = "optimal" if servers == bound and master.converged else "feasible"
     return Result(batch.name, "pattern", status, float(servers), float(bound), vms=batch.vms,
                   vm_pm=np.asarray(server), vm_node=np.asarray(node), stats=all_stats)  # fmt: skip
+
+
+EXACT_MAX_SPOTS = 20_000
+"""The exact assignment fallback's size limit: VMs x servers x NUMA choices."""
+
+
+def _fallback(batch: NumaBatch, stop: Stop, seed: int, bound: int, failed: InputError) -> Result:
+    """When no realisation of the pattern answer places every VM: the relaxation-guided packing, then (small
+    batches) the exact assignment model; the pattern's bound is kept. Raises ``failed`` when neither finds one."""
+    try:
+        res = solve_relaxation_guided(batch, stop, seed, NumaBatchParams())
+        return replace(res, method="pattern", bound=max(float(bound), res.bound or 0.0),
+                       stats={**res.stats, "fallback_from_pattern": "relaxation-guided"})  # fmt: skip
+    except InputError:
+        pass
+    got = exact_assignment(batch, stop, seed) if not stop.expired() else None
+    if got is not None and got[2] == "infeasible":
+        raise InputError(f"{batch.name}: no placement satisfies the batch's constraints (proven by the exact "
+                         f"assignment model)")  # fmt: skip
+    if got is None:
+        raise failed
+    server, node, _, lower = got
+    servers = len(set(server))
+    lower = max(float(bound), lower)
+    status = "optimal" if servers <= lower else "feasible"
+    return Result(batch.name, "pattern", status, float(servers), lower, vms=batch.vms, vm_pm=np.asarray(server),
+                  vm_node=np.asarray(node), stats={"fallback_from_pattern": "exact-assignment"})  # fmt: skip
+
+
+def exact_assignment(b: NumaBatch, stop: Stop, seed: int) -> tuple[list[int], list[int], str, float] | None:
+    """Fewest servers by a plain CP-SAT assignment model (a boolean per VM, server and NUMA choice; capacity per
+    node, a double-NUMA VM half on each; anti-affinity at most one per server; affinity one rack; fault domains on
+    different racks), for batches of at most :data:`EXACT_MAX_SPOTS` choices on the quarter grid; None otherwise or
+    when CP-SAT finds nothing in time. Returns ``(server, node, status, bound)`` (node -1: both); status
+    ``infeasible`` (empty lists) when CP-SAT proves no placement exists."""
+    choices = [(-1,) if b.numa[i] == 2 else (0, 1) for i in range(b.vms)]
+    if sum(len(c) for c in choices) * b.servers > EXACT_MAX_SPOTS:
+        return None
+    scale = 8.0  # quarters, halved for a double-NUMA VM's share
+    data = np.concatenate([b.cpu, b.ram, b.node_free.ravel()]) * scale
+    if not np.allclose(data, np.round(data)):
+        return None
+    m = cp_model.CpModel()
+    x = {(i, s, j): m.new_bool_var("") for i in range(b.vms) for s in range(b.servers) for j in choices[i]}
+    used = [m.new_bool_var("") for _ in range(b.servers)]
+    for i in range(b.vms):
+        m.add_exactly_one(x[i, s, j] for s in range(b.servers) for j in choices[i])
+    for s in range(b.servers):
+        for q in (0, 1):
+            for demand, r in ((b.cpu, 0), (b.ram, 1)):
+                load = [round(demand[i] * scale * (0.5 if j == -1 else 1.0)) * x[i, s, j] for i in range(b.vms)
+                        for j in choices[i] if j in (q, -1)]  # fmt: skip
+                m.add(sum(load) <= round(b.node_free[s, q, r] * scale) * used[s])
+    on = {(i, s): sum(x[i, s, j] for j in choices[i]) for i in range(b.vms) for s in range(b.servers)}
+    racks = sorted(set(b.rack.tolist()))
+    in_rack = {(i, rk): sum(on[i, s] for s in range(b.servers) if b.rack[s] == rk) for i in range(b.vms)
+               for rk in racks}  # fmt: skip
+    for members in b.groups("anti-affinity").values():
+        for s in range(b.servers):
+            m.add(sum(on[i, s] for i in members) <= 1)
+    for members in b.groups("affinity").values():
+        for i, k in itertools.pairwise(members):
+            for rk in racks:
+                m.add(in_rack[i, rk] == in_rack[k, rk])
+    for members in b.groups("fault_domain").values():
+        for a, i in enumerate(members):
+            for k in members[a + 1 :]:
+                if b.domain[i] != b.domain[k]:
+                    for rk in racks:
+                        m.add(in_rack[i, rk] + in_rack[k, rk] <= 1)
+    m.minimize(sum(used))
+    ans = run_cp(m, stop, seed=seed)
+    if ans.status == "infeasible":
+        return [], [], "infeasible", math.inf
+    if not ans.found:
+        return None
+    server = [-1] * b.vms
+    node = [-1] * b.vms
+    for (i, sv, j), var in x.items():
+        if ans.solver.value(var):
+            server[i], node[i] = sv, j
+    return server, node, ans.status, float(ans.bound or 0.0)
 
 
 def solve_numa_auto(batch: NumaBatch, stop: Stop, seed: int, params: NumaBatchParams) -> Result:
