@@ -72,7 +72,8 @@ class AllSettings:
         return (
             f"yes: CVD-RL heuristics {self.cvd_episodes} episodes per cell at warm 0 and 50 %; learned tables 3 "
             f"episodes per cell at 50 % warm; 3-epoch training runs on 2-10 PMs ({self.curve_seeds} seeds each for "
-            f"Figure 6, one for the ablations); Nara episodes per cell: {nara}; HMIP Table IX at beta 0.7 only; "
+            f"Figure 6, one for the ablations); Nara episodes per cell: {nara}; HMIP Table IX: mix1 at beta 0.7 "
+            "(25 x 25) only; "
             "re-optimisation on the first 24 hours of Huawei-East-1 every 6 hours and on the threshold. "
             "Fewer episodes give wider intervals"
         )
