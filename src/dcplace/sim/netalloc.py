@@ -371,7 +371,7 @@ class NetAllocSim:
         links = np.array(sorted({link for path in self._pair_paths for link in path}), dtype=np.int64)
         if len(links):
             self.free_bw[links] -= bw
-            np.add.at(self.bw_used_by_tier, self._tier[links][self._tier[links] >= 0], bw)
+            self._add_tier_use(links, bw)
         servers = np.array(self.picks, dtype=np.int64)
         end = self.t + self._req_hold[self.t]
         self.active[self.t] = Allocation(
@@ -389,6 +389,11 @@ class NetAllocSim:
         self.locality.append(self.locality_of(servers))
         self._finish()
 
+    def _add_tier_use(self, links: IntArray, bw: int) -> None:
+        """Add ``bw`` to the used bandwidth of each link's tier (links outside the three tiers left out)."""
+        tiers = self._tier[links]
+        self.bw_used_by_tier += np.bincount(tiers[tiers >= 0], minlength=3) * bw
+
     def _reject(self, reason: str) -> tuple[Outcome, float, dict[str, str]]:
         for v, c, m in zip(self.picks, self._took_cpu, self._took_mem, strict=True):
             self.free_cpu[v] += c
@@ -401,14 +406,13 @@ class NetAllocSim:
 
     def _release(self, rid: int) -> None:
         a = self.active.pop(rid)
-        np.add.at(self.free_cpu, a.servers, a.cpu)
-        np.add.at(self.free_mem, a.servers, a.mem)
+        self.free_cpu[a.servers] += a.cpu  # an allocation's servers are distinct (the mask excludes picked ones)
+        self.free_mem[a.servers] += a.mem
         self.free_cpu_total += int(a.cpu.sum())
         self.free_mem_total += int(a.mem.sum())
         if len(a.links):
             self.free_bw[a.links] += a.bw
-            tiers = self._tier[a.links]
-            np.add.at(self.bw_used_by_tier, tiers[tiers >= 0], -a.bw)
+            self._add_tier_use(a.links, -a.bw)
 
     def drain(self) -> None:
         """Release every running allocation (as if time ran on past the last departure)."""
