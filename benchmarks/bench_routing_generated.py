@@ -6,8 +6,11 @@ so :func:`dcplace.sim.routing.routing_for` picks :class:`~dcplace.sim.routing.Le
 ``--requests`` requests with each policy, first with the leaf routing, then with networkx's all-shortest-paths
 (:class:`~dcplace.sim.routing.GraphRouting`, what such a topology used before) on the first ``--graph-requests`` of
 the same requests; decisions (server picks) per second of each, and whether the picks agree (on the shared prefix
-with networkx; in full with the structural fabric routing of the same shape, the floor for routing's cost).
-Routing tables are built lazily inside the clock (nothing excluded but imports).
+with networkx; in full with the structural fabric routing of the same shape and with
+:class:`~dcplace.sim.routing.CountingRouting`, the general graphs' path service, here counting on the whole graph:
+one table per destination server instead of per destination switch).
+Routing tables are built lazily inside the clock (nothing excluded but imports and loading the compiled kernels,
+which the routing and the simulator do once per process when constructed, before the clock starts).
 
     python benchmarks/bench_routing_generated.py [--scale 4] [--requests 4000] [--graph-requests 300]
 """
@@ -26,7 +29,7 @@ from dcplace.cluster.topology import from_networkx, scaled_delta
 from dcplace.policies import get_net_policy
 from dcplace.sim.netalloc import NetAllocSim
 from dcplace.sim.netalloc_episodes import episode_requests
-from dcplace.sim.routing import FabricRouting, GraphRouting, LeafRouting, Routing, routing_for
+from dcplace.sim.routing import CountingRouting, FabricRouting, GraphRouting, LeafRouting, Routing, routing_for
 
 
 def _episode(top, req, routing: Routing, policy: str, limit: int) -> tuple[float, int, list[int]]:  # type: ignore[no-untyped-def]
@@ -55,16 +58,18 @@ def main() -> None:
     where = f"{platform.processor() or platform.machine()}, python {platform.python_version()}"
     print(f"{where}, {time.strftime('%Y-%m-%d %H:%M')}; {top.name}: {top.n_servers:,} servers, {top.n_links:,} links")
     print(
-        "| policy | decisions | leaf decisions/s | fabric (preset shape) decisions/s | networkx decisions "
-        "| networkx decisions/s | same picks |"
+        "| policy | decisions | leaf decisions/s | fabric (preset shape) decisions/s | counting (whole graph) "
+        "decisions/s | networkx decisions | networkx decisions/s | same picks |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for pol in args.policies:
         wl, dl, pl = _episode(top, req, LeafRouting(top), pol, 10**12)
         wf, df, pf = _episode(big, req, FabricRouting(big), pol, 10**12)
+        wc, dc, pc = _episode(top, req, CountingRouting(top), pol, 10**12)
         wg, dg, pg = _episode(top, req, GraphRouting(top), pol, args.graph_requests)
-        same = pl[: len(pg)] == pg and pl == pf
-        print(f"| {pol} | {dl:,} | {dl / wl:,.0f} | {df / wf:,.0f} | {dg:,} | {dg / wg:,.0f} | {same} |", flush=True)
+        same = pl[: len(pg)] == pg and pl == pf == pc
+        rates = f"{dl / wl:,.0f} | {df / wf:,.0f} | {dc / wc:,.0f}"
+        print(f"| {pol} | {dl:,} | {rates} | {dg:,} | {dg / wg:,.0f} | {same} |", flush=True)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"\npeak resident memory of the whole process: {peak:.0f} MB")
 

@@ -22,12 +22,18 @@ simulator then reserves, among the candidates, the one with the most free bandwi
 serves any graph whose servers are leaves (one link each, to their rack switch: every tree-like fabric, generated or
 loaded from a file): the shortest paths between two servers are those between their switches with the two server
 links at the ends, so it keeps, per destination switch, the hop distance and the number of shortest paths from every
-node (one breadth-first pass over the edge arrays), and unranks the ``k`` paths it needs in lexicographic order
-directly (no enumeration of the others); :class:`GraphRouting` asks networkx for all shortest paths of any graph
-and caches them per server pair. Step 3 runs Yen's algorithm (``networkx.shortest_simple_paths``) on the switch
-graph, once per switch pair (cached), for the leaf and structural routings. ``tests/sim/test_netalloc.py`` and
-``tests/sim/test_routing_ksp.py`` check that all return the same candidates, and against every simple path
+switch (one compiled breadth-first pass, :mod:`dcplace.sim.path_kernels`), and unranks the ``k`` paths it needs in
+lexicographic order directly (no enumeration of the others); :class:`CountingRouting` does the same on the whole
+graph, per destination server, for any other graph (the cached path service for general graphs);
+:class:`GraphRouting` asks networkx for all shortest paths of any graph and caches them per server pair (the
+reference, ``routing_for(..., generic=True)``). Step 3 runs Yen's algorithm (``networkx.shortest_simple_paths``) on
+the switch graph (the whole graph for :class:`CountingRouting`), once per pair (cached). ``tests/sim/test_netalloc.py``
+and ``tests/sim/test_routing_ksp.py`` check that all return the same candidates, and against every simple path
 networkx lists.
+
+The simulator asks for the widest candidate (:meth:`_Static.widest`, :func:`widest_of`): the first candidate whose
+tightest link has the most free bandwidth, if that is at least the request's. The counting routings answer it inside
+their kernel, building only the chosen path.
 """
 
 from __future__ import annotations
@@ -213,13 +219,18 @@ class GraphRouting(_Static):
         return out
 
 
+TABLE_BYTES = 256 * 2**20
+"""Memory the counting routings' tables may take (one routing): the cache holds fewer destinations on big graphs."""
+
+
 class _Counted(_Static):
     """Counting and unranking on a graph (the module docstring's steps 1-2 without enumerating paths), compiled
     (:mod:`dcplace.sim.path_kernels`).
 
     For a destination node ``t``: ``dist[x]`` hops from node ``x`` to ``t`` and ``count[x]`` shortest paths from
     ``x`` to ``t`` (``count[t] = 1``, ``count[x]`` = the sum of ``count[y]`` over neighbours ``y`` one hop closer),
-    one breadth-first pass, kept for the last ``cache`` destinations (``(nodes,)`` int64 twice each). The
+    one breadth-first pass, kept for the last ``cache`` destinations (``(nodes,)`` int64 twice each; fewer where
+    that would pass :data:`TABLE_BYTES`, but at least 16). The
     ``r``-th shortest path from ``s`` in lexicographic node order follows, at each node, the neighbours one hop
     closer in increasing id, skipping whole subtrees of ``count[y]`` paths: per pair O(k x hops x degree), no
     Python object per path; :meth:`widest` checks the candidates' free bandwidth in the same pass and builds only
@@ -244,7 +255,7 @@ class _Counted(_Static):
         self._nb_link = np.array([e for x in nbrs for _, e in x], np.int64)
         self._n_nodes = n_nodes
         self._cache: OrderedDict[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = OrderedDict()
-        self._cache_size = cache
+        self._cache_size = min(cache, max(16, TABLE_BYTES // (16 * max(n_nodes, 1))))
         self._out = np.zeros(n_nodes + 2, np.int64)  # a path's links: at most nodes - 1, plus the two ends
         self._scratch = np.zeros(n_nodes + 2, np.int64)
         warm()
