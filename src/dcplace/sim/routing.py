@@ -374,8 +374,13 @@ class LeafRouting(_Counted):
 
 class CountingRouting(_Counted):
     """Paths of any graph (servers may have several links, or forward), by counting and unranking on the whole
-    graph: the cached path service for general graphs (one table per destination server, the last ``cache`` kept;
-    step 3 by Yen's algorithm on the whole graph, cached per pair). Same candidates as :class:`GraphRouting`."""
+    graph: the cached path service for general graphs (step 3 by Yen's algorithm on the whole graph, cached per
+    pair). Same candidates as :class:`GraphRouting`.
+
+    A server with one neighbour ``a`` (other than the pair's other server) is a leaf: every path from it starts with
+    its link to ``a``, so the pair is routed from ``a`` with that link in front (to: ``b``, the link at the end).
+    Tables are therefore kept per destination attachment node (the last ``cache``): one per rack switch on a
+    tree-like fabric, one per multi-homed server."""
 
     def __init__(self, topology: Topology, k: int = 3, cache: int = 1024, paths: PathRule = "ksp") -> None:
         self.k = k
@@ -384,9 +389,21 @@ class CountingRouting(_Counted):
         self._graph: nx.Graph | None = None
         self._longer_cache: dict[tuple[int, int, int, int], list[Path]] = {}
         self._build(topology.n_nodes, _link_table(topology), cache)
+        ns = topology.n_servers
+        start, node, link = self._nb_start[: ns + 1], self._nb_node, self._nb_link
+        leaf = (start[1:] - start[:-1]) == 1
+        first = start[:-1].clip(max=max(len(node) - 1, 0))
+        self._att = np.where(leaf, node[first] if len(node) else -1, -1).tolist()  # (servers,) sole neighbour or -1
+        self._att_link = np.where(leaf, link[first] if len(link) else -1, -1).tolist()
 
     def _ends(self, u: int, v: int) -> tuple[int, int, int, int]:
-        return u, v, -1, -1
+        s, pre, t, post = u, -1, v, -1
+        a, b = self._att[u], self._att[v]
+        if a >= 0 and a != v:
+            s, pre = a, self._att_link[u]
+        if b >= 0 and b != u:
+            t, post = b, self._att_link[v]
+        return s, t, pre, post
 
     def _longer(self, s: int, t: int, hops: int, need: int) -> list[Path]:
         key = (s, t, hops, need)
