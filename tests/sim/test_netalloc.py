@@ -11,7 +11,7 @@ import networkx as nx
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import dcplace.envs  # noqa: F401  (registers the environments)
@@ -19,8 +19,17 @@ from dcplace.bench.netalloc_runner import run_policy
 from dcplace.cluster.topology import BW_SCALE, PRESETS, fabric, from_networkx, load_topology, preset
 from dcplace.errors import InputError
 from dcplace.policies import get_net_policy, policy_names
+from dcplace.policies.netalloc_heuristics import uniform_pick
 from dcplace.sim.netalloc import NetAllocSim, Outcome
-from dcplace.sim.routing import FabricRouting, GraphRouting, LeafRouting, routing_for, servers_are_leaves
+from dcplace.sim.routing import (
+    CountingRouting,
+    FabricRouting,
+    GraphRouting,
+    LeafRouting,
+    routing_for,
+    servers_are_leaves,
+    widest_of,
+)
 from dcplace.workload.netreq import (
     DATASETS,
     SCALE,
@@ -175,12 +184,85 @@ def test_leaf_routing_agrees_with_networkx_on_the_presets_as_plain_graphs(name):
         assert leaf.candidates(u, v) == gen.candidates(u, v), (u, v)
 
 
-def test_multi_homed_servers_use_networkx():
+def _general(seed: int) -> nx.Graph:
+    """A generated fabric made general: some servers multi-homed (a second link to a random switch), some wired to
+    each other (so a shortest path may pass through a server), one random switch-switch link (rarely disconnected:
+    then topologies refuse it)."""
+    rng = np.random.default_rng(seed)
+    g = _tree_like(seed)
+    servers = sorted(n for n in g if n.startswith("h"))
+    switches = sorted(n for n in g if not n.startswith("h"))
+    for h in rng.choice(servers, int(rng.integers(1, len(servers) // 2 + 2)), replace=False):
+        g.add_edge(str(h), str(rng.choice(switches)), capacity=1)
+    for _ in range(int(rng.integers(0, 3))):
+        a, b = rng.choice(servers, 2, replace=False)
+        g.add_edge(str(a), str(b), capacity=1)
+    a, b = rng.choice(switches, 2, replace=False)
+    g.add_edge(str(a), str(b), capacity=3)
+    return g
+
+
+def test_multi_homed_servers_use_the_counting_routing():
     g = _tree_like(3)
     g.add_edge("h0.0", "f0", capacity=1)
     top = from_networkx(g)
     assert not servers_are_leaves(top)
-    assert isinstance(routing_for(top), GraphRouting)
+    assert isinstance(routing_for(top), CountingRouting)
+    assert isinstance(routing_for(top, generic=True), GraphRouting)
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("paths", ["ksp", "ecmp"])
+def test_counting_routing_agrees_with_networkx_on_general_graphs(seed, paths):
+    top = from_networkx(_general(seed))
+    count, gen = CountingRouting(top, k=4, paths=paths), GraphRouting(top, k=4, paths=paths)
+    for u, v in itertools.combinations(range(top.n_servers), 2):
+        assert count.candidates(u, v) == gen.candidates(u, v), (u, v)
+
+
+def test_counting_routing_on_servers_wired_to_servers():
+    """Leaf servers whose one neighbour is the other server of the pair, or a server that forwards."""
+    g = nx.Graph()
+    for h in ("h0", "h1", "h2", "h3", "h4", "h5"):
+        g.add_node(h, cpu=2, mem=2)
+    edges = [("h0", "h1"), ("h1", "r"), ("h2", "r"), ("h3", "r"), ("h4", "h5"), ("h5", "r"), ("r", "s"), ("h5", "s")]
+    for a, b in edges:  # h0 and h4 hang off servers that forward
+        g.add_edge(a, b, capacity=1)
+    top = from_networkx(g)
+    count, gen = CountingRouting(top, k=3), GraphRouting(top, k=3)
+    for u, v in itertools.combinations(range(top.n_servers), 2):
+        assert count.candidates(u, v) == gen.candidates(u, v), (u, v)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10**6), k=st.integers(1, 5), general=st.booleans(), bw=st.integers(1, 4))
+def test_widest_without_building_the_candidates_is_the_loops_choice(seed, k, general, bw):
+    """The counting routings' compiled widest-candidate search picks what the simulator's loop picks over the
+    candidates, on random free-bandwidth states (ties included: few distinct values)."""
+    graph = _general(seed) if general else _tree_like(seed)
+    assume(nx.is_connected(graph))  # a few generated graphs are not: topologies refuse them
+    top = from_networkx(graph)
+    routings = [routing_for(top, k), CountingRouting(top, k), GraphRouting(top, k)]
+    assert isinstance(routings[0], LeafRouting if servers_are_leaves(top) else CountingRouting)
+    rng = np.random.default_rng(seed)
+    for _ in range(3):
+        free_bw = rng.integers(0, 6, top.n_links).astype(np.int64)
+        for u, v in itertools.combinations(range(top.n_servers), 2):
+            want = widest_of(routings[2].candidates(u, v), free_bw, bw)
+            for r in routings:
+                assert r.widest(u, v, free_bw, bw) == want, (type(r).__name__, u, v)
+
+
+@pytest.mark.parametrize("name", ["alpha", "gamma"])
+def test_leaf_widest_matches_the_structural_routing_on_presets(name):
+    top = preset(name)
+    leaf, fab = LeafRouting(top), FabricRouting(top)
+    rng = np.random.default_rng(2)
+    pairs = list(itertools.combinations(range(top.n_servers), 2))
+    for i in rng.choice(len(pairs), 300, replace=False):
+        u, v = pairs[i]
+        free_bw = rng.integers(0, 4, top.n_links).astype(np.int64) * BW_SCALE
+        assert leaf.widest(u, v, free_bw, BW_SCALE) == fab.widest(u, v, free_bw, BW_SCALE), (u, v)
 
 
 def test_path_counts_follow_rack_and_pod():
@@ -363,6 +445,38 @@ def test_every_baseline_keeps_the_ledger_and_only_picks_masked_servers(policy):
     again = run_policy("beta", "alibaba", policy, 64, episodes=2, seed=3).summary()
     assert again["acceptance_per_episode"] == s["acceptance_per_episode"]
     assert again["cpu_util_mean"] == s["cpu_util_mean"] and again["locality"] == s["locality"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 5000), share=st.floats(0.0, 1.0))
+def test_uniform_pick_draws_what_generator_choice_draws(seed, n, share):
+    """The random baselines' pick is ``rng.choice(np.flatnonzero(mask))``'s server, from the same stream state."""
+    mask = np.random.default_rng(seed ^ 1).random(n) < share
+    mask[seed % n] = True
+    a, b = np.random.default_rng(seed), np.random.default_rng(seed)
+    for _ in range(5):
+        assert uniform_pick(a, mask) == int(b.choice(np.flatnonzero(mask)))
+    assert a.integers(0, 2**40) == b.integers(0, 2**40)  # the streams moved alike
+    with pytest.raises(ValueError):
+        uniform_pick(a, np.zeros(n, np.bool_))
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), need_cpu=st.integers(0, 3), need_mem=st.integers(0, 3))
+def test_action_mask_is_the_numpy_formula(seed, need_cpu, need_mem):
+    rng = np.random.default_rng(seed)
+    top = fabric(5, 4, 2, 1)
+    sim = NetAllocSim(top, requests([(4, 4, 0.1, 5)]))
+    sim.free_cpu[:] = rng.integers(0, 3, top.n_servers)
+    sim.free_mem[:] = rng.integers(0, 3, top.n_servers)
+    sim.selected[:] = rng.random(top.n_servers) < 0.3
+    sim.need_cpu, sim.need_mem = need_cpu, need_mem
+    want = np.zeros(top.n_servers, np.bool_)
+    if need_cpu > 0:
+        want |= sim.free_cpu > 0
+    if need_mem > 0:
+        want |= sim.free_mem > 0
+    assert np.array_equal(sim.action_mask(), want & ~sim.selected)
 
 
 def test_tetris_cosine_follows_cosine_then_rack_penalty():

@@ -48,6 +48,15 @@ from dcplace.sim.netalloc import NetView
 TETRIS_PENALTY = 0.9
 
 
+def uniform_pick(rng: np.random.Generator, mask: npt.NDArray[np.bool_]) -> int:
+    """A uniformly random index where ``mask`` is true: ``rng.choice(np.flatnonzero(mask))``, same draw from the
+    same stream (``Generator.choice`` over ``n`` items draws ``integers(0, n)``; tested), without its overhead."""
+    where = np.flatnonzero(mask)
+    if len(where) == 0:
+        raise ValueError("no server to pick: the mask is empty")
+    return int(where[rng.integers(0, len(where))])
+
+
 class RandomPick(NetPolicy):
     name = "random"
 
@@ -55,7 +64,7 @@ class RandomPick(NetPolicy):
         self.rng = np.random.default_rng(seed)
 
     def choose(self, view: NetView) -> int:
-        return int(self.rng.choice(np.flatnonzero(view.action_mask())))
+        return uniform_pick(self.rng, view.action_mask())
 
 
 class Tetris(NetPolicy):
@@ -95,6 +104,8 @@ class _Adjacency:
     link: list[int]
     server_of: npt.NDArray[np.int64]  # (server links,) the server end of each link touching a server
     link_of: npt.NDArray[np.int64]  # (server links,) that link's id
+    nbr_a: npt.NDArray[np.int64]  # ``nbr`` and ``link`` as arrays (the weighted search reads whole slices)
+    link_a: npt.NDArray[np.int64]
 
     @classmethod
     def of(cls, top: Topology) -> _Adjacency:
@@ -103,7 +114,19 @@ class _Adjacency:
         order = np.lexsort((v, u))
         start = np.searchsorted(u[order], np.arange(top.n_nodes + 1))
         touches = u < top.n_servers
-        return cls(start.tolist(), v[order].tolist(), e[order].tolist(), u[touches], e[touches])
+        nbr, link = v[order].astype(np.int64), e[order].astype(np.int64)
+        return cls(start.tolist(), nbr.tolist(), link.tolist(), u[touches], e[touches], nbr, link)
+
+    def widest_first(self, x: int, free_bw: npt.NDArray[np.int64], bw: int, prune: bool) -> list[int]:
+        """Neighbours of ``x`` by decreasing free bandwidth on the connecting link, ties by id; with ``prune``
+        only those whose link has ``bw`` free."""
+        lo, hi = self.start[x], self.start[x + 1]
+        free = free_bw[self.link_a[lo:hi]]
+        nbr = self.nbr_a[lo:hi]
+        order = np.lexsort((nbr, -free))
+        if prune:
+            order = order[free[order] >= bw]
+        return nbr[order].tolist()  # type: ignore[no-any-return]
 
     def servers_with_bandwidth(self, n_servers: int, free_bw: npt.NDArray[np.int64], bw: int) -> npt.NDArray[np.bool_]:
         """(servers,) bool: every link of the server has at least ``bw`` free."""
@@ -150,11 +173,7 @@ class LocalityBased(NetPolicy):
         while queue:
             x = queue.popleft()
             lo, hi = adj.start[x], adj.start[x + 1]
-            if self.weighted:
-                edges = [(int(free_bw[adj.link[i]]), adj.nbr[i]) for i in range(lo, hi)]
-                nexts = [y for f, y in sorted(edges, key=lambda fy: (-fy[0], fy[1])) if f >= bw or not self.prune]
-            else:
-                nexts = adj.nbr[lo:hi]
+            nexts = adj.widest_first(x, free_bw, bw, self.prune) if self.weighted else adj.nbr[lo:hi]
             for y in nexts:
                 if y in seen:
                     continue
@@ -176,7 +195,7 @@ class LocalityBased(NetPolicy):
                 ok = self._adj.servers_with_bandwidth(view.n_servers, view.free_bw, bw)
                 if (mask & ok).any():
                     candidates = mask & ok
-            first = int(self.rng.choice(np.flatnonzero(candidates)))
+            first = uniform_pick(self.rng, candidates)
             self._order = self._bfs(view, first, bw)
             self._request = view.t
             return first
@@ -185,7 +204,7 @@ class LocalityBased(NetPolicy):
                 if mask[v]:
                     return v
         self._order = None
-        return int(self.rng.choice(np.flatnonzero(mask)))
+        return uniform_pick(self.rng, mask)
 
 
 _DOCS = {

@@ -37,21 +37,33 @@ servers and locality (0 one server, 1 one rack, 2 neighbouring racks = one pod, 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+import numba as nb
 import numpy as np
 import numpy.typing as npt
 
 from dcplace.cluster.topology import TIER_NAMES, Topology
 from dcplace.sim.arrays import read_only
-from dcplace.sim.routing import Routing, routing_for
+from dcplace.sim.routing import Path, Routing, routing_for, widest_of
 from dcplace.workload.netreq import NetRequests
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
 LOCALITY_NAMES = ("single server", "one rack", "neighbouring racks", "non-neighbouring racks")
+
+
+@nb.njit(cache=True, nogil=True)
+def _mask_into(
+    free_cpu: IntArray, free_mem: IntArray, selected: BoolArray, want_cpu: bool, want_mem: bool, out: BoolArray
+) -> None:
+    """``out[i]`` = server ``i`` is not selected and holds free CPU (if ``want_cpu``) or memory (if ``want_mem``):
+    one pass instead of numpy's five (the mask is built at every pick on every server)."""
+    for i in range(out.shape[0]):
+        out[i] = not selected[i] and ((want_cpu and free_cpu[i] > 0) or (want_mem and free_mem[i] > 0))
 
 
 class Outcome(IntEnum):
@@ -199,6 +211,8 @@ class NetAllocSim:
         self.requests = requests
         self.rewards = rewards
         self.routing = routing if routing is not None else routing_for(topology, k)
+        # The routing's own widest-candidate search where it has one (dcplace's routings do), else the loop.
+        self._widest: Callable[[int, int, IntArray, int], Path | None] | None = getattr(self.routing, "widest", None)
         self.n_servers = topology.n_servers
         self._rack = topology.server_rack
         self._pod = topology.server_pod
@@ -212,6 +226,7 @@ class NetAllocSim:
         self._req_bw = requests.bw.tolist()
         self._req_hold = requests.hold.tolist()
         self.reset()
+        self.action_mask()  # loads the compiled mask kernel now, not inside the first decision
 
     # --- episode control ------------------------------------------------------------------------------------------
 
@@ -302,12 +317,8 @@ class NetAllocSim:
 
     def action_mask(self) -> BoolArray:
         """(servers,) bool: servers that can still be picked for the waiting request."""
-        useful = np.zeros(self.n_servers, dtype=np.bool_)
-        if self.need_cpu > 0:
-            useful |= self.free_cpu > 0
-        if self.need_mem > 0:
-            useful |= self.free_mem > 0
-        useful &= ~self.selected
+        useful = np.empty(self.n_servers, dtype=np.bool_)
+        _mask_into(self.free_cpu, self.free_mem, self.selected, self.need_cpu > 0, self.need_mem > 0, useful)
         return useful
 
     def is_valid(self, v: int) -> bool:
@@ -318,15 +329,10 @@ class NetAllocSim:
     def widest_path(self, u: int, v: int, bw: int) -> tuple[int, ...] | None:
         """The candidate path between servers u and v with the most free bandwidth on its tightest link, if that
         is at least ``bw``; None otherwise."""
-        fb = self.free_bw
-        best: tuple[int, ...] | None = None
-        best_bottleneck = bw - 1
         a, b = (u, v) if u < v else (v, u)
-        for path in self.routing.paths(a, b, fb, bw):
-            bottleneck = min(int(fb[link]) for link in path)
-            if bottleneck > best_bottleneck:
-                best, best_bottleneck = path, bottleneck
-        return best
+        if self._widest is not None:
+            return self._widest(a, b, self.free_bw, bw)
+        return widest_of(self.routing.paths(a, b, self.free_bw, bw), self.free_bw, bw)
 
     def pick(self, v: int) -> tuple[Outcome, float, dict[str, str]]:
         """Give server ``v`` to the waiting request. Returns (outcome, reward, info)."""
@@ -365,7 +371,7 @@ class NetAllocSim:
         links = np.array(sorted({link for path in self._pair_paths for link in path}), dtype=np.int64)
         if len(links):
             self.free_bw[links] -= bw
-            np.add.at(self.bw_used_by_tier, self._tier[links][self._tier[links] >= 0], bw)
+            self._add_tier_use(links, bw)
         servers = np.array(self.picks, dtype=np.int64)
         end = self.t + self._req_hold[self.t]
         self.active[self.t] = Allocation(
@@ -383,6 +389,11 @@ class NetAllocSim:
         self.locality.append(self.locality_of(servers))
         self._finish()
 
+    def _add_tier_use(self, links: IntArray, bw: int) -> None:
+        """Add ``bw`` to the used bandwidth of each link's tier (links outside the three tiers left out)."""
+        tiers = self._tier[links]
+        self.bw_used_by_tier += np.bincount(tiers[tiers >= 0], minlength=3) * bw
+
     def _reject(self, reason: str) -> tuple[Outcome, float, dict[str, str]]:
         for v, c, m in zip(self.picks, self._took_cpu, self._took_mem, strict=True):
             self.free_cpu[v] += c
@@ -395,14 +406,13 @@ class NetAllocSim:
 
     def _release(self, rid: int) -> None:
         a = self.active.pop(rid)
-        np.add.at(self.free_cpu, a.servers, a.cpu)
-        np.add.at(self.free_mem, a.servers, a.mem)
+        self.free_cpu[a.servers] += a.cpu  # an allocation's servers are distinct (the mask excludes picked ones)
+        self.free_mem[a.servers] += a.mem
         self.free_cpu_total += int(a.cpu.sum())
         self.free_mem_total += int(a.mem.sum())
         if len(a.links):
             self.free_bw[a.links] += a.bw
-            tiers = self._tier[a.links]
-            np.add.at(self.bw_used_by_tier, tiers[tiers >= 0], -a.bw)
+            self._add_tier_use(a.links, -a.bw)
 
     def drain(self) -> None:
         """Release every running allocation (as if time ran on past the last departure)."""

@@ -22,12 +22,18 @@ simulator then reserves, among the candidates, the one with the most free bandwi
 serves any graph whose servers are leaves (one link each, to their rack switch: every tree-like fabric, generated or
 loaded from a file): the shortest paths between two servers are those between their switches with the two server
 links at the ends, so it keeps, per destination switch, the hop distance and the number of shortest paths from every
-node (one breadth-first pass over the edge arrays), and unranks the ``k`` paths it needs in lexicographic order
-directly (no enumeration of the others); :class:`GraphRouting` asks networkx for all shortest paths of any graph
-and caches them per server pair. Step 3 runs Yen's algorithm (``networkx.shortest_simple_paths``) on the switch
-graph, once per switch pair (cached), for the leaf and structural routings. ``tests/sim/test_netalloc.py`` and
-``tests/sim/test_routing_ksp.py`` check that all return the same candidates, and against every simple path
+switch (one compiled breadth-first pass, :mod:`dcplace.sim.path_kernels`), and unranks the ``k`` paths it needs in
+lexicographic order directly (no enumeration of the others); :class:`CountingRouting` does the same on the whole
+graph, per destination server, for any other graph (the cached path service for general graphs);
+:class:`GraphRouting` asks networkx for all shortest paths of any graph and caches them per server pair (the
+reference, ``routing_for(..., generic=True)``). Step 3 runs Yen's algorithm (``networkx.shortest_simple_paths``) on
+the switch graph (the whole graph for :class:`CountingRouting`), once per pair (cached). ``tests/sim/test_netalloc.py``
+and ``tests/sim/test_routing_ksp.py`` check that all return the same candidates, and against every simple path
 networkx lists.
+
+The simulator asks for the widest candidate (:meth:`_Static.widest`, :func:`widest_of`): the first candidate whose
+tightest link has the most free bandwidth, if that is at least the request's. The counting routings answer it inside
+their kernel, building only the chosen path.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dcplace.cluster.topology import BW_SCALE, Topology
+from dcplace.sim.path_kernels import bfs_counts, unrank, warm, widest_ranked
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -62,6 +69,18 @@ class Routing(Protocol):
         ...
 
 
+def widest_of(paths: list[Path], free_bw: npt.NDArray[np.int64], bw: int) -> Path | None:
+    """The first of ``paths`` whose tightest link has the most free bandwidth, if that is at least ``bw``; None
+    otherwise (the simulator's choice among a pair's candidates)."""
+    best: Path | None = None
+    best_bottleneck = bw - 1
+    for path in paths:
+        bottleneck = min(int(free_bw[link]) for link in path)
+        if bottleneck > best_bottleneck:
+            best, best_bottleneck = path, bottleneck
+    return best
+
+
 class _Static:
     """Routing whose candidates do not depend on the network's state."""
 
@@ -70,6 +89,10 @@ class _Static:
 
     def paths(self, u: int, v: int, free_bw: npt.NDArray[np.int64], bw: int) -> list[Path]:
         return self.candidates(u, v)
+
+    def widest(self, u: int, v: int, free_bw: npt.NDArray[np.int64], bw: int) -> Path | None:
+        """:func:`widest_of` :meth:`paths` (the counting routings do it without building the candidates)."""
+        return widest_of(self.paths(u, v, free_bw, bw), free_bw, bw)
 
 
 def _node_links(graph: nx.Graph, nodes: list[int]) -> Path:
@@ -196,104 +219,202 @@ class GraphRouting(_Static):
         return out
 
 
-class LeafRouting(_Static):
-    """Paths of any graph whose servers are leaves (:func:`servers_are_leaves`), by counting and unranking.
+TABLE_BYTES = 256 * 2**20
+"""Memory the counting routings' tables may take (one routing): the cache holds fewer destinations on big graphs."""
 
-    For a destination switch ``t``: ``dist[x]`` hops from node ``x`` to ``t`` and ``count[x]`` shortest paths from
-    ``x`` to ``t`` (``count[t] = 1``, ``count[x]`` = the sum of ``count[y]`` over neighbours ``y`` one hop closer).
-    The ``r``-th shortest path from ``s`` in lexicographic node order follows, at each node, the neighbours one hop
-    closer in increasing id, skipping whole subtrees of ``count[y]`` paths. Per pair: O(k x hops x degree); per new
-    destination switch: O(links x hops) numpy work; the last ``cache`` destinations are kept (each ``(nodes,)``
-    int64 twice)."""
+
+class _Counted(_Static):
+    """Counting and unranking on a graph (the module docstring's steps 1-2 without enumerating paths), compiled
+    (:mod:`dcplace.sim.path_kernels`).
+
+    For a destination node ``t``: ``dist[x]`` hops from node ``x`` to ``t`` and ``count[x]`` shortest paths from
+    ``x`` to ``t`` (``count[t] = 1``, ``count[x]`` = the sum of ``count[y]`` over neighbours ``y`` one hop closer),
+    one breadth-first pass, kept for the last ``cache`` destinations (``(nodes,)`` int64 twice each; fewer where
+    that would pass :data:`TABLE_BYTES`, but at least 16). The
+    ``r``-th shortest path from ``s`` in lexicographic node order follows, at each node, the neighbours one hop
+    closer in increasing id, skipping whole subtrees of ``count[y]`` paths: per pair O(k x hops x degree), no
+    Python object per path; :meth:`widest` checks the candidates' free bandwidth in the same pass and builds only
+    the chosen path. Subclasses say which graph (``_nodes``, ``_link_of`` over its node indices) and how a server
+    pair maps onto it (:meth:`_ends`)."""
+
+    k: int
+    rule: PathRule
+
+    def _build(self, n_nodes: int, link_of: dict[tuple[int, int], int], cache: int) -> None:
+        """CSR of the graph on ``n_nodes`` nodes, ``link_of[(a, b)]`` the link between nodes ``a`` and ``b`` (both
+        orders; one per pair)."""
+        nbrs: list[list[tuple[int, int]]] = [[] for _ in range(n_nodes)]
+        for (a, b), e in link_of.items():
+            nbrs[a].append((b, e))
+        for x in nbrs:
+            x.sort()
+        start = np.zeros(n_nodes + 1, np.int64)
+        start[1:] = np.cumsum([len(x) for x in nbrs])
+        self._nb_start = start
+        self._nb_node = np.array([y for x in nbrs for y, _ in x], np.int64)
+        self._nb_link = np.array([e for x in nbrs for _, e in x], np.int64)
+        self._n_nodes = n_nodes
+        self._cache: OrderedDict[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = OrderedDict()
+        self._cache_size = min(cache, max(16, TABLE_BYTES // (16 * max(n_nodes, 1))))
+        self._out = np.zeros(n_nodes + 2, np.int64)  # a path's links: at most nodes - 1, plus the two ends
+        self._scratch = np.zeros(n_nodes + 2, np.int64)
+        warm()
+
+    def _tables(self, t: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """(dist, count) toward graph node ``t``."""
+        hit = self._cache.get(t)
+        if hit is not None:
+            self._cache.move_to_end(t)
+            return hit
+        dist = np.empty(self._n_nodes, np.int64)
+        count = np.empty(self._n_nodes, np.int64)
+        bfs_counts(t, self._nb_start, self._nb_node, dist, count)
+        self._cache[t] = (dist, count)
+        if len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+        return dist, count
+
+    def _ends(self, u: int, v: int) -> tuple[int, int, int, int]:
+        """(s, t, pre, post): the pair's graph nodes and the links before / after (-1: none)."""
+        raise NotImplementedError
+
+    def _longer(self, s: int, t: int, hops: int, need: int) -> list[Path]:
+        """Step 3: up to ``need`` longer simple ``s -> t`` paths (links, without ``pre`` / ``post``)."""
+        raise NotImplementedError
+
+    def candidates(self, u: int, v: int) -> list[Path]:
+        s, t, pre, post = self._ends(u, v)
+        if s == t:
+            return [(pre, post)]
+        dist, count = self._tables(t)
+        n = int(count[s])
+        if n == 0:
+            return []
+        start = (u + v) % n
+        out = []
+        buf, csr = self._out, (self._nb_start, self._nb_node, self._nb_link)
+        for i in range(min(self.k, n)):
+            size = unrank(s, t, pre, post, (start + i) % n, dist, count, *csr, buf)
+            out.append(tuple(buf[:size].tolist()))
+        if self.rule == "ksp" and len(out) < self.k:
+            ends = ((pre,) if pre >= 0 else (), (post,) if post >= 0 else ())
+            out += [(*ends[0], *m, *ends[1]) for m in self._longer(s, t, int(dist[s]), self.k - len(out))]
+        return out
+
+    def widest(self, u: int, v: int, free_bw: npt.NDArray[np.int64], bw: int) -> Path | None:
+        """:func:`widest_of` the candidates, without building them: the same path."""
+        s, t, pre, post = self._ends(u, v)
+        if s == t:
+            return (pre, post) if min(int(free_bw[pre]), int(free_bw[post])) >= bw else None
+        dist, count = self._tables(t)
+        n = int(count[s])
+        if n == 0:
+            return None
+        if self.rule == "ksp" and n < self.k:  # longer paths follow: the general loop (rare on wide fabrics)
+            return widest_of(self.candidates(u, v), free_bw, bw)
+        size = widest_ranked(
+            s,
+            t,
+            pre,
+            post,
+            (u + v) % n,
+            min(self.k, n),
+            dist,
+            count,
+            self._nb_start,
+            self._nb_node,
+            self._nb_link,
+            free_bw,
+            bw,
+            self._out,
+            self._scratch,
+        )
+        return tuple(self._out[:size].tolist()) if size else None
+
+
+def _link_table(topology: Topology) -> dict[tuple[int, int], int]:
+    """(node, node) -> link, both orders; of parallel links the last one, as networkx's Graph keeps it."""
+    link_of: dict[tuple[int, int], int] = {}
+    for e, (a, b) in enumerate(zip(topology.link_u.tolist(), topology.link_v.tolist(), strict=True)):
+        link_of[(a, b)] = link_of[(b, a)] = e
+    return link_of
+
+
+class LeafRouting(_Counted):
+    """Paths of any graph whose servers are leaves (:func:`servers_are_leaves`): the shortest paths between two
+    servers are those between their switches with the two server links at the ends, so the counting runs on the
+    switch graph (nodes ``n_servers ..``, numbered from 0 there), one table per destination switch, shared by every
+    server pair of the two racks."""
 
     def __init__(self, topology: Topology, k: int = 3, cache: int = 4096, paths: PathRule = "ksp") -> None:
         if not servers_are_leaves(topology):
             raise ValueError("LeafRouting needs every server to have exactly one link (to its switch)")
         self.k = k
         self.rule = paths
-        self._longer = _SwitchPaths(topology) if paths == "ksp" else None
-        n_nodes = topology.n_nodes
+        self._switch_paths = _SwitchPaths(topology) if paths == "ksp" else None
         ns = topology.n_servers
-        lu = topology.link_u.astype(np.int64)
-        lv = topology.link_v.astype(np.int64)
-        link_of: dict[tuple[int, int], int] = {}
-        for e, (a, b) in enumerate(zip(lu.tolist(), lv.tolist(), strict=True)):  # parallel links: the last one, as
-            link_of[(a, b)] = link_of[(b, a)] = e  # networkx's Graph keeps it
-        self._link_of = link_of
-        self._uplink = np.zeros(ns, np.int64)  # (servers,) the server's link
-        self._switch = np.zeros(ns, np.int64)  # (servers,) the node at its other end
+        self._ns = ns
+        link_of = _link_table(topology)
+        uplink = [0] * ns
+        switch = [0] * ns
         for (a, b), e in link_of.items():
             if a < ns:
-                self._uplink[a] = e
-                self._switch[a] = b
-        self._uplink_l = self._uplink.tolist()
-        self._switch_l = self._switch.tolist()
-        nbrs: list[list[int]] = [[] for _ in range(n_nodes)]
-        for a, b in link_of:
-            nbrs[a].append(b)
-        self._nbrs = [sorted(set(x)) for x in nbrs]
-        pairs = np.array(sorted({(min(a, b), max(a, b)) for a, b in link_of}), np.int64).reshape(-1, 2)
-        self._ea = np.concatenate([pairs[:, 0], pairs[:, 1]])  # (2 x edges,) both directions
-        self._eb = np.concatenate([pairs[:, 1], pairs[:, 0]])
-        self._n_nodes = n_nodes
-        self._cache: OrderedDict[int, tuple[list[int], list[int]]] = OrderedDict()
-        self._cache_size = cache
+                uplink[a], switch[a] = e, b - ns
+        self._uplink_l, self._switch_l = uplink, switch
+        between = {(a - ns, b - ns): e for (a, b), e in link_of.items() if a >= ns and b >= ns}
+        self._build(topology.n_nodes - ns, between, cache)
 
-    def _tables(self, t: int) -> tuple[list[int], list[int]]:
-        """(dist, count) toward node ``t``, as lists (fast to index from Python)."""
-        hit = self._cache.get(t)
-        if hit is not None:
-            self._cache.move_to_end(t)
-            return hit
-        dist: npt.NDArray[np.int64] = np.full(self._n_nodes, -1, np.int64)
-        count: npt.NDArray[np.int64] = np.zeros(self._n_nodes, np.int64)
-        dist[t] = 0
-        count[t] = 1
-        level = 0
-        ea, eb = self._ea, self._eb
-        while True:
-            grow = (dist[eb] == level) & ((dist[ea] == -1) | (dist[ea] == level + 1))
-            if not grow.any():
-                break
-            a = ea[grow]
-            dist[a] = level + 1
-            np.add.at(count, a, count[eb[grow]])
-            level += 1
-        out = (dist.tolist(), count.tolist())
-        self._cache[t] = out
-        if len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
-        return out
+    def _ends(self, u: int, v: int) -> tuple[int, int, int, int]:
+        return self._switch_l[u], self._switch_l[v], self._uplink_l[u], self._uplink_l[v]
 
-    def candidates(self, u: int, v: int) -> list[Path]:
-        su, sv = self._switch_l[u], self._switch_l[v]
-        if su == sv:
-            return [(self._uplink_l[u], self._uplink_l[v])]
-        dist, count = self._tables(sv)
-        n = count[su]
-        if n == 0:
-            return []
-        start = (u + v) % n
-        out = []
-        for i in range(min(self.k, n)):
-            rank = (start + i) % n
-            links = [self._uplink_l[u]]
-            x = su
-            while x != sv:
-                for y in self._nbrs[x]:
-                    if dist[y] == dist[x] - 1:
-                        c = count[y]
-                        if rank < c:
-                            links.append(self._link_of[(x, y)])
-                            x = y
-                            break
-                        rank -= c
-            links.append(self._uplink_l[v])
-            out.append(tuple(links))
-        if self._longer is not None and len(out) < self.k:
-            middle = self._longer.links(su, sv, dist[su], self.k - len(out))
-            out += [(self._uplink_l[u], *m, self._uplink_l[v]) for m in middle]
-        return out
+    def _longer(self, s: int, t: int, hops: int, need: int) -> list[Path]:
+        assert self._switch_paths is not None
+        return self._switch_paths.links(s + self._ns, t + self._ns, hops, need)
+
+
+class CountingRouting(_Counted):
+    """Paths of any graph (servers may have several links, or forward), by counting and unranking on the whole
+    graph: the cached path service for general graphs (step 3 by Yen's algorithm on the whole graph, cached per
+    pair). Same candidates as :class:`GraphRouting`.
+
+    A server with one neighbour ``a`` (other than the pair's other server) is a leaf: every path from it starts with
+    its link to ``a``, so the pair is routed from ``a`` with that link in front (to: ``b``, the link at the end).
+    Tables are therefore kept per destination attachment node (the last ``cache``): one per rack switch on a
+    tree-like fabric, one per multi-homed server."""
+
+    def __init__(self, topology: Topology, k: int = 3, cache: int = 1024, paths: PathRule = "ksp") -> None:
+        self.k = k
+        self.rule = paths
+        self._topology = topology
+        self._graph: nx.Graph | None = None
+        self._longer_cache: dict[tuple[int, int, int, int], list[Path]] = {}
+        self._build(topology.n_nodes, _link_table(topology), cache)
+        ns = topology.n_servers
+        start, node, link = self._nb_start[: ns + 1], self._nb_node, self._nb_link
+        leaf = (start[1:] - start[:-1]) == 1
+        first = start[:-1].clip(max=max(len(node) - 1, 0))
+        self._att = np.where(leaf, node[first] if len(node) else -1, -1).tolist()  # (servers,) sole neighbour or -1
+        self._att_link = np.where(leaf, link[first] if len(link) else -1, -1).tolist()
+
+    def _ends(self, u: int, v: int) -> tuple[int, int, int, int]:
+        s, pre, t, post = u, -1, v, -1
+        a, b = self._att[u], self._att[v]
+        if a >= 0 and a != v:
+            s, pre = a, self._att_link[u]
+        if b >= 0 and b != u:
+            t, post = b, self._att_link[v]
+        return s, t, pre, post
+
+    def _longer(self, s: int, t: int, hops: int, need: int) -> list[Path]:
+        key = (s, t, hops, need)
+        hit = self._longer_cache.get(key)
+        if hit is None:
+            if self._graph is None:
+                self._graph = self._topology.to_networkx()
+            g = self._graph
+            hit = [_node_links(g, p) for p in longer_simple_paths(g, s, t, hops, need)]
+            self._longer_cache[key] = hit
+        return hit
 
 
 def servers_are_leaves(topology: Topology) -> bool:
@@ -310,8 +431,9 @@ def servers_are_leaves(topology: Topology) -> bool:
 
 def routing_for(topology: Topology, k: int = 3, generic: bool = False, paths: PathRule = "ksp") -> Routing:
     """The structural routing for fabric topologies, the leaf routing for other graphs whose servers are leaves,
-    networkx otherwise (or when ``generic``). All give the same candidates. ``paths``: ``ksp`` (k shortest simple
-    paths, the paper's) or ``ecmp`` (equal-cost only, dcplace's first reading)."""
+    the counting routing on the whole graph otherwise; networkx when ``generic``. All give the same candidates.
+    ``paths``: ``ksp`` (k shortest simple paths, the paper's) or ``ecmp`` (equal-cost only, dcplace's first
+    reading)."""
     if paths not in PATH_RULES:
         raise ValueError(f"paths must be one of {PATH_RULES}, got {paths!r}")
     if generic:
@@ -320,7 +442,7 @@ def routing_for(topology: Topology, k: int = 3, generic: bool = False, paths: Pa
         return FabricRouting(topology, k, paths)
     if servers_are_leaves(topology):
         return LeafRouting(topology, k, paths=paths)
-    return GraphRouting(topology, k, paths)
+    return CountingRouting(topology, k, paths=paths)
 
 
 class WeightedRouting:
@@ -351,6 +473,10 @@ class WeightedRouting:
     def candidates(self, u: int, v: int) -> list[Path]:
         """The candidates of an idle network (every link at capacity: hop count decides)."""
         raise NotImplementedError("WeightedRouting depends on the free bandwidth: use paths()")
+
+    def widest(self, u: int, v: int, free_bw: npt.NDArray[np.int64], bw: int) -> Path | None:
+        """:func:`widest_of` :meth:`paths`."""
+        return widest_of(self.paths(u, v, free_bw, bw), free_bw, bw)
 
     def paths(self, u: int, v: int, free_bw: npt.NDArray[np.int64], bw: int) -> list[Path]:
         import networkx as nx

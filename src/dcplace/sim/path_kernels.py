@@ -1,0 +1,143 @@
+"""Compiled kernels of the counting routings (:class:`dcplace.sim.routing.LeafRouting`,
+:class:`dcplace.sim.routing.CountingRouting`): shortest-path counts toward one node, the ``r``-th shortest path in
+lexicographic node order, and the widest of a pair's candidates.
+
+The graph is CSR: the neighbours of node ``x`` are ``nb_node[nb_start[x]:nb_start[x + 1]]`` in increasing id, each
+reached over link ``nb_link[j]`` (one link per neighbour: parallel links collapse, as networkx's ``Graph`` does).
+For a destination ``t``: ``dist[x]`` = hops from ``x`` to ``t`` (-1: unreachable) and ``count[x]`` = number of
+shortest paths from ``x`` to ``t`` (``count[t] = 1``; ``count[x]`` = sum of ``count[y]`` over neighbours ``y`` with
+``dist[y] = dist[x] - 1``; int64, wrapping past 2**63 like the numpy version it replaces). A path written out is its
+link ids in order from ``s`` to ``t``, preceded by link ``pre`` and followed by link ``post`` where these are
+``>= 0`` (a leaf server's link to its switch).
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+import numpy.typing as npt
+
+IntArray = npt.NDArray[np.int64]
+
+
+@nb.njit(cache=True, nogil=True)
+def bfs_counts(t: int, nb_start: IntArray, nb_node: IntArray, dist: IntArray, count: IntArray) -> None:
+    """Fill ``dist`` and ``count`` (both ``(nodes,)``) toward node ``t`` by one breadth-first pass. A node's count is
+    final when it leaves the queue: every node one hop closer to ``t`` left it before."""
+    dist[:] = -1
+    count[:] = 0
+    dist[t] = 0
+    count[t] = 1
+    queue = np.empty(dist.shape[0], np.int64)
+    queue[0] = t
+    head, tail = 0, 1
+    while head < tail:
+        x = queue[head]
+        head += 1
+        dx = dist[x] + 1
+        for j in range(nb_start[x], nb_start[x + 1]):
+            y = nb_node[j]
+            if dist[y] == -1:
+                dist[y] = dx
+                count[y] = count[x]
+                queue[tail] = y
+                tail += 1
+            elif dist[y] == dx:
+                count[y] += count[x]
+
+
+@nb.njit(cache=True, nogil=True)
+def unrank(
+    s: int,
+    t: int,
+    pre: int,
+    post: int,
+    rank: int,
+    dist: IntArray,
+    count: IntArray,
+    nb_start: IntArray,
+    nb_node: IntArray,
+    nb_link: IntArray,
+    out: IntArray,
+) -> int:
+    """Write the ``rank``-th (0-based, ``rank < count[s]``) shortest ``s -> t`` path in lexicographic node order
+    into ``out`` (links, with ``pre`` / ``post``); return its length. At each node the neighbours one hop closer are
+    taken in increasing id, skipping whole subtrees of ``count[y]`` paths."""
+    n = 0
+    if pre >= 0:
+        out[n] = pre
+        n += 1
+    x = s
+    while x != t:
+        dx = dist[x] - 1
+        for j in range(nb_start[x], nb_start[x + 1]):
+            y = nb_node[j]
+            if dist[y] == dx:
+                c = count[y]
+                if rank < c:
+                    out[n] = nb_link[j]
+                    n += 1
+                    x = y
+                    break
+                rank -= c
+    if post >= 0:
+        out[n] = post
+        n += 1
+    return n
+
+
+@nb.njit(cache=True, nogil=True)
+def widest_ranked(
+    s: int,
+    t: int,
+    pre: int,
+    post: int,
+    start: int,
+    m: int,
+    dist: IntArray,
+    count: IntArray,
+    nb_start: IntArray,
+    nb_node: IntArray,
+    nb_link: IntArray,
+    free_bw: IntArray,
+    bw: int,
+    out: IntArray,
+    scratch: IntArray,
+) -> int:
+    """Among the shortest paths of ranks ``(start + i) mod count[s]``, ``i < m`` (the candidates, in order), the
+    first whose tightest link has the most free bandwidth, if that is at least ``bw``: written into ``out``, its
+    length returned; 0 when none qualifies. Same choice as :func:`dcplace.sim.routing.widest_of` on the list."""
+    total = count[s]
+    best_len = 0
+    best = bw - 1
+    for i in range(m):
+        n = unrank(s, t, pre, post, (start + i) % total, dist, count, nb_start, nb_node, nb_link, scratch)
+        tight = free_bw[scratch[0]]
+        for j in range(1, n):
+            f = free_bw[scratch[j]]
+            if f < tight:
+                tight = f
+        if tight > best:
+            best = tight
+            best_len = n
+            out[:n] = scratch[:n]
+    return best_len
+
+
+_warm = False
+
+
+def warm() -> None:
+    """Load (or compile) the kernels now, on a two-node graph, so that a routing's first decision does not pay it
+    (numba loads a cached kernel at its first call: tenths of a second per process)."""
+    global _warm
+    if _warm:
+        return
+    one = np.ones(1, np.int64)
+    start, node, link = np.array([0, 1, 2], np.int64), np.array([1, 0], np.int64), np.zeros(2, np.int64)
+    dist, count = np.empty(2, np.int64), np.empty(2, np.int64)
+    bfs_counts(1, start, node, dist, count)
+    out, scratch = np.empty(4, np.int64), np.empty(4, np.int64)
+    unrank(0, 1, -1, -1, 0, dist, count, start, node, link, out)
+    widest_ranked(0, 1, -1, -1, 0, 1, dist, count, start, node, link, one, 1, out, scratch)
+    _warm = True
