@@ -211,10 +211,12 @@ def release(
     node_of: np.ndarray,
     ctr: np.ndarray,
     chg: np.ndarray,
-    d: np.ndarray,
+    demand: np.ndarray,
     r: int,
 ) -> None:
-    """Return exactly what the ledger says request ``r`` took (nothing if it was never placed); note the change."""
+    """Return exactly what the ledger says request ``r`` took (nothing if it was never placed), its demand
+    ``demand[r]`` (``demand`` the ``(n, R)`` table: a row view made here per departure would cost two atomic
+    reference-count updates, most of a departure's time); note the change."""
     m = pm_of[r]
     if m < 0:
         return
@@ -224,12 +226,12 @@ def release(
     if k < 0:
         for j in range(K):
             for q in range(R):
-                free[m, j, q] += d[q] / K
+                free[m, j, q] += demand[r, q] / K
     else:
         for q in range(R):
-            free[m, k, q] += d[q]
+            free[m, k, q] += demand[r, q]
     for q in range(R):
-        used[q] -= d[q]
+        used[q] -= demand[r, q]
     vm_count[m] -= 1
     if vm_count[m] == 0:
         ctr[C_IN_USE] -= 1
@@ -269,7 +271,7 @@ def advance(
     while True:
         while p < E and ev_dep[p]:
             if ip[P_RELEASE] == 1:
-                release(free, vm_count, used, pm_of, node_of, ctr, chg, demand[ev_req[p]], ev_req[p])
+                release(free, vm_count, used, pm_of, node_of, ctr, chg, demand, ev_req[p])
             p += 1
         if p >= E:
             ctr[C_PTR] = p
@@ -373,10 +375,11 @@ def apply_action(
     K = free.shape[1]
     n_active = ctr[C_ACTIVE]
     m = action // K
-    if action < 0 or m >= n_active or not fits(free, demand[r], multi[r], m, action % K):
+    d = demand[r]  # one row view (each costs atomic reference-count updates)
+    if action < 0 or m >= n_active or not fits(free, d, multi[r], m, action % K):
         ctr[C_STATUS] = INVALID
         return INVALID
-    place(free, vm_count, used, pm_of, node_of, ctr, chg, demand[r], multi[r], r, action)
+    place(free, vm_count, used, pm_of, node_of, ctr, chg, d, multi[r], r, action)
     ctr[C_LENGTH] += 1
     acc[A_INCOME] += price[r]
     acc[A_CPU_SUM] += used[0] / cap_prefix[n_active, 0]
