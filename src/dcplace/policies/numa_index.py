@@ -62,6 +62,7 @@ from dcplace.sim import numa_kernel as K
 from dcplace.sim.numa import NumaView
 
 _jit = nb.njit(cache=True, nogil=True)
+_inline = K.jit_inline  # the per-decision path, inlined (why: :data:`dcplace.sim.numa_kernel.jit_inline`)
 
 #: From this many machines the heuristics decide with the index (``Heuristic.run`` / ``choose`` / ``rank``, CVD-RL's
 #: filter, the engine), below with the scan; the same decisions either way (crossover for Best-Fit between 100 and
@@ -353,7 +354,7 @@ FR_ROWS = 7
 # machines in play for which the frontier answers (above: the trees).
 
 
-@_jit
+@_inline
 def _frontier_note(fr: np.ndarray, frc: np.ndarray, frm: np.ndarray, free: np.ndarray, cap: np.ndarray,
                    vm_count: np.ndarray, usable: np.ndarray, m: int) -> None:  # fmt: skip
     """Re-file machine ``m`` as pristine, in play, or neither (unusable)."""
@@ -382,7 +383,7 @@ def _frontier_note(fr: np.ndarray, frc: np.ndarray, frm: np.ndarray, free: np.nd
         frm[0] -= 1
 
 
-@_jit
+@_inline
 def frontier_refresh(fr: np.ndarray, frc: np.ndarray, frm: np.ndarray, free: np.ndarray, cap: np.ndarray,
                      vm_count: np.ndarray, usable: np.ndarray, chg: np.ndarray) -> None:  # fmt: skip
     """Bring the frontier up to the state from the change log (or rebuild when too far behind)."""
@@ -418,7 +419,7 @@ def _frontier_candidates(fr: np.ndarray, frc: np.ndarray, frm: np.ndarray, n_act
     return fr[FR_SCRATCH, : _frontier_fill(fr, frc, frm, n_active, k)]
 
 
-@_jit
+@_inline
 def _frontier_fill(fr: np.ndarray, frc: np.ndarray, frm: np.ndarray, n_active: int, k: int) -> int:
     """:func:`_frontier_candidates` into ``fr[FR_SCRATCH, :n]``, returning ``n`` (no view: making one costs two
     atomic reference-count updates, a good part of a decision)."""
@@ -445,7 +446,7 @@ def _frontier_fill(fr: np.ndarray, frc: np.ndarray, frm: np.ndarray, n_active: i
     return n
 
 
-@_jit
+@_inline
 def choose_among(
     code: int,
     w: np.ndarray,
@@ -491,7 +492,7 @@ def choose_among(
     return best
 
 
-@_jit
+@_inline
 def index_choose(
     tkey: np.ndarray,
     tact: np.ndarray,

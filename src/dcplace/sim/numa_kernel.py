@@ -81,6 +81,12 @@ F_WARM_RATIO = 0
 N_FP = 1
 
 _jit = nb.njit(cache=True, nogil=True)  # cached to __pycache__: compiled once per machine
+jit_inline = nb.njit(cache=True, nogil=True, inline="always")
+"""For the transitions every decision runs: inlined into the caller at numba's level. A call that is not inlined
+increfs and decrefs each array argument (numba's reference-count pruning misses functions whose branches end the
+arrays' lives at different points), two atomic operations per array per call: in Best-Fit's compiled episode at
+5,000 machines these took about 38 % of the time (``perf``), and inlining the hot path gave 1.28x (see
+docs/benchmarks.md, "Best-Fit and the other rules")."""
 
 
 def change_log(machines: int) -> np.ndarray:
@@ -165,7 +171,7 @@ def first_feasible(free: np.ndarray, d: np.ndarray, multi: bool, n_active: int) 
     return -1
 
 
-@_jit
+@jit_inline
 def place(
     free: np.ndarray,
     vm_count: np.ndarray,
@@ -202,7 +208,7 @@ def place(
     note_change(chg, m)
 
 
-@_jit
+@jit_inline
 def release(
     free: np.ndarray,
     vm_count: np.ndarray,
@@ -240,7 +246,7 @@ def release(
     note_change(chg, m)
 
 
-@_jit
+@jit_inline
 def advance(
     free: np.ndarray,
     cap_prefix: np.ndarray,
@@ -354,7 +360,7 @@ def next_decision(
     return DECIDE
 
 
-@_jit
+@jit_inline
 def apply_action(
     free: np.ndarray,
     cap_prefix: np.ndarray,
