@@ -7,6 +7,13 @@ argmax of eq. 11 is the two-step selection of section 4.1: each candidate's bene
 ``V(row after) - V(row now)`` of its machine, the best benefit wins. The cost of a decision is the filter's
 compiled scan plus one forward pass over at most ``k`` + ``k`` rows, whatever the number of machines.
 
+Greedy decisions (:meth:`CvdAgent.act`) run that forward pass compiled, in one call with the rows and the argmax
+(:func:`dcplace.learn.cvd_features.guarded_best`), and keep numpy's decisions: the compiled sums run in another
+order than numpy's BLAS, so values may differ in the last bits; the compiled pass carries a rigorous bound on that
+difference and answers only when the best candidate leads by more than the bounds (about 1e-10 for these
+networks, while the differences are about 1e-16), leaving near-ties to numpy's forward: mostly exact ties between
+candidates whose rows are the same, and for a nearly flat network (``cvd-rl-50pm-paper.pt``) leads below the bound.
+
 Each operator can be switched off for the ablations (Figure 10):
 
 * ``decompose=False``: one network over the concatenated rows of all machines (fixed machine count);
@@ -257,7 +264,11 @@ class CvdAgent:
         """Scratch of :func:`dcplace.learn.cvd_features.guarded_best` for ``n`` candidates."""
         w, hid = self.cfg.row_width, self.cfg.hidden
         self._scratch = (
-            np.empty((n, w)), np.empty((n, w)), np.empty((2, n)), np.empty((2, n)), np.empty((n, hid)),
+            np.empty((n, w)),
+            np.empty((n, w)),
+            np.empty((2, n)),
+            np.empty((2, n)),
+            np.empty((n, hid)),
             np.empty((n, hid)),
         )
 
