@@ -305,9 +305,9 @@ class CvdAgent:
                     code, H.DEFAULT_WEIGHTS, v.free, v.capacity, v.vm_count, v.usable, v.demand, v.multi, v.active,
                     k, self._tmp, self._keys,
                 )  # fmt: skip
-            for a in self._tmp[:n]:
-                if int(a) not in out:
-                    out.append(int(a))
+            for a in self._tmp[:n].tolist():  # Python ints (no numpy scalar per element)
+                if a not in out:
+                    out.append(a)
         return np.asarray(out, np.int64)
 
     def observe(self, state: State) -> Decision:
