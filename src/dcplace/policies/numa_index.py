@@ -422,7 +422,7 @@ def _frontier_candidates(fr: np.ndarray, frc: np.ndarray, frm: np.ndarray, n_act
 @_inline
 def _frontier_fill(fr: np.ndarray, frc: np.ndarray, frm: np.ndarray, n_active: int, k: int) -> int:
     """:func:`_frontier_candidates` into ``fr[FR_SCRATCH, :n]``, returning ``n`` (no view: making one costs two
-    atomic reference-count updates, a good part of a decision)."""
+    atomic reference-count updates)."""
     C = frc.shape[1] - 1
     n = 0
     for i in range(frm[0]):

@@ -85,8 +85,8 @@ jit_inline = nb.njit(cache=True, nogil=True, inline="always")
 """For the transitions every decision runs: inlined into the caller at numba's level. A call that is not inlined
 increfs and decrefs each array argument (numba's reference-count pruning misses functions whose branches end the
 arrays' lives at different points), two atomic operations per array per call: in Best-Fit's compiled episode at
-5,000 machines these took about 38 % of the time (``perf``), and inlining the hot path gave 1.28x (see
-docs/benchmarks.md, "Best-Fit and the other rules")."""
+5,000 machines these took about 38 % of the samples (``perf``), and inlining the hot path gave 1.4-1.5x (see
+docs/benchmarks.md, "Best-Fit and the other rules"). The price: more to compile, once per numba cache."""
 
 
 def change_log(machines: int) -> np.ndarray:
@@ -221,8 +221,8 @@ def release(
     r: int,
 ) -> None:
     """Return exactly what the ledger says request ``r`` took (nothing if it was never placed), its demand
-    ``demand[r]`` (``demand`` the ``(n, R)`` table: a row view made here per departure would cost two atomic
-    reference-count updates, most of a departure's time); note the change."""
+    ``demand[r]`` (``demand`` the ``(n, R)`` table, read in place: a row view per departure costs two atomic
+    reference-count updates); note the change."""
     m = pm_of[r]
     if m < 0:
         return
