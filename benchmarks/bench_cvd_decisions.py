@@ -6,10 +6,12 @@ size, so CVD-RL's cost above the filter's compiled scan should stay flat; the fi
 machines, like Best-Fit's. Releases off, warm start 30 % (at 5,000 PMs a 50 % warm-up would use most of the trace).
 
     OMP_NUM_THREADS=1 python benchmarks/bench_cvd_decisions.py [--decisions 3000] [--sizes 50 500 5000]
-        [--checkpoint PATH]
+        [--checkpoint PATH] [--clock wall|process]
 
 From 512 machines the filter, Best-Fit and industrial are answered by the index over free capacity
-(``dcplace.policies.numa_index``; same decisions as the scan).
+(``dcplace.policies.numa_index``; same decisions as the scan). CVD-RL runs twice in the same run: with the compiled
+forward (``CvdAgent.compiled``, the default; near-ties settled by numpy's forward, the "settled by numpy" share) and
+with numpy's forward only (before); "same decisions" compares the two action sequences.
 """
 
 from __future__ import annotations
@@ -31,15 +33,22 @@ from dcplace.sim.episodes import prepare
 from dcplace.sim.numa import NumaSim, Scenario
 from dcplace.workload.traces import load_trace, trace_available
 
+CLOCK = time.perf_counter
+"""``--clock process``: the process's CPU time instead (less sensitive to other work on a shared machine)."""
 
-def rate(sim: NumaSim, decide, decisions: int) -> float:  # type: ignore[no-untyped-def]
+
+def rate(sim: NumaSim, decide, decisions: int, record: list[int] | None = None) -> float:  # type: ignore[no-untyped-def]
+    """Decisions per second from a fresh episode (the warm start outside the clock); ``record`` gets the actions."""
     status = sim.reset(seed=0)
     n = 0
-    t0 = time.perf_counter()
+    t0 = CLOCK()
     while status == K.DECIDE and n < decisions:
-        status = sim.step(decide(sim.view()))
+        a = decide(sim.view())
+        status = sim.step(a)
+        if record is not None:
+            record.append(a)
         n += 1
-    return n / (time.perf_counter() - t0)
+    return n / (CLOCK() - t0)
 
 
 def main() -> None:
@@ -48,7 +57,10 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[50, 500, 5000])
     ap.add_argument("--warm-start", type=float, default=0.3, help="(the trace fills 20,000 machines to about 0.2)")
     ap.add_argument("--checkpoint", default=str(shipped_path("cvd-rl")))
+    ap.add_argument("--clock", choices=["wall", "process"], default="wall", help="process: CPU time of this process")
     args = ap.parse_args()
+    global CLOCK
+    CLOCK = time.process_time if args.clock == "process" else time.perf_counter
     torch.set_num_threads(1)
     trace = "huawei-east-1" if trace_available("huawei-east-1") else "synthetic"
     prepared = prepare(load_trace(trace, synthetic_n=60_000), 32.0)
@@ -56,19 +68,34 @@ def main() -> None:
     agent = CvdAgent(net)
     print(f"# {platform.processor() or platform.machine()}, torch threads 1, trace {trace}, "
           f"{args.decisions} decisions after a {args.warm_start:.0%} warm start, releases off")  # fmt: skip
-    print("| PMs | CVD-RL /s | filter only /s | best-fit /s | industrial /s | CVD-RL cost over filter (us) |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| PMs | CVD-RL /s | CVD-RL numpy forward only /s | same decisions | settled by numpy | filter only /s "
+        "| best-fit /s | industrial /s | CVD-RL cost over filter (us) |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
     for pms in args.sizes:
         cluster = NumaCluster.uniform(pms)
         warm_up_jit()
         sim = NumaSim(cluster, prepared, Scenario(pms=pms, warm_start=args.warm_start, release=False))
         rate(sim, agent.act, 20)  # compile (or load) every path outside the clock
-        cvd = rate(sim, agent.act, args.decisions)
+        agent.compiled = False
+        rate(sim, agent.act, 20)
+        slow: list[int] = []
+        cvd_np = rate(sim, agent.act, args.decisions, slow)
+        agent.compiled = True
+        agent.certain = agent.uncertain = 0
+        fast: list[int] = []
+        cvd = rate(sim, agent.act, args.decisions, fast)
+        numpy_share = agent.uncertain / max(agent.certain + agent.uncertain, 1)
         filt = rate(sim, lambda s: int(agent.candidates(s)[0]), args.decisions)
         bf = rate(sim, Heuristic("best-fit").choose, args.decisions)
         ind = rate(sim, Heuristic("industrial").choose, args.decisions)
         over = (1 / cvd - 1 / filt) * 1e6
-        print(f"| {pms:,} | {cvd:,.0f} | {filt:,.0f} | {bf:,.0f} | {ind:,.0f} | {over:.0f} |")
+        same = "yes" if fast == slow else f"NO ({sum(a != b for a, b in zip(fast, slow, strict=False))} differ)"
+        print(
+            f"| {pms:,} | {cvd:,.0f} | {cvd_np:,.0f} | {same} ({len(fast):,}) | {numpy_share:.1%} | {filt:,.0f} "
+            f"| {bf:,.0f} | {ind:,.0f} | {over:.0f} |"
+        )
 
 
 if __name__ == "__main__":

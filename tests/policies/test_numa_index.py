@@ -66,7 +66,7 @@ def test_index_decides_as_the_scan(seed: int, machines: int, numa: int, grid: st
         u = rng.random()
         if u < 0.3 and live:  # a departure
             v = live.pop(int(rng.integers(0, len(live))))
-            K.release(free, vm_count, used, pm_of, node_of, ctr, chg, demand[v], v)
+            K.release(free, vm_count, used, pm_of, node_of, ctr, chg, demand, v)
             continue
         if u < 0.35:  # drain or restore a machine (the engine notes it in the log)
             m = int(rng.integers(0, machines))

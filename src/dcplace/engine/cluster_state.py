@@ -425,7 +425,7 @@ class ClusterState:
 
     def release(self, v: int) -> None:
         """Return what the ledger says VM slot ``v`` took (the kernel's ``release``) and free the slot."""
-        K.release(self.free, self.vm_count, self.used, self.pm_of, self.node_of, self.ctr, self.chg, self.demand[v], v)
+        K.release(self.free, self.vm_count, self.used, self.pm_of, self.node_of, self.ctr, self.chg, self.demand, v)
         del self.slot_of_vm[self.vm_ids[v]]
         self.pm_of[v] = -1
         self.node_of[v] = -1

@@ -7,6 +7,13 @@ argmax of eq. 11 is the two-step selection of section 4.1: each candidate's bene
 ``V(row after) - V(row now)`` of its machine, the best benefit wins. The cost of a decision is the filter's
 compiled scan plus one forward pass over at most ``k`` + ``k`` rows, whatever the number of machines.
 
+Greedy decisions (:meth:`CvdAgent.act`) run that forward pass compiled, in one call with the rows and the argmax
+(:func:`dcplace.learn.cvd_features.guarded_best`), and keep numpy's decisions: the compiled sums run in another
+order than numpy's BLAS, so values may differ in the last bits; the compiled pass carries a rigorous bound on that
+difference and answers only when the best candidate leads by more than the bounds (about 1e-10 for these
+networks, while the differences are about 1e-16), leaving near-ties to numpy's forward: mostly exact ties between
+candidates whose rows are the same, and for a nearly flat network (``cvd-rl-50pm-paper.pt``) leads below the bound.
+
 Each operator can be switched off for the ablations (Figure 10):
 
 * ``decompose=False``: one network over the concatenated rows of all machines (fixed machine count);
@@ -171,13 +178,30 @@ class CvdNet(nn.Module):
         return out
 
 
+F64 = npt.NDArray[np.float64]
+Packed = tuple[F64, F64, F64, F64, F64, float, F64, F64]
+
+
 class NumpyMLP:
-    """The same MLP evaluated with numpy (a decision is a handful of rows: torch's per-call overhead dominates)."""
+    """The same MLP evaluated with numpy (a decision is a handful of rows: torch's per-call overhead dominates).
+
+    For a one-output network (the decomposed value V) the weights are also packed for the compiled forward
+    :func:`dcplace.learn.cvd_features.mlp_values`: ``packed`` = (w0 (F, H), b0 (H,), wh (L-2, H, H), bh (L-2, H),
+    wl (H,), bl, amp (L,), bmax (L,)), float64; ``None`` for other networks."""
 
     def __init__(self, net: CvdNet) -> None:
         lin = [m for m in net.net if isinstance(m, nn.Linear)]
         self.w = [m.weight.detach().numpy().T.astype(np.float64).copy() for m in lin]
         self.b = [m.bias.detach().numpy().astype(np.float64).copy() for m in lin]
+        self.packed: Packed | None = None
+        if self.w[-1].shape[1] == 1:
+            hid = self.w[0].shape[1]
+            self.packed = (
+                self.w[0], self.b[0],
+                np.array(self.w[1:-1], np.float64).reshape(-1, hid, hid), np.array(self.b[1:-1]).reshape(-1, hid),
+                np.ascontiguousarray(self.w[-1][:, 0]), float(self.b[-1][0]),
+                np.array([np.abs(w).sum(0).max() for w in self.w]), np.array([np.abs(b).max() for b in self.b]),
+            )  # fmt: skip
 
     def __call__(self, x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         for i, (w, b) in enumerate(zip(self.w, self.b, strict=True)):
@@ -223,9 +247,30 @@ class CvdAgent:
         self._keys = np.zeros((16, 3))
         self._indexes: dict[int, HeuristicIndex] = {}  # filter heuristic code -> its index over free capacity
         self._forecast = FC.ForecastState(net.forecast) if net.cfg.forecast_hidden else None
+        self._no_context = np.zeros(0)
+        self.compiled = True
+        """Greedy decisions of the decomposed network try the compiled forward first (:meth:`certain_best`; same
+        decisions); False: numpy's forward only (for measurements)."""
+        self.certain = 0
+        """Greedy decisions the compiled forward settled (:meth:`act`)."""
+        self.uncertain = 0
+        """Greedy decisions within the error bounds, settled by the numpy forward (:meth:`act`)."""
 
     def sync(self, net: CvdNet) -> None:
         self.np_net = NumpyMLP(net)
+        self._grow_scratch(min(self.cfg.candidate_cap, 64))
+
+    def _grow_scratch(self, n: int) -> None:
+        """Scratch of :func:`dcplace.learn.cvd_features.guarded_best` for ``n`` candidates."""
+        w, hid = self.cfg.row_width, self.cfg.hidden
+        self._scratch = (
+            np.empty((n, w)),
+            np.empty((n, w)),
+            np.empty((2, n)),
+            np.empty((2, n)),
+            np.empty((n, hid)),
+            np.empty((n, hid)),
+        )
 
     def _check_size(self, v: NumaView) -> None:
         n = self.cfg.machines
@@ -260,9 +305,9 @@ class CvdAgent:
                     code, H.DEFAULT_WEIGHTS, v.free, v.capacity, v.vm_count, v.usable, v.demand, v.multi, v.active,
                     k, self._tmp, self._keys,
                 )  # fmt: skip
-            for a in self._tmp[:n]:
-                if int(a) not in out:
-                    out.append(int(a))
+            for a in self._tmp[:n].tolist():  # Python ints (no numpy scalar per element)
+                if a not in out:
+                    out.append(a)
         return np.asarray(out, np.int64)
 
     def observe(self, state: State) -> Decision:
@@ -279,14 +324,20 @@ class CvdAgent:
         self.add_context(v, base[: v.active], cand)
         return Decision(base, cand, pm, acts)
 
-    def add_context(self, state: State, *rows: npt.NDArray[np.float64]) -> None:
-        """Write the decision's context (PADRL's forecast, :attr:`CvdConfig.context_width` numbers) at the end of
-        every row of each ``rows`` array; nothing without a forecast. The forecast steps once per new request."""
+    def context(self, state: State) -> npt.NDArray[np.float64]:
+        """The decision's context (PADRL's forecast, :attr:`CvdConfig.context_width` numbers; empty without a
+        forecast). The forecast steps once per new request."""
         if self._forecast is None:
-            return
+            return self._no_context
         v = as_view(state)
         x = FC.request_features(v.demand[None], np.array([v.multi]), v.capacity[0, 0])[0]
-        ctx = self._forecast.see(v.request, x)
+        return self._forecast.see(v.request, x)
+
+    def add_context(self, state: State, *rows: npt.NDArray[np.float64]) -> None:
+        """Write :meth:`context` at the end of every row of each ``rows`` array; nothing without a forecast."""
+        if self._forecast is None:
+            return
+        ctx = self.context(state)
         for r in rows:
             r[:, -len(ctx) :] = ctx
 
@@ -361,7 +412,41 @@ class CvdAgent:
             return -1
         if rng is not None and epsilon > 0 and rng.random() < epsilon:
             return int(acts[rng.integers(len(acts))])
-        return int(acts[int(np.argmax(self.benefits(v, acts)))])
+        c = self.certain_best(v, acts) if self.compiled else -1
+        if c < 0:
+            c = int(np.argmax(self.benefits(v, acts)))
+        return int(acts[c])
+
+    def certain_best(self, state: State, acts: npt.NDArray[np.int64]) -> int:
+        """Index into ``acts`` of the best benefit when the compiled forward is certain of it, else -1.
+
+        The compiled forward (:func:`dcplace.learn.cvd_features.guarded_best`) sums in its own order, so its values
+        may differ from numpy's (:meth:`benefits`) in the last bits; it answers only when the best candidate leads
+        every other by more than both evaluations' error bounds, so its answer is numpy's argmax (the greedy
+        decision of every checkpoint is the same as with :meth:`benefits` alone); near-ties (-1) are left to
+        :meth:`benefits`. Counted in :attr:`certain` / :attr:`uncertain`."""
+        v = as_view(state)
+        packed = self.np_net.packed
+        n = len(acts)
+        if packed is None:
+            self.uncertain += 1
+            return -1
+        if n > self._scratch[0].shape[0]:
+            self._grow_scratch(n)
+        types, tmulti, weight = self._probes
+        rtypes, rtmulti, rweight = self._reward_probes
+        c = int(
+            F.guarded_best(
+                v.free, v.capacity, v.demand, v.multi, self.cfg.lookahead, types, tmulti, weight,
+                rtypes, rtmulti, rweight, self.cfg.machine_td, self.cfg.machine_gamma, self.context(v), acts, n,
+                *packed, *self._scratch,
+            )
+        )  # fmt: skip
+        if c < 0:
+            self.uncertain += 1
+        else:
+            self.certain += 1
+        return c
 
     def benefits(self, state: State, acts: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         """Decomposed network: each candidate's V(machine after) - V(machine now), from the candidates' machines

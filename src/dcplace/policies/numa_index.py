@@ -62,6 +62,7 @@ from dcplace.sim import numa_kernel as K
 from dcplace.sim.numa import NumaView
 
 _jit = nb.njit(cache=True, nogil=True)
+_inline = K.jit_inline  # the per-decision path, inlined (why: :data:`dcplace.sim.numa_kernel.jit_inline`)
 
 #: From this many machines the heuristics decide with the index (``Heuristic.run`` / ``choose`` / ``rank``, CVD-RL's
 #: filter, the engine), below with the scan; the same decisions either way (crossover for Best-Fit between 100 and
@@ -353,7 +354,7 @@ FR_ROWS = 7
 # machines in play for which the frontier answers (above: the trees).
 
 
-@_jit
+@_inline
 def _frontier_note(fr: np.ndarray, frc: np.ndarray, frm: np.ndarray, free: np.ndarray, cap: np.ndarray,
                    vm_count: np.ndarray, usable: np.ndarray, m: int) -> None:  # fmt: skip
     """Re-file machine ``m`` as pristine, in play, or neither (unusable)."""
@@ -382,7 +383,7 @@ def _frontier_note(fr: np.ndarray, frc: np.ndarray, frm: np.ndarray, free: np.nd
         frm[0] -= 1
 
 
-@_jit
+@_inline
 def frontier_refresh(fr: np.ndarray, frc: np.ndarray, frm: np.ndarray, free: np.ndarray, cap: np.ndarray,
                      vm_count: np.ndarray, usable: np.ndarray, chg: np.ndarray) -> None:  # fmt: skip
     """Bring the frontier up to the state from the change log (or rebuild when too far behind)."""
@@ -414,14 +415,20 @@ def _pristine_from(fr: np.ndarray, frc: np.ndarray, c: int, pos: int) -> int:
 @_jit
 def _frontier_candidates(fr: np.ndarray, frc: np.ndarray, frm: np.ndarray, n_active: int, k: int) -> np.ndarray:
     """The machines that can hold the ``k`` best actions, in no order: those in play and the first ``k`` pristine
-    machines of each class (machines ``>= n_active`` left out)."""
+    machines of each class (machines ``>= n_active`` left out). A view of ``fr[FR_SCRATCH]``."""
+    return fr[FR_SCRATCH, : _frontier_fill(fr, frc, frm, n_active, k)]
+
+
+@_inline
+def _frontier_fill(fr: np.ndarray, frc: np.ndarray, frm: np.ndarray, n_active: int, k: int) -> int:
+    """:func:`_frontier_candidates` into ``fr[FR_SCRATCH, :n]``, returning ``n`` (no view: making one costs two
+    atomic reference-count updates)."""
     C = frc.shape[1] - 1
-    out = fr[FR_SCRATCH]
     n = 0
     for i in range(frm[0]):
         m = fr[FR_INPLAY, i]
         if m < n_active:
-            out[n] = m
+            fr[FR_SCRATCH, n] = m
             n += 1
     for c in range(C):
         pos = _pristine_from(fr, frc, c, frc[1, c])
@@ -432,15 +439,14 @@ def _frontier_candidates(fr: np.ndarray, frc: np.ndarray, frm: np.ndarray, n_act
             m = fr[FR_MEMBERS, pos]
             if m >= n_active:
                 break
-            out[n] = m
+            fr[FR_SCRATCH, n] = m
             n += 1
             got += 1
             pos = _pristine_from(fr, frc, c, pos + 1)
-    cands: np.ndarray = out[:n]
-    return cands
+    return n
 
 
-@_jit
+@_inline
 def choose_among(
     code: int,
     w: np.ndarray,
@@ -450,19 +456,21 @@ def choose_among(
     usable: np.ndarray,
     d: np.ndarray,
     multi: bool,
-    ms: np.ndarray,
+    fr: np.ndarray,
+    n: int,
 ) -> int:
-    """:func:`~dcplace.policies.numa_heuristics.choose`'s rule over the machines ``ms`` (any order) instead of all:
-    the least (key, action), with the same Best-Fit pruning (``random`` excluded). A loop of its own: ``choose``
-    keeps its ``range`` loop, whose shape its speed depends on (docs/benchmarks.md, "The layered core")."""
+    """:func:`~dcplace.policies.numa_heuristics.choose`'s rule over the machines ``fr[FR_SCRATCH, :n]`` (any order;
+    :func:`_frontier_fill`) instead of all: the least (key, action), with the same Best-Fit pruning (``random``
+    excluded). A loop of its own: ``choose`` keeps its ``range`` loop, whose shape its speed depends on
+    (docs/benchmarks.md, "The layered core")."""
     KN = free.shape[1]
     kmax = 1 if multi else KN
     best = -1
     b0 = 0.0
     b1 = 0.0
     b2 = 0.0
-    for i in range(ms.shape[0]):
-        m = ms[i]
+    for i in range(n):
+        m = fr[FR_SCRATCH, i]
         if code == BEST_FIT and best >= 0 and _machine_free(free, m, 0) - d[0] > b0:
             continue
         if not usable[m]:
@@ -484,7 +492,7 @@ def choose_among(
     return best
 
 
-@_jit
+@_inline
 def index_choose(
     tkey: np.ndarray,
     tact: np.ndarray,
@@ -510,8 +518,8 @@ def index_choose(
     from the frontier while few machines are in play, else from type ``t``'s tree, else by the scan."""
     frontier_refresh(fr, frc, frm, free, cap, vm_count, usable, chg)
     if frm[0] <= frm[2]:
-        ms = _frontier_candidates(fr, frc, frm, n_active, 1)
-        return choose_among(code, w, free, cap, vm_count, usable, d, multi, ms)
+        n = _frontier_fill(fr, frc, frm, n_active, 1)
+        return choose_among(code, w, free, cap, vm_count, usable, d, multi, fr, n)
     if t >= 0:
         return tree_choose(tkey, tact, tdem, tmulti, tseen, t, code, w, free, cap, vm_count, usable, chg, fr, n_active)
     return int(choose(code, w, free, cap, vm_count, usable, d, multi, n_active))
@@ -687,6 +695,7 @@ def run_episode_indexed(
 ) -> int:
     """:func:`~dcplace.policies.numa_heuristics.run_episode` with the index answering both "does anything fit"
     and the decision (``req_type[r]``: request ``r``'s tree, -1 for the scan). Same transitions, same decisions."""
+    dr = np.empty(demand.shape[1])
     while True:
         status = K.advance(
             free, cap_prefix, vm_count, used, pm_of, node_of, ctr, acc, chg, ip, fp, demand, multi, oversize, ev_req,
@@ -696,9 +705,11 @@ def run_episode_indexed(
             return status
         r = ctr[K.C_PENDING]
         t = req_type[r]
+        for q in range(dr.shape[0]):
+            dr[q] = demand[r, q]
         while True:
             a = index_choose(
-                tkey, tact, tdem, tmulti, tseen, fr, frc, frm, t, code, w, free, cap, vm_count, usable, chg, demand[r],
+                tkey, tact, tdem, tmulti, tseen, fr, frc, frm, t, code, w, free, cap, vm_count, usable, chg, dr,
                 multi[r], ctr[K.C_ACTIVE],
             )  # fmt: skip
             if a >= 0:

@@ -157,7 +157,7 @@ def industrial_key(
     return (used_first, cpu_frac + w[W_STRAND] * strand + w[W_NUMA] * imb, node_cpu_after)
 
 
-@_jit
+@_key
 def score_key(
     code: int,
     w: np.ndarray,

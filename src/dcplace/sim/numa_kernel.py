@@ -81,6 +81,12 @@ F_WARM_RATIO = 0
 N_FP = 1
 
 _jit = nb.njit(cache=True, nogil=True)  # cached to __pycache__: compiled once per machine
+jit_inline = nb.njit(cache=True, nogil=True, inline="always")
+"""For the transitions every decision runs: inlined into the caller at numba's level. A call that is not inlined
+increfs and decrefs each array argument (numba's reference-count pruning misses functions whose branches end the
+arrays' lives at different points), two atomic operations per array per call: in Best-Fit's compiled episode at
+5,000 machines these took about 38 % of the samples (``perf``), and inlining the hot path gave 1.4-1.5x (see
+docs/benchmarks.md, "Best-Fit and the other rules"). The price: more to compile, once per numba cache."""
 
 
 def change_log(machines: int) -> np.ndarray:
@@ -165,7 +171,7 @@ def first_feasible(free: np.ndarray, d: np.ndarray, multi: bool, n_active: int) 
     return -1
 
 
-@_jit
+@jit_inline
 def place(
     free: np.ndarray,
     vm_count: np.ndarray,
@@ -202,7 +208,7 @@ def place(
     note_change(chg, m)
 
 
-@_jit
+@jit_inline
 def release(
     free: np.ndarray,
     vm_count: np.ndarray,
@@ -211,10 +217,12 @@ def release(
     node_of: np.ndarray,
     ctr: np.ndarray,
     chg: np.ndarray,
-    d: np.ndarray,
+    demand: np.ndarray,
     r: int,
 ) -> None:
-    """Return exactly what the ledger says request ``r`` took (nothing if it was never placed); note the change."""
+    """Return exactly what the ledger says request ``r`` took (nothing if it was never placed), its demand
+    ``demand[r]`` (``demand`` the ``(n, R)`` table, read in place: a row view per departure costs two atomic
+    reference-count updates); note the change."""
     m = pm_of[r]
     if m < 0:
         return
@@ -224,12 +232,12 @@ def release(
     if k < 0:
         for j in range(K):
             for q in range(R):
-                free[m, j, q] += d[q] / K
+                free[m, j, q] += demand[r, q] / K
     else:
         for q in range(R):
-            free[m, k, q] += d[q]
+            free[m, k, q] += demand[r, q]
     for q in range(R):
-        used[q] -= d[q]
+        used[q] -= demand[r, q]
     vm_count[m] -= 1
     if vm_count[m] == 0:
         ctr[C_IN_USE] -= 1
@@ -238,7 +246,7 @@ def release(
     note_change(chg, m)
 
 
-@_jit
+@jit_inline
 def advance(
     free: np.ndarray,
     cap_prefix: np.ndarray,
@@ -269,7 +277,7 @@ def advance(
     while True:
         while p < E and ev_dep[p]:
             if ip[P_RELEASE] == 1:
-                release(free, vm_count, used, pm_of, node_of, ctr, chg, demand[ev_req[p]], ev_req[p])
+                release(free, vm_count, used, pm_of, node_of, ctr, chg, demand, ev_req[p])
             p += 1
         if p >= E:
             ctr[C_PTR] = p
@@ -352,7 +360,7 @@ def next_decision(
     return DECIDE
 
 
-@_jit
+@jit_inline
 def apply_action(
     free: np.ndarray,
     cap_prefix: np.ndarray,
@@ -373,10 +381,11 @@ def apply_action(
     K = free.shape[1]
     n_active = ctr[C_ACTIVE]
     m = action // K
-    if action < 0 or m >= n_active or not fits(free, demand[r], multi[r], m, action % K):
+    d = demand[r]  # one row view (each costs atomic reference-count updates)
+    if action < 0 or m >= n_active or not fits(free, d, multi[r], m, action % K):
         ctr[C_STATUS] = INVALID
         return INVALID
-    place(free, vm_count, used, pm_of, node_of, ctr, chg, demand[r], multi[r], r, action)
+    place(free, vm_count, used, pm_of, node_of, ctr, chg, d, multi[r], r, action)
     ctr[C_LENGTH] += 1
     acc[A_INCOME] += price[r]
     acc[A_CPU_SUM] += used[0] / cap_prefix[n_active, 0]
