@@ -18,6 +18,9 @@ when releases are off; a warm VM is live while ``departure > arrival_j``.
   scored, ``1..k``) exceeds the cluster's, no policy places ``1..k``, so ``L* <= k - 1``; the bound is that for the
   smallest such ``k`` (the number of scored requests in the trace, or ``limit``, if there is none). Valid with
   releases on or off; the warm VMs' placement does not matter to it (only their totals).
+* :func:`packing_bound` (any size, a proven upper bound on L*, never above the aggregate one): the same relaxation
+  with the warm VMs kept on their nodes and necessary conditions for packing the live VMs into the nodes' residuals
+  (counts and volumes of the VMs at least as large as each size, multi-NUMA VMs needing a machine; its docstring).
 * :func:`exact_length` (small instances): CP-SAT over the time-indexed placement, warm VMs fixed where they are.
   Variables ``x[j, a]`` (request ``j`` at action ``a``: a node for a single-NUMA VM, a machine for a multi-NUMA one),
   ``placed_j = sum_a x[j, a] <= 1``; constraints: prefix ``placed_j >= placed_{j+1}``, and for every arrival ``j``,
@@ -161,12 +164,67 @@ def aggregate_bound(inst: HindsightInstance) -> int:
     return int(over[0]) if len(over) else n
 
 
+def _node_counts(res: F64, part: F64) -> F64:
+    """``res`` ``(..., 2)`` free CPU, GB per node: how many parts of size ``part`` ``(2,)`` fit each node (a zero
+    component does not limit)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.where(part > 0, np.floor(res / np.where(part > 0, part, 1.0) + _TOL), np.inf)
+    return np.asarray(np.maximum(q.min(axis=-1), 0.0))
+
+
+def packing_bound(inst: HindsightInstance) -> int:
+    """A proven upper bound on L*, never above :func:`aggregate_bound`: ``k - 1`` for the first ``k`` at whose arrival
+    the live scored VMs ``1..k`` cannot be packed even with migration, by one of these necessary conditions.
+
+    Relaxation: at request ``j``'s arrival the warm VMs live then are fixed where they are (node residuals
+    ``res_n = capacity_n - fixed use_n``), the live scored VMs may sit anywhere, each a *part* ``(c, m)`` on one node
+    (a multi-NUMA VM: ``K`` parts ``(c/K, m/K)``, one per node of one machine). For every threshold ``T`` among the
+    parts' sizes and their projections ``(c, 0)``, ``(0, m)``:
+
+    1. *count*: the parts that dominate ``T`` (both components ``>=``) number at most
+       ``sum_n min(floor(res_n,cpu / T_cpu), floor(res_n,mem / T_mem))`` (each takes at least ``T`` of its node);
+    2. *volume*: for each resource ``r``, their total ``r`` is at most ``sum of res_n,r`` over the nodes with
+       ``res_n >= T`` (the other nodes can host none of them);
+    3. *machines*: the multi-NUMA VMs whose part dominates ``T`` number at most ``sum over machines of min over the
+       machine's nodes`` of the count in 1 (each puts a part on every node of its machine).
+
+    With ``T = (0, 0)``, 2 is the pooled check of :func:`aggregate_bound` less the warm VMs' fixed nodes. O(k n) over
+    the requests up to :func:`aggregate_bound`."""
+    agg = aggregate_bound(inst)
+    M, K_, _ = inst.capacity.shape
+    parts = np.where(inst.multi[:, None], inst.demand / K_, inst.demand)  # (n, 2)
+    nparts = np.where(inst.multi, K_, 1)
+    sizes = np.unique(parts[: agg + 1] if agg < inst.requests else parts, axis=0)
+    proj = np.vstack([sizes, sizes * [1.0, 0.0], sizes * [0.0, 1.0], np.zeros((1, 2))])
+    thresholds = np.unique(proj, axis=0)
+    for j in range(min(agg, inst.requests)):
+        live = np.flatnonzero(inst.live_scored(j))
+        res = np.maximum(inst.capacity - inst.fixed_use(j), 0.0)  # (M, K, 2)
+        flat = res.reshape(-1, 2)
+        p, w, mu = parts[live], nparts[live], inst.multi[live]
+        for t in thresholds:
+            dom = np.all(p >= t - _TOL, axis=1)
+            if not dom.any():
+                continue
+            cnt = _node_counts(flat, t)
+            if w[dom].sum() > cnt.sum() + _TOL:
+                return j
+            ok_nodes = np.all(flat >= t - _TOL, axis=1)
+            if np.any((p[dom] * w[dom, None]).sum(axis=0) > flat[ok_nodes].sum(axis=0) + _TOL):
+                return j
+            md = dom & mu
+            if md.any() and md.sum() > cnt.reshape(M, K_).min(axis=1).sum() + _TOL:
+                return j
+    return agg
+
+
 def episode_bounds(
-    cluster: NumaCluster, trace: PreparedTrace, scenario: Scenario, episodes: int, seed: int
+    cluster: NumaCluster, trace: PreparedTrace, scenario: Scenario, episodes: int, seed: int, packing: bool = False
 ) -> list[int]:
-    """:func:`aggregate_bound` of each episode of :func:`dcplace.sim.episodes.run_episodes` with the same arguments
-    (same starts), over at most ``scenario.max_requests`` requests when it is set. Non-Expansion, end rule
-    ``first-failure`` only (a ValueError otherwise: the bound would not hold)."""
+    """:func:`aggregate_bound` (``packing``: the tighter, slower :func:`packing_bound`, seconds per episode at 50
+    machines) of each episode of :func:`dcplace.sim.episodes.run_episodes` with the same arguments (same starts),
+    over at most ``scenario.max_requests`` requests when it is set. Non-Expansion, end rule ``first-failure`` only
+    (a ValueError otherwise: the bound would not hold)."""
     if scenario.mode != "non-expansion" or scenario.end != "first-failure":
         raise ValueError("the hindsight bound holds for Non-Expansion episodes ending at the first failure only")
     sim = NumaSim(cluster, trace, scenario)
@@ -174,7 +232,8 @@ def episode_bounds(
     out = []
     for i in range(episodes):
         ok = sim.reset(seed=start_seed(seed, i)) == K.DECIDE
-        out.append(aggregate_bound(instance_from_sim(sim, limit)) if ok else 0)
+        bound = packing_bound if packing else aggregate_bound
+        out.append(bound(instance_from_sim(sim, limit)) if ok else 0)
     return out
 
 
