@@ -70,7 +70,7 @@ def main() -> None:
     x["rollout"] = np.array([r.length for r in run_episodes(RolloutLookahead(args.k), cluster, p, sc, args.episodes,
                                                                 0)[0]], float)  # fmt: skip
     wall = time.perf_counter() - t0
-    x["packing bound"] = np.array(episode_bounds(cluster, p, sc, args.episodes, 0, packing=True), float)
+    x["packing bound"] = np.array(episode_bounds(cluster, p, sc, args.episodes, 0, kind="packing"), float)
     print(f"# {args.episodes} held-out episodes, k = {args.k}, rollouts {wall:.0f} s")
     for label, v in x.items():
         cells = []

@@ -18,6 +18,7 @@ from dcplace.sim.hindsight import (
     exact_length,
     instance_from_sim,
     packing_bound,
+    repack_bound,
 )
 
 
@@ -33,7 +34,7 @@ def test_exact_equals_brute_force_and_bounds_every_heuristic(ep):
     exact = exact_length(inst, time_limit_s=20.0)
     assert exact.optimal
     assert exact.value == brute
-    assert aggregate_bound(inst) >= packing_bound(inst) >= brute
+    assert aggregate_bound(inst) >= packing_bound(inst) >= repack_bound(inst) >= brute
     for name in ("first-fit", "best-fit", "industrial", "random"):
         s = sim.copy()
         finish(s, get_policy(name))
@@ -73,6 +74,18 @@ def test_packing_bound_sees_what_pooling_misses():
     assert inst.multi.tolist() == [False, True] and len(inst.fixed_demand) == 1
     assert aggregate_bound(inst) == 2
     assert packing_bound(inst) == 1 == brute_force_length(inst)
+
+
+def test_repack_bound_sees_what_the_packing_conditions_miss():
+    # 1 machine of 2 nodes (4 cores each), no warm-up: 3 + 3 + 2 cores fit the pooled 8 and every count and volume
+    # condition, but the third VM finds 1 core on each node however the first two sit
+    table = make_table([(0, 100, 3, 1), (1, 100, 3, 1), (2, 100, 2, 1)])
+    sim = NumaSim(NumaCluster.uniform(1, cpu=4.0, mem=90.0), PreparedTrace.build(table),
+                  Scenario(pms=1, release=True, start_range=(0, 1)))  # fmt: skip
+    assert sim.reset(seed=0) == K.DECIDE
+    inst = instance_from_sim(sim, limit=10)
+    assert aggregate_bound(inst) == packing_bound(inst) == 3
+    assert repack_bound(inst) == 2 == brute_force_length(inst)
 
 
 def test_instance_needs_the_first_scored_decision():
