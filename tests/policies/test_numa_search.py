@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from conftest import tiny_numa_episodes
 from dcplace.errors import InputError
 from dcplace.policies import get_policy
-from dcplace.policies.numa_search import RuleSpec, SearchedRule
+from dcplace.policies.numa_search import RuleSpec, SearchedRule, searched_rule
 from dcplace.sim import NumaSim
 from dcplace.sim import numa_kernel as K
 from dcplace.sim.episodes import finish
@@ -108,3 +108,18 @@ def test_rule_files_are_checked(tmp_path):
         RuleSpec.load(tmp_path / "missing.json")
     with pytest.raises(InputError, match="weights must have"):
         RuleSpec((1.0,), ((1.0, 1.0),), (False,), (1.0,), ())
+    with pytest.raises(InputError, match="needs its rule file"):
+        searched_rule()
+
+
+def test_rule_files_round_trip_through_the_policy_registry(tmp_path):
+    from conftest import make_table
+    from dcplace.sim import PreparedTrace
+
+    spec = RuleSpec.for_trace(PreparedTrace.build(make_table([(0, 10, 2, 4), (1, 10, 16, 64)])))
+    path = tmp_path / "rule.json"
+    path.write_text(spec.with_weights(np.arange(len(spec.weights), dtype=float)).to_json(note="test"))
+    pol = get_policy("dcplace.policies.numa_search:searched_rule", checkpoint=str(path))
+    assert isinstance(pol, SearchedRule)
+    assert pol.spec == RuleSpec.load(path)
+    assert pol.spec.weights == tuple(float(x) for x in range(len(spec.weights)))
