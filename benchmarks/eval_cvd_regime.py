@@ -51,6 +51,8 @@ def main() -> None:
     ap.add_argument("--warm", type=float, default=0.5)
     ap.add_argument("--learned", nargs="*", default=[], help="policy=checkpoint pairs")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--packing-bound", action="store_true", help="also the tighter packing bound (seconds/episode)")
+    ap.add_argument("--repack-bound", action="store_true", help="also the CP-SAT repack bound (up to minutes/episode)")
     args = ap.parse_args()
     p = PAPER_REGIME.prepare("huawei-east-1", 0)
     sc = PAPER_REGIME.scenario(args.warm)
@@ -63,6 +65,10 @@ def main() -> None:
         name, _, path = pair.partition("=")
         policies[f"{name} ({path})"] = get_policy(name, checkpoint=path)
     lengths = {"hindsight bound": np.array(episode_bounds(cluster, p, sc, args.episodes, 0), float)}
+    if args.packing_bound:
+        lengths["packing bound"] = np.array(episode_bounds(cluster, p, sc, args.episodes, 0, kind="packing"), float)
+    if args.repack_bound:
+        lengths["repack bound"] = np.array(episode_bounds(cluster, p, sc, args.episodes, 0, kind="repack"), float)
     for label, pol in policies.items():
         res, _, _ = run_episodes(pol, cluster, p, sc, args.episodes, 0)
         lengths[label] = np.array([r.length for r in res], float)

@@ -12,7 +12,14 @@ from dcplace.policies import get_policy
 from dcplace.sim import NumaSim, PreparedTrace, Scenario
 from dcplace.sim import numa_kernel as K
 from dcplace.sim.episodes import finish
-from dcplace.sim.hindsight import aggregate_bound, brute_force_length, exact_length, instance_from_sim
+from dcplace.sim.hindsight import (
+    aggregate_bound,
+    brute_force_length,
+    exact_length,
+    instance_from_sim,
+    packing_bound,
+    repack_bound,
+)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -27,7 +34,7 @@ def test_exact_equals_brute_force_and_bounds_every_heuristic(ep):
     exact = exact_length(inst, time_limit_s=20.0)
     assert exact.optimal
     assert exact.value == brute
-    assert aggregate_bound(inst) >= brute
+    assert aggregate_bound(inst) >= packing_bound(inst) >= repack_bound(inst) >= brute
     for name in ("first-fit", "best-fit", "industrial", "random"):
         s = sim.copy()
         finish(s, get_policy(name))
@@ -53,6 +60,32 @@ def test_aggregate_bound_counts_releases_in_the_simulators_order():
         sim.reset(seed=0)
         inst = instance_from_sim(sim, limit=10)
         assert aggregate_bound(inst) == expect == brute_force_length(inst)
+
+
+def test_packing_bound_sees_what_pooling_misses():
+    # 1 machine of 2 nodes (4 cores each): the warm-up puts a 3-core VM on node 0, a 1-core VM goes anywhere; a
+    # multi-NUMA 4-core VM (40 GB, above the 32 GB threshold) needs 2 cores on both nodes: the pooled CPU
+    # (3 + 1 + 4 <= 8) allows it, node 0 (1 core left) does not
+    table = make_table([(0, 100, 3, 1), (1, 100, 1, 1), (2, 100, 4, 40)])
+    scenario = Scenario(pms=1, release=True, start_range=(0, 1), warm_start=0.25)
+    sim = NumaSim(NumaCluster.uniform(1, cpu=4.0, mem=90.0), PreparedTrace.build(table), scenario)
+    assert sim.reset(seed=0) == K.DECIDE
+    inst = instance_from_sim(sim, limit=10)
+    assert inst.multi.tolist() == [False, True] and len(inst.fixed_demand) == 1
+    assert aggregate_bound(inst) == 2
+    assert packing_bound(inst) == 1 == brute_force_length(inst)
+
+
+def test_repack_bound_sees_what_the_packing_conditions_miss():
+    # 1 machine of 2 nodes (4 cores each), no warm-up: 3 + 3 + 2 cores fit the pooled 8 and every count and volume
+    # condition, but the third VM finds 1 core on each node however the first two sit
+    table = make_table([(0, 100, 3, 1), (1, 100, 3, 1), (2, 100, 2, 1)])
+    sim = NumaSim(NumaCluster.uniform(1, cpu=4.0, mem=90.0), PreparedTrace.build(table),
+                  Scenario(pms=1, release=True, start_range=(0, 1)))  # fmt: skip
+    assert sim.reset(seed=0) == K.DECIDE
+    inst = instance_from_sim(sim, limit=10)
+    assert aggregate_bound(inst) == packing_bound(inst) == 3
+    assert repack_bound(inst) == 2 == brute_force_length(inst)
 
 
 def test_instance_needs_the_first_scored_decision():

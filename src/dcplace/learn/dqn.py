@@ -41,6 +41,7 @@ from dcplace.learn.replay import Layout, Replay
 from dcplace.learn.rewards import Probes, Reward, numa_reward
 from dcplace.learn.trainer import Row, TrainingRun, plot_curves
 from dcplace.policies.numa_heuristics import Heuristic
+from dcplace.policies.numa_search import request_types
 from dcplace.sim import numa_kernel as K
 from dcplace.sim.episodes import start_seed
 from dcplace.sim.numa import NumaSim, PreparedTrace, Scenario
@@ -52,12 +53,7 @@ VALIDATION_SEED = 999
 
 def probe_types(trace: PreparedTrace) -> Probes:
     """The trace's request types (CPU, memory), their multi-NUMA flags and frequencies (for the delta reward)."""
-    kinds, counts = np.unique(np.c_[trace.demand, trace.multi.astype(float)], axis=0, return_counts=True)
-    return (
-        np.ascontiguousarray(kinds[:, :2]),
-        np.ascontiguousarray(kinds[:, 2] > 0),
-        counts / counts.sum(),
-    )
+    return request_types(trace)
 
 
 T = TypeVar("T", bound="DoubleDQN")

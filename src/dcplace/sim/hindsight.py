@@ -18,6 +18,12 @@ when releases are off; a warm VM is live while ``departure > arrival_j``.
   scored, ``1..k``) exceeds the cluster's, no policy places ``1..k``, so ``L* <= k - 1``; the bound is that for the
   smallest such ``k`` (the number of scored requests in the trace, or ``limit``, if there is none). Valid with
   releases on or off; the warm VMs' placement does not matter to it (only their totals).
+* :func:`packing_bound` (any size, a proven upper bound on L*, never above the aggregate one): the same relaxation
+  with the warm VMs kept on their nodes and necessary conditions for packing the live VMs into the nodes' residuals
+  (counts and volumes of the VMs at least as large as each size, multi-NUMA VMs needing a machine; its docstring).
+* :func:`repack_bound` (any size, proven, never above the packing bound): the first arrival whose live VMs CP-SAT
+  proves cannot be packed into the nodes even with migration (:func:`instant_packable`, integer counts per type
+  and node), the instants a greedy repacking packs skipped.
 * :func:`exact_length` (small instances): CP-SAT over the time-indexed placement, warm VMs fixed where they are.
   Variables ``x[j, a]`` (request ``j`` at action ``a``: a node for a single-NUMA VM, a machine for a multi-NUMA one),
   ``placed_j = sum_a x[j, a] <= 1``; constraints: prefix ``placed_j >= placed_{j+1}``, and for every arrival ``j``,
@@ -161,20 +167,177 @@ def aggregate_bound(inst: HindsightInstance) -> int:
     return int(over[0]) if len(over) else n
 
 
+def _node_counts(res: F64, part: F64) -> F64:
+    """``res`` ``(..., 2)`` free CPU, GB per node: how many parts of size ``part`` ``(2,)`` fit each node (a zero
+    component does not limit)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.where(part > 0, np.floor(res / np.where(part > 0, part, 1.0) + _TOL), np.inf)
+    return np.asarray(np.maximum(q.min(axis=-1), 0.0))
+
+
+def packing_bound(inst: HindsightInstance) -> int:
+    """A proven upper bound on L*, never above :func:`aggregate_bound`: ``k - 1`` for the first ``k`` at whose arrival
+    the live scored VMs ``1..k`` cannot be packed even with migration, by one of these necessary conditions.
+
+    Relaxation: at request ``j``'s arrival the warm VMs live then are fixed where they are (node residuals
+    ``res_n = capacity_n - fixed use_n``), the live scored VMs may sit anywhere, each a *part* ``(c, m)`` on one node
+    (a multi-NUMA VM: ``K`` parts ``(c/K, m/K)``, one per node of one machine). For every threshold ``T`` among the
+    parts' sizes and their projections ``(c, 0)``, ``(0, m)``:
+
+    1. *count*: the parts that dominate ``T`` (both components ``>=``) number at most
+       ``sum_n min(floor(res_n,cpu / T_cpu), floor(res_n,mem / T_mem))`` (each takes at least ``T`` of its node);
+    2. *volume*: for each resource ``r``, their total ``r`` is at most ``sum of res_n,r`` over the nodes with
+       ``res_n >= T`` (the other nodes can host none of them);
+    3. *machines*: the multi-NUMA VMs whose part dominates ``T`` number at most ``sum over machines of min over the
+       machine's nodes`` of the count in 1 (each puts a part on every node of its machine).
+
+    With ``T = (0, 0)``, 2 is the pooled check of :func:`aggregate_bound` less the warm VMs' fixed nodes. O(k n) over
+    the requests up to :func:`aggregate_bound`."""
+    agg = aggregate_bound(inst)
+    M, K_, _ = inst.capacity.shape
+    parts = np.where(inst.multi[:, None], inst.demand / K_, inst.demand)  # (n, 2)
+    nparts = np.where(inst.multi, K_, 1)
+    sizes = np.unique(parts[: agg + 1] if agg < inst.requests else parts, axis=0)
+    proj = np.vstack([sizes, sizes * [1.0, 0.0], sizes * [0.0, 1.0], np.zeros((1, 2))])
+    thresholds = np.unique(proj, axis=0)
+    for j in range(min(agg, inst.requests)):
+        live = np.flatnonzero(inst.live_scored(j))
+        res = np.maximum(inst.capacity - inst.fixed_use(j), 0.0)  # (M, K, 2)
+        flat = res.reshape(-1, 2)
+        p, w, mu = parts[live], nparts[live], inst.multi[live]
+        for t in thresholds:
+            dom = np.all(p >= t - _TOL, axis=1)
+            if not dom.any():
+                continue
+            cnt = _node_counts(flat, t)
+            if w[dom].sum() > cnt.sum() + _TOL:
+                return j
+            ok_nodes = np.all(flat >= t - _TOL, axis=1)
+            if np.any((p[dom] * w[dom, None]).sum(axis=0) > flat[ok_nodes].sum(axis=0) + _TOL):
+                return j
+            md = dom & mu
+            if md.any() and md.sum() > cnt.reshape(M, K_).min(axis=1).sum() + _TOL:
+                return j
+    return agg
+
+
+def _live_parts(inst: HindsightInstance, j: int) -> tuple[F64, F64, B]:
+    """Node residuals ``(M, K, 2)`` at request ``j``'s arrival (warm VMs on their nodes) and the live scored VMs'
+    demands ``(v, 2)`` and multi-NUMA flags ``(v,)``."""
+    live = np.flatnonzero(inst.live_scored(j))
+    return inst.capacity - inst.fixed_use(j), inst.demand[live], inst.multi[live]
+
+
+def greedy_packs(inst: HindsightInstance, j: int) -> bool:
+    """Whether a greedy repacking (multi-NUMA VMs first, then by memory, then CPU, decreasing; each on the feasible
+    node or machine with the least memory left) places every live scored VM at request ``j``'s arrival into the
+    node residuals. True is a witness that the instant is packable with migration; False proves nothing."""
+    res, d, mu = _live_parts(inst, j)
+    K_ = res.shape[1]
+    flat = res.reshape(-1, 2)
+    for i in sorted(range(len(d)), key=lambda i: (not mu[i], -d[i, 1], -d[i, 0])):
+        if mu[i]:
+            ok = np.flatnonzero(np.all(res >= d[i] / K_ - _TOL, axis=(1, 2)))
+            if not len(ok):
+                return False
+            res[ok[np.argmin(res[ok, :, 1].sum(axis=1))]] -= d[i] / K_
+        else:
+            ok = np.flatnonzero(np.all(flat >= d[i] - _TOL, axis=1))
+            if not len(ok):
+                return False
+            flat[ok[np.argmin(flat[ok, 1])]] -= d[i]
+    return True
+
+
+def instant_packable(inst: HindsightInstance, j: int, time_limit_s: float = 5.0, seed: int = 0) -> bool | None:
+    """Whether the live scored VMs at request ``j``'s arrival can be packed into the node residuals (VMs may
+    migrate; warm VMs stay on their nodes): CP-SAT over integer counts ``n[t, node]`` of each single-NUMA type per
+    node and ``n[t, machine]`` of each multi-NUMA type per machine, ``sum n[t, .] = live count of t``, per node and
+    resource ``sum of the counts' use <= residual``. Demands are rounded down and residuals up (CPU in 1/300 core,
+    memory in 1/100 GB), so the model is a relaxation and "infeasible" is a proof. Returns True (packable), False
+    (proved not packable) or None (undecided within ``time_limit_s``)."""
+    from ortools.sat.python import cp_model  # only here: ortools and highspy cannot share a process
+
+    res, d, mu = _live_parts(inst, j)
+    M, K_, _ = res.shape
+    scale = np.array([300.0, 100.0])
+    cap = np.ceil(np.maximum(res, 0.0) * scale - 1e-6).astype(np.int64)  # (M, K, 2)
+    kinds, count = np.unique(np.c_[d, mu.astype(float)], axis=0, return_counts=True)
+    model = cp_model.CpModel()
+    use: list[list[list[Any]]] = [[[] for _ in range(2)] for _ in range(M * K_)]
+    for (c, m, multi), n in zip(kinds, count, strict=True):
+        share = np.floor(np.array([c, m]) / (K_ if multi else 1) * scale + 1e-6).astype(np.int64)
+        slots = [(mm, [mm * K_ + k for k in range(K_)]) for mm in range(M)] if multi else \
+            [(a, [a]) for a in range(M * K_)]  # fmt: skip
+        terms = []
+        for _, nodes in slots:
+            room = min(int(n), *(int(cap[a // K_, a % K_, r] // share[r]) if share[r] > 0 else int(n)
+                                  for a in nodes for r in range(2)))  # fmt: skip
+            if room <= 0:
+                continue
+            x = model.new_int_var(0, room, "")
+            terms.append(x)
+            for a in nodes:
+                for r in range(2):
+                    if share[r] > 0:
+                        use[a][r].append(int(share[r]) * x)
+        if not terms:
+            return False
+        model.add(sum(terms) == int(n))
+    for a in range(M * K_):
+        for r in range(2):
+            if use[a][r]:
+                model.add(sum(use[a][r]) <= int(cap[a // K_, a % K_, r]))
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = float(time_limit_s)
+    solver.parameters.num_workers = 1
+    solver.parameters.random_seed = int(seed)
+    solver.parameters.catch_sigint_signal = False  # see exact_length
+    status = solver.solve(model)
+    if status == cp_model.INFEASIBLE:
+        return False
+    return True if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None
+
+
+def repack_bound(inst: HindsightInstance, time_limit_s: float = 4.0, max_solves: int = 8) -> int:
+    """A proven upper bound on L*, never above :func:`packing_bound`: the first request ``j`` (below the packing
+    bound) whose live set :func:`instant_packable` proves cannot be packed even with migration (no policy places
+    ``1..j``), else the packing bound. :func:`greedy_packs` skips the instants it packs; at most ``max_solves``
+    CP-SAT calls of ``time_limit_s`` each, so the result depends on the time limit (an undecided instant is passed
+    over), never its validity."""
+    bound = packing_bound(inst)
+    solves = 0
+    for j in range(bound):
+        if greedy_packs(inst, j):
+            continue
+        if solves >= max_solves:
+            break
+        solves += 1
+        if instant_packable(inst, j, time_limit_s) is False:
+            return j
+    return bound
+
+
 def episode_bounds(
-    cluster: NumaCluster, trace: PreparedTrace, scenario: Scenario, episodes: int, seed: int
+    cluster: NumaCluster, trace: PreparedTrace, scenario: Scenario, episodes: int, seed: int, kind: str = "aggregate"
 ) -> list[int]:
-    """:func:`aggregate_bound` of each episode of :func:`dcplace.sim.episodes.run_episodes` with the same arguments
-    (same starts), over at most ``scenario.max_requests`` requests when it is set. Non-Expansion, end rule
-    ``first-failure`` only (a ValueError otherwise: the bound would not hold)."""
+    """:func:`aggregate_bound` (``kind``: ``packing``, the tighter :func:`packing_bound`, seconds per episode at 50
+    machines; ``repack``, :func:`repack_bound` with its defaults, up to a minute and more) of each episode of
+    :func:`dcplace.sim.episodes.run_episodes` with the same arguments (same starts), over at most
+    ``scenario.max_requests`` requests when it is set. Non-Expansion, end rule ``first-failure`` only
+    (a ValueError otherwise: the bound would not hold)."""
     if scenario.mode != "non-expansion" or scenario.end != "first-failure":
         raise ValueError("the hindsight bound holds for Non-Expansion episodes ending at the first failure only")
+    bounds = {"aggregate": aggregate_bound, "packing": packing_bound, "repack": repack_bound}
+    if kind not in bounds:
+        raise ValueError(f"kind must be one of {', '.join(bounds)}, got {kind!r}")
+    bound = bounds[kind]
     sim = NumaSim(cluster, trace, scenario)
     limit = scenario.max_requests or len(trace.table)
     out = []
     for i in range(episodes):
         ok = sim.reset(seed=start_seed(seed, i)) == K.DECIDE
-        out.append(aggregate_bound(instance_from_sim(sim, limit)) if ok else 0)
+        out.append(bound(instance_from_sim(sim, limit)) if ok else 0)
     return out
 
 
