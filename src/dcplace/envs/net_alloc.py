@@ -51,9 +51,16 @@ class NetObserver:
 
     def __init__(self, topology: Topology) -> None:
         self.n_nodes, self.n_servers, self.n_links = topology.n_nodes, topology.n_servers, topology.n_links
-        # Source node and link id of each directed edge (column i and links + i are link i), for per-node maxima.
-        self._ends = topology.edge_index[0]
+        # Link id of each directed edge (column i and links + i are link i); for per-node maxima, the edges' links
+        # sorted by source node and where each node's run starts (every node has a link: np.maximum.reduceat).
         self._links2 = np.tile(np.arange(self.n_links), 2)
+        src = np.asarray(topology.edge_index[0])
+        order = np.argsort(src, kind="stable")
+        self._links_by_node = self._links2[order]
+        counts = np.bincount(src, minlength=self.n_nodes)
+        self._node_starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        self._all_linked = bool((counts > 0).all())
+        self._ends = src
 
     def __call__(self, sim: NetAllocSim) -> dict[str, npt.NDArray[Any]]:
         v, s = self.n_nodes, self.n_servers
@@ -66,9 +73,12 @@ class NetObserver:
             nodes[:s, 0] = np.minimum(sim.free_cpu / sim.need_cpu, 1.0) if sim.need_cpu else 1.0
             nodes[:s, 1] = np.minimum(sim.free_mem / sim.need_mem, 1.0) if sim.need_mem else 1.0
             link_bw = np.minimum(sim.free_bw / bw, 1.0)
-            per_node = np.zeros(v)
-            np.maximum.at(per_node, self._ends, link_bw[self._links2])
-            nodes[:, 2] = per_node
+            if self._all_linked:  # the same maxima as np.maximum.at, 4x faster on delta
+                nodes[:, 2] = np.maximum.reduceat(link_bw[self._links_by_node], self._node_starts)
+            else:
+                per_node = np.zeros(v)
+                np.maximum.at(per_node, self._ends, link_bw[self._links2])
+                nodes[:, 2] = per_node
             nodes[:s, 3] = sim.selected
             edges[:, 0] = link_bw[self._links2]
             state[0] = sim.cpu_util
