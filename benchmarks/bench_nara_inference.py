@@ -2,12 +2,19 @@
 observation, network and simulator, for a shipped checkpoint; and the sparse (CSR) aggregation against an
 ``index_add`` scatter of the same mean, measured in the same run.
 
+``--episode TOPOLOGY`` instead times whole episodes (4,096 requests on delta) with the torch network and with the
+compiled one (:mod:`dcplace.learn.nara_fast`, what ``nara`` runs) one after the other in the same process, per
+request set, and says whether the two runs' records (accepted ids, servers per allocation, locality, decisions) are
+identical.
+
     OMP_NUM_THREADS=1 python benchmarks/bench_nara_inference.py [--checkpoint PATH] [--picks 3000]
+    OMP_NUM_THREADS=1 python benchmarks/bench_nara_inference.py --episode delta [--datasets uniform azure alibaba]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import time
 from pathlib import Path
@@ -16,7 +23,9 @@ import torch
 
 from dcplace.cluster.topology import PRESETS, preset
 from dcplace.envs.net_alloc import NetObserver
+from dcplace.bench.netalloc_runner import run_policy
 from dcplace.learn import checkpoint
+from dcplace.learn.nara_policy import NaraAgent, checkpoint_for
 from dcplace.learn.nara_model import GraphIndex, obs_tensors
 from dcplace.sim.netalloc import NetAllocSim
 from dcplace.sim.netalloc_episodes import episode_requests
@@ -63,12 +72,38 @@ def aggregation(topology: str, batch: int, reps: int = 200) -> tuple[float, floa
     return (t1 - t0) / reps * 1e3, (t2 - t1) / reps * 1e3
 
 
+def episodes(topology: str, datasets: list[str]) -> None:
+    """One test episode per request set (seed 0, the paper setting) with the torch and the compiled network."""
+    print(f"# {platform.processor() or platform.machine()}, torch {torch.__version__}, 1 thread, shipped agents")
+    print("| topology | requests | torch s | compiled s | speed-up | acceptance | decisions | same records | load |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    top = preset(topology)
+    for d in datasets:
+        wall, res = {}, {}
+        for compiled in (False, True):
+            run = run_policy(top, d, NaraAgent(checkpoint_for(d, None), compiled=compiled), None, 1, 0)
+            wall[compiled], res[compiled] = run.wall_s, run.results[0]
+        a, b = res[False], res[True]
+        same = (a.accepted_ids, a.servers_per_allocation, a.locality, a.decisions, a.rejected) == (
+            b.accepted_ids, b.servers_per_allocation, b.locality, b.decisions, b.rejected
+        )
+        load = os.getloadavg()[0]
+        print(f"| {topology} {d} | {a.requests:,} | {wall[False]:.1f} | {wall[True]:.1f} | "
+              f"{wall[False] / wall[True]:.1f}x | {b.acceptance:.4f} | {b.decisions:,} | {same} | {load:.1f} |",
+              flush=True)  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--checkpoint", type=Path, default=checkpoint.shipped_path("alpha", "uniform"))
     ap.add_argument("--picks", type=int, default=3000)
+    ap.add_argument("--episode", metavar="TOPOLOGY", help="time whole episodes, torch against compiled")
+    ap.add_argument("--datasets", nargs="+", default=["uniform", "azure", "alibaba"])
     args = ap.parse_args()
     torch.set_num_threads(1)
+    if args.episode:
+        episodes(args.episode, args.datasets)
+        return
     machine = platform.processor() or platform.machine()
     print(f"# {machine}, torch {torch.__version__}, 1 thread, {args.checkpoint.name}")
     print("| topology | servers | ms per choice | observation | network | simulator | picks |")
