@@ -71,14 +71,15 @@ def _head(
     state: Any,
     mask: Any,
     h: Any,
-    rep: Any,
+    row: Any,
     p1: Any,
     head_h: Any,
     head_c: Any,
     head_out: Any,
     masked: float,
 ) -> Any:  # pragma: no cover - compiled
-    """Masked logits (S,) from the last stage's server embeddings: server ``v``'s is row ``rep[v]`` of ``h``."""
+    """Masked logits (S,) from the last stage's server embeddings: server ``v``'s is row ``row[v]`` of ``h`` (read
+    only for servers that may be picked or are selected)."""
     s_count = mask.shape[0]
     embed = h.shape[1]
     # Mean embedding of the selected servers.
@@ -87,7 +88,7 @@ def _head(
     for v in range(s_count):
         if nodes[v, 3] != 0:
             count += 1
-            hv = h[rep[v]]
+            hv = h[row[v]]
             for o in range(embed):
                 m[o] += nodes[v, 3] * hv[o]
     m /= np.float32(max(count, 1))
@@ -102,11 +103,7 @@ def _head(
         if not mask[v]:
             out[v] = masked
             continue
-        r = rep[v]
-        if r < v and mask[r]:  # same embedding as an earlier server: same logit
-            out[v] = out[r]
-            continue
-        hv = h[r]
+        hv = h[row[v]]
         if head_out.shape[0] == 0:
             acc = c[0]
             for o in range(embed):
@@ -165,85 +162,109 @@ def _dedupe(bits: Any, e_bits: Any, parent: Any) -> Any:  # pragma: no cover - c
 
 
 @nb.njit(cache=True, nogil=True)
-def _plan(rep: Any, mask: Any, selected: Any, n_nodes: int) -> tuple[Any, Any, Any]:  # pragma: no cover - compiled
-    """Node rows each stage needs, as index arrays: ``every`` (distinct servers and all switches), ``wanted``
-    (distinct servers that may be picked or are selected, and all switches) and ``servers`` (those servers only).
-
-    With ``L`` stages, stage ``i`` computes ``z`` on ``every`` for ``i < L - 1``, else on ``wanted``, and ``h`` on
-    ``every`` for ``i < L - 2``, on ``wanted`` for ``i = L - 2`` and on ``servers`` for ``i = L - 1``: a server's
-    ``z`` feeds only its own next stage and its switch's, and the logits read the last stage of wanted servers."""
+def _plan(rep: Any, mask: Any, selected: Any, n_nodes: int) -> tuple[Any, int, int]:  # pragma: no cover - compiled
+    """The rows to compute, in the order ``[wanted servers, switches, other distinct servers]``: ``order`` (node
+    ids), ``n_wanted`` (wanted servers and switches: a prefix) and ``n_servers`` (wanted servers: a prefix). A
+    server is wanted when it is distinct (``rep[v] == v``) and a server it stands for may be picked or is
+    selected."""
     s_count = rep.shape[0]
     need = np.zeros(s_count, dtype=np.bool_)
     for v in range(s_count):
         if mask[v] or selected[v] != 0:
             need[rep[v]] = True
-    n_rep = 0
+    n_distinct = 0
     n_need = 0
     for v in range(s_count):
         if rep[v] == v:
-            n_rep += 1
+            n_distinct += 1
             if need[v]:
                 n_need += 1
     n_sw = n_nodes - s_count
-    every = np.empty(n_rep + n_sw, dtype=np.int64)
-    wanted = np.empty(n_need + n_sw, dtype=np.int64)
+    order = np.empty(n_distinct + n_sw, dtype=np.int64)
     a = 0
-    b = 0
+    c = n_need + n_sw
     for v in range(s_count):
         if rep[v] == v:
-            every[a] = v
-            a += 1
             if need[v]:
-                wanted[b] = v
-                b += 1
+                order[a] = v
+                a += 1
+            else:
+                order[c] = v
+                c += 1
     for v in range(s_count, n_nodes):
-        every[a] = v
-        wanted[b] = v
+        order[a] = v
         a += 1
-        b += 1
-    return every, wanted, wanted[:n_need]
+    return order, n_need + n_sw, n_need
 
 
 @nb.njit(cache=True, nogil=True)
-def _affine(h: Any, rows: Any, wt: Any, b: Any, z: Any) -> None:  # pragma: no cover - compiled
-    """``z[v] = h[v] W^T + b`` for ``v`` in ``rows`` (``wt`` = ``W^T``, (in, out)). The same instructions for every
-    row (a BLAS product treats rows differently by their position in the block), so bit-identical inputs give
-    bit-identical outputs and ties between identical servers stay exact, as in the torch network."""
-    d_in, d_out = wt.shape
-    for r in range(rows.shape[0]):
-        v = rows[r]
-        zv = z[v]
-        hv = h[v]
-        for o in range(d_out):
-            zv[o] = b[o]
-        for i in range(d_in):
-            x = hv[i]
-            for o in range(d_out):
-                zv[o] += x * wt[i, o]
+def _forward(
+    nodes: Any,
+    e_mean: Any,
+    rep: Any,
+    order: Any,
+    n_wanted: int,
+    n_servers: int,
+    indptr: Any,
+    indices: Any,
+    inv: Any,
+    ws: Any,
+    bs: Any,
+    wes: Any,
+) -> tuple[Any, Any]:  # pragma: no cover - compiled
+    """Every message-passing stage on the rows of ``order`` (:func:`_plan`): returns the last stage's embeddings of
+    the wanted servers (``n_servers``, embed) and ``pos`` (V,), each computed node's row in ``order``.
 
-
-@nb.njit(cache=True, nogil=True)
-def _aggregate(
-    z: Any, rows: Any, rep: Any, indptr: Any, indices: Any, inv: Any, e_mean: Any, we: Any, out: Any
-) -> None:  # pragma: no cover - compiled
-    """``out[v] = ReLU(sum_{u in {v} ∪ N(v)} z[rep(u)] / (deg(v) + 1) + e_mean_v We)`` for ``v`` in ``rows``, where
-    ``rep(u)`` is ``rep[u]`` for a server and ``u`` for a switch; the sum runs in CSR order."""
+    With ``L`` stages, stage ``i`` computes ``z`` on all rows for ``i < L - 1``, else on the wanted prefix, and
+    ``h`` on all rows for ``i < L - 2``, the wanted prefix for ``i = L - 2`` and the wanted servers for ``i = L - 1``:
+    a server's ``z`` feeds only its own next stage and its switch's, and the logits read the last stage of wanted
+    servers. ``z`` is computed transposed, (out, rows), so the inner loop runs over contiguous rows; each row gets the
+    same instructions (``b`` then ``W[:, j] h[j]`` in order ``j``, no fused multiply-add) wherever it sits, so
+    bit-identical inputs give bit-identical outputs and ties between identical servers stay exact, as in torch. The
+    mean sums each node's CSR row in order, reading a server's ``z`` at its representative ``rep[u]``."""
     s_count = rep.shape[0]
-    d_out = z.shape[1]
-    for r in range(rows.shape[0]):
-        v = rows[r]
-        ov = out[v]
+    n = order.shape[0]
+    pos = np.full(nodes.shape[0], -1, dtype=np.int64)
+    for r in range(n):
+        pos[order[r]] = r
+    ht = np.empty((nodes.shape[1], n), dtype=np.float32)
+    for r in range(n):
+        for j in range(nodes.shape[1]):
+            ht[j, r] = nodes[order[r], j]
+    n_stages = len(ws)
+    h = np.empty((0, 0), dtype=np.float32)
+    for i in range(n_stages):
+        wt, b, we = ws[i], bs[i], wes[i]
+        d_in, d_out = wt.shape
+        nz = n if i < n_stages - 1 else n_wanted
+        nh = n if i < n_stages - 2 else (n_wanted if i == n_stages - 2 else n_servers)
+        zt = np.empty((d_out, nz), dtype=np.float32)
         for o in range(d_out):
-            ov[o] = 0.0
-        for k in range(indptr[v], indptr[v + 1]):
-            u = indices[k]
-            zu = z[rep[u] if u < s_count else u]
+            zo = zt[o]
+            bo = b[o]
+            for r in range(nz):
+                zo[r] = bo
+            for j in range(d_in):
+                w = wt[j, o]
+                hj = ht[j]
+                for r in range(nz):
+                    zo[r] += w * hj[r]
+        z = np.ascontiguousarray(zt.T)
+        h = np.zeros((nh, d_out), dtype=np.float32)
+        for r in range(nh):
+            v = order[r]
+            hv = h[r]
+            for k in range(indptr[v], indptr[v + 1]):
+                u = indices[k]
+                zu = z[pos[rep[u] if u < s_count else u]]
+                for o in range(d_out):
+                    hv[o] += zu[o]
+            iv, ev = inv[v], e_mean[v]
             for o in range(d_out):
-                ov[o] += zu[o]
-        iv, ev = inv[v], e_mean[v]
-        for o in range(d_out):
-            x = ov[o] * iv + ev * we[o]
-            ov[o] = x if x > 0 else np.float32(0.0)
+                x = hv[o] * iv + ev * we[o]
+                hv[o] = x if x > 0 else np.float32(0.0)
+        ht = np.ascontiguousarray(h.T)
+    return h, pos
 
 
 def _np(t: Any) -> F32:
@@ -280,13 +301,11 @@ class FastPolicy:
         leaf = bool((deg[:s] == 1).all() and (first_nbr >= s).all())
         self.parent = np.ascontiguousarray(first_nbr, dtype=np.int64) if leaf else None
         self._identity = np.arange(s, dtype=np.int64)
+        self._all = np.arange(v, dtype=np.int64)
         stages = list(net.gnn.stages)
-        self.ws = [np.ascontiguousarray(_np(st.node.weight).T) for st in stages]  # (in, out)
-        self.bs = [_np(st.node.bias) for st in stages]
-        self.wes = [_np(st.edge.weight[:, 0]) for st in stages]
-        # Work arrays: z and h per stage (rows a stage does not need are left stale and never read).
-        self._z = [np.zeros((v, w.shape[1]), dtype=np.float32) for w in self.ws]
-        self._h = [np.zeros((v, w.shape[1]), dtype=np.float32) for w in self.ws]
+        self.ws = tuple(np.ascontiguousarray(_np(st.node.weight).T) for st in stages)  # (in, out)
+        self.bs = tuple(_np(st.node.bias) for st in stages)
+        self.wes = tuple(_np(st.edge.weight[:, 0]) for st in stages)
         p1 = net.p1
         self.p1 = (_np(p1[0].weight), _np(p1[0].bias), _np(p1[2].weight), _np(p1[2].bias))
         state_out, embed = self.p1[2].shape[0], self.ws[-1].shape[1]
@@ -311,21 +330,15 @@ class FastPolicy:
         e_mean = _e_mean(edges, self.e_indptr, self.e_ids, self.inv)
         if dedupe and self.parent is not None:
             rep = _dedupe(nodes.view(np.int32), e_mean[:s].view(np.int32), self.parent)
-            every, wanted, servers = _plan(rep, mask, nodes[:s, 3], self.n_nodes)
+            order, n_wanted, n_servers = _plan(rep, mask, nodes[:s, 3], self.n_nodes)
         else:
-            rep = self._identity
-            every = wanted = np.arange(self.n_nodes, dtype=np.int64)
-            servers = rep
-        last = len(self.ws) - 1
-        h = nodes
-        for i, (wt, b, we, z, out) in enumerate(zip(self.ws, self.bs, self.wes, self._z, self._h, strict=True)):
-            z_rows = every if i < last else wanted
-            _affine(h, z_rows, wt, b, z)
-            h_rows = every if i < last - 1 else wanted if i == last - 1 else servers
-            _aggregate(z, h_rows, rep, self.indptr, self.indices, self.inv, e_mean, we, out)
-            h = out
-        out_logits: F32 = _head(nodes, state, mask, h, rep, self.p1, self.head_h, self.head_c, self.head_out, MASKED_LOGIT)
-        return out_logits
+            rep, order, n_wanted, n_servers = self._identity, self._all, self.n_nodes, s
+        h, pos = _forward(
+            nodes, e_mean, rep, order, n_wanted, n_servers, self.indptr, self.indices, self.inv, self.ws, self.bs, self.wes
+        )
+        row = pos[rep]  # each server's row in h (its representative's)
+        logits: F32 = _head(nodes, state, mask, h, row, self.p1, self.head_h, self.head_c, self.head_out, MASKED_LOGIT)
+        return logits
 
     def choose(self, obs: dict[str, npt.NDArray[Any]]) -> int:
         """The greedy choice: the first server with the highest logit (torch's and numpy's argmax rule)."""
