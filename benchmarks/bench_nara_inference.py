@@ -73,24 +73,29 @@ def aggregation(topology: str, batch: int, reps: int = 200) -> tuple[float, floa
 
 
 def episodes(topology: str, datasets: list[str]) -> None:
-    """One test episode per request set (seed 0, the paper setting) with the torch and the compiled network."""
+    """One test episode per request set (seed 0, the paper setting) with the torch and the compiled network: wall
+    seconds (``NetRun.wall_s``) and this process's CPU seconds (``time.process_time``, which other jobs on a shared
+    machine inflate far less), both including the first call's numba cache load."""
     print(f"# {platform.processor() or platform.machine()}, torch {torch.__version__}, 1 thread, shipped agents")
-    print("| topology | requests | torch s | compiled s | speed-up | acceptance | decisions | same records | load |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| request set | requests | torch s | compiled s | torch CPU s | compiled CPU s | CPU speed-up | acceptance "
+          "torch / compiled | decisions | same records | load |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     top = preset(topology)
     for d in datasets:
-        wall, res = {}, {}
+        wall, cpu, res = {}, {}, {}
         for compiled in (False, True):
+            c0 = time.process_time()
             run = run_policy(top, d, NaraAgent(checkpoint_for(d, None), compiled=compiled), None, 1, 0)
+            cpu[compiled] = time.process_time() - c0
             wall[compiled], res[compiled] = run.wall_s, run.results[0]
         a, b = res[False], res[True]
         same = (a.accepted_ids, a.servers_per_allocation, a.locality, a.decisions, a.rejected) == (
             b.accepted_ids, b.servers_per_allocation, b.locality, b.decisions, b.rejected
         )
         load = os.getloadavg()[0]
-        print(f"| {topology} {d} | {a.requests:,} | {wall[False]:.1f} | {wall[True]:.1f} | "
-              f"{wall[False] / wall[True]:.1f}x | {b.acceptance:.4f} | {b.decisions:,} | {same} | {load:.1f} |",
-              flush=True)  # fmt: skip
+        print(f"| {topology} {d} | {a.requests:,} | {wall[False]:.1f} | {wall[True]:.1f} | {cpu[False]:.1f} | "
+              f"{cpu[True]:.1f} | {cpu[False] / cpu[True]:.1f}x | {a.acceptance:.4f} / {b.acceptance:.4f} | "
+              f"{a.decisions:,} / {b.decisions:,} | {same} | {load:.1f} |", flush=True)  # fmt: skip
 
 
 def main() -> None:

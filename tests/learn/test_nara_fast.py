@@ -111,3 +111,23 @@ def test_shipped_agent_same_decisions_compiled_and_torch(topology, dataset):
         sim.pick(best)
     assert steps > 300
     assert ties <= steps // 100
+
+
+@pytest.mark.parametrize("dataset", ["uniform", "alibaba"])
+def test_compiled_observer_fills_the_numpy_values(dataset):
+    """NetObserver's compiled pass (:func:`dcplace.envs.net_alloc._fill`) against its numpy reference, bit for bit,
+    along an episode on gamma."""
+    top = preset("gamma")
+    observe = NetObserver(top)
+    sim = NetAllocSim(top, generate(dataset, 40, 2, int(top.server_cpu.sum()), int(top.server_mem.sum())))
+    rng = np.random.default_rng(0)
+    steps = 0
+    while not sim.done:
+        obs = observe(sim)
+        nodes, edges = np.zeros_like(obs["nodes"]), np.zeros_like(obs["edges"])
+        observe._fill_numpy(sim, nodes, edges, sim.request[2])
+        np.testing.assert_array_equal(obs["nodes"], nodes)
+        np.testing.assert_array_equal(obs["edges"], edges)
+        sim.pick(int(rng.choice(np.flatnonzero(sim.action_mask()))))
+        steps += 1
+    assert steps > 40
