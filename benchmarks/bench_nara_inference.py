@@ -21,12 +21,12 @@ from pathlib import Path
 
 import torch
 
+from dcplace.bench.netalloc_runner import run_policy
 from dcplace.cluster.topology import PRESETS, preset
 from dcplace.envs.net_alloc import NetObserver
-from dcplace.bench.netalloc_runner import run_policy
 from dcplace.learn import checkpoint
-from dcplace.learn.nara_policy import NaraAgent, checkpoint_for
 from dcplace.learn.nara_model import GraphIndex, obs_tensors
+from dcplace.learn.nara_policy import NaraAgent, checkpoint_for
 from dcplace.sim.netalloc import NetAllocSim
 from dcplace.sim.netalloc_episodes import episode_requests
 
@@ -75,12 +75,14 @@ def aggregation(topology: str, batch: int, reps: int = 200) -> tuple[float, floa
 def episodes(topology: str, datasets: list[str]) -> None:
     """One test episode per request set (seed 0, the paper setting) with the torch and the compiled network: wall
     seconds (``NetRun.wall_s``) and this process's CPU seconds (``time.process_time``, which other jobs on a shared
-    machine inflate far less), both including the first call's numba cache load."""
+    machine inflate far less), after a short warm-up episode that compiles the numba functions (or loads them from the cache)."""
     print(f"# {platform.processor() or platform.machine()}, torch {torch.__version__}, 1 thread, shipped agents")
     print("| request set | requests | torch s | compiled s | torch CPU s | compiled CPU s | CPU speed-up | acceptance "
           "torch / compiled | decisions | same records | load |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     top = preset(topology)
+    # Compile (or load from numba's cache) outside the timing: a fresh checkout compiles once, ~10 s.
+    run_policy(preset("alpha"), "uniform", NaraAgent(checkpoint_for("uniform", None)), 8, 1, 0)
     for d in datasets:
         wall, cpu, res = {}, {}, {}
         for compiled in (False, True):
@@ -90,7 +92,11 @@ def episodes(topology: str, datasets: list[str]) -> None:
             wall[compiled], res[compiled] = run.wall_s, run.results[0]
         a, b = res[False], res[True]
         same = (a.accepted_ids, a.servers_per_allocation, a.locality, a.decisions, a.rejected) == (
-            b.accepted_ids, b.servers_per_allocation, b.locality, b.decisions, b.rejected
+            b.accepted_ids,
+            b.servers_per_allocation,
+            b.locality,
+            b.decisions,
+            b.rejected,
         )
         load = os.getloadavg()[0]
         print(f"| {topology} {d} | {a.requests:,} | {wall[False]:.1f} | {wall[True]:.1f} | {cpu[False]:.1f} | "

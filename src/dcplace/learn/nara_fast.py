@@ -1,25 +1,37 @@
-"""Nara's policy network at inference, compiled for one topology: the same logits as
-:class:`dcplace.learn.nara_model.NaraPolicyNet` (float32, equal within rounding), in one numba call per choice.
+"""Nara's policy network at inference, compiled for one topology: the logits of
+:class:`dcplace.learn.nara_model.NaraPolicyNet` to float32 rounding, in four numba calls per choice and without
+torch.
 
 Why: at batch one the torch forward pays per-operator dispatch and a sparse-product setup on every stage (about 20
-tensor operations per choice, 0.5 ms on delta on a quiet core and 3-7 ms under load), which made a delta episode
-(about 9,000 choices) take over a minute. The arithmetic is small (``V`` x 16 x 16 per stage), so one compiled loop
-over the topology's CSR arrays does it in a fraction of that.
+tensor operations per choice: 0.5 ms on delta on a quiet core, 3-7 ms under load), which made a delta episode
+(8,000-20,000 choices) take over a minute. Incremental message passing does not help here: features are scaled to
+the request's *remaining* needs, so a pick changes the inputs of most servers (87 % of delta's between two picks of
+one request, measured on the shipped uniform agent). What does help:
+
+* **Distinct servers only.** Where every server's one neighbour is its rack switch (every preset), a server's
+  embedding at every stage is a function of its own inputs (4 features, edge mean) and its switch's values, so
+  servers with bit-identical inputs under one switch are computed once (:func:`_dedupe`, a hash table): on delta
+  a quarter to a half of the servers are distinct at a time.
+* **Only what the logits read** (:func:`_plan`): with ``L`` stages, the last two need only servers that may be
+  picked or are selected, and the switches.
+* **One compiled pass per stage** (:func:`_forward`), the dense part transposed so the loops run over rows.
 
 The computation, for one observation (``nodes`` (V, 4), ``edges`` (E,), ``state`` (3,), ``mask`` (S,)) and stage
 weights ``W_i`` (out, in), ``b_i`` (out,), ``We_i`` (out,) (the edge part, one edge feature):
 
-* ``e_mean_v = sum_{e into v} e / (deg(v) + 1)``; ``z_i = h_{i-1} W_i^T + b_i`` on every node;
-* ``h_i[v] = ReLU(sum_{u in {v} ∪ N(v)} z_i[u] / (deg(v) + 1) + e_mean_v We_i)``, the last stage on the servers
-  only (the logits read nothing else);
-* ``m = sum_{v selected} h_3[v] / max(#selected, 1)``, ``s = P1(state)``;
-* linear P2 (the paper): ``logit_v = w_h · h_3[v] + (w_s · s + w_m · m + b)``; with a hidden layer
-  (``p2_hidden > 0``): ``logit_v = w_2 · ReLU(A_h h_3[v] + (A_s s + A_m m + a)) + b_2``;
+* ``e_mean_v = sum_{e into v} e / (deg(v) + 1)``; ``z_i = h_{i-1} W_i^T + b_i``;
+* ``h_i[v] = ReLU(sum_{u in {v} ∪ N(v)} z_i[u] / (deg(v) + 1) + e_mean_v We_i)``;
+* ``m = sum_{v selected} h_L[v] / max(#selected, 1)``, ``s = P1(state)``;
+* linear P2 (the paper): ``logit_v = w_h · h_L[v] + (w_s · s + w_m · m + b)``; with a hidden layer
+  (``p2_hidden > 0``): ``logit_v = w_2 · ReLU(A_h h_L[v] + (A_s s + A_m m + a)) + b_2``;
 * servers outside the mask get :data:`~dcplace.learn.nara_model.MASKED_LOGIT`.
 
-The terms that are the same for every server are summed once, so the order of the float32 additions differs from
-torch's and logits agree to about 1e-6 relative, not bit for bit; ties between identical servers (an empty rack)
-resolve to the lowest index in both, as torch's and numpy's ``argmax`` do.
+Equality: the deduplicated plan gives the same bits as computing every node (every row gets the same instructions
+wherever it sits). Against torch the float32 sums run in another order, so logits agree to about 1e-6 relative and
+identical servers tie exactly in both (the first wins, torch's and numpy's ``argmax`` rule); two servers that are
+equal in exact arithmetic but not bit-identical (other racks with other rack-mates) may be rounded apart by an ulp
+differently, and then the greedy choice differs between two tied servers (tests/learn/test_nara_fast.py counts
+these: under 1 % of choices).
 """
 
 from __future__ import annotations
@@ -272,13 +284,9 @@ def _np(t: Any) -> F32:
 
 
 class FastPolicy:
-    """``net``'s logits on ``topology`` without torch: :meth:`logits` takes one :class:`NetObserver` observation.
-
-    Per stage, the dense part ``z = h W^T + b`` is one numpy (BLAS) product over the rows that stage needs and the
-    mean aggregation one compiled loop (:func:`_aggregate`). Where every server's one neighbour is a switch (every
-    preset), servers with bit-identical inputs under one switch are computed once (:func:`_dedupe`): on delta a
-    third to a half of the servers are distinct at a time. The weights are copied when built: rebuild after training
-    changes them."""
+    """``net``'s logits on ``topology`` without torch (module docstring): :meth:`logits` takes one
+    :class:`~dcplace.envs.net_alloc.NetObserver` observation. The weights are copied when built: rebuild after
+    training changes them."""
 
     def __init__(self, net: NaraPolicyNet, topology: Topology) -> None:
         ei = np.asarray(topology.edge_index)
@@ -302,19 +310,20 @@ class FastPolicy:
         self.parent = np.ascontiguousarray(first_nbr, dtype=np.int64) if leaf else None
         self._identity = np.arange(s, dtype=np.int64)
         self._all = np.arange(v, dtype=np.int64)
-        stages = list(net.gnn.stages)
+        stages: list[Any] = list(net.gnn.stages)
         self.ws = tuple(np.ascontiguousarray(_np(st.node.weight).T) for st in stages)  # (in, out)
         self.bs = tuple(_np(st.node.bias) for st in stages)
         self.wes = tuple(_np(st.edge.weight[:, 0]) for st in stages)
-        p1 = net.p1
+        p1: Any = net.p1
         self.p1 = (_np(p1[0].weight), _np(p1[0].bias), _np(p1[2].weight), _np(p1[2].bias))
         state_out, embed = self.p1[2].shape[0], self.ws[-1].shape[1]
-        first = net.p2[0] if isinstance(net.p2, nn.Sequential) else net.p2
+        p2: Any = net.p2
+        first = p2[0] if isinstance(p2, nn.Sequential) else p2
         w, b = _np(first.weight), _np(first.bias)  # (H, state_out + 2 embed): [s, h_v, m]
         self.head_h = np.ascontiguousarray(w[:, state_out : state_out + embed])
         self.head_c = np.ascontiguousarray(np.concatenate([w[:, :state_out], w[:, state_out + embed :], b[:, None]], 1))
-        if isinstance(net.p2, nn.Sequential):
-            last = net.p2[2]
+        if isinstance(p2, nn.Sequential):
+            last = p2[2]
             self.head_out = np.concatenate([_np(last.weight)[0], _np(last.bias)]).astype(np.float32)
         else:
             self.head_out = np.zeros(0, dtype=np.float32)
@@ -334,7 +343,18 @@ class FastPolicy:
         else:
             rep, order, n_wanted, n_servers = self._identity, self._all, self.n_nodes, s
         h, pos = _forward(
-            nodes, e_mean, rep, order, n_wanted, n_servers, self.indptr, self.indices, self.inv, self.ws, self.bs, self.wes
+            nodes,
+            e_mean,
+            rep,
+            order,
+            n_wanted,
+            n_servers,
+            self.indptr,
+            self.indices,
+            self.inv,
+            self.ws,
+            self.bs,
+            self.wes,
         )
         row = pos[rep]  # each server's row in h (its representative's)
         logits: F32 = _head(nodes, state, mask, h, row, self.p1, self.head_h, self.head_c, self.head_out, MASKED_LOGIT)
