@@ -75,7 +75,8 @@ def aggregation(topology: str, batch: int, reps: int = 200) -> tuple[float, floa
 def episodes(topology: str, datasets: list[str]) -> None:
     """One test episode per request set (seed 0, the paper setting) with the torch and the compiled network: wall
     seconds (``NetRun.wall_s``) and this process's CPU seconds (``time.process_time``, which other jobs on a shared
-    machine inflate far less), after a short warm-up episode that compiles the numba functions (or loads them from the cache)."""
+    machine inflate far less), after a short warm-up episode that compiles the numba functions (or loads them from
+    the cache)."""
     print(f"# {platform.processor() or platform.machine()}, torch {torch.__version__}, 1 thread, shipped agents")
     print("| request set | requests | torch s | compiled s | torch CPU s | compiled CPU s | CPU speed-up | acceptance "
           "torch / compiled | decisions | same records | load |")  # fmt: skip
