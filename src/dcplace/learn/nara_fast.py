@@ -1,5 +1,5 @@
 """Nara's policy network at inference, compiled for one topology: the logits of
-:class:`dcplace.learn.nara_model.NaraPolicyNet` to float32 rounding, in four numba calls per choice and without
+:class:`dcplace.learn.nara_model.NaraPolicyNet` to float32 rounding, in one numba call per choice and without
 torch.
 
 Why: at batch one the torch forward pays per-operator dispatch and a sparse-product setup on every stage (about 20
@@ -279,6 +279,43 @@ def _forward(
     return h, pos
 
 
+@nb.njit(cache=True, nogil=True)
+def _logits(
+    nodes: Any,
+    edges: Any,
+    state: Any,
+    mask: Any,
+    parent: Any,
+    indptr: Any,
+    indices: Any,
+    inv: Any,
+    e_indptr: Any,
+    e_ids: Any,
+    ws: Any,
+    bs: Any,
+    wes: Any,
+    p1: Any,
+    head_h: Any,
+    head_c: Any,
+    head_out: Any,
+    masked: float,
+) -> Any:  # pragma: no cover - compiled
+    """The whole choice in one call: edge means, the row plan (deduplicated under ``parent``, the servers' switches;
+    every node when ``parent`` is empty), the stages and the head."""
+    s_count = mask.shape[0]
+    n_nodes = nodes.shape[0]
+    e_mean = _e_mean(edges, e_indptr, e_ids, inv)
+    if parent.shape[0] == s_count and s_count > 0:
+        rep = _dedupe(nodes.view(np.int32), e_mean[:s_count].view(np.int32), parent)
+        order, n_wanted, n_servers = _plan(rep, mask, nodes[:s_count, 3], n_nodes)
+    else:
+        rep = np.arange(s_count)
+        order, n_wanted, n_servers = np.arange(n_nodes), n_nodes, s_count
+    h, pos = _forward(nodes, e_mean, rep, order, n_wanted, n_servers, indptr, indices, inv, ws, bs, wes)
+    row = pos[rep]  # each server's row in h (its representative's)
+    return _head(nodes, state, mask, h, row, p1, head_h, head_c, head_out, masked)
+
+
 def _np(t: Any) -> F32:
     return np.ascontiguousarray(t.detach().cpu().numpy(), dtype=np.float32)
 
@@ -308,8 +345,7 @@ class FastPolicy:
         first_nbr = self.indices[self.indptr[:s] + 1] if s else np.zeros(0, np.int64)
         leaf = bool((deg[:s] == 1).all() and (first_nbr >= s).all())
         self.parent = np.ascontiguousarray(first_nbr, dtype=np.int64) if leaf else None
-        self._identity = np.arange(s, dtype=np.int64)
-        self._all = np.arange(v, dtype=np.int64)
+        self._no_parent = np.zeros(0, dtype=np.int64)  # no deduplication
         stages: list[Any] = list(net.gnn.stages)
         self.ws = tuple(np.ascontiguousarray(_np(st.node.weight).T) for st in stages)  # (in, out)
         self.bs = tuple(_np(st.node.bias) for st in stages)
@@ -331,33 +367,14 @@ class FastPolicy:
     def logits(self, obs: dict[str, npt.NDArray[Any]], dedupe: bool = True) -> F32:
         """Masked logits (S,) float32 for one observation (``nodes`` (V, 4), ``edges`` (E, 1), ``state`` (3,),
         ``action_mask`` (S,)). ``dedupe=False`` computes every node's every stage (tests check both agree)."""
-        s = self.n_servers
         nodes = np.ascontiguousarray(obs["nodes"], dtype=np.float32)
         edges = np.ascontiguousarray(obs["edges"][:, 0], dtype=np.float32)
         state = np.ascontiguousarray(obs["state"], dtype=np.float32)
         mask = np.ascontiguousarray(obs["action_mask"]).astype(np.bool_)
-        e_mean = _e_mean(edges, self.e_indptr, self.e_ids, self.inv)
-        if dedupe and self.parent is not None:
-            rep = _dedupe(nodes.view(np.int32), e_mean[:s].view(np.int32), self.parent)
-            order, n_wanted, n_servers = _plan(rep, mask, nodes[:s, 3], self.n_nodes)
-        else:
-            rep, order, n_wanted, n_servers = self._identity, self._all, self.n_nodes, s
-        h, pos = _forward(
-            nodes,
-            e_mean,
-            rep,
-            order,
-            n_wanted,
-            n_servers,
-            self.indptr,
-            self.indices,
-            self.inv,
-            self.ws,
-            self.bs,
-            self.wes,
-        )
-        row = pos[rep]  # each server's row in h (its representative's)
-        logits: F32 = _head(nodes, state, mask, h, row, self.p1, self.head_h, self.head_c, self.head_out, MASKED_LOGIT)
+        parent = self.parent if dedupe and self.parent is not None else self._no_parent
+        graph = (self.indptr, self.indices, self.inv, self.e_indptr, self.e_ids)
+        weights = (self.ws, self.bs, self.wes, self.p1, self.head_h, self.head_c, self.head_out)
+        logits: F32 = _logits(nodes, edges, state, mask, parent, *graph, *weights, MASKED_LOGIT)
         return logits
 
     def choose(self, obs: dict[str, npt.NDArray[Any]]) -> int:
