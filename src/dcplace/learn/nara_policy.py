@@ -48,9 +48,9 @@ class NaraAgent(NetPolicy):
     """Greedy Nara on any topology (the observer and the network's topology arrays are built once per topology).
 
     ``compiled=True`` (the default) scores servers with :class:`dcplace.learn.nara_fast.FastPolicy`, one numba call
-    per choice, the same logits as the torch network to float32 rounding; ``compiled=False`` runs the torch network
-    (the reference: ``benchmarks/bench_nara_inference.py --episode`` runs both on one episode and compares every
-    choice)."""
+    per choice, the same logits as the torch network to float32 rounding (choices differ only between servers that
+    tie to rounding; tests/learn/test_nara_fast.py); ``compiled=False`` runs the torch network, the reference
+    (``benchmarks/bench_nara_inference.py --episode`` times both on whole episodes and compares their records)."""
 
     def __init__(self, path: Path, label: str = "nara", compiled: bool = True) -> None:
         self.path = path
