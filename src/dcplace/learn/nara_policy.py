@@ -45,12 +45,18 @@ def checkpoint_for(dataset: str | None, checkpoint: str | None) -> Path:
 
 
 class NaraAgent(NetPolicy):
-    """Greedy Nara on any topology (the message passing is built per topology and cached)."""
+    """Greedy Nara on any topology (the observer and the network's topology arrays are built once per topology).
 
-    def __init__(self, path: Path, label: str = "nara") -> None:
+    ``compiled=True`` (the default) scores servers with :class:`dcplace.learn.nara_fast.FastPolicy`, one numba call
+    per choice, the same logits as the torch network to float32 rounding (choices differ only between servers that
+    tie to rounding; tests/learn/test_nara_fast.py); ``compiled=False`` runs the torch network, the reference
+    (``benchmarks/bench_nara_inference.py --episode`` times both on whole episodes and compares their records)."""
+
+    def __init__(self, path: Path, label: str = "nara", compiled: bool = True) -> None:
         self.path = path
         self.net, self.meta = _load(str(path))
         self.label = label
+        self.compiled = compiled
         self._graphs: dict[int, tuple[Topology, Any, Any]] = {}
 
     @property
@@ -58,24 +64,34 @@ class NaraAgent(NetPolicy):
         return self.label
 
     def _graph(self, top: Topology) -> tuple[Any, Any]:
+        """(scorer, observer) for ``top``: a FastPolicy or a GraphIndex, and a NetObserver."""
         cached = self._graphs.get(id(top))
         if cached is None or cached[0] is not top:
             from dcplace.envs.net_alloc import NetObserver
-            from dcplace.learn.nara_model import GraphIndex
 
-            cached = (top, GraphIndex(top), NetObserver(top))
+            if self.compiled:
+                from dcplace.learn.nara_fast import FastPolicy
+
+                scorer: Any = FastPolicy(self.net.policy, top)
+            else:
+                from dcplace.learn.nara_model import GraphIndex
+
+                scorer = GraphIndex(top)
+            cached = (top, scorer, NetObserver(top))
             self._graphs[id(top)] = cached
         return cached[1], cached[2]
 
     def choose(self, view: NetView) -> int:
+        scorer, observe = self._graph(view.topology)
+        if self.compiled:
+            return int(scorer.choose(observe(view)))
         import torch
 
         from dcplace.learn.nara_model import obs_tensors
 
-        g, observe = self._graph(view.topology)
         with torch.inference_mode():
             nodes, edges, state, mask = obs_tensors(observe(view))
-            return int(self.net.policy(nodes, edges, state, mask, g).argmax())
+            return int(self.net.policy(nodes, edges, state, mask, scorer).argmax())
 
 
 def nara(seed: int = 0, dataset: str | None = None, checkpoint: str | None = None) -> NaraAgent:
