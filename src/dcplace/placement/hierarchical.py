@@ -11,6 +11,17 @@ solved exactly. ``first_level="pattern"`` (ours) lets
 the column-generation model choose the PMs and patterns for the whole problem and sends each VM to the swad that
 holds its PM; each swad is then re-solved exactly, so the decomposition loses nothing against the pattern answer.
 
+**Placement constraints** (PM-level ``colocate`` and ``anti-colocate``; the pattern first level only, anything else
+is an input error): the pattern model runs over *items* (:mod:`.items`): a colocated group is one item, so it lands
+on one PM and hence in one swad; anti-colocated items are counted per PM (replica sets as families with a cap, the
+rest as rows), so the first level's answer meets every constraint and its LP bound stays a bound of the
+constrained problem. Each swad's subproblem then states the constraints among its own VMs
+(:func:`leaf_constraints`: a group wholly inside it, an anti-colocation restricted to its VMs where two of its sets
+meet there) and is re-solved by ``compact`` (counts per class, exact) from the first level's answer; sets in
+different swads are on different PMs already, so the swads' answers together meet every constraint. A first level
+that proves the problem infeasible (an item apart from itself, or an LP bound above what all PMs cost) gives
+status ``infeasible`` and no placement.
+
 Infeasibility repair, in order: **pack moves** (a leaf whose subproblem is infeasible hands its largest pack to an
 unused sibling leaf whose totals can take it, both are re-solved; up to ``moves`` times), then the paper's **search
 on beta** (lower the disk-count margin by 0.1 and assign again).

@@ -12,6 +12,11 @@ compact model's constraints for a single machine) maximising the dual value of t
 negative reduced cost the LP optimum, rounded up, is a lower bound for the whole problem. The integer master over the
 generated patterns (CP-SAT) gives the solution; each used PM's disk assignment is then built by the compact model on
 that one machine, and the independent checker verifies the result.
+
+Under PM-level colocation and anti-colocation (the hierarchical decomposition's first level) the same model runs
+over *items* (:mod:`.items`): ``t`` above ranges over classes of interchangeable items (a colocated group is one item
+of several VMs), ``a_pk[t]`` counts items, and the pricer adds the per-PM rows of anti-colocation (a cap per class,
+at most one item of an all-apart constraint, items of at most one set); the plain problem is every VM its own item.
 """
 
 from __future__ import annotations

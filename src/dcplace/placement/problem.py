@@ -18,8 +18,10 @@ Packs (optional): a partition of the VM numbers that the hierarchical decomposit
 tiers of an application) instead of drawing random ones.
 
 ``flat``, ``greedy``, ``compact`` (counts per class of VMs that carry the same labels, exact) and ``auto`` (greedy,
-then compact; flat above ``compact_max_pms`` PMs) model constraints; the pattern and hierarchical models refuse a
-constrained problem with a clear error, because identical VMs stop being interchangeable once some carry labels.
+then compact; flat above ``compact_max_pms`` PMs) model constraints; ``hierarchical`` with its pattern first level
+models PM-level colocate and anti-colocate (the pattern model over items, :mod:`.items`) and refuses the rest with a
+clear error; the ``pattern`` method itself refuses a constrained problem. :func:`constrained_problem` generates
+seeded instances with colocated groups and replica sets.
 
 **Starting from a current placement** (re-optimisation, paper 004 section III-D), optional:
 
