@@ -11,6 +11,17 @@ solved exactly. ``first_level="pattern"`` (ours) lets
 the column-generation model choose the PMs and patterns for the whole problem and sends each VM to the swad that
 holds its PM; each swad is then re-solved exactly, so the decomposition loses nothing against the pattern answer.
 
+**Placement constraints** (PM-level ``colocate`` and ``anti-colocate``; the pattern first level only, anything else
+is an input error): the pattern model runs over *items* (:mod:`.items`): a colocated group is one item, so it lands
+on one PM and hence in one swad; anti-colocated items are counted per PM (replica sets as families with a cap, the
+rest as rows), so the first level's answer meets every constraint and its LP bound stays a bound of the
+constrained problem. Each swad's subproblem then states the constraints among its own VMs
+(:func:`leaf_constraints`: a group wholly inside it, an anti-colocation restricted to its VMs where two of its sets
+meet there) and is re-solved by ``compact`` (counts per class, exact) from the first level's answer; sets in
+different swads are on different PMs already, so the swads' answers together meet every constraint. A first level
+that proves the problem infeasible (an item apart from itself, or an LP bound above what all PMs cost) gives
+status ``infeasible`` and no placement.
+
 Infeasibility repair, in order: **pack moves** (a leaf whose subproblem is infeasible hands its largest pack to an
 unused sibling leaf whose totals can take it, both are re-solved; up to ``moves`` times), then the paper's **search
 on beta** (lower the disk-count margin by 0.1 and assign again).
@@ -31,18 +42,20 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 from ortools.sat.python import cp_model
 
 from dcplace.config import check
 from dcplace.parallel import Executor, check_ray_address, executor
-from dcplace.placement.compact import CompactParams, solve_compact_from
+from dcplace.placement.compact import CompactParams, Infeasible, solve_compact_from
 from dcplace.placement.cpsat import run_cp
 from dcplace.placement.greedy import cost_of
+from dcplace.placement.items import constrained_items
 from dcplace.placement.params import SolverParams, field_error
-from dcplace.placement.pattern import PatternParams
-from dcplace.placement.problem import Problem
+from dcplace.placement.pattern import PatternParams, solve_pattern_from
+from dcplace.placement.problem import Constraint, Problem
 from dcplace.placement.registry import solve
 from dcplace.placement.result import Result
 from dcplace.placement.stop import Deadline, Stop
@@ -98,15 +111,19 @@ def solve_hierarchical(problem: Problem, stop: Stop, seed: int, params: Hierarch
     for name, value, most in (("packs", params.packs, problem.n_vms), ("swads", params.swads, problem.n_pms)):
         if not 1 <= value <= most:
             raise field_error(name, f"be between 1 and {most}", value)
+    if problem.constraints and params.first_level != "pattern":
+        raise field_error("first_level", "be pattern for a problem with placement constraints", params.first_level)
     if params.rack_size:
         problem = with_racks(problem, params.rack_size, seed)
+    stats: dict[str, Any]
     with executor(params.workers, params.ray_address) as ex:
         if params.first_level == "pattern":
             vm_pm, vm_disks, stats = _pattern_first_level(problem, stop, seed, params, ex)
         else:
             vm_pm, vm_disks, stats = _decompose(problem, stop, seed, params, ex)
     if vm_pm is None:
-        return Result(problem.name, "hierarchical", "unknown", vms=problem.n_vms, stats=stats)
+        status = "infeasible" if stats.get("infeasible") else "unknown"
+        return Result(problem.name, "hierarchical", status, vms=problem.n_vms, stats=stats)
     bound = stats.get("pattern_bound") or None  # the pattern first level carries the LP bound
     return Result(problem.name, "hierarchical", "feasible", float(cost_of(problem, vm_pm)), bound, vms=problem.n_vms,
                   vm_pm=vm_pm, vm_disks=vm_disks, stats=stats)  # fmt: skip
@@ -322,13 +339,19 @@ def _solve_leaves(
 ) -> list[SwadAnswer]:  # fmt: skip
     """Each leaf's subproblem solved exactly (``compact``) by the executor's workers; every swad gets 80 % of what is
     left divided by the rounds the workers need (at least 0.2 s), at most ``cap`` seconds when positive. ``hint``:
-    (global PM of every VM, disks of every VM), a full answer each swad's search starts from."""
+    (global PM of every VM, disks of every VM), a full answer each swad's search starts from. A constrained problem's
+    leaves state the constraints among their own VMs (:func:`leaf_constraints`)."""
     jobs: list[SwadJob] = []
     maps = []
     vm_type, pm_type = problem.vm_type_of(), problem.pm_type_of()
     local = np.full(problem.n_pms, -1, np.int64)
-    for leaf in leaves:
+    cons = leaf_constraints(problem, leaves)
+    for leaf, leaf_cons in zip(leaves, cons, strict=True):
         sub, vm_order, pm_order = _sub(problem, leaf.vms, leaf.pms, vm_type, pm_type)
+        if leaf_cons:
+            number = {v: q for q, v in enumerate(vm_order.tolist())}
+            sub = replace(sub, constraints=tuple(
+                replace(c, sets=tuple(tuple(number[v] for v in st) for st in c.sets)) for c in leaf_cons))  # fmt: skip
         maps.append((vm_order, pm_order))
         if hint is None:
             jobs.append((sub, 0.0, None, None))
@@ -341,6 +364,31 @@ def _solve_leaves(
     results = ex.map(_solve_swad, [(j[0], per_swad, j[2], j[3]) for j in jobs])
     return [(r.status, None if r.vm_pm is None else maps[i][1][r.vm_pm], r.vm_disks, r.wall_s)
             for i, r in enumerate(results)]  # fmt: skip
+
+
+def leaf_constraints(problem: Problem, leaves: list[_Leaf]) -> list[list[Constraint]]:
+    """Per leaf, the constraints among its VMs (global VM numbers): a colocated group wholly in the leaf; an
+    anti-colocation restricted to the leaf's VMs where two or more of its sets meet there. With every colocated
+    group in one leaf (the pattern first level puts each on one PM), answers of the leaves that meet these meet every
+    constraint: sets in different leaves are on different PMs."""
+    out: list[list[Constraint]] = [[] for _ in leaves]
+    if not problem.constraints:
+        return out
+    leaf_of = np.full(problem.n_vms, -1, np.int64)
+    for k, leaf in enumerate(leaves):
+        leaf_of[leaf.vms] = k
+    for c in problem.constraints:
+        where = leaf_of[np.asarray(c.vms, np.int64)]
+        if c.kind == "colocate":
+            if len(set(where.tolist())) > 1 or where[0] < 0:
+                raise ValueError("a colocated group spans leaves")  # a bug: the first level keeps groups on one PM
+            out[int(where[0])].append(c)
+            continue
+        for k in set(where.tolist()):
+            sets = tuple(st for st in (tuple(v for v in st if leaf_of[v] == k) for st in c.sets) if st)
+            if len(sets) >= 2:
+                out[k].append(replace(c, sets=sets))
+    return out
 
 
 def _decompose(
@@ -434,15 +482,23 @@ def _depth(node: Tree) -> int:
 
 def _pattern_first_level(
     problem: Problem, stop: Stop, seed: int, params: HierarchicalParams, ex: Executor
-) -> tuple[np.ndarray | None, list[Sequence[int]] | None, dict[str, float]]:
+) -> tuple[np.ndarray | None, list[Sequence[int]] | None, dict[str, Any]]:
     """The column-generation model (``pattern`` through the registry, half the time) decides which PMs carry which
     VMs; each swad then re-solves its own VMs on its own PMs exactly (never worse than the pattern answer inside the
     swad)."""
     workers, swads, split, racks_per_pod = params.workers, params.swads, params.split, params.racks_per_pod
     t0 = time.perf_counter()
-    start = solve(problem, "pattern", stop.share(0.5), seed, PatternParams(workers=workers, greedy_start=False))
+    pattern = PatternParams(workers=workers, greedy_start=False)
+    if problem.constraints:  # colocated VMs as one item, anti-colocated ones counted per PM (placement.items)
+        try:
+            items = constrained_items(problem)
+        except Infeasible as exc:
+            return None, None, {"beta": 0.0, "infeasible": 1.0, "reason": str(exc)}
+        start = solve_pattern_from(problem, stop.share(0.5), seed, pattern, None, items)
+    else:
+        start = solve(problem, "pattern", stop.share(0.5), seed, pattern)
     if start.vm_pm is None:
-        return None, None, {"beta": 0.0}
+        return None, None, {"beta": 0.0, "infeasible": float(start.status == "infeasible")}
     groups = (
         [leaf_pms(t) for t in _leaves(topology_tree(problem, racks_per_pod))]
         if split == "topology"

@@ -18,8 +18,10 @@ Packs (optional): a partition of the VM numbers that the hierarchical decomposit
 tiers of an application) instead of drawing random ones.
 
 ``flat``, ``greedy``, ``compact`` (counts per class of VMs that carry the same labels, exact) and ``auto`` (greedy,
-then compact; flat above ``compact_max_pms`` PMs) model constraints; the pattern and hierarchical models refuse a
-constrained problem with a clear error, because identical VMs stop being interchangeable once some carry labels.
+then compact; flat above ``compact_max_pms`` PMs) model constraints; ``hierarchical`` with its pattern first level
+models PM-level colocate and anti-colocate (the pattern model over items, :mod:`.items`) and refuses the rest with a
+clear error; the ``pattern`` method itself refuses a constrained problem. :func:`constrained_problem` generates
+seeded instances with colocated groups and replica sets.
 
 **Starting from a current placement** (re-optimisation, paper 004 section III-D), optional:
 
@@ -392,6 +394,61 @@ def random_problem(n_vms: int, n_pms: int, seed: int, vm_types: int = 8, pm_type
         dict(zip(vm_names, vc.tolist(), strict=True)),
         dict(zip(pm_names, pc.tolist(), strict=True)),
     )
+
+
+COLOCATED_TEMPLATES: tuple[tuple[str, ...], ...] = (
+    ("m3.medium", "m3.large"),
+    ("c3.large", "c3.large"),
+    ("m3.medium", "c3.xlarge", "r3.large"),
+    ("m3.large", "r3.xlarge"),
+)
+"""The VM types of a colocated group in :func:`constrained_problem` (a front end and its cache, a pair of
+workers, ...): small Table I types, each group fits one s3 (8 vCPU, 64 GiB, two disks) or larger."""
+REPLICAS = (2, 3)
+"""Sizes of the anti-colocated replica sets of :func:`constrained_problem`."""
+
+
+def constrained_problem(
+    n_vms: int, n_pms: int, seed: int, colocated: float = 0.1, anti: float = 0.1, vm_types: int = 18,
+    pm_types: int = 15,
+) -> Problem:  # fmt: skip
+    """:func:`random_problem` (``seed``) with PM-level placement constraints, seeded by ``seed`` too:
+
+    * colocated groups: about ``colocated`` x ``n_vms`` VMs in groups, each a :data:`COLOCATED_TEMPLATES` entry
+      chosen uniformly, its VMs drawn without replacement from the free VMs of those types (a template stops when its
+      types run out);
+    * replica sets: about ``anti`` x ``n_vms`` other VMs in anti-colocate constraints with sets of one VM (all on
+      different PMs), each of :data:`REPLICAS` VMs (chosen uniformly) of one VM type, the type chosen uniformly
+      among those with enough free VMs.
+
+    A VM is in at most one constraint. Not guaranteed feasible (a replica set needs as many PMs that can host its
+    type)."""
+    base = random_problem(n_vms, n_pms, seed, vm_types, pm_types)
+    rng = np.random.default_rng([seed, 1])
+    vt = base.vm_type_of()
+    names = [t.name for t in base.vm_types]
+    free = [list(rng.permutation(np.flatnonzero(vt == t)).tolist()) for t in range(len(names))]
+    templates = [[names.index(n) for n in tpl] for tpl in COLOCATED_TEMPLATES if all(n in names for n in tpl)]
+    cons: list[Constraint] = []
+    in_groups = 0
+    while templates and in_groups < colocated * n_vms:
+        tpl = templates[int(rng.integers(len(templates)))]
+        if any(len(free[t]) < tpl.count(t) for t in tpl):
+            templates.remove(tpl)
+            continue
+        group = tuple(sorted(free[t].pop() for t in tpl))
+        cons.append(Constraint("colocate", "pm", (group,)))
+        in_groups += len(group)
+    in_sets = 0
+    while in_sets < anti * n_vms:
+        r = REPLICAS[int(rng.integers(len(REPLICAS)))]
+        able = [t for t in range(len(names)) if len(free[t]) >= r]
+        if not able:
+            break
+        t = able[int(rng.integers(len(able)))]
+        cons.append(Constraint("anti-colocate", "pm", tuple((free[t].pop(),) for _ in range(r))))
+        in_sets += r
+    return replace(base, name=f"constrained-{n_vms}x{n_pms}-s{seed}", constraints=tuple(cons))
 
 
 _RANGES = {

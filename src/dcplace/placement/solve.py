@@ -50,7 +50,8 @@ register_method("auto", solve_auto, AutoParams, constraints=True, current=True)
 register_method("flat", solve_flat, FlatParams, constraints=True, current=FLAT_NO_CURRENT)
 register_method("compact", solve_compact, CompactParams, constraints=True, current=True)
 register_method("pattern", solve_pattern, PatternParams, current=PATTERN_NO_CURRENT)
-register_method("hierarchical", solve_hierarchical, HierarchicalParams, current=HIERARCHICAL_NO_CURRENT)
+register_method("hierarchical", solve_hierarchical, HierarchicalParams, constraints=True,
+                current=HIERARCHICAL_NO_CURRENT)  # fmt: skip
 register_method("greedy", solve_greedy, GreedyParams, constraints=True, current=True)
 register_method("relaxation-guided", solve_relaxation_guided, NumaBatchParams, NumaBatch, constraints=True)
 register_method("pattern", numa_pattern.solve_numa_pattern, numa_pattern.NumaPatternParams, NumaBatch,
