@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import placement_strategies
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -20,28 +21,13 @@ from dcplace.placement.problem import (
     COLOCATED_TEMPLATES,
     REPLICAS,
     Constraint,
-    PMType,
     Problem,
-    VMType,
     constrained_problem,
     make,
 )
 
-vm_types = st.builds(
-    VMType,
-    st.sampled_from(["a", "b", "c"]),
-    st.integers(1, 3),
-    st.integers(1, 6),
-    st.integers(0, 2).flatmap(lambda n: st.integers(1, 5).map(lambda s: (s,) * n)),
-)
-pm_types = st.builds(
-    PMType,
-    st.sampled_from(["p", "q"]),
-    st.integers(3, 8),
-    st.integers(6, 16),
-    st.lists(st.integers(3, 12), min_size=1, max_size=3).map(tuple),
-    st.integers(1, 20),
-)
+vm_types = placement_strategies.vm_types("abc")
+pm_types = placement_strategies.pm_types
 
 
 @st.composite

@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import placement_strategies
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -20,7 +21,7 @@ from dcplace.placement import Problem, solve
 from dcplace.placement.checker import check, cost_parts, verify
 from dcplace.placement.current import relabel
 from dcplace.placement.greedy import greedy_once
-from dcplace.placement.problem import INSTANCES, PMType, VMType, load_problem, with_current
+from dcplace.placement.problem import INSTANCES, load_problem, with_current
 
 EXAMPLE = Path(__file__).parent / "current_example.json"
 
@@ -71,21 +72,8 @@ def _brute_force(problem: Problem) -> float | None:
     return best
 
 
-vm_types = st.builds(
-    VMType,
-    st.sampled_from(["a", "b"]),
-    st.integers(1, 3),
-    st.integers(1, 6),
-    st.integers(0, 2).flatmap(lambda n: st.integers(1, 5).map(lambda s: (s,) * n)),
-)
-pm_types = st.builds(
-    PMType,
-    st.sampled_from(["p", "q"]),
-    st.integers(3, 8),
-    st.integers(6, 16),
-    st.lists(st.integers(3, 12), min_size=1, max_size=3).map(tuple),
-    st.integers(1, 20),
-)
+vm_types = placement_strategies.vm_types("ab")
+pm_types = placement_strategies.pm_types
 
 
 @st.composite
