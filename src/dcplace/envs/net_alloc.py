@@ -74,9 +74,8 @@ def _fill(
         edges[k, 0] = link_bw[links2[k]]
     v_all = nodes.shape[0]
     for v in range(v_all):
-        end = node_starts[v + 1] if v + 1 < v_all else links_by_node.shape[0]
         best = link_bw[links_by_node[node_starts[v]]]
-        for k in range(node_starts[v] + 1, end):
+        for k in range(node_starts[v] + 1, node_starts[v + 1]):
             best = max(best, link_bw[links_by_node[k]])
         nodes[v, 2] = best
 
@@ -96,7 +95,7 @@ class NetObserver:
         order = np.argsort(src, kind="stable")
         self._links_by_node = self._links2[order]
         counts = np.bincount(src, minlength=self.n_nodes)
-        self._node_starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        self._node_starts = np.concatenate([[0], np.cumsum(counts)])  # (V + 1,): v's links at [v], [v + 1]
         self._all_linked = bool((counts > 0).all())
         self._ends = src
 
