@@ -95,7 +95,7 @@ class NetObserver:
         order = np.argsort(src, kind="stable")
         self._links_by_node = self._links2[order]
         counts = np.bincount(src, minlength=self.n_nodes)
-        self._node_starts = np.concatenate([[0], np.cumsum(counts)])  # (V + 1,): v's links at [v], [v + 1]
+        self._node_starts = np.concatenate([[0], np.cumsum(counts)])  # (V + 1,) offsets into _links_by_node
         self._all_linked = bool((counts > 0).all())
         self._ends = src
 
