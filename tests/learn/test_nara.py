@@ -81,7 +81,7 @@ def test_ppo_update_lowers_the_loss_on_its_batch(tmp_path):
     and the value error it was fitted on."""
     tr = PPOTrainer(TINY, "uniform", 0, tmp_path, TINY_PPO)
     gen = torch.Generator().manual_seed(0)
-    batch = tr.collect(gen)
+    batch = tr.collect()
     t = tr.prepare(batch)
     everything = torch.arange(len(batch.action))
     with torch.no_grad():

@@ -23,6 +23,7 @@ from dcplace.cli.options import Flag, config_command, write_config
 from dcplace.config import check, check_types
 from dcplace.errors import InputError
 from dcplace.learn.config import DQNConfig, HindsightConfig, PPOConfig
+from dcplace.parallel import check_ray_address
 
 if TYPE_CHECKING:
     from dcplace.sim.numa import Scenario
@@ -67,6 +68,20 @@ def _train_with_bar(
     return time.perf_counter() - t0
 
 
+def _check_workers(cfg: Any) -> None:
+    check(cfg.workers >= 1, "workers", cfg.workers, "at least 1")
+    check_ray_address(cfg.ray_address)
+
+
+def _collecting(cfg: Any, trainer: Any, train: Callable[[], None]) -> None:
+    """``train()`` with the trainer's episodes played on ``cfg.workers`` workers (``cfg.ray_address``)."""
+    from dcplace.parallel import executor
+
+    with executor(getattr(cfg, "workers", 1), getattr(cfg, "ray_address", "")) as ex:
+        trainer.use_executor(ex)
+        train()
+
+
 def _command(label: str) -> str:
     """The command line that ran, for train.json."""
     return " ".join(["dcplace", "train", label, *sys.argv[3:]])
@@ -90,12 +105,17 @@ class NaraTrainRun:
     """hidden units in P2 (0: one linear layer, the paper's; see docs/nara.md)"""
     init: Path | None = None
     """start from this checkpoint's weights (a curriculum; its sizes win)"""
+    workers: int = 1
+    """episodes played at once (1: in this process; more: a process pool, or Ray's with ray_address); same results"""
+    ray_address: str = ""
+    """play the episodes on Ray: 'local' (a new instance here), 'auto' or HOST:PORT (a cluster); needs the ray extra"""
 
     def __post_init__(self) -> None:
         check_types(self)
         check(self.dataset in NARA_DATASETS, "dataset", self.dataset, "one of " + ", ".join(NARA_DATASETS))
         check(self.iterations >= 1, "iterations", self.iterations, "at least 1")
         check(self.p2_hidden >= 0, "p2_hidden", self.p2_hidden, "at least 0")
+        _check_workers(self)
 
 
 @app.command("nara")
@@ -141,7 +161,7 @@ def train_nara(
         cfg.iterations,
         trainer.iteration,
         {"acc": "-", "val": best},
-        lambda on_row: trainer.train(cfg.iterations, on_row),
+        lambda on_row: _collecting(cfg, trainer, lambda: trainer.train(cfg.iterations, on_row)),
         shown,
     )
     trainer.write_summary(_command("nara"), wall)
@@ -169,6 +189,10 @@ class DqnTrainRun:
     """units per hidden layer of the 6-layer MLP"""
     dqn: DQNConfig = field(default_factory=DQNConfig)
     """Double DQN's settings (the paper's where it names them)"""
+    workers: int = 1
+    """episodes played at once (1: in this process; more: a process pool, or Ray's with ray_address); same results"""
+    ray_address: str = ""
+    """play the episodes on Ray: 'local' (a new instance here), 'auto' or HOST:PORT (a cluster); needs the ray extra"""
 
     REWARDS: ClassVar[tuple[str, ...]] = ("delta", "vmagent")
     """The rewards a run from the command line can use (:mod:`dcplace.learn.rewards`)."""
@@ -183,6 +207,7 @@ class DqnTrainRun:
             )
         for name in ("epochs", "hidden"):
             check(getattr(self, name) >= 1, name, getattr(self, name), "at least 1")
+        _check_workers(self)
         check(self.dqn.reward in self.REWARDS, "dqn.reward", self.dqn.reward, "one of " + ", ".join(self.REWARDS))
         check(self.dqn.loss in self.LOSSES, "dqn.loss", self.dqn.loss, "one of " + ", ".join(self.LOSSES))
 
@@ -281,7 +306,7 @@ def _train_dqn(
         cfg.epochs,
         trainer.epoch,
         {"len": "-", "val": "-"},
-        lambda on_row: trainer.train(cfg.epochs, on_row),
+        lambda on_row: _collecting(cfg, trainer, lambda: trainer.train(cfg.epochs, on_row)),
         shown,
     )
     trainer.write_summary(_command(label), wall, validation_best_fit=ref["best-fit"],
@@ -382,11 +407,16 @@ class PadrlTrainRun(RegimeTrainRun):
     """requests the forecast covers"""
     dqn: DQNConfig = field(default_factory=_padrl_dqn)
     """Double DQN's settings (the per-machine loss, batches of 1,024, zero_init, validation every 5 epochs)"""
+    workers: int = 1
+    """episodes played at once (1: in this process; more: a process pool, or Ray's with ray_address); same results"""
+    ray_address: str = ""
+    """play the episodes on Ray: 'local' (a new instance here), 'auto' or HOST:PORT (a cluster); needs the ray extra"""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         for name in ("forecast_hidden", "horizon"):
             check(getattr(self, name) >= 1, name, getattr(self, name), "at least 1")
+        _check_workers(self)
         check(self.dqn.loss in ("cluster", "machine"), "dqn.loss", self.dqn.loss, "cluster or machine")
         check(self.dqn.reward in REWARD_NAMES, "dqn.reward", self.dqn.reward, "one of " + ", ".join(REWARD_NAMES))
 
@@ -421,7 +451,7 @@ def _train_regime(label: str, cfg: RegimeTrainRun, out: Path | None, build: Call
         cfg.epochs,
         trainer.epoch,
         {"len": "-", "val": "-"},
-        lambda on_row: trainer.train(cfg.epochs, on_row),
+        lambda on_row: _collecting(cfg, trainer, lambda: trainer.train(cfg.epochs, on_row)),
         shown,
     )
     trainer.write_summary(_command(label), wall, validation_best_fit=ref["best-fit"],

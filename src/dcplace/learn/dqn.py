@@ -4,10 +4,11 @@
 One epoch (a step of :class:`dcplace.learn.trainer.TrainingRun`):
 
 1. **Collect** ``episodes_per_epoch`` (5, the paper's parallel episodes) complete episodes on the training scenario
-   with epsilon-greedy (epsilon 0.1; the algorithm's ``run_episode``, which stores its transitions in the replay
-   buffer). Episode ``j`` of the run starts at a row drawn by ``default_rng([1000 + seed, j])`` from
-   ``train_start_range``, which is disjoint from the rows evaluation uses (VMAgent's [1000, 10000)): the reported
-   numbers are on held-out start offsets.
+   with epsilon-greedy (epsilon 0.1; the algorithm's ``run_episode``, whose transitions are recorded and added to the
+   replay buffer in episode order). Episode ``j`` of the run starts at a row drawn by ``default_rng([1000 + seed,
+   j])`` from ``train_start_range``, which is disjoint from the rows evaluation uses (VMAgent's [1000, 10000)): the
+   reported numbers are on held-out start offsets; it explores with ``default_rng([7, seed, j])``, so the epoch's
+   episodes may be played by several workers (``rollouts``: a process pool or Ray) with the same transitions.
 2. **Update** ``updates_per_epoch`` times: a batch from the replay buffer (100,000 transitions), the algorithm's TD
    loss (the Double DQN target ``r + gamma Q'(s', argmax_a' Q(s', a'))``, eq. 12, or a variant), Adam at 5e-4, then
    the soft target update ``theta' <- tau theta + (1 - tau) theta'`` (tau 0.01).
@@ -26,7 +27,7 @@ from abc import abstractmethod
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, cast
 
 import numpy as np
 import torch
@@ -39,6 +40,7 @@ from dcplace.learn.config import DQNConfig as DQNConfig
 from dcplace.learn.cvd_model import CvdAgent, CvdConfig, CvdNet
 from dcplace.learn.replay import Layout, Replay
 from dcplace.learn.rewards import Probes, Reward, numa_reward
+from dcplace.learn.rollouts import Recorder
 from dcplace.learn.trainer import Row, TrainingRun, plot_curves
 from dcplace.policies.numa_heuristics import Heuristic
 from dcplace.policies.numa_search import request_types
@@ -48,6 +50,7 @@ from dcplace.sim.numa import NumaSim, PreparedTrace, Scenario
 
 FORMAT = "dcplace-cvd"
 TRAIN_SEED_BASE = 1000
+ROLLOUT_TAG = 7  # episode j explores with default_rng([7, seed, j]) (7: apart from the update's [seed, epoch])
 VALIDATION_SEED = 999
 
 
@@ -69,6 +72,7 @@ class DoubleDQN(TrainingRun[CvdNet]):
     save_every = 25
     kind: ClassVar[str]
     """The :class:`~dcplace.learn.cvd_model.CvdConfig` ``kind`` this trainer trains."""
+    actor_drops = (*TrainingRun.actor_drops, "target", "buffer", "sim")
     keep_replay: bool = False
     """Write ``replay.npz`` beside ``checkpoint.pt`` (100,000 transitions: up to a few hundred MB), which an exact
     :meth:`resume` needs. Off by default; ``--keep-replay`` on the command line, and a resumed run keeps it."""
@@ -148,21 +152,45 @@ class DoubleDQN(TrainingRun[CvdNet]):
     # --- 1. collect and 2. update (one epoch) ----------------------------------------------------------------------
 
     def advance(self) -> Row:
+        """The epoch's episodes (played through ``rollouts``, each from its own seed, their transitions added to the
+        buffer in episode order), then the updates."""
+        first = self.episodes
+        played = self.rollouts.play("play", [(j,) for j in range(first, first + self.dqn.episodes_per_epoch)])
+        for recorded, _ in played:
+            recorded.into(self.buffer)
+        self.episodes += len(played)
         rng = np.random.default_rng([self.seed, self.done])
-        lengths = []
-        for _ in range(self.dqn.episodes_per_epoch):
-            start = start_seed(TRAIN_SEED_BASE + self.seed, self.episodes)
-            lengths.append(self.run_episode(rng, start))
-            self.episodes += 1
         loss = self.update(rng) if self.buffer.size >= self.dqn.learning_starts else float("nan")
         self.done += 1
         return {
             "epoch": self.done,
             "episodes": self.episodes,
             "updates": self.updates,
-            "train_length": float(np.mean(lengths)),
+            "train_length": float(np.mean([length for _, length in played])),
             "td_loss": loss,
         }
+
+    def play(self, j: int) -> tuple[Recorder, int]:
+        """Training episode ``j``: its start from (seed, ``j``), its exploration from a generator seeded by
+        (seed, ``j``); the transitions are recorded rather than added (the learner adds them, in episode order).
+        Returns them and the episode's scheduled length."""
+        rng = np.random.default_rng([ROLLOUT_TAG, self.seed, j])
+        recorder = Recorder()
+        buffer = self.__dict__.get("buffer")
+        self.buffer = cast(Replay, recorder)  # run_episode's adds go to the recorder
+        try:
+            length = self.run_episode(rng, start_seed(TRAIN_SEED_BASE + self.seed, j))
+        finally:
+            if buffer is None:
+                del self.buffer
+            else:
+                self.buffer = buffer
+        return recorder, length
+
+    def load_actor_weights(self, weights: dict[str, torch.Tensor]) -> None:
+        self.net.load_state_dict(weights)
+        self.net.eval()
+        self.agent.sync(self.net)
 
     def update(self, rng: np.random.Generator) -> float:
         """``updates_per_epoch`` gradient steps on batches drawn by ``rng``, each followed by the soft target update;

@@ -52,6 +52,7 @@ from dcplace.learn.cvd_model import CvdConfig
 from dcplace.learn.dqn import DoubleDQN
 from dcplace.learn.replay import Layout
 from dcplace.learn.rewards import Reward
+from dcplace.parallel import Executor
 from dcplace.placement.cpsat import run_cp
 from dcplace.placement.stop import Deadline
 from dcplace.policies import get_policy
@@ -144,6 +145,12 @@ class HindsightTrainer(DoubleDQN):
         self.repaired = 0
         """Windows whose plan placed the request the reference failed on."""
         super().__init__(trace, scenario, seed, out, model, dqn or HINDSIGHT_DQN, trace_name)
+
+    def use_executor(self, executor: Executor) -> None:
+        """Not offered: the episodes count their labels and plans on the trainer, which an actor elsewhere cannot."""
+        if executor.engine != "inline":
+            raise InputError("Hindsight Learning plays its episodes in one process; use 1 worker", field="workers")
+        super().use_executor(executor)
 
     @classmethod
     def resume(

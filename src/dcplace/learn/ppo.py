@@ -19,15 +19,17 @@ the uniform agent fixes that (docs/nara.md shows both curves).
    (seed 999, never used for training, never the test seed); the best-validating weights are the run's policy.
 
 The paper used RLlib's defaults for everything it does not name; where we differ it is said in ``PPOConfig``.
-Randomness comes from generators seeded by (seed, iteration), so a run is reproducible bit for bit and a resumed run
-continues exactly as if it had not stopped. The loop, validation schedule, curves, checkpoints and resume are the
-shared skeleton's (:mod:`dcplace.learn.trainer`); this file is steps 1-4.
+Randomness comes from generators seeded by (seed, episode) for the picks of each training episode and (seed,
+iteration) for the update's minibatches, so a run is reproducible bit for bit, a resumed run continues exactly as
+if it had not stopped, and episodes played by several workers (``rollouts``: a process pool or Ray,
+:mod:`dcplace.learn.rollouts`) give the same batch as one. The loop, validation schedule, curves, checkpoints and
+resume are the shared skeleton's (:mod:`dcplace.learn.trainer`); this file is steps 1-4.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +48,7 @@ from dcplace.sim.netalloc_episodes import episode_requests, episode_seed
 
 TRAIN_SEED_BASE = 1000
 VALIDATION_SEED = 999
+ROLLOUT_SEED_BASE = 2000  # episode j samples its picks from a generator seeded by (2000 + seed, j)
 VALIDATION_REQUESTS = 128
 
 
@@ -62,6 +65,11 @@ class Batch:
     reward: list[float] = field(default_factory=list)
     done: list[bool] = field(default_factory=list)
     acceptance: list[float] = field(default_factory=list)  # per episode
+
+    def extend(self, other: Batch) -> None:
+        """Append ``other``'s picks and episodes after these."""
+        for f in fields(self):
+            getattr(self, f.name).extend(getattr(other, f.name))
 
     def tensors(self) -> dict[str, Tensor]:
         return {
@@ -150,47 +158,57 @@ class PPOTrainer(TrainingRun[NaraNet]):
 
     def _use(self, i: int) -> None:
         """Train on ``topologies[i]`` from now on."""
+        self.topology_index = i
         self.topology = self.topologies[i]
         self.g, self.observe = self._graphs[i]
 
     # --- 1. collect ------------------------------------------------------------------------------------------------
 
-    def collect(self, gen: torch.Generator) -> Batch:
+    def collect(self) -> Batch:
+        """Whole episodes until ``steps_per_iteration`` picks; episode ``j`` is played by :meth:`play` from its own
+        seed. They are played in waves of ``rollouts.workers`` and kept in order; episodes of the last wave beyond
+        the batch are dropped and drawn again next iteration, so the batch does not depend on the worker count."""
         batch = Batch()
         p = self.ppo
+        while len(batch.action) < p.steps_per_iteration:
+            wave = range(self.episodes, self.episodes + self.rollouts.workers)
+            for ep in self.rollouts.play("play", [(j, self.topology_index) for j in wave]):
+                if len(batch.action) >= p.steps_per_iteration:
+                    break
+                batch.extend(ep)
+                self.episodes += 1
+        return batch
+
+    def play(self, j: int, topology_index: int) -> Batch:
+        """Training episode ``j`` on ``topologies[topology_index]``, servers sampled from the policy's masked
+        softmax with a generator seeded by (run seed, ``j``)."""
+        top = self.topologies[topology_index]
+        g, observe = self._graphs[topology_index]
+        gen = torch.Generator().manual_seed(episode_seed(ROLLOUT_SEED_BASE + self.seed, j))
+        req = episode_requests(top, self.dataset, self.ppo.episode_requests, TRAIN_SEED_BASE + self.seed, j, "train")
+        ep = Batch()
         self.net.eval()
         with torch.inference_mode():
-            while len(batch.action) < p.steps_per_iteration:
-                req = episode_requests(
-                    self.topology,
-                    self.dataset,
-                    p.episode_requests,
-                    TRAIN_SEED_BASE + self.seed,
-                    self.episodes,
-                    "train",
-                )
-                self.episodes += 1
-                sim = NetAllocSim(self.topology, req)
-                start = len(batch.action)
-                while not sim.done:
-                    obs = self.observe(sim)
-                    nodes, edges, state, mask = obs_tensors(obs)
-                    logits = self.net.policy(nodes, edges, state, mask, self.g)[0]
-                    probs = torch.softmax(logits, 0)
-                    a = int(torch.multinomial(probs, 1, generator=gen))
-                    _, reward, _ = sim.pick(a)
-                    batch.nodes.append(obs["nodes"])
-                    batch.edges.append(obs["edges"])
-                    batch.state.append(obs["state"])
-                    batch.mask.append(obs["action_mask"])
-                    batch.action.append(a)
-                    batch.logp.append(float(torch.log(probs[a])))
-                    batch.reward.append(reward)
-                    batch.done.append(False)
-                if len(batch.action) > start:
-                    batch.done[-1] = True
-                    batch.acceptance.append(sim.result().acceptance)
-        return batch
+            sim = NetAllocSim(top, req)
+            while not sim.done:
+                obs = observe(sim)
+                nodes, edges, state, mask = obs_tensors(obs)
+                logits = self.net.policy(nodes, edges, state, mask, g)[0]
+                probs = torch.softmax(logits, 0)
+                a = int(torch.multinomial(probs, 1, generator=gen))
+                _, reward, _ = sim.pick(a)
+                ep.nodes.append(obs["nodes"])
+                ep.edges.append(obs["edges"])
+                ep.state.append(obs["state"])
+                ep.mask.append(obs["action_mask"])
+                ep.action.append(a)
+                ep.logp.append(float(torch.log(probs[a])))
+                ep.reward.append(reward)
+                ep.done.append(False)
+        if ep.action:
+            ep.done[-1] = True
+            ep.acceptance.append(sim.result().acceptance)
+        return ep
 
     # --- 2 and 3. advantages and the update --------------------------------------------------------------------
 
@@ -251,7 +269,7 @@ class PPOTrainer(TrainingRun[NaraNet]):
         it = self.done
         self._use(it % len(self.topologies))
         gen = torch.Generator().manual_seed(episode_seed(self.seed, it))
-        batch = self.collect(gen)
+        batch = self.collect()
         stats = self.update(batch, gen)
         self.done += 1
         return {

@@ -19,8 +19,12 @@ hold beyond the weights (:meth:`TrainingRun.meta`, :meth:`TrainingRun.training_s
   or a crash at any moment leaves the previous set, from which ``--resume`` continues exactly;
 * ``train.json`` (:meth:`TrainingRun.write_summary`): the command, the run's meta and the session's wall time.
 
-Randomness is the algorithm's: it must draw from generators seeded by (seed, step), never from global state, so
-that a resumed run is identical to an uninterrupted one.
+Randomness is the algorithm's: it must draw from generators seeded by (seed, step) or (seed, episode), never from
+global state, so that a resumed run is identical to an uninterrupted one.
+
+Rollouts: an algorithm that plays its episodes through ``self.rollouts`` (:class:`dcplace.learn.rollouts.Rollouts`,
+in this process by default) collects on a process pool or Ray when given one (``use_executor``), with the same
+results; ``actor_drops`` lists what the actors do not need.
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ from dcplace.atomic import atomic_dir, write_text
 from dcplace.errors import InputError
 from dcplace.learn import checkpoint
 from dcplace.learn.curves import write_csv
+from dcplace.learn.rollouts import Rollouts
+from dcplace.parallel import Executor
 
 Row = dict[str, float]
 Net = TypeVar("Net", bound=torch.nn.Module)
@@ -56,6 +62,8 @@ class TrainingRun(ABC, Generic[Net]):
     score: ClassVar[str]
     """What validation measures (``length``, ``acceptance``): the curves' ``validation_<score>`` column."""
     save_every: ClassVar[int] = 1
+    actor_drops: tuple[str, ...] = ("opt", "curves", "_best_policy", "rollouts")
+    """What an actor playing episodes elsewhere does not need (:mod:`dcplace.learn.rollouts`)."""
     """Write ``checkpoint.pt`` every this many steps (and at the end)."""
 
     net: Net
@@ -73,6 +81,20 @@ class TrainingRun(ABC, Generic[Net]):
         self._best_policy: tuple[torch.nn.Module, dict[str, Any]] | None = None
         """(a copy of the network, meta) of a best policy not yet written (it goes out with the next checkpoint set)."""
         self._plot_due = False
+        self.rollouts = Rollouts(self)
+        """Where episodes are played (this process until :meth:`use_executor`)."""
+
+    def use_executor(self, executor: Executor) -> None:
+        """Play episodes on ``executor`` from now on (same results as in this process)."""
+        self.rollouts = Rollouts(self, executor)
+
+    def actor_weights(self) -> dict[str, torch.Tensor]:
+        """The weights an actor plays with."""
+        return self.net.state_dict()
+
+    def load_actor_weights(self, weights: dict[str, torch.Tensor]) -> None:
+        """Play with ``weights`` (an actor's copy of the trainer)."""
+        self.net.load_state_dict(weights)
 
     # --- what an algorithm supplies --------------------------------------------------------------------------------
 

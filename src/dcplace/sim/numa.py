@@ -449,6 +449,11 @@ class NumaSim:
         self._multi = self.trace.multi
         self._chg_ro = read_only(self.chg)
 
+    def __setstate__(self, state: dict[str, object]) -> None:
+        # Unpickled (an actor elsewhere): pickle copied the read-only views apart from the arrays they show.
+        self.__dict__.update(state)
+        self._ro_views()
+
     def copy(self) -> NumaSim:
         """An independent copy of the dynamic state (for look-ahead and rollouts)."""
         other = object.__new__(NumaSim)
