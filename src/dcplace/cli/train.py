@@ -1,7 +1,8 @@
 """Train a learned policy (curves, checkpoints, --resume).
 
-``train nara`` (PPO on a GNN), ``train cvd-rl``, ``train schedrl`` and ``train padrl`` (Double DQN), ``train hindsight``
-(imitation of hindsight plans). Each takes its settings from
+``train nara`` (PPO on a GNN), ``train nalb-learned`` (the cross-entropy method on nalb-strict's first pick),
+``train cvd-rl``, ``train schedrl`` and ``train padrl`` (Double DQN), ``train hindsight`` (imitation of hindsight
+plans). Each takes its settings from
 flags and ``--config FILE.toml`` and writes the resolved settings as ``config.toml`` into its ``--out`` folder, beside
 policy.pt, checkpoint.pt, curves and train.json.
 """
@@ -9,6 +10,7 @@ policy.pt, checkpoint.pt, curves and train.json.
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -18,11 +20,13 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 import typer
 
+from dcplace.atomic import write_text
 from dcplace.cli.common import console, err_console
 from dcplace.cli.options import Flag, config_command, write_config
 from dcplace.config import check, check_types
 from dcplace.errors import InputError
 from dcplace.learn.config import DQNConfig, HindsightConfig, PPOConfig
+from dcplace.learn.nalb_search import SearchConfig
 from dcplace.parallel import check_ray_address
 
 if TYPE_CHECKING:
@@ -494,3 +498,47 @@ def train_padrl(cfg: PadrlTrainRun, out: Annotated[Path | None, typer.Option(hel
     _train_regime("padrl", cfg, out, lambda p, sc, folder: PadrlTrainer(
         p, sc, cfg.seed, folder, CvdConfig(kind="cvd", hidden=cfg.hidden, forecast_hidden=cfg.forecast_hidden),
         cfg.dqn, f"{cfg.trace} {cfg.regime}", horizon=cfg.horizon))  # fmt: skip
+
+
+@app.command("nalb-learned")
+@config_command(SearchConfig)
+def train_nalb_learned(cfg: SearchConfig, out: Annotated[Path | None, typer.Option(help=OUT_HELP)] = None) -> None:
+    """nalb-learned: the cross-entropy method over the weights of nalb-strict's first-server score, on training
+    requests of every topology x request set given (docs/nara.md). Writes nalb-learned.json (the rule file, for
+    --checkpoint) and train.json (the curve per generation, the validation of every candidate) to --out."""
+    from dcplace.cluster.topology import load_topology
+    from dcplace.learn.nalb_search import search
+    from dcplace.policies.netalloc_scored import FEATURES, rule_json
+    from dcplace.workload.netreq import DATASETS
+
+    for t in cfg.topologies.split(","):
+        try:
+            load_topology(t)
+        except InputError as e:
+            raise InputError(str(e), field="topologies") from None
+    for d in cfg.datasets.split(","):
+        check(d in DATASETS, "datasets", d, "comma-separated names among " + ", ".join(DATASETS))
+    folder = out or Path("results/train/nalb-learned")
+    if (folder / "nalb-learned.json").exists():
+        raise InputError(f"{folder} already holds a rule file; choose another --out")
+    folder.mkdir(parents=True, exist_ok=True)
+    write_config(cfg, folder, "dcplace train nalb-learned")
+    holder: dict[str, Any] = {}
+
+    def shown(row: dict[str, float]) -> dict[str, Any]:
+        best, mean = row["best"], row["mean_weights"]
+        return {"completed": int(row["generation"]), "best": f"{best:.4f}", "mean": f"{mean:.4f}"}
+
+    wall = _train_with_bar(
+        "nalb-learned", "generations", "best {task.fields[best]} mean {task.fields[mean]} (x nalb-strict)",
+        cfg.generations, 0, {"best": "-", "mean": "-"},
+        lambda on_row: holder.update(result=search(cfg, on_row)), shown,
+    )  # fmt: skip
+    res = holder["result"]
+    summary = res.summary(cfg, _command("nalb-learned"))
+    write_text(folder / "nalb-learned.json", rule_json(res.weights, summary))
+    write_text(folder / "train.json", json.dumps(summary, indent=1))
+    val = res.validation[res.picked]
+    console.print(f"picked {res.picked} (validation {val:.4f} x nalb-strict) after {wall:.0f} s: "
+                  + ", ".join(f"{n}={w:+.3f}" for n, w in zip(FEATURES, res.weights, strict=True))
+                  + f"; rule file {folder}/nalb-learned.json")  # fmt: skip

@@ -46,3 +46,11 @@ register(
     setting="netalloc",
     learned=True,
 )
+register(
+    "nalb-learned",
+    "dcplace.policies.netalloc_scored:nalb_learned",
+    "nalb-strict's search from a learned first server (a linear score, weights by the cross-entropy method; "
+    "shipped rule file or --checkpoint)",
+    setting="netalloc",
+    learned=True,
+)

@@ -128,11 +128,15 @@ class _Adjacency:
             order = order[free[order] >= bw]
         return nbr[order].tolist()  # type: ignore[no-any-return]
 
-    def servers_with_bandwidth(self, n_servers: int, free_bw: npt.NDArray[np.int64], bw: int) -> npt.NDArray[np.bool_]:
-        """(servers,) bool: every link of the server has at least ``bw`` free."""
+    def tightest_bandwidth(self, n_servers: int, free_bw: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """(servers,) the least free bandwidth over each server's links (int64 max for a server without links)."""
         tightest = np.full(n_servers, np.iinfo(np.int64).max, dtype=np.int64)
         np.minimum.at(tightest, self.server_of, free_bw[self.link_of])
-        return tightest >= bw
+        return tightest
+
+    def servers_with_bandwidth(self, n_servers: int, free_bw: npt.NDArray[np.int64], bw: int) -> npt.NDArray[np.bool_]:
+        """(servers,) bool: every link of the server has at least ``bw`` free."""
+        return self.tightest_bandwidth(n_servers, free_bw) >= bw
 
 
 @dataclass
