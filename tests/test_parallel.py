@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -68,6 +69,18 @@ def test_hierarchical_same_answer_inline_and_in_a_pool():
 def _records(folder: Path) -> list[dict[str, object]]:
     rows = [json.loads(line) for line in (folder / "records.jsonl").read_text().splitlines()]
     return [{k: v for k, v in r.items() if k != "wall_s"} for r in rows]
+
+
+@pytest.mark.skipif(not HAS_RAY, reason="the ray extra is not installed")
+def test_a_local_ray_instance_runs_its_workers_at_the_drivers_niceness():
+    """Ray's default worker niceness is 15; dcplace's local instance sets 0 so that its workers are not starved by
+    any other process on the machine (runs before the module's shared instance starts)."""
+    import ray
+
+    if ray.is_initialized():
+        pytest.skip("a Ray instance is already running in this process")
+    with executor(1, "local") as ex:
+        assert ex.map(lambda _: os.nice(0), [0, 0]) == [os.nice(0)] * 2  # os.nice(0): the current niceness
 
 
 @pytest.fixture(scope="module")

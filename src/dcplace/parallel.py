@@ -23,6 +23,7 @@ seed); only wall times differ. ``fn`` must be picklable (a module-level function
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from typing import Any, Protocol, TypeVar
@@ -158,6 +159,11 @@ def executor(workers: int, ray_address: str = "") -> Iterator[Executor]:
     started = not ray.is_initialized()
     if started:
         if ray_address == "local":
+            # Ray runs its workers at niceness 15 (RayConfig worker_niceness, ray-project/ray#24928), so on a shared
+            # machine any other process starves them (measured: two swad workers at ~8 % of a core each beside one
+            # busy process); a local instance's workers compete as the process pool's do. RAY_worker_niceness set
+            # by the user wins.
+            os.environ.setdefault("RAY_worker_niceness", "0")
             ray.init(num_cpus=max(1, workers), include_dashboard=False, log_to_driver=False,
                      configure_logging=False)  # fmt: skip
         else:
