@@ -21,7 +21,7 @@ from dcplace.cluster.topology import PRESETS, preset
 TOPOLOGIES = ("alpha", "beta", "gamma", "delta")
 DATASETS = ("uniform", "azure", "alibaba")
 POLICIES = ("tetris", "nalb", "nulb", "random")
-EXTRA_POLICIES = ("nalb-strict",)
+EXTRA_POLICIES = ("nalb-strict", "nalb-learned")
 
 # Table 1: acceptance ratio, [dataset][policy] -> per topology alpha, beta, gamma, delta (None: not run).
 PAPER_ACCEPTANCE: dict[str, dict[str, tuple[float | None, ...]]] = {
@@ -169,7 +169,7 @@ def _markdown(
         f"Setting `{setting}`; {'/'.join(map(str, n_eps))} episodes per cell, seed {seed}, test split; requests per "
         "episode "
         + ", ".join(f"{t} {PRESETS[t].episode_requests}" for t in topologies)
-        + ". Paper values in parentheses, '-' where the paper has none. `nalb-strict` is ours.",
+        + ". Paper values in parentheses, '-' where the paper has none. `nalb-strict` and `nalb-learned` are ours.",
         "",
         "## Table 1: acceptance ratio",
         "",

@@ -116,7 +116,7 @@ def run_reproduction(
             [runs[("alpha", d, p)] for p in POLICIES], out / f"interpretation_alpha_{d}.png", seed, setting
         )
     md = nb._markdown(runs, topologies, episodes, seed, POLICIES, setting)
-    md += _margins(runs) + _table6(runs, table6) + _table7(runs, table7)
+    md += _margins(runs) + _learned(runs, topologies) + _table6(runs, table6) + _table7(runs, table7)
     (out / "table.md").write_text(md)
     return md
 
@@ -152,6 +152,19 @@ def _margins(runs: dict[tuple[str, str, str], NetRun]) -> str:
             )
             + f"(paper {_pct(PAPER_DELTA_VS_ALPHA[d])}) |"
         )
+    return "\n".join(lines) + "\n"
+
+
+def _learned(runs: dict[tuple[str, str, str], NetRun], topologies: tuple[str, ...]) -> str:
+    """``nalb-learned`` over ``nalb-strict`` per cell (ours; issue 16's target for an improved agent: >= +2 %)."""
+    lines = ["", "## nalb-learned over nalb-strict (acceptance; ours, target >= +2 %)", "",
+             "| request set | " + " | ".join(topologies) + " |", "|---|" + "---|" * len(topologies)]  # fmt: skip
+    for d in nb.DATASETS:
+        cells = []
+        for t in topologies:
+            a, b = (float(runs[(t, d, p)].summary()["acceptance_mean"]) for p in ("nalb-learned", "nalb-strict"))
+            cells.append(f"{a / b - 1:+.1%}")
+        lines.append(f"| {d} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
