@@ -28,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dcplace.bench.cvd_regime import PAPER_REGIME
+from dcplace.learn.cem import CEM
 from dcplace.policies import get_policy
 from dcplace.policies.base import NumaPolicy
 from dcplace.policies.numa_search import RuleSpec, SearchedRule
@@ -72,25 +73,19 @@ def main() -> None:
     names = spec.feature_names
     rng = np.random.default_rng(args.seed)
     bf, ind = get_policy("best-fit"), get_policy("industrial")
-    mean = np.asarray(spec.weights, float)
-    std = np.full(len(mean), args.sigma)
-    means, best_w, best_f = [mean.copy()], mean.copy(), -np.inf
+    cem = CEM(np.asarray(spec.weights, float), np.full(len(spec.weights), args.sigma), args.pop, args.elite)
+    means = [cem.mean.copy()]
     print(f"# features: {', '.join(names)}")
     for g in range(args.generations):
         seed = 1000 * (args.seed + 1) + g  # this generation's training starts
         ref = lengths(bf, cluster, p, train, args.episodes, seed)
-        draws = np.vstack([mean, mean + std * rng.standard_normal((args.pop - 1, len(mean)))])
+        draws = cem.ask(rng)
         fit = np.empty(len(draws))
         for i, w in enumerate(draws):
             L = lengths(SearchedRule(spec.with_weights(w)), cluster, p, train, args.episodes, seed)
             fit[i] = float(np.mean((L + FLOOR) / (ref + FLOOR)))
-        order = np.argsort(-fit)
-        if fit[order[0]] > best_f:
-            best_f, best_w = float(fit[order[0]]), draws[order[0]].copy()
-        elite = draws[order[: args.elite]]
-        mean = 0.7 * elite.mean(axis=0) + 0.3 * mean
-        std = 0.7 * elite.std(axis=0) + 0.3 * std
-        means.append(mean.copy())
+        order = cem.tell(draws, fit)
+        means.append(cem.mean.copy())
         top = fit[order[: args.elite]].mean()
         print(f"gen {g}: mean-weights {fit[0]:.4f}, best {fit[order[0]]:.4f}, elite mean {top:.4f}"
               f" ({time.perf_counter() - t0:.0f} s)", flush=True)  # fmt: skip
@@ -99,7 +94,7 @@ def main() -> None:
     vseed = 999_999 + args.seed
     vref = lengths(bf, cluster, p, val, args.val_episodes, vseed)
     vind = lengths(ind, cluster, p, val, args.val_episodes, vseed)
-    cands = {f"mean {g}": w for g, w in enumerate(means)} | {"best draw": best_w}
+    cands = {f"mean {g}": w for g, w in enumerate(means)} | {"best draw": cem.best_w}
     vscore = {}
     for label, w in cands.items():
         L = lengths(SearchedRule(spec.with_weights(w)), cluster, p, val, args.val_episodes, vseed)

@@ -28,6 +28,7 @@ import numpy.typing as npt
 
 from dcplace.cluster.topology import load_topology
 from dcplace.config import check, check_types
+from dcplace.learn.cem import CEM
 from dcplace.parallel import executor
 from dcplace.policies.netalloc_heuristics import LocalityBased
 from dcplace.policies.netalloc_scored import FEATURES, LearnedNalb
@@ -142,29 +143,22 @@ def search(cfg: SearchConfig, on_generation: Callable[[dict[str, float]], None] 
     """CEM over the weights (module docstring)."""
     t0 = time.perf_counter()
     rng = np.random.default_rng(cfg.seed)
-    k = len(FEATURES)
-    mean, std = np.zeros(k), np.full(k, cfg.sigma)
-    means = [mean.copy()]
-    best_w, best_f = mean.copy(), -np.inf
+    cem = CEM(np.zeros(len(FEATURES)), np.full(len(FEATURES), cfg.sigma), cfg.pop, cfg.elite)
+    means = [cem.mean.copy()]
     curve: list[dict[str, float]] = []
     with executor(cfg.workers) as ex:
         for g in range(cfg.generations):
-            draws = np.vstack([mean, mean + std * rng.standard_normal((cfg.pop - 1, k))])
+            draws = cem.ask(rng)
             fit = _objective([tuple(map(float, w)) for w in draws], cfg, cfg.episodes, 1000 * (cfg.seed + 1) + g,
                              ex.map)  # fmt: skip
-            order = np.argsort(-fit, kind="stable")
-            if fit[order[0]] > best_f:
-                best_f, best_w = float(fit[order[0]]), draws[order[0]].copy()
-            elite = draws[order[: cfg.elite]]
-            mean = 0.7 * elite.mean(axis=0) + 0.3 * mean
-            std = 0.7 * elite.std(axis=0) + 0.3 * std
-            means.append(mean.copy())
+            order = cem.tell(draws, fit)
+            means.append(cem.mean.copy())
             row = {"generation": float(g + 1), "mean_weights": float(fit[0]), "best": float(fit[order[0]]),
                    "elite": float(fit[order[: cfg.elite]].mean()), "wall_s": time.perf_counter() - t0}  # fmt: skip
             curve.append(row)
             if on_generation is not None:
                 on_generation(row)
-        cands = {f"mean {g}": w for g, w in enumerate(means)} | {"best draw": best_w}
+        cands = {f"mean {g}": w for g, w in enumerate(means)} | {"best draw": cem.best_w}
         labels = list(cands)
         val = _objective([tuple(map(float, cands[c])) for c in labels], cfg, cfg.val_episodes,
                          VALIDATION_SEED + cfg.seed, ex.map)  # fmt: skip
