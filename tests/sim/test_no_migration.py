@@ -79,3 +79,14 @@ def test_integer_scale_reads_thirds_of_cores():
     assert _integer_scale(np.array([90.0, 8.0, 24.0])) == 1
     assert _integer_scale(np.array([0.5, 0.25])) == 4
     assert _integer_scale(np.array([np.pi])) is None
+
+
+def test_float_safe_leaves_a_margin_for_thirds_of_cores():
+    # 1 machine, 2 nodes of 4 cores: three 4/3-core VMs fill node 0 exactly, then a 4-core VM fills node 1; the
+    # exact check places all four, the float-safe one will not fill a node exactly with thirds (and proves nothing)
+    third = 4.0 / 3.0
+    inst = _two_node_instance([(0, 100, third, 1), (1, 100, third, 1), (2, 100, third, 1), (3, 100, 4, 1)])
+    assert no_migration_check(inst, 4, precheck=False).status == "feasible"
+    safe = no_migration_check(inst, 4, precheck=False, float_safe=True)
+    assert (safe.status, safe.exact) == ("unknown", False)
+    assert no_migration_check(inst, 3, precheck=False, float_safe=True).status == "feasible"
