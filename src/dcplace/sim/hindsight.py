@@ -711,11 +711,13 @@ def no_migration_check(
     integer (:func:`_integer_scale`); the traces' values are such fractions (whole GB; cores in thirds for the shared
     small VMs, 4/3 and 8/3), so the model is the instance itself. A value that is no such fraction falls back to
     1/1000 with demands rounded up and capacities down: a plan found still fits, CP-SAT's ``infeasible`` is then
-    reported as ``unknown``. ``float_safe``: the simulator compares floats without a tolerance, and it has been seen
-    to refuse an exact fit of VMs with thirds of cores (free - need = -3.6e-15 at 50 machines, docs/cvd-rl.md): with
-    it, every share that is not a whole number takes 1/1000 of a unit more (a plan found then leaves every node
-    holding such a VM a margin far above float error, so the simulator accepts it), and ``infeasible`` from CP-SAT
-    is reported as ``unknown``.
+    reported as ``unknown``.
+
+    ``float_safe``: the simulator compares floats without a tolerance, and a node's free CPU carries the rounding of
+    every third of a core ever placed on it, so it refuses some exact fits (free - need = -3.6e-15 and -1.8e-15 seen
+    at 50 machines, docs/cvd-rl.md); with it, every request's share of a resource whose values are not dyadic (cores
+    in thirds) takes 1/1000 of a unit more, so each placement of a plan found leaves a margin far above float error
+    and the simulator accepts it; CP-SAT's ``infeasible`` is then reported as ``unknown``.
 
     ``symmetry`` (off by default: on the same episodes it doubled CP-SAT's presolve and slowed or lost the plans,
     and decided no infeasible case): the machines of :func:`_symmetric_machines` (same capacities, no warm VM) are
@@ -754,12 +756,11 @@ def no_migration_check(
     fix_i = np.zeros(fixed_part.shape, np.int64)
     for r in range(2):
         s = _integer_scale(np.r_[inst.capacity[..., r].ravel(), req_part[:, r], fixed_part[fixed_on, r]])
-        if s is not None and float_safe and s > 1:
+        if s is not None and float_safe and s & (s - 1):  # not a power of two: float sums of such values round
             exact = False
-            whole = [np.round(v) == v for v in (req_part[:, r], fixed_part[:, r])]
             cap_i[..., r] = np.round(inst.capacity[..., r] * s * 1000)
-            req_i[:, r] = np.round(req_part[:, r] * s * 1000) + ~whole[0]
-            fix_i[:, r] = np.round(fixed_part[:, r] * s * 1000) + ~whole[1]
+            req_i[:, r] = np.round(req_part[:, r] * s * 1000) + 1
+            fix_i[:, r] = np.round(fixed_part[:, r] * s * 1000)
         elif s is not None:
             cap_i[..., r] = np.round(inst.capacity[..., r] * s)
             req_i[:, r] = np.round(req_part[:, r] * s)
