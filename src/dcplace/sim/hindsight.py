@@ -29,6 +29,10 @@ when releases are off; a warm VM is live while ``departure > arrival_j``.
   ``placed_j = sum_a x[j, a] <= 1``; constraints: prefix ``placed_j >= placed_{j+1}``, and for every arrival ``j``,
   node and resource: fixed live use + sum of the live placed requests' shares <= capacity; objective: max
   ``sum_j placed_j``. Returns the value and whether CP-SAT proved it optimal (otherwise its proven bound).
+* :func:`no_migration_check` (any size, decision form, e.g. 50 machines and ~1,000 requests): can requests
+  ``1..k`` all be placed without moving a VM? ``feasible`` with a plan (``L* >= k``; re-checked by
+  :func:`replay_plan`), ``infeasible`` (``L* < k``: by :func:`packing_bound` or CP-SAT over one cumulative per node
+  and resource in request-index time) or ``unknown``.
 * :func:`brute_force_length` (tiny instances, tests only): the online episode itself, searched over every choice.
 * :func:`window_model` (Hindsight Learning's labels, :mod:`dcplace.learn.hindsight_learning`): the same model over a
   window from *any* decision (:func:`instance_at`: every VM live there fixed), each request's actions pruned to the
@@ -42,6 +46,8 @@ when releases are off; a warm VM is live while ``departure > arrival_j``.
 
 from __future__ import annotations
 
+import itertools
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -546,3 +552,328 @@ def exact_length(inst: HindsightInstance, time_limit_s: float = 10.0, seed: int 
     if plan.value == 0 and status not in names:
         raise RuntimeError(f"CP-SAT found no solution ({solver.status_name(status)}); the empty prefix is feasible")
     return ExactResult(value=plan.value, bound=plan.bound, optimal=plan.optimal, wall_s=plan.wall_s)
+
+
+@dataclass(frozen=True)
+class NoMigrationResult:
+    """:func:`no_migration_check`'s answer for requests ``0..k-1``: ``status`` ``feasible`` (``actions`` a plan that
+    places all ``k``, re-checked by :func:`replay_plan`: ``L* >= k``), ``infeasible`` (a proof that no plan places
+    them: ``L* < k``) or ``unknown`` (undecided within the time limit). ``by`` says what decided it: ``cp-sat``,
+    ``packing-bound`` (:func:`packing_bound` ``< k``, a relaxation with migration), ``no-room`` (a request fits no
+    node even beside the warm VMs alone), ``hint`` (the hint itself places all ``k``), or ``""``. ``exact``: the
+    model's integers are the instance's values exactly (otherwise CP-SAT's ``infeasible`` is reported as
+    ``unknown``)."""
+
+    status: str
+    k: int
+    actions: I64 | None  # (k,) when feasible: node m * K + n, or m * K for a multi-NUMA VM
+    wall_s: float
+    exact: bool
+    by: str
+
+
+def _live_ends(inst: HindsightInstance, k: int) -> tuple[I64, I64]:
+    """In request-index time over requests ``0..k-1``: ``end[i]`` the first request at whose arrival scored request
+    ``i`` is no longer live (it is live at ``i..end[i]-1``), and ``fixed_end[w]`` the same for warm VM ``w`` (live at
+    ``0..fixed_end[w]-1``). Departures before creations at equal times, as :meth:`HindsightInstance.live_scored`."""
+    arrival = inst.arrival[:k]
+    if not inst.release:
+        return np.full(k, k, np.int64), np.full(len(inst.fixed_departure), k, np.int64)
+    end = np.maximum(np.searchsorted(arrival, inst.departure[:k], side="left"), np.arange(k) + 1)
+    return end.astype(np.int64), np.searchsorted(arrival, inst.fixed_departure, side="left").astype(np.int64)
+
+
+def _parts(inst: HindsightInstance, k: int) -> tuple[F64, F64]:
+    """What each of requests ``0..k-1`` and each warm VM takes from one node: ``(k, 2)`` and ``(w, 2)``."""
+    K_ = inst.capacity.shape[1]
+    req = np.where(inst.multi[:k, None], inst.demand[:k] / K_, inst.demand[:k])
+    fixed = np.where((inst.fixed_node < 0)[:, None], inst.fixed_demand / K_, inst.fixed_demand)
+    return req, fixed
+
+
+def _integer_scale(values: F64, max_denominator: int = 10_000) -> int | None:
+    """The smallest integer ``s`` with every ``s * v`` an integer (``v`` read as the fraction it is within float
+    precision, e.g. 4/3 cores of a shared VM), or None when some value is no such fraction."""
+    from fractions import Fraction
+    from math import lcm
+
+    s = 1
+    for v in np.unique(values):
+        f = Fraction(float(v)).limit_denominator(max_denominator)
+        if abs(float(f) - float(v)) > 1e-12 * max(1.0, abs(float(v))):
+            return None
+        s = lcm(s, f.denominator)
+        if s > 10**6:
+            return None
+    return s
+
+
+def replay_plan(inst: HindsightInstance, actions: I64) -> int:
+    """An independent check of a no-migration plan of requests ``0..len(actions)-1``: at every arrival, the warm VMs
+    and the placed requests live then (:meth:`HindsightInstance.live_scored`), each where the plan put it, must fit
+    every node (a tolerance of 1e-9). Returns the first request at whose arrival some node is over its capacity or
+    whose action does not exist, or -1 when the plan fits."""
+    M, K_, _ = inst.capacity.shape
+    k = len(actions)
+    part, _ = _parts(inst, k)
+    acts = np.asarray(actions, np.int64)
+    if np.any((acts < 0) | (acts >= M * K_)):
+        return int(np.flatnonzero((acts < 0) | (acts >= M * K_))[0])
+    machine = acts // K_
+    for j in range(k):
+        use = inst.capacity - inst.fixed_use(j)
+        live = np.flatnonzero(inst.live_scored(j))
+        single = live[~inst.multi[live]]
+        np.subtract.at(use, (machine[single], acts[single] % K_), part[single])
+        multi = live[inst.multi[live]]
+        for n in range(K_):
+            np.subtract.at(use, (machine[multi], np.full(len(multi), n)), part[multi])
+        if np.any(use < -_TOL):
+            return j
+    return -1
+
+
+def _symmetric_machines(inst: HindsightInstance, fixed_end: I64) -> list[list[int]]:
+    """Groups (two or more, increasing) of machines that no plan can tell apart: the same capacities and no warm VM
+    live on them at the first arrival (warm VMs only leave, so never one)."""
+    M = inst.capacity.shape[0]
+    warm = np.zeros(M, bool)
+    warm[inst.fixed_machine[fixed_end > 0]] = True
+    groups: dict[bytes, list[int]] = {}
+    for m in np.flatnonzero(~warm):
+        groups.setdefault(inst.capacity[m].tobytes(), []).append(int(m))
+    return [g for g in groups.values() if len(g) > 1]
+
+
+def canonical_plan(inst: HindsightInstance, actions: I64, groups: list[list[int]]) -> I64:
+    """The plan ``actions`` (-1: none) with the machines of each group relabelled in the order of their first use and,
+    on every machine of a group whose nodes have equal capacities, the nodes in the order of their first single-NUMA
+    VM: the representative that :func:`no_migration_check`'s symmetry breaking keeps (the same placements up to
+    interchangeable machines and nodes, so it fits exactly when ``actions`` does)."""
+    K_ = inst.capacity.shape[1]
+    acts = np.asarray(actions, np.int64).copy()
+    placed = acts >= 0
+    machine = np.where(placed, acts // K_, -1)
+    node = np.where(placed, acts % K_, -1)
+    new_machine = machine.copy()
+    for g in groups:
+        first = {m: np.flatnonzero(machine == m) for m in g}
+        order = sorted(g, key=lambda m: int(first[m][0]) if len(first[m]) else len(acts) + g.index(m))
+        for src, dst in zip(order, g, strict=True):
+            new_machine[machine == src] = dst
+    new_node = node.copy()
+    for g in groups:
+        for m in g:
+            if not np.all(inst.capacity[m] == inst.capacity[m, 0]):
+                continue
+            on = np.flatnonzero((new_machine == m) & ~inst.multi[: len(acts)])
+            seen: list[int] = []
+            for i in on:
+                if int(node[i]) not in seen:
+                    seen.append(int(node[i]))
+            perm = {old: new for new, old in enumerate(seen + [n for n in range(K_) if n not in seen])}
+            for i in on:
+                new_node[i] = perm[int(node[i])]
+    multi = inst.multi[: len(acts)]
+    return np.where(placed, new_machine * K_ + np.where(multi, 0, new_node), -1).astype(np.int64)
+
+
+def no_migration_check(
+    inst: HindsightInstance,
+    k: int,
+    time_limit_s: float = 60.0,
+    seed: int = 0,
+    hint: I64 | None = None,
+    symmetry: bool = False,
+    precheck: bool = True,
+    float_safe: bool = False,
+) -> NoMigrationResult:
+    """Whether requests ``0..k-1`` can ALL be placed at their arrivals without ever moving a VM, the warm VMs fixed
+    where they are: ``feasible`` (``L* >= k``, with a plan re-checked by :func:`replay_plan`), ``infeasible``
+    (``L* < k``, proved) or ``unknown`` after about ``time_limit_s`` (CP-SAT, one worker, ``seed``).
+
+    With ``precheck``, first (cheap, seconds at 50 machines): :func:`packing_bound` ``< k`` proves ``infeasible``,
+    and a ``hint`` that already places all ``k`` (:func:`replay_plan`) proves ``feasible``.
+
+    The model (decision form: every request placed, no ``placed`` variables): ``x[i, a]`` request ``i`` at action
+    ``a``, ``sum_a x[i, a] == 1``, the actions pruned to where the warm VMs live at its arrival leave room (as
+    :func:`_room_actions`: warm VMs only leave). Time is the request index: request ``i`` is live at the arrivals
+    ``i..end_i - 1`` (:func:`_live_ends`; the simulator's order, departures before creations at equal times), a warm
+    VM at ``0..fixed_end - 1``. Per node and resource, one CP-SAT cumulative over the optional fixed intervals
+    ``[i, end_i)``, each present when ``x[i, a]`` (a multi-NUMA request's machine variable is present on every node of
+    the machine with ``demand / K``), the warm VMs as fixed intervals ``[0, fixed_end)``, capacity the node's.
+    Measured against linear constraints at the *maximal* arrivals only (an arrival after which some VM leaves, and
+    the last: between them the live set only grows), chained ``u_t = u_{t-1} + arrived - left <= room_t``: on two
+    held-out episodes at 50 machines (docs/cvd-rl.md, "A no-migration check") the cumulative model found plans at
+    k = 440, 610 and 620 in 8-12 s where the linear one found none in 60 s, so only the cumulative one is kept.
+
+    Integers: each resource is scaled by the smallest integer that makes every capacity and per-node share an
+    integer (:func:`_integer_scale`); the traces' values are such fractions (whole GB; cores in thirds for the shared
+    small VMs, 4/3 and 8/3), so the model is the instance itself. A value that is no such fraction falls back to
+    1/1000 with demands rounded up and capacities down: a plan found still fits, CP-SAT's ``infeasible`` is then
+    reported as ``unknown``.
+
+    ``float_safe``: the simulator compares floats without a tolerance, and a node's free CPU carries the rounding of
+    every third of a core ever placed on it, so it refuses some exact fits (free - need = -3.6e-15 and -1.8e-15 seen
+    at 50 machines, docs/cvd-rl.md); with it, every request's share of a resource whose values are not dyadic (cores
+    in thirds) takes 1/1000 of a unit more, so each placement of a plan found leaves a margin far above float error
+    and the simulator accepts it; CP-SAT's ``infeasible`` is then reported as ``unknown``.
+
+    ``symmetry`` (off by default: on the same episodes it doubled CP-SAT's presolve and slowed or lost the plans,
+    and decided no infeasible case): the machines of :func:`_symmetric_machines` (same capacities, no warm VM) are
+    used in index order (the first request on machine ``t + 1`` of a group comes after the first on machine ``t``),
+    and on each with equal node capacities node ``n + 1`` takes a single-NUMA VM only after node ``n`` has. Every plan
+    has such a representative (:func:`canonical_plan`), so feasibility is unchanged. ``hint`` (per request, -1: none;
+    e.g. a heuristic's choices) is made canonical and given to CP-SAT as a partial solution hint."""
+    from ortools.sat.python import cp_model  # only here: ortools and highspy cannot share a process
+
+    t0 = time.perf_counter()
+    M, K_, _ = inst.capacity.shape
+    k = max(min(int(k), inst.requests), 0)
+
+    def answer(status: str, by: str, plan: I64 | None = None, exact: bool = True) -> NoMigrationResult:
+        return NoMigrationResult(status, k, plan, time.perf_counter() - t0, exact, by)
+
+    h = np.full(k, -1, np.int64)
+    if hint is not None:
+        n_h = min(k, len(hint))
+        h[:n_h] = np.asarray(hint, np.int64)[:n_h]
+        h = np.where(inst.multi[:k] & (h >= 0), h - h % K_, h)
+    if k == 0:
+        return answer("feasible", "hint", h)
+    if precheck:
+        if np.all(h >= 0) and replay_plan(inst, h) < 0:
+            return answer("feasible", "hint", h)
+        if packing_bound(inst) < k:
+            return answer("infeasible", "packing-bound")
+    end, fixed_end = _live_ends(inst, k)
+    req_part, fixed_part = _parts(inst, k)
+    fixed_on = np.flatnonzero(fixed_end > 0)
+    # Integers, per resource: exact where every value is a small fraction (the traces'), else conservative.
+    exact = True
+    cap_i = np.zeros(inst.capacity.shape, np.int64)
+    req_i = np.zeros((k, 2), np.int64)
+    fix_i = np.zeros(fixed_part.shape, np.int64)
+    for r in range(2):
+        s = _integer_scale(np.r_[inst.capacity[..., r].ravel(), req_part[:, r], fixed_part[fixed_on, r]])
+        if s is not None and float_safe and s & (s - 1):  # not a power of two: float sums of such values round
+            exact = False
+            cap_i[..., r] = np.round(inst.capacity[..., r] * s * 1000)
+            req_i[:, r] = np.round(req_part[:, r] * s * 1000) + 1
+            fix_i[:, r] = np.round(fixed_part[:, r] * s * 1000)
+        elif s is not None:
+            cap_i[..., r] = np.round(inst.capacity[..., r] * s)
+            req_i[:, r] = np.round(req_part[:, r] * s)
+            fix_i[:, r] = np.round(fixed_part[:, r] * s)
+        else:
+            exact = False
+            cap_i[..., r] = np.floor(inst.capacity[..., r] * 1000 + 1e-6)
+            req_i[:, r] = np.ceil(req_part[:, r] * 1000 - 1e-6)
+            fix_i[:, r] = np.ceil(fixed_part[:, r] * 1000 - 1e-6)
+    # The warm VMs' nodes, and their use of every node at every arrival (a difference array over request time).
+    w_nodes = {
+        int(w): [(int(inst.fixed_machine[w]), int(inst.fixed_node[w]))]
+        if inst.fixed_node[w] >= 0
+        else [(int(inst.fixed_machine[w]), n) for n in range(K_)]
+        for w in fixed_on
+    }
+    step = np.zeros((k + 1, M, K_, 2), np.int64)
+    for w, nodes in w_nodes.items():
+        for m, n in nodes:
+            step[0, m, n] += fix_i[w]
+            step[min(int(fixed_end[w]), k), m, n] -= fix_i[w]
+    room = cap_i[None] - np.cumsum(step, axis=0)[:k]  # (k, M, K, 2)
+    actions: list[list[int]] = []
+    for i in range(k):
+        fit = np.all(room[i] >= req_i[i], axis=-1)  # (M, K)
+        acts = [m * K_ for m in np.flatnonzero(fit.all(axis=1))] if inst.multi[i] else np.flatnonzero(fit.ravel())
+        actions.append([int(a) for a in acts])
+        if not actions[-1]:
+            return answer("infeasible" if exact else "unknown", "no-room" if exact else "", exact=exact)
+    model = cp_model.CpModel()
+    x = [{a: model.new_bool_var(f"x{i}_{a}") for a in actions[i]} for i in range(k)]
+    for i in range(k):
+        model.add_exactly_one(x[i].values())
+    # Capacity: one cumulative per node and resource over request time.
+    on_node: dict[tuple[int, int], list[tuple[int, Any]]] = {}
+    for i in range(k):
+        for a, var in x[i].items():
+            for n in range(K_) if inst.multi[i] else [a % K_]:
+                on_node.setdefault((a // K_, n), []).append((i, var))
+    interval: dict[int, Any] = {}
+    for (m, n), terms in on_node.items():
+        for r in range(2):
+            ivs, demands = [], []
+            for i, var in terms:
+                if req_i[i, r] > 0:
+                    if var.index not in interval:
+                        interval[var.index] = model.new_optional_fixed_size_interval_var(i, int(end[i] - i), var, "")
+                    ivs.append(interval[var.index])
+                    demands.append(int(req_i[i, r]))
+            if not ivs:
+                continue
+            warm: dict[int, int] = {}  # the warm VMs' use of this node by the request time they leave
+            for w, nodes in w_nodes.items():
+                if (m, n) in nodes and fix_i[w, r] > 0:
+                    e = min(int(fixed_end[w]), k)
+                    warm[e] = warm.get(e, 0) + int(fix_i[w, r])
+            for e, d in warm.items():
+                ivs.append(model.new_fixed_size_interval_var(0, e, ""))
+                demands.append(d)
+            model.add_cumulative(ivs, demands, int(cap_i[m, n, r]))
+    groups = _symmetric_machines(inst, fixed_end) if symmetry else []
+    if groups:
+        _break_symmetry(model, inst, x, groups)
+    h = canonical_plan(inst, h, groups)
+    for i in range(k):
+        if h[i] in x[i]:
+            for a, var in x[i].items():
+                model.add_hint(var, int(a == h[i]))
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = max(float(time_limit_s) - (time.perf_counter() - t0), 0.1)
+    solver.parameters.num_workers = 1
+    solver.parameters.random_seed = int(seed)
+    solver.parameters.catch_sigint_signal = False  # see exact_length
+    status = solver.solve(model)
+    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        plan = np.array([next(a for a, v in x[i].items() if solver.boolean_value(v)) for i in range(k)], np.int64)
+        bad = replay_plan(inst, plan)
+        if bad >= 0:
+            raise RuntimeError(f"CP-SAT's plan overloads a node at request {bad}: a modelling error")
+        return answer("feasible", "cp-sat", plan, exact)
+    if status == cp_model.INFEASIBLE and exact:
+        return answer("infeasible", "cp-sat")
+    return answer("unknown", "", exact=exact)
+
+
+def _break_symmetry(model: Any, inst: HindsightInstance, x: list[dict[int, Any]], groups: list[list[int]]) -> None:
+    """The symmetry breaking of :func:`no_migration_check` (``symmetry``), the order :func:`canonical_plan` gives:
+    ``use(i, hi) <= y_lo[i - 1]`` with ``y_lo[i] <= y_lo[i - 1] + use(i, lo)`` (``y_lo[i]`` can be 1 only when machine
+    ``lo`` took a request ``<= i``) for consecutive machines ``lo < hi`` of a group, and the same per node for the
+    single-NUMA requests on each machine of a group whose nodes have equal capacities."""
+    K_ = inst.capacity.shape[1]
+    by_machine = [{} for _ in x]  # type: list[dict[int, list[Any]]]
+    for i, xi in enumerate(x):
+        for a, var in xi.items():
+            by_machine[i].setdefault(a // K_, []).append(var)
+
+    def chain(first: list[Any], then: list[Any]) -> None:
+        """Per request: ``then[i]`` (a sum of literals) only after some ``first[i' < i]``."""
+        before: Any = 0
+        for f, t in zip(first, then, strict=True):
+            if t is not None and not isinstance(t, int):
+                model.add(t <= before)
+            y = model.new_bool_var("")
+            model.add(y <= before + (f if f is not None else 0))
+            before = y
+
+    for g in groups:
+        for lo, hi in itertools.pairwise(g):
+            chain([sum(by_machine[i].get(lo, [])) for i in range(len(x))],
+                  [sum(by_machine[i].get(hi, [])) for i in range(len(x))])  # fmt: skip
+        for m in g:
+            if not np.all(inst.capacity[m] == inst.capacity[m, 0]):
+                continue
+            singles = [i for i in range(len(x)) if not inst.multi[i]]
+            for n in range(K_ - 1):
+                chain([x[i].get(m * K_ + n) for i in singles], [x[i].get(m * K_ + n + 1) for i in singles])

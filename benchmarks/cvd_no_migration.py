@@ -1,0 +1,200 @@
+"""Is +5 % over the best heuristic reachable in hindsight? The no-migration check per held-out episode (issue 15).
+
+The 20 held-out episodes of ``eval_cvd_regime.py`` (``PAPER_REGIME``, 50 PMs, warm start 0.5, starts
+``start_seed(0, i)``): ``H`` = the longer of Best-Fit's and industrial's lengths, and
+:func:`dcplace.sim.hindsight.no_migration_check` at ``k = ceil(1.05 H)`` (``--margin``) with the better heuristic's
+choices as the hint: ``infeasible`` (``L* < k``: no policy, online or not, reaches +5 % there; by the packing bound or
+CP-SAT), ``feasible`` (a clairvoyant plan without migration places ``k``: re-checked by the check's replay and here
+again by stepping the simulator through it) or ``unknown``.
+
+    OMP_NUM_THREADS=1 python benchmarks/cvd_no_migration.py --time-limit 60 --ladder 2 6 --json out.json
+
+``--ladder EP ...``: on those episodes, also climb from ``H`` in steps of 1 % of ``H``, each rung's plan the next
+rung's hint, up to the first rung left undecided (the largest ``k`` proven feasible: a lower end for ``L*``).
+``--only EP ...`` runs those episodes only; ``--repack`` adds :func:`~dcplace.sim.hindsight.repack_bound` (up to
+half a minute per episode). Prints a table per episode and a summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dcplace.bench.cvd_regime import PAPER_REGIME
+from dcplace.policies import get_policy
+from dcplace.sim import numa_kernel as K
+from dcplace.sim.episodes import run_episodes, start_seed
+from dcplace.sim.hindsight import (
+    HindsightInstance,
+    NoMigrationResult,
+    instance_from_sim,
+    no_migration_check,
+    packing_bound,
+    repack_bound,
+)
+from dcplace.sim.numa import NumaSim
+
+
+def heuristic_actions(sim: NumaSim, policy: str) -> list[int]:
+    """The choices of ``policy`` over the rest of ``sim``'s episode (on a copy)."""
+    s = sim.copy()
+    pol = get_policy(policy)
+    acts = []
+    while s.status == K.DECIDE:
+        a = pol.choose(s.view())
+        acts.append(int(a))
+        s.step(a)
+    return acts
+
+
+def simulator_places(sim: NumaSim, plan: np.ndarray) -> str:
+    """Step the simulator itself through ``plan`` from ``sim``'s first scored decision (an independent check of a
+    feasible plan): ``ok`` when it places every request, else where and by how much it refused (the simulator compares
+    floats without a tolerance, so an exact fit of VMs with thirds of cores can be refused)."""
+    s = sim.copy()
+    for j, a in enumerate(plan):
+        if s.status != K.DECIDE:
+            return f"ended before request {j}"
+        v = s.view()
+        m = int(a) // v.numa
+        need = v.demand / v.numa if v.multi else v.demand
+        free = v.free[m] if v.multi else v.free[m, int(a) % v.numa][None]
+        if s.step(int(a)) == K.INVALID:
+            return f"refused request {j} at {int(a)}: min(free - need) = {float((free - need).min()):.3g}"
+    return "ok" if int(s.ctr[K.C_LENGTH]) == len(plan) else "short"
+
+
+def ladder(
+    inst: HindsightInstance,
+    h: int,
+    top: int,
+    hint: np.ndarray,
+    step: int,
+    time_limit: float,
+    seed: int,
+    float_safe: bool,
+) -> tuple[int, np.ndarray, int, list[dict[str, Any]]]:
+    """Climb ``k = h + step, h + 2 step, ...`` (the last rung ``top``) while the check says feasible, each plan the
+    next rung's hint; returns (largest k proven feasible, its plan, smallest k proven infeasible or 0, the rungs)."""
+    best, plan, worst, rungs = h, hint, 0, []
+    while best < top:
+        k = min(best + step, top)
+        res = no_migration_check(inst, k, time_limit, seed=seed, hint=plan, float_safe=float_safe)
+        rungs.append({"k": k, "status": res.status, "by": res.by, "s": round(res.wall_s, 1)})
+        print(f"    ladder k={k}: {res.status} ({res.by or '-'}) {res.wall_s:.1f} s", flush=True)
+        if res.status != "feasible":
+            worst = k if res.status == "infeasible" else 0
+            break
+        assert res.actions is not None
+        best, plan = k, res.actions
+    return best, plan, worst, rungs
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--episodes", type=int, default=20)
+    ap.add_argument("--warm", type=float, default=0.5)
+    ap.add_argument("--margin", type=float, default=0.05, help="k = ceil((1 + margin) * H)")
+    ap.add_argument("--time-limit", type=float, default=60.0, help="seconds per check")
+    ap.add_argument("--seed", type=int, default=0, help="CP-SAT's seed")
+    ap.add_argument("--only", type=int, nargs="*", help="these episodes only, in this order")
+    ap.add_argument("--ladder", type=int, nargs="*", default=[], help="episodes to climb from H (see above)")
+    ap.add_argument("--ladder-step", type=float, default=0.01, help="rung size, a fraction of H")
+    ap.add_argument("--repack", action="store_true", help="also the repack bound (up to ~30 s per episode)")
+    ap.add_argument("--float-safe", action="store_true", help="plans the float simulator accepts (see the check)")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    p = PAPER_REGIME.prepare("huawei-east-1", 0)
+    sc = PAPER_REGIME.scenario(args.warm)
+    cluster = PAPER_REGIME.cluster(sc.pms)
+    lengths = {}
+    for h in ("best-fit", "industrial"):
+        res, _, _ = run_episodes(get_policy(h), cluster, p, sc, args.episodes, 0)
+        lengths[h] = [r.length for r in res]
+    sim = NumaSim(cluster, p, sc)
+    limit = sc.max_requests or len(p.table)
+    rows = []
+    print(f"# {PAPER_REGIME.label}, {sc.pms} PMs, warm {args.warm:.0%}, k = ceil({1 + args.margin:g} H), "
+          f"{args.time_limit:g} s per check", flush=True)  # fmt: skip
+    for i in args.only if args.only else range(args.episodes):
+        if sim.reset(seed=start_seed(0, i)) != K.DECIDE:
+            continue
+        inst = instance_from_sim(sim, limit)
+        bf, ind = lengths["best-fit"][i], lengths["industrial"][i]
+        best = "industrial" if ind > bf else "best-fit"
+        h = max(bf, ind)
+        hint = heuristic_actions(sim, best)
+        k = math.ceil((1 + args.margin) * h)
+        t0 = time.perf_counter()
+        pack = packing_bound(inst)
+        pack_s = time.perf_counter() - t0
+        row: dict[str, Any] = {"episode": i, "best_fit": bf, "industrial": ind, "H": h, "k": k, "packing": pack,
+                               "packing_s": round(pack_s, 1)}  # fmt: skip
+        if args.repack:
+            t0 = time.perf_counter()
+            row["repack"] = repack_bound(inst)
+            row["repack_s"] = round(time.perf_counter() - t0, 1)
+        upper = min(pack, row.get("repack", pack))  # L* <= upper
+        if upper < k:  # the relaxation already proves it
+            res = NoMigrationResult("infeasible", k, None, 0.0, True, "repack-bound" if pack >= k else "packing-bound")
+        else:
+            res = no_migration_check(inst, k, args.time_limit, args.seed, np.asarray(hint), float_safe=args.float_safe)
+        row.update(status=res.status, by=res.by, s=round(res.wall_s, 1))
+        lower = h  # L* >= lower (the heuristic's own episode)
+        if res.status == "feasible":
+            assert res.actions is not None
+            row["simulator_ok"] = simulator_places(sim, res.actions)
+            lower = k
+        else:
+            upper = min(upper, k - 1) if res.status == "infeasible" else upper
+        print(f"  episode {i}: H {h} k {k} packing {pack} ({pack_s:.1f} s) -> {res.status} ({res.by or '-'}) "
+              f"{res.wall_s:.1f} s", flush=True)  # fmt: skip
+        if i in args.ladder and res.status != "infeasible":
+            step = max(1, math.ceil(args.ladder_step * h))
+            top = upper if res.status == "feasible" else k
+            start = lower if res.status == "feasible" else h
+            plan = res.actions if res.status == "feasible" else hint
+            assert plan is not None
+            found, found_plan, worst, rungs = ladder(inst, start, top, np.asarray(plan), step, args.time_limit,
+                                                     args.seed, args.float_safe)  # fmt: skip
+            row["ladder"] = rungs
+            if found > lower:
+                row["ladder_simulator_ok"] = simulator_places(sim, found_plan)
+                lower = found
+            if found >= k and res.status != "feasible":  # the climb reached k: feasible after all
+                row.update(status="feasible", by="cp-sat, ladder", simulator_ok=row["ladder_simulator_ok"])
+            if worst:
+                upper = min(upper, worst - 1)
+        row["L_star"] = [lower, upper]
+        rows.append(row)
+    print(f"\n| episode | Best-Fit / industrial | H | k = ceil({1 + args.margin:g} H) | packing bound |"
+          + (" repack bound |" if args.repack else "")
+          + " check at k (by) | s | simulator replay | L* proven in |")  # fmt: skip
+    print("|---" * (9 + args.repack) + "|")
+    for r in rows:
+        rep = f" {r['repack']} |" if args.repack else ""
+        sim_ok = r.get("simulator_ok", "-")
+        print(
+            f"| {r['episode']} | {r['best_fit']} / {r['industrial']} | {r['H']} | {r['k']} | {r['packing']} |{rep}"
+            f" {r['status']} ({r['by'] or '-'}) | {r['s']} | {sim_ok} | [{r['L_star'][0]}, {r['L_star'][1]}] |"
+        )
+    count = {s: [r["episode"] for r in rows if r["status"] == s] for s in ("infeasible", "feasible", "unknown")}
+    print(f"\ninfeasible (+{args.margin:.0%} impossible): {len(count['infeasible'])} {count['infeasible']}")
+    print(f"feasible (a clairvoyant no-migration plan reaches +{args.margin:.0%}): {len(count['feasible'])} "
+          f"{count['feasible']}")  # fmt: skip
+    print(f"unknown: {len(count['unknown'])} {count['unknown']}")
+    lo = sum(r["L_star"][0] for r in rows) / sum(r["H"] for r in rows) - 1
+    hi = sum(r["L_star"][1] for r in rows) / sum(r["H"] for r in rows) - 1
+    print(f"summed over these episodes, L* is between {lo:+.2%} and {hi:+.2%} of H")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
