@@ -173,12 +173,13 @@ def test_on_request_counts_every_request_once():
     assert sum(r.rejected["capacity"] for r in plain.results) > 0  # the case the count must not miss
 
 
-def test_agent_trained_in_the_paper_setting_loads_and_beats_tetris_on_alpha():
-    """The checkpoint trained in the paper setting (docs/nara.md) is evaluated, not retrained: greedy, so the same
+@pytest.mark.parametrize("dataset", ["uniform", "azure", "alibaba"])
+def test_agent_trained_in_the_paper_setting_loads_and_beats_tetris_on_alpha(dataset):
+    """The checkpoints trained in the paper setting (docs/nara.md) are evaluated, not retrained: greedy, so the same
     seeded episodes give the same numbers."""
     from importlib.resources import files
 
-    path = str(files("dcplace") / "data" / "nara" / "alpha-uniform-paper.pt")
-    agent = run_policy(preset("alpha"), "uniform", "nara", 128, 2, 0, checkpoint=path).summary()["acceptance_mean"]
-    tetris = run_policy(preset("alpha"), "uniform", "tetris", 128, 2, 0).summary()["acceptance_mean"]
+    path = str(files("dcplace") / "data" / "nara" / f"alpha-{dataset}-paper.pt")
+    agent = run_policy(preset("alpha"), dataset, "nara", 128, 2, 0, checkpoint=path).summary()["acceptance_mean"]
+    tetris = run_policy(preset("alpha"), dataset, "tetris", 128, 2, 0).summary()["acceptance_mean"]
     assert agent > tetris + 0.05
