@@ -30,8 +30,8 @@ from dcplace.cluster.topology import load_topology
 from dcplace.config import check, check_types
 from dcplace.learn.cem import CEM
 from dcplace.parallel import executor
-from dcplace.policies.netalloc_heuristics import LocalityBased
-from dcplace.policies.netalloc_scored import FEATURES, LearnedNalb
+from dcplace.policies import get_net_policy
+from dcplace.policies.netalloc_scored import FEATURES, learned_nalb
 from dcplace.sim.netalloc import NetAllocSim
 from dcplace.sim.netalloc_episodes import (
     Routings,
@@ -103,11 +103,7 @@ def acceptance(job: Job) -> float:
     acc = []
     for e in range(episodes):
         s = episode_seed(seed, e)
-        pol = (
-            LocalityBased(True, s, True, True, "nalb-strict", own_routing=False)
-            if weights is None
-            else LearnedNalb(True, s, True, True, "nalb-learned", own_routing=False, weights=weights)
-        )
+        pol = get_net_policy("nalb-strict", s) if weights is None else learned_nalb(s, weights)
         req = episode_requests(top, env.dataset(dataset), n, seed, e, split)
         acc.append(run_episode(NetAllocSim(top, req, routing=routings.for_policy(pol)), pol).acceptance)
     return float(np.mean(acc))

@@ -187,6 +187,11 @@ class LocalityBased(NetPolicy):
                     continue  # servers do not forward
                 queue.append(y)
 
+    def first_candidates(self, view: NetView, candidates: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+        """The servers the first pick draws from, uniformly: ``candidates`` here (a subclass may narrow them, e.g.
+        to the best-scored ones; the adjacency of ``view``'s topology is ``self._adj`` by then)."""
+        return candidates
+
     def choose(self, view: NetView) -> int:
         if self._adj_of is not view.topology:
             self._adj, self._adj_of = _Adjacency.of(view.topology), view.topology
@@ -199,7 +204,7 @@ class LocalityBased(NetPolicy):
                 ok = self._adj.servers_with_bandwidth(view.n_servers, view.free_bw, bw)
                 if (mask & ok).any():
                     candidates = mask & ok
-            first = uniform_pick(self.rng, candidates)
+            first = uniform_pick(self.rng, self.first_candidates(view, candidates))
             self._order = self._bfs(view, first, bw)
             self._request = view.t
             return first

@@ -38,7 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dcplace.errors import InputError
-from dcplace.policies.netalloc_heuristics import LocalityBased, _Adjacency, uniform_pick
+from dcplace.policies.netalloc_heuristics import LocalityBased, _Adjacency
 from dcplace.sim.netalloc import NetView
 
 FEATURES = ("rack_fits", "rack_room", "srv_cover", "srv_room", "uplink", "rack_free")
@@ -52,7 +52,8 @@ def first_pick_features(view: NetView, adj: _Adjacency) -> npt.NDArray[np.float6
     mask = view.action_mask()
     fc = np.where(mask, view.free_cpu, 0).astype(np.float64)
     fm = np.where(mask, view.free_mem, 0).astype(np.float64)
-    rack = view.topology.server_rack[:n]
+    top = view.topology
+    rack = top.server_rack[:n]
     own = rack.max(initial=-1) + 1 + np.arange(n)
     rack = np.where(rack >= 0, rack, own)  # rackless servers: their own rack
     n_racks = int(rack.max(initial=-1)) + 1
@@ -63,7 +64,6 @@ def first_pick_features(view: NetView, adj: _Adjacency) -> npt.NDArray[np.float6
     srv_ratio = np.minimum(fc / nc, fm / nm)
     tightest = adj.tightest_bandwidth(n, view.free_bw).astype(np.float64)
     bw = max(view.request[2], 1)
-    top = view.topology
     untouched = mask & (view.free_cpu == top.server_cpu[:n]) & (view.free_mem == top.server_mem[:n])
     size = np.maximum(np.bincount(rack, minlength=n_racks), 1).astype(np.float64)
     out = np.empty((n, len(FEATURES)))
@@ -91,24 +91,19 @@ class LearnedNalb(LocalityBased):
             )
         self.w = np.asarray(self.weights, np.float64)
 
-    def choose(self, view: NetView) -> int:
-        if view.picks:
-            return super().choose(view)
-        if self._adj_of is not view.topology:
-            self._adj, self._adj_of = _Adjacency.of(view.topology), view.topology
+    def first_candidates(self, view: NetView, candidates: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+        """nalb-strict's candidates narrowed to the best-scored (all of them when ``w = 0``)."""
+        if not self.w.any():
+            return candidates
         assert self._adj is not None
-        mask = view.action_mask()
-        bw = view.request[2]
-        ok = mask & self._adj.servers_with_bandwidth(view.n_servers, view.free_bw, bw)
-        candidates = ok if ok.any() else mask
-        if self.w.any():
-            score = first_pick_features(view, self._adj) @ self.w
-            score = np.where(candidates, score, -np.inf)
-            candidates = candidates & (score >= score.max())
-        first = uniform_pick(self.rng, candidates)
-        self._order = self._bfs(view, first, bw)
-        self._request = view.t
-        return first
+        score = np.where(candidates, first_pick_features(view, self._adj) @ self.w, -np.inf)
+        best: npt.NDArray[np.bool_] = candidates & (score >= score.max())
+        return best
+
+
+def learned_nalb(seed: int, weights: tuple[float, ...]) -> LearnedNalb:
+    """nalb-strict's settings (bandwidth-aware first pick, pruned search, the simulator's routing) with ``weights``."""
+    return LearnedNalb(True, seed, True, True, "nalb-learned", own_routing=False, weights=weights)
 
 
 def rule_json(weights: npt.ArrayLike, search: dict[str, Any] | None = None) -> str:
@@ -140,5 +135,4 @@ def nalb_learned(seed: int = 0, dataset: str | None = None, checkpoint: str | No
     """The ``nalb-learned`` policy: the rule file ``checkpoint``, else the shipped one (one rule for every request
     set and topology)."""
     del dataset
-    weights = load_weights(checkpoint if checkpoint is not None else SHIPPED)
-    return LearnedNalb(True, seed, True, True, "nalb-learned", own_routing=False, weights=weights)
+    return learned_nalb(seed, load_weights(checkpoint if checkpoint is not None else SHIPPED))
