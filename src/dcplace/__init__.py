@@ -5,4 +5,8 @@ trace readers) -> ``sim`` (array state, events, ledger) -> ``envs`` (Gymnasium a
 (heuristics by name) -> ``bench`` (reproductions) -> ``cli``.
 """
 
+from dcplace import jitcache as _jitcache
+
 __version__ = "0.1.0"
+
+_jitcache.configure()  # before numba is imported: one numba cache per version of the compiled modules
