@@ -180,9 +180,9 @@ def oversize_mask(cluster: NumaCluster, trace: PreparedTrace) -> npt.NDArray[np.
     for i, (cpu, mem, multi) in enumerate(kinds):
         d = np.array([cpu, mem])
         if multi:
-            ok[i] = bool(np.any(np.all(cap >= d / k, axis=(1, 2))))
+            ok[i] = bool(np.any(np.all(cap >= d / k - K.FIT_TOL, axis=(1, 2))))
         else:
-            ok[i] = bool(np.any(np.all(cap >= d, axis=2)))
+            ok[i] = bool(np.any(np.all(cap >= d - K.FIT_TOL, axis=2)))
     return np.asarray(~ok[inverse.ravel()])
 
 

@@ -11,6 +11,10 @@ import heapq
 
 from dcplace.workload.table import RequestTable
 
+# The kernel's feasibility tolerance (dcplace.sim.numa_kernel.FIT_TOL), restated rather than imported: this module
+# shares no code with the kernel.
+_FIT_TOL = 5e-10
+
 
 class _Machine:
     def __init__(self, cpu: float, mem: float, numa: int) -> None:
@@ -21,8 +25,8 @@ class _Machine:
     def fits(self, cpu: float, mem: float, multi: bool, node: int) -> bool:
         k = len(self.free)
         if multi:
-            return all(f[0] >= cpu / k and f[1] >= mem / k for f in self.free)
-        return self.free[node][0] >= cpu and self.free[node][1] >= mem
+            return all(f[0] >= cpu / k - _FIT_TOL and f[1] >= mem / k - _FIT_TOL for f in self.free)
+        return self.free[node][0] >= cpu - _FIT_TOL and self.free[node][1] >= mem - _FIT_TOL
 
     def add(self, r: int, cpu: float, mem: float, multi: bool, node: int) -> None:
         k = len(self.free)
