@@ -2,12 +2,13 @@
 
 numba caches a compiled function next to its source and invalidates it when *that file* changes, but "cache
 invalidation fails to recognize changes in functions defined in other files" (numba's documentation, caching
-limitations): a function compiled into its caller (every jitted call is, and :data:`dcplace.sim.numa_kernel.jit_inline`
-inlines the hot ones on purpose) stays in the caller's cache after its own file changes. Changing
-``numa_kernel.fits`` left ``numa_scores``' cached heuristics on the old rule, so the policies and the simulator
-disagreed about feasibility (found while adding :data:`~dcplace.sim.numa_kernel.FIT_TOL`). :func:`configure` therefore points
-``NUMBA_CACHE_DIR`` at a directory named by a digest of every compiled module's size and modification time: a change to
-any of them starts a fresh cache, and nothing else does. A ``NUMBA_CACHE_DIR`` the user set is left alone.
+limitations): a function compiled into its caller (every jitted call is, and
+:data:`dcplace.sim.numa_kernel.jit_inline` inlines the hot ones on purpose) stays in the caller's cache after its own
+file changes. Changing ``numa_kernel.fits`` left ``numa_scores``' cached heuristics on the old rule, so the policies
+and the simulator disagreed about feasibility (found while adding :data:`~dcplace.sim.numa_kernel.FIT_TOL`).
+:func:`configure` therefore points ``NUMBA_CACHE_DIR`` at a directory named by a digest of every compiled module's
+size and modification time: a change to any of them starts a fresh cache, and nothing else does. A
+``NUMBA_CACHE_DIR`` the user set is left alone.
 
 Called once from ``dcplace/__init__.py`` (before numba is imported: numba reads the variable at import). Costs one
 ``stat`` per module in :data:`JIT_MODULES`; ``tests/test_jitcache.py`` checks that list names every module that
