@@ -76,3 +76,22 @@ def test_quick_runs_table2_only_and_says_so():
     with pytest.raises(InputError, match="seeds"):
         CvdRlRun(regime="paper", seeds=0)
     assert CvdRlRun(regime="paper", quick=True, table="table2").table == "table2"
+
+
+def test_the_paper_regime_is_the_default_where_its_trace_is_here():
+    """Issue 15, item 2: the calibration's closest reading is the reproductions' default; without Huawei-East-1 (a
+    fresh clone without the shared data) ``auto`` runs today's reading rather than fail."""
+    from dcplace.bench.cvd_regime import resolve_regime
+    from dcplace.cli.reproduce import CvdHeuristicsRun, CvdRlRun
+    from dcplace.errors import InputError
+
+    assert CvdRlRun().regime == "auto" and CvdHeuristicsRun().regime == "auto"
+    here = trace_available("huawei-east-1")
+    assert resolve_regime("auto") == ("paper" if here else "today")
+    assert resolve_regime("auto", "huawei-east-1") == ("paper" if here else "today")
+    assert resolve_regime("auto", "synthetic") == "today"  # the paper regime restores Huawei's VMs only
+    assert resolve_regime("today", "huawei-east-1") == "today" and resolve_regime("paper", "synthetic") == "paper"
+    with pytest.raises(InputError, match="regime"):
+        resolve_regime("papr")
+    with pytest.raises(InputError, match="episodes"):
+        CvdRlRun(episodes=-1)

@@ -46,7 +46,7 @@ from dcplace.sim.numa import EndRule, Mode, PreparedTrace, Scenario
 from dcplace.workload.azure import read_azure
 from dcplace.workload.longlived import restore_never_deleted, share_cpu
 from dcplace.workload.table import RequestTable
-from dcplace.workload.traces import load_trace, shared_data_dir
+from dcplace.workload.traces import load_trace, shared_data_dir, trace_available
 
 LongLived = Literal["as-read", "restored", "dropped"]
 StartRule = Literal["start-row", "trace-start"]
@@ -159,6 +159,17 @@ VMAgent's start rows, the first failure ends the episode."""
 
 REGIMES = {"today": TODAY, "paper": PAPER_REGIME}
 """Named regimes (``--regime``)."""
+
+
+def resolve_regime(name: str, trace: str = "auto") -> str:
+    """The regime a reproduction runs: ``name`` itself, or for ``auto`` (the CLI's default) ``paper`` where its trace
+    is asked for (``trace`` ``auto`` or ``huawei-east-1``) and present, else ``today``. The paper regime is defined on
+    Huawei-East-1 (its never-deleted VMs restored), so without the shared data a fresh clone runs today's reading on
+    the synthetic trace rather than fail."""
+    if name != "auto":
+        regime_named(name)
+        return name
+    return "paper" if trace in ("auto", "huawei-east-1") and trace_available("huawei-east-1") else "today"
 
 
 def regime_named(name: str) -> Regime:

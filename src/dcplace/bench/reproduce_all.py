@@ -2,9 +2,14 @@
 
 Layout of ``out``::
 
-    cvd-heuristics/  cvd-rl/  nara/  hmip/  reopt/     each reproduction's records, tables and figures
+    cvd-heuristics/  cvd-rl-paper/  cvd-rl/  nara/  hmip/  reopt/     each reproduction's records, tables, figures
     run.json                                   command, commit, date, machine, wall time, the quick settings
     report.html  report.md  report_files/      the report (:mod:`dcplace.bench.report`)
+
+CVD-RL runs in the paper's regime (:func:`dcplace.bench.cvd_regime.resolve_regime`; today's reading where
+Huawei-East-1 is absent): the heuristic columns in ``cvd-heuristics/`` and Tables 2-4 with every learned method in
+``cvd-rl-paper/``; ``cvd-rl/`` keeps today's reading (releases off) for the figures only it has (learning curves,
+ablations, filters: Figures 6 and 10-12).
 
 Two cores: Nara's reproduction (the longest) runs in a second process beside the other three, whose report sections
 are drawn while it finishes. Every reproduction gets the same arguments as its own ``dcplace reproduce`` command, so
@@ -43,6 +48,8 @@ class AllSettings:
     quick: bool = False
     curve_seeds: int = 5
     """seeds of each CVD-RL Figure 6 training run (bands in the report's learning curves from 2 on)"""
+    regime_seeds: int = 5
+    """CVD-RL in the paper's regime: evaluation seeds (each redraws the regime's trace and the held-out starts)"""
     nara_by_topology: tuple[tuple[str, int], ...] = ()
     """Nara: (topology, episodes) pairs, only those topologies (empty: every topology, ``nara_episodes`` each, or
     the reproduction's own quick form)"""
@@ -61,7 +68,9 @@ class AllSettings:
         """What the run used, in words (the report's 'quick form' line)."""
         if not self.quick:
             return (
-                f"no (full): CVD-RL tables {self.cvd_episodes} episodes per cell at warm 0-60 %, "
+                f"no (full): CVD-RL heuristic tables {self.cvd_episodes} episodes per cell at warm 0-60 %, in the "
+                f"paper's regime Tables 2-4 {self.regime_seeds} seeds x 5 episodes per cell; today's reading's tables "
+                f"{self.cvd_episodes} episodes per cell, "
                 f"{self.curve_epochs}-epoch training runs ({self.curve_seeds} seeds each for Figure 6); Nara "
                 f"{self.nara_episodes} episodes per cell; "
                 "HMIP every beta; re-optimisation on the whole of Huawei-East-1 and Azure V1"
@@ -70,7 +79,8 @@ class AllSettings:
         left_out = [t for t in ("alpha", "beta", "gamma", "delta") if t not in dict(self.nara_by_topology)]
         nara += f"; {', '.join(left_out)} left out" if self.nara_by_topology and left_out else ""
         return (
-            f"yes: CVD-RL heuristics {self.cvd_episodes} episodes per cell at warm 0 and 50 %; learned tables 3 "
+            f"yes: CVD-RL heuristics {self.cvd_episodes} episodes per cell at warm 0 and 50 %; in the paper's regime "
+            f"Table 2 at 50 % warm, {self.regime_seeds} seeds x 3 episodes; today's reading's learned tables 3 "
             f"episodes per cell at 50 % warm; 3-epoch training runs on 2-10 PMs ({self.curve_seeds} seeds each for "
             f"Figure 6, one for the ablations); Nara episodes per cell: {nara}; HMIP Table IX: mix1 at beta 0.7 "
             "(25 x 25) only; "
@@ -119,6 +129,7 @@ def run_all(
     """Run the four reproductions into ``out``, write ``run.json`` and the report; return the report's path and
     its claims. ``say`` gets one line per finished reproduction (progress)."""
     from dcplace.bench import cvd_heuristics, cvd_reproduction, hmip, reopt
+    from dcplace.bench.cvd_regime import resolve_regime
     from dcplace.bench.report import build_section, write_report
 
     out.mkdir(parents=True, exist_ok=True)
@@ -151,10 +162,22 @@ def run_all(
     reader.start()
     sections = []
     try:
-        cvd_heuristics.run_reproduction(
-            s.trace, s.cvd_episodes, s.seed, out / "cvd-heuristics", quick=s.quick, progress=tagged("cvd-heuristics")
-        )
-        say(f"cvd-heuristics done ({time.perf_counter() - t0:.0f} s)")
+        regime = resolve_regime("auto", s.trace)
+        cvd_heuristics.run_reproduction(s.trace, s.cvd_episodes, s.seed, out / "cvd-heuristics", quick=s.quick,
+                                        regime=regime, progress=tagged("cvd-heuristics"))  # fmt: skip
+        say(f"cvd-heuristics ({regime} regime) done ({time.perf_counter() - t0:.0f} s)")
+        if regime != "today":
+            cvd_reproduction.run_regime_tables(
+                s.trace,
+                3 if s.quick else cvd_reproduction.REGIME_EPISODES,
+                s.regime_seeds,
+                s.seed,
+                out / "cvd-rl-paper",
+                quick=s.quick,
+                regime=regime,
+                progress=tagged("cvd-rl-paper"),
+            )
+            say(f"cvd-rl-paper done ({time.perf_counter() - t0:.0f} s)")
         cvd_reproduction.run_reproduction(
             s.trace,
             3 if s.quick else s.cvd_episodes,
@@ -171,7 +194,7 @@ def run_all(
         say(f"hmip done ({time.perf_counter() - t0:.0f} s)")
         reopt.run_reproduction(reopt_traces(s), 24.0 if s.quick else 0.0, out / "reopt", quick=s.quick, seed=s.seed)
         say(f"reopt done ({time.perf_counter() - t0:.0f} s)")
-        for name in ("cvd-heuristics", "cvd-rl", "hmip", "reopt"):
+        for name in ("cvd-heuristics", "cvd-rl-paper", "cvd-rl", "hmip", "reopt"):
             sections.append(build_section(out, name))
         nara.wait()
         reader.join()
@@ -182,7 +205,7 @@ def run_all(
     if nara.returncode != 0:
         raise RuntimeError(f"the Nara reproduction failed (exit {nara.returncode}):\n{''.join(log[-40:])}")
     say(f"nara done ({time.perf_counter() - t0:.0f} s)")
-    sections.insert(2, build_section(out, "nara"))
+    sections.insert(3, build_section(out, "nara"))
     meta = {
         "command": command,
         "commit": commit(),

@@ -59,8 +59,9 @@ class CvdHeuristicsRun:
     """same seed, same numbers"""
     quick: bool = False
     """5 episodes, 0 % and 50 % warm start only"""
-    regime: Literal["today", "paper"] = "today"
-    """today: releases off, the trace as read; paper: the calibration's closest reading, with the hindsight bound"""
+    regime: Literal["auto", "today", "paper"] = "auto"
+    """paper: the calibration's closest reading (docs/cvd-rl.md), with the hindsight bound; today: releases off, the
+    trace as read; auto: paper where Huawei-East-1 is here, else today"""
     workers: int = 1
     """cells in parallel (1: one after the other in this process; more: a process pool, or Ray's with ray_address)"""
     ray_address: str = ""
@@ -78,12 +79,16 @@ def reproduce_cvd(
     cfg: CvdHeuristicsRun,
     out: Annotated[Path, typer.Option(help="folder for records.jsonl and table.md")] = Path("results/cvd-heuristics"),
 ) -> None:
-    """The heuristic columns of CVD-RL's Tables 2-4, ours beside the paper's."""
+    """The heuristic columns of CVD-RL's Tables 2-4, ours beside the paper's (in the paper's regime where
+    Huawei-East-1 is here: --regime)."""
     from dcplace.bench.cvd_heuristics import run_reproduction
+    from dcplace.bench.cvd_regime import resolve_regime
 
     with progress_lines("cvd-heuristics") as say, _output(out, cfg, "dcplace reproduce cvd-heuristics") as folder:
+        regime = resolve_regime(cfg.regime, cfg.trace)
+        say(f"regime: {regime}")
         md = run_reproduction(trace=cfg.trace, episodes=5 if cfg.quick else cfg.episodes, seed=cfg.seed, out=folder,
-                              quick=cfg.quick, regime=cfg.regime, progress=say, workers=cfg.workers,
+                              quick=cfg.quick, regime=regime, progress=say, workers=cfg.workers,
                               ray_address=cfg.ray_address)  # fmt: skip
     _finish(md, out, "records and table")
 
@@ -130,8 +135,8 @@ class CvdRlRun:
 
     trace: str = "auto"
     """huawei-east-1 (default when present), synthetic, or a path"""
-    episodes: int = 20
-    """episodes per table cell"""
+    episodes: int = 0
+    """episodes per table cell (per seed in the paper regime); 0: 20 today, 5 in the paper regime"""
     curve_epochs: int = 40
     """epochs per training run (curves, ablations)"""
     workers: int = 2
@@ -140,9 +145,10 @@ class CvdRlRun:
     """same seed, same numbers"""
     quick: bool = False
     """50 % warm start, 3 episodes, 3-epoch runs on small clusters (paper regime: Table 2 at 50 %, 3 episodes)"""
-    regime: Literal["today", "paper"] = "today"
-    """today: releases off, tables + curves + ablations; paper: the calibration's reading, Tables 2-4 only, with the
-    checkpoints trained there, PADRL, Hindsight Learning and the hindsight bound"""
+    regime: Literal["auto", "today", "paper"] = "auto"
+    """paper: the calibration's reading (docs/cvd-rl.md), Tables 2-4 with the checkpoints trained there, PADRL,
+    Hindsight Learning and the hindsight bound; today: releases off, tables + curves + ablations (Figures 6, 10-12);
+    auto: paper where Huawei-East-1 is here, else today"""
     seeds: int = 5
     """paper regime: evaluation seeds (each redraws the regime's trace and the held-out starts)"""
     table: Literal["all", "table2", "table3", "table4"] = "all"
@@ -152,7 +158,8 @@ class CvdRlRun:
 
     def __post_init__(self) -> None:
         check_types(self)
-        _at_least_one(self, "episodes", "curve_epochs", "workers", "seeds")
+        _at_least_one(self, "curve_epochs", "workers", "seeds")
+        check(self.episodes >= 0, "episodes", self.episodes, "0 (the regime's default) or more")
         check(not self.quick or self.table in ("all", "table2"), "table", self.table, "all or table2 with quick")
         check_ray_address(self.ray_address)
 
@@ -170,21 +177,27 @@ def reproduce_cvd_rl(
 ) -> None:
     """CVD-RL's Tables 2-4 with CVD-RL and SchedRL (shipped checkpoints) beside the heuristics and the paper,
     learning curves against SchedRL at 2-20 PMs (Figure 6), operator ablations (Figure 10), filter designs and k
-    (Figures 11-12) and the two rewards. With --regime paper: Tables 2-4 in the paper's regime, every learned
-    method (PADRL and Hindsight Learning too) beside the heuristics and the hindsight bound, over --seeds seeds."""
+    (Figures 11-12) and the two rewards (--regime today). In the paper's regime (the default where Huawei-East-1 is
+    here): Tables 2-4, every learned method (PADRL and Hindsight Learning too) beside the heuristics and the
+    hindsight bound, over --seeds seeds."""
     from dcplace.bench.cvd_heuristics import TABLES
-    from dcplace.bench.cvd_reproduction import run_regime_tables, run_reproduction
+    from dcplace.bench.cvd_regime import resolve_regime
+    from dcplace.bench.cvd_reproduction import REGIME_EPISODES, run_regime_tables, run_reproduction
 
-    if cfg.regime != "today":
+    regime = resolve_regime(cfg.regime, cfg.trace)
+    if regime != "today":
+        episodes = 3 if cfg.quick else cfg.episodes or REGIME_EPISODES
         with progress_lines("cvd-rl") as say, _output(out, cfg, "dcplace reproduce cvd-rl") as folder:
-            md = run_regime_tables(trace=cfg.trace, episodes=3 if cfg.quick else cfg.episodes, seeds=cfg.seeds,
-                                   seed=cfg.seed, out=folder, quick=cfg.quick, regime=cfg.regime, progress=say,
+            say(f"regime: {regime}")
+            md = run_regime_tables(trace=cfg.trace, episodes=episodes, seeds=cfg.seeds,
+                                   seed=cfg.seed, out=folder, quick=cfg.quick, regime=regime, progress=say,
                                    tables=tuple(TABLES) if cfg.table == "all" else (cfg.table,))  # fmt: skip
         _finish(md, out, "records and table")
         return
     with progress_lines("cvd-rl") as say, _output(out, cfg, "dcplace reproduce cvd-rl") as folder:
-        md = run_reproduction(trace=cfg.trace, episodes=3 if cfg.quick else cfg.episodes, seed=cfg.seed, out=folder,
-                              quick=cfg.quick, curve_epochs=cfg.curve_epochs, workers=cfg.workers,
+        say("regime: today")
+        md = run_reproduction(trace=cfg.trace, episodes=3 if cfg.quick else cfg.episodes or 20, seed=cfg.seed,
+                              out=folder, quick=cfg.quick, curve_epochs=cfg.curve_epochs, workers=cfg.workers,
                               keep_replay=keep_replay, progress=say, ray_address=cfg.ray_address)  # fmt: skip
     _finish(md, out, "records, curves, figures and table")
 
