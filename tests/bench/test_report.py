@@ -1,7 +1,7 @@
 """The reproduction report (dcplace.bench.report): rendered from saved small records (``records/``: the quick demo's
-records of 2026-11-23, made on a loaded machine, so exp2's exact solve hit its 60 s limit), claims computed from the
-records, and the HTML opened in a real headless browser (Debian's chromium; skipped where absent) to check that every
-table and image is there and every image decodes."""
+records of 2026-11-23 and ``cvd-rl-paper/`` of 2026-11-26, made on a loaded machine, so exp2's exact solve hit its
+60 s limit), claims computed from the records, and the HTML opened in a real headless browser (Debian's chromium;
+skipped where absent) to check that every table and image is there and every image decodes."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def test_report_has_every_section_table_figure_and_claim(results: Path):
     path, claims = write_report(results)
     html, md = path.read_text(), (results / "report.md").read_text()
     sections = build_sections(results)
-    assert [s.id for s in sections] == ["cvd-heuristics", "cvd-rl", "nara", "hmip", "reopt"]
+    assert [s.id for s in sections] == ["cvd-heuristics", "cvd-rl-paper", "cvd-rl", "nara", "hmip", "reopt"]
     for s in sections:
         assert f'id="{s.id}"' in html and s.title in md
         assert s.tables and s.figures and s.claims, s.id
@@ -69,9 +69,12 @@ def test_claims_follow_the_records(results: Path):
             r["length"] *= 1.25
     path.write_text("".join(json.dumps(r) + "\n" for r in recs))
     _, after = write_report(results)
-    pick = lambda cs: [c.outcome for c in cs if "CVD-RL schedules more than the best heuristic" in c.claim]  # noqa: E731
-    assert pick(before) and all(o != "beaten" for o in pick(before))
-    assert all(o == "beaten" for o in pick(after))
+    pick = lambda cs, reading: [  # noqa: E731
+        c.outcome for c in cs if "CVD-RL schedules more than the best heuristic" in c.claim and reading in c.claim
+    ]
+    assert pick(before, "today's") and all(o != "beaten" for o in pick(before, "today's"))
+    assert all(o == "beaten" for o in pick(after, "today's"))
+    assert pick(after, "paper's regime") == pick(before, "paper's regime")  # the other reading's records: unchanged
 
 
 def test_cli_report_only_renders_from_records(results: Path, tmp_path: Path):
