@@ -309,8 +309,8 @@ def plot_curves(rows: list[dict[str, Any]], out: Path) -> None:
 # --- Tables 2-4 in the paper's regime (issue 15, item 5) --------------------------------------------------------------
 
 REGIME_EPISODES = 5
-"""Episodes per cell and seed of the paper-regime tables by default (x 5 seeds: 25 per cell; about 26 minutes for
-Tables 2-4 on one core)."""
+"""Episodes per cell and seed of the paper-regime tables by default (x 5 seeds: 25 per cell; Tables 2-4 took 3.5
+minutes on one core at load 3, 2026-11-26)."""
 REGIME_LEARNED = ("cvd-rl", "cvd-rl-machine", "schedrl", "padrl", "hindsight")
 """The learned columns of the regime's tables (checkpoints ``dcplace.learn.numa_policies.REGIME_SHIPPED``)."""
 FIXED_SIZE = ("schedrl", "padrl", "hindsight")
