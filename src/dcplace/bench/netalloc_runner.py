@@ -14,7 +14,7 @@ import numpy as np
 from dcplace.cluster.topology import Topology, load_topology
 from dcplace.errors import InputError
 from dcplace.policies import get_net_policy
-from dcplace.sim.netalloc import LOCALITY_NAMES, NetAllocSim, NetResult
+from dcplace.sim.netalloc import LOCALITY_NAMES, NetResult
 from dcplace.sim.netalloc_episodes import (
     Routings,
     ServerPicker,
@@ -22,6 +22,7 @@ from dcplace.sim.netalloc_episodes import (
     episode_requests,
     episode_seed,
     get_setting,
+    new_sim,
     run_episode,
 )
 from dcplace.workload.netreq import DATASETS, VARIANTS, is_named_set
@@ -117,7 +118,7 @@ def run_policy(
             if isinstance(policy, str)
             else policy
         )
-        sim = NetAllocSim(top, req, routing=routings.for_policy(pol))
+        sim = new_sim(top, req, routings, pol)
         t0 = time.perf_counter()
         res = run_episode(sim, pol, on_request)
         run.wall_s += time.perf_counter() - t0

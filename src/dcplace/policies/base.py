@@ -120,10 +120,18 @@ class NetPolicy(ABC):
         return "simulator"
 
     @property
+    def any_server(self) -> bool:
+        """Whether this policy may pick any server not yet picked for the request (the paper's action space, section
+        3.2), not only one of ``view.action_mask()``; the episode loop then builds the simulator with
+        ``any_server=True`` so that such a pick is valid (``nulb``, ``random-any``)."""
+        return False
+
+    @property
     def name(self) -> str:
         """The name shown in results; override with a class attribute or a property."""
         return type(self).__name__
 
     @abstractmethod
     def choose(self, view: NetView) -> int:
-        """The next server for the waiting request (one of ``view.action_mask()``)."""
+        """The next server for the waiting request (one of ``view.action_mask()``, or of the servers not yet picked
+        where :attr:`any_server` is true)."""

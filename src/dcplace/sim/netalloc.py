@@ -21,7 +21,11 @@ arrival):
      per pair); the reward is ``rewards.success``. A single-server allocation uses no bandwidth.
    * else the reward is ``rewards.step`` and the next pick is awaited.
 3. An action outside the mask is not a magic penalty: the request is rejected (reason ``invalid``) like a failed path
-   check, and ``info`` says so.
+   check, and ``info`` says so. With ``any_server=True`` the action space is the paper's (section 3.2: any server
+   ``v`` not yet picked for the request, "v in V, not in V_r"): a server outside the mask is a valid pick that takes
+   what it still has of the request's needs (possibly nothing) and must be connected like any other; only a server
+   already picked (or no server) is invalid. ``nulb`` and ``random-any`` (the paper's Random read literally) pick
+   this way.
 
 The episode ends after the last request. ``drain()`` then releases everything still running, after which every
 server and link is back at its capacity (a tested invariant).
@@ -206,8 +210,10 @@ class NetAllocSim:
         k: int = 3,
         rewards: Rewards = Rewards(),
         routing: Routing | None = None,
+        any_server: bool = False,
     ) -> None:
         self.topology = topology
+        self.any_server = any_server  # accept any server not yet picked (the paper's action space), not only the mask
         self.requests = requests
         self.rewards = rewards
         self.routing = routing if routing is not None else routing_for(topology, k)
@@ -324,6 +330,8 @@ class NetAllocSim:
     def is_valid(self, v: int) -> bool:
         if not (0 <= v < self.n_servers) or self.selected[v]:
             return False
+        if self.any_server:
+            return True
         return bool((self.need_cpu > 0 and self.free_cpu[v] > 0) or (self.need_mem > 0 and self.free_mem[v] > 0))
 
     def widest_path(self, u: int, v: int, bw: int) -> tuple[int, ...] | None:

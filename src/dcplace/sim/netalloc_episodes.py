@@ -46,13 +46,13 @@ SETTINGS: dict[str, NetSetting] = {
         "v1",
         "ecmp",
         (("uniform", "uniform-v1"), ("azure", "azure-v1"), ("alibaba", "alibaba-v1")),
-        (("tetris", "tetris-cosine"),),
+        (("tetris", "tetris-cosine"), ("nulb", "nulb-v1")),
         own_routing=False,
     ),
 }
 """``paper`` (default): k = 3 shortest simple paths, calibrated uniform sizes, NALB / NULB with their own routing.
-``v1``: dcplace's first reading: equal-cost paths only, the -v1 request sets, Tetris by cosine, one routing for every
-policy."""
+``v1``: dcplace's first reading: equal-cost paths only, the -v1 request sets, Tetris by cosine, NULB stopping only on
+servers of the mask, one routing for every policy."""
 
 
 def get_setting(name: str) -> NetSetting:
@@ -107,6 +107,17 @@ def episode_requests(
             split,
         )
     return read_requests(Path(dataset))
+
+
+def new_sim(topology: Topology, requests: NetRequests, routings: Routings, policy: object) -> NetAllocSim:
+    """The simulator for one episode of ``policy``: the routing it asks for (:meth:`Routings.for_policy`) and the
+    action space it picks from (its ``any_server``: any server not yet picked, the paper's, or the mask)."""
+    return NetAllocSim(
+        topology,
+        requests,
+        routing=routings.for_policy(policy),
+        any_server=bool(getattr(policy, "any_server", False)),
+    )
 
 
 class ServerPicker(Protocol):
