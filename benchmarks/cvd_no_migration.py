@@ -55,8 +55,9 @@ def heuristic_actions(sim: NumaSim, policy: str) -> list[int]:
 
 def simulator_places(sim: NumaSim, plan: np.ndarray) -> str:
     """Step the simulator itself through ``plan`` from ``sim``'s first scored decision (an independent check of a
-    feasible plan): ``ok`` when it places every request, else where and by how much it refused (the simulator compares
-    floats without a tolerance, so an exact fit of VMs with thirds of cores can be refused)."""
+    feasible plan): ``ok`` when it places every request, else where and by how much it refused (before the
+    simulator's ``FIT_TOL``, an exact fit of VMs with thirds of cores could be refused; ``--float-safe`` was the
+    workaround)."""
     s = sim.copy()
     for j, a in enumerate(plan):
         if s.status != K.DECIDE:
@@ -107,7 +108,7 @@ def main() -> None:
     ap.add_argument("--ladder", type=int, nargs="*", default=[], help="episodes to climb from H (see above)")
     ap.add_argument("--ladder-step", type=float, default=0.01, help="rung size, a fraction of H")
     ap.add_argument("--repack", action="store_true", help="also the repack bound (up to ~30 s per episode)")
-    ap.add_argument("--float-safe", action="store_true", help="plans the float simulator accepts (see the check)")
+    ap.add_argument("--float-safe", action="store_true", help="margins on shares (simulators without FIT_TOL)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     p = PAPER_REGIME.prepare("huawei-east-1", 0)

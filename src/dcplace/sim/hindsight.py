@@ -713,11 +713,13 @@ def no_migration_check(
     1/1000 with demands rounded up and capacities down: a plan found still fits, CP-SAT's ``infeasible`` is then
     reported as ``unknown``.
 
-    ``float_safe``: the simulator compares floats without a tolerance, and a node's free CPU carries the rounding of
-    every third of a core ever placed on it, so it refuses some exact fits (free - need = -3.6e-15 and -1.8e-15 seen
-    at 50 machines, docs/cvd-rl.md); with it, every request's share of a resource whose values are not dyadic (cores
-    in thirds) takes 1/1000 of a unit more, so each placement of a plan found leaves a margin far above float error
-    and the simulator accepts it; CP-SAT's ``infeasible`` is then reported as ``unknown``.
+    ``float_safe``: every request's share of a resource whose values are not dyadic (cores in thirds) takes 1/1000
+    of a unit more, so each placement of a plan found leaves a margin far above float error; CP-SAT's ``infeasible``
+    is then reported as ``unknown``. Made for a simulator that compares floats exactly, where a node's free CPU
+    carries the rounding of every third of a core ever placed on it and exact fits were refused (free - need =
+    -3.6e-15 at 50 machines, docs/cvd-rl.md). ``NumaSim`` compares to ``numa_kernel.FIT_TOL`` since 2026-11-26 and
+    accepts the exact plans, so the default (off) is what to use with it; the option stays for simulators that do
+    not.
 
     ``symmetry`` (off by default: on the same episodes it doubled CP-SAT's presolve and slowed or lost the plans,
     and decided no infeasible case): the machines of :func:`_symmetric_machines` (same capacities, no warm VM) are
