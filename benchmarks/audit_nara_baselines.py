@@ -68,18 +68,7 @@ class PairBandwidthSim(NetAllocSim):
             links = np.array(path, dtype=np.int64)
             self.free_bw[links] -= bw  # tentatively, so that the next pair sees it
             self._pair_links.append(links)
-        c = min(int(self.free_cpu[v]), self.need_cpu)
-        m = min(int(self.free_mem[v]), self.need_mem)
-        self.free_cpu[v] -= c
-        self.free_mem[v] -= m
-        self.free_cpu_total -= c
-        self.free_mem_total -= m
-        self.need_cpu -= c
-        self.need_mem -= m
-        self.picks.append(v)
-        self._took_cpu.append(c)
-        self._took_mem.append(m)
-        self.selected[v] = True
+        self._take(v)
         if self.need_cpu or self.need_mem:
             return Outcome.CONTINUE, self.rewards.step, {}
         links = np.concatenate(self._pair_links) if self._pair_links else np.zeros(0, np.int64)

@@ -358,6 +358,14 @@ class NetAllocSim:
                 return self._reject("network")
             new_paths.append(path)
         self._pair_paths.extend(new_paths)
+        self._take(v)
+        if self.need_cpu or self.need_mem:
+            return Outcome.CONTINUE, self.rewards.step, {}
+        self._accept(bw)
+        return Outcome.ACCEPTED, self.rewards.success, {}
+
+    def _take(self, v: int) -> None:
+        """Server ``v`` joins the request: it gives what it has of what is still needed (possibly nothing)."""
         c = min(int(self.free_cpu[v]), self.need_cpu)
         m = min(int(self.free_mem[v]), self.need_mem)
         self.free_cpu[v] -= c
@@ -370,10 +378,6 @@ class NetAllocSim:
         self._took_cpu.append(c)
         self._took_mem.append(m)
         self.selected[v] = True
-        if self.need_cpu or self.need_mem:
-            return Outcome.CONTINUE, self.rewards.step, {}
-        self._accept(bw)
-        return Outcome.ACCEPTED, self.rewards.success, {}
 
     def _accept(self, bw: int) -> None:
         links = np.array(sorted({link for path in self._pair_paths for link in path}), dtype=np.int64)
