@@ -18,6 +18,7 @@ from dcplace.envs.net_alloc import NetObserver
 from dcplace.errors import InputError
 from dcplace.learn import checkpoint
 from dcplace.learn.nara_model import MASKED_LOGIT, GraphIndex, NaraConfig, NaraNet, obs_tensors
+from dcplace.learn.nara_policy import shipped_agent, shipped_name
 from dcplace.learn.ppo import PPOConfig, PPOTrainer, gae
 from dcplace.policies import get_net_policy
 from dcplace.sim.netalloc import NetAllocSim
@@ -219,11 +220,41 @@ def test_shipped_agent_beats_the_papers_best_baseline_on_alpha(dataset):
         assert nara > base, (dataset, baseline, nara, base)
 
 
+@pytest.mark.parametrize(
+    ("dataset", "name"),
+    [("uniform", "uniform-paper"), ("azure", "azure-paper"), ("alibaba", "alibaba-paper"), ("uniform-v1", "uniform"),
+     ("azure-v1", "azure"), ("alibaba-v1", "alibaba"), ("requests.csv", "uniform-paper"), (None, "uniform-paper"),
+     ("other-v1", "uniform-paper")],
+)  # fmt: skip
+def test_shipped_agent_follows_the_setting_of_the_request_set(dataset, name):
+    """The paper's sets (and files) get the agents trained in the paper setting, the -v1 sets the ones trained in v1;
+    every one of them is shipped for alpha and beta (Table 6 needs beta's)."""
+    assert shipped_name(dataset) == name
+    for topology in ("alpha", "beta"):
+        assert shipped_agent(dataset, topology).name == f"{topology}-{name}.pt"
+
+
 def test_shipped_agent_loads_per_dataset():
-    if not checkpoint.shipped_path("alpha", "azure").is_file():
-        pytest.skip("no shipped checkpoints")
     pol = get_net_policy("nara", 0, "azure")
-    assert Path(pol.path).name == "alpha-azure.pt"  # type: ignore[attr-defined]
+    assert Path(pol.path).name == "alpha-azure-paper.pt"  # type: ignore[attr-defined]
+    assert Path(get_net_policy("nara", 0, "azure-v1").path).name == "alpha-azure.pt"  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("setting", "name"), [("paper", "alpha-alibaba-paper.pt"), ("v1", "alpha-alibaba.pt")])
+def test_runs_pick_the_agent_of_their_setting(monkeypatch, setting, name):
+    """``--setting v1`` draws ``alibaba`` as ``alibaba-v1``; the default agent is the one for the set as drawn."""
+    from dcplace.learn import nara_policy
+
+    picked: list[str] = []
+
+    def spy(dataset, topology="alpha"):
+        path = shipped_agent(dataset, topology)
+        picked.append(path.name)
+        return path
+
+    monkeypatch.setattr(nara_policy, "shipped_agent", spy)
+    run_policy("alpha", "alibaba", "nara", 4, 1, 0, setting=setting)
+    assert picked and set(picked) == {name}
 
 
 @pytest.mark.skipif(len(SHIPPED) < 3, reason="the shipped alpha checkpoints are not in this checkout")

@@ -173,13 +173,18 @@ def test_on_request_counts_every_request_once():
     assert sum(r.rejected["capacity"] for r in plain.results) > 0  # the case the count must not miss
 
 
+@pytest.mark.parametrize("topology", ["alpha", "beta"])
 @pytest.mark.parametrize("dataset", ["uniform", "azure", "alibaba"])
-def test_agent_trained_in_the_paper_setting_loads_and_beats_tetris_on_alpha(dataset):
-    """The checkpoints trained in the paper setting (docs/nara.md) are evaluated, not retrained: greedy, so the same
-    seeded episodes give the same numbers."""
-    from importlib.resources import files
+def test_agent_trained_in_the_paper_setting_loads_and_beats_tetris(topology, dataset):
+    """The shipped agents trained in the paper setting (docs/nara.md), the ``nara`` defaults on the paper's sets, on
+    the topology each was trained on: evaluated, not retrained; greedy, so the same seeded episodes give the same
+    numbers. On alpha through the default (no checkpoint named), which must be the ``-paper`` file."""
+    from dcplace.learn.nara_policy import shipped_agent
 
-    path = str(files("dcplace") / "data" / "nara" / f"alpha-{dataset}-paper.pt")
-    agent = run_policy(preset("alpha"), dataset, "nara", 128, 2, 0, checkpoint=path).summary()["acceptance_mean"]
-    tetris = run_policy(preset("alpha"), dataset, "tetris", 128, 2, 0).summary()["acceptance_mean"]
+    path = shipped_agent(dataset, topology)
+    assert path.name == f"{topology}-{dataset}-paper.pt"
+    top = preset(topology)
+    checkpoint = None if topology == "alpha" else str(path)
+    agent = run_policy(top, dataset, "nara", 128, 2, 0, checkpoint=checkpoint).summary()["acceptance_mean"]
+    tetris = run_policy(top, dataset, "tetris", 128, 2, 0).summary()["acceptance_mean"]
     assert agent > tetris + 0.05

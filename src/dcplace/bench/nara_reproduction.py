@@ -1,10 +1,12 @@
 """``dcplace reproduce nara``: the Nara paper's Tables 1-7 and its section 5.3 interpretation plots, with the shipped
-agents (trained on alpha, one per request set) beside every baseline and the paper's numbers.
+agents (trained on alpha, one per request set, in the setting that runs) beside every baseline and the paper's numbers.
 
 * Tables 1-5: every (topology, request set) cell for ``nara`` and all baselines (:mod:`dcplace.bench.nara_baselines`),
   plus a margins table: Nara over the best of the paper's baselines (and over our ``nalb-strict``), against the
   paper's margins.
-* Table 6: on beta, the alpha-trained agent against the beta-trained one (``alpha-*.pt`` vs ``beta-*.pt``).
+* Table 6: on beta, the alpha-trained agent against the beta-trained one (``alpha-*`` vs ``beta-*``; the files
+  trained in the setting that runs: ``*-paper.pt`` for ``paper``, the first ones for ``v1``,
+  :func:`dcplace.learn.nara_policy.shipped_agent`).
 * Table 7: on alpha, each request set's agent on the other two request sets, with Tetris for reference.
 * Interpretation (section 5.3, Figure 2's middle row): servers per allocation and locality against request size.
 
@@ -23,8 +25,7 @@ import numpy as np
 from dcplace.bench import nara_baselines as nb
 from dcplace.bench.netalloc_runner import NetRun, run_policy
 from dcplace.cluster.topology import PRESETS, preset
-from dcplace.errors import InputError
-from dcplace.learn.checkpoint import shipped_path
+from dcplace.learn.nara_policy import shipped_agent
 from dcplace.sim.netalloc_episodes import episode_requests, get_setting
 
 POLICIES = ("nara", *nb.POLICIES, *nb.EXTRA_POLICIES)
@@ -49,13 +50,6 @@ PAPER_TABLE7 = {
 }
 
 
-def _need(topology: str, dataset: str) -> Path:
-    path = shipped_path(topology, dataset)
-    if not path.is_file():
-        raise InputError(f"no shipped Nara checkpoint {path.name}; train it with `dcplace train nara`")
-    return path
-
-
 def run_reproduction(
     out: Path,
     episodes: int = 5,
@@ -69,9 +63,15 @@ def run_reproduction(
     cell on alpha, beta and gamma and 1 on delta. ``episodes_by_topology`` (overrides both): episodes per topology,
     and only the topologies it names (``reproduce all --quick`` leaves delta out). ``setting``: the environment's
     reading (``paper`` or ``v1``, :data:`dcplace.sim.netalloc_episodes.SETTINGS`)."""
+    env = get_setting(setting)
+
+    def agent_file(topology: str, dataset: str) -> Path:
+        """The shipped agent trained on ``topology`` for ``dataset`` as this setting draws it (the ``nara`` rule)."""
+        return shipped_agent(env.dataset(dataset), topology)
+
     for d in nb.DATASETS:
-        _need("alpha", d)
-        _need("beta", d)
+        agent_file("alpha", d)
+        agent_file("beta", d)
     per_topology = {"alpha": 2, "beta": 2, "gamma": 2, "delta": 1} if quick else None
     topologies: tuple[str, ...] = nb.TOPOLOGIES
     if episodes_by_topology is not None:
@@ -88,7 +88,7 @@ def run_reproduction(
             PRESETS[topology].episode_requests,
             n_small,
             seed,
-            checkpoint=str(_need(agent_topology, agent_dataset)),
+            checkpoint=str(agent_file(agent_topology, agent_dataset)),
             label=label,
             setting=setting,
         )

@@ -88,10 +88,10 @@ def run_policy(
     """``episodes`` seeded episodes of one policy: a name (``module:Class`` and entry points too), built afresh and
     seeded for every episode, or a policy object, used as it is for every episode. ``check`` verifies the ledger
     after every episode; ``checkpoint`` is the weights file of a learned policy (default: the one shipped for
-    ``dataset``); ``label`` names the run; ``on_episode(e)`` is called after episode ``e`` and ``on_request(n)`` as
-    requests are decided (progress bars; :func:`dcplace.sim.netalloc_episodes.run_episode`);
-    ``setting`` names the environment's reading (:data:`dcplace.sim.netalloc_episodes.SETTINGS`: routing and what the
-    request-set names draw)."""
+    ``dataset`` as the setting draws it, e.g. ``uniform-v1`` under ``v1``); ``label`` names the run;
+    ``on_episode(e)`` is called after episode ``e`` and ``on_request(n)`` as requests are decided (progress bars;
+    :func:`dcplace.sim.netalloc_episodes.run_episode`); ``setting`` names the environment's reading
+    (:data:`dcplace.sim.netalloc_episodes.SETTINGS`: routing and what the request-set names draw)."""
     top = topology if isinstance(topology, Topology) else load_topology(topology)
     if episodes < 1:
         raise InputError(f"must be at least 1, got {episodes}", field="episodes")
@@ -104,17 +104,18 @@ def run_policy(
             f"must be one of {', '.join(DATASETS + VARIANTS)} or an existing request CSV, got {dataset!r}",
             field="dataset",
         )
+    drawn = env.dataset(dataset)  # the set as drawn: a learned policy's default agent is the one for it
     if isinstance(policy, str):
-        get_net_policy(policy, 0, dataset, checkpoint)  # fail on a bad name or checkpoint before any work
+        get_net_policy(policy, 0, drawn, checkpoint)  # fail on a bad name or checkpoint before any work
     name = policy if isinstance(policy, str) else str(getattr(policy, "name", type(policy).__name__))
     data_label = dataset if is_named_set(dataset) else Path(dataset).name
     run = NetRun(label or name, top.name, data_label, n)
     routings = Routings(top, env)
     for e in range(episodes):
-        req = episode_requests(top, env.dataset(dataset), n, seed, e, split)
+        req = episode_requests(top, drawn, n, seed, e, split)
         run.requests = len(req)
         pol = (
-            get_net_policy(env.policy(policy), episode_seed(seed, e), dataset, checkpoint)
+            get_net_policy(env.policy(policy), episode_seed(seed, e), drawn, checkpoint)
             if isinstance(policy, str)
             else policy
         )

@@ -1,9 +1,9 @@
 """``nara``: the learned network-aware allocator (a GNN + policy network trained with PPO, :mod:`dcplace.learn`).
 
 Greedy at rollout, as in the paper: the server with the highest logit among those that may be picked. Without
-``checkpoint`` the policy loads the checkpoint shipped for the request set it is run on (trained on topology alpha;
-``uniform`` for request files). Registered in :mod:`dcplace.policies.learned` by reference, so torch is imported only
-when the policy is built and the rest of dcplace starts fast.
+``checkpoint`` the policy loads the checkpoint shipped for the request set it is run on (trained on topology alpha,
+in the setting that set belongs to: :func:`shipped_agent`). Registered in :mod:`dcplace.policies.learned` by
+reference, so torch is imported only when the policy is built and the rest of dcplace starts fast.
 """
 
 from __future__ import annotations
@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 
 SHIPPED_TOPOLOGY = "alpha"
 SHIPPED_DATASETS = ("uniform", "azure", "alibaba")
+PAPER_SUFFIX = "-paper"
+"""The shipped agents trained in the ``paper`` setting are ``<topology>-<set>-paper.pt``; those trained in ``v1``
+(dcplace's first reading) keep their first names, ``<topology>-<set>.pt``."""
 
 
 @lru_cache(maxsize=16)
@@ -30,18 +33,31 @@ def _load(path: str) -> tuple[Any, dict[str, Any]]:
     return checkpoint.load(Path(path))
 
 
-def checkpoint_for(dataset: str | None, checkpoint: str | None) -> Path:
-    """The checkpoint file a ``nara`` policy uses: ``checkpoint`` if given, else the one shipped for ``dataset``."""
-    if checkpoint is not None:
-        return Path(checkpoint)
+def shipped_name(dataset: str | None) -> str:
+    """The shipped agent's name (``<set>-paper`` or ``<set>``) for a rollout on request set ``dataset``, the set as
+    drawn (``uniform-v1`` under ``--setting v1``): an agent trained in the setting the set belongs to. The ``-v1``
+    sets get the agents trained in ``v1``; the paper's sets get the ones trained in the ``paper`` setting, and so do
+    request files and None (``uniform``'s: files are drawn as they are, in either setting)."""
+    if dataset is not None and dataset.endswith("-v1") and dataset.removesuffix("-v1") in SHIPPED_DATASETS:
+        return dataset.removesuffix("-v1")
+    return (dataset if dataset in SHIPPED_DATASETS else "uniform") + PAPER_SUFFIX
+
+
+def shipped_agent(dataset: str | None, topology: str = SHIPPED_TOPOLOGY) -> Path:
+    """The shipped checkpoint of the agent trained on ``topology`` for rollouts on ``dataset`` (:func:`shipped_name`);
+    the one rule for the ``nara`` policy's default and for the reproduction's cross tables (Tables 6 and 7)."""
     from dcplace.learn.checkpoint import shipped_path
 
-    base = dataset.removesuffix("-v1") if dataset else dataset
-    name = base if base in SHIPPED_DATASETS else "uniform"
-    path = shipped_path(SHIPPED_TOPOLOGY, name)
+    name = shipped_name(dataset)
+    path = shipped_path(topology, name)
     if not path.is_file():
-        raise InputError(f"no shipped Nara checkpoint for {name!r} ({path}); pass --checkpoint PATH")
+        raise InputError(f"no shipped Nara checkpoint {path.name} ({path}); pass --checkpoint PATH")
     return path
+
+
+def checkpoint_for(dataset: str | None, checkpoint: str | None) -> Path:
+    """The checkpoint file a ``nara`` policy uses: ``checkpoint`` if given, else the one shipped for ``dataset``."""
+    return Path(checkpoint) if checkpoint is not None else shipped_agent(dataset)
 
 
 class NaraAgent(NetPolicy):
