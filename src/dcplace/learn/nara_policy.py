@@ -36,7 +36,7 @@ def checkpoint_for(dataset: str | None, checkpoint: str | None) -> Path:
         return Path(checkpoint)
     from dcplace.learn.checkpoint import shipped_path
 
-    base = dataset.removesuffix("-v1") if dataset else dataset
+    base = dataset.removesuffix("-v1").removesuffix("-max") if dataset else dataset
     name = base if base in SHIPPED_DATASETS else "uniform"
     path = shipped_path(SHIPPED_TOPOLOGY, name)
     if not path.is_file():
