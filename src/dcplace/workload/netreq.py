@@ -20,7 +20,7 @@ load read as the mean of the CPU and memory shares (below; ``benchmarks/calibrat
   data is Protean's packing trace (its reference [11], Hadary et al., OSDI 2020), whose VM sizes *are* machine
   fractions, scaled by 50 (appendix H); V1 gives vCPU and GB, so the machine is ours, calibrated (4-16 vCPU, 2-7 GB
   per vCPU). Under the mean load, memory must carry weight: at 7 GB per vCPU (V1's largest flavours) memory demand is
-  0.38 of CPU and no machine brings NALB within 0.05 on alpha; at 2.5 GB per vCPU it is 0.87 (mean demand 17.5 CPU,
+  0.37 of CPU and no machine brings NALB within 0.05 on alpha; at 2.5 GB per vCPU it is 0.87 (mean demand 17.5 CPU,
   15.3 memory units; the paper's own Azure utilisations: memory 0.75 of CPU). ``azure-max``: 8 vCPU / 56 GB,
   calibrated under the larger share. ``azure-v1`` is dcplace's first reading, vCPU and GB times 50 capped at 100
   (almost every request 5 or 10 servers' worth).
