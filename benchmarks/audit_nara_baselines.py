@@ -9,6 +9,9 @@ simulator and one set of baselines; ``random-any`` and ``nulb-mask`` are policie
 
     OMP_NUM_THREADS=1 python benchmarks/audit_nara_baselines.py [--episodes 5] [--seed 0] [--readings before load-mean]
 
+The audit ran on the request sets of its time, the ``-max`` sets (``--setting paper-max``; the ``paper`` setting
+now reads the load as a mean with sizes recalibrated, ``benchmarks/calibrate_nara_load.py``).
+
 Episodes are seeded as ``run_policy`` seeds them (same requests for every policy and reading, unless the reading
 changes the requests).
 """
@@ -110,27 +113,17 @@ class UnprunedWeightedRouting(WeightedRouting):
         return super().paths(u, v, free_bw, 1)
 
 
-def mean_load(cpu: IntArray, mem: IntArray, hold: IntArray, capacity_cpu: int, capacity_mem: int) -> float:
-    """Appendix H's "average maximum amount of resource" read as the mean of the CPU and memory shares (the shipped
-    reading takes the larger)."""
-    n = len(cpu)
-    steps = np.arange(n)
-    end = np.minimum(steps + hold, n)
-    dc = np.bincount(steps, cpu, n + 1) - np.bincount(end, cpu, n + 1)
-    dm = np.bincount(steps, mem, n + 1) - np.bincount(end, mem, n + 1)
-    return float(((np.cumsum(dc)[:n] / capacity_cpu + np.cumsum(dm)[:n] / capacity_mem) / 2).mean())
-
-
 @functools.cache
 def hold_max_mean_load(dataset: str, n: int, cap_cpu: int, cap_mem: int) -> int:
-    """``netreq.calibrate_hold`` with :func:`mean_load` (same episodes, same bisection)."""
-    real = netreq.average_load
-    netreq.average_load = mean_load
+    """``netreq.calibrate_hold`` with appendix H's "average maximum amount of resource" read as the mean of the CPU and
+    memory shares (same episodes, same bisection; the audited sets read the larger)."""
+    real = netreq.LOAD_READING[dataset]
+    netreq.LOAD_READING[dataset] = "mean"
     netreq.calibrate_hold.cache_clear()
     try:
         return netreq.calibrate_hold(dataset, n, cap_cpu, cap_mem, "test")
     finally:
-        netreq.average_load = real
+        netreq.LOAD_READING[dataset] = real
         netreq.calibrate_hold.cache_clear()
 
 
@@ -344,6 +337,9 @@ READINGS = [
 
 
 def requests_for(top: Topology, dataset: str, seed: int, e: int, r: Reading) -> netreq.NetRequests:
+    """The audited setting's requests: the ``-max`` sets (the ``paper`` setting's sets at the audit, before the load
+    was read as a mean: ``paper-max``)."""
+    dataset = f"{dataset}-max"
     cap_c, cap_m = int(top.server_cpu.sum()), int(top.server_mem.sum())
     h = hold_max_mean_load(dataset, 128, cap_c, cap_m) if r.load_mean else None
     req = netreq.generate(dataset, 128, episode_seed(seed, e), cap_c, cap_m, "test", hold_max=h)

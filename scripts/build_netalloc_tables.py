@@ -1,4 +1,5 @@
-"""Rebuild the shipped request-size tables ``src/dcplace/data/netalloc_{azure,alibaba}[-v1].csv`` from ../shared/data.
+"""Rebuild the shipped request-size tables ``src/dcplace/data/netalloc_{azure,alibaba}[-max,-v1].csv`` from
+../shared/data.
 
 Run: ``python scripts/build_netalloc_tables.py [DATA_DIR]``. The tables are derived, scaled counts, small enough to
 ship; the traces themselves stay outside the repository.
@@ -16,6 +17,12 @@ ATTRIBUTION = {
     "azure": (
         "Derived from the Azure public dataset V1 (Cortez et al., Resource Central, SOSP 2017), CC BY 4.0:\n"
         "counts of (cpu, mem) request units of the train split's 1,200,998 VMs, vCPU x{c:g} and GB x{m:g}\n"
+        "(fractions of an 8 vCPU / 20 GB machine, x50), rounded up; records split 20/80 into train/test.\n"
+        "Built by scripts/build_netalloc_tables.py."
+    ),
+    "azure-max": (
+        "Derived from the Azure public dataset V1 (Cortez et al., Resource Central, SOSP 2017), CC BY 4.0:\n"
+        "counts of (cpu, mem) request units of the train split's 1,200,998 VMs, vCPU x{c:g} and GB x{m:g}\n"
         "(fractions of an 8 vCPU / 56 GB machine, x50), rounded up; records split 20/80 into train/test.\n"
         "Built by scripts/build_netalloc_tables.py."
     ),
@@ -25,6 +32,12 @@ ATTRIBUTION = {
         "rounded up, capped at 100; records split 80/20 into train/test. Built by scripts/build_netalloc_tables.py."
     ),
     "alibaba": (
+        "Derived from the Alibaba GPU cluster trace 2023 (Weng et al., Beware of Fragmentation, USENIX ATC 2023),\n"
+        "research or study use only: counts of (cpu, mem) request units of its 8,152 pods, CPU cores x{c:g} and\n"
+        "memory GiB x{m:g}, rounded up, 1..100; records split 20/80 into train/test. Built by\n"
+        "scripts/build_netalloc_tables.py."
+    ),
+    "alibaba-max": (
         "Derived from the Alibaba GPU cluster trace 2023 (Weng et al., Beware of Fragmentation, USENIX ATC 2023),\n"
         "research or study use only: counts of (cpu, mem) request units of its 8,152 pods, CPU cores x{c:g} and\n"
         "memory GiB x{m:g}, rounded up, 1..100; records split 20/80 into train/test. Built by\n"

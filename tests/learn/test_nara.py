@@ -213,11 +213,13 @@ SHIPPED = [p for p in checkpoint.shipped() if p.name.startswith("alpha-")]
 @pytest.mark.skipif(len(SHIPPED) < 3, reason="the shipped alpha checkpoints are not in this checkout")
 @pytest.mark.parametrize("dataset", ["uniform", "azure", "alibaba"])
 def test_shipped_agent_beats_the_papers_best_baseline_on_alpha(dataset):
-    """Same seeded test episodes for every policy; the shipped agent must beat every one of the paper's baselines."""
-    nara = run_policy("alpha", dataset, "nara", 128, episodes=3, seed=0).summary()["acceptance_mean"]
+    """Same seeded test episodes for every policy; the shipped agent must beat every one of the paper's baselines. In
+    ``paper-max``, the ``paper`` setting these agents were checked in (before the load was read as a mean; they are
+    retrained only when the lead decides)."""
+    nara = run_policy("alpha", dataset, "nara", 128, episodes=3, seed=0, setting="paper-max").summary()
     for baseline in ("tetris", "nalb", "nulb", "random"):
-        base = run_policy("alpha", dataset, baseline, 128, episodes=3, seed=0).summary()["acceptance_mean"]
-        assert nara > base, (dataset, baseline, nara, base)
+        base = run_policy("alpha", dataset, baseline, 128, episodes=3, seed=0, setting="paper-max").summary()
+        assert nara["acceptance_mean"] > base["acceptance_mean"], (dataset, baseline, nara, base)
 
 
 @pytest.mark.parametrize(
@@ -259,10 +261,11 @@ def test_runs_pick_the_agent_of_their_setting(monkeypatch, setting, name):
 
 @pytest.mark.skipif(len(SHIPPED) < 3, reason="the shipped alpha checkpoints are not in this checkout")
 def test_shipped_agent_runs_16x_larger_and_beats_tetris_there():
-    """Section 5.2: the alpha-trained agent on gamma (640 servers) without retraining, against Tetris."""
-    nara = run_policy("gamma", "uniform", "nara", episodes=1, seed=0, check=True).summary()["acceptance_mean"]
-    tetris = run_policy("gamma", "uniform", "tetris", episodes=1, seed=0).summary()["acceptance_mean"]
-    assert nara > tetris
+    """Section 5.2: the alpha-trained agent on gamma (640 servers) without retraining, against Tetris (``paper-max``,
+    as in the test above)."""
+    nara = run_policy("gamma", "uniform", "nara", episodes=1, seed=0, check=True, setting="paper-max").summary()
+    tetris = run_policy("gamma", "uniform", "tetris", episodes=1, seed=0, setting="paper-max").summary()
+    assert nara["acceptance_mean"] > tetris["acceptance_mean"]
 
 
 def test_ppo_config_from_a_toml_table():

@@ -32,6 +32,7 @@ from dcplace.sim.routing import (
 )
 from dcplace.workload.netreq import (
     DATASETS,
+    LOAD_READING,
     SCALE,
     TARGET_LOAD,
     TRAIN_SHARE,
@@ -277,7 +278,7 @@ def test_path_counts_follow_rack_and_pod():
 # --- request sets -------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("dataset", DATASETS)
+@pytest.mark.parametrize("dataset", (*DATASETS, "uniform-max", "azure-max", "alibaba-max"))
 def test_calibrated_holding_periods_hit_the_average_load(dataset):
     loads = []
     for seed in range(40):
@@ -285,14 +286,18 @@ def test_calibrated_holding_periods_hit_the_average_load(dataset):
         assert (r.cpu >= 1).all() and (r.cpu <= 100).all() and (r.mem >= 1).all() and (r.mem <= 100).all()
         assert (r.bw >= 0.1 * BW_SCALE).all() and (r.bw <= BW_SCALE).all()
         assert (r.hold >= 1).all() and (r.hold <= r.hold_max).all()
-        loads.append(average_load(r.cpu, r.mem, r.hold, 400, 400))
+        loads.append(average_load(r.cpu, r.mem, r.hold, 400, 400, LOAD_READING[dataset]))
     assert abs(np.mean(loads) - TARGET_LOAD[dataset]) < 0.05
 
 
 def test_average_load_by_hand():
     # Two requests of 10 CPU on capacity 20: step 0 has request 0 (hold 2), step 1 has both -> (0.5 + 1.0) / 2.
+    # Memory 1 each: shares 0.05, 0.1; their mean per step 0.275, 0.55 -> 0.4125.
     cpu = np.array([10, 10])
-    assert average_load(cpu, np.array([1, 1]), np.array([2, 1]), 20, 20) == pytest.approx(0.75)
+    assert average_load(cpu, np.array([1, 1]), np.array([2, 1]), 20, 20, "max") == pytest.approx(0.75)
+    assert average_load(cpu, np.array([1, 1]), np.array([2, 1]), 20, 20, "mean") == pytest.approx(0.4125)
+    with pytest.raises(ValueError, match="load reading"):
+        average_load(cpu, cpu, cpu, 20, 20, "min")
 
 
 def test_splits_are_disjoint_draws_with_similar_means():

@@ -115,10 +115,11 @@ def test_weighted_routing_on_a_generic_graph_uses_the_whole_graph():
 
 
 def test_uniform_sizes_are_the_calibrated_bounds_and_the_first_reading_is_kept():
-    assert UNIFORM_BOUNDS["uniform"] == (1, 25) and UNIFORM_BOUNDS["uniform-v1"] == (1, 100)
+    assert UNIFORM_BOUNDS["uniform"] == (1, 22) and UNIFORM_BOUNDS["uniform-v1"] == (1, 100)
+    assert UNIFORM_BOUNDS["uniform-max"] == (1, 25)
     new = generate("uniform", 4000, 0, 400, 400)
     old = generate("uniform-v1", 4000, 0, 400, 400)
-    assert new.cpu.min() == 1 and new.cpu.max() == 25 and new.mem.max() == 25
+    assert new.cpu.min() == 1 and new.cpu.max() == 22 and new.mem.max() == 22
     assert old.cpu.max() == 100
 
 
@@ -188,3 +189,16 @@ def test_agent_trained_in_the_paper_setting_loads_and_beats_tetris(topology, dat
     agent = run_policy(top, dataset, "nara", 128, 2, 0, checkpoint=checkpoint).summary()["acceptance_mean"]
     tetris = run_policy(top, dataset, "tetris", 128, 2, 0).summary()["acceptance_mean"]
     assert agent > tetris + 0.05
+
+
+@pytest.mark.parametrize("dataset", ["uniform", "azure", "alibaba"])
+def test_agent_of_the_paper_max_setting_loads_and_beats_tetris_on_alpha(dataset):
+    """The agents trained before the load was read as a mean are the ``paper-max`` setting's defaults (its ``-max``
+    sets): evaluated, not retrained."""
+    from dcplace.learn.nara_policy import shipped_agent
+
+    assert shipped_agent(f"{dataset}-max").name == f"alpha-{dataset}-paper-max.pt"
+    top = preset("alpha")
+    agent = run_policy(top, dataset, "nara", 128, 2, 0, setting="paper-max").summary()
+    tetris = run_policy(top, dataset, "tetris", 128, 2, 0, setting="paper-max").summary()
+    assert agent["acceptance_mean"] > tetris["acceptance_mean"] + 0.05

@@ -212,7 +212,7 @@ class NaraBaselinesRun:
     """same seed, same numbers"""
     quick: bool = False
     """2 rollouts per cell"""
-    setting: Literal["paper", "v1"] = "paper"
+    setting: Literal["paper", "paper-max", "v1"] = "paper"
     """paper: k = 3 shortest paths, NALB/NULB's own routing, calibrated uniform sizes; v1: dcplace's first reading"""
 
     def __post_init__(self) -> None:
@@ -246,7 +246,7 @@ class NaraRun:
     """same seed, same numbers"""
     quick: bool = False
     """2 rollouts per cell (1 on delta)"""
-    setting: Literal["paper", "v1"] = "paper"
+    setting: Literal["paper", "paper-max", "v1"] = "paper"
     """paper: k = 3 shortest paths, NALB/NULB's own routing, calibrated request sets; v1: dcplace's first reading"""
 
     def __post_init__(self) -> None:

@@ -24,6 +24,9 @@ SHIPPED_DATASETS = ("uniform", "azure", "alibaba")
 PAPER_SUFFIX = "-paper"
 """The shipped agents trained in the ``paper`` setting are ``<topology>-<set>-paper.pt``; those trained in ``v1``
 (dcplace's first reading) keep their first names, ``<topology>-<set>.pt``."""
+MAX_SUFFIX = "-paper-max"
+"""Agents trained in the ``paper-max`` setting (the paper setting before its average load was read as the mean of the
+CPU and memory shares): ``<topology>-<set>-paper-max.pt``."""
 
 
 @lru_cache(maxsize=16)
@@ -36,10 +39,13 @@ def _load(path: str) -> tuple[Any, dict[str, Any]]:
 def shipped_name(dataset: str | None) -> str:
     """The shipped agent's name (``<set>-paper`` or ``<set>``) for a rollout on request set ``dataset``, the set as
     drawn (``uniform-v1`` under ``--setting v1``): an agent trained in the setting the set belongs to. The ``-v1``
-    sets get the agents trained in ``v1``; the paper's sets get the ones trained in the ``paper`` setting, and so do
-    request files and None (``uniform``'s: files are drawn as they are, in either setting)."""
-    if dataset is not None and dataset.endswith("-v1") and dataset.removesuffix("-v1") in SHIPPED_DATASETS:
-        return dataset.removesuffix("-v1")
+    sets get the agents trained in ``v1``; the ``-max`` sets (``--setting paper-max``) the ones trained in the paper
+    setting before its load was read as a mean (``<set>-paper-max``); the paper's sets get the ones trained in the
+    ``paper`` setting, and so do request files and None (``uniform``'s: files are drawn as they are, in any
+    setting)."""
+    for suffix, tag in (("-v1", ""), ("-max", MAX_SUFFIX)):
+        if dataset is not None and dataset.endswith(suffix) and dataset.removesuffix(suffix) in SHIPPED_DATASETS:
+            return dataset.removesuffix(suffix) + tag
     return (dataset if dataset in SHIPPED_DATASETS else "uniform") + PAPER_SUFFIX
 
 

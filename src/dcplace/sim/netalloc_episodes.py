@@ -49,10 +49,16 @@ SETTINGS: dict[str, NetSetting] = {
         (("tetris", "tetris-cosine"), ("nulb", "nulb-v1")),
         own_routing=False,
     ),
+    "paper-max": NetSetting(
+        "paper-max", "ksp", (("uniform", "uniform-max"), ("azure", "azure-max"), ("alibaba", "alibaba-max"))
+    ),
 }
-"""``paper`` (default): k = 3 shortest simple paths, calibrated uniform sizes, NALB / NULB with their own routing.
+"""``paper`` (default): k = 3 shortest simple paths, request sets calibrated with the average load read as the mean
+of the CPU and memory shares, NALB / NULB with their own routing.
 ``v1``: dcplace's first reading: equal-cost paths only, the -v1 request sets, Tetris by cosine, NULB stopping only on
-servers of the mask, one routing for every policy."""
+servers of the mask, one routing for every policy. ``paper-max``: ``paper`` with appendix H's average load read as
+the larger of the CPU and memory shares (the ``-max`` request sets, :data:`dcplace.workload.netreq.LOAD_READING`),
+the ``paper`` setting before that reading."""
 
 
 def get_setting(name: str) -> NetSetting:
