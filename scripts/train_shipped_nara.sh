@@ -3,10 +3,10 @@
 # azure, alibaba; 150 PPO iterations each, the paper's budget) and copy each run's best-validating policy.pt into the
 # package as src/dcplace/data/nara/<topology>-<set>-paper.pt (docs/nara.md, "In the paper setting"). Azure starts
 # from the same topology's uniform agent (--init): from scratch it stays at random-policy acceptance (docs/nara.md).
-# `dcplace train nara` trains in the paper setting (calibrated request sets, k = 3 shortest paths); the `v1` agents
-# (<topology>-<set>.pt, the defaults under --setting v1) were trained before that setting existed and are kept as
-# they are. The shipped alpha-uniform-paper.pt is a run stopped at iteration 75 (validation had plateaued; a full run
-# tests no better, docs/nara.md), so this script's alpha uniform file differs from it.
+# `dcplace train nara` trains in the paper setting (request sets calibrated under the mean load, k = 3 shortest
+# paths); the `v1` agents (<topology>-<set>.pt, the defaults under --setting v1) and the `paper-max` agents
+# (<topology>-<set>-paper-max.pt, trained on the sets before the load was read as a mean) are kept as they are.
+# The shipped -paper.pt files were trained 2026-11-26 with these commands, two runs at a time (docs/nara.md).
 # JOBS runs at a time (default 1), one torch thread each. Usage: scripts/train_shipped_nara.sh [ITERATIONS] [JOBS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
