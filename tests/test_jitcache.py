@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -42,7 +43,14 @@ def test_a_change_to_any_compiled_module_starts_a_fresh_cache(copy_of_package, m
     kernel.write_text(kernel.read_text() + "\n# changed\n")
     second = jitcache.configure()
     assert second is not None and second != first
-    assert not first.exists()  # the stale cache is gone
+    assert first.exists()  # recently used: a process of the older version may still be running
+    monkeypatch.delenv("NUMBA_CACHE_DIR")
+    old = time.time() - 2 * jitcache.PRUNE_AFTER_S
+    os.utime(first, (old, old))
+    kernel.write_text(kernel.read_text() + "\n# changed again\n")
+    third = jitcache.configure()
+    assert third is not None and third not in (first, second)
+    assert not first.exists() and second.exists()  # the stale cache is gone, the recent one kept
 
 
 def test_a_cache_dir_the_user_set_is_left_alone(copy_of_package, monkeypatch, tmp_path):
@@ -50,3 +58,14 @@ def test_a_cache_dir_the_user_set_is_left_alone(copy_of_package, monkeypatch, tm
     assert jitcache.configure() is None
     assert os.environ["NUMBA_CACHE_DIR"] == str(tmp_path / "mine")
     assert not Path(copy_of_package / "__pycache__").exists()
+
+
+def test_no_home_directory_is_no_error(copy_of_package, monkeypatch):
+    """A container with an arbitrary uid has no home: the package's own cache directory still works."""
+
+    def no_home() -> Path:
+        raise RuntimeError("Could not determine home directory")
+
+    monkeypatch.setattr(Path, "home", staticmethod(no_home))
+    target = jitcache.configure()
+    assert target is not None and target.parent == copy_of_package / "__pycache__"

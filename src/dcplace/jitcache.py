@@ -20,6 +20,9 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 #: Every module (relative to the package) that defines numba-compiled functions.
@@ -37,6 +40,8 @@ JIT_MODULES = (
     "sim/path_kernels.py",
 )
 PACKAGE = Path(__file__).resolve().parent
+PRUNE_AFTER_S = 3600.0
+"""A cache directory of an older version is removed once untouched this long (seconds)."""
 
 
 def digest() -> str:
@@ -49,18 +54,33 @@ def digest() -> str:
     return h.hexdigest()[:16]
 
 
+def _roots() -> Iterator[tuple[Path, bool]]:
+    """Where a cache directory may go, with whether older versions there may be pruned: the package's
+    ``__pycache__`` (this install's own), then ``~/.cache/dcplace`` under a tag of this install's path (shared by
+    every install of the user: never pruned). No home directory (a container with an arbitrary uid): no fallback."""
+    yield PACKAGE / "__pycache__", True
+    try:
+        home = Path.home()
+    except (RuntimeError, KeyError):
+        return
+    yield home / ".cache" / "dcplace" / hashlib.sha256(str(PACKAGE).encode()).hexdigest()[:12], False
+
+
 def configure() -> Path | None:
     """Set ``NUMBA_CACHE_DIR`` for this version of the compiled sources (unless already set); returns it.
 
     The directory lives in the package's ``__pycache__`` when that is writable (as numba's default does), else in
-    ``~/.cache/dcplace``. Directories of older versions in the same place are removed when a new one is made."""
+    ``~/.cache/dcplace``. In the package's own ``__pycache__``, directories of older versions untouched for
+    :data:`PRUNE_AFTER_S` are removed when a new one is made (a process still running an older version keeps its
+    directory meanwhile). If numba was imported before dcplace, its configuration is reloaded so that functions
+    decorated from now on cache here."""
     if "NUMBA_CACHE_DIR" in os.environ:
         return None
     try:
         tag = f"numba-{digest()}"
     except OSError:  # a module missing (a partial install): leave numba's default
         return None
-    for root in (PACKAGE / "__pycache__", Path.home() / ".cache" / "dcplace"):
+    for root, prune in _roots():
         target = root / tag
         try:
             fresh = not target.is_dir()
@@ -69,10 +89,17 @@ def configure() -> Path | None:
                 continue
         except OSError:
             continue
-        if fresh:
+        if fresh and prune:
+            now = time.time()
             for old in root.glob("numba-*"):
-                if old != target:
+                try:
+                    stale = old != target and now - old.stat().st_mtime > PRUNE_AFTER_S
+                except OSError:
+                    continue
+                if stale:
                     shutil.rmtree(old, ignore_errors=True)
         os.environ["NUMBA_CACHE_DIR"] = str(target)
+        if "numba" in sys.modules:
+            sys.modules["numba"].core.config.reload_config()
         return target
     return None
