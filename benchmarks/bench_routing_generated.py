@@ -36,8 +36,8 @@ from dcplace.sim.routing import CountingRouting, FabricRouting, GraphRouting, Le
 
 def _episode(top, req, routing: Routing, policy: str, limit: int) -> tuple[float, int, list[int], float]:  # type: ignore[no-untyped-def]
     """(wall seconds, decisions, picks, CPU seconds of this process)."""
-    sim = NetAllocSim(top, req, routing=routing)
     pol = get_net_policy(policy, 0)
+    sim = NetAllocSim(top, req, routing=routing, any_server=pol.any_server)  # nulb picks outside the mask
     picks: list[int] = []
     t0, c0 = time.perf_counter(), time.process_time()
     while not sim.done and sim.decisions < limit:

@@ -173,3 +173,16 @@ def test_nulb_cells_of_table1_and_section_5_1_ordering():
                 assert abs(acc[("nulb", t)] - paper[(dataset, t)]) <= 0.05
         margin = {t: acc[("nulb", t)] - acc[("random", t)] for t in ("alpha", "beta")}
         assert margin["alpha"] <= 0.0 < margin["beta"], (dataset, margin)
+
+
+def test_a_policy_picking_outside_the_mask_needs_a_simulator_built_for_it():
+    """``nulb`` on a simulator with the mask's action space would see its picks rejected as invalid (wrong numbers,
+    silently): the episode loop refuses it and names the fix."""
+    from dcplace.errors import InputError
+
+    top = preset("alpha")
+    req = episode_requests(top, "uniform", 16, 0, 0, "test")
+    with pytest.raises(InputError, match="any_server"):
+        run_episode(NetAllocSim(top, req), get_net_policy("nulb", 0))
+    res = run_episode(NetAllocSim(top, req, any_server=True), get_net_policy("nulb", 0))
+    assert res.requests == 16 and res.rejected.get("invalid", 0) == 0

@@ -32,13 +32,13 @@ from dcplace.learn.cem import CEM
 from dcplace.parallel import executor
 from dcplace.policies import get_net_policy
 from dcplace.policies.netalloc_scored import FEATURES, learned_nalb
-from dcplace.sim.netalloc import NetAllocSim
 from dcplace.sim.netalloc_episodes import (
     Routings,
     default_requests,
     episode_requests,
     episode_seed,
     get_setting,
+    new_sim,
     run_episode,
 )
 
@@ -105,7 +105,7 @@ def acceptance(job: Job) -> float:
         s = episode_seed(seed, e)
         pol = get_net_policy("nalb-strict", s) if weights is None else learned_nalb(s, weights)
         req = episode_requests(top, env.dataset(dataset), n, seed, e, split)
-        acc.append(run_episode(NetAllocSim(top, req, routing=routings.for_policy(pol)), pol).acceptance)
+        acc.append(run_episode(new_sim(top, req, routings, pol), pol).acceptance)
     return float(np.mean(acc))
 
 

@@ -135,7 +135,14 @@ class ServerPicker(Protocol):
 def run_episode(sim: NetAllocSim, policy: ServerPicker, on_request: Callable[[int], None] | None = None) -> NetResult:
     """Finish ``sim``'s episode with ``policy`` picking every server; the loop is the library's. ``on_request(n)`` is
     called with the number of requests decided since its last call (a progress bar), after every pick that decides
-    one or more (rejections for capacity are decided without a pick)."""
+    one or more (rejections for capacity are decided without a pick). A policy that picks outside the mask
+    (``any_server``, e.g. ``nulb``) needs a simulator built for it (:func:`new_sim`): on another, its picks would be
+    rejected as invalid, so that is an error here rather than wrong numbers."""
+    if getattr(policy, "any_server", False) and not sim.any_server:
+        name = getattr(policy, "name", type(policy).__name__)
+        raise InputError(
+            f"policy {name!r} picks any server not yet picked; build the simulator with any_server=True (new_sim)"
+        )
     if on_request is None:
         while not sim.done:
             sim.pick(policy.choose(sim.view()))
