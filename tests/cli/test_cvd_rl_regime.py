@@ -95,3 +95,18 @@ def test_the_paper_regime_is_the_default_where_its_trace_is_here():
         resolve_regime("papr")
     with pytest.raises(InputError, match="episodes"):
         CvdRlRun(episodes=-1)
+
+
+@pytest.mark.skipif(not trace_available("huawei-east-1"), reason="the paper regime is the default only with the trace")
+def test_training_flags_in_the_paper_regime_are_errors_not_ignored(tmp_path):
+    """The paper regime evaluates shipped checkpoints and trains nothing: --ray-address and --keep-replay would be
+    silently ignored there, so they are refused (exit 2, one sentence, nothing written)."""
+    from typer.testing import CliRunner
+
+    from dcplace.cli.main import app
+
+    runner = CliRunner()
+    for flags in (["--ray-address", "auto"], ["--keep-replay"]):
+        res = runner.invoke(app, ["reproduce", "cvd-rl", *flags, "--out", str(tmp_path / "out")])
+        assert res.exit_code == 2 and "regime today" in res.output
+        assert not (tmp_path / "out").exists()

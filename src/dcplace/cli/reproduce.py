@@ -138,9 +138,9 @@ class CvdRlRun:
     episodes: int = 0
     """episodes per table cell (per seed in the paper regime); 0: 20 today, 5 in the paper regime"""
     curve_epochs: int = 40
-    """epochs per training run (curves, ablations)"""
+    """epochs per training run (curves, ablations; today's reading)"""
     workers: int = 2
-    """training runs in parallel (processes)"""
+    """training runs in parallel (processes; today's reading)"""
     seed: int = 0
     """same seed, same numbers"""
     quick: bool = False
@@ -154,7 +154,8 @@ class CvdRlRun:
     table: Literal["all", "table2", "table3", "table4"] = "all"
     """paper regime: one table only (each a separate process: the tables' runs are independent)"""
     ray_address: str = ""
-    """train on Ray: 'local' (a new instance here), 'auto' or HOST:PORT (a cluster); needs the ray extra"""
+    """train on Ray (today's reading): 'local' (a new instance here), 'auto' or HOST:PORT (a cluster); needs the ray
+    extra"""
 
     def __post_init__(self) -> None:
         check_types(self)
@@ -186,6 +187,15 @@ def reproduce_cvd_rl(
 
     regime = resolve_regime(cfg.regime, cfg.trace)
     if regime != "today":
+        # the paper regime evaluates shipped checkpoints here: it trains nothing, so these would be silently ignored
+        check(
+            not cfg.ray_address,
+            "ray_address",
+            cfg.ray_address,
+            "empty in the paper regime (it trains nothing; use --regime today)",
+        )
+        if keep_replay:
+            raise InputError("--keep-replay applies to --regime today only (the paper regime trains nothing)")
         episodes = 3 if cfg.quick else cfg.episodes or REGIME_EPISODES
         with progress_lines("cvd-rl") as say, _output(out, cfg, "dcplace reproduce cvd-rl") as folder:
             say(f"regime: {regime}")
