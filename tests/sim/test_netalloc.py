@@ -79,6 +79,14 @@ def test_beta_halves_server_rack_and_doubles_rack_fabric_oversubscription():
     assert b[0] == a[0] / 2 and b[1] == a[1] * 2
 
 
+def test_beta_is_the_table8_fabric_with_non_neighbouring_racks():
+    """Table 8's ratios for beta also allow one pod of 8 racks (two spine uplinks per fabric switch); only the preset
+    (2 pods of 4) has the non-neighbouring racks section 4.2 speaks of (docs/netalloc.md, "The last four cells")."""
+    beta, one_pod = preset("beta"), fabric(5, 8, 8, 2, 2)
+    assert one_pod.tier_oversubscription() == beta.tier_oversubscription() == (Fraction(5, 2), Fraction(4))
+    assert len(set(beta.server_pod.tolist())) == 2 and len(set(one_pod.server_pod.tolist())) == 1
+
+
 def test_generic_graph_from_networkx_and_files(tmp_path):
     import networkx as nx
 

@@ -1,0 +1,158 @@
+"""The last four Table 1 cells the ``paper`` setting misses (issue 16, item 4; docs/netalloc.md, "The last four
+cells"): Tetris azure beta (ours 0.73, paper 0.67), NULB alibaba alpha (0.36 vs 0.20), Random alibaba alpha and beta
+(0.37 / 0.37 vs 0.29 / 0.31). Runs, in the ``paper`` setting (``--episodes`` x 128 test requests, ``--seed``):
+
+* ``topology``: the four baselines on beta as shipped and on the other Fabric that Table 8's two ratios allow (one
+  spine uplink per fabric switch gives 2 pods of 4 racks, ours; two give one pod of 8 racks whose spines lead nowhere),
+  and Tetris on azure with Tetris's rejection reasons and locality, and with equal-cost paths only (no third path);
+* ``random``: readings of section 4.1's "randomly select servers in the DCN until either the request is fully
+  provisioned, or it picks a failing action" that the audit (``audit_nara_baselines.py``) did not run:
+  ``random-fail-need`` any server not yet picked, one that gives nothing still needed fails (our mask as the failing
+  action); ``random-fail-empty`` any server not yet picked, one with nothing left of any type fails (the paper's own
+  mask, section 3.3.2); ``random-fail-all`` any server of the DCN, one already picked (section 3.2: v not in V_r) or
+  with nothing left fails;
+* ``nulb``: the shipped NULB (every server in hop order) where reaching an empty server (``nulb-fail-empty``) or one
+  that gives nothing still needed (``nulb-fail-need``) fails the request.
+
+Each reading prints its acceptance and utilisation per set and topology against Tables 1-3 ("IN": within 0.05).
+
+    OMP_NUM_THREADS=1 python benchmarks/nara_last_cells.py [topology random nulb] [--episodes 5] [--seed 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+import numpy as np
+
+from dcplace.bench.nara_baselines import PAPER_ACCEPTANCE, PAPER_UTIL, TOPOLOGIES
+from dcplace.bench.netalloc_runner import run_policy
+from dcplace.cluster.topology import Topology, fabric, preset
+from dcplace.policies.netalloc_heuristics import LocalityBased, RandomPick, uniform_pick
+from dcplace.policies.registry import register
+from dcplace.sim.netalloc import NetView
+from dcplace.sim.netalloc_episodes import SETTINGS, NetSetting
+
+DATASETS = ("uniform", "azure", "alibaba")
+FAIL = -1  # an action the simulator rejects as invalid: the request fails
+
+
+class RandomFail(RandomPick):
+    """Random whose draw may be a failing action (module docstring: ``need``, ``empty``, ``all``)."""
+
+    def __init__(self, seed: int = 0, mode: str = "need") -> None:
+        super().__init__(seed, any_server=mode != "need")  # ``need``: the simulator's mask rejects the draw
+        self.mode = mode
+
+    @property
+    def name(self) -> str:
+        return f"random-fail-{self.mode}"
+
+    def choose(self, view: NetView) -> int:
+        if self.mode == "need":
+            return uniform_pick(self.rng, ~view.selected)
+        v = uniform_pick(self.rng, np.ones_like(view.selected) if self.mode == "all" else ~view.selected)
+        if view.selected[v] or (view.free_cpu[v] == 0 and view.free_mem[v] == 0):
+            return FAIL
+        return v
+
+
+class NulbFail(LocalityBased):
+    """The shipped NULB whose next server in hop order fails the request if it is empty (``empty``) or gives nothing
+    still needed (``need``)."""
+
+    mode: str = "empty"
+
+    def choose(self, view: NetView) -> int:
+        v = super().choose(view)
+        if not view.picks:
+            return v
+        gives = (view.need_cpu > 0 and view.free_cpu[v] > 0) or (view.need_mem > 0 and view.free_mem[v] > 0)
+        empty = view.free_cpu[v] == 0 and view.free_mem[v] == 0
+        return FAIL if (empty if self.mode == "empty" else not gives) else v
+
+
+def _nulb_fail(mode: str) -> Any:
+    def build(seed: int = 0) -> NulbFail:
+        pol = NulbFail(False, seed, unpicked=True)
+        pol.mode = mode
+        return pol
+
+    return build
+
+
+for _m in ("need", "empty", "all"):
+    register(f"random-fail-{_m}", (lambda m: lambda seed=0: RandomFail(seed, m))(_m), "experiment", setting="netalloc")
+for _m in ("empty", "need"):
+    register(f"nulb-fail-{_m}", _nulb_fail(_m), "experiment", setting="netalloc")
+SETTINGS["paper-ecmp"] = NetSetting("paper-ecmp", "ecmp")  # ``paper`` with equal-cost paths only
+
+
+def cell(top: Topology, topo: str, dataset: str, policy: str, args: argparse.Namespace, setting: str = "paper") -> str:
+    s = run_policy(top, dataset, policy, 128, args.episodes, args.seed, setting=setting).summary()
+    base = policy.split("-")[0]
+    pa = PAPER_ACCEPTANCE[dataset][base][TOPOLOGIES.index(topo)]
+    pu = PAPER_UTIL[topo][base][DATASETS.index(dataset)]
+    assert pa is not None
+    a, c, m = s["acceptance_mean"], s["cpu_util_mean"], s["mem_util_mean"]
+
+    def tag(x: float, p: float) -> str:
+        return " IN" if abs(x - p) <= 0.05 else ""
+
+    return (
+        f"{top.name} {a:.3f} ({pa:.2f}{tag(a, pa)}) cpu {c:.2f} ({pu[0]:.2f}{tag(c, pu[0])}) "
+        f"mem {m:.2f} ({pu[1]:.2f}{tag(m, pu[1])})"
+    )
+
+
+def readings(names: list[str], args: argparse.Namespace) -> None:
+    tops = {"alpha": preset("alpha"), "beta": preset("beta")}
+    for d in DATASETS:
+        for p in names:
+            print(f"{d:8s} {p:18s} | " + " | ".join(cell(top, t, d, p, args) for t, top in tops.items()), flush=True)
+
+
+def topology(args: argparse.Namespace) -> None:
+    beta = preset("beta")
+    one_pod = fabric(5, 8, 8, 2, 2, name="beta-1pod")  # two spine uplinks per fabric switch: p = 4 * 2 = 8 racks
+    for t in (beta, one_pod):
+        print(f"{t.name}: servers/rack-fabric oversubscription {t.tier_oversubscription()}")
+    for d in DATASETS:
+        for p in ("tetris", "nalb", "nulb", "random"):
+            print(f"{d:8s} {p:18s} | " + " | ".join(cell(t, "beta", d, p, args) for t in (beta, one_pod)), flush=True)
+    for t in ("alpha", "beta"):
+        top = preset(t)
+        for setting in ("paper", "paper-ecmp"):
+            s = run_policy(top, "azure", "tetris", 128, args.episodes, args.seed, setting=setting).summary()
+            loc = ", ".join(f"{k} {v:.2f}" for k, v in s["locality"].items())
+            print(
+                f"tetris azure {t} ({setting}): acceptance {s['acceptance_mean']:.3f}, rejected {s['rejected']}, "
+                f"locality {loc}, servers per allocation {s['servers_per_allocation_mean']:.2f}",
+                flush=True,
+            )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("parts", nargs="*", default=["topology", "random", "nulb"])
+    ap.add_argument("--episodes", type=int, default=5)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    for part in args.parts:
+        print(f"## {part} (episodes {args.episodes}, seed {args.seed})")
+        if part == "topology":
+            topology(args)
+        elif part == "random":
+            readings(["random", "random-any", "random-fail-need", "random-fail-empty", "random-fail-all"], args)
+        elif part == "nulb":
+            readings(["nulb", "nulb-mask", "nulb-fail-empty", "nulb-fail-need"], args)
+        else:
+            raise SystemExit(f"unknown part {part!r}: topology, random or nulb")
+    print(f"{time.perf_counter() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
