@@ -22,6 +22,7 @@ import datetime
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import threading
@@ -166,7 +167,9 @@ def run_all(
         cvd_heuristics.run_reproduction(s.trace, s.cvd_episodes, s.seed, out / "cvd-heuristics", quick=s.quick,
                                         regime=regime, progress=tagged("cvd-heuristics"))  # fmt: skip
         say(f"cvd-heuristics ({regime} regime) done ({time.perf_counter() - t0:.0f} s)")
-        if regime != "today":
+        if regime == "today":  # no paper regime here: a folder from an earlier run must not be reported as this one's
+            shutil.rmtree(out / "cvd-rl-paper", ignore_errors=True)
+        else:
             cvd_reproduction.run_regime_tables(
                 s.trace,
                 3 if s.quick else cvd_reproduction.REGIME_EPISODES,

@@ -628,7 +628,7 @@ def replay_plan(inst: HindsightInstance, actions: I64) -> int:
         multi = live[inst.multi[live]]
         for n in range(K_):
             np.subtract.at(use, (machine[multi], np.full(len(multi), n)), part[multi])
-        if np.any(use < -_TOL):
+        if np.any(use < -K.FIT_TOL):  # the simulator's own tolerance: a plan accepted here is one it accepts
             return j
     return -1
 
