@@ -223,7 +223,8 @@ class NaraBaselinesRun:
     quick: bool = False
     """2 rollouts per cell"""
     setting: Literal["paper", "paper-max", "v1"] = "paper"
-    """paper: k = 3 shortest paths, NALB/NULB's own routing, calibrated uniform sizes; v1: dcplace's first reading"""
+    """paper: k = 3 shortest paths, NALB/NULB's own routing, sizes calibrated under the mean load; paper-max: the
+    same before the load was read as a mean; v1: dcplace's first reading"""
 
     def __post_init__(self) -> None:
         check_types(self)
@@ -257,7 +258,8 @@ class NaraRun:
     quick: bool = False
     """2 rollouts per cell (1 on delta)"""
     setting: Literal["paper", "paper-max", "v1"] = "paper"
-    """paper: k = 3 shortest paths, NALB/NULB's own routing, calibrated request sets; v1: dcplace's first reading"""
+    """paper: k = 3 shortest paths, NALB/NULB's own routing, request sets calibrated under the mean load; paper-max:
+    the same before the load was read as a mean (its own agents); v1: dcplace's first reading"""
 
     def __post_init__(self) -> None:
         check_types(self)
