@@ -10,7 +10,22 @@ import numpy as np
 import pytest
 from hypothesis import strategies as st
 
+from dcplace.cluster.topology import BW_SCALE
+from dcplace.workload.netreq import NetRequests
 from dcplace.workload.table import RequestTable
+
+
+def net_requests(rows: list[tuple[int, int, float, int]]) -> NetRequests:
+    """A network-allocation request set from rows of (cpu, mem, bw in link units, hold)."""
+    a = np.array(rows, dtype=float).reshape(-1, 4)
+    hold = a[:, 3].astype(np.int64)
+    return NetRequests(
+        a[:, 0].astype(np.int64),
+        a[:, 1].astype(np.int64),
+        np.round(a[:, 2] * BW_SCALE).astype(np.int64),
+        hold,
+        int(hold.max()),
+    )
 
 
 def make_table(rows: list[tuple[float, float, float, float]], threshold: float = 32.0) -> RequestTable:

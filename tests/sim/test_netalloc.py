@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import dcplace.envs  # noqa: F401  (registers the environments)
+from conftest import net_requests as requests
 from dcplace.bench.netalloc_runner import run_policy
 from dcplace.cluster.topology import BW_SCALE, PRESETS, fabric, from_networkx, load_topology, preset
 from dcplace.errors import InputError
@@ -36,7 +37,6 @@ from dcplace.workload.netreq import (
     SCALE,
     TARGET_LOAD,
     TRAIN_SHARE,
-    NetRequests,
     average_load,
     build_tables,
     generate,
@@ -44,20 +44,6 @@ from dcplace.workload.netreq import (
     shipped_table,
 )
 from dcplace.workload.traces import shared_data_dir
-
-
-def requests(rows: list[tuple[int, int, float, int]]) -> NetRequests:
-    """rows of (cpu, mem, bw in link units, hold)."""
-    a = np.array(rows, dtype=float).reshape(-1, 4)
-    hold = a[:, 3].astype(np.int64)
-    return NetRequests(
-        a[:, 0].astype(np.int64),
-        a[:, 1].astype(np.int64),
-        np.round(a[:, 2] * BW_SCALE).astype(np.int64),
-        hold,
-        int(hold.max()),
-    )
-
 
 # --- topologies -------------------------------------------------------------------------------------------------
 

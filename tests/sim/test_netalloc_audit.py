@@ -8,27 +8,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from conftest import net_requests as requests
 from dcplace.bench.netalloc_runner import run_policy
-from dcplace.cluster.topology import BW_SCALE, fabric, preset
+from dcplace.cluster.topology import fabric, preset
 from dcplace.policies import get_net_policy
 from dcplace.policies.netalloc_heuristics import LocalityBased, RandomPick, uniform_pick
 from dcplace.sim.netalloc import NetAllocSim, NetView, Outcome
 from dcplace.sim.netalloc_episodes import Routings, episode_requests, episode_seed, get_setting, new_sim, run_episode
 from dcplace.sim.routing import routing_for
-from dcplace.workload.netreq import NetRequests
-
-
-def requests(rows: list[tuple[int, int, float, int]]) -> NetRequests:
-    """rows of (cpu, mem, bw in link units, hold)."""
-    a = np.array(rows, dtype=float).reshape(-1, 4)
-    hold = a[:, 3].astype(np.int64)
-    return NetRequests(
-        a[:, 0].astype(np.int64),
-        a[:, 1].astype(np.int64),
-        np.round(a[:, 2] * BW_SCALE).astype(np.int64),
-        hold,
-        int(hold.max()),
-    )
 
 
 def _one_server_without_cpu(any_server: bool) -> NetAllocSim:
