@@ -110,6 +110,7 @@ def main() -> None:
     ap.add_argument("--repack", action="store_true", help="also the repack bound (up to ~30 s per episode)")
     ap.add_argument("--float-safe", action="store_true", help="margins on shares (simulators without FIT_TOL)")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--save-plans", type=Path, help="folder: each ladder's best plan as episode<i>_k<k>.npy (actions)")
     args = ap.parse_args()
     p = PAPER_REGIME.prepare("huawei-east-1", 0)
     sc = PAPER_REGIME.scenario(args.warm)
@@ -168,6 +169,9 @@ def main() -> None:
             if found > lower:
                 row["ladder_simulator_ok"] = simulator_places(sim, found_plan)
                 lower = found
+                if args.save_plans:
+                    args.save_plans.mkdir(parents=True, exist_ok=True)
+                    np.save(args.save_plans / f"episode{i}_k{found}.npy", np.asarray(found_plan, np.int64))
             if found >= k and res.status != "feasible":  # the climb reached k: feasible after all
                 row.update(status="feasible", by="cp-sat, ladder", simulator_ok=row["ladder_simulator_ok"])
             if worst:
