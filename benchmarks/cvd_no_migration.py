@@ -80,13 +80,16 @@ def ladder(
     time_limit: float,
     seed: int,
     float_safe: bool,
+    closest: bool = False,
 ) -> tuple[int, np.ndarray, int, list[dict[str, Any]]]:
     """Climb ``k = h + step, h + 2 step, ...`` (the last rung ``top``) while the check says feasible, each plan the
-    next rung's hint; returns (largest k proven feasible, its plan, smallest k proven infeasible or 0, the rungs)."""
+    next rung's hint (``closest``: every rung hinted with ``hint`` itself, the plan closest to it wanted); returns
+    (largest k proven feasible, its plan, smallest k proven infeasible or 0, the rungs)."""
     best, plan, worst, rungs = h, hint, 0, []
     while best < top:
         k = min(best + step, top)
-        res = no_migration_check(inst, k, time_limit, seed=seed, hint=plan, float_safe=float_safe)
+        res = no_migration_check(inst, k, time_limit, seed=seed, hint=hint if closest else plan,
+                                 float_safe=float_safe, closest=closest)  # fmt: skip
         rungs.append({"k": k, "status": res.status, "by": res.by, "s": round(res.wall_s, 1)})
         print(f"    ladder k={k}: {res.status} ({res.by or '-'}) {res.wall_s:.1f} s", flush=True)
         if res.status != "feasible":
@@ -110,6 +113,7 @@ def main() -> None:
     ap.add_argument("--repack", action="store_true", help="also the repack bound (up to ~30 s per episode)")
     ap.add_argument("--float-safe", action="store_true", help="margins on shares (simulators without FIT_TOL)")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--closest", action="store_true", help="plans agreeing most with the better heuristic's choices")
     ap.add_argument("--save-plans", type=Path, help="folder: each ladder's best plan as episode<i>_k<k>.npy (actions)")
     args = ap.parse_args()
     p = PAPER_REGIME.prepare("huawei-east-1", 0)
@@ -146,13 +150,17 @@ def main() -> None:
         if upper < k:  # the relaxation already proves it
             res = NoMigrationResult("infeasible", k, None, 0.0, True, "repack-bound" if pack >= k else "packing-bound")
         else:
-            res = no_migration_check(inst, k, args.time_limit, args.seed, np.asarray(hint), float_safe=args.float_safe)
+            res = no_migration_check(inst, k, args.time_limit, args.seed, np.asarray(hint), float_safe=args.float_safe,
+                                     closest=args.closest)  # fmt: skip
         row.update(status=res.status, by=res.by, s=round(res.wall_s, 1))
         lower = h  # L* >= lower (the heuristic's own episode)
         if res.status == "feasible":
             assert res.actions is not None
             row["simulator_ok"] = simulator_places(sim, res.actions)
             lower = k
+            if args.save_plans:
+                args.save_plans.mkdir(parents=True, exist_ok=True)
+                np.save(args.save_plans / f"episode{i}_k{k}.npy", np.asarray(res.actions, np.int64))
         else:
             upper = min(upper, k - 1) if res.status == "infeasible" else upper
         print(f"  episode {i}: H {h} k {k} packing {pack} ({pack_s:.1f} s) -> {res.status} ({res.by or '-'}) "
@@ -163,8 +171,9 @@ def main() -> None:
             start = lower if res.status == "feasible" else h
             plan = res.actions if res.status == "feasible" else hint
             assert plan is not None
-            found, found_plan, worst, rungs = ladder(inst, start, top, np.asarray(plan), step, args.time_limit,
-                                                     args.seed, args.float_safe)  # fmt: skip
+            found, found_plan, worst, rungs = ladder(inst, start, top, np.asarray(hint if args.closest else plan),
+                                                     step, args.time_limit, args.seed, args.float_safe,
+                                                     args.closest)  # fmt: skip
             row["ladder"] = rungs
             if found > lower:
                 row["ladder_simulator_ok"] = simulator_places(sim, found_plan)

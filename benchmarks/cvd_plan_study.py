@@ -6,8 +6,10 @@
 
 The plan (a feasible action per scored request, found by :func:`dcplace.sim.hindsight.no_migration_check`) is
 stepped through the simulator of the same held-out episode (paper regime, 50 PMs, 50 % warm, ``start_seed(0, i)``).
-At every decision it compares the plan's action with Best-Fit's on the *plan's* state: agreement, the plan's
-action's rank among the feasible ones by Best-Fit's key, whether it opens an empty machine, by request type. Then it
+It compares the plan's machines with Best-Fit's own episode (what ``--closest`` plans stay near), and at every
+decision the plan's action with Best-Fit's on the *plan's* state (identical machines make exact agreement rare once
+the states part; the rank by Best-Fit's key says more): agreement, the plan's action's rank among the feasible ones
+by Best-Fit's key, whether it opens an empty machine, by request type. Then it
 follows both trajectories (the plan's, and Best-Fit's own episode) and reports how many machines could still host
 each of the trace's large types, and the free memory, at Best-Fit's failure and at the plan's end: where a rule that
 an online scheduler could follow might come from.
@@ -63,8 +65,10 @@ def main() -> None:
 
     own = NumaSim(cluster, p, sc)  # Best-Fit's own episode
     own.reset(seed=seed)
+    own_actions = []
     while own.status == K.DECIDE:
-        own.step(bf.choose(own.view()))
+        own_actions.append(int(bf.choose(own.view())))
+        own.step(own_actions[-1])
     bf_len = own.result().length
     fail = int(own.ctr[K.C_PENDING]) if own.status == K.TERMINATED else -1
 
@@ -100,7 +104,12 @@ def main() -> None:
         opens_bf += int(v.vm_count[b // v.numa] == 0)
         sim.step(int(a))
     n = sum(total.values())
+    same_m = np.asarray(plan[: len(own_actions)]) // sim.free.shape[1] == np.asarray(own_actions) // sim.free.shape[1]
     print(f"# episode {args.episode}: Best-Fit places {bf_len} (fails on request {fail}), the plan {len(plan)}")
+    print(
+        f"the plan's machine = Best-Fit's in its own episode (the hint of --closest): {same_m.mean():.1%} of its "
+        f"{len(own_actions)} decisions, first departure at {int(np.argmin(same_m)) if not same_m.all() else -1}"
+    )
     print(f"decisions where the plan takes Best-Fit's machine (and node): {sum(agree.values())} of {n} "
           f"({sum(agree.values()) / n:.1%}); first difference at decision {first_diff}")  # fmt: skip
     r = np.array(ranks)

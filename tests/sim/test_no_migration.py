@@ -90,3 +90,28 @@ def test_float_safe_leaves_a_margin_for_thirds_of_cores():
     safe = no_migration_check(inst, 4, precheck=False, float_safe=True)
     assert (safe.status, safe.exact) == ("unknown", False)
     assert no_migration_check(inst, 3, precheck=False, float_safe=True).status == "feasible"
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ep=tiny_numa_episodes())
+def test_the_closest_plan_keeps_every_feasible_choice_of_the_hint(ep):
+    """``closest``: a feasible plan that agrees with the hint as much as any plan can. A hint that is itself a plan
+    comes back unchanged (without the precheck that would return it at once); a hint cut short (its last choice
+    dropped) is completed, its kept choices all honoured (the completed hint is a plan agreeing with all of them)."""
+    cluster, trace, scenario = ep
+    sim = NumaSim(cluster, trace, scenario)
+    if sim.reset(seed=0) != K.DECIDE:
+        return
+    inst = instance_from_sim(sim, limit=7)
+    k = brute_force_length(inst)
+    if k == 0:
+        return
+    plan = no_migration_check(inst, k, time_limit_s=20.0).actions
+    assert plan is not None
+    same = no_migration_check(inst, k, time_limit_s=20.0, hint=plan, precheck=False, closest=True)
+    assert same.status == "feasible" and np.array_equal(same.actions, plan)
+    cut = plan.copy()
+    cut[-1] = -1
+    res = no_migration_check(inst, k, time_limit_s=20.0, hint=cut, precheck=False, closest=True)
+    assert res.status == "feasible" and replay_plan(inst, res.actions) == -1
+    assert np.array_equal(res.actions[:-1], plan[:-1])

@@ -687,6 +687,7 @@ def no_migration_check(
     symmetry: bool = False,
     precheck: bool = True,
     float_safe: bool = False,
+    closest: bool = False,
 ) -> NoMigrationResult:
     """Whether requests ``0..k-1`` can ALL be placed at their arrivals without ever moving a VM, the warm VMs fixed
     where they are: ``feasible`` (``L* >= k``, with a plan re-checked by :func:`replay_plan`), ``infeasible``
@@ -726,7 +727,13 @@ def no_migration_check(
     used in index order (the first request on machine ``t + 1`` of a group comes after the first on machine ``t``),
     and on each with equal node capacities node ``n + 1`` takes a single-NUMA VM only after node ``n`` has. Every plan
     has such a representative (:func:`canonical_plan`), so feasibility is unchanged. ``hint`` (per request, -1: none;
-    e.g. a heuristic's choices) is made canonical and given to CP-SAT as a partial solution hint."""
+    e.g. a heuristic's choices) is made canonical and given to CP-SAT as a partial solution hint.
+
+    ``closest`` (with a ``hint``): among the plans, the one that agrees with the hint on the most requests (CP-SAT
+    maximises the count within the time limit; the best plan found is returned, ``feasible`` as before). A plain
+    feasibility plan is an arbitrary one among many (docs/cvd-rl.md, "A plan as a teacher?": 7.6 % agreement with
+    Best-Fit's choices on one episode); the closest plan's departures from a heuristic are the ones the future
+    needs."""
     from ortools.sat.python import cp_model  # only here: ortools and highspy cannot share a process
 
     t0 = time.perf_counter()
@@ -831,6 +838,8 @@ def no_migration_check(
         if h[i] in x[i]:
             for a, var in x[i].items():
                 model.add_hint(var, int(a == h[i]))
+    if closest:
+        model.maximize(sum(x[i][int(h[i])] for i in range(k) if h[i] in x[i]))
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(float(time_limit_s) - (time.perf_counter() - t0), 0.1)
     solver.parameters.num_workers = 1
