@@ -111,3 +111,18 @@ def test_report_in_a_headless_browser(results: Path, tmp_path: Path):
     assert probe_data["images"] == sum(len(s.figures) for s in sections) > 0
     assert probe_data["broken"] == 0
     assert probe_data["tables"] == sum(len(s.tables) for s in sections) + 2
+
+
+def test_margins_pair_episodes_not_record_positions(results: Path):
+    """Shuffling the records of a results folder changes no claim: paired margins match episodes by (seed, episode),
+    not by their position in the file."""
+    import random
+
+    _, before = write_report(results)
+    for name in ("cvd-rl-paper", "cvd-rl", "cvd-heuristics"):
+        path = results / name / "records.jsonl"
+        lines = path.read_text().splitlines()
+        random.Random(0).shuffle(lines)
+        path.write_text("\n".join(lines) + "\n")
+    _, after = write_report(results)
+    assert [(c.claim, c.ours, c.outcome) for c in after] == [(c.claim, c.ours, c.outcome) for c in before]

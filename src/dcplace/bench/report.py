@@ -103,8 +103,12 @@ def read_jsonl(path: Path) -> list[Record]:
 
 
 def _values(records: Iterable[Record], key: str, **match: Any) -> list[float]:
-    """``key`` of every record whose fields equal ``match``, in record order (episode order)."""
-    return [float(r[key]) for r in records if key in r and all(r.get(k) == v for k, v in match.items())]
+    """``key`` of every record whose fields equal ``match``, ordered by (seed, episode) where the records have them
+    (record order otherwise): two policies' lists of one cell pair up episode by episode for :func:`paired_margin`
+    whatever order the records were written in."""
+    sel = [r for r in records if key in r and all(r.get(k) == v for k, v in match.items())]
+    sel.sort(key=lambda r: (r.get("seed", 0), r.get("episode", 0)))  # stable: no such fields, record order
+    return [float(r[key]) for r in sel]
 
 
 # --- outcomes ---------------------------------------------------------------------------------------------------
