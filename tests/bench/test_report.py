@@ -126,3 +126,15 @@ def test_margins_pair_episodes_not_record_positions(results: Path):
         path.write_text("\n".join(lines) + "\n")
     _, after = write_report(results)
     assert [(c.claim, c.ours, c.outcome) for c in after] == [(c.claim, c.ours, c.outcome) for c in before]
+
+
+def test_heuristic_columns_in_the_paper_regime(tmp_path: Path):
+    """The heuristic section built from the paper regime's records (``records-paper/``: the quick demo's of
+    2026-11-26): it says so, shows the hindsight bound, names the reading in its claims, and drops the releases-off
+    explanation that belongs to today's reading."""
+    shutil.copytree(Path(__file__).parent / "records-paper", tmp_path / "results")
+    (sec,) = build_sections(tmp_path / "results")
+    assert sec.id == "cvd-heuristics" and "paper's regime" in sec.intro
+    assert all("ours hindsight-bound" in t.head for t in sec.tables)
+    assert sec.claims and all("paper's regime" in c.claim for c in sec.claims)
+    assert not any("nothing released" in c.reason for c in sec.claims)
