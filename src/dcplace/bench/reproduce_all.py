@@ -70,7 +70,8 @@ class AllSettings:
         if not self.quick:
             return (
                 f"no (full): CVD-RL heuristic tables {self.cvd_episodes} episodes per cell at warm 0-60 %, in the "
-                f"paper's regime (where Huawei-East-1 is here) Tables 2-4 {self.regime_seeds} seeds x 5 episodes per cell; today's reading's tables "
+                f"paper's regime (where Huawei-East-1 is here) Tables 2-4 {self.regime_seeds} seeds x 5 episodes per "
+                "cell; today's reading's tables "
                 f"{self.cvd_episodes} episodes per cell, "
                 f"{self.curve_epochs}-epoch training runs ({self.curve_seeds} seeds each for Figure 6); Nara "
                 f"{self.nara_episodes} episodes per cell; "
@@ -81,7 +82,8 @@ class AllSettings:
         nara += f"; {', '.join(left_out)} left out" if self.nara_by_topology and left_out else ""
         return (
             f"yes: CVD-RL heuristics {self.cvd_episodes} episodes per cell at warm 0 and 50 %; in the paper's regime "
-            f"(where Huawei-East-1 is here) Table 2 at 50 % warm, {self.regime_seeds} seeds x 3 episodes; today's reading's learned tables 3 "
+            f"(where Huawei-East-1 is here) Table 2 at 50 % warm, {self.regime_seeds} seeds x 3 episodes; today's "
+            "reading's learned tables 3 "
             f"episodes per cell at 50 % warm; 3-epoch training runs on 2-10 PMs ({self.curve_seeds} seeds each for "
             f"Figure 6, one for the ablations); Nara episodes per cell: {nara}; HMIP Table IX: mix1 at beta 0.7 "
             "(25 x 25) only; "
