@@ -62,3 +62,16 @@ def tiny_numa_episodes(draw):
     scenario = Scenario(pms=machines, release=draw(st.booleans()), warm_start=draw(st.sampled_from([0.0, 0.3])),
                         start_range=(0, 1))  # fmt: skip
     return cluster, PreparedTrace.build(table), scenario
+
+
+def tiny_instance(ep, limit: int = 7):  # type: ignore[no-untyped-def]
+    """The simulator of a :func:`tiny_numa_episodes` episode at its first scored decision and its hindsight instance
+    of at most ``limit`` requests, or None when the episode scores nothing."""
+    from dcplace.sim import NumaSim
+    from dcplace.sim import numa_kernel as K
+    from dcplace.sim.hindsight import instance_from_sim
+
+    sim = NumaSim(*ep)
+    if sim.reset(seed=0) != K.DECIDE:
+        return None
+    return sim, instance_from_sim(sim, limit=limit)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from conftest import make_table, tiny_numa_episodes
+from conftest import make_table, tiny_instance, tiny_numa_episodes
 from dcplace.cluster import NumaCluster
 from dcplace.policies import get_policy
 from dcplace.sim import NumaSim, PreparedTrace, Scenario
@@ -25,11 +25,9 @@ from dcplace.sim.hindsight import (
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ep=tiny_numa_episodes())
 def test_exact_equals_brute_force_and_bounds_every_heuristic(ep):
-    cluster, trace, scenario = ep
-    sim = NumaSim(cluster, trace, scenario)
-    if sim.reset(seed=0) != K.DECIDE:
+    if (tiny := tiny_instance(ep)) is None:
         return
-    inst = instance_from_sim(sim, limit=7)
+    sim, inst = tiny
     brute = brute_force_length(inst)
     exact = exact_length(inst, time_limit_s=20.0)
     assert exact.optimal

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 
-from conftest import make_table, tiny_numa_episodes
+from conftest import make_table, tiny_instance, tiny_numa_episodes
 from dcplace.cluster import NumaCluster
 from dcplace.sim import NumaSim, PreparedTrace, Scenario
 from dcplace.sim import numa_kernel as K
@@ -28,11 +28,9 @@ from dcplace.sim.hindsight import (
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ep=tiny_numa_episodes())
 def test_feasible_exactly_up_to_the_exhaustive_length(ep):
-    cluster, trace, scenario = ep
-    sim = NumaSim(cluster, trace, scenario)
-    if sim.reset(seed=0) != K.DECIDE:
+    if (tiny := tiny_instance(ep)) is None:
         return
-    inst = instance_from_sim(sim, limit=7)
+    _, inst = tiny
     brute = brute_force_length(inst)
     _, fixed_end = _live_ends(inst, inst.requests)
     groups = _symmetric_machines(inst, fixed_end)
@@ -98,11 +96,9 @@ def test_the_closest_plan_keeps_every_feasible_choice_of_the_hint(ep):
     """``closest``: a feasible plan that agrees with the hint as much as any plan can. A hint that is itself a plan
     comes back unchanged (without the precheck that would return it at once); a hint cut short (its last choice
     dropped) is completed, its kept choices all honoured (the completed hint is a plan agreeing with all of them)."""
-    cluster, trace, scenario = ep
-    sim = NumaSim(cluster, trace, scenario)
-    if sim.reset(seed=0) != K.DECIDE:
+    if (tiny := tiny_instance(ep)) is None:
         return
-    inst = instance_from_sim(sim, limit=7)
+    _, inst = tiny
     k = brute_force_length(inst)
     if k == 0:
         return
