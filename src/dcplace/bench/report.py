@@ -213,7 +213,7 @@ def cvd_heuristics_section(folder: Path) -> Section | None:
     recs = read_jsonl(folder / "records.jsonl")
     if not recs:
         return None
-    paper_regime = recs[0].get("regime", "today") != "today"
+    paper_regime = _paper_regime(recs)
     reading = (
         "the paper's regime (releases on, never-deleted VMs restored, shared CPU, VMAgent's small filter; "
         f"docs/cvd-rl.md), `{ch.BOUND}`: no policy knowing the future places more"
@@ -312,6 +312,11 @@ def cvd_heuristics_section(folder: Path) -> Section | None:
     return sec
 
 
+def _paper_regime(recs: list[Record]) -> bool:
+    """Whether CVD-RL records were measured in the paper's regime (their ``regime`` field; today's carry none)."""
+    return bool(recs[0].get("regime", "today") != "today")
+
+
 def _reading(paper_regime: bool) -> str:
     """The reading a CVD-RL claim was measured in, as a suffix of its text (both readings' claims are in a report)."""
     return ", paper's regime" if paper_regime else ", today's reading"
@@ -343,8 +348,9 @@ def cvd_rl_section(folder: Path, name: str = "cvd-rl") -> Section | None:
     bound = ch.BOUND if any(r["policy"] == ch.BOUND for r in recs) else "ceiling"
     episodes = _n_episodes([r for r in recs if r["policy"] != bound])
     learned = [p for p in dict.fromkeys((*cr.LEARNED, *cr.REGIME_LEARNED)) if any(r["policy"] == p for r in recs)]
-    where = _reading(name == "cvd-rl-paper")
-    if name == "cvd-rl-paper":
+    paper_regime = _paper_regime(recs)
+    where = _reading(paper_regime)
+    if paper_regime:
         seeds = len({r.get("seed") for r in recs})
         episodes = str(len({r.get("episode") for r in recs}))  # per seed
         sec = Section(
