@@ -17,6 +17,8 @@ from typing import Any
 
 from dcplace.bench.netalloc_runner import NetRun, plot_runs, run_policy
 from dcplace.cluster.topology import PRESETS, preset
+from dcplace.sim.netalloc_bound import acceptance_bound
+from dcplace.sim.netalloc_episodes import episode_requests, get_setting
 
 TOPOLOGIES = ("alpha", "beta", "gamma", "delta")
 DATASETS = ("uniform", "azure", "alibaba")
@@ -101,9 +103,50 @@ def run_reproduction(
     Markdown. ``episodes_by_topology`` overrides ``episodes`` per topology (quick runs); ``setting`` names the
     environment's reading (``paper``, or ``v1``: dcplace's first, :data:`dcplace.sim.netalloc_episodes.SETTINGS`)."""
     runs = run_cells(out, episodes, seed, topologies, progress, policies, episodes_by_topology, setting)
-    md = _markdown(runs, topologies, episodes, seed, policies, setting)
+    bounds = run_bounds(out, runs, seed, setting, progress)
+    md = _markdown(runs, topologies, episodes, seed, policies, setting, bounds)
     (out / "table.md").write_text(md)
     return md
+
+
+BOUND_LABEL = "bound (clairvoyant, pooled)"
+
+
+def run_bounds(
+    out: Path, runs: dict[tuple[str, str, str], NetRun], seed: int, setting: str = "paper", progress: bool = True
+) -> dict[tuple[str, str], float]:
+    """The clairvoyant acceptance bound (:func:`dcplace.sim.netalloc_bound.acceptance_bound`) of every (topology,
+    request set) of ``runs``, on the same episodes the policies played, as the mean ratio over them; written to
+    ``bounds.jsonl`` (per episode: the bound, CP-SAT's status and wall time)."""
+    env = get_setting(setting)
+    bounds: dict[tuple[str, str], float] = {}
+    with open(out / "bounds.jsonl", "w") as fh:
+        for (t, d), run in {(t, d): r for (t, d, _p), r in runs.items()}.items():
+            top = preset(t)
+            found = [
+                acceptance_bound(top, episode_requests(top, env.dataset(d), run.requests, seed, e))
+                for e in range(len(run.results))
+            ]
+            bounds[(t, d)] = float(sum(b.ratio for b in found) / len(found))
+            fh.write(
+                json.dumps(
+                    {
+                        "topology": t,
+                        "dataset": d,
+                        "setting": setting,
+                        "seed": seed,
+                        "bound_mean": bounds[(t, d)],
+                        "bound_per_episode": [b.ratio for b in found],
+                        "status": [b.status for b in found],
+                        "wall_s": sum(b.wall_s for b in found),
+                    }
+                )
+                + "\n"
+            )
+            if progress:
+                wall = sum(b.wall_s for b in found)
+                print(f"{t:6s} {d:8s} {'bound':12s} acceptance {bounds[(t, d)]:.3f} ({wall:.1f} s)", file=sys.stderr)
+    return bounds
 
 
 def run_cells(
@@ -160,6 +203,7 @@ def _markdown(
     seed: int,
     policies: tuple[str, ...] = POLICIES + EXTRA_POLICIES,
     setting: str = "paper",
+    bounds: dict[tuple[str, str], float] | None = None,
 ) -> str:
     title = "Nara and the baselines" if "nara" in policies else "Nara baselines"
     n_eps = sorted({len(runs[(t, DATASETS[0], policies[0])].results) for t in topologies})
@@ -190,6 +234,15 @@ def _markdown(
     ]
     if "nara" not in policies:
         lines.append("| nara (paper only) | " + " | ".join(nara) + " |")
+    if bounds is not None:
+        cells = [f"{bounds[(t, d)]:.2f}" if (t, d) in bounds else "-" for d in DATASETS for t in topologies]
+        lines.append(f"| {BOUND_LABEL} | " + " | ".join(cells) + " |")
+        lines += [
+            "",
+            "The bound: no allocator, online or not, accepts more of these episodes' requests "
+            "(`dcplace.sim.netalloc_bound`: CP-SAT over a pooled cluster with the server uplinks' bandwidth; "
+            "docs/netalloc.md).",
+        ]
     for t in topologies:
         lines += ["", f"## Utilisation on {t} (CPU / memory)", ""]
         lines += ["| policy | " + " | ".join(DATASETS) + " |", "|---|---|---|---|"]

@@ -577,6 +577,8 @@ def nara_section(folder: Path) -> Section | None:
         r = cell.get((t, d, p))
         return [float(a) for a in r["acceptance_per_episode"]] if r else []
 
+    # the clairvoyant bound on the same episodes (bounds.jsonl; runs before it have none)
+    bound = {(r["topology"], r["dataset"]): r["bound_per_episode"] for r in read_jsonl(folder / "bounds.jsonl")}
     plt = _pyplot()
     fig, axes = plt.subplots(1, len(nb.DATASETS), figsize=(5.0 * len(nb.DATASETS), 3.6), squeeze=False)
     for ax, d in zip(axes[0], nb.DATASETS, strict=True):
@@ -587,8 +589,22 @@ def nara_section(folder: Path) -> Section | None:
                 pv = nb._paper_acc(d, p, t) if p in nb.PAPER_ACCEPTANCE[d] else None
                 row += [interval(acc(t, d, p)).fmt(2), "-" if pv is None else f"{pv:.2f}"]
             rows.append(row)
+        if any((t, d) in bound for t in tops):
+            rows.append(
+                [nb.BOUND_LABEL]
+                + [c for t in tops for c in ((interval(bound[(t, d)]).fmt(2) if (t, d) in bound else "-"), "-")]
+            )
         head = ["policy"] + [h for t in tops for h in (f"{t} ours [95 %]", f"{t} paper")]
-        sec.tables.append(Table(f"Table 1: acceptance ratio, {d} requests", head, rows))
+        sec.tables.append(
+            Table(
+                f"Table 1: acceptance ratio, {d} requests",
+                head,
+                rows,
+                "the bound: no allocator accepts more of these episodes' requests, even knowing them all in advance"
+                if any((t, d) in bound for t in tops)
+                else "",
+            )
+        )
         series = [(p, [interval(acc(t, d, p)) for t in tops]) for p in pols]
         paper = {p: [nb._paper_acc(d, p, t) for t in tops] for p in pols if p in nb.PAPER_ACCEPTANCE[d]}
         grouped_bars(ax, tops, series, paper, "acceptance ratio")

@@ -239,7 +239,8 @@ def reproduce_nara_baselines(
         "results/nara-baselines"
     ),
 ) -> None:
-    """The baseline rows of the Nara paper's Tables 1-4 on alpha..delta, ours beside the paper's."""
+    """The baseline rows of the Nara paper's Tables 1-4 on alpha..delta, ours beside the paper's, and each cell's
+    clairvoyant bound (no allocator accepts more)."""
     from dcplace.bench.nara_baselines import run_reproduction
 
     with _output(out, cfg, "dcplace reproduce nara-baselines") as folder:
