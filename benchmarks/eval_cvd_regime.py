@@ -8,6 +8,11 @@ episodes for every policy, beside the heuristics, the one-step greedy on the del
 
 Prints one row per policy: mean length, its paired difference to Best-Fit and to industrial (mean and standard
 error over the episodes), and writes ``--json`` when given.
+
+``--seeds-dir DIR`` (the output of ``scripts/train_cvd_regime_seeds.sh``) adds every ``DIR/seed<S>/<method>/policy.pt``
+and the shipped ``*-50pm-paper.pt`` files (training seed 0), and prints a second table: per method, the mean over
+training seeds of its mean paired difference to the better heuristic, ± the standard deviation over training seeds
+(the spread of training runs, which the reproduction's tables, one checkpoint per method, do not show).
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from dcplace.policies.base import NumaPolicy
 from dcplace.sim.episodes import run_episodes
 from dcplace.sim.hindsight import episode_bounds
 from dcplace.sim.numa import NumaView
+
+SEED_METHODS = ("cvd-rl", "cvd-rl-machine", "schedrl", "padrl", "hindsight")
 
 
 class GreedyDelta(NumaPolicy):
@@ -53,6 +60,7 @@ def main() -> None:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--packing-bound", action="store_true", help="also the tighter packing bound (seconds/episode)")
     ap.add_argument("--repack-bound", action="store_true", help="also the CP-SAT repack bound (up to minutes/episode)")
+    ap.add_argument("--seeds-dir", type=Path, help="training runs per seed (scripts/train_cvd_regime_seeds.sh)")
     args = ap.parse_args()
     p = PAPER_REGIME.prepare("huawei-east-1", 0)
     sc = PAPER_REGIME.scenario(args.warm)
@@ -64,6 +72,18 @@ def main() -> None:
     for pair in args.learned:
         name, _, path = pair.partition("=")
         policies[f"{name} ({path})"] = get_policy(name, checkpoint=path)
+    by_seed: dict[str, dict[int, str]] = {}  # method -> training seed -> label
+    if args.seeds_dir is not None:
+        shipped = Path(__file__).resolve().parents[1] / "src" / "dcplace" / "data" / "cvd"
+        for method in SEED_METHODS:
+            runs = {0: shipped / f"{method}-50pm-paper.pt"}
+            for d in sorted(args.seeds_dir.glob("seed*")):
+                if (d / method / "policy.pt").is_file():
+                    runs[int(d.name[4:])] = d / method / "policy.pt"
+            for seed, path in sorted(runs.items()):
+                label = f"{method} (training seed {seed})"
+                policies[label] = get_policy(method, checkpoint=str(path))
+                by_seed.setdefault(method, {})[seed] = label
     lengths = {"hindsight bound": np.array(episode_bounds(cluster, p, sc, args.episodes, 0), float)}
     if args.packing_bound:
         lengths["packing bound"] = np.array(episode_bounds(cluster, p, sc, args.episodes, 0, kind="packing"), float)
@@ -85,6 +105,16 @@ def main() -> None:
             cells.append(f"{d.mean():+.2%} ± {row[f'vs_{ref}_se']:.2%}")
         out[label] = {**row, "lengths": x.tolist()}
         print(f"| {label} | {x.mean():.1f} | {cells[0]} | {cells[1]} |")
+    if by_seed:
+        best = max(("best-fit", "industrial"), key=lambda h: float(lengths[h].mean()))
+        print(f"\n| method | training seeds | over {best} (the better heuristic): per seed | mean ± s.d. over seeds |")
+        print("|---|---|---|---|")
+        for method, seeds in by_seed.items():
+            gains = [float((lengths[label] / lengths[best] - 1).mean()) for label in seeds.values()]
+            per = ", ".join(f"{s}: {g:+.2%}" for s, g in zip(seeds, gains, strict=True))
+            sd = float(np.std(gains, ddof=1)) if len(gains) > 1 else float("nan")
+            print(f"| {method} | {len(gains)} | {per} | {np.mean(gains):+.2%} ± {sd:.2%} |")
+            out[f"seeds:{method}"] = {"seeds": list(seeds), "gains": gains}
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
 
