@@ -176,8 +176,8 @@ FLAGS_BEFORE_THE_PACKAGE = {  # every flag of every command when the CLI was one
     "--split --topology",
     ("solve",): "--beta --first-level --instance --json --method --packs --rack-size --racks-per-pod --seed --split "
     "--swads --time-limit --workers",
-    ("train", "nara"): "--dataset --eval-every --init --iterations --no-resume --out --p2-hidden --resume --seed "
-    "--steps --topology",
+    ("train", "nara"): "--dataset --eval-every --init --iterations --no-resume --out --p2-hidden --ppo-epochs --resume "
+    "--seed --steps --topology",
     ("train", "cvd-rl"): "--batch --decompose --epochs --eval-every --filter --hidden --lookahead --loss --mode "
     "--no-decompose --no-lookahead --no-resume --out --pms --resume --reward --seed --trace --updates-per-epoch "
     "--warm-start",

@@ -129,6 +129,9 @@ class NaraTrainRun:
         "ppo": Flag(skip=True),
         "ppo.steps_per_iteration": Flag(name="--steps", help="picks per iteration (the paper: 2,048)"),
         "ppo.eval_every": Flag(help="validate (greedy, 5 x 128 requests) every this many iterations"),
+        "ppo.epochs": Flag(
+            name="--ppo-epochs", help="passes over each iteration's batch (RLlib's default, the paper's: 30)"
+        ),
     },
 )
 def train_nara(

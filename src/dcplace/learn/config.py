@@ -121,7 +121,9 @@ class PPOConfig(_Mapped):
     episode_requests: int = 32
     """Requests per training episode (the paper's training episode length)."""
     epochs: int = 10
-    """Passes over each iteration's batch. RLlib's default is 30; 10 reaches the same curves at a third of the cost."""
+    """Passes over each iteration's batch (``--ppo-epochs``). RLlib's default ``num_sgd_iter``, which the paper kept
+    ("Default parameters were used otherwise"), is 30; 10 reaches the same curves at a third of the cost for the
+    uniform and azure sets, and 30 trains the better alibaba agents (docs/nara.md, "Training (PPO)")."""
     gamma: float = 0.99
     """Discount (RLlib's default)."""
     gae_lambda: float = 0.95
