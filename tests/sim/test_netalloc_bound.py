@@ -7,11 +7,13 @@ import itertools
 import json
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import net_requests
 from dcplace.cluster.topology import fabric, preset
+from dcplace.errors import InputError
 from dcplace.policies import get_net_policy
 from dcplace.sim.netalloc_bound import (
     acceptance_bound,
@@ -101,6 +103,11 @@ def test_fewer_steps_give_a_looser_valid_bound():
     assert len(binding_steps(req)) > 3
     assert full.status == "optimal" and few.bound >= full.bound
     assert acceptance_bound(SMALL, req, method="lp", max_steps=None).bound >= full.bound
+
+
+def test_an_unknown_method_is_one_clear_error():
+    with pytest.raises(InputError, match=r"method.*auto, cp-sat or lp"):
+        acceptance_bound(SMALL, net_requests([(1, 1, 0.1, 1)]), method="simplex")
 
 
 def test_pooled_greedy_by_hand():

@@ -35,6 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dcplace.cluster.topology import Topology
+from dcplace.errors import InputError
 from dcplace.workload.netreq import NetRequests
 
 IntArray = npt.NDArray[np.int64]
@@ -127,7 +128,7 @@ def acceptance_bound(
     steps constrained (evenly spaced among :func:`binding_steps`): dropping constraints keeps the bound valid, only
     looser (delta's 4,096-request episodes have 1,476 binding steps, 2.5 million terms); None keeps every step."""
     if method not in ("auto", "cp-sat", "lp"):
-        raise ValueError(f"method must be auto, cp-sat or lp, got {method!r}")
+        raise InputError(f"must be auto, cp-sat or lp, got {method!r}", field="method")
     n = len(requests)
     t0 = time.perf_counter()
     if n == 0:
