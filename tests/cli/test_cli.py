@@ -112,6 +112,20 @@ def test_simulate_netalloc_json():
     assert set(out["bw_util_by_tier"]) == {"server-rack", "rack-fabric", "fabric-spine"}
 
 
+def test_simulate_netalloc_bound_is_on_the_episodes_played():
+    """``--bound``: each episode's clairvoyant bound, never below what the policy accepted there, in the JSON and as
+    a column of the table."""
+    args = ("simulate", "netalloc", "--dataset", "alibaba", "--policy", "tetris", "--episodes", "2", "--bound")
+    p = dcplace(*args, "--json")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert len(out["bound_per_episode"]) == 2
+    assert all(a <= b <= 1 for a, b in zip(out["acceptance_per_episode"], out["bound_per_episode"], strict=True))
+    assert "bound_mean" not in json.loads(dcplace(*args[:-1], "--json").stdout)  # only on request
+    table = dcplace(*args)
+    assert table.returncode == 0 and "bound" in table.stdout and f"{out['bound_mean']:.3f}" in table.stdout
+
+
 def test_simulate_netalloc_table_and_request_file(tmp_path):
     f = tmp_path / "req.csv"
     f.write_text("cpu,mem,bw,hold\n15,12,0.5,3\n30,30,0.2,2\n5,5,1.0,1\n")

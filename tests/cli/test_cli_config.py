@@ -172,8 +172,8 @@ def test_train_writes_its_config_and_takes_one(tmp_path):
 FLAGS_BEFORE_THE_PACKAGE = {  # every flag of every command when the CLI was one file; none may go or change meaning
     ("simulate", "numa"): "--check --checkpoint --double-threshold --episodes --expand-step --json --max-pms "
     "--max-requests --mode --no-check --no-release --oversize --pms --policy --seed --trace --warm-start",
-    ("simulate", "netalloc"): "--check --checkpoint --dataset --episodes --json --no-check --policy --requests --seed "
-    "--split --topology",
+    ("simulate", "netalloc"): "--bound --check --checkpoint --dataset --episodes --json --no-bound --no-check --policy "
+    "--requests --seed --split --topology",
     ("solve",): "--beta --first-level --instance --json --method --packs --rack-size --racks-per-pod --seed --split "
     "--swads --time-limit --workers",
     ("train", "nara"): "--dataset --eval-every --init --iterations --no-resume --out --p2-hidden --ppo-epochs --resume "

@@ -142,6 +142,8 @@ class NetallocRun:
     """check the ledger invariants after every episode"""
     checkpoint: str | None = None
     """weights for a learned policy (default: the shipped one for the dataset)"""
+    bound: bool = False
+    """also each episode's clairvoyant acceptance bound: no allocator accepts more (docs/netalloc.md)"""
 
     def __post_init__(self) -> None:
         check_types(self)
@@ -178,18 +180,32 @@ def simulate_netalloc(
         run = run_policy(top, cfg.dataset, cfg.policy, cfg.requests or None, cfg.episodes, cfg.seed,
                          cfg.split, cfg.check, cfg.checkpoint, on_request=decided)  # fmt: skip
     s: dict[str, Any] = run.summary()
+    bounds: list[float] = []
+    if cfg.bound:  # on the very episodes the policy played
+        from dcplace.sim.netalloc_bound import acceptance_bound
+        from dcplace.sim.netalloc_episodes import episode_requests
+
+        bounds = [
+            acceptance_bound(top, episode_requests(top, cfg.dataset, run.requests, cfg.seed, e, cfg.split)).ratio
+            for e in range(cfg.episodes)
+        ]
+        s["bound_per_episode"] = bounds
+        s["bound_mean"] = float(sum(bounds) / len(bounds))
     _write_out(out, s, cfg, "dcplace simulate netalloc", run.results)
     if json_out:
         typer.echo(json.dumps(s))
         return
     t = Table(title=f"{cfg.policy} on {run.topology}, {run.dataset}: {run.requests} requests per episode")
-    for col in ("episode", "acceptance", "cpu util", "mem util", *s["bw_util_by_tier"], "rejected (net/cap)"):
+    bound_col = ("bound",) if bounds else ()
+    for col in ("episode", "acceptance", *bound_col, "cpu util", "mem util", *s["bw_util_by_tier"],
+                "rejected (net/cap)"):  # fmt: skip
         t.add_column(col, justify="right")
     for i, r in enumerate(run.results):
-        t.add_row(str(i), f"{r.acceptance:.3f}", f"{r.cpu_util:.2f}", f"{r.mem_util:.2f}",
-                  *(f"{v:.2f}" for v in r.bw_util_by_tier.values()),
+        t.add_row(str(i), f"{r.acceptance:.3f}", *((f"{bounds[i]:.3f}",) if bounds else ()), f"{r.cpu_util:.2f}",
+                  f"{r.mem_util:.2f}", *(f"{v:.2f}" for v in r.bw_util_by_tier.values()),
                   f"{r.rejected['network']}/{r.rejected['capacity']}")  # fmt: skip
-    t.add_row("mean", f"{s['acceptance_mean']:.3f} ± {s['acceptance_std']:.3f}", f"{s['cpu_util_mean']:.2f}",
+    t.add_row("mean", f"{s['acceptance_mean']:.3f} ± {s['acceptance_std']:.3f}",
+              *((f"{s['bound_mean']:.3f}",) if bounds else ()), f"{s['cpu_util_mean']:.2f}",
               f"{s['mem_util_mean']:.2f}", *(f"{v:.2f}" for v in s["bw_util_by_tier"].values()), "",
               style="bold")  # fmt: skip
     console.print(t)
