@@ -26,7 +26,7 @@ import numpy as np
 
 from dcplace.bench.netalloc_runner import run_policy
 from dcplace.cluster.topology import PRESETS, Topology, preset
-from dcplace.sim.netalloc_bound import acceptance_bound, pooled_greedy
+from dcplace.sim.netalloc_bound import episode_bounds, pooled_greedy
 from dcplace.sim.netalloc_episodes import episode_requests, get_setting
 
 THRESHOLDS = tuple(range(10, 101, 5))
@@ -55,7 +55,7 @@ def main() -> None:
             drawn = env.dataset(d)
             test = [episode_requests(top, drawn, n, args.seed, e, "test") for e in range(args.episodes)]
             train = [episode_requests(top, drawn, n, args.seed + 1, e, "train") for e in range(args.episodes)]
-            bound = float(np.mean([acceptance_bound(top, r).ratio for r in test]))
+            bound = float(np.mean([b.ratio for b in episode_bounds(top, drawn, n, args.seed, args.episodes)]))
             pooled = float(np.mean([pooled_greedy(top, r) / len(r) for r in test]))
             best_t = max(THRESHOLDS, key=lambda a: sum(pooled_greedy(top, r, admit=a) for r in train))
             admit = float(np.mean([pooled_greedy(top, r, admit=best_t) / len(r) for r in test]))

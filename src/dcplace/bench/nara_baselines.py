@@ -17,8 +17,8 @@ from typing import Any
 
 from dcplace.bench.netalloc_runner import NetRun, plot_runs, run_policy
 from dcplace.cluster.topology import PRESETS, preset
-from dcplace.sim.netalloc_bound import acceptance_bound
-from dcplace.sim.netalloc_episodes import episode_requests, get_setting
+from dcplace.sim.netalloc_bound import episode_bounds
+from dcplace.sim.netalloc_episodes import get_setting
 
 TOPOLOGIES = ("alpha", "beta", "gamma", "delta")
 DATASETS = ("uniform", "azure", "alibaba")
@@ -122,11 +122,7 @@ def run_bounds(
     bounds: dict[tuple[str, str], float] = {}
     with open(out / "bounds.jsonl", "w") as fh:
         for (t, d), run in {(t, d): r for (t, d, _p), r in runs.items()}.items():
-            top = preset(t)
-            found = [
-                acceptance_bound(top, episode_requests(top, env.dataset(d), run.requests, seed, e))
-                for e in range(len(run.results))
-            ]
+            found = episode_bounds(preset(t), env.dataset(d), run.requests, seed, len(run.results))
             bounds[(t, d)] = float(sum(b.ratio for b in found) / len(found))
             fh.write(
                 json.dumps(

@@ -589,7 +589,8 @@ def nara_section(folder: Path) -> Section | None:
                 pv = nb._paper_acc(d, p, t) if p in nb.PAPER_ACCEPTANCE[d] else None
                 row += [interval(acc(t, d, p)).fmt(2), "-" if pv is None else f"{pv:.2f}"]
             rows.append(row)
-        if any((t, d) in bound for t in tops):
+        bounded = any((t, d) in bound for t in tops)
+        if bounded:
             rows.append(
                 [nb.BOUND_LABEL]
                 + [c for t in tops for c in ((interval(bound[(t, d)]).fmt(2) if (t, d) in bound else "-"), "-")]
@@ -601,7 +602,7 @@ def nara_section(folder: Path) -> Section | None:
                 head,
                 rows,
                 "the bound: no allocator accepts more of these episodes' requests, even knowing them all in advance"
-                if any((t, d) in bound for t in tops)
+                if bounded
                 else "",
             )
         )

@@ -182,13 +182,10 @@ def simulate_netalloc(
     s: dict[str, Any] = run.summary()
     bounds: list[float] = []
     if cfg.bound:  # on the very episodes the policy played
-        from dcplace.sim.netalloc_bound import acceptance_bound
-        from dcplace.sim.netalloc_episodes import episode_requests
+        from dcplace.sim.netalloc_bound import episode_bounds
 
-        bounds = [
-            acceptance_bound(top, episode_requests(top, cfg.dataset, run.requests, cfg.seed, e, cfg.split)).ratio
-            for e in range(cfg.episodes)
-        ]
+        found = episode_bounds(top, cfg.dataset, run.requests, cfg.seed, cfg.episodes, cfg.split)
+        bounds = [b.ratio for b in found]
         s["bound_per_episode"] = bounds
         s["bound_mean"] = float(sum(bounds) / len(bounds))
     _write_out(out, s, cfg, "dcplace simulate netalloc", run.results)

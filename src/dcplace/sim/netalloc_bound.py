@@ -36,6 +36,7 @@ import numpy.typing as npt
 
 from dcplace.cluster.topology import Topology
 from dcplace.errors import InputError
+from dcplace.sim.netalloc_episodes import episode_requests
 from dcplace.workload.netreq import NetRequests
 
 IntArray = npt.NDArray[np.int64]
@@ -82,8 +83,7 @@ def binding_steps(requests: NetRequests) -> list[IntArray]:
     out: list[IntArray] = []
     for s in range(n):
         if leaves[s + 1] or s == n - 1:
-            t = np.arange(s + 1, dtype=np.int64)
-            out.append(t[end[: s + 1] > s])
+            out.append(np.flatnonzero(end[: s + 1] > s).astype(np.int64))
     return out
 
 
@@ -161,6 +161,18 @@ def acceptance_bound(
         return AcceptanceBound(bound, accepted, n, "feasible", time.perf_counter() - t0)
     # no answer in time (CP-SAT's bound is then meaningless, e.g. 0): the LP's
     return AcceptanceBound(_lp_bound(n, rows, never), 0, n, "lp", time.perf_counter() - t0)
+
+
+def episode_bounds(
+    topology: Topology, dataset: str, n_requests: int, seed: int, episodes: int, split: str = "test"
+) -> list[AcceptanceBound]:
+    """:func:`acceptance_bound` of each of the seeded episodes a run of ``episodes`` plays
+    (:func:`dcplace.sim.netalloc_episodes.episode_requests`: the same requests every policy of that run sees);
+    ``dataset`` as drawn (a setting's name for it, or a request file)."""
+    return [
+        acceptance_bound(topology, episode_requests(topology, dataset, n_requests, seed, e, split))
+        for e in range(episodes)
+    ]
 
 
 def _lp_bound(n: int, rows: list[tuple[IntArray, IntArray, int]], never: npt.NDArray[np.bool_]) -> int:
