@@ -12,7 +12,9 @@ again by stepping the simulator through it) or ``unknown``.
 ``--ladder EP ...``: on those episodes, also climb from ``H`` in steps of 1 % of ``H``, each rung's plan the next
 rung's hint, up to the first rung left undecided (the largest ``k`` proven feasible: a lower end for ``L*``).
 ``--only EP ...`` runs those episodes only; ``--repack`` adds :func:`~dcplace.sim.hindsight.repack_bound` (up to
-half a minute per episode). Prints a table per episode and a summary.
+half a minute per episode with its defaults; ``--repack-time-limit``, ``--repack-solves``, ``--repack-search
+bisect``, and ``--repack-start EP=J`` to search above a length a plan already reached). Prints a table per episode
+and a summary.
 """
 
 from __future__ import annotations
@@ -111,11 +113,26 @@ def main() -> None:
     ap.add_argument("--ladder", type=int, nargs="*", default=[], help="episodes to climb from H (see above)")
     ap.add_argument("--ladder-step", type=float, default=0.01, help="rung size, a fraction of H")
     ap.add_argument("--repack", action="store_true", help="also the repack bound (up to ~30 s per episode)")
+    ap.add_argument("--repack-time-limit", type=float, default=4.0, help="seconds per repack solve")
+    ap.add_argument("--repack-solves", type=int, default=8, help="repack solves per episode at most")
+    ap.add_argument(
+        "--repack-search",
+        choices=("scan", "bisect"),
+        default="scan",
+        help="test the instants in order (scan) or halve the range above the start (bisect)",
+    )
+    ap.add_argument("--repack-start", nargs="*", default=[], metavar="EP=J",
+                    help="scan the repack bound from request J on episode EP (e.g. a length a plan reached earlier: "
+                         "every instant below it packs; any J gives a valid bound)")  # fmt: skip
     ap.add_argument("--float-safe", action="store_true", help="margins on shares (simulators without FIT_TOL)")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--closest", action="store_true", help="plans agreeing most with the better heuristic's choices")
     ap.add_argument("--save-plans", type=Path, help="folder: each ladder's best plan as episode<i>_k<k>.npy (actions)")
     args = ap.parse_args()
+    try:
+        repack_start = {int(e): int(j) for e, j in (x.split("=") for x in args.repack_start)}
+    except ValueError:
+        ap.error(f"--repack-start takes EP=J pairs of integers, got {' '.join(args.repack_start)}")
     p = PAPER_REGIME.prepare("huawei-east-1", 0)
     sc = PAPER_REGIME.scenario(args.warm)
     cluster = PAPER_REGIME.cluster(sc.pms)
@@ -144,7 +161,9 @@ def main() -> None:
                                "packing_s": round(pack_s, 1)}  # fmt: skip
         if args.repack:
             t0 = time.perf_counter()
-            row["repack"] = repack_bound(inst)
+            row["repack"] = repack_bound(
+                inst, args.repack_time_limit, args.repack_solves, repack_start.get(i, 0), args.repack_search
+            )
             row["repack_s"] = round(time.perf_counter() - t0, 1)
         upper = min(pack, row.get("repack", pack))  # L* <= upper
         if upper < k:  # the relaxation already proves it

@@ -4,6 +4,7 @@ determinism and resume, checkpoint errors, and the shipped agents against the ba
 from __future__ import annotations
 
 import json
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -194,10 +195,14 @@ def test_cli_checkpoint_errors_exit_2(tmp_path):
 
 def test_cli_train_then_simulate_with_checkpoint(tmp_path):
     out = tmp_path / "run"
-    args = ["train", "nara", "--topology", "alpha", "--iterations", "1", "--steps", "64", "--out", str(out)]
+    args = ["train", "nara", "--topology", "alpha", "--iterations", "1", "--steps", "64", "--out", str(out),
+            "--episode-requests", "8", "--eval-episodes", "2"]  # fmt: skip
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 0, r.output
     assert json.loads((out / "train.json").read_text())["iterations"] == 1
+    config = tomllib.loads((out / "config.toml").read_text())["ppo"]
+    assert (config["episode_requests"], config["eval_episodes"]) == (8, 2)
+    assert torch.load(out / "policy.pt", weights_only=True)["meta"]["ppo"]["episode_requests"] == 8
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 2 and "--resume" in r.output
     r = CliRunner().invoke(

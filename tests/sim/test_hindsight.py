@@ -33,6 +33,10 @@ def test_exact_equals_brute_force_and_bounds_every_heuristic(ep):
     assert exact.optimal
     assert exact.value == brute
     assert aggregate_bound(inst) >= packing_bound(inst) >= repack_bound(inst) >= brute
+    # scanning from any start (e.g. a length a plan reached) still bounds: only the scan's cost changes
+    for start in (0, 1, brute, brute + 1):
+        for search in ("scan", "bisect"):
+            assert packing_bound(inst) >= repack_bound(inst, start=start, search=search) >= brute
     for name in ("first-fit", "best-fit", "industrial", "random"):
         s = sim.copy()
         finish(s, get_policy(name))
@@ -84,6 +88,9 @@ def test_repack_bound_sees_what_the_packing_conditions_miss():
     inst = instance_from_sim(sim, limit=10)
     assert aggregate_bound(inst) == packing_bound(inst) == 3
     assert repack_bound(inst) == 2 == brute_force_length(inst)
+    assert repack_bound(inst, search="bisect") == 2 == repack_bound(inst, start=2, search="bisect")
+    with pytest.raises(ValueError, match="search"):
+        repack_bound(inst, search="binary")
 
 
 def test_instance_needs_the_first_scored_decision():

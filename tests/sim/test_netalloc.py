@@ -21,7 +21,7 @@ from dcplace.cluster.topology import BW_SCALE, PRESETS, fabric, from_networkx, l
 from dcplace.errors import InputError
 from dcplace.policies import get_net_policy, policy_names
 from dcplace.policies.netalloc_heuristics import uniform_pick
-from dcplace.sim.netalloc import NetAllocSim, Outcome
+from dcplace.sim.netalloc import NetAllocSim, Outcome, Rewards
 from dcplace.sim.routing import (
     CountingRouting,
     FabricRouting,
@@ -562,3 +562,37 @@ def test_fraction_presets_reject_impossible_ratios():
 
     with pytest.raises(InputError, match="whole number"):
         fabric_from_oversubscription(10, 4, Fraction(3), Fraction(2))
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10**6), dataset=st.sampled_from(["uniform", "alibaba"]))
+def test_capacity_reward_at_the_failure_value_makes_the_return_count_every_request(seed, dataset):
+    """With ``Rewards(capacity=failure)`` the return is success x accepted + failure x not accepted for any policy
+    (capacity rejections included); the default (0) leaves capacity rejections out of the return."""
+    top = load_topology("alpha")
+    req = generate(dataset, 64, seed, int(top.server_cpu.sum()), int(top.server_mem.sum()))
+    totals = []
+    for cap in (0.0, -10.0):
+        sim = NetAllocSim(top, req, rewards=Rewards(capacity=cap))
+        rng = np.random.default_rng(seed)
+        total = 0.0
+        while not sim.done:
+            _, r, _ = sim.pick(int(rng.choice(np.flatnonzero(sim.action_mask()))))
+            total += r
+        totals.append((total, sim.accepted, sim.rejected["capacity"]))
+    (t0, acc0, cap0), (t1, acc1, cap1) = totals
+    assert (acc0, cap0) == (acc1, cap1)  # the reward changes no transition
+    assert t1 == 10.0 * acc1 - 10.0 * (len(req) - acc1)
+    assert t0 == t1 + 10.0 * cap1
+
+
+def test_capacity_rejections_are_charged_to_the_pick_that_let_them_happen():
+    top = fabric(2, 1, 1, 1)  # one rack of two servers, 20 CPU units
+    req = requests([(20, 1, 0.1, 3), (5, 1, 0.1, 1), (5, 1, 0.1, 1), (1, 1, 0.1, 1)])
+    sim = NetAllocSim(top, req, rewards=Rewards(capacity=-7.0))
+    assert sim.pick(0)[:2] == (Outcome.CONTINUE, 0.0)
+    # completing request 0 fills the cluster until step 3: requests 1 and 2 are rejected for capacity at once
+    assert sim.pick(1)[:2] == (Outcome.ACCEPTED, 10.0 - 2 * 7.0)
+    assert sim.rejected["capacity"] == 2 and sim.t == 3
+    assert sim.pick(0)[:2] == (Outcome.ACCEPTED, 10.0)  # request 3 fits again
+    assert sim.done and sim.accepted == 2

@@ -104,7 +104,7 @@ class NaraTrainRun:
     seed: int = 0
     """same seed, same weights"""
     ppo: PPOConfig = field(default_factory=PPOConfig)
-    """PPO's settings (the paper's; --steps and --eval-every set two of them)"""
+    """PPO's settings (the paper's unless a flag below or --config's [ppo] table says otherwise)"""
     p2_hidden: int = 0
     """hidden units in P2 (0: one linear layer, the paper's; see docs/nara.md)"""
     init: Path | None = None
@@ -128,7 +128,12 @@ class NaraTrainRun:
     {
         "ppo": Flag(skip=True),
         "ppo.steps_per_iteration": Flag(name="--steps", help="picks per iteration (the paper: 2,048)"),
-        "ppo.eval_every": Flag(help="validate (greedy, 5 x 128 requests) every this many iterations"),
+        "ppo.eval_every": Flag(help="validate (greedy, --eval-episodes x 128 requests) every this many iterations"),
+        "ppo.eval_episodes": Flag(help="greedy 128-request episodes per validation (per topology)"),
+        "ppo.episode_requests": Flag(help="requests per training episode (the paper: 32)"),
+        "ppo.capacity_reward": Flag(
+            help="reward per request rejected for capacity without a pick (0: the paper's; -10 counts every loss)"
+        ),
         "ppo.epochs": Flag(
             name="--ppo-epochs", help="passes over each iteration's batch (RLlib's default, the paper's: 30)"
         ),

@@ -136,6 +136,10 @@ class PPOConfig(_Mapped):
     """Weight of the entropy bonus. RLlib's default is 0; a small bonus keeps 40-way choices from collapsing early."""
     max_grad_norm: float = 0.5
     """Gradient norm clip."""
+    capacity_reward: float = 0.0
+    """Reward per request the simulator rejects for capacity without asking the policy
+    (:class:`dcplace.sim.netalloc.Rewards`'s ``capacity``; 0, section 3.2's reward, has no term for them; -10, the
+    failure reward, makes the return count every request not accepted: docs/nara.md)."""
     reward_scale: float = 0.1
     """Factor on rewards for the value targets (units of one request; rewards are 10 / -10 / 0)."""
     eval_every: int = 5

@@ -43,7 +43,7 @@ from dcplace.learn import checkpoint
 from dcplace.learn.config import PPOConfig as PPOConfig  # re-exported: torch-free, in dcplace.learn.config
 from dcplace.learn.nara_model import GraphIndex, NaraConfig, NaraNet, obs_tensors
 from dcplace.learn.trainer import Row, TrainingRun, plot_curves
-from dcplace.sim.netalloc import NetAllocSim
+from dcplace.sim.netalloc import NetAllocSim, Rewards
 from dcplace.sim.netalloc_episodes import episode_requests, episode_seed
 
 TRAIN_SEED_BASE = 1000
@@ -189,7 +189,7 @@ class PPOTrainer(TrainingRun[NaraNet]):
         ep = Batch()
         self.net.eval()
         with torch.inference_mode():
-            sim = NetAllocSim(top, req)
+            sim = NetAllocSim(top, req, rewards=Rewards(capacity=self.ppo.capacity_reward))
             while not sim.done:
                 obs = observe(sim)
                 nodes, edges, state, mask = obs_tensors(obs)

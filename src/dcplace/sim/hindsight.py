@@ -305,15 +305,37 @@ def instant_packable(inst: HindsightInstance, j: int, time_limit_s: float = 5.0,
     return True if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None
 
 
-def repack_bound(inst: HindsightInstance, time_limit_s: float = 4.0, max_solves: int = 8) -> int:
-    """A proven upper bound on L*, never above :func:`packing_bound`: the first request ``j`` (below the packing
-    bound) whose live set :func:`instant_packable` proves cannot be packed even with migration (no policy places
-    ``1..j``), else the packing bound. :func:`greedy_packs` skips the instants it packs; at most ``max_solves``
-    CP-SAT calls of ``time_limit_s`` each, so the result depends on the time limit (an undecided instant is passed
-    over), never its validity."""
+def repack_bound(
+    inst: HindsightInstance, time_limit_s: float = 4.0, max_solves: int = 8, start: int = 0, search: str = "scan"
+) -> int:
+    """A proven upper bound on L*, never above :func:`packing_bound`: a request ``j`` (from ``start``, below the
+    packing bound) whose live set :func:`instant_packable` proves cannot be packed even with migration (no policy
+    places ``1..j``), else the packing bound. :func:`greedy_packs` skips the instants it packs; at most
+    ``max_solves`` CP-SAT calls of ``time_limit_s`` each, so the result depends on the time limit (an undecided
+    instant is passed over), never its validity. ``start``: where the search begins, e.g. a length a plan is known
+    to reach (every instant below it packs, so solves there are wasted); any ``start`` gives a valid bound.
+    ``search``: ``scan`` tests the instants in order and returns the first proven one; ``bisect`` halves the range
+    between ``start`` and the smallest instant proven so far (packable or undecided: go up; proven: go down), which
+    reaches far above ``start`` with few solves (packability is not monotone in ``j``, so bisecting may miss a
+    smaller proven instant, never return an unproven one)."""
+    if start < 0:
+        raise ValueError(f"start must be at least 0, got {start}")
+    if search not in ("scan", "bisect"):
+        raise ValueError(f"search must be scan or bisect, got {search!r}")
     bound = packing_bound(inst)
     solves = 0
-    for j in range(bound):
+    if search == "bisect":
+        lo, hi = start, bound  # hi: the packing bound or an instant proven not packable
+        while lo < hi and solves < max_solves:
+            j = (lo + hi) // 2
+            if not greedy_packs(inst, j):
+                solves += 1
+                if instant_packable(inst, j, time_limit_s) is False:
+                    hi = j
+                    continue
+            lo = j + 1
+        return hi
+    for j in range(start, bound):
         if greedy_packs(inst, j):
             continue
         if solves >= max_solves:

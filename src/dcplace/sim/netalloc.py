@@ -78,11 +78,16 @@ class Outcome(IntEnum):
 
 @dataclass(frozen=True)
 class Rewards:
-    """The paper's reward (section 3.2, chosen by its grid search): success, failure, every other pick."""
+    """The paper's reward (section 3.2, chosen by its grid search): success, failure, every other pick; and
+    ``capacity``, ours: for each request rejected for capacity without a pick (step 1 above), added to the reward
+    of the pick after which it happened. Section 3.2 has no term for such requests (its rewards follow actions), so
+    it is 0 by default; at ``failure``'s value an episode's return is exactly ``success`` x accepted + ``failure``
+    x not accepted, the acceptance ratio the paper ranks by (docs/nara.md)."""
 
     success: float = 10.0
     failure: float = -10.0
     step: float = 0.0
+    capacity: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -343,9 +348,17 @@ class NetAllocSim:
         return widest_of(self.routing.paths(a, b, self.free_bw, bw), self.free_bw, bw)
 
     def pick(self, v: int) -> tuple[Outcome, float, dict[str, str]]:
-        """Give server ``v`` to the waiting request. Returns (outcome, reward, info)."""
+        """Give server ``v`` to the waiting request. Returns (outcome, reward, info); the reward includes
+        ``rewards.capacity`` for every request the pick's completion let be rejected for capacity."""
         if self.done:
             raise RuntimeError("the episode is over; call reset()")
+        before = self.rejected["capacity"]
+        outcome, reward, info = self._pick(v)
+        if self.rewards.capacity:
+            reward += self.rewards.capacity * (self.rejected["capacity"] - before)
+        return outcome, reward, info
+
+    def _pick(self, v: int) -> tuple[Outcome, float, dict[str, str]]:
         self.decisions += 1
         if not self.is_valid(int(v)):
             return self._reject("invalid")
