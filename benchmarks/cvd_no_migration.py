@@ -13,8 +13,9 @@ again by stepping the simulator through it) or ``unknown``.
 rung's hint, up to the first rung left undecided (the largest ``k`` proven feasible: a lower end for ``L*``).
 ``--only EP ...`` runs those episodes only; ``--repack`` adds :func:`~dcplace.sim.hindsight.repack_bound` (up to
 half a minute per episode with its defaults; ``--repack-time-limit``, ``--repack-solves``, ``--repack-search
-bisect``, and ``--repack-start EP=J`` to search above a length a plan already reached). Prints a table per episode
-and a summary.
+bisect``, and ``--repack-start EP=J`` to search above a length a plan already reached); ``--window W`` then
+tries :func:`~dcplace.sim.hindsight.window_bound` between the lower and upper ends (no-migration checks of the last
+``W`` requests, the VMs live before them placed freely). Prints a table per episode and a summary.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from dcplace.sim.hindsight import (
     no_migration_check,
     packing_bound,
     repack_bound,
+    window_bound,
 )
 from dcplace.sim.numa import NumaSim
 
@@ -121,6 +123,14 @@ def main() -> None:
         default="scan",
         help="test the instants in order (scan) or halve the range above the start (bisect)",
     )
+    ap.add_argument(
+        "--window",
+        type=int,
+        default=0,
+        help="also window_bound with windows of this many requests (0: no), after the check and ladder",
+    )
+    ap.add_argument("--window-time-limit", type=float, default=60.0, help="seconds per window check")
+    ap.add_argument("--window-solves", type=int, default=4, help="window checks per episode at most")
     ap.add_argument("--repack-start", nargs="*", default=[], metavar="EP=J",
                     help="scan the repack bound from request J on episode EP (e.g. a length a plan reached earlier: "
                          "every instant below it packs; any J gives a valid bound)")  # fmt: skip
@@ -204,6 +214,11 @@ def main() -> None:
                 row.update(status="feasible", by="cp-sat, ladder", simulator_ok=row["ladder_simulator_ok"])
             if worst:
                 upper = min(upper, worst - 1)
+        if args.window and lower < upper:
+            upper, row["window"] = window_bound(
+                inst, lower, upper, args.window, args.window_time_limit, args.window_solves
+            )
+            print(f"    window bound: {upper} ({row['window']})", flush=True)
         row["L_star"] = [lower, upper]
         rows.append(row)
     print(f"\n| episode | Best-Fit / industrial | H | k = ceil({1 + args.margin:g} H) | packing bound |"

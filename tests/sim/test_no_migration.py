@@ -5,6 +5,7 @@ the independent replay, and so does its canonical form; a case where migration w
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 from conftest import make_table, tiny_instance, tiny_numa_episodes
@@ -22,6 +23,8 @@ from dcplace.sim.hindsight import (
     packing_bound,
     repack_bound,
     replay_plan,
+    window_bound,
+    window_relaxation,
 )
 
 
@@ -111,3 +114,38 @@ def test_the_closest_plan_keeps_every_feasible_choice_of_the_hint(ep):
     res = no_migration_check(inst, k, time_limit_s=20.0, hint=cut, precheck=False, closest=True)
     assert res.status == "feasible" and replay_plan(inst, res.actions) == -1
     assert np.array_equal(res.actions[:-1], plan[:-1])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ep=tiny_numa_episodes())
+def test_a_window_relaxation_places_whatever_the_original_places(ep):
+    """Whenever requests ``0..k-1`` have a plan, the window relaxation from any ``start < k`` places all of its own
+    requests (so its infeasibility proves ``L* < k``)."""
+    if (tiny := tiny_instance(ep)) is None:
+        return
+    _, inst = tiny
+    brute = brute_force_length(inst)
+    for k in range(1, brute + 1):
+        for start in range(k):
+            sub = window_relaxation(inst, start, k)
+            assert sub.requests >= k - start
+            assert brute_force_length(sub) == sub.requests, (k, start)
+            assert no_migration_check(sub, sub.requests, time_limit_s=20.0).status == "feasible"
+    hi = packing_bound(inst)
+    bound, checks = window_bound(inst, min(brute, hi), hi, window=3, time_limit_s=20.0)
+    assert brute <= bound <= hi and all(c["status"] in ("feasible", "infeasible") for c in checks)
+
+
+def test_a_window_relaxation_proves_what_migration_hides():
+    # the instance of test_migration_would_help_but_no_plan_exists: from G's departure on (start 3: A and B carried,
+    # placed freely) the relaxation can put B beside G's node and fit D: too loose; from B's arrival (start 2: A and
+    # G carried) it keeps G's whole node, and D cannot be placed: L* < 5, which no instant (with migration) shows
+    inst = _two_node_instance([(0, 100, 2, 1), (1, 2, 4, 1), (2, 4, 2, 1), (4, 100, 2, 1), (6, 100, 4, 1)])
+    assert no_migration_check(window_relaxation(inst, 3, 5), 4).status == "feasible"
+    sub = window_relaxation(inst, 2, 5)
+    assert sub.requests == 5 and (sub.arrival[:2] == inst.arrival[2]).all()
+    assert no_migration_check(sub, 5).status == "infeasible"
+    assert window_bound(inst, 4, 5, window=3)[0] == 4 == brute_force_length(inst)
+    assert window_bound(inst, 4, 5, window=2)[0] == 5  # too short a window proves nothing; 5 is still a bound
+    with pytest.raises(ValueError, match="start"):
+        window_relaxation(inst, 5, 5)

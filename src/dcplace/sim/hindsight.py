@@ -23,7 +23,11 @@ when releases are off; a warm VM is live while ``departure > arrival_j``.
   (counts and volumes of the VMs at least as large as each size, multi-NUMA VMs needing a machine; its docstring).
 * :func:`repack_bound` (any size, proven, never above the packing bound): the first arrival whose live VMs CP-SAT
   proves cannot be packed into the nodes even with migration (:func:`instant_packable`, integer counts per type
-  and node), the instants a greedy repacking packs skipped.
+  and node), the instants a greedy repacking packs skipped; scanned in order or bisected, from any start (e.g. a
+  length a plan reached).
+* :func:`window_bound` (proven, never above the bound it starts from): :func:`no_migration_check` on
+  :func:`window_relaxation`, the last requests before ``k`` with the VMs live before them placed freely (migration
+  once instead of at every arrival), bisected over ``k``.
 * :func:`exact_length` (small instances): CP-SAT over the time-indexed placement, warm VMs fixed where they are.
   Variables ``x[j, a]`` (request ``j`` at action ``a``: a node for a single-NUMA VM, a machine for a multi-NUMA one),
   ``placed_j = sum_a x[j, a] <= 1``; constraints: prefix ``placed_j >= placed_{j+1}``, and for every arrival ``j``,
@@ -46,6 +50,7 @@ when releases are off; a warm VM is live while ``departure > arrival_j``.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import time
 from dataclasses import dataclass
@@ -910,3 +915,51 @@ def _break_symmetry(model: Any, inst: HindsightInstance, x: list[dict[int, Any]]
             singles = [i for i in range(len(x)) if not inst.multi[i]]
             for n in range(K_ - 1):
                 chain([x[i].get(m * K_ + n) for i in singles], [x[i].get(m * K_ + n + 1) for i in singles])
+
+
+def window_relaxation(inst: HindsightInstance, start: int, k: int) -> HindsightInstance:
+    """A relaxation of "requests ``0..k-1`` all placed without migration" that keeps only what is live from request
+    ``start``'s arrival on: the earlier requests still live then (placed *freely* at that moment, as if they all
+    arrived just before it), then requests ``start..k-1`` as they come; the earlier requests that left before it are
+    dropped, the warm VMs kept. Every plan of the original places the returned instance's requests too (the carried
+    VMs where the plan put them: the live set at each of the new instance's arrivals is part of one of the
+    original's), so when :func:`no_migration_check` proves the returned instance's requests (all of them) cannot be
+    placed, ``L* < k`` for ``inst``. Smaller than the original (at 50 machines, a few hundred requests instead of
+    ``k``), and tighter than :func:`instant_packable` (which lets VMs move at every arrival, this one only once)."""
+    if not 0 <= start < k <= inst.requests:
+        raise ValueError(f"need 0 <= start < k <= {inst.requests}, got start {start}, k {k}")
+    t = inst.arrival[start]
+    carried = np.flatnonzero(inst.departure[:start] > t) if inst.release else np.arange(start)
+    idx = np.concatenate([carried, np.arange(start, k)])
+    arrival = inst.arrival[idx].copy()
+    arrival[: len(carried)] = t
+    return dataclasses.replace(
+        inst, arrival=arrival, departure=inst.departure[idx].copy(), demand=inst.demand[idx].copy(),
+        multi=inst.multi[idx].copy(),
+    )  # fmt: skip
+
+
+def window_bound(
+    inst: HindsightInstance, lo: int, hi: int, window: int = 60, time_limit_s: float = 30.0, max_solves: int = 8
+) -> tuple[int, list[dict[str, Any]]]:
+    """A proven upper bound on L* at most ``hi`` (itself one, e.g. :func:`repack_bound`), given that ``lo`` is
+    reachable (a plan's length; only steers the search): bisects ``k`` in ``(lo, hi]``, each time
+    :func:`no_migration_check` on :func:`window_relaxation` from request ``k - window``; a proof there lowers the
+    bound to ``k - 1``, anything else moves the search up. At most ``max_solves`` checks of ``time_limit_s``;
+    returns the bound and one record per check (``k``, ``status``, ``s``). The result depends on the time limit,
+    never its validity."""
+    if window < 1 or not 0 <= lo <= hi:
+        raise ValueError(f"need window >= 1 and 0 <= lo <= hi, got window {window}, lo {lo}, hi {hi}")
+    checks = []
+    for _ in range(max_solves):
+        if lo >= hi:
+            break
+        k = (lo + hi + 1) // 2
+        sub = window_relaxation(inst, max(0, k - window), k)
+        res = no_migration_check(sub, sub.requests, time_limit_s)
+        checks.append({"k": k, "status": res.status, "by": res.by, "s": round(res.wall_s, 1)})
+        if res.status == "infeasible":
+            hi = k - 1
+        else:
+            lo = k
+    return hi, checks
