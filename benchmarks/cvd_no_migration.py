@@ -14,8 +14,8 @@ rung's hint, up to the first rung left undecided (the largest ``k`` proven feasi
 ``--only EP ...`` runs those episodes only; ``--repack`` adds :func:`~dcplace.sim.hindsight.repack_bound` (up to
 half a minute per episode with its defaults; ``--repack-time-limit``, ``--repack-solves``, ``--repack-search
 bisect``, and ``--repack-start EP=J`` to search above a length a plan already reached); ``--window W`` then
-tries :func:`~dcplace.sim.hindsight.window_bound` between the lower and upper ends (no-migration checks of the last
-``W`` requests, the VMs live before them placed freely). Prints a table per episode and a summary.
+tries :func:`~dcplace.sim.hindsight.window_bound` between the lower and upper ends (the last ``W`` arrivals before
+``k`` packed together, no VM moving between them). Prints a table per episode and a summary.
 """
 
 from __future__ import annotations

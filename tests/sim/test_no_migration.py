@@ -19,12 +19,12 @@ from dcplace.sim.hindsight import (
     brute_force_length,
     canonical_plan,
     instance_from_sim,
+    instants_packable,
     no_migration_check,
     packing_bound,
     repack_bound,
     replay_plan,
     window_bound,
-    window_relaxation,
 )
 
 
@@ -118,34 +118,30 @@ def test_the_closest_plan_keeps_every_feasible_choice_of_the_hint(ep):
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ep=tiny_numa_episodes())
-def test_a_window_relaxation_places_whatever_the_original_places(ep):
-    """Whenever requests ``0..k-1`` have a plan, the window relaxation from any ``start < k`` places all of its own
-    requests (so its infeasibility proves ``L* < k``)."""
+def test_instants_with_no_migration_between_pack_whatever_a_plan_places(ep):
+    """Whenever requests ``0..k-1`` have a plan, any set of their arrivals packs with each VM kept on one node (so
+    a proof that some set does not pack is a proof that ``L* < k``), and the window bound never cuts below L*."""
     if (tiny := tiny_instance(ep)) is None:
         return
     _, inst = tiny
     brute = brute_force_length(inst)
     for k in range(1, brute + 1):
-        for start in range(k):
-            sub = window_relaxation(inst, start, k)
-            assert sub.requests >= k - start
-            assert brute_force_length(sub) == sub.requests, (k, start)
-            assert no_migration_check(sub, sub.requests, time_limit_s=20.0).status == "feasible"
+        assert instants_packable(inst, list(range(k)), time_limit_s=20.0) is True
+        assert instants_packable(inst, [0, k - 1], time_limit_s=20.0) is True
     hi = packing_bound(inst)
     bound, checks = window_bound(inst, min(brute, hi), hi, window=3, time_limit_s=20.0)
-    assert brute <= bound <= hi and all(c["status"] in ("feasible", "infeasible") for c in checks)
+    assert brute <= bound <= hi and all(c["status"] in ("packable", "infeasible") for c in checks)
 
 
-def test_a_window_relaxation_proves_what_migration_hides():
-    # the instance of test_migration_would_help_but_no_plan_exists: from G's departure on (start 3: A and B carried,
-    # placed freely) the relaxation can put B beside G's node and fit D: too loose; from B's arrival (start 2: A and
-    # G carried) it keeps G's whole node, and D cannot be placed: L* < 5, which no instant (with migration) shows
+def test_instants_tied_by_the_vms_that_span_them_prove_what_migration_hides():
+    # the instance of test_migration_would_help_but_no_plan_exists (requests A G B C D): each arrival packs alone
+    # and so do C's and D's together, but at B's arrival G holds a whole node, so A and B share the other; they stay
+    # there through C's arrival, C takes G's node, and at D's arrival A and C hold one node each: D fits nowhere
     inst = _two_node_instance([(0, 100, 2, 1), (1, 2, 4, 1), (2, 4, 2, 1), (4, 100, 2, 1), (6, 100, 4, 1)])
-    assert no_migration_check(window_relaxation(inst, 3, 5), 4).status == "feasible"
-    sub = window_relaxation(inst, 2, 5)
-    assert sub.requests == 5 and (sub.arrival[:2] == inst.arrival[2]).all()
-    assert no_migration_check(sub, 5).status == "infeasible"
+    assert all(instants_packable(inst, [j]) for j in range(5))
+    assert instants_packable(inst, [3, 4]) is True
+    assert instants_packable(inst, [2, 3, 4]) is False
     assert window_bound(inst, 4, 5, window=3)[0] == 4 == brute_force_length(inst)
     assert window_bound(inst, 4, 5, window=2)[0] == 5  # too short a window proves nothing; 5 is still a bound
-    with pytest.raises(ValueError, match="start"):
-        window_relaxation(inst, 5, 5)
+    with pytest.raises(ValueError, match="window"):
+        window_bound(inst, 4, 5, window=0)

@@ -25,9 +25,9 @@ when releases are off; a warm VM is live while ``departure > arrival_j``.
   proves cannot be packed into the nodes even with migration (:func:`instant_packable`, integer counts per type
   and node), the instants a greedy repacking packs skipped; scanned in order or bisected, from any start (e.g. a
   length a plan reached).
-* :func:`window_bound` (proven, never above the bound it starts from): :func:`no_migration_check` on
-  :func:`window_relaxation`, the last requests before ``k`` with the VMs live before them placed freely (migration
-  once instead of at every arrival), bisected over ``k``.
+* :func:`window_bound` (proven, never above the bound it starts from): :func:`instants_packable` at the last
+  arrivals before ``k``, each VM kept on one node across them (migration once instead of at every arrival), bisected
+  over ``k``.
 * :func:`exact_length` (small instances): CP-SAT over the time-indexed placement, warm VMs fixed where they are.
   Variables ``x[j, a]`` (request ``j`` at action ``a``: a node for a single-NUMA VM, a machine for a multi-NUMA one),
   ``placed_j = sum_a x[j, a] <= 1``; constraints: prefix ``placed_j >= placed_{j+1}``, and for every arrival ``j``,
@@ -50,7 +50,6 @@ when releases are off; a warm VM is live while ``departure > arrival_j``.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import time
 from dataclasses import dataclass
@@ -262,43 +261,61 @@ def greedy_packs(inst: HindsightInstance, j: int) -> bool:
 
 def instant_packable(inst: HindsightInstance, j: int, time_limit_s: float = 5.0, seed: int = 0) -> bool | None:
     """Whether the live scored VMs at request ``j``'s arrival can be packed into the node residuals (VMs may
-    migrate; warm VMs stay on their nodes): CP-SAT over integer counts ``n[t, node]`` of each single-NUMA type per
-    node and ``n[t, machine]`` of each multi-NUMA type per machine, ``sum n[t, .] = live count of t``, per node and
-    resource ``sum of the counts' use <= residual``. Demands are rounded down and residuals up (CPU in 1/300 core,
-    memory in 1/100 GB), so the model is a relaxation and "infeasible" is a proof. Returns True (packable), False
-    (proved not packable) or None (undecided within ``time_limit_s``)."""
+    migrate; warm VMs stay on their nodes): :func:`instants_packable` at the single instant ``j``. Returns True
+    (packable), False (proved not packable) or None (undecided within ``time_limit_s``)."""
+    return instants_packable(inst, [j], time_limit_s, seed)
+
+
+def instants_packable(inst: HindsightInstance, js: list[int], time_limit_s: float = 5.0, seed: int = 0) -> bool | None:
+    """Whether the live scored VMs at the arrivals of requests ``js`` can be packed into the node residuals at
+    every one of those instants *with each VM on the same node at every instant it is live at* (no migration between
+    the instants; free placement otherwise; warm VMs stay on their nodes). CP-SAT over integer counts
+    ``n[c, node]`` (``n[c, machine]`` for multi-NUMA ones) of each class ``c`` = (type, which of the instants the VM
+    is live at), ``sum n[c, .] = count of c``, per instant, node and resource ``sum of the live classes' use <=
+    residual``. Demands are rounded down and residuals up (CPU in 1/300 core, memory in 1/100 GB), so the model is a
+    relaxation of the no-migration problem (any plan gives such counts) and "infeasible" proves that requests
+    ``0..max(js)`` cannot all be placed. One instant is :func:`instant_packable`'s model (migration everywhere); more
+    instants tie the VMs that span them. Returns True, False (proved) or None (undecided within ``time_limit_s``)."""
     from ortools.sat.python import cp_model  # only here: ortools and highspy cannot share a process
 
-    res, d, mu = _live_parts(inst, j)
-    M, K_, _ = res.shape
+    js = sorted(set(js))
+    last = js[-1]
+    lives = np.zeros((last + 1, len(js)), bool)
+    for t, j in enumerate(js):
+        lives[: j + 1, t] = inst.live_scored(j)
+    vms = np.flatnonzero(lives.any(axis=1))
+    M, K_, _ = inst.capacity.shape
     scale = np.array([300.0, 100.0])
-    cap = np.ceil(np.maximum(res, 0.0) * scale - 1e-6).astype(np.int64)  # (M, K, 2)
-    kinds, count = np.unique(np.c_[d, mu.astype(float)], axis=0, return_counts=True)
+    caps = [np.ceil(np.maximum(inst.capacity - inst.fixed_use(j), 0.0) * scale - 1e-6).astype(np.int64) for j in js]
+    keys = np.c_[inst.demand[vms], inst.multi[vms].astype(float), lives[vms].astype(float)]
+    kinds, count = np.unique(keys, axis=0, return_counts=True)
     model = cp_model.CpModel()
-    use: list[list[list[Any]]] = [[[] for _ in range(2)] for _ in range(M * K_)]
-    for (c, m, multi), n in zip(kinds, count, strict=True):
+    use: list[list[list[list[Any]]]] = [[[[] for _ in range(2)] for _ in range(M * K_)] for _ in js]
+    for key, n in zip(kinds, count, strict=True):
+        c, m, multi, pattern = key[0], key[1], bool(key[2]), np.flatnonzero(key[3:])
         share = np.floor(np.array([c, m]) / (K_ if multi else 1) * scale + 1e-6).astype(np.int64)
-        slots = [(mm, [mm * K_ + k for k in range(K_)]) for mm in range(M)] if multi else \
-            [(a, [a]) for a in range(M * K_)]  # fmt: skip
+        slots = [[mm * K_ + k for k in range(K_)] for mm in range(M)] if multi else [[a] for a in range(M * K_)]
         terms = []
-        for _, nodes in slots:
-            room = min(int(n), *(int(cap[a // K_, a % K_, r] // share[r]) if share[r] > 0 else int(n)
-                                  for a in nodes for r in range(2)))  # fmt: skip
+        for nodes in slots:
+            room = min(int(n), int(n), *(int(caps[t][a // K_, a % K_, r] // share[r]) for t in pattern for a in nodes
+                                  for r in range(2) if share[r] > 0))  # fmt: skip
             if room <= 0:
                 continue
             x = model.new_int_var(0, room, "")
             terms.append(x)
-            for a in nodes:
-                for r in range(2):
-                    if share[r] > 0:
-                        use[a][r].append(int(share[r]) * x)
+            for t in pattern:
+                for a in nodes:
+                    for r in range(2):
+                        if share[r] > 0:
+                            use[t][a][r].append(int(share[r]) * x)
         if not terms:
             return False
         model.add(sum(terms) == int(n))
-    for a in range(M * K_):
-        for r in range(2):
-            if use[a][r]:
-                model.add(sum(use[a][r]) <= int(cap[a // K_, a % K_, r]))
+    for t in range(len(js)):
+        for a in range(M * K_):
+            for r in range(2):
+                if use[t][a][r]:
+                    model.add(sum(use[t][a][r]) <= int(caps[t][a // K_, a % K_, r]))
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = float(time_limit_s)
     solver.parameters.num_workers = 1
@@ -917,37 +934,16 @@ def _break_symmetry(model: Any, inst: HindsightInstance, x: list[dict[int, Any]]
                 chain([x[i].get(m * K_ + n) for i in singles], [x[i].get(m * K_ + n + 1) for i in singles])
 
 
-def window_relaxation(inst: HindsightInstance, start: int, k: int) -> HindsightInstance:
-    """A relaxation of "requests ``0..k-1`` all placed without migration" that keeps only what is live from request
-    ``start``'s arrival on: the earlier requests still live then (placed *freely* at that moment, as if they all
-    arrived just before it), then requests ``start..k-1`` as they come; the earlier requests that left before it are
-    dropped, the warm VMs kept. Every plan of the original places the returned instance's requests too (the carried
-    VMs where the plan put them: the live set at each of the new instance's arrivals is part of one of the
-    original's), so when :func:`no_migration_check` proves the returned instance's requests (all of them) cannot be
-    placed, ``L* < k`` for ``inst``. Smaller than the original (at 50 machines, a few hundred requests instead of
-    ``k``), and tighter than :func:`instant_packable` (which lets VMs move at every arrival, this one only once)."""
-    if not 0 <= start < k <= inst.requests:
-        raise ValueError(f"need 0 <= start < k <= {inst.requests}, got start {start}, k {k}")
-    t = inst.arrival[start]
-    carried = np.flatnonzero(inst.departure[:start] > t) if inst.release else np.arange(start)
-    idx = np.concatenate([carried, np.arange(start, k)])
-    arrival = inst.arrival[idx].copy()
-    arrival[: len(carried)] = t
-    return dataclasses.replace(
-        inst, arrival=arrival, departure=inst.departure[idx].copy(), demand=inst.demand[idx].copy(),
-        multi=inst.multi[idx].copy(),
-    )  # fmt: skip
-
-
 def window_bound(
-    inst: HindsightInstance, lo: int, hi: int, window: int = 60, time_limit_s: float = 30.0, max_solves: int = 8
+    inst: HindsightInstance, lo: int, hi: int, window: int = 20, time_limit_s: float = 30.0, max_solves: int = 8
 ) -> tuple[int, list[dict[str, Any]]]:
     """A proven upper bound on L* at most ``hi`` (itself one, e.g. :func:`repack_bound`), given that ``lo`` is
     reachable (a plan's length; only steers the search): bisects ``k`` in ``(lo, hi]``, each time
-    :func:`no_migration_check` on :func:`window_relaxation` from request ``k - window``; a proof there lowers the
-    bound to ``k - 1``, anything else moves the search up. At most ``max_solves`` checks of ``time_limit_s``;
-    returns the bound and one record per check (``k``, ``status``, ``s``). The result depends on the time limit,
-    never its validity."""
+    :func:`instants_packable` at the ``window`` arrivals before ``k`` (the VMs live before them placed freely, none
+    moving after: a relaxation between the repack bound's single instant and the full no-migration check); a proof
+    lowers the bound to ``k - 1``, anything else moves the search up. At most ``max_solves`` checks of
+    ``time_limit_s``; returns the bound and one record per check (``k``, ``status``, ``s``). The result depends on
+    the time limit, never its validity."""
     if window < 1 or not 0 <= lo <= hi:
         raise ValueError(f"need window >= 1 and 0 <= lo <= hi, got window {window}, lo {lo}, hi {hi}")
     checks = []
@@ -955,10 +951,11 @@ def window_bound(
         if lo >= hi:
             break
         k = (lo + hi + 1) // 2
-        sub = window_relaxation(inst, max(0, k - window), k)
-        res = no_migration_check(sub, sub.requests, time_limit_s)
-        checks.append({"k": k, "status": res.status, "by": res.by, "s": round(res.wall_s, 1)})
-        if res.status == "infeasible":
+        t0 = time.perf_counter()
+        packs = instants_packable(inst, list(range(max(0, k - window), k)), time_limit_s)
+        status = {True: "packable", False: "infeasible", None: "unknown"}[packs]
+        checks.append({"k": k, "status": status, "s": round(time.perf_counter() - t0, 1)})
+        if packs is False:
             hi = k - 1
         else:
             lo = k
