@@ -292,22 +292,22 @@ def instants_packable(inst: HindsightInstance, js: list[int], time_limit_s: floa
     model = cp_model.CpModel()
     use: list[list[list[list[Any]]]] = [[[[] for _ in range(2)] for _ in range(M * K_)] for _ in js]
     for key, n in zip(kinds, count, strict=True):
-        c, m, multi, pattern = key[0], key[1], bool(key[2]), np.flatnonzero(key[3:])
+        c, m, multi, pattern = key[0], key[1], bool(key[2]), [int(i) for i in np.flatnonzero(key[3:])]
         share = np.floor(np.array([c, m]) / (K_ if multi else 1) * scale + 1e-6).astype(np.int64)
         slots = [[mm * K_ + k for k in range(K_)] for mm in range(M)] if multi else [[a] for a in range(M * K_)]
         terms = []
         for nodes in slots:
-            room = min(int(n), int(n), *(int(caps[t][a // K_, a % K_, r] // share[r]) for t in pattern for a in nodes
+            room = min(int(n), int(n), *(int(caps[i][a // K_, a % K_, r] // share[r]) for i in pattern for a in nodes
                                   for r in range(2) if share[r] > 0))  # fmt: skip
             if room <= 0:
                 continue
             x = model.new_int_var(0, room, "")
             terms.append(x)
-            for t in pattern:
+            for i in pattern:
                 for a in nodes:
                     for r in range(2):
                         if share[r] > 0:
-                            use[t][a][r].append(int(share[r]) * x)
+                            use[i][a][r].append(int(share[r]) * x)
         if not terms:
             return False
         model.add(sum(terms) == int(n))
