@@ -18,7 +18,8 @@ Action: ``Discrete(S)``, a server id. A masked action rejects the request (``inf
 action outside the space (not an integer, e.g. 1.7 or ``"3"``, or out of range) raises ``ValueError``.
 
 Reward: +10 when a pick completes the request, -10 when it fails the path check (or is invalid), 0 otherwise
-(the paper's grid-searched values; ``rewards=`` changes them).
+(the paper's grid-searched values; ``rewards=`` changes them, and ``Rewards(capacity=...)`` adds a reward for each
+request the simulator rejects for capacity without a pick, 0 by default).
 
 Termination: after the episode's last request. Never truncated.
 
