@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
@@ -61,6 +61,7 @@ def write_dataset(folder: Path, seed: int, servers: int = 16, racks: int = 4, vm
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 10_000))
+@example(seed=1369)  # the exact-assignment fallback once said optimal without saying its bound was proven
 def test_every_answer_passes_the_checker_and_respects_the_bound(tmp_path_factory, seed):
     path = write_dataset(tmp_path_factory.mktemp("d"), seed)
     batch = load_numa_batch(str(path))

@@ -732,7 +732,7 @@ def solve_numa_pattern(batch: NumaBatch, stop: Stop, seed: int, params: NumaPatt
         order = rng.permutation(batch.servers).tolist()
     if best is None:  # every realisation stranded a VM (small, tightly constrained batches): the other packings
         assert failed is not None
-        return _fallback(batch, stop, seed, bound, failed)
+        return _fallback(batch, stop, seed, bound, master.converged, failed)
     servers, server, node, stats = best
     timings["realise_s"] = time.perf_counter() - t2
     lns_closed = 0
@@ -762,13 +762,21 @@ EXACT_MAX_SPOTS = 20_000
 """The exact assignment fallback's size limit: VMs x servers x NUMA choices."""
 
 
-def _fallback(batch: NumaBatch, stop: Stop, seed: int, bound: int, failed: InputError) -> Result:
+def _fallback(batch: NumaBatch, stop: Stop, seed: int, bound: int, bound_proven: bool, failed: InputError) -> Result:
     """When no realisation of the pattern answer places every VM: the relaxation-guided packing, then (small
-    batches) the exact assignment model; the pattern's bound is kept. Raises ``failed`` when neither finds one."""
+    batches) the exact assignment model; the larger of the pattern's bound (proven when ``bound_proven``) and the
+    fallback's own is kept, with whether it is proven, and the answer is ``optimal`` exactly when it uses that many
+    servers and the bound is proven (as the pattern's own answers). Raises ``failed`` when neither finds one."""
+
+    def answer(res: Result, own: float, own_proven: bool, how: str) -> Result:
+        lower, proven = (own, own_proven) if own >= bound else (float(bound), bound_proven)
+        status = "optimal" if proven and res.pms_used <= lower else "feasible"
+        return replace(res, method="pattern", status=status, bound=lower,
+                       stats={**res.stats, "bound_proven": proven, "fallback_from_pattern": how})  # fmt: skip
+
     try:
         res = solve_relaxation_guided(batch, stop, seed, NumaBatchParams())
-        return replace(res, method="pattern", bound=max(float(bound), res.bound or 0.0),
-                       stats={**res.stats, "fallback_from_pattern": "relaxation-guided"})  # fmt: skip
+        return answer(res, res.bound or 0.0, bool(res.stats.get("bound_proven", False)), "relaxation-guided")
     except InputError:
         pass
     got = exact_assignment(batch, stop, seed) if not stop.expired() else None
@@ -777,12 +785,10 @@ def _fallback(batch: NumaBatch, stop: Stop, seed: int, bound: int, failed: Input
                          f"assignment model)")  # fmt: skip
     if got is None:
         raise failed
-    server, node, _, lower = got
-    servers = len(set(server))
-    lower = max(float(bound), lower)
-    status = "optimal" if servers <= lower else "feasible"
-    return Result(batch.name, "pattern", status, float(servers), lower, vms=batch.vms, vm_pm=np.asarray(server),
-                  vm_node=np.asarray(node), stats={"fallback_from_pattern": "exact-assignment"})  # fmt: skip
+    server, node, _, lower = got  # CP-SAT's best bound: proven whatever its status
+    res = Result(batch.name, "pattern", "feasible", float(len(set(server))), lower, vms=batch.vms,
+                 vm_pm=np.asarray(server), vm_node=np.asarray(node))  # fmt: skip
+    return answer(res, lower, True, "exact-assignment")
 
 
 def exact_assignment(b: NumaBatch, stop: Stop, seed: int) -> tuple[list[int], list[int], str, float] | None:
