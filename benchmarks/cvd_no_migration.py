@@ -132,7 +132,7 @@ def main() -> None:
     ap.add_argument("--window-time-limit", type=float, default=60.0, help="seconds per window check")
     ap.add_argument("--window-solves", type=int, default=4, help="window checks per episode at most")
     ap.add_argument("--repack-start", nargs="*", default=[], metavar="EP=J",
-                    help="scan the repack bound from request J on episode EP (e.g. a length a plan reached earlier: "
+                    help="start the repack search at request J on episode EP (e.g. a length a plan reached earlier: "
                          "every instant below it packs; any J gives a valid bound)")  # fmt: skip
     ap.add_argument("--float-safe", action="store_true", help="margins on shares (simulators without FIT_TOL)")
     ap.add_argument("--json", type=Path)

@@ -297,8 +297,8 @@ def instants_packable(inst: HindsightInstance, js: list[int], time_limit_s: floa
         slots = [[mm * K_ + k for k in range(K_)] for mm in range(M)] if multi else [[a] for a in range(M * K_)]
         terms = []
         for nodes in slots:
-            room = min(int(n), int(n), *(int(caps[i][a // K_, a % K_, r] // share[r]) for i in pattern for a in nodes
-                                  for r in range(2) if share[r] > 0))  # fmt: skip
+            room = min([int(n), *(int(caps[i][a // K_, a % K_, r] // share[r]) for i in pattern for a in nodes
+                                  for r in range(2) if share[r] > 0)])  # fmt: skip
             if room <= 0:
                 continue
             x = model.new_int_var(0, room, "")

@@ -271,6 +271,7 @@ class NetAllocSim:
         self.locality: list[int] = []
         self.accepted_ids: list[int] = []
         self._begin()
+        self._capacity_charge = 0.0  # rewards.capacity of the rejections since the last completion (none before a pick)
 
     @property
     def request(self) -> tuple[int, int, int, int]:
@@ -289,6 +290,7 @@ class NetAllocSim:
                 self.need_cpu, self.need_mem = cpu, mem
                 return
             self.rejected["capacity"] += 1
+            self._capacity_charge += self.rewards.capacity
             self._sample()
             self.t += 1
         self.done = True
@@ -348,17 +350,10 @@ class NetAllocSim:
         return widest_of(self.routing.paths(a, b, self.free_bw, bw), self.free_bw, bw)
 
     def pick(self, v: int) -> tuple[Outcome, float, dict[str, str]]:
-        """Give server ``v`` to the waiting request. Returns (outcome, reward, info); the reward includes
-        ``rewards.capacity`` for every request the pick's completion let be rejected for capacity."""
+        """Give server ``v`` to the waiting request. Returns (outcome, reward, info); the reward of a pick that ends
+        the request includes ``rewards.capacity`` for every request then rejected for capacity."""
         if self.done:
             raise RuntimeError("the episode is over; call reset()")
-        before = self.rejected["capacity"]
-        outcome, reward, info = self._pick(v)
-        if self.rewards.capacity:
-            reward += self.rewards.capacity * (self.rejected["capacity"] - before)
-        return outcome, reward, info
-
-    def _pick(self, v: int) -> tuple[Outcome, float, dict[str, str]]:
         self.decisions += 1
         if not self.is_valid(int(v)):
             return self._reject("invalid")
@@ -375,7 +370,7 @@ class NetAllocSim:
         if self.need_cpu or self.need_mem:
             return Outcome.CONTINUE, self.rewards.step, {}
         self._accept(bw)
-        return Outcome.ACCEPTED, self.rewards.success, {}
+        return Outcome.ACCEPTED, self._charged(self.rewards.success), {}
 
     def _take(self, v: int) -> None:
         """Server ``v`` joins the request: it gives what it has of what is still needed (possibly nothing)."""
@@ -427,7 +422,12 @@ class NetAllocSim:
             self.free_mem_total += m
         self.rejected[reason] += 1
         self._finish()
-        return Outcome.REJECTED, self.rewards.failure, {"rejected": reason}
+        return Outcome.REJECTED, self._charged(self.rewards.failure), {"rejected": reason}
+
+    def _charged(self, reward: float) -> float:
+        """``reward`` plus the capacity rejections' charge since the last completion (which this one clears)."""
+        reward, self._capacity_charge = reward + self._capacity_charge, 0.0
+        return reward
 
     def _release(self, rid: int) -> None:
         a = self.active.pop(rid)
