@@ -270,8 +270,9 @@ class NetAllocSim:
         self.servers_per_allocation: list[int] = []
         self.locality: list[int] = []
         self.accepted_ids: list[int] = []
+        self._capacity_charge = 0.0  # rewards.capacity of the rejections since the last completion
         self._begin()
-        self._capacity_charge = 0.0  # rewards.capacity of the rejections since the last completion (none before a pick)
+        self._capacity_charge = 0.0  # none is charged for the rejections before the first pick
 
     @property
     def request(self) -> tuple[int, int, int, int]:
