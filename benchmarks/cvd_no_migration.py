@@ -15,7 +15,9 @@ rung's hint, up to the first rung left undecided (the largest ``k`` proven feasi
 half a minute per episode with its defaults; ``--repack-time-limit``, ``--repack-solves``, ``--repack-search
 bisect``, and ``--repack-start EP=J`` to search above a length a plan already reached); ``--window W`` then
 tries :func:`~dcplace.sim.hindsight.window_bound` between the lower and upper ends (the last ``W`` arrivals before
-``k`` packed together, no VM moving between them). Prints a table per episode and a summary.
+``k`` packed together, no VM moving between them); ``--save-plans DIR`` keeps each ladder's best plan and
+``--from-plan EP=FILE`` starts episode ``EP``'s ladder from such a plan (replayed through the simulator first), so a
+later run climbs on where an earlier one stopped. Prints a table per episode and a summary.
 """
 
 from __future__ import annotations
@@ -138,11 +140,21 @@ def main() -> None:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--closest", action="store_true", help="plans agreeing most with the better heuristic's choices")
     ap.add_argument("--save-plans", type=Path, help="folder: each ladder's best plan as episode<i>_k<k>.npy (actions)")
+    ap.add_argument("--from-plan", nargs="*", default=[], metavar="EP=FILE",
+                    help="a plan saved by --save-plans: replayed through the simulator, then the hint and the "
+                         "ladder's first rung on episode EP (a run goes on where an earlier one stopped)")  # fmt: skip
     args = ap.parse_args()
     try:
         repack_start = {int(e): int(j) for e, j in (x.split("=") for x in args.repack_start)}
     except ValueError:
         ap.error(f"--repack-start takes EP=J pairs of integers, got {' '.join(args.repack_start)}")
+    from_plan: dict[int, np.ndarray] = {}
+    for x in args.from_plan:
+        ep, _, name = x.partition("=")
+        try:
+            from_plan[int(ep)] = np.load(name).astype(np.int64)
+        except (ValueError, OSError) as e:
+            ap.error(f"--from-plan takes EP=FILE with FILE a plan saved by --save-plans, got {x} ({e})")
     p = PAPER_REGIME.prepare("huawei-east-1", 0)
     sc = PAPER_REGIME.scenario(args.warm)
     cluster = PAPER_REGIME.cluster(sc.pms)
@@ -163,6 +175,11 @@ def main() -> None:
         best = "industrial" if ind > bf else "best-fit"
         h = max(bf, ind)
         hint = heuristic_actions(sim, best)
+        if i in from_plan:
+            said = simulator_places(sim, from_plan[i])
+            if said != "ok":
+                ap.error(f"--from-plan {i}=...: the simulator does not place that plan on episode {i} ({said})")
+            hint = from_plan[i].tolist()
         k = math.ceil((1 + args.margin) * h)
         t0 = time.perf_counter()
         pack = packing_bound(inst)
@@ -182,11 +199,13 @@ def main() -> None:
             res = no_migration_check(inst, k, args.time_limit, args.seed, np.asarray(hint), float_safe=args.float_safe,
                                      closest=args.closest)  # fmt: skip
         row.update(status=res.status, by=res.by, s=round(res.wall_s, 1))
-        lower = h  # L* >= lower (the heuristic's own episode)
+        lower = h  # L* >= lower (the heuristic's own episode, or the plan given)
+        if i in from_plan:
+            lower = max(h, len(from_plan[i]))
         if res.status == "feasible":
             assert res.actions is not None
             row["simulator_ok"] = simulator_places(sim, res.actions)
-            lower = k
+            lower = max(lower, k)
             if args.save_plans:
                 args.save_plans.mkdir(parents=True, exist_ok=True)
                 np.save(args.save_plans / f"episode{i}_k{k}.npy", np.asarray(res.actions, np.int64))
@@ -196,9 +215,9 @@ def main() -> None:
               f"{res.wall_s:.1f} s", flush=True)  # fmt: skip
         if i in args.ladder and res.status != "infeasible":
             step = max(1, math.ceil(args.ladder_step * h))
-            top = upper if res.status == "feasible" else k
-            start = lower if res.status == "feasible" else h
-            plan = res.actions if res.status == "feasible" else hint
+            top = upper if lower >= k else k
+            start = lower
+            plan = res.actions if res.status == "feasible" and len(res.actions) >= len(hint) else hint
             assert plan is not None
             found, found_plan, worst, rungs = ladder(inst, start, top, np.asarray(hint if args.closest else plan),
                                                      step, args.time_limit, args.seed, args.float_safe,
