@@ -42,6 +42,7 @@ from dcplace.sim.hindsight import (
     no_migration_check,
     packing_bound,
     repack_bound,
+    simulator_replay,
     window_bound,
 )
 from dcplace.sim.numa import NumaSim
@@ -57,24 +58,6 @@ def heuristic_actions(sim: NumaSim, policy: str) -> list[int]:
         acts.append(int(a))
         s.step(a)
     return acts
-
-
-def simulator_places(sim: NumaSim, plan: np.ndarray) -> str:
-    """Step the simulator itself through ``plan`` from ``sim``'s first scored decision (an independent check of a
-    feasible plan): ``ok`` when it places every request, else where and by how much it refused (before the
-    simulator's ``FIT_TOL``, an exact fit of VMs with thirds of cores could be refused; ``--float-safe`` was the
-    workaround)."""
-    s = sim.copy()
-    for j, a in enumerate(plan):
-        if s.status != K.DECIDE:
-            return f"ended before request {j}"
-        v = s.view()
-        m = int(a) // v.numa
-        need = v.demand / v.numa if v.multi else v.demand
-        free = v.free[m] if v.multi else v.free[m, int(a) % v.numa][None]
-        if s.step(int(a)) == K.INVALID:
-            return f"refused request {j} at {int(a)}: min(free - need) = {float((free - need).min()):.3g}"
-    return "ok" if int(s.ctr[K.C_LENGTH]) == len(plan) else "short"
 
 
 def ladder(
@@ -176,7 +159,7 @@ def main() -> None:
         h = max(bf, ind)
         hint = heuristic_actions(sim, best)
         if i in from_plan:
-            said = simulator_places(sim, from_plan[i])
+            said = simulator_replay(sim, from_plan[i])
             if said != "ok":
                 ap.error(f"--from-plan {i}=...: the simulator does not place that plan on episode {i} ({said})")
             hint = from_plan[i].tolist()
@@ -204,7 +187,7 @@ def main() -> None:
             lower = max(h, len(from_plan[i]))
         if res.status == "feasible":
             assert res.actions is not None
-            row["simulator_ok"] = simulator_places(sim, res.actions)
+            row["simulator_ok"] = simulator_replay(sim, res.actions)
             lower = max(lower, k)
             if args.save_plans:
                 args.save_plans.mkdir(parents=True, exist_ok=True)
@@ -224,7 +207,7 @@ def main() -> None:
                                                      args.closest)  # fmt: skip
             row["ladder"] = rungs
             if found > lower:
-                row["ladder_simulator_ok"] = simulator_places(sim, found_plan)
+                row["ladder_simulator_ok"] = simulator_replay(sim, found_plan)
                 lower = found
                 if args.save_plans:
                     args.save_plans.mkdir(parents=True, exist_ok=True)

@@ -24,6 +24,7 @@ from dcplace.sim.hindsight import (
     packing_bound,
     repack_bound,
     replay_plan,
+    simulator_replay,
     window_bound,
 )
 
@@ -145,3 +146,29 @@ def test_instants_tied_by_the_vms_that_span_them_prove_what_migration_hides():
     assert window_bound(inst, 4, 5, window=2)[0] == 5  # too short a window proves nothing; 5 is still a bound
     with pytest.raises(ValueError, match="window"):
         window_bound(inst, 4, 5, window=0)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ep=tiny_numa_episodes())
+def test_the_simulator_accepts_a_plan_exactly_when_the_numpy_replay_does(ep):
+    """simulator_replay (the simulator stepped through a plan) and replay_plan (the loads re-added in numpy) are the
+    two independent checks of a clairvoyant plan: they must agree on every plan, feasible or not."""
+    if (tiny := tiny_instance(ep)) is None:
+        return
+    sim, inst = tiny
+    brute = brute_force_length(inst)
+    if brute == 0:
+        return
+    res = no_migration_check(inst, brute, time_limit_s=20.0)
+    assert res.status == "feasible" and res.actions is not None
+    assert simulator_replay(sim, res.actions) == "ok"
+    n_actions = inst.capacity.shape[0] * inst.capacity.shape[1]
+    for j in range(len(res.actions)):
+        for a in range(n_actions):
+            plan = np.array(res.actions, np.int64)
+            plan[j] = a
+            said = simulator_replay(sim, plan)
+            assert (said == "ok") == (replay_plan(inst, plan) == -1), (j, a, said)
+            # a refusal says where: the simulator refused the action, or ended (no action fits the request)
+            assert said == "ok" or said.startswith(("refused request", "ended before request")), said
+    assert simulator_replay(sim, [n_actions]) == f"request 0: action {n_actions} does not exist"

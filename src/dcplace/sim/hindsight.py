@@ -677,6 +677,28 @@ def replay_plan(inst: HindsightInstance, actions: I64) -> int:
     return -1
 
 
+def simulator_replay(sim: NumaSim, plan: npt.ArrayLike) -> str:
+    """Step the simulator itself through ``plan`` from ``sim``'s current decision (on a copy; ``sim`` must wait at
+    the first request of the plan): ``ok`` when it places every request of the plan, else where and by how much it
+    refused. The second, independent check of a plan beside :func:`replay_plan` (that one re-adds the plan's loads
+    in numpy; this one is the simulator the policies run in, so ``ok`` means a scheduler taking these actions gets
+    this length)."""
+    s = sim.copy()
+    acts = np.asarray(plan, np.int64)
+    for j, a in enumerate(acts):
+        if s.status != K.DECIDE:
+            return f"ended before request {j}"
+        v = s.view()
+        if not 0 <= a < v.machines * v.numa:
+            return f"request {j}: action {int(a)} does not exist"
+        m = int(a) // v.numa
+        need = v.demand / v.numa if v.multi else v.demand
+        free = v.free[m] if v.multi else v.free[m, int(a) % v.numa][None]
+        if s.step(int(a)) == K.INVALID:
+            return f"refused request {j} at {int(a)}: min(free - need) = {float((free - need).min()):.3g}"
+    return "ok" if int(s.ctr[K.C_LENGTH]) == len(acts) else "short"
+
+
 def _symmetric_machines(inst: HindsightInstance, fixed_end: I64) -> list[list[int]]:
     """Groups (two or more, increasing) of machines that no plan can tell apart: the same capacities and no warm VM
     live on them at the first arrival (warm VMs only leave, so never one)."""
