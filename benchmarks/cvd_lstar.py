@@ -104,12 +104,15 @@ def main() -> None:
     sim = NumaSim(cluster, p, sc)
     limit = sc.max_requests or len(p.table)
     rows = []
+    first_states: set[bytes] = set()  # what a scheduler sees at the first scored decision, per episode
     changed = False
     t_all = time.perf_counter()
     for i in range(args.episodes):
         if sim.reset(seed=start_seed(0, i)) != K.DECIDE:
             continue
         inst = instance_from_sim(sim, limit)
+        v = sim.view()
+        first_states.add(v.free.tobytes() + v.demand.tobytes())
         h = max(length["best-fit"][i], length["industrial"][i])
 
         lower, how = h, "H"
@@ -163,6 +166,8 @@ def main() -> None:
               f"column ({col / n:.1f} per episode)")  # fmt: skip
     print(f"+5 % reached in hindsight: {len(reach['reached'])} {reach['reached']}; impossible: "
           f"{len(reach['impossible'])} {reach['impossible']}; open: {len(reach['open'])} {reach['open']}")  # fmt: skip
+    print(f"first observations (free capacity and the waiting request at the first scored decision): "
+          f"{len(first_states)} distinct of {n} episodes")  # fmt: skip
     print(f"# {time.perf_counter() - t_all:.0f} s")
 
 

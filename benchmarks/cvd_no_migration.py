@@ -189,7 +189,7 @@ def main() -> None:
             assert res.actions is not None
             row["simulator_ok"] = simulator_replay(sim, res.actions)
             lower = max(lower, k)
-            if args.save_plans:
+            if args.save_plans and res.by != "hint":  # a hint's own prefix is no news
                 args.save_plans.mkdir(parents=True, exist_ok=True)
                 np.save(args.save_plans / f"episode{i}_k{k}.npy", np.asarray(res.actions, np.int64))
         else:
@@ -198,6 +198,8 @@ def main() -> None:
               f"{res.wall_s:.1f} s", flush=True)  # fmt: skip
         if i in args.ladder and res.status != "infeasible":
             step = max(1, math.ceil(args.ladder_step * h))
+            if res.status == "unknown":  # the first rung below k: k itself just stayed undecided with this hint
+                step = min(step, max(1, (k - lower) // 2))
             top = upper if lower >= k else k
             start = lower
             plan = res.actions if res.status == "feasible" and len(res.actions) >= len(hint) else hint
