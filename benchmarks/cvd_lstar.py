@@ -19,7 +19,10 @@ whole future but never moving a VM, places before the first failure. The evidenc
 replays accept them) and ``--add-upper EP=J`` records ``J`` once CP-SAT proves it; both rewrite the file only after
 every check passed. Prints the per-episode table and L* over the better heuristic two ways: the mean over episodes of
 ``L*/H - 1`` (± standard error), and the ratio of summed lengths over the best heuristic *column* (the measure of
-``reproduce cvd-rl``'s Tables 2-4: mean length over mean length).
+``reproduce cvd-rl``'s Tables 2-4: mean length over mean length); then each of ``--methods`` (the regime's five
+shipped learned schedulers by default) with its share of L*'s gain, and how many of the episodes' first
+observations differ (all of them: then a policy that recognises the episode and plays its plan is online, so on
+these episodes no bound below L* holds for every online policy; docs/cvd-rl.md).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from dcplace.bench.cvd_regime import PAPER_REGIME
+from dcplace.learn.numa_policies import REGIME_SHIPPED, shipped_path
 from dcplace.policies import get_policy
 from dcplace.sim import numa_kernel as K
 from dcplace.sim.episodes import run_episodes, start_seed
@@ -81,6 +85,9 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float, default=30.0, help="seconds per CP-SAT proof of an upper instant")
     ap.add_argument("--add-plans", type=Path, help="a --save-plans folder of cvd_no_migration.py to merge")
     ap.add_argument("--add-upper", nargs="*", default=[], metavar="EP=J", help="upper instants to prove and record")
+    ap.add_argument("--methods", nargs="*", default=list(REGIME_SHIPPED), metavar="POLICY",
+                    help="policies whose share of L*'s gain to report (the regime's shipped checkpoints for the "
+                         "learned ones; default: all five; none: skip)")  # fmt: skip
     args = ap.parse_args()
     try:
         add_upper = {int(e): int(j) for e, j in (x.split("=") for x in args.add_upper)}
@@ -166,6 +173,18 @@ def main() -> None:
               f"column ({col / n:.1f} per episode)")  # fmt: skip
     print(f"+5 % reached in hindsight: {len(reach['reached'])} {reach['reached']}; impossible: "
           f"{len(reach['impossible'])} {reach['impossible']}; open: {len(reach['open'])} {reach['open']}")  # fmt: skip
+    if args.methods:
+        print("\n| method | mean length | over H per episode (± s.e.) | share of L*'s gain per episode: lower / upper "
+              "end | summed: lower / upper end |\n|---|---|---|---|---|")  # fmt: skip
+        for name in args.methods:
+            ckpt = str(shipped_path(name, "paper")) if name in REGIME_SHIPPED else None
+            res, _, _ = run_episodes(get_policy(name, checkpoint=ckpt), cluster, p, sc, args.episodes, 0)
+            x = np.array([r.length for r in res], float)[: len(h_arr)]
+            g = x / h_arr - 1
+            per = [g.mean() / (e / h_arr - 1).mean() for e in (lo_arr, up_arr)]
+            summed = [(x - h_arr).sum() / (e - h_arr).sum() for e in (lo_arr, up_arr)]
+            print(f"| {name} | {x.mean():.1f} | {g.mean():+.2%} ± {g.std(ddof=1) / math.sqrt(n):.2%} | "
+                  f"{per[0]:.1%} / {per[1]:.1%} | {summed[0]:.1%} / {summed[1]:.1%} |", flush=True)  # fmt: skip
     print(f"first observations (free capacity and the waiting request at the first scored decision): "
           f"{len(first_states)} distinct of {n} episodes")  # fmt: skip
     print(f"# {time.perf_counter() - t_all:.0f} s")
