@@ -38,6 +38,7 @@ from dcplace.sim.episodes import run_episodes, start_seed
 from dcplace.sim.hindsight import (
     HindsightInstance,
     NoMigrationResult,
+    instance_at,
     instance_from_sim,
     no_migration_check,
     packing_bound,
@@ -58,6 +59,28 @@ def heuristic_actions(sim: NumaSim, policy: str) -> list[int]:
         acts.append(int(a))
         s.step(a)
     return acts
+
+
+def repair(sim: NumaSim, hint: list[int], h: int, window: int, extra: int, time_limit: float,
+           seed: int) -> tuple[np.ndarray, str]:  # fmt: skip
+    """A window ending at the heuristic's failure: its first ``h - window`` choices fixed (stepped on a copy of
+    ``sim``), then :func:`~dcplace.learn.hindsight_learning.plan_window` over the next ``window + extra`` arrivals,
+    preferring the heuristic's own choices. Returns the whole plan (the fixed prefix and the window's placed
+    prefix) and what CP-SAT said."""
+    from dcplace.learn.hindsight_learning import plan_window  # ortools, only when asked
+
+    s = sim.copy()
+    start = max(0, h - window)
+    for a in hint[:start]:
+        if s.step(int(a)) != K.DECIDE:
+            return np.asarray(hint[:start], np.int64), "the heuristic ended inside the fixed prefix"
+    inst = instance_at(s, window + extra)
+    prefer = np.full(inst.requests, -1, np.int64)
+    rest = np.asarray(hint[start : start + inst.requests], np.int64)
+    prefer[: len(rest)] = rest
+    wp = plan_window(inst, prefer, time_limit, seed)
+    plan = np.concatenate([np.asarray(hint[:start], np.int64), wp.actions[: wp.value]])
+    return plan, f"window {start}..{start + inst.requests}: {wp.value} placed (bound {wp.bound}), {wp.wall_s:.1f} s"
 
 
 def ladder(
@@ -123,6 +146,17 @@ def main() -> None:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--closest", action="store_true", help="plans agreeing most with the better heuristic's choices")
     ap.add_argument("--save-plans", type=Path, help="folder: each ladder's best plan as episode<i>_k<k>.npy (actions)")
+    ap.add_argument(
+        "--repair",
+        type=int,
+        nargs="*",
+        default=[],
+        metavar="W",
+        help="windows of W decisions ending at the better heuristic's failure, its choices before them "
+        "fixed (Hindsight Learning's window model), tried after the check and before the ladder",
+    )
+    ap.add_argument("--repair-extra", type=int, default=100, help="arrivals past the failure in each window")
+    ap.add_argument("--repair-time-limit", type=float, default=120.0, help="seconds per window")
     ap.add_argument("--from-plan", nargs="*", default=[], metavar="EP=FILE",
                     help="a plan saved by --save-plans: replayed through the simulator, then the hint and the "
                          "ladder's first rung on episode EP (a run goes on where an earlier one stopped)")  # fmt: skip
@@ -194,6 +228,17 @@ def main() -> None:
                 np.save(args.save_plans / f"episode{i}_k{k}.npy", np.asarray(res.actions, np.int64))
         else:
             upper = min(upper, k - 1) if res.status == "infeasible" else upper
+        for w in args.repair:
+            fixed = hint if i not in from_plan else heuristic_actions(sim, best)
+            rp, said = repair(sim, fixed, h, w, args.repair_extra, args.repair_time_limit, args.seed)
+            ok = simulator_replay(sim, rp) if len(rp) > lower else "-"
+            print(f"    repair W={w}: {said}; plan of {len(rp)} (simulator replay: {ok})", flush=True)
+            row.setdefault("repair", []).append({"W": w, "said": said, "length": len(rp), "simulator_ok": ok})
+            if ok == "ok" and len(rp) > lower:
+                lower, hint = len(rp), rp.tolist()
+                if args.save_plans:
+                    args.save_plans.mkdir(parents=True, exist_ok=True)
+                    np.save(args.save_plans / f"episode{i}_k{lower}.npy", rp)
         print(f"  episode {i}: H {h} k {k} packing {pack} ({pack_s:.1f} s) -> {res.status} ({res.by or '-'}) "
               f"{res.wall_s:.1f} s", flush=True)  # fmt: skip
         if i in args.ladder and res.status != "infeasible":
