@@ -406,12 +406,31 @@ def scenarios(draw):
     return top, requests(rows), draw(st.integers(0, 2**32 - 1)), draw(st.floats(0.0, 0.2))
 
 
+def test_a_full_cluster_makes_the_request_wait_for_room_when_asked():
+    """on_full="wait" (the authors' public environment): the request that does not fit waits until the running one
+    ends, and is then served; with the default it is rejected for capacity."""
+    reqs = requests([(10, 10, 0.5, 3), (1, 1, 0.5, 5), (10, 10, 0.5, 2)])
+    sim = NetAllocSim(fabric(1, 1, 1, 1), reqs)
+    sim.pick(0)
+    assert sim.done and sim.rejected["capacity"] == 2 and sim.waited == 0
+    sim = NetAllocSim(fabric(1, 1, 1, 1), reqs, on_full="wait")
+    assert sim.pick(0)[0] == Outcome.ACCEPTED  # request 0 at tick 0, holding 3 ticks
+    assert (sim.t, sim.clock, sim.waited) == (1, 3, 2)  # request 1 waited ticks 1 and 2; at 3 request 0 left
+    sim.check_invariants()
+    assert sim.pick(0)[0] == Outcome.ACCEPTED  # at tick 3, holding 5: ends at 8
+    assert (sim.t, sim.clock, sim.waited) == (2, 8, 6)
+    assert sim.pick(0)[0] == Outcome.ACCEPTED and sim.done
+    assert sim.result().rejected == {"capacity": 0, "network": 0, "invalid": 0}
+    with pytest.raises(ValueError, match="on_full"):
+        NetAllocSim(fabric(1, 1, 1, 1), reqs, on_full="queue")
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(scenarios())
-def test_ledger_invariants_hold_under_any_picks(scenario):
+@given(scenarios(), st.sampled_from(["reject", "wait"]))
+def test_ledger_invariants_hold_under_any_picks(scenario, on_full):
     top, reqs, seed, p_invalid = scenario
     rng = np.random.default_rng(seed)
-    sim = NetAllocSim(top, reqs)
+    sim = NetAllocSim(top, reqs, on_full=on_full)
     while not sim.done:
         mask = sim.action_mask()
         assert mask.any()
@@ -426,6 +445,12 @@ def test_ledger_invariants_hold_under_any_picks(scenario):
         assert (sim.free_cpu >= 0).all() and (sim.free_cpu <= top.server_cpu).all()
     res = sim.result()
     assert res.accepted + sum(res.rejected.values()) == len(reqs)
+    if on_full == "wait":  # only a request larger than the whole cluster is lost for capacity
+        too_big = (reqs.cpu > top.server_cpu.sum()) | (reqs.mem > top.server_mem.sum())
+        assert res.rejected["capacity"] == int(too_big.sum())
+        assert sim.clock == sim.t + sim.waited
+    else:
+        assert sim.clock == sim.t and sim.waited == 0
     sim.drain()
     sim.check_invariants()
     assert np.array_equal(sim.free_cpu, top.server_cpu) and np.array_equal(sim.free_mem, top.server_mem)

@@ -6,6 +6,11 @@ arrival):
 1. At step ``t`` the allocations whose holding period ends at ``t`` are released, then request ``t`` waits. If the
    cluster's total free CPU or memory is below the request's, no choice of servers can serve it: it is rejected
    (reason ``capacity``) without asking the policy, and the next request waits. Otherwise a pick is awaited.
+   ``on_full="wait"`` reads the authors' public environment instead (docs/netalloc.md, "When the cluster is full"):
+   the request is not rejected but time passes, releasing allocations as their holding periods end, until the free
+   totals cover it (rejected for capacity only if nothing is running, i.e. it exceeds the whole cluster). Time is
+   then a clock of its own (``clock``: one tick per arrival and per tick waited; holding periods count ticks), and
+   a failed path check is the only other way to lose a request.
 2. ``pick(v)`` with a server ``v`` from ``action_mask()`` (not yet selected for this request, and holding some of the
    CPU or memory still needed):
 
@@ -216,7 +221,11 @@ class NetAllocSim:
         rewards: Rewards = Rewards(),
         routing: Routing | None = None,
         any_server: bool = False,
+        on_full: str = "reject",
     ) -> None:
+        if on_full not in ("reject", "wait"):
+            raise ValueError(f"on_full must be reject or wait, got {on_full!r}")
+        self.on_full = on_full  # a request the free totals cannot hold: rejected, or time passes (module docstring)
         self.topology = topology
         self.any_server = any_server  # accept any server not yet picked (the paper's action space), not only the mask
         self.requests = requests
@@ -251,8 +260,10 @@ class NetAllocSim:
         self.free_mem_total = self._mem_cap_total
         self.bw_used_by_tier = np.zeros(3, dtype=np.int64)
         self.active: dict[int, Allocation] = {}
-        self._ends: dict[int, list[int]] = {}
-        self.t = 0
+        self._ends: dict[int, list[int]] = {}  # clock tick -> requests whose holding period ends then
+        self.t = 0  # the waiting request
+        self.clock = 0  # time: == t unless on_full="wait" let time pass
+        self.waited = 0  # ticks spent waiting for room (on_full="wait")
         self.done = False
         # The request being allocated.
         self.need_cpu = 0
@@ -284,16 +295,21 @@ class NetAllocSim:
         """Advance to the next request that needs a pick, releasing and rejecting on the way."""
         n = len(self.requests)
         while self.t < n:
-            for rid in self._ends.pop(self.t, ()):
+            for rid in self._ends.pop(self.clock, ()):
                 self._release(rid)
             cpu, mem = self._req_cpu[self.t], self._req_mem[self.t]
             if cpu <= self.free_cpu_total and mem <= self.free_mem_total:
                 self.need_cpu, self.need_mem = cpu, mem
                 return
+            if self.on_full == "wait" and self.active:  # time passes until enough has left
+                self.clock += 1
+                self.waited += 1
+                continue
             self.rejected["capacity"] += 1
             self._capacity_charge += self.rewards.capacity
             self._sample()
             self.t += 1
+            self.clock += 1
         self.done = True
 
     def _finish(self) -> None:
@@ -303,6 +319,7 @@ class NetAllocSim:
         self.need_cpu = self.need_mem = 0
         self._sample()
         self.t += 1
+        self.clock += 1
         self._begin()
 
     @property
@@ -394,7 +411,7 @@ class NetAllocSim:
             self.free_bw[links] -= bw
             self._add_tier_use(links, bw)
         servers = np.array(self.picks, dtype=np.int64)
-        end = self.t + self._req_hold[self.t]
+        end = self.clock + self._req_hold[self.t]
         self.active[self.t] = Allocation(
             servers,
             np.array(self._took_cpu, dtype=np.int64),
@@ -487,7 +504,7 @@ class NetAllocSim:
             np.subtract.at(mem, a.servers, a.mem)
             bw[a.links] -= a.bw
             assert len(np.unique(a.servers)) == len(a.servers), "a server twice in one allocation"
-            assert a.end > self.t or self.done, "an allocation outlived its holding period"
+            assert a.end > self.clock or self.done, "an allocation outlived its holding period"
         for v, c, m in zip(self.picks, self._took_cpu, self._took_mem, strict=True):
             cpu[v] -= c
             mem[v] -= m

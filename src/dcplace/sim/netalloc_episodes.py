@@ -25,13 +25,15 @@ class NetSetting:
     ``paths``: the simulator's candidate paths (:mod:`dcplace.sim.routing`); ``datasets``: what each request-set name
     draws (e.g. ``uniform`` -> ``uniform-v1``); ``policies``: what a policy name builds (e.g. ``tetris`` ->
     ``tetris-cosine``), results keep the name asked for; ``own_routing``: whether a policy that declares its own
-    routing (NALB, NULB) gets it, or the simulator's."""
+    routing (NALB, NULB) gets it, or the simulator's; ``on_full``: what happens to a request the cluster's free totals
+    cannot hold (``reject``, or ``wait`` until enough has left: :class:`~dcplace.sim.netalloc.NetAllocSim`)."""
 
     name: str
     paths: PathRule
     datasets: tuple[tuple[str, str], ...] = ()
     policies: tuple[tuple[str, str], ...] = ()
     own_routing: bool = True
+    on_full: str = "reject"
 
     def dataset(self, name: str) -> str:
         return dict(self.datasets).get(name, name)
@@ -52,13 +54,16 @@ SETTINGS: dict[str, NetSetting] = {
     "paper-max": NetSetting(
         "paper-max", "ksp", (("uniform", "uniform-max"), ("azure", "azure-max"), ("alibaba", "alibaba-max"))
     ),
+    "paper-wait": NetSetting("paper-wait", "ksp", on_full="wait"),
 }
 """``paper`` (default): k = 3 shortest simple paths, request sets calibrated with the average load read as the mean
 of the CPU and memory shares, NALB / NULB with their own routing.
 ``v1``: dcplace's first reading: equal-cost paths only, the -v1 request sets, Tetris by cosine, NULB stopping only on
 servers of the mask, one routing for every policy. ``paper-max``: ``paper`` with appendix H's average load read as
 the larger of the CPU and memory shares (the ``-max`` request sets, :data:`dcplace.workload.netreq.LOAD_READING`),
-the ``paper`` setting before that reading."""
+the ``paper`` setting before that reading. ``paper-wait``: ``paper`` where a request the free totals cannot hold
+waits for room instead of being rejected, as the authors' public environment does (docs/netalloc.md, "When the
+cluster is full"); its request sets are the ``paper`` ones, calibrated under rejection."""
 
 
 def get_setting(name: str) -> NetSetting:
@@ -123,6 +128,7 @@ def new_sim(topology: Topology, requests: NetRequests, routings: Routings, polic
         requests,
         routing=routings.for_policy(policy),
         any_server=bool(getattr(policy, "any_server", False)),
+        on_full=routings.setting.on_full,
     )
 
 
