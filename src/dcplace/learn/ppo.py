@@ -95,14 +95,23 @@ def gae(rewards: np.ndarray, values: np.ndarray, done: np.ndarray, gamma: float,
 
 
 def greedy_acceptance(
-    net: NaraNet, topology: Topology, dataset: str, n_requests: int, seed: int, episodes: int, split: str
+    net: NaraNet,
+    topology: Topology,
+    dataset: str,
+    n_requests: int,
+    seed: int,
+    episodes: int,
+    split: str,
+    on_full: str = "reject",
 ) -> float:
-    """Mean acceptance of the greedy policy over seeded episodes."""
+    """Mean acceptance of the greedy policy over seeded episodes (``on_full``: :class:`NetAllocSim`'s)."""
     g, observe = GraphIndex(topology), NetObserver(topology)
     acc = []
     with torch.inference_mode():
         for e in range(episodes):
-            sim = NetAllocSim(topology, episode_requests(topology, dataset, n_requests, seed, e, split))
+            sim = NetAllocSim(
+                topology, episode_requests(topology, dataset, n_requests, seed, e, split), on_full=on_full
+            )
             while not sim.done:
                 nodes, edges, state, mask = obs_tensors(observe(sim))
                 sim.pick(int(net.policy(nodes, edges, state, mask, g).argmax()))
@@ -189,7 +198,7 @@ class PPOTrainer(TrainingRun[NaraNet]):
         ep = Batch()
         self.net.eval()
         with torch.inference_mode():
-            sim = NetAllocSim(top, req, rewards=Rewards(capacity=self.ppo.capacity_reward))
+            sim = NetAllocSim(top, req, rewards=Rewards(capacity=self.ppo.capacity_reward), on_full=self.ppo.on_full)
             while not sim.done:
                 obs = observe(sim)
                 nodes, edges, state, mask = obs_tensors(obs)
@@ -291,7 +300,14 @@ class PPOTrainer(TrainingRun[NaraNet]):
             np.mean(
                 [
                     greedy_acceptance(
-                        self.net, top, self.dataset, VALIDATION_REQUESTS, VALIDATION_SEED, p.eval_episodes, "train"
+                        self.net,
+                        top,
+                        self.dataset,
+                        VALIDATION_REQUESTS,
+                        VALIDATION_SEED,
+                        p.eval_episodes,
+                        "train",
+                        p.on_full,
                     )
                     for top in self.topologies
                 ]
