@@ -222,9 +222,10 @@ class NaraBaselinesRun:
     """same seed, same numbers"""
     quick: bool = False
     """2 rollouts per cell"""
-    setting: Literal["paper", "paper-max", "v1"] = "paper"
+    setting: Literal["paper", "paper-max", "paper-wait", "v1"] = "paper"
     """paper: k = 3 shortest paths, NALB/NULB's own routing, sizes calibrated under the mean load; paper-max: the
-    same before the load was read as a mean; v1: dcplace's first reading"""
+    same before the load was read as a mean; paper-wait: paper where a full cluster makes a request wait instead of
+    rejecting it (the authors' public environment; no clairvoyant bound there); v1: dcplace's first reading"""
 
     def __post_init__(self) -> None:
         check_types(self)
@@ -258,9 +259,11 @@ class NaraRun:
     """same seed, same numbers"""
     quick: bool = False
     """2 rollouts per cell (1 on delta)"""
-    setting: Literal["paper", "paper-max", "v1"] = "paper"
+    setting: Literal["paper", "paper-max", "paper-wait", "v1"] = "paper"
     """paper: k = 3 shortest paths, NALB/NULB's own routing, request sets calibrated under the mean load; paper-max:
-    the same before the load was read as a mean (its own agents); v1: dcplace's first reading"""
+    the same before the load was read as a mean (its own agents); paper-wait: paper where a full cluster makes a
+    request wait instead of rejecting it (the authors' public environment; the paper agents; no clairvoyant bound
+    there); v1: dcplace's first reading"""
 
     def __post_init__(self) -> None:
         check_types(self)
