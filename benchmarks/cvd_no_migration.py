@@ -63,10 +63,10 @@ def heuristic_actions(sim: NumaSim, policy: str) -> list[int]:
 
 def repair(sim: NumaSim, hint: list[int], h: int, window: int, extra: int, time_limit: float,
            seed: int) -> tuple[np.ndarray, str]:  # fmt: skip
-    """A window ending at the heuristic's failure: its first ``h - window`` choices fixed (stepped on a copy of
-    ``sim``), then :func:`~dcplace.learn.hindsight_learning.plan_window` over the next ``window + extra`` arrivals,
-    preferring the heuristic's own choices. Returns the whole plan (the fixed prefix and the window's placed
-    prefix) and what CP-SAT said."""
+    """A window ending where the plan ``hint`` (``h`` requests placed) fails: its first ``h - window`` choices fixed
+    (stepped on a copy of ``sim``), then :func:`~dcplace.learn.hindsight_learning.plan_window` over the next
+    ``window + extra`` arrivals, preferring the plan's own choices. Returns the whole plan (the fixed prefix and the
+    window's placed prefix) and what CP-SAT said."""
     from dcplace.learn.hindsight_learning import plan_window  # ortools, only when asked
 
     s = sim.copy()
@@ -223,14 +223,15 @@ def main() -> None:
             assert res.actions is not None
             row["simulator_ok"] = simulator_replay(sim, res.actions)
             lower = max(lower, k)
+            if len(res.actions) > len(hint):  # the longest plan so far: what a repair extends
+                hint = [int(a) for a in res.actions]
             if args.save_plans and res.by != "hint":  # a hint's own prefix is no news
                 args.save_plans.mkdir(parents=True, exist_ok=True)
                 np.save(args.save_plans / f"episode{i}_k{k}.npy", np.asarray(res.actions, np.int64))
         else:
             upper = min(upper, k - 1) if res.status == "infeasible" else upper
-        for w in args.repair:
-            fixed = hint if i not in from_plan else heuristic_actions(sim, best)
-            rp, said = repair(sim, fixed, h, w, args.repair_extra, args.repair_time_limit, args.seed)
+        for w in args.repair:  # each window ends where the best plan so far fails (the heuristic's, or a repair's)
+            rp, said = repair(sim, hint, lower, w, args.repair_extra, args.repair_time_limit, args.seed)
             ok = simulator_replay(sim, rp) if len(rp) > lower else "-"
             print(f"    repair W={w}: {said}; plan of {len(rp)} (simulator replay: {ok})", flush=True)
             row.setdefault("repair", []).append({"W": w, "said": said, "length": len(rp), "simulator_ok": ok})
