@@ -621,3 +621,17 @@ def test_capacity_rejections_are_charged_to_the_pick_that_let_them_happen():
     assert sim.rejected["capacity"] == 2 and sim.t == 3
     assert sim.pick(0)[:2] == (Outcome.ACCEPTED, 10.0)  # request 3 fits again
     assert sim.done and sim.accepted == 2
+
+
+def test_the_paper_wait_setting_loses_no_request_to_a_full_cluster(tmp_path):
+    """``paper-wait`` (the authors' environment): the same episodes as ``paper``, but a request that meets a full
+    cluster waits, so none is lost for capacity; the clairvoyant bound, a relaxation of the rejecting simulator, is
+    not reported there."""
+    from dcplace.bench.nara_baselines import run_bounds
+
+    reject = run_policy("alpha", "alibaba", "tetris", 128, 2, 0).summary()
+    wait = run_policy("alpha", "alibaba", "tetris", 128, 2, 0, setting="paper-wait").summary()
+    assert reject["rejected"]["capacity"] > 0 and wait["rejected"]["capacity"] == 0
+    assert wait["acceptance_mean"] > reject["acceptance_mean"]
+    assert run_bounds(tmp_path, {}, 0, "paper-wait", progress=False) == {}
+    assert (tmp_path / "bounds.jsonl").read_text() == ""
