@@ -102,7 +102,7 @@ class Allocation:
     mem: IntArray  # (parts,) memory units taken from each
     links: IntArray  # (links used,) link ids, each reserved once
     bw: int  # micro-units reserved on each link
-    end: int  # the step at whose start it is released
+    end: int  # the clock tick at whose start it is released (the step, unless requests wait: on_full)
 
 
 @dataclass
