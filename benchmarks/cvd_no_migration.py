@@ -83,6 +83,15 @@ def repair(sim: NumaSim, hint: list[int], h: int, window: int, extra: int, time_
     return plan, f"window {start}..{start + inst.requests}: {wp.value} placed (bound {wp.bound}), {wp.wall_s:.1f} s"
 
 
+def save_plan(folder: Path | None, episode: int, plan: Any) -> None:
+    """``--save-plans``: the plan as ``episode<i>_k<length>.npy`` (actions; what ``--from-plan`` and
+    ``cvd_lstar.py --add-plans`` read)."""
+    if folder is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+        acts = np.asarray(plan, np.int64)
+        np.save(folder / f"episode{episode}_k{len(acts)}.npy", acts)
+
+
 def ladder(
     inst: HindsightInstance,
     h: int,
@@ -191,12 +200,13 @@ def main() -> None:
         bf, ind = lengths["best-fit"][i], lengths["industrial"][i]
         best = "industrial" if ind > bf else "best-fit"
         h = max(bf, ind)
-        hint = heuristic_actions(sim, best)
         if i in from_plan:
             said = simulator_replay(sim, from_plan[i])
             if said != "ok":
                 ap.error(f"--from-plan {i}=...: the simulator does not place that plan on episode {i} ({said})")
             hint = from_plan[i].tolist()
+        else:
+            hint = heuristic_actions(sim, best)
         k = math.ceil((1 + args.margin) * h)
         t0 = time.perf_counter()
         pack = packing_bound(inst)
@@ -225,9 +235,8 @@ def main() -> None:
             lower = max(lower, k)
             if len(res.actions) > len(hint):  # the longest plan so far: what a repair extends
                 hint = [int(a) for a in res.actions]
-            if args.save_plans and res.by != "hint":  # a hint's own prefix is no news
-                args.save_plans.mkdir(parents=True, exist_ok=True)
-                np.save(args.save_plans / f"episode{i}_k{k}.npy", np.asarray(res.actions, np.int64))
+            if res.by != "hint":  # a hint's own prefix is no news
+                save_plan(args.save_plans, i, res.actions)
         else:
             upper = min(upper, k - 1) if res.status == "infeasible" else upper
         for w in args.repair:  # each window ends where the best plan so far fails (the heuristic's, or a repair's)
@@ -237,9 +246,7 @@ def main() -> None:
             row.setdefault("repair", []).append({"W": w, "said": said, "length": len(rp), "simulator_ok": ok})
             if ok == "ok" and len(rp) > lower:
                 lower, hint = len(rp), rp.tolist()
-                if args.save_plans:
-                    args.save_plans.mkdir(parents=True, exist_ok=True)
-                    np.save(args.save_plans / f"episode{i}_k{lower}.npy", rp)
+                save_plan(args.save_plans, i, rp)
         print(f"  episode {i}: H {h} k {k} packing {pack} ({pack_s:.1f} s) -> {res.status} ({res.by or '-'}) "
               f"{res.wall_s:.1f} s", flush=True)  # fmt: skip
         if i in args.ladder and res.status != "infeasible":
@@ -257,9 +264,7 @@ def main() -> None:
             if found > lower:
                 row["ladder_simulator_ok"] = simulator_replay(sim, found_plan)
                 lower = found
-                if args.save_plans:
-                    args.save_plans.mkdir(parents=True, exist_ok=True)
-                    np.save(args.save_plans / f"episode{i}_k{found}.npy", np.asarray(found_plan, np.int64))
+                save_plan(args.save_plans, i, found_plan)
             if found >= k and res.status != "feasible":  # the climb reached k: feasible after all
                 row.update(status="feasible", by="cp-sat, ladder", simulator_ok=row["ladder_simulator_ok"])
             if worst:

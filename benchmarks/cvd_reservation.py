@@ -56,17 +56,15 @@ def choose(v: NumaView, reserve: list[tuple[float, float, bool, int]]) -> int:
     m = feas // v.numa
     key = (v.free[m, :, 0].sum(axis=1) - v.demand[0]) / v.capacity[m, :, 0].sum(axis=1)
     takes = np.zeros(len(feas), bool)
-    usable = v.usable[: v.free.shape[0]]
+    after = v.free[m].copy()  # (len(feas), numa, 2): each action's machine after the placement
+    if v.multi:
+        after -= v.demand / v.numa
+    else:
+        after[np.arange(len(feas)), feas % v.numa] -= v.demand
     for cpu, mem, multi, r in reserve:
-        can = hosts(v.free, cpu, mem, multi) & usable
-        count = int(can.sum())
-        if count > r:  # one machine may still lose it
+        can = hosts(v.free, cpu, mem, multi) & v.usable
+        if int(can.sum()) > r:  # one machine may still lose it
             continue
-        after = v.free[m].copy()  # (len(feas), numa, 2)
-        if v.multi:
-            after -= v.demand / v.numa
-        else:
-            after[np.arange(len(feas)), feas % v.numa] -= v.demand
         takes |= can[m] & ~hosts(after, cpu, mem, multi)
     return int(feas[np.lexsort((feas, key, takes))[0]])
 

@@ -263,7 +263,6 @@ class NetAllocSim:
         self._ends: dict[int, list[int]] = {}  # clock tick -> requests whose holding period ends then
         self.t = 0  # the waiting request
         self.clock = 0  # time: == t unless on_full="wait" let time pass
-        self.waited = 0  # ticks spent waiting for room (on_full="wait")
         self.done = False
         # The request being allocated.
         self.need_cpu = 0
@@ -301,9 +300,8 @@ class NetAllocSim:
             if cpu <= self.free_cpu_total and mem <= self.free_mem_total:
                 self.need_cpu, self.need_mem = cpu, mem
                 return
-            if self.on_full == "wait" and self.active:  # time passes until enough has left
-                self.clock += 1
-                self.waited += 1
+            if self.on_full == "wait" and self._ends:  # time passes to the next release (holds are >= 1)
+                self.clock = min(self._ends)
                 continue
             self.rejected["capacity"] += 1
             self._capacity_charge += self.rewards.capacity
@@ -321,6 +319,11 @@ class NetAllocSim:
         self.t += 1
         self.clock += 1
         self._begin()
+
+    @property
+    def waited(self) -> int:
+        """Ticks spent waiting for room (``on_full="wait"``; 0 otherwise)."""
+        return self.clock - self.t
 
     @property
     def cpu_util(self) -> float:
