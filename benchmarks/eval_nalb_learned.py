@@ -31,6 +31,7 @@ def main() -> None:
     ap.add_argument("--big-episodes", type=int, default=3, help="test episodes per cell on gamma and delta")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--nara", action="store_true", help="also the paper's Nara (the shipped agents)")
+    ap.add_argument("--setting", default="paper", help="the environment's reading (netalloc_episodes.SETTINGS)")
     args = ap.parse_args()
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {os.getloadavg()[0]:.1f}, "
           f"rule file {args.checkpoint}")  # fmt: skip
@@ -45,7 +46,7 @@ def main() -> None:
             acc = {}
             for p in cols:
                 ck = args.checkpoint if p == "nalb-learned" else None
-                run = run_policy(top, d, p, None, eps, args.seed, checkpoint=ck)
+                run = run_policy(top, d, p, None, eps, args.seed, checkpoint=ck, setting=args.setting)
                 acc[p] = np.array([r.acceptance for r in run.results])
             ratio = acc["nalb-learned"] / np.maximum(acc["nalb-strict"], 1e-9) - 1
             se = ratio.std(ddof=1) / np.sqrt(len(ratio)) if len(ratio) > 1 else float("nan")

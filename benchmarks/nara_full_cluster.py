@@ -3,8 +3,9 @@ cluster is full").
 
 The authors' public environment (an RLlib ``PackingEnv``, docs/netalloc.md says how we read it) never drops a request
 for capacity: when the cluster's free totals cannot hold the awaiting request, time passes (holding periods run
-down) until they can, so a request is lost only by a failed path check. dcplace's ``paper`` setting rejects such a
-request (``capacity``); the ``paper-wait`` setting waits (``NetAllocSim(on_full="wait")``). This runs the paper's
+down) until they can, so a request is lost only by a failed path check. dcplace's ``paper-reject`` setting rejects
+such a request (``capacity``); the ``paper`` setting (the default since 2026-11-27) waits
+(``NetAllocSim(on_full="wait")``). This runs the paper's
 four baselines (and, with ``--nara``, the shipped ``nara`` agents, trained under rejection) on alpha and beta in both
 settings, on the ``paper`` request sets as calibrated under rejection, and prints each acceptance beside Table 1,
 the cells within 0.05, the paper's orderings, and how the losses split between capacity and network.
@@ -29,7 +30,7 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=5)
     ap.add_argument("--requests", type=int, default=128)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--settings", nargs="*", default=["paper", "paper-wait"])
+    ap.add_argument("--settings", nargs="*", default=["paper-reject", "paper"])
     ap.add_argument("--nara", action="store_true", help="also the shipped nara agents (alpha and beta)")
     ap.add_argument("--checkpoint", help="with --nara: this agent instead of the shipped ones")
     ap.add_argument("--split", default="test", choices=("test", "train"), help="which split the requests come from")

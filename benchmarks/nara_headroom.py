@@ -39,7 +39,7 @@ def main() -> None:
     ap.add_argument("--datasets", nargs="+", default=["uniform", "azure", "alibaba"])
     ap.add_argument("--episodes", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--setting", default="paper")
+    ap.add_argument("--setting", default="paper-reject", help="a rejecting setting: the bound relaxes rejection")
     ap.add_argument("--policies", nargs="+", default=["nara", "nalb-learned", "nalb-strict"])
     args = ap.parse_args()
     env = get_setting(args.setting)

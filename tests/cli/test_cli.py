@@ -114,8 +114,12 @@ def test_simulate_netalloc_json():
 
 def test_simulate_netalloc_bound_is_on_the_episodes_played():
     """``--bound``: each episode's clairvoyant bound, never below what the policy accepted there, in the JSON and as
-    a column of the table."""
+    a column of the table; only where a full cluster rejects (the default ``paper`` setting makes requests wait)."""
     args = ("simulate", "netalloc", "--dataset", "alibaba", "--policy", "tetris", "--episodes", "2", "--bound")
+    p = dcplace(*args)
+    assert p.returncode == 2 and "--bound" in p.stderr and "paper-reject" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and not p.stdout
+    args = (*args[:-1], "--setting", "paper-reject", "--bound")
     p = dcplace(*args, "--json")
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)

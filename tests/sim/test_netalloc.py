@@ -22,6 +22,7 @@ from dcplace.errors import InputError
 from dcplace.policies import get_net_policy, policy_names
 from dcplace.policies.netalloc_heuristics import uniform_pick
 from dcplace.sim.netalloc import NetAllocSim, Outcome, Rewards
+from dcplace.sim.netalloc_episodes import get_setting
 from dcplace.sim.routing import (
     CountingRouting,
     FabricRouting,
@@ -623,15 +624,16 @@ def test_capacity_rejections_are_charged_to_the_pick_that_let_them_happen():
     assert sim.done and sim.accepted == 2
 
 
-def test_the_paper_wait_setting_loses_no_request_to_a_full_cluster(tmp_path):
-    """``paper-wait`` (the authors' environment): the same episodes as ``paper``, but a request that meets a full
-    cluster waits, so none is lost for capacity; the clairvoyant bound, a relaxation of the rejecting simulator, is
-    not reported there."""
+def test_the_paper_setting_loses_no_request_to_a_full_cluster(tmp_path):
+    """``paper`` (the default: the authors' environment): the same episodes as ``paper-reject``, but a request that
+    meets a full cluster waits, so none is lost for capacity; the clairvoyant bound, a relaxation of the rejecting
+    simulator, is reported only where requests are rejected."""
     from dcplace.bench.nara_baselines import run_bounds
 
-    reject = run_policy("alpha", "alibaba", "tetris", 128, 2, 0).summary()
-    wait = run_policy("alpha", "alibaba", "tetris", 128, 2, 0, setting="paper-wait").summary()
+    reject = run_policy("alpha", "alibaba", "tetris", 128, 2, 0, setting="paper-reject").summary()
+    wait = run_policy("alpha", "alibaba", "tetris", 128, 2, 0).summary()
     assert reject["rejected"]["capacity"] > 0 and wait["rejected"]["capacity"] == 0
     assert wait["acceptance_mean"] > reject["acceptance_mean"]
-    assert run_bounds(tmp_path, {}, 0, "paper-wait", progress=False) == {}
+    assert get_setting("paper").on_full == "wait" and get_setting("paper-reject").on_full == "reject"
+    assert run_bounds(tmp_path, {}, 0, "paper", progress=False) == {}
     assert (tmp_path / "bounds.jsonl").read_text() == ""

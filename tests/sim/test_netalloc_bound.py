@@ -75,7 +75,7 @@ def test_bound_is_the_relaxations_optimum(r):
 def test_no_policy_accepts_more_than_the_bound(r, seed):
     req = net_requests(r)
     bound = acceptance_bound(SMALL, req).bound
-    routings = Routings(SMALL, get_setting("paper"))
+    routings = Routings(SMALL, get_setting("paper-reject"))
     for name in POLICIES:
         policy = get_net_policy(name, seed)
         res = run_episode(new_sim(SMALL, req, routings, policy), policy)
@@ -89,7 +89,7 @@ def test_the_uplinks_bind_where_cpu_and_memory_do_not():
     req = net_requests([(11, 1, 1.0, 100)] * 25)
     assert acceptance_bound(top, req).bound == 20
     assert pooled_greedy(top, req) == 25  # the reference has no network
-    routings = Routings(top, get_setting("paper"))
+    routings = Routings(top, get_setting("paper-reject"))
     policy = get_net_policy("nalb-strict", 0)
     assert run_episode(new_sim(top, req, routings, policy), policy).accepted <= 20
 
@@ -128,7 +128,9 @@ def test_the_reproduction_writes_each_cells_bound_above_every_policy(tmp_path):
     from dcplace.bench.report import build_sections
 
     out = tmp_path / "nara"
-    md = nb.run_reproduction(out, episodes=1, topologies=("alpha",), policies=POLICIES[:4], progress=False)
+    md = nb.run_reproduction(
+        out, episodes=1, topologies=("alpha",), policies=POLICIES[:4], progress=False, setting="paper-reject"
+    )
     bounds = [json.loads(line) for line in (tmp_path / "nara" / "bounds.jsonl").read_text().splitlines()]
     assert {(b["topology"], b["dataset"]) for b in bounds} == {("alpha", d) for d in nb.DATASETS}
     records = [json.loads(line) for line in (tmp_path / "nara" / "records.jsonl").read_text().splitlines()]

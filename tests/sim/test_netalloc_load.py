@@ -57,25 +57,27 @@ def test_paper_max_setting_draws_the_max_sets():
     top = preset("alpha")
     for d in ("uniform", "alibaba"):
         a = run_policy(top, d, "tetris", 64, 2, 0, setting="paper-max")
-        b = run_policy(top, f"{d}-max", "tetris", 64, 2, 0)
+        b = run_policy(top, f"{d}-max", "tetris", 64, 2, 0, setting="paper-reject")
         assert [r.accepted_ids for r in a.results] == [r.accepted_ids for r in b.results]
     new = generate("alibaba", 128, 0, *ALPHA_CAP)
     old = generate("alibaba-max", 128, 0, *ALPHA_CAP)
     assert new.hold_max == 55 and old.hold_max == 15
 
 
-def test_table1_alpha_beta_baseline_cells():
-    """Table 1's 24 alpha/beta baseline cells (5 rollouts, seed 0, as ``reproduce nara-baselines``): 20 within 0.05
-    (the ``paper-max`` setting: 16), Tetris the best baseline on every set, NULB below Random on alpha for uniform and
+@pytest.mark.parametrize("setting", ["paper", "paper-reject"])
+def test_table1_alpha_beta_baseline_cells(setting):
+    """Table 1's 24 alpha/beta baseline cells (5 rollouts, seed 0, as ``reproduce nara-baselines``): 19 within 0.05
+    where a full cluster makes a request wait (``paper``), 20 where it is rejected (``paper-reject``; the
+    ``paper-max`` setting: 16), Tetris the best baseline on every set, NULB below Random on alpha for uniform and
     Azure (alibaba: NULB 0.37, Random 0.37, as close as it gets) and not below it on beta."""
     acc = {
-        (d, p, t): run_policy(preset(t), d, p, 128, 5, 0).summary()["acceptance_mean"]
+        (d, p, t): run_policy(preset(t), d, p, 128, 5, 0, setting=setting).summary()["acceptance_mean"]
         for d in ("uniform", "azure", "alibaba")
         for p in ("tetris", "nalb", "nulb", "random")
         for t in ("alpha", "beta")
     }
     within = [abs(a - PAPER_ACCEPTANCE[d][p][TOPOLOGIES.index(t)]) <= 0.05 for (d, p, t), a in acc.items()]  # type: ignore[operator]
-    assert sum(within) >= 19, sum(within)
+    assert sum(within) >= {"paper": 19, "paper-reject": 20}[setting], sum(within)
     for d in ("uniform", "azure", "alibaba"):
         for t in ("alpha", "beta"):
             assert acc[(d, "tetris", t)] == max(acc[(d, p, t)] for p in ("tetris", "nalb", "nulb", "random"))
@@ -86,10 +88,10 @@ def test_table1_alpha_beta_baseline_cells():
 
 def test_tetris_keeps_allocations_on_few_servers():
     """Section 5.3: Tetris puts 1 % of its allocations on more than 5 servers. 5 rollouts on alpha: uniform 0 %,
-    Azure 3.4 %, Alibaba 6.6 % (the ``-max`` Alibaba set: 45 %)."""
+    Azure 3.4 %, Alibaba 8.2 % (6.6 % in ``paper-reject``; the ``-max`` Alibaba set: 45 %)."""
     share = {}
     for d in ("uniform", "azure", "alibaba", "alibaba-max"):
         run = run_policy(preset("alpha"), d, "tetris", 128, 5, 0)
         share[d] = (np.concatenate([np.array(r.servers_per_allocation) for r in run.results]) > 5).mean()
-    assert share["uniform"] <= 0.01 and share["azure"] <= 0.05 and share["alibaba"] <= 0.08
+    assert share["uniform"] <= 0.01 and share["azure"] <= 0.05 and share["alibaba"] <= 0.09
     assert share["alibaba-max"] > 0.3

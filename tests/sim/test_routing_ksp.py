@@ -164,14 +164,16 @@ def test_v1_setting_is_the_first_reading():
 
 def test_on_request_counts_every_request_once():
     """The progress callback of simulate netalloc: every request decided is counted once, rejections for capacity
-    (decided without a pick) included, and the numbers do not change."""
-    counts: list[int] = []
+    (decided without a pick) included, and the numbers do not change; where a full cluster makes requests wait too."""
     top = preset("alpha")
-    with_bar = run_policy(top, "alibaba", "tetris", 128, 2, 0, on_request=counts.append)
-    plain = run_policy(top, "alibaba", "tetris", 128, 2, 0)
-    assert sum(counts) == 2 * 128 and all(c >= 1 for c in counts)
-    assert [r.accepted_ids for r in with_bar.results] == [r.accepted_ids for r in plain.results]
-    assert sum(r.rejected["capacity"] for r in plain.results) > 0  # the case the count must not miss
+    for setting in ("paper-reject", "paper"):
+        counts: list[int] = []
+        with_bar = run_policy(top, "alibaba", "tetris", 128, 2, 0, on_request=counts.append, setting=setting)
+        plain = run_policy(top, "alibaba", "tetris", 128, 2, 0, setting=setting)
+        assert sum(counts) == 2 * 128 and all(c >= 1 for c in counts)
+        assert [r.accepted_ids for r in with_bar.results] == [r.accepted_ids for r in plain.results]
+        lost = sum(r.rejected["capacity"] for r in plain.results)
+        assert lost > 0 if setting == "paper-reject" else lost == 0  # the case the count must not miss
 
 
 @pytest.mark.parametrize("topology", ["alpha", "beta"])

@@ -233,7 +233,13 @@ def _markdown(
     ]
     if "nara" not in policies:
         lines.append("| nara (paper only) | " + " | ".join(nara) + " |")
-    if bounds is not None:
+    if bounds is not None and not bounds:
+        lines += [
+            "",
+            f"No clairvoyant bound row: it relaxes a simulator that rejects a request the cluster cannot hold, and in "
+            f"`{setting}` such a request waits (`--setting paper-reject` has the bound; docs/netalloc.md).",
+        ]
+    elif bounds is not None:
         cells = [f"{bounds[(t, d)]:.2f}" if (t, d) in bounds else "-" for d in DATASETS for t in topologies]
         lines.append(f"| {BOUND_LABEL} | " + " | ".join(cells) + " |")
         lines += [

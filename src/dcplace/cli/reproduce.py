@@ -222,10 +222,11 @@ class NaraBaselinesRun:
     """same seed, same numbers"""
     quick: bool = False
     """2 rollouts per cell"""
-    setting: Literal["paper", "paper-max", "paper-wait", "v1"] = "paper"
-    """paper: k = 3 shortest paths, NALB/NULB's own routing, sizes calibrated under the mean load; paper-max: the
-    same before the load was read as a mean; paper-wait: paper where a full cluster makes a request wait instead of
-    rejecting it (the authors' public environment; no clairvoyant bound there); v1: dcplace's first reading"""
+    setting: Literal["paper", "paper-reject", "paper-max", "v1"] = "paper"
+    """paper: k = 3 shortest paths, NALB/NULB's own routing, sizes calibrated under the mean load, a full cluster
+    makes a request wait (the authors' public environment; no clairvoyant bound); paper-reject: the same where a
+    full cluster rejects it (with the bound); paper-max: paper-reject before the load was read as a mean; v1:
+    dcplace's first reading"""
 
     def __post_init__(self) -> None:
         check_types(self)
@@ -240,8 +241,8 @@ def reproduce_nara_baselines(
         "results/nara-baselines"
     ),
 ) -> None:
-    """The baseline rows of the Nara paper's Tables 1-4 on alpha..delta, ours beside the paper's, and each cell's
-    clairvoyant bound (no allocator accepts more)."""
+    """The baseline rows of the Nara paper's Tables 1-4 on alpha..delta, ours beside the paper's, and (with --setting
+    paper-reject) each cell's clairvoyant bound (no allocator accepts more)."""
     from dcplace.bench.nara_baselines import run_reproduction
 
     with _output(out, cfg, "dcplace reproduce nara-baselines") as folder:
@@ -259,11 +260,11 @@ class NaraRun:
     """same seed, same numbers"""
     quick: bool = False
     """2 rollouts per cell (1 on delta)"""
-    setting: Literal["paper", "paper-max", "paper-wait", "v1"] = "paper"
-    """paper: k = 3 shortest paths, NALB/NULB's own routing, request sets calibrated under the mean load; paper-max:
-    the same before the load was read as a mean (its own agents); paper-wait: paper where a full cluster makes a
-    request wait instead of rejecting it (the authors' public environment; the paper agents; no clairvoyant bound
-    there); v1: dcplace's first reading"""
+    setting: Literal["paper", "paper-reject", "paper-max", "v1"] = "paper"
+    """paper: k = 3 shortest paths, NALB/NULB's own routing, request sets calibrated under the mean load, a full
+    cluster makes a request wait (the authors' public environment; no clairvoyant bound); paper-reject: the same
+    where a full cluster rejects it (the same agents; with the bound); paper-max: paper-reject before the load was
+    read as a mean (its own agents); v1: dcplace's first reading"""
 
     def __post_init__(self) -> None:
         check_types(self)

@@ -143,12 +143,23 @@ class NetallocRun:
     checkpoint: str | None = None
     """weights for a learned policy (default: the shipped one for the dataset)"""
     bound: bool = False
-    """also each episode's clairvoyant acceptance bound: no allocator accepts more (docs/netalloc.md)"""
+    """also each episode's clairvoyant acceptance bound: no allocator accepts more (docs/netalloc.md); only where a
+    full cluster rejects a request (--setting paper-reject, paper-max or v1)"""
+    setting: Literal["paper", "paper-reject", "paper-max", "v1"] = "paper"
+    """the environment's reading (docs/netalloc.md, Settings): paper, a full cluster makes a request wait (the
+    authors' environment); paper-reject, it is rejected; paper-max, v1: earlier readings"""
 
     def __post_init__(self) -> None:
         check_types(self)
         check(self.episodes >= 1, "episodes", self.episodes, "at least 1")
         check(self.requests >= 0, "requests", self.requests, "at least 0")
+        check(
+            not self.bound or self.setting != "paper",
+            "bound",
+            self.bound,
+            "off under --setting paper (requests wait there and the bound relaxes rejection: use --setting "
+            "paper-reject)",
+        )
 
 
 @app.command("netalloc")
@@ -163,7 +174,7 @@ def simulate_netalloc(
 
     from dcplace.bench.netalloc_runner import run_policy
     from dcplace.cluster.topology import load_topology
-    from dcplace.sim.netalloc_episodes import default_requests
+    from dcplace.sim.netalloc_episodes import default_requests, get_setting
     from dcplace.workload.netreq import is_named_set, read_requests
 
     top = load_topology(cfg.topology)
@@ -178,13 +189,14 @@ def simulate_netalloc(
                 advance()
 
         run = run_policy(top, cfg.dataset, cfg.policy, cfg.requests or None, cfg.episodes, cfg.seed,
-                         cfg.split, cfg.check, cfg.checkpoint, on_request=decided)  # fmt: skip
+                         cfg.split, cfg.check, cfg.checkpoint, on_request=decided, setting=cfg.setting)  # fmt: skip
     s: dict[str, Any] = run.summary()
     bounds: list[float] = []
     if cfg.bound:  # on the very episodes the policy played
         from dcplace.sim.netalloc_bound import episode_bounds
 
-        found = episode_bounds(top, cfg.dataset, run.requests, cfg.seed, cfg.episodes, cfg.split)
+        dataset = get_setting(cfg.setting).dataset(cfg.dataset)  # the set as the setting draws it
+        found = episode_bounds(top, dataset, run.requests, cfg.seed, cfg.episodes, cfg.split)
         bounds = [b.ratio for b in found]
         s["bound_per_episode"] = bounds
         s["bound_mean"] = float(sum(bounds) / len(bounds))

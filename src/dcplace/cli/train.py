@@ -135,7 +135,8 @@ class NaraTrainRun:
             help="reward per request rejected for capacity without a pick (0: the paper's; -10 counts every loss)"
         ),
         "ppo.on_full": Flag(
-            help="a request the free totals cannot hold: reject it (the paper setting) or wait for room (paper-wait)"
+            help="a request the free totals cannot hold: reject it (paper-reject, how the shipped agents trained) "
+            "or wait for room (the paper setting)"
         ),
         "ppo.epochs": Flag(
             name="--ppo-epochs", help="passes over each iteration's batch (RLlib's default, the paper's: 30)"

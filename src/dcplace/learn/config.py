@@ -142,8 +142,9 @@ class PPOConfig(_Mapped):
     failure reward, makes the return count every request not accepted: docs/nara.md)."""
     on_full: str = "reject"
     """What the training and validation episodes do with a request the cluster's free totals cannot hold: ``reject``
-    it (the ``paper`` setting) or ``wait`` for room (the ``paper-wait`` setting, the authors' public environment;
-    :class:`dcplace.sim.netalloc.NetAllocSim`)."""
+    it (the ``paper-reject`` setting; how the shipped agents were trained) or ``wait`` for room (the ``paper``
+    setting, the authors' public environment; :class:`dcplace.sim.netalloc.NetAllocSim`). Training under waiting
+    measured no better on the paper setting's episodes (docs/netalloc.md, "When the cluster is full")."""
     reward_scale: float = 0.1
     """Factor on rewards for the value targets (units of one request; rewards are 10 / -10 / 0)."""
     eval_every: int = 5

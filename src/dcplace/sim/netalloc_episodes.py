@@ -43,7 +43,8 @@ class NetSetting:
 
 
 SETTINGS: dict[str, NetSetting] = {
-    "paper": NetSetting("paper", "ksp"),
+    "paper": NetSetting("paper", "ksp", on_full="wait"),
+    "paper-reject": NetSetting("paper-reject", "ksp"),
     "v1": NetSetting(
         "v1",
         "ecmp",
@@ -54,16 +55,17 @@ SETTINGS: dict[str, NetSetting] = {
     "paper-max": NetSetting(
         "paper-max", "ksp", (("uniform", "uniform-max"), ("azure", "azure-max"), ("alibaba", "alibaba-max"))
     ),
-    "paper-wait": NetSetting("paper-wait", "ksp", on_full="wait"),
 }
 """``paper`` (default): k = 3 shortest simple paths, request sets calibrated with the average load read as the mean
-of the CPU and memory shares, NALB / NULB with their own routing.
+of the CPU and memory shares, NALB / NULB with their own routing, and a request the cluster's free totals cannot hold
+waits for room (time passes until enough has left) instead of being rejected, as the authors' public environment does
+(docs/netalloc.md, "When the cluster is full"); its request sets and agents were made under rejection.
+``paper-reject``: ``paper`` where such a request is rejected for capacity (section 3.2's "dropped" read for every
+request; the ``paper`` setting until 2026-11-27, and the only one with a clairvoyant bound).
 ``v1``: dcplace's first reading: equal-cost paths only, the -v1 request sets, Tetris by cosine, NULB stopping only on
-servers of the mask, one routing for every policy. ``paper-max``: ``paper`` with appendix H's average load read as
-the larger of the CPU and memory shares (the ``-max`` request sets, :data:`dcplace.workload.netreq.LOAD_READING`),
-the ``paper`` setting before that reading. ``paper-wait``: ``paper`` where a request the free totals cannot hold
-waits for room instead of being rejected, as the authors' public environment does (docs/netalloc.md, "When the
-cluster is full"); its request sets are the ``paper`` ones, calibrated under rejection."""
+servers of the mask, one routing for every policy, rejection. ``paper-max``: ``paper-reject`` with appendix H's
+average load read as the larger of the CPU and memory shares (the ``-max`` request sets,
+:data:`dcplace.workload.netreq.LOAD_READING`), the ``paper`` setting before that reading."""
 
 
 def get_setting(name: str) -> NetSetting:
