@@ -40,7 +40,7 @@ def main() -> None:
             for topo in ("alpha", "beta"):
                 cells, stats, dist = [], [], 0.0
                 for p in POLICIES:
-                    run = run_policy(preset(topo), "uniform-max", p, 128, args.episodes, 0)
+                    run = run_policy(preset(topo), "uniform-max", p, 128, args.episodes, 0, setting="paper-reject")
                     acc = run.summary()["acceptance_mean"]
                     paper = PAPER_ACCEPTANCE["uniform"][p][TOPOLOGIES.index(topo)]
                     assert paper is not None

@@ -11,6 +11,7 @@ settings, on the ``paper`` request sets as calibrated under rejection, and print
 the cells within 0.05, the paper's orderings, and how the losses split between capacity and network.
 
     OMP_NUM_THREADS=1 NUMBA_NUM_THREADS=1 python benchmarks/nara_full_cluster.py [--episodes 5] [--seed 0] [--nara]
+        [--alibaba-scale CORES GIB_PER_CORE]
 """
 
 from __future__ import annotations
@@ -36,7 +37,20 @@ def main() -> None:
     ap.add_argument("--split", default="test", choices=("test", "train"), help="which split the requests come from")
     ap.add_argument("--sets", nargs="*", default=list(DATASETS), choices=DATASETS)
     ap.add_argument("--topologies", nargs="*", default=["alpha", "beta"], choices=["alpha", "beta"])
+    ap.add_argument(
+        "--alibaba-scale",
+        nargs=2,
+        type=float,
+        metavar=("CORES", "GIB_PER_CORE"),
+        help="draw alibaba with these factors (calibrate_nara_load.py's --alibaba and --mem-per-cpu) instead of the "
+        "shipped ones; needs the shared traces",
+    )
     args = ap.parse_args()
+    if args.alibaba_scale:
+        import calibrate_nara_load as cal  # this folder's calibration script: it rebuilds the table from the trace
+
+        cal.ALIBABA_MEM_PER_CPU[0] = args.alibaba_scale[1]
+        cal.configure("alibaba", args.alibaba_scale[0], "mean")
     policies = (*BASELINES, "nara") if args.nara else BASELINES
     t0 = time.perf_counter()
     acc: dict[tuple[str, str, str, str], float] = {}

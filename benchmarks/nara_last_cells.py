@@ -1,6 +1,7 @@
-"""The last four Table 1 cells the ``paper`` setting misses (issue 16, item 4; docs/netalloc.md, "The last four
-cells"): Tetris azure beta (ours 0.73, paper 0.67), NULB alibaba alpha (0.36 vs 0.20), Random alibaba alpha and beta
-(0.37 / 0.37 vs 0.29 / 0.31). Runs, in the ``paper`` setting (``--episodes`` x 128 test requests, ``--seed``):
+"""The last four Table 1 cells the ``paper-reject`` setting (``paper`` until 2026-11-27) misses (issue 16, item 4;
+docs/netalloc.md, "The last four cells"): Tetris azure beta (ours 0.73, paper 0.67), NULB alibaba alpha (0.36 vs
+0.20), Random alibaba alpha and beta (0.37 / 0.37 vs 0.29 / 0.31). Runs, in the ``paper-reject`` setting
+(``--episodes`` x 128 test requests, ``--seed``):
 
 * ``topology``: the four baselines on beta as shipped and on the other Fabric that Table 8's two ratios allow (one
   spine uplink per fabric switch gives 2 pods of 4 racks, ours; two give one pod of 8 racks whose spines lead nowhere),
@@ -87,10 +88,12 @@ for _m in ("need", "empty", "all"):
     register(f"random-fail-{_m}", (lambda m: lambda seed=0: RandomFail(seed, m))(_m), "experiment", setting="netalloc")
 for _m in ("empty", "need"):
     register(f"nulb-fail-{_m}", _nulb_fail(_m), "experiment", setting="netalloc")
-SETTINGS["paper-ecmp"] = NetSetting("paper-ecmp", "ecmp")  # ``paper`` with equal-cost paths only
+SETTINGS["paper-ecmp"] = NetSetting("paper-ecmp", "ecmp")  # ``paper-reject`` with equal-cost paths only
 
 
-def cell(top: Topology, topo: str, dataset: str, policy: str, args: argparse.Namespace, setting: str = "paper") -> str:
+def cell(
+    top: Topology, topo: str, dataset: str, policy: str, args: argparse.Namespace, setting: str = "paper-reject"
+) -> str:
     s = run_policy(top, dataset, policy, 128, args.episodes, args.seed, setting=setting).summary()
     base = policy.split("-")[0]
     pa = PAPER_ACCEPTANCE[dataset][base][TOPOLOGIES.index(topo)]
@@ -124,7 +127,7 @@ def topology(args: argparse.Namespace) -> None:
             print(f"{d:8s} {p:18s} | " + " | ".join(cell(t, "beta", d, p, args) for t in (beta, one_pod)), flush=True)
     for t in ("alpha", "beta"):
         top = preset(t)
-        for setting in ("paper", "paper-ecmp"):
+        for setting in ("paper-reject", "paper-ecmp"):
             s = run_policy(top, "azure", "tetris", 128, args.episodes, args.seed, setting=setting).summary()
             loc = ", ".join(f"{k} {v:.2f}" for k, v in s["locality"].items())
             print(

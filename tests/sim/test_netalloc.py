@@ -576,6 +576,26 @@ def test_env_episode_scores_like_the_simulator():
     assert not obs["action_mask"].any()
 
 
+def test_env_where_a_full_cluster_makes_requests_wait():
+    """``on_full="wait"`` (the ``paper`` setting): the same episode as the default loses no request for capacity, and
+    the gymnasium checker still passes; a bad value is one clear error."""
+    lost = {}
+    for on_full in ("reject", "wait"):
+        env = gym.make("dcplace/NetAlloc-v0", topology="alpha", dataset="alibaba", requests=128, on_full=on_full)
+        env.reset(seed=3)
+        sim, done, tetris = env.unwrapped.sim, False, get_net_policy("tetris", 0, "alibaba")
+        while not done:  # Tetris packs well enough to fill the cluster (random picks fail paths first)
+            _obs, _r, done, _trunc, _info = env.step(tetris.choose(sim.view()))
+        lost[on_full] = (sim.rejected["capacity"], sim.waited)
+        sim.check_invariants()
+    assert lost["reject"][0] > 0 and lost["wait"][0] == 0 and lost["wait"][1] > 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_env(gym.make("dcplace/NetAlloc-v0", dataset="alibaba", on_full="wait").unwrapped, skip_render_check=True)
+    with pytest.raises(InputError, match="on_full"):
+        gym.make("dcplace/NetAlloc-v0", on_full="queue")
+
+
 def test_env_same_seed_same_requests():
     env = gym.make("dcplace/NetAlloc-v0", topology="alpha").unwrapped
     a, _ = env.reset(seed=11)

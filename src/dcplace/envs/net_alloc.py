@@ -25,7 +25,10 @@ Termination: after the episode's last request. Never truncated.
 
 Options: ``topology`` (preset name, file, or :class:`~dcplace.cluster.topology.Topology`), ``dataset`` (uniform,
 azure, alibaba), ``requests`` per episode (default 32, the paper's training length), ``split`` (train or test; the
-trace-derived sets are split 80/20). ``reset(seed=...)`` draws a new request sequence.
+trace-derived sets are split 20 % train / 80 % test), ``on_full``: a request the cluster's free totals cannot hold
+is rejected without a pick (``reject``, the default, how the shipped agents trained: the ``paper-reject`` setting)
+or waits until enough has left (``wait``: the ``paper`` setting, the authors' environment). ``reset(seed=...)``
+draws a new request sequence.
 """
 
 from __future__ import annotations
@@ -158,7 +161,11 @@ class NetAllocEnv(gym.Env[dict[str, npt.NDArray[Any]], int]):
         split: str = "train",
         k: int = 3,
         rewards: Rewards | None = None,
+        on_full: str = "reject",
     ) -> None:
+        if on_full not in ("reject", "wait"):
+            raise InputError(f"must be reject or wait, got {on_full!r}", field="on_full")
+        self.on_full = on_full
         self.topology = topology if isinstance(topology, Topology) else load_topology(topology)
         self.dataset = dataset
         self.n_requests = requests
@@ -193,7 +200,7 @@ class NetAllocEnv(gym.Env[dict[str, npt.NDArray[Any]], int]):
         super().reset(seed=seed)
         for _ in range(100):
             draw = int(self.np_random.integers(2**62))
-            self.sim = NetAllocSim(self.topology, self._requests(draw), self.k, self.rewards)
+            self.sim = NetAllocSim(self.topology, self._requests(draw), self.k, self.rewards, on_full=self.on_full)
             if not self.sim.done:
                 return self._obs(), {}
         raise InputError(
