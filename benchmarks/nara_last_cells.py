@@ -13,11 +13,14 @@ docs/netalloc.md, "The last four cells"): Tetris azure beta (ours 0.73, paper 0.
   mask, section 3.3.2); ``random-fail-all`` any server of the DCN, one already picked (section 3.2: v not in V_r) or
   with nothing left fails;
 * ``nulb``: the shipped NULB (every server in hop order) where reaching an empty server (``nulb-fail-empty``) or one
-  that gives nothing still needed (``nulb-fail-need``) fails the request.
+  that gives nothing still needed (``nulb-fail-need``) fails the request;
+* ``authors`` (not in the default parts): NALB and NULB as the authors' public ``PackingAgent`` runs them
+  (:class:`AuthorsSearch`: Tetris's first server, a depth-first walk), beside the shipped ones.
 
 Each reading prints its acceptance and utilisation per set and topology against Tables 1-3 ("IN": within 0.05).
 
-    OMP_NUM_THREADS=1 python benchmarks/nara_last_cells.py [topology random nulb] [--episodes 5] [--seed 0]
+    OMP_NUM_THREADS=1 python benchmarks/nara_last_cells.py [topology random nulb authors] [--episodes 5] [--seed 0]
+        [--setting paper-reject|paper]
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import numpy as np
 from dcplace.bench.nara_baselines import PAPER_ACCEPTANCE, PAPER_UTIL, TOPOLOGIES
 from dcplace.bench.netalloc_runner import run_policy
 from dcplace.cluster.topology import Topology, fabric, preset
-from dcplace.policies.netalloc_heuristics import LocalityBased, RandomPick, uniform_pick
+from dcplace.policies.netalloc_heuristics import LocalityBased, RandomPick, Tetris, _Adjacency, uniform_pick
 from dcplace.policies.registry import register
 from dcplace.sim.netalloc import NetView
 from dcplace.sim.netalloc_episodes import SETTINGS, NetSetting
@@ -84,6 +87,55 @@ def _nulb_fail(mode: str) -> Any:
     return build
 
 
+class AuthorsSearch(LocalityBased):
+    """NALB / NULB as the authors' public ``PackingAgent`` runs them (read in the search tool's code corpus, file
+    29225749304, not copied; docs/netalloc.md, "The last four cells"): the first server is Tetris's choice; from it
+    a depth-first walk over switches (a LIFO stack: the switch found last is expanded first), each node's neighbours
+    in adjacency order (NULB) or by decreasing free bandwidth on the connecting link (NALB); every server met with
+    anything left (CPU or memory, needed or not) joins until the request is covered. The whole list is made at the
+    request's first pick and played last-found first."""
+
+    def choose(self, view: NetView) -> int:
+        if self._adj_of is not view.topology:
+            self._adj, self._adj_of = _Adjacency.of(view.topology), view.topology
+        if not view.picks or self._request != view.t:
+            self._request = view.t
+            self._series = self._walk(view, Tetris().choose(view))
+        while self._series:
+            v = self._series.pop()
+            if not view.selected[v]:
+                return v
+        return uniform_pick(self.rng, view.action_mask())  # the walk ran out (never on a connected network)
+
+    def _walk(self, view: NetView, first: int) -> list[int]:
+        adj = self._adj
+        assert adj is not None
+        need = np.array([view.need_cpu, view.need_mem])
+        free = np.stack([view.free_cpu, view.free_mem], axis=1)
+        need = need - np.minimum(free[first], need)
+        series, taken, stack, visited = [first], {first}, [first], set()
+        while stack:
+            x = stack.pop()
+            visited.add(x)
+            lo, hi = adj.start[x], adj.start[x + 1]
+            nexts = adj.widest_first(x, view.free_bw, 0, False) if self.weighted else adj.nbr[lo:hi]
+            for y in nexts:
+                if not need.any():
+                    return series
+                if y < view.n_servers:
+                    if y not in taken and free[y].sum() > 0:
+                        need = need - np.minimum(free[y], need)
+                        series.append(y)
+                        taken.add(y)
+                elif y not in visited and y not in stack:
+                    stack.append(y)
+        return series
+
+
+register("nulb-authors", lambda seed=0: AuthorsSearch(False, seed, unpicked=True, label="nulb-authors"), "experiment",
+         setting="netalloc")  # fmt: skip
+register("nalb-authors", lambda seed=0: AuthorsSearch(True, seed, unpicked=True, label="nalb-authors"), "experiment",
+         setting="netalloc")  # fmt: skip
 for _m in ("need", "empty", "all"):
     register(f"random-fail-{_m}", (lambda m: lambda seed=0: RandomFail(seed, m))(_m), "experiment", setting="netalloc")
 for _m in ("empty", "need"):
@@ -91,10 +143,8 @@ for _m in ("empty", "need"):
 SETTINGS["paper-ecmp"] = NetSetting("paper-ecmp", "ecmp")  # ``paper-reject`` with equal-cost paths only
 
 
-def cell(
-    top: Topology, topo: str, dataset: str, policy: str, args: argparse.Namespace, setting: str = "paper-reject"
-) -> str:
-    s = run_policy(top, dataset, policy, 128, args.episodes, args.seed, setting=setting).summary()
+def cell(top: Topology, topo: str, dataset: str, policy: str, args: argparse.Namespace) -> str:
+    s = run_policy(top, dataset, policy, 128, args.episodes, args.seed, setting=args.setting).summary()
     base = policy.split("-")[0]
     pa = PAPER_ACCEPTANCE[dataset][base][TOPOLOGIES.index(topo)]
     pu = PAPER_UTIL[topo][base][DATASETS.index(dataset)]
@@ -142,6 +192,7 @@ def main() -> None:
     ap.add_argument("parts", nargs="*", default=["topology", "random", "nulb"])
     ap.add_argument("--episodes", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--setting", default="paper-reject", help="the environment (paper: a full cluster waits)")
     args = ap.parse_args()
     t0 = time.perf_counter()
     for part in args.parts:
@@ -152,8 +203,10 @@ def main() -> None:
             readings(["random", "random-any", "random-fail-need", "random-fail-empty", "random-fail-all"], args)
         elif part == "nulb":
             readings(["nulb", "nulb-mask", "nulb-fail-empty", "nulb-fail-need"], args)
+        elif part == "authors":
+            readings(["nulb", "nulb-authors", "nalb", "nalb-authors"], args)
         else:
-            raise SystemExit(f"unknown part {part!r}: topology, random or nulb")
+            raise SystemExit(f"unknown part {part!r}: topology, random, nulb or authors")
     print(f"{time.perf_counter() - t0:.0f} s")
 
 
