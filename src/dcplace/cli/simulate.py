@@ -20,6 +20,7 @@ from dcplace.cli.common import JSON_HELP, console, progress_bar, save_result
 from dcplace.cli.options import config_command
 from dcplace.cli.outputs import UNITS
 from dcplace.config import check, check_types
+from dcplace.errors import InputError
 from dcplace.sim.numa import Scenario
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n", 1)[0])
@@ -153,13 +154,6 @@ class NetallocRun:
         check_types(self)
         check(self.episodes >= 1, "episodes", self.episodes, "at least 1")
         check(self.requests >= 0, "requests", self.requests, "at least 0")
-        check(
-            not self.bound or self.setting != "paper",
-            "bound",
-            self.bound,
-            "off under --setting paper (requests wait there and the bound relaxes rejection: use --setting "
-            "paper-reject)",
-        )
 
 
 @app.command("netalloc")
@@ -177,6 +171,12 @@ def simulate_netalloc(
     from dcplace.sim.netalloc_episodes import default_requests, get_setting
     from dcplace.workload.netreq import is_named_set, read_requests
 
+    if cfg.bound and get_setting(cfg.setting).on_full != "reject":  # before any work: nothing half-written
+        raise InputError(
+            f"must be off under --setting {cfg.setting}, where a full cluster makes a request wait (the bound relaxes "
+            "rejection: use --setting paper-reject)",
+            field="bound",
+        )
     top = load_topology(cfg.topology)
     n = cfg.requests or default_requests(top)
     if not is_named_set(cfg.dataset) and Path(cfg.dataset).is_file():
