@@ -14,8 +14,9 @@ docs/netalloc.md, "The last four cells"): Tetris azure beta (ours 0.73, paper 0.
   with nothing left fails;
 * ``nulb``: the shipped NULB (every server in hop order) where reaching an empty server (``nulb-fail-empty``) or one
   that gives nothing still needed (``nulb-fail-need``) fails the request;
-* ``authors`` (not in the default parts): NALB and NULB as the authors' public ``PackingAgent`` runs them
-  (:class:`AuthorsSearch`: Tetris's first server, a depth-first walk), beside the shipped ones.
+* ``authors`` (not in the default parts): Tetris, NALB and NULB as the authors' public ``PackingAgent`` runs them
+  (``tetris-authors``: a non-local score times 9/10; :class:`AuthorsSearch`: Tetris's first server, a depth-first
+  walk), beside the shipped ones.
 
 Each reading prints its acceptance and utilisation per set and topology against Tables 1-3 ("IN": within 0.05).
 
@@ -132,6 +133,7 @@ class AuthorsSearch(LocalityBased):
         return series
 
 
+register("tetris-authors", lambda seed=0: Tetris(seed, penalty=0.1), "experiment", setting="netalloc")  # x 0.9
 register("nulb-authors", lambda seed=0: AuthorsSearch(False, seed, unpicked=True, label="nulb-authors"), "experiment",
          setting="netalloc")  # fmt: skip
 register("nalb-authors", lambda seed=0: AuthorsSearch(True, seed, unpicked=True, label="nalb-authors"), "experiment",
@@ -204,7 +206,7 @@ def main() -> None:
         elif part == "nulb":
             readings(["nulb", "nulb-mask", "nulb-fail-empty", "nulb-fail-need"], args)
         elif part == "authors":
-            readings(["nulb", "nulb-authors", "nalb", "nalb-authors"], args)
+            readings(["tetris", "tetris-authors", "nulb", "nulb-authors", "nalb", "nalb-authors"], args)
         else:
             raise SystemExit(f"unknown part {part!r}: topology, random, nulb or authors")
     print(f"{time.perf_counter() - t0:.0f} s")
