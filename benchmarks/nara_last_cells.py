@@ -15,7 +15,8 @@ docs/netalloc.md, "The last four cells"): Tetris azure beta (ours 0.73, paper 0.
 * ``nulb``: the shipped NULB (every server in hop order) where reaching an empty server (``nulb-fail-empty``) or one
   that gives nothing still needed (``nulb-fail-need``) fails the request;
 * ``authors`` (not in the default parts): Tetris, NALB and NULB as the authors' public ``PackingAgent`` runs them
-  (``tetris-authors``: a non-local score times 9/10; :class:`AuthorsSearch`: Tetris's first server, a depth-first
+  (``tetris-authors``: a non-local score times 9/10; ``random-authors``: any server with anything left;
+  :class:`AuthorsSearch`: Tetris's first server, a depth-first
   walk), beside the shipped ones.
 
 Each reading prints its acceptance and utilisation per set and topology against Tables 1-3 ("IN": within 0.05).
@@ -133,6 +134,22 @@ class AuthorsSearch(LocalityBased):
         return series
 
 
+class RandomAuthors(RandomPick):
+    """Random as the authors' ``PackingAgent`` draws: uniformly among the servers their environment's mask allows (not
+    yet picked, with any CPU or memory left), also one that gives nothing of what is still needed."""
+
+    def __init__(self, seed: int = 0) -> None:
+        super().__init__(seed, any_server=True)
+
+    @property
+    def name(self) -> str:
+        return "random-authors"
+
+    def choose(self, view: NetView) -> int:
+        return uniform_pick(self.rng, ~view.selected & ((view.free_cpu > 0) | (view.free_mem > 0)))
+
+
+register("random-authors", lambda seed=0: RandomAuthors(seed), "experiment", setting="netalloc")
 register("tetris-authors", lambda seed=0: Tetris(seed, penalty=0.1), "experiment", setting="netalloc")  # x 0.9
 register("nulb-authors", lambda seed=0: AuthorsSearch(False, seed, unpicked=True, label="nulb-authors"), "experiment",
          setting="netalloc")  # fmt: skip
@@ -206,7 +223,8 @@ def main() -> None:
         elif part == "nulb":
             readings(["nulb", "nulb-mask", "nulb-fail-empty", "nulb-fail-need"], args)
         elif part == "authors":
-            readings(["tetris", "tetris-authors", "nulb", "nulb-authors", "nalb", "nalb-authors"], args)
+            readings(["tetris", "tetris-authors", "random", "random-authors", "nulb", "nulb-authors", "nalb",
+                      "nalb-authors"], args)  # fmt: skip
         else:
             raise SystemExit(f"unknown part {part!r}: topology, random, nulb or authors")
     print(f"{time.perf_counter() - t0:.0f} s")
