@@ -14,10 +14,9 @@ docs/netalloc.md, "The last four cells"): Tetris azure beta (ours 0.73, paper 0.
   with nothing left fails;
 * ``nulb``: the shipped NULB (every server in hop order) where reaching an empty server (``nulb-fail-empty``) or one
   that gives nothing still needed (``nulb-fail-need``) fails the request;
-* ``authors`` (not in the default parts): Tetris, NALB and NULB as the authors' public ``PackingAgent`` runs them
-  (``tetris-authors``: a non-local score times 9/10; ``random-authors``: any server with anything left;
-  :class:`AuthorsSearch`: Tetris's first server, a depth-first
-  walk), beside the shipped ones.
+* ``authors`` (not in the default parts): Tetris, Random, NALB and NULB as the authors' public ``PackingAgent`` runs
+  them (``tetris-authors``: a non-local score times 9/10; ``random-authors``: any server with anything left;
+  :class:`AuthorsSearch`: Tetris's first server, a depth-first walk), beside the shipped ones.
 
 Each reading prints its acceptance and utilisation per set and topology against Tables 1-3 ("IN": within 0.05).
 
