@@ -158,8 +158,15 @@ def test_search_is_seeded_and_never_picks_below_its_start_on_validation():
     pool = search(SearchConfig(**{**cfg.__dict__, "workers": 2}))
     assert pool.weights == a.weights and pool.validation == a.validation
     w = a.weights
-    assert acceptance((w, "alpha", "uniform", 48, 1, 0, "test")) == pytest.approx(
+    assert acceptance((w, "alpha", "uniform", 48, 1, 0, "test", "paper")) == pytest.approx(
         float(np.mean([r.acceptance for r in run_policy("alpha", "uniform", _learned(0, w), 48, 1, 0).results]))
+    )
+    for setting in ("paper", "paper-reject"):  # the search scores in the setting it is given
+        assert acceptance((w, "alpha", "alibaba", 128, 1, 0, "test", setting)) == pytest.approx(
+            run_policy("alpha", "alibaba", _learned(0, w), 128, 1, 0, setting=setting).results[0].acceptance
+        )
+    assert acceptance((w, "alpha", "alibaba", 128, 1, 0, "test", "paper")) != acceptance(
+        (w, "alpha", "alibaba", 128, 1, 0, "test", "paper-reject")
     )
 
 
