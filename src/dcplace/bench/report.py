@@ -565,12 +565,16 @@ def nara_section(folder: Path) -> Section | None:
     pols = list(dict.fromkeys(r["policy"] for r in recs))
     eps = sorted({(r["topology"], int(r["episodes"])) for r in recs})
     ep_text = ", ".join(f"{t} {n}" for t, n in dict(eps).items())
+    settings = sorted({str(r.get("setting", "paper")) for r in recs})
+    waits = "a request the cluster cannot hold waits for room, as in the authors' environment"
     sec = Section(
         "nara",
         "Nara: network-aware allocation (Tables 1-7)",
         f"The shipped agents (trained on alpha) and the baselines on the same seeded test episodes; episodes per "
-        f"cell: {ep_text}. Acceptance is the share of requests placed (0-1); utilisation the mean share of CPU / "
-        "memory in use. Margins are paired over the same episodes.",
+        f"cell: {ep_text}; setting {', '.join(settings)}"
+        + (f" ({waits})" if settings == ["paper"] else "")
+        + ". Acceptance is the share of requests placed (0-1); utilisation the mean share of CPU / memory in use. "
+        "Margins are paired over the same episodes.",
     )
 
     def acc(t: str, d: str, p: str) -> list[float]:
