@@ -3,8 +3,9 @@
 # azure, alibaba; 150 PPO iterations each, the paper's budget) and copy each run's best-validating policy.pt into the
 # package as src/dcplace/data/nara/<topology>-<set>-paper.pt (docs/nara.md, "In the paper setting"). Azure starts
 # from the same topology's uniform agent (--init): from scratch it stays at random-policy acceptance (docs/nara.md).
-# `dcplace train nara` trains in the paper setting (request sets calibrated under the mean load, k = 3 shortest
-# paths); the `v1` agents (<topology>-<set>.pt, the defaults under --setting v1) and the `paper-max` agents
+# `dcplace train nara` trains on the paper setting's request sets and paths (calibrated under the mean load, k = 3
+# shortest paths) where a full cluster rejects a request (today's `paper-reject`; `--on-full wait` is the `paper`
+# setting's waiting, measured no better: docs/netalloc.md); the `v1` agents (<topology>-<set>.pt, the defaults under --setting v1) and the `paper-max` agents
 # (<topology>-<set>-paper-max.pt, trained on the sets before the load was read as a mean) are kept as they are.
 # The shipped -paper.pt files were trained 2026-11-26 with these commands, two runs at a time (docs/nara.md); the
 # alibaba ones again that evening with 30 PPO epochs per iteration (docs/nara.md, "Training (PPO)").
