@@ -20,6 +20,7 @@ import numpy as np
 
 from dcplace.bench.netalloc_runner import run_policy
 from dcplace.policies.netalloc_scored import SHIPPED
+from dcplace.sim.netalloc_episodes import SETTINGS
 
 
 def main() -> None:
@@ -31,7 +32,7 @@ def main() -> None:
     ap.add_argument("--big-episodes", type=int, default=3, help="test episodes per cell on gamma and delta")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--nara", action="store_true", help="also the paper's Nara (the shipped agents)")
-    ap.add_argument("--setting", default="paper", help="the environment's reading (netalloc_episodes.SETTINGS)")
+    ap.add_argument("--setting", default="paper", choices=list(SETTINGS), help="the environment's reading")
     args = ap.parse_args()
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {os.getloadavg()[0]:.1f}, "
           f"rule file {args.checkpoint}")  # fmt: skip

@@ -21,6 +21,7 @@ import time
 
 from dcplace.bench.nara_baselines import PAPER_ACCEPTANCE, TOPOLOGIES
 from dcplace.bench.netalloc_runner import run_policy
+from dcplace.sim.netalloc_episodes import SETTINGS
 
 DATASETS = ("uniform", "azure", "alibaba")
 BASELINES = ("tetris", "nalb", "nulb", "random")
@@ -31,7 +32,7 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=5)
     ap.add_argument("--requests", type=int, default=128)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--settings", nargs="*", default=["paper-reject", "paper"])
+    ap.add_argument("--settings", nargs="*", default=["paper-reject", "paper"], choices=list(SETTINGS))
     ap.add_argument("--nara", action="store_true", help="also the shipped nara agents (alpha and beta)")
     ap.add_argument("--checkpoint", help="with --nara: this agent instead of the shipped ones")
     ap.add_argument("--split", default="test", choices=("test", "train"), help="which split the requests come from")

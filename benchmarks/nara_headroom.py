@@ -27,7 +27,7 @@ import numpy as np
 from dcplace.bench.netalloc_runner import run_policy
 from dcplace.cluster.topology import PRESETS, Topology, preset
 from dcplace.sim.netalloc_bound import episode_bounds, pooled_greedy
-from dcplace.sim.netalloc_episodes import episode_requests, get_setting
+from dcplace.sim.netalloc_episodes import SETTINGS, episode_requests, get_setting
 
 THRESHOLDS = tuple(range(10, 101, 5))
 BASELINES = ("tetris", "nalb", "nulb", "random")
@@ -39,10 +39,13 @@ def main() -> None:
     ap.add_argument("--datasets", nargs="+", default=["uniform", "azure", "alibaba"])
     ap.add_argument("--episodes", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--setting", default="paper-reject", help="a rejecting setting: the bound relaxes rejection")
+    ap.add_argument("--setting", default="paper-reject", choices=list(SETTINGS),
+                    help="a rejecting setting: the bound relaxes rejection")  # fmt: skip
     ap.add_argument("--policies", nargs="+", default=["nara", "nalb-learned", "nalb-strict"])
     args = ap.parse_args()
     env = get_setting(args.setting)
+    if env.on_full != "reject":
+        ap.error(f"--setting {args.setting}: requests wait there and the bound relaxes rejection (use paper-reject)")
     print(f"episodes per cell {args.episodes}, seed {args.seed}, setting {args.setting}\n")
     head = ["topology", "set", "bound", "pooled", "pooled+admit (threshold)", "best baseline", *args.policies]
     print("| " + " | ".join(head) + " |")

@@ -90,8 +90,8 @@ def _nulb_fail(mode: str) -> Any:
 
 class AuthorsSearch(LocalityBased):
     """NALB / NULB as the authors' public ``PackingAgent`` runs them (read in the search tool's code corpus, file
-    29225749304, not copied; docs/netalloc.md, "The last four cells"): the first server is Tetris's choice; from it
-    a depth-first walk over switches (a LIFO stack: the switch found last is expanded first), each node's neighbours
+    29225749304, not copied; docs/netalloc.md, "The last four cells"): a walk from Tetris's choice, depth first
+    over switches (a LIFO stack: the switch found last is expanded first), each node's neighbours
     in adjacency order (NULB) or by decreasing free bandwidth on the connecting link (NALB); every server met with
     anything left (CPU or memory, needed or not) joins until the request is covered. The whole list is made at the
     request's first pick and played last-found first."""
@@ -210,7 +210,9 @@ def main() -> None:
     ap.add_argument("parts", nargs="*", default=["topology", "random", "nulb"])
     ap.add_argument("--episodes", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--setting", default="paper-reject", help="the environment (paper: a full cluster waits)")
+    ap.add_argument("--setting", default="paper-reject", choices=list(SETTINGS),
+                    help="the environment (paper: a full cluster waits); the topology part runs paper-reject and "
+                    "paper-ecmp whatever this says")  # fmt: skip
     args = ap.parse_args()
     t0 = time.perf_counter()
     for part in args.parts:

@@ -655,5 +655,11 @@ def test_the_paper_setting_loses_no_request_to_a_full_cluster(tmp_path):
     assert reject["rejected"]["capacity"] > 0 and wait["rejected"]["capacity"] == 0
     assert wait["acceptance_mean"] > reject["acceptance_mean"]
     assert get_setting("paper").on_full == "wait" and get_setting("paper-reject").on_full == "reject"
-    assert run_bounds(tmp_path, {}, 0, "paper", progress=False) == {}
-    assert (tmp_path / "bounds.jsonl").read_text() == ""
+    for setting in ("paper", "paper-reject"):
+        runs = {("alpha", "alibaba", "tetris"): run_policy("alpha", "alibaba", "tetris", 128, 1, 0, setting=setting)}
+        bounds = run_bounds(tmp_path, runs, 0, setting, progress=False)
+        written = (tmp_path / "bounds.jsonl").read_text()
+        if setting == "paper":
+            assert bounds == {} and written == ""
+        else:
+            assert set(bounds) == {("alpha", "alibaba")} and written.count("\n") == 1

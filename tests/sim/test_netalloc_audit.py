@@ -139,7 +139,8 @@ def test_the_reading_before_the_audit_is_kept(setting):
         req = episode_requests(top, "uniform" if setting == "paper" else "uniform-v1", 64, 0, e)
         pol = LocalityBased(False, episode_seed(0, e))
         routing = routings.for_policy(pol) if setting == "paper" else routing_for(top, paths="ecmp")
-        assert run_episode(NetAllocSim(top, req, routing=routing), pol).accepted_ids == res.accepted_ids
+        sim = NetAllocSim(top, req, routing=routing, on_full=get_setting(setting).on_full)
+        assert run_episode(sim, pol).accepted_ids == res.accepted_ids
 
 
 def test_nulb_cells_of_table1_and_section_5_1_ordering():

@@ -565,14 +565,18 @@ def nara_section(folder: Path) -> Section | None:
     pols = list(dict.fromkeys(r["policy"] for r in recs))
     eps = sorted({(r["topology"], int(r["episodes"])) for r in recs})
     ep_text = ", ".join(f"{t} {n}" for t, n in dict(eps).items())
-    settings = sorted({str(r.get("setting", "paper")) for r in recs})
-    waits = "a request the cluster cannot hold waits for room, as in the authors' environment"
+    settings = sorted({str(r["setting"]) for r in recs if "setting" in r})
+    on_full = {r.get("on_full") for r in recs}  # records before 2026-11-27 have none: they rejected
+    full = {
+        frozenset({"wait"}): " (a request the cluster cannot hold waits for room, as in the authors' environment)",
+        frozenset({"reject"}): " (a request the cluster cannot hold is rejected)",
+    }.get(frozenset(o or "reject" for o in on_full), "")
     sec = Section(
         "nara",
         "Nara: network-aware allocation (Tables 1-7)",
         f"The shipped agents (trained on alpha) and the baselines on the same seeded test episodes; episodes per "
-        f"cell: {ep_text}; setting {', '.join(settings)}"
-        + (f" ({waits})" if settings == ["paper"] else "")
+        f"cell: {ep_text}"
+        + (f"; setting {', '.join(settings)}{full}" if settings else "")
         + ". Acceptance is the share of requests placed (0-1); utilisation the mean share of CPU / memory in use. "
         "Margins are paired over the same episodes.",
     )

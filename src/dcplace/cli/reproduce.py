@@ -241,8 +241,9 @@ def reproduce_nara_baselines(
         "results/nara-baselines"
     ),
 ) -> None:
-    """The baseline rows of the Nara paper's Tables 1-4 on alpha..delta, ours beside the paper's, and (with --setting
-    paper-reject) each cell's clairvoyant bound (no allocator accepts more)."""
+    """The baseline rows of the Nara paper's Tables 1-4 on alpha..delta, ours beside the paper's, and (in a setting
+    that rejects a request the cluster cannot hold: paper-reject, paper-max, v1) each cell's clairvoyant bound (no
+    allocator accepts more)."""
     from dcplace.bench.nara_baselines import run_reproduction
 
     with _output(out, cfg, "dcplace reproduce nara-baselines") as folder:
