@@ -112,6 +112,19 @@ def test_simulate_netalloc_json():
     assert set(out["bw_util_by_tier"]) == {"server-rack", "rack-fabric", "fabric-spine"}
 
 
+def test_simulate_netalloc_reports_the_ticks_requests_waited(tmp_path):
+    """The default setting makes a request the cluster cannot hold wait: the JSON, the per-episode file and the
+    table say for how many ticks; where the setting rejects instead, nothing waits and the table has no column."""
+    args = ("simulate", "netalloc", "--dataset", "alibaba", "--episodes", "2")
+    wait = json.loads(dcplace(*args, "--json", "--out", str(tmp_path / "ep.csv")).stdout)
+    rows = (tmp_path / "ep.csv").read_text().splitlines()
+    waited = [int(v) for v in (r.split(",")[rows[0].split(",").index("waited")] for r in rows[1:])]
+    assert wait["waited_mean"] > 0 and sum(waited) / 2 == wait["waited_mean"] and wait["rejected"]["capacity"] == 0
+    reject = json.loads(dcplace(*args, "--setting", "paper-reject", "--json").stdout)
+    assert reject["waited_mean"] == 0 and reject["rejected"]["capacity"] > 0
+    assert "waited" in dcplace(*args).stdout and "waited" not in dcplace(*args, "--setting", "paper-reject").stdout
+
+
 def test_simulate_netalloc_bound_is_on_the_episodes_played():
     """``--bound``: each episode's clairvoyant bound, never below what the policy accepted there, in the JSON and as
     a column of the table; only where a full cluster rejects (the default ``paper`` setting makes requests wait)."""

@@ -421,7 +421,7 @@ def test_a_full_cluster_makes_the_request_wait_for_room_when_asked():
     assert sim.pick(0)[0] == Outcome.ACCEPTED  # at tick 3, holding 5: ends at 8
     assert (sim.t, sim.clock, sim.waited) == (2, 8, 6)
     assert sim.pick(0)[0] == Outcome.ACCEPTED and sim.done
-    assert sim.result().rejected == {"capacity": 0, "network": 0, "invalid": 0}
+    assert sim.result().rejected == {"capacity": 0, "network": 0, "invalid": 0} and sim.result().waited == 6
     with pytest.raises(ValueError, match="on_full"):
         NetAllocSim(fabric(1, 1, 1, 1), reqs, on_full="queue")
 

@@ -64,6 +64,7 @@ class NetRun:
             "servers_per_allocation_mean": float(spa.mean()) if len(spa) else 0.0,
             "servers_per_allocation_hist": np.bincount(spa).tolist() if len(spa) else [],
             "rejected": rejected,
+            "waited_mean": float(np.mean([r.waited for r in rs])) if rs else 0.0,
             "wall_s": self.wall_s,
             "decisions": decisions,
             "decisions_per_s": decisions / self.wall_s if self.wall_s > 0 else 0.0,

@@ -39,6 +39,7 @@ UNITS = {
     "cpu_util": "share 0-1 of CPU in use, mean over steps",
     "mem_util": "share 0-1 of memory in use, mean over steps",
     "bw_util_*": "share 0-1 of the tier's link bandwidth in use, mean over steps",
+    "waited": "clock ticks requests spent waiting for room (the paper setting; 0 where a full cluster rejects)",
     "wall_s": "seconds (wall clock)",
     "cost": "the instance's cost unit (PM and disk prices; servers for topology-aware batches)",
 }

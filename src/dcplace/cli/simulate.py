@@ -206,17 +206,19 @@ def simulate_netalloc(
         return
     t = Table(title=f"{cfg.policy} on {run.topology}, {run.dataset}: {run.requests} requests per episode")
     bound_col = ("bound",) if bounds else ()
+    waits = get_setting(cfg.setting).on_full == "wait"  # ticks waited for room: a column where requests wait
     for col in ("episode", "acceptance", *bound_col, "cpu util", "mem util", *s["bw_util_by_tier"],
-                "rejected (net/cap)"):  # fmt: skip
+                "rejected (net/cap)", *(("waited",) if waits else ())):  # fmt: skip
         t.add_column(col, justify="right")
     for i, r in enumerate(run.results):
         t.add_row(str(i), f"{r.acceptance:.3f}", *((f"{bounds[i]:.3f}",) if bounds else ()), f"{r.cpu_util:.2f}",
                   f"{r.mem_util:.2f}", *(f"{v:.2f}" for v in r.bw_util_by_tier.values()),
-                  f"{r.rejected['network']}/{r.rejected['capacity']}")  # fmt: skip
+                  f"{r.rejected['network']}/{r.rejected['capacity']}",
+                  *((str(r.waited),) if waits else ()))  # fmt: skip
     t.add_row("mean", f"{s['acceptance_mean']:.3f} ± {s['acceptance_std']:.3f}",
               *((f"{s['bound_mean']:.3f}",) if bounds else ()), f"{s['cpu_util_mean']:.2f}",
               f"{s['mem_util_mean']:.2f}", *(f"{v:.2f}" for v in s["bw_util_by_tier"].values()), "",
-              style="bold")  # fmt: skip
+              *((f"{s['waited_mean']:.1f}",) if waits else ()), style="bold")  # fmt: skip
     console.print(t)
     console.print("locality: " + ", ".join(f"{k} {v:.0%}" for k, v in s["locality"].items())
                   + f"; {s['servers_per_allocation_mean']:.1f} servers per allocation")  # fmt: skip

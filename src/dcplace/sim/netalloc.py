@@ -119,6 +119,7 @@ class NetResult:
     servers_per_allocation: list[int] = field(repr=False)
     locality: list[int] = field(repr=False)
     accepted_ids: list[int] = field(repr=False)
+    waited: int = 0  # clock ticks spent waiting for room (``on_full="wait"``; 0 where requests are rejected)
 
     @property
     def acceptance(self) -> float:
@@ -493,6 +494,7 @@ class NetAllocSim:
             servers_per_allocation=list(self.servers_per_allocation),
             locality=list(self.locality),
             accepted_ids=list(self.accepted_ids),
+            waited=self.waited,
         )
 
     def check_invariants(self) -> None:
