@@ -644,6 +644,16 @@ def test_capacity_rejections_are_charged_to_the_pick_that_let_them_happen():
     assert sim.done and sim.accepted == 2
 
 
+def test_setting_names_are_the_settings():
+    """The settings' names as a type (config fields) and the CLI's copy of it name exactly the settings there are."""
+    from typing import get_args
+
+    from dcplace.cli.common import NetSettingName
+    from dcplace.sim.netalloc_episodes import SETTINGS, SettingName
+
+    assert set(get_args(SettingName)) == set(SETTINGS) == set(get_args(NetSettingName))
+
+
 def test_the_paper_setting_loses_no_request_to_a_full_cluster(tmp_path):
     """``paper`` (the default: the authors' environment): the same episodes as ``paper-reject``, but a request that
     meets a full cluster waits, so none is lost for capacity; the clairvoyant bound, a relaxation of the rejecting

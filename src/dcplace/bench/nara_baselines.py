@@ -160,6 +160,7 @@ def run_cells(
 ) -> dict[tuple[str, str, str], NetRun]:
     """Every (topology, dataset, policy) cell of Tables 1-5; records.jsonl and the Figure-2 plots under ``out``."""
     out.mkdir(parents=True, exist_ok=True)
+    on_full = get_setting(setting).on_full  # recorded: what the setting did then (names change)
     runs: dict[tuple[str, str, str], NetRun] = {}
     records: list[dict[str, Any]] = []
     for topo_name in topologies:
@@ -173,7 +174,7 @@ def run_cells(
                 runs[(topo_name, dataset, policy)] = run
                 summary = run.summary()
                 summary["setting"] = setting
-                summary["on_full"] = get_setting(setting).on_full  # what the setting did then (names change)
+                summary["on_full"] = on_full
                 summary["paper_acceptance"] = _paper_acc(dataset, policy, topo_name)
                 summary["paper_util"] = _paper_util(topo_name, policy, dataset)
                 records.append(summary)

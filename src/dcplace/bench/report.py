@@ -566,11 +566,15 @@ def nara_section(folder: Path) -> Section | None:
     eps = sorted({(r["topology"], int(r["episodes"])) for r in recs})
     ep_text = ", ".join(f"{t} {n}" for t, n in dict(eps).items())
     settings = sorted({str(r["setting"]) for r in recs if "setting" in r})
-    on_full = {r.get("on_full") for r in recs}  # records before 2026-11-27 have none: they rejected
-    full = {
-        frozenset({"wait"}): " (a request the cluster cannot hold waits for room, as in the authors' environment)",
-        frozenset({"reject"}): " (a request the cluster cannot hold is rejected)",
-    }.get(frozenset(o or "reject" for o in on_full), "")
+    on_full = {r.get("on_full") or "reject" for r in recs}  # records before 2026-11-27 have none: they rejected
+    full = (
+        {
+            "wait": " (a request the cluster cannot hold waits for room, as in the authors' environment)",
+            "reject": " (a request the cluster cannot hold is rejected)",
+        }.get(on_full.pop(), "")
+        if len(on_full) == 1
+        else ""
+    )
     sec = Section(
         "nara",
         "Nara: network-aware allocation (Tables 1-7)",

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from rich.console import Console
 
@@ -21,6 +21,9 @@ console = Console(width=None if sys.stdout.isatty() else PIPE_WIDTH)
 err_console = Console(stderr=True)
 """Progress goes here, so that stdout keeps the tables or the one JSON object of ``--json``."""
 JSON_HELP = "print exactly one JSON object"
+NetSettingName = Literal["paper", "paper-reject", "paper-max", "v1"]
+"""``--setting`` of the netalloc commands: :data:`dcplace.sim.netalloc_episodes.SettingName`, copied so that the CLI
+imports no simulator before a command runs (a test keeps the two equal)."""
 
 
 @contextmanager

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 import typer
 
 from dcplace.atomic import atomic_dir
-from dcplace.cli.common import console, print_claims, progress_lines
+from dcplace.cli.common import NetSettingName, console, print_claims, progress_lines
 from dcplace.cli.options import config_command, write_config
 from dcplace.config import check, check_types
 from dcplace.errors import InputError
@@ -222,7 +222,7 @@ class NaraBaselinesRun:
     """same seed, same numbers"""
     quick: bool = False
     """2 rollouts per cell"""
-    setting: Literal["paper", "paper-reject", "paper-max", "v1"] = "paper"
+    setting: NetSettingName = "paper"
     """paper: k = 3 shortest paths, NALB/NULB's own routing, sizes calibrated under the mean load, a full cluster
     makes a request wait (the authors' public environment; no clairvoyant bound); paper-reject: the same where a
     full cluster rejects it (with the bound); paper-max: paper-reject before the load was read as a mean; v1:
@@ -261,7 +261,7 @@ class NaraRun:
     """same seed, same numbers"""
     quick: bool = False
     """2 rollouts per cell (1 on delta)"""
-    setting: Literal["paper", "paper-reject", "paper-max", "v1"] = "paper"
+    setting: NetSettingName = "paper"
     """paper: k = 3 shortest paths, NALB/NULB's own routing, request sets calibrated under the mean load, a full
     cluster makes a request wait (the authors' public environment; no clairvoyant bound); paper-reject: the same
     where a full cluster rejects it (the same agents; with the bound); paper-max: paper-reject before the load was

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 import typer
 
-from dcplace.cli.common import JSON_HELP, console, progress_bar, save_result
+from dcplace.cli.common import JSON_HELP, NetSettingName, console, progress_bar, save_result
 from dcplace.cli.options import config_command
 from dcplace.cli.outputs import UNITS
 from dcplace.config import check, check_types
@@ -146,7 +146,7 @@ class NetallocRun:
     bound: bool = False
     """also each episode's clairvoyant acceptance bound: no allocator accepts more (docs/netalloc.md); only where a
     full cluster rejects a request (--setting paper-reject, paper-max or v1)"""
-    setting: Literal["paper", "paper-reject", "paper-max", "v1"] = "paper"
+    setting: NetSettingName = "paper"
     """the environment's reading (docs/netalloc.md, Settings): paper, a full cluster makes a request wait (the
     authors' environment); paper-reject, it is rejected; paper-max, v1: earlier readings"""
 
@@ -171,7 +171,8 @@ def simulate_netalloc(
     from dcplace.sim.netalloc_episodes import default_requests, get_setting
     from dcplace.workload.netreq import is_named_set, read_requests
 
-    if cfg.bound and get_setting(cfg.setting).on_full != "reject":  # before any work: nothing half-written
+    env = get_setting(cfg.setting)
+    if cfg.bound and env.on_full != "reject":  # before any work: nothing half-written
         raise InputError(
             f"must be off under --setting {cfg.setting}, where a full cluster makes a request wait (the bound relaxes "
             "rejection: use --setting paper-reject)",
@@ -195,7 +196,7 @@ def simulate_netalloc(
     if cfg.bound:  # on the very episodes the policy played
         from dcplace.sim.netalloc_bound import episode_bounds
 
-        dataset = get_setting(cfg.setting).dataset(cfg.dataset)  # the set as the setting draws it
+        dataset = env.dataset(cfg.dataset)  # the set as the setting draws it
         found = episode_bounds(top, dataset, run.requests, cfg.seed, cfg.episodes, cfg.split)
         bounds = [b.ratio for b in found]
         s["bound_per_episode"] = bounds
@@ -206,7 +207,7 @@ def simulate_netalloc(
         return
     t = Table(title=f"{cfg.policy} on {run.topology}, {run.dataset}: {run.requests} requests per episode")
     bound_col = ("bound",) if bounds else ()
-    waits = get_setting(cfg.setting).on_full == "wait"  # ticks waited for room: a column where requests wait
+    waits = env.on_full == "wait"  # ticks waited for room: a column where requests wait
     for col in ("episode", "acceptance", *bound_col, "cpu util", "mem util", *s["bw_util_by_tier"],
                 "rejected (net/cap)", *(("waited",) if waits else ())):  # fmt: skip
         t.add_column(col, justify="right")

@@ -44,7 +44,7 @@ from gymnasium import spaces
 from dcplace.cluster.topology import Topology, load_topology
 from dcplace.envs.actions import checked_action
 from dcplace.errors import InputError
-from dcplace.sim.netalloc import NetAllocSim, Outcome, Rewards
+from dcplace.sim.netalloc import ON_FULL, NetAllocSim, Outcome, Rewards
 from dcplace.workload.netreq import NetRequests, generate
 
 
@@ -163,8 +163,8 @@ class NetAllocEnv(gym.Env[dict[str, npt.NDArray[Any]], int]):
         rewards: Rewards | None = None,
         on_full: str = "reject",
     ) -> None:
-        if on_full not in ("reject", "wait"):
-            raise InputError(f"must be reject or wait, got {on_full!r}", field="on_full")
+        if on_full not in ON_FULL:
+            raise InputError(f"must be {' or '.join(ON_FULL)}, got {on_full!r}", field="on_full")
         self.on_full = on_full
         self.topology = topology if isinstance(topology, Topology) else load_topology(topology)
         self.dataset = dataset

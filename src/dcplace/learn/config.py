@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Self, TypeVar
+from typing import Any, Literal, Self, TypeVar
 
 from dcplace import config
 from dcplace.config import check, check_types
@@ -140,7 +140,7 @@ class PPOConfig(_Mapped):
     """Reward per request the simulator rejects for capacity without asking the policy
     (:class:`dcplace.sim.netalloc.Rewards`'s ``capacity``; 0, section 3.2's reward, has no term for them; -10, the
     failure reward, makes the return count every request not accepted: docs/nara.md)."""
-    on_full: str = "reject"
+    on_full: Literal["reject", "wait"] = "reject"
     """What the training and validation episodes do with a request the cluster's free totals cannot hold: ``reject``
     it (the ``paper-reject`` setting; how the shipped agents were trained) or ``wait`` for room (the ``paper``
     setting, the authors' public environment; :class:`dcplace.sim.netalloc.NetAllocSim`). Training under waiting
@@ -159,7 +159,6 @@ class PPOConfig(_Mapped):
         _check_all(self, ("lr", "clip", "max_grad_norm", "reward_scale"), lambda v: v > 0, "positive")
         _check_all(self, ("gamma", "gae_lambda"), lambda v: 0 <= v <= 1, "in [0, 1]")
         _check_all(self, ("vf_coef", "ent_coef"), lambda v: v >= 0, "at least 0")
-        check(self.on_full in ("reject", "wait"), "on_full", self.on_full, "reject or wait")
 
 
 @dataclass(frozen=True)

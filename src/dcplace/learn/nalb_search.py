@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -36,6 +36,7 @@ from dcplace.policies import get_net_policy
 from dcplace.policies.netalloc_scored import FEATURES, learned_nalb
 from dcplace.sim.netalloc_episodes import (
     Routings,
+    SettingName,
     default_requests,
     episode_requests,
     episode_seed,
@@ -73,7 +74,7 @@ class SearchConfig:
     """same seed, same weights"""
     workers: int = 1
     """weight vectors scored at once (a process pool; same result)"""
-    setting: Literal["paper", "paper-reject", "paper-max", "v1"] = "paper"
+    setting: SettingName = "paper"
     """the environment's reading (docs/netalloc.md, Settings); the shipped rule was searched in what is now
     paper-max"""
 

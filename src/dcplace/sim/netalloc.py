@@ -95,6 +95,10 @@ class Rewards:
     capacity: float = 0.0
 
 
+ON_FULL = ("reject", "wait")
+"""What :class:`NetAllocSim` does with a request the cluster's free totals cannot hold (module docstring, step 1)."""
+
+
 @dataclass(frozen=True)
 class Allocation:
     servers: IntArray  # (parts,) server ids
@@ -224,8 +228,8 @@ class NetAllocSim:
         any_server: bool = False,
         on_full: str = "reject",
     ) -> None:
-        if on_full not in ("reject", "wait"):
-            raise ValueError(f"on_full must be reject or wait, got {on_full!r}")
+        if on_full not in ON_FULL:
+            raise ValueError(f"on_full must be {' or '.join(ON_FULL)}, got {on_full!r}")
         self.on_full = on_full  # a request the free totals cannot hold: rejected, or time passes (module docstring)
         self.topology = topology
         self.any_server = any_server  # accept any server not yet picked (the paper's action space), not only the mask

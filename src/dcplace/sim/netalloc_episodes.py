@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 from dcplace.cluster.topology import PRESETS, Topology
 from dcplace.errors import InputError
@@ -66,6 +66,10 @@ request; the ``paper`` setting until 2026-11-27, and the only one with a clairvo
 servers of the mask, one routing for every policy, rejection. ``paper-max``: ``paper-reject`` with appendix H's
 average load read as the larger of the CPU and memory shares (the ``-max`` request sets,
 :data:`dcplace.workload.netreq.LOAD_READING`), the ``paper`` setting before that reading."""
+
+
+SettingName = Literal["paper", "paper-reject", "paper-max", "v1"]
+"""The names of :data:`SETTINGS`, as a type (config fields are checked against it; a test keeps the two equal)."""
 
 
 def get_setting(name: str) -> NetSetting:
