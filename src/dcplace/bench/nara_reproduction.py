@@ -58,11 +58,13 @@ def run_reproduction(
     progress: bool = True,
     episodes_by_topology: dict[str, int] | None = None,
     setting: str = "paper",
+    alpha_beta_episodes: int = nb.ALPHA_BETA_EPISODES,
 ) -> str:
-    """Run everything, write records and Markdown under ``out``, return the Markdown. ``quick``: 2 episodes per
-    cell on alpha, beta and gamma and 1 on delta. ``episodes_by_topology`` (overrides both): episodes per topology,
-    and only the topologies it names (``reproduce all --quick`` leaves delta out). ``setting``: the environment's
-    reading (``paper`` or ``v1``, :data:`dcplace.sim.netalloc_episodes.SETTINGS`)."""
+    """Run everything, write records and Markdown under ``out``, return the Markdown. Rollouts per cell:
+    ``alpha_beta_episodes`` on alpha and beta (Tables 6 and 7 too), ``episodes`` on gamma and delta. ``quick``: 2
+    episodes per cell on alpha, beta and gamma and 1 on delta. ``episodes_by_topology`` (overrides all three):
+    episodes per topology, and only the topologies it names (``reproduce all --quick`` leaves delta out).
+    ``setting``: the environment's reading (``paper`` or ``v1``, :data:`dcplace.sim.netalloc_episodes.SETTINGS`)."""
     env = get_setting(setting)
 
     def agent_file(topology: str, dataset: str) -> Path:
@@ -72,14 +74,15 @@ def run_reproduction(
     for d in nb.DATASETS:
         agent_file("alpha", d)
         agent_file("beta", d)
-    per_topology = {"alpha": 2, "beta": 2, "gamma": 2, "delta": 1} if quick else None
+    per_topology = nb.episodes_per_topology(episodes, alpha_beta_episodes)
+    if quick:
+        per_topology = {"alpha": 2, "beta": 2, "gamma": 2, "delta": 1}
     topologies: tuple[str, ...] = nb.TOPOLOGIES
     if episodes_by_topology is not None:
         per_topology = episodes_by_topology
         topologies = tuple(t for t in nb.TOPOLOGIES if t in episodes_by_topology)
     runs = nb.run_cells(out, episodes, seed, topologies, progress, POLICIES, per_topology, setting)
     bounds = nb.run_bounds(out, runs, seed, setting, progress)
-    n_small = 2 if quick else episodes
 
     def extra(topology: str, dataset: str, agent_topology: str, agent_dataset: str, label: str) -> NetRun:
         run = run_policy(
@@ -87,7 +90,7 @@ def run_reproduction(
             dataset,
             "nara",
             PRESETS[topology].episode_requests,
-            n_small,
+            per_topology.get(topology, episodes),
             seed,
             checkpoint=str(agent_file(agent_topology, agent_dataset)),
             label=label,

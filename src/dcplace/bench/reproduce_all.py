@@ -68,13 +68,16 @@ class AllSettings:
     def describe(self) -> str:
         """What the run used, in words (the report's 'quick form' line)."""
         if not self.quick:
+            from dcplace.bench.nara_baselines import ALPHA_BETA_EPISODES
+
             return (
                 f"no (full): CVD-RL heuristic tables {self.cvd_episodes} episodes per cell at warm 0-60 %, in the "
                 f"paper's regime (where Huawei-East-1 is here) Tables 2-4 {self.regime_seeds} seeds x 5 episodes per "
                 "cell; today's reading's tables "
                 f"{self.cvd_episodes} episodes per cell, "
                 f"{self.curve_epochs}-epoch training runs ({self.curve_seeds} seeds each for Figure 6); Nara "
-                f"{self.nara_episodes} episodes per cell; "
+                f"{self.nara_episodes} episodes per cell on gamma and delta, {ALPHA_BETA_EPISODES} on alpha and "
+                "beta; "
                 "HMIP every beta; re-optimisation on the whole of Huawei-East-1 and Azure V1"
             )
         nara = ", ".join(f"{n} on {t}" for t, n in self.nara_by_topology) or "2 (1 on delta)"
