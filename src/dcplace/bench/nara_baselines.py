@@ -265,7 +265,7 @@ def table1_agreement(acc: dict[tuple[str, str, str], float]) -> tuple[int, int, 
 
 def _paper_rollouts(runs: dict[tuple[str, str, str], NetRun], topologies: tuple[str, ...]) -> list[str]:
     """Table 1's agreement on alpha and beta over all episodes and over the first 5 (the paper's count)."""
-    small = [t for t in ("alpha", "beta") if t in topologies]
+    small: list[str] = [t for t in ("alpha", "beta") if t in topologies]
     n_eps = {len(runs[(t, d, p)].results) for t in small for d in DATASETS for p in POLICIES if (t, d, p) in runs}
     if not small or max(n_eps, default=0) <= 5:
         return []
