@@ -116,7 +116,9 @@ def main() -> None:
                     netreq.calibrate_hold(name, 128, int(top.server_cpu.sum()), int(top.server_mem.sum()), args.split)
                 )
                 for p in POLICIES:
-                    s = run_policy(top, name, p, 128, args.episodes, args.seed, args.split, setting=args.setting).summary()
+                    s = run_policy(
+                        top, name, p, 128, args.episodes, args.seed, args.split, setting=args.setting
+                    ).summary()
                     acc[(p, t)] = a = s["acceptance_mean"]
                     paper = PAPER_ACCEPTANCE[d][p][TOPOLOGIES.index(t)]
                     assert paper is not None

@@ -17,7 +17,7 @@ ATTRIBUTION = {
     "azure": (
         "Derived from the Azure public dataset V1 (Cortez et al., Resource Central, SOSP 2017), CC BY 4.0:\n"
         "counts of (cpu, mem) request units of the train split's 1,200,998 VMs, vCPU x{c:g} and GB x{m:g}\n"
-        "(fractions of an 8 vCPU / 20 GB machine, x50), rounded up; records split 20/80 into train/test.\n"
+        "(fractions of an 8 vCPU / 24 GB machine, x50), rounded up; records split 20/80 into train/test.\n"
         "Built by scripts/build_netalloc_tables.py."
     ),
     "azure-max": (

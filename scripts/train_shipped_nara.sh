@@ -8,7 +8,11 @@
 # setting's waiting, measured no better: docs/netalloc.md); the `v1` agents (<topology>-<set>.pt, the defaults under --setting v1) and the `paper-max` agents
 # (<topology>-<set>-paper-max.pt, trained on the sets before the load was read as a mean) are kept as they are.
 # The shipped -paper.pt files were trained 2026-11-26 with these commands, two runs at a time (docs/nara.md); the
-# alibaba ones again that evening with 30 PPO epochs per iteration (docs/nara.md, "Training (PPO)").
+# alibaba ones again that evening with 30 PPO epochs per iteration (docs/nara.md, "Training (PPO)"). After the azure
+# and alibaba sizes were chosen again on the train split (2026-11-27), the four azure and alibaba runs were repeated
+# with these commands and the better of old and new file on 40 training-split episodes kept: the new alpha azure and
+# beta alibaba, the earlier beta azure and alpha alibaba (docs/nara.md, "Retrained on the sizes chosen on the train
+# split"). This script ships every new run as it is; compare before committing.
 # JOBS runs at a time (default 1), one torch thread each. Usage: scripts/train_shipped_nara.sh [ITERATIONS] [JOBS]
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -582,7 +582,7 @@ def test_env_where_a_full_cluster_makes_requests_wait():
     lost = {}
     for on_full in ("reject", "wait"):
         env = gym.make("dcplace/NetAlloc-v0", topology="alpha", dataset="alibaba", requests=128, on_full=on_full)
-        env.reset(seed=3)
+        env.reset(seed=0)  # an episode where it fills (seeds 2-4 never do)
         sim, done, tetris = env.unwrapped.sim, False, get_net_policy("tetris", 0, "alibaba")
         while not done:  # Tetris packs well enough to fill the cluster (random picks fail paths first)
             _obs, _r, done, _trunc, _info = env.step(tetris.choose(sim.view()))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dcplace.bench.nara_baselines import PAPER_ACCEPTANCE, TOPOLOGIES
+from dcplace.bench.nara_baselines import ALPHA_BETA_EPISODES, table1_agreement
 from dcplace.bench.netalloc_runner import run_policy
 from dcplace.cluster.topology import preset
 from dcplace.sim.netalloc_episodes import get_setting
@@ -36,19 +36,19 @@ def test_max_sets_are_the_paper_setting_before_the_mean_load():
     assert UNIFORM_BOUNDS["uniform-max"] == (1, 25)
     assert SCALE["azure-max"] == (50 / 8, 50 / 56) and SCALE["alibaba-max"] == (5.0, 0.4)
     assert [calibrate_hold(f"{d}-max", 128, *ALPHA_CAP) for d in ("uniform", "azure", "alibaba")] == [66, 46, 15]
-    assert [calibrate_hold(d, 128, *ALPHA_CAP) for d in ("uniform", "azure", "alibaba")] == [83, 50, 55]
+    assert [calibrate_hold(d, 128, *ALPHA_CAP) for d in ("uniform", "azure", "alibaba")] == [83, 53, 96]
 
 
 def test_calibrated_sizes():
-    """uniform 1..22; Azure as fractions of an 8 vCPU / 20 GB machine (memory demand about 0.87 of CPU's); Alibaba
-    cores x2.5 and GiB x0.1."""
+    """uniform 1..22; Azure as fractions of an 8 vCPU / 24 GB machine (memory demand about 0.78 of CPU's); Alibaba
+    cores x1.5 and GiB x0.09 (chosen on the train split, docs/netalloc.md "How many episodes")."""
     assert UNIFORM_BOUNDS["uniform"] == (1, 22)
-    assert SCALE["azure"] == (50 / 8, 50 / 20) and SCALE["alibaba"] == (2.5, 0.1)
+    assert SCALE["azure"] == (50 / 8, 50 / 24) and SCALE["alibaba"] == (1.5, 0.09)
     cpu, mem = shipped_table("azure", "test").mean()
-    assert 0.8 < mem / cpu < 0.95
+    assert 0.75 < mem / cpu < 0.8
     assert cpu == pytest.approx(shipped_table("azure-max", "test").mean()[0])  # the machine's vCPU unchanged
     cpu, mem = size_table("alibaba", "test").mean()
-    assert 25 < cpu < 27 and 3.5 < mem < 4.5
+    assert 15 < cpu < 17 and 3.5 < mem < 4.5
 
 
 def test_paper_max_setting_draws_the_max_sets():
@@ -61,37 +61,31 @@ def test_paper_max_setting_draws_the_max_sets():
         assert [r.accepted_ids for r in a.results] == [r.accepted_ids for r in b.results]
     new = generate("alibaba", 128, 0, *ALPHA_CAP)
     old = generate("alibaba-max", 128, 0, *ALPHA_CAP)
-    assert new.hold_max == 55 and old.hold_max == 15
+    assert new.hold_max == 96 and old.hold_max == 15
 
 
-@pytest.mark.parametrize("setting", ["paper", "paper-reject"])
-def test_table1_alpha_beta_baseline_cells(setting):
-    """Table 1's 24 alpha/beta baseline cells (5 rollouts, seed 0, as ``reproduce nara-baselines``): 19 within 0.05
-    where a full cluster makes a request wait (``paper``), 20 where it is rejected (``paper-reject``; the
-    ``paper-max`` setting: 16), Tetris the best baseline on every set, NULB below Random on alpha for uniform and
-    Azure (alibaba: NULB 0.37, Random 0.37, as close as it gets) and not below it on beta."""
+def test_table1_alpha_beta_baseline_cells():
+    """Table 1's 24 alpha/beta baseline cells as ``reproduce nara-baselines`` measures them (100 rollouts, seed 0, the
+    ``paper`` setting): 17 within 0.05 (``paper-reject``: 18, ``benchmarks/nara_full_cluster.py --episodes 100``),
+    and every ordering of Table 1 holds: Tetris the best baseline on every set, NULB not above Random on alpha and
+    not below it on beta."""
     acc = {
-        (d, p, t): run_policy(preset(t), d, p, 128, 5, 0, setting=setting).summary()["acceptance_mean"]
+        (t, d, p): run_policy(preset(t), d, p, 128, ALPHA_BETA_EPISODES, 0).summary()["acceptance_mean"]
         for d in ("uniform", "azure", "alibaba")
         for p in ("tetris", "nalb", "nulb", "random")
         for t in ("alpha", "beta")
     }
-    within = [abs(a - PAPER_ACCEPTANCE[d][p][TOPOLOGIES.index(t)]) <= 0.05 for (d, p, t), a in acc.items()]  # type: ignore[operator]
-    assert sum(within) >= {"paper": 19, "paper-reject": 20}[setting], sum(within)
-    for d in ("uniform", "azure", "alibaba"):
-        for t in ("alpha", "beta"):
-            assert acc[(d, "tetris", t)] == max(acc[(d, p, t)] for p in ("tetris", "nalb", "nulb", "random"))
-        assert acc[(d, "nulb", "beta")] >= acc[(d, "random", "beta")]
-    for d in ("uniform", "azure"):
-        assert acc[(d, "nulb", "alpha")] < acc[(d, "random", "alpha")]
+    n_in, n, failed = table1_agreement(acc)
+    assert n == 24 and n_in >= 17 and failed == [], (n_in, failed)
 
 
 def test_tetris_keeps_allocations_on_few_servers():
     """Section 5.3: Tetris puts 1 % of its allocations on more than 5 servers. 5 rollouts on alpha: uniform 0 %,
-    Azure 3.4 %, Alibaba 8.2 % (6.6 % in ``paper-reject``; the ``-max`` Alibaba set: 45 %)."""
+    Azure 3.6 %, Alibaba 2.4 % (1.8 % in ``paper-reject``; the ``-max`` Alibaba set: 45 %; Alibaba as scaled before
+    the train-split calibration, cores x2.5: 8.2 %)."""
     share = {}
     for d in ("uniform", "azure", "alibaba", "alibaba-max"):
         run = run_policy(preset("alpha"), d, "tetris", 128, 5, 0)
         share[d] = (np.concatenate([np.array(r.servers_per_allocation) for r in run.results]) > 5).mean()
-    assert share["uniform"] <= 0.01 and share["azure"] <= 0.05 and share["alibaba"] <= 0.09
+    assert share["uniform"] <= 0.01 and share["azure"] <= 0.05 and share["alibaba"] <= 0.03
     assert share["alibaba-max"] > 0.3
