@@ -26,6 +26,7 @@ import numpy as np
 
 from dcplace.bench.cvd_regime import PAPER_REGIME
 from dcplace.policies import get_policy
+from dcplace.policies.numa_heuristics import best_fit_key
 from dcplace.sim import numa_kernel as K
 from dcplace.sim.episodes import run_episodes, start_seed
 from dcplace.sim.numa import NumaSim, NumaView
@@ -54,7 +55,9 @@ def choose(v: NumaView, reserve: list[tuple[float, float, bool, int]]) -> int:
     if not len(feas):
         return -1
     m = feas // v.numa
-    key = (v.free[m, :, 0].sum(axis=1) - v.demand[0]) / v.capacity[m, :, 0].sum(axis=1)
+    # the library's Best-Fit key (machine CPU left, node CPU left, machine memory left), ties to the lowest action
+    key = np.array([best_fit_key(v.free, v.capacity, v.demand, v.multi, int(a // v.numa), int(a % v.numa))
+                    for a in feas])  # fmt: skip
     takes = np.zeros(len(feas), bool)
     after = v.free[m].copy()  # (len(feas), numa, 2): each action's machine after the placement
     if v.multi:
@@ -66,7 +69,7 @@ def choose(v: NumaView, reserve: list[tuple[float, float, bool, int]]) -> int:
         if int(can.sum()) > r:  # one machine may still lose it
             continue
         takes |= can[m] & ~hosts(after, cpu, mem, multi)
-    return int(feas[np.lexsort((feas, key, takes))[0]])
+    return int(feas[np.lexsort((feas, key[:, 2], key[:, 1], key[:, 0], takes))[0]])
 
 
 def episode(sim: NumaSim, seed: int, reserve: list[tuple[float, float, bool, int]]) -> int:
