@@ -5,10 +5,10 @@ The authors' public environment (an RLlib ``PackingEnv``, docs/netalloc.md says 
 for capacity: when the cluster's free totals cannot hold the awaiting request, time passes (holding periods run
 down) until they can, so a request is lost only by a failed path check. dcplace's ``paper-reject`` setting rejects
 such a request (``capacity``); the ``paper`` setting (the default since 2026-11-27) waits
-(``NetAllocSim(on_full="wait")``). This runs the paper's
-four baselines (and, with ``--nara``, the shipped ``nara`` agents, trained under rejection) on alpha and beta in both
-settings, on the ``paper`` request sets as calibrated under rejection, and prints each acceptance beside Table 1,
-the cells within 0.05, the paper's orderings, and how the losses split between capacity and network.
+(``NetAllocSim(on_full="wait")``). This runs the paper's four baselines (and, with ``--nara``, the shipped ``nara``
+agents, trained under rejection) on alpha and beta in both settings, on the ``paper`` request sets (chosen on the
+train split where requests wait), and prints each acceptance beside Table 1, the cells within 0.05, the paper's
+orderings, and how the losses split between capacity and network.
 
     OMP_NUM_THREADS=1 NUMBA_NUM_THREADS=1 python benchmarks/nara_full_cluster.py [--episodes 5] [--seed 0] [--nara]
         [--alibaba-scale CORES GIB_PER_CORE]

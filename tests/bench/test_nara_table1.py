@@ -87,3 +87,12 @@ def test_no_episodes_is_an_input_error(cls):
 
     with pytest.raises(InputError, match="alpha_beta_episodes"):
         cls(alpha_beta_episodes=0)
+
+
+def test_precision_says_why_a_share_is_missing():
+    one = {k: Run([v]) for k, v in paper().items()}
+    assert "alpha - (one episode)" in nb._precision(one, SMALL, nb.POLICIES)[1]  # type: ignore[arg-type]
+    none = runs(3)
+    none[("beta", "azure", "nulb")] = Run([0.0, 0.0, 0.0])
+    line = nb._precision(none, SMALL, nb.POLICIES)[1]  # type: ignore[arg-type]
+    assert "beta - (a cell accepts nothing)" in line and "alpha " in line and "alpha -" not in line

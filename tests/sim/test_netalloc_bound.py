@@ -129,7 +129,13 @@ def test_the_reproduction_writes_each_cells_bound_above_every_policy(tmp_path):
 
     out = tmp_path / "nara"
     md = nb.run_reproduction(
-        out, episodes=1, topologies=("alpha",), policies=POLICIES[:4], progress=False, setting="paper-reject"
+        out,
+        episodes=1,
+        topologies=("alpha",),
+        policies=POLICIES[:4],
+        progress=False,
+        setting="paper-reject",
+        alpha_beta_episodes=1,
     )
     bounds = [json.loads(line) for line in (tmp_path / "nara" / "bounds.jsonl").read_text().splitlines()]
     assert {(b["topology"], b["dataset"]) for b in bounds} == {("alpha", d) for d in nb.DATASETS}

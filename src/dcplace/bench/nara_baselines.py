@@ -33,8 +33,8 @@ ALPHA_BETA_EPISODES = 100
 """Rollouts per cell on alpha and beta unless told otherwise. The paper averages 5 and states that "all values for
 acceptance ratio and utilisation ... have a 95% confidence interval of ±≤5% of the stated value"; our 128-request
 episodes spread more (a standard deviation of 0.03-0.05 per episode, so 5 give intervals of 4-24 % of the value),
-and 100 bring every alpha and beta cell within 5 %, the paper's stated precision (each report prints the largest;
-docs/netalloc.md, "How many episodes"). Gamma and delta keep the paper's 5."""
+and 100 bring every alpha and beta acceptance cell within 5 %, the paper's stated precision (each report prints
+the largest; docs/netalloc.md, "How many episodes"). Gamma and delta keep the paper's 5."""
 
 # Table 1: acceptance ratio, [dataset][policy] -> per topology alpha, beta, gamma, delta (None: not run).
 PAPER_ACCEPTANCE: dict[str, dict[str, tuple[float | None, ...]]] = {
@@ -120,7 +120,7 @@ def run_reproduction(
     Markdown. Rollouts per cell: ``alpha_beta_episodes`` on alpha and beta, ``episodes`` on gamma and delta;
     ``episodes_by_topology`` overrides both (quick runs); ``setting`` names the environment's reading (``paper``, or
     ``v1``: dcplace's first, :data:`dcplace.sim.netalloc_episodes.SETTINGS`)."""
-    per_topology = episodes_by_topology or episodes_per_topology(episodes, alpha_beta_episodes)
+    per_topology = {**episodes_per_topology(episodes, alpha_beta_episodes), **(episodes_by_topology or {})}
     runs = run_cells(out, episodes, seed, topologies, progress, policies, per_topology, setting)
     bounds = run_bounds(out, runs, seed, setting, progress)
     md = _markdown(runs, topologies, episodes, seed, policies, setting, bounds)
@@ -219,18 +219,22 @@ def run_cells(
 def _precision(
     runs: dict[tuple[str, str, str], NetRun], topologies: tuple[str, ...], policies: tuple[str, ...]
 ) -> list[str]:
-    """The largest 95 % interval half-width of Table 1's cells per topology, as a share of the cell's value."""
+    """The largest 95 % interval half-width of Table 1's (acceptance) cells per topology, as a share of the cell's
+    value (a cell that accepts nothing has no share: infinite)."""
     worst = []
     for t in topologies:
-        shares = [
-            interval(runs[(t, d, p)].summary()["acceptance_per_episode"]).half
-            / runs[(t, d, p)].summary()["acceptance_mean"]
-            for d in DATASETS
-            for p in policies
-        ]
-        worst.append(
-            f"{t} {max(shares) * 100:.1f} %" if all(math.isfinite(x) for x in shares) else f"{t} - (one episode)"
-        )
+        shares = []
+        for d in DATASETS:
+            for p in policies:
+                s = runs[(t, d, p)].summary()
+                half, mean = interval(s["acceptance_per_episode"]).half, s["acceptance_mean"]
+                shares.append(half / mean if mean > 0 else math.inf)
+        if any(math.isnan(x) for x in shares):
+            worst.append(f"{t} - (one episode)")
+        elif any(math.isinf(x) for x in shares):
+            worst.append(f"{t} - (a cell accepts nothing)")
+        else:
+            worst.append(f"{t} {max(shares) * 100:.1f} %")
     return [
         "",
         "Precision: the widest 95 % interval of a Table 1 cell, as a share of its value: "

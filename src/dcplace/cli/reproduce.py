@@ -397,7 +397,7 @@ class AllRun:
     curve_epochs: int = 40
     """epochs per CVD-RL training run (quick: 3)"""
     nara_episodes: int = 5
-    """rollouts per Nara cell on gamma and delta, 100 on alpha and beta (quick: 5 on alpha and beta, 2 on gamma,
+    """rollouts per Nara cell on gamma and delta, 100 on alpha and beta (quick: 20 on alpha and beta, 2 on gamma,
     delta left out)"""
     workers: int = 2
     """training runs, CP-SAT workers and decomposition processes in parallel"""

@@ -28,11 +28,11 @@ load read as the mean of the CPU and memory shares (below; ``benchmarks/calibrat
   8,152 pods; CPU cores times 1.5 and memory GiB times 0.09, rounded up, at least 1, capped at 100. The paper scaled
   its older Alibaba trace (CPU in hundredths of a core, normalised memory) by 50 and 5; our trace has other units, so
   the factors are ours, calibrated (CPU x1.25 to x7.5, GiB per core factor 0.03-0.3); mean demand 15.9 CPU, 3.9
-  memory units. Both trace scalings were chosen on 100 train-split episodes per cell (docs/netalloc.md, "How many
-  episodes"); the ones before (8 vCPU / 20 GB, cores x2.5 and GiB x0.1) had been chosen on the 5 test episodes the
-  report showed. ``alibaba-max``: cores x5 and
-  GiB x0.4 (mean CPU demand about 5 servers' worth, CPU:memory demand about 3.4:1, the paper's Alibaba utilisations),
-  chosen under the larger share. ``alibaba-v1``: the ``-max`` sizes, split 80/20.
+  memory units. Both trace scalings were chosen on train-split episodes, 50 per cell and the finalists again on 100
+  (docs/netalloc.md, "How many episodes"); the ones before (8 vCPU / 20 GB, cores x2.5 and GiB x0.1) had been
+  chosen on the 5 test episodes the report showed. ``alibaba-max``: cores x5 and GiB x0.4 (mean CPU demand about 5
+  servers' worth, CPU:memory demand about 3.4:1, the paper's Alibaba utilisations), chosen under the larger share.
+  ``alibaba-v1``: the ``-max`` sizes, split 80/20.
 * a CSV file with columns ``cpu,mem,bw,hold`` (``bw`` in link units, e.g. 0.35): replayed as is.
 
 Bandwidth is uniform in 10 %..100 % of a server-rack link for every set. Holding periods are uniform integers
