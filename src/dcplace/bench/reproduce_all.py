@@ -58,10 +58,10 @@ class AllSettings:
     @staticmethod
     def quick_form(seed: int = 0, trace: str = "auto", cvd_episodes: int = 5) -> AllSettings:
         """The demo: each reproduction's quick form, except Nara, which runs 20 episodes per cell on alpha and beta
-        (where its claims are checked: 5 leave margin intervals of +-13 points, 20 of +-3 to 5; an alpha episode takes
-        well under a second, so 20 add about 10 s) and 2 on gamma, and leaves delta
-        out (one Nara episode of 4,096 requests on 2,560 servers takes minutes); CVD-RL's Figure 6 runs get 3
-        seeds (a band over seeds in the learning curves)."""
+        (where its claims are checked: 5 left margin intervals up to +-13 points wide, 20 of +-2 to 5; an alpha
+        episode takes well under a second, so 20 add about 10 s) and 2 on gamma, and leaves delta out (one Nara
+        episode of 4,096 requests on 2,560 servers takes minutes); CVD-RL's Figure 6 runs get 3 seeds (a band over
+        seeds in the learning curves)."""
         nara = (("alpha", 20), ("beta", 20), ("gamma", 2))
         return AllSettings(trace=trace, cvd_episodes=cvd_episodes, nara_episodes=2, seed=seed, quick=True,
                            curve_seeds=3, nara_by_topology=nara)  # fmt: skip
