@@ -226,9 +226,8 @@ def _precision(
         shares = []
         for d in DATASETS:
             for p in policies:
-                s = runs[(t, d, p)].summary()
-                half, mean = interval(s["acceptance_per_episode"]).half, s["acceptance_mean"]
-                shares.append(half / mean if mean > 0 else math.inf)
+                cell = interval([r.acceptance for r in runs[(t, d, p)].results])
+                shares.append(cell.half / cell.mean if cell.mean > 0 else math.inf)
         if any(math.isnan(x) for x in shares):
             worst.append(f"{t} - (one episode)")
         elif any(math.isinf(x) for x in shares):
@@ -277,7 +276,7 @@ def _paper_rollouts(runs: dict[tuple[str, str, str], NetRun], topologies: tuple[
     lines = ["", "Table 1's baselines on alpha and beta against the paper (cells within 0.05, failing orderings):", ""]
     every = f"all {'/'.join(map(str, sorted(n_eps)))} episodes"
     for label, first in ((every, None), ("the first 5 (the paper's count)", 5)):
-        acc = {k: float(np.mean(runs[k].summary()["acceptance_per_episode"][:first])) for k in keys}
+        acc = {k: float(np.mean([r.acceptance for r in runs[k].results[:first]])) for k in keys}
         n_in, n, failed = table1_agreement(acc)
         lines.append(f"- {label}: {n_in} of {n} within 0.05; orderings failing: {', '.join(failed) or 'none'}")
     return lines

@@ -74,13 +74,13 @@ def run_reproduction(
     for d in nb.DATASETS:
         agent_file("alpha", d)
         agent_file("beta", d)
-    per_topology = nb.episodes_per_topology(episodes, alpha_beta_episodes)
-    if quick:
-        per_topology = {"alpha": 2, "beta": 2, "gamma": 2, "delta": 1}
-    topologies: tuple[str, ...] = nb.TOPOLOGIES
     if episodes_by_topology is not None:
         per_topology = episodes_by_topology
-        topologies = tuple(t for t in nb.TOPOLOGIES if t in episodes_by_topology)
+    elif quick:
+        per_topology = {"alpha": 2, "beta": 2, "gamma": 2, "delta": 1}
+    else:
+        per_topology = nb.episodes_per_topology(episodes, alpha_beta_episodes)
+    topologies = tuple(t for t in nb.TOPOLOGIES if t in per_topology)
     runs = nb.run_cells(out, episodes, seed, topologies, progress, POLICIES, per_topology, setting)
     bounds = nb.run_bounds(out, runs, seed, setting, progress)
 

@@ -59,7 +59,8 @@ SETTINGS: dict[str, NetSetting] = {
 """``paper`` (default): k = 3 shortest simple paths, request sets calibrated with the average load read as the mean
 of the CPU and memory shares, NALB / NULB with their own routing, and a request the cluster's free totals cannot hold
 waits for room (time passes until enough has left) instead of being rejected, as the authors' public environment does
-(docs/netalloc.md, "When the cluster is full"); its request sets and agents were made under rejection.
+(docs/netalloc.md, "When the cluster is full"); its Azure and Alibaba sizes were chosen on the train split in it,
+its agents trained under rejection.
 ``paper-reject``: ``paper`` where such a request is rejected for capacity (section 3.2's "dropped" read for every
 request; the ``paper`` setting until 2026-11-27, and the only one with a clairvoyant bound).
 ``v1``: dcplace's first reading: equal-cost paths only, the -v1 request sets, Tetris by cosine, NULB stopping only on
