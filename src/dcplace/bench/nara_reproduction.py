@@ -25,6 +25,7 @@ import numpy as np
 from dcplace.bench import nara_baselines as nb
 from dcplace.bench.netalloc_runner import NetRun, run_policy
 from dcplace.cluster.topology import PRESETS, preset
+from dcplace.errors import InputError
 from dcplace.learn.nara_policy import shipped_agent
 from dcplace.sim.netalloc_episodes import episode_requests, get_setting
 
@@ -63,8 +64,10 @@ def run_reproduction(
     """Run everything, write records and Markdown under ``out``, return the Markdown. Rollouts per cell:
     ``alpha_beta_episodes`` on alpha and beta (Tables 6 and 7 too), ``episodes`` on gamma and delta. ``quick``: 2
     episodes per cell on alpha, beta and gamma and 1 on delta. ``episodes_by_topology`` (overrides all three):
-    episodes per topology, and only the topologies it names (``reproduce all --quick`` leaves delta out).
-    ``setting``: the environment's reading (``paper`` or ``v1``, :data:`dcplace.sim.netalloc_episodes.SETTINGS`)."""
+    episodes per topology, and only the topologies it names, which must include alpha (the margins and Table 7 are
+    measured there; Table 6 needs beta, the gamma and delta columns of the margins are "-" without them;
+    ``reproduce all --quick`` leaves delta out). ``setting``: the environment's reading (``paper`` or ``v1``,
+    :data:`dcplace.sim.netalloc_episodes.SETTINGS`)."""
     env = get_setting(setting)
 
     def agent_file(topology: str, dataset: str) -> Path:
@@ -81,6 +84,12 @@ def run_reproduction(
     else:
         per_topology = nb.episodes_per_topology(episodes, alpha_beta_episodes)
     topologies = tuple(t for t in nb.TOPOLOGIES if t in per_topology)
+    if "alpha" not in topologies or set(per_topology) - set(topologies):
+        raise InputError(
+            f"episodes_by_topology names {sorted(per_topology)}: it must name alpha (the margins and Table 7 are "
+            f"measured there) and only topologies of {list(nb.TOPOLOGIES)}",
+            field="episodes_by_topology",
+        )
     runs = nb.run_cells(out, episodes, seed, topologies, progress, POLICIES, per_topology, setting)
     bounds = nb.run_bounds(out, runs, seed, setting, progress)
 
@@ -104,7 +113,7 @@ def run_reproduction(
             )
         return run
 
-    table6 = {d: extra("beta", d, "beta", d, "agent-beta") for d in nb.DATASETS}
+    table6 = {d: extra("beta", d, "beta", d, "agent-beta") for d in nb.DATASETS} if "beta" in topologies else {}
     table7 = {
         (agent, d): runs[("alpha", d, "nara")] if agent == d else extra("alpha", d, "alpha", agent, f"agent-{agent}")
         for agent in nb.DATASETS
@@ -120,7 +129,8 @@ def run_reproduction(
             [runs[("alpha", d, p)] for p in POLICIES], out / f"interpretation_alpha_{d}.png", seed, setting
         )
     md = nb._markdown(runs, topologies, episodes, seed, POLICIES, setting, bounds)
-    md += _margins(runs, bounds) + _learned(runs, topologies) + _table6(runs, table6) + _table7(runs, table7)
+    md += _margins(runs, bounds) + _learned(runs, topologies) + (_table6(runs, table6) if table6 else "")
+    md += _table7(runs, table7)
     (out / "table.md").write_text(md)
     return md
 
@@ -151,8 +161,12 @@ def _margins(runs: dict[tuple[str, str, str], NetRun], bounds: dict[tuple[str, s
             f"| {d} | {_pct(acc('alpha', d, 'nara') / acc('alpha', d, best) - 1)} over {best} "
             f"(paper {_pct(PAPER_MARGIN_ALPHA[d])}) "
             f"| {_pct(acc('alpha', d, 'nara') / acc('alpha', d, 'nalb-strict') - 1)} "
-            f"| {_pct(acc('gamma', d, 'nara') / acc('gamma', d, 'tetris') - 1)} "
-            f"(paper {_pct(PAPER_MARGIN_GAMMA_TETRIS[d])}) "
+            + (
+                f"| {_pct(acc('gamma', d, 'nara') / acc('gamma', d, 'tetris') - 1)} "
+                if ("gamma", d, "nara") in runs
+                else "| - "
+            )
+            + f"(paper {_pct(PAPER_MARGIN_GAMMA_TETRIS[d])}) "
             + (
                 f"| {_pct(acc('delta', d, 'nara') / acc('alpha', d, 'nara') - 1)} "
                 if ("delta", d, "nara") in runs
