@@ -9,7 +9,8 @@ from types import SimpleNamespace
 import pytest
 
 from dcplace.bench import nara_baselines as nb
-from dcplace.cli.reproduce import NaraBaselinesRun, NaraRun
+from dcplace.bench.reproduce_all import AllSettings
+from dcplace.cli.reproduce import AllRun, NaraBaselinesRun, NaraRun
 
 SMALL = ("alpha", "beta")
 
@@ -48,13 +49,18 @@ def test_the_orderings_are_checked_per_set_and_topology():
 
 @dataclass
 class Run:
-    """A cell's episodes as the reports read them: each result's ``acceptance``."""
+    """A cell's episodes as the reports read them: each result's ``acceptance`` and utilisation (CPU = the
+    acceptance, memory half of it, unless given)."""
 
     per_episode: list[float]
+    mem: list[float] | None = None
 
     @property
     def results(self) -> list[SimpleNamespace]:
-        return [SimpleNamespace(acceptance=a) for a in self.per_episode]
+        mem = self.mem or [a / 2 for a in self.per_episode]
+        return [
+            SimpleNamespace(acceptance=a, cpu_util=a, mem_util=m) for a, m in zip(self.per_episode, mem, strict=True)
+        ]
 
 
 def runs(n: int) -> dict[tuple[str, str, str], Run]:
@@ -70,22 +76,38 @@ def test_the_report_counts_all_episodes_and_the_first_five():
 
 
 def test_the_precision_line_names_the_widest_interval():
-    (line,) = [x for x in nb._precision(runs(2), SMALL, nb.POLICIES) if x]  # type: ignore[arg-type]
+    line, util = [x for x in nb._precision(runs(2), SMALL, nb.POLICIES) if x]  # type: ignore[arg-type]
     # two episodes 0.001 apart on the smallest value (0.20): t(1) x 0.000707 / sqrt(2) / 0.2005 = 3.2 %
     assert line.startswith("Precision: the widest 95 % interval") and "alpha 3.2 %" in line
+    # CPU as acceptance (beta's smallest value is 0.31: 2.0 %); memory, half of each value and of the spread, the same
+    want = "CPU: alpha 3.2 %, beta 2.0 %; memory: alpha 3.2 %, beta 2.0 %."
+    assert util == "The same for Tables 2-5's utilisation cells, " + want
+
+
+def test_the_utilisation_precision_is_its_own_measure():
+    wide = runs(3)
+    # memory of one beta cell spread much wider than its acceptance: only the memory share moves
+    k = ("beta", "alibaba", "nulb")
+    wide[k] = Run(wide[k].per_episode, mem=[0.05, 0.15, 0.10])
+    util = nb._precision(wide, SMALL, nb.POLICIES)[3]  # type: ignore[arg-type]
+    cpu, mem = util.split("; memory: ")
+    assert "beta 124.2 %" in mem and "124.2" not in cpu
 
 
 def test_the_cli_defaults_are_the_libraries():
     assert NaraRun().alpha_beta_episodes == NaraBaselinesRun().alpha_beta_episodes == nb.ALPHA_BETA_EPISODES
+    assert AllRun().nara_alpha_beta_episodes == AllSettings().nara_alpha_beta_episodes == nb.ALPHA_BETA_EPISODES
+    assert "7 on alpha and beta" in AllSettings(nara_alpha_beta_episodes=7).describe()
     assert nb.episodes_per_topology(5) == {"alpha": 100, "beta": 100, "gamma": 5, "delta": 5}
 
 
-@pytest.mark.parametrize("cls", [NaraRun, NaraBaselinesRun])
-def test_no_episodes_is_an_input_error(cls):
+@pytest.mark.parametrize(("cls", "field"), [(NaraRun, "alpha_beta_episodes"), (NaraBaselinesRun, "alpha_beta_episodes"),
+                                            (AllRun, "nara_alpha_beta_episodes")])  # fmt: skip
+def test_no_episodes_is_an_input_error(cls, field):
     from dcplace.errors import InputError
 
-    with pytest.raises(InputError, match="alpha_beta_episodes"):
-        cls(alpha_beta_episodes=0)
+    with pytest.raises(InputError, match=field):
+        cls(**{field: 0})
 
 
 def test_precision_says_why_a_share_is_missing():

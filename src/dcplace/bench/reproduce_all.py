@@ -44,6 +44,9 @@ class AllSettings:
     """episodes per cell, CVD-RL heuristic and learned tables"""
     curve_epochs: int = 40
     nara_episodes: int = 5
+    """Nara: episodes per cell on gamma and delta"""
+    nara_alpha_beta_episodes: int = 100
+    """Nara: episodes per cell on alpha and beta (:data:`dcplace.bench.nara_baselines.ALPHA_BETA_EPISODES`)"""
     workers: int = 2
     seed: int = 0
     quick: bool = False
@@ -69,16 +72,14 @@ class AllSettings:
     def describe(self) -> str:
         """What the run used, in words (the report's 'quick form' line)."""
         if not self.quick:
-            from dcplace.bench.nara_baselines import ALPHA_BETA_EPISODES
-
             return (
                 f"no (full): CVD-RL heuristic tables {self.cvd_episodes} episodes per cell at warm 0-60 %, in the "
                 f"paper's regime (where Huawei-East-1 is here) Tables 2-4 {self.regime_seeds} seeds x 5 episodes per "
                 "cell; today's reading's tables "
                 f"{self.cvd_episodes} episodes per cell, "
                 f"{self.curve_epochs}-epoch training runs ({self.curve_seeds} seeds each for Figure 6); Nara "
-                f"{self.nara_episodes} episodes per cell on gamma and delta, {ALPHA_BETA_EPISODES} on alpha and "
-                "beta; "
+                f"{self.nara_episodes} episodes per cell on gamma and delta, {self.nara_alpha_beta_episodes} on alpha "
+                "and beta; "
                 "HMIP every beta; re-optimisation on the whole of Huawei-East-1 and Azure V1"
             )
         nara = ", ".join(f"{n} on {t}" for t, n in self.nara_by_topology) or "2 (1 on delta)"
@@ -150,10 +151,12 @@ def run_all(
     nara_code = (
         "import json, sys; from pathlib import Path; from dcplace.bench import nara_reproduction as n; "
         "n.run_reproduction(Path(sys.argv[1]), episodes=int(sys.argv[2]), seed=int(sys.argv[3]), "
-        "quick=sys.argv[4] == '1', episodes_by_topology=json.loads(sys.argv[5]))"
+        "quick=sys.argv[4] == '1', episodes_by_topology=json.loads(sys.argv[5]), "
+        "alpha_beta_episodes=int(sys.argv[6]))"
     )
     by_topology = json.dumps(dict(s.nara_by_topology) or None)
-    args = [str(out / "nara"), str(s.nara_episodes), str(s.seed), "1" if s.quick else "0", by_topology]
+    args = [str(out / "nara"), str(s.nara_episodes), str(s.seed), "1" if s.quick else "0", by_topology,
+            str(s.nara_alpha_beta_episodes)]  # fmt: skip
     # stderr through a pipe read by a thread (never full, so the child never stalls): its lines are progress
     nara = subprocess.Popen([sys.executable, "-c", nara_code, *args], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
