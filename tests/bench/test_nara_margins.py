@@ -40,3 +40,13 @@ def test_bound_column_where_requests_are_rejected():
     table = rows(_margins(runs(), bounds))  # type: ignore[arg-type]
     assert len(table[0]) == 6 and "bound" in table[0][5]
     assert all(len(r) == 6 for r in table) and table[2][5] == "0.90 (0.70)"  # 0.6 x (1 + 16 %) = 0.70
+
+
+def test_the_papers_margins_carry_its_stated_precision():
+    from dcplace.bench.nara_reproduction import paper_margin_interval
+
+    # alibaba: 0.72 / 0.63 = 1.143; half-width 1.143 x sqrt(2) x 5 % = 0.081
+    lo, hi = paper_margin_interval("alibaba")
+    assert abs(lo - 0.0621) < 5e-4 and abs(hi - 0.2237) < 5e-4
+    line = _margins(runs(), {}).splitlines()[-1]  # type: ignore[arg-type]
+    assert line.startswith("The paper's alpha margins at its stated precision") and "alibaba [+6%, +22%]" in line
