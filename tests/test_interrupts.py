@@ -185,8 +185,9 @@ def test_sigint_during_reproduce_hmip_keeps_the_previous_folder(tmp_path: Path) 
     out = tmp_path / "hmip"
     out.mkdir()
     (out / "records.jsonl").write_text("previous\n")
+    (out / "config.toml").write_text("# The resolved settings of `dcplace reproduce hmip`; an earlier run\n")
     p = _dcplace(["reproduce", "hmip", "--quick", "--out", str(out)], signal.SIGINT, 8)
     assert p.returncode == 130, p.stderr
     assert sorted(x.name for x in tmp_path.iterdir()) == ["hmip"]  # no temporary twin left behind
-    assert sorted(x.name for x in out.iterdir()) == ["records.jsonl"]
+    assert sorted(x.name for x in out.iterdir()) == ["config.toml", "records.jsonl"]
     assert (out / "records.jsonl").read_text() == "previous\n"

@@ -28,11 +28,39 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split
 def _output(out: Path, cfg: object, command: str) -> Iterator[Path]:
     """The folder a reproduction writes into: a temporary twin of ``out`` that replaces it, with the resolved
     settings (``config.toml``), only when the whole run succeeded (:func:`dcplace.atomic.atomic_dir`; files of an
-    earlier run that this one does not write are kept). An interrupted run leaves ``out`` as it was: never plots
-    without their records, never one seed's plots beside another's records."""
+    earlier run of the same command that this one does not write are kept, e.g. the other tables of ``reproduce
+    cvd-rl --table``). An interrupted run leaves ``out`` as it was: never plots without their records, never one
+    seed's plots beside another's records. A folder holding anything else is refused before any work
+    (:func:`check_out`)."""
+    check_out(out, command)
     with atomic_dir(out, carry=True) as folder:
         yield folder
         write_config(cfg, folder, command, final=out)
+
+
+def made_by(out: Path) -> str | None:
+    """The command whose resolved settings ``out/config.toml`` holds (its header, :func:`write_config`), or None."""
+    try:
+        first = (out / "config.toml").read_text().split("\n", 1)[0]
+    except (OSError, UnicodeDecodeError):
+        return None
+    head = "# The resolved settings of `"
+    return first[len(head) :].split("`", 1)[0] if first.startswith(head) and "`" in first[len(head) :] else None
+
+
+def check_out(out: Path, command: str) -> None:
+    """Refuse an ``--out`` that is a file, or a folder holding files that ``command`` did not write (another
+    reproduction's records, or anything without a ``config.toml`` of this command): replacing it would lose them or
+    mix two runs in one folder. A missing or empty folder, or an earlier run of the same command, is fine."""
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out} is a file; it must name a folder")
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    owner = made_by(out)
+    if owner == command:
+        return
+    held = f"the output of `{owner}`" if owner else f"files that `{command}` did not write"
+    raise InputError(f"--out {out} already holds {held}; choose another folder or remove that one")
 
 
 def _finish(md: str, out: Path, written: str) -> None:

@@ -1,0 +1,61 @@
+"""``reproduce --out``: an earlier run of the same command may be replaced, anything else is refused before any work
+(exit 2, one sentence naming --out), so two runs never mix in one folder and nobody's files are lost."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from dcplace.cli.main import app
+from dcplace.cli.reproduce import check_out, made_by
+from dcplace.errors import InputError
+
+runner = CliRunner()
+HEADER = "# The resolved settings of `dcplace reproduce {}`; repeat the run with\n"
+
+
+def test_missing_empty_and_same_command_folders_are_fine(tmp_path):
+    check_out(tmp_path / "new", "dcplace reproduce nara")
+    check_out(tmp_path, "dcplace reproduce nara")  # empty
+    (tmp_path / "config.toml").write_text(HEADER.format("nara"))
+    (tmp_path / "table.md").write_text("earlier\n")
+    assert made_by(tmp_path) == "dcplace reproduce nara"
+    check_out(tmp_path, "dcplace reproduce nara")
+
+
+@pytest.mark.parametrize(
+    ("files", "said"),
+    [
+        ({"config.toml": HEADER.format("hmip")}, "the output of `dcplace reproduce hmip`"),
+        ({"notes.txt": "mine\n"}, "files that `dcplace reproduce nara` did not write"),
+        ({"config.toml": "[reproduce]\nseed = 0\n"}, "files that `dcplace reproduce nara` did not write"),
+    ],
+)
+def test_another_commands_or_foreign_files_are_refused(tmp_path, files, said):
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    with pytest.raises(InputError, match="already holds " + said.replace("`", ".")):
+        check_out(tmp_path, "dcplace reproduce nara")
+
+
+def test_a_file_is_refused(tmp_path):
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(InputError, match="is a file; it must name a folder"):
+        check_out(tmp_path / "f", "dcplace reproduce nara")
+
+
+def test_the_cli_refuses_before_any_work_and_leaves_the_folder_as_it_was(tmp_path):
+    out = tmp_path / "out"
+    cheap = ["reproduce", "cvd-heuristics", "--trace", "synthetic", "--quick", "--episodes", "1", "--out", str(out)]
+    ok = runner.invoke(app, cheap)
+    assert ok.exit_code == 0, ok.output
+    assert made_by(out) == "dcplace reproduce cvd-heuristics"
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    again = runner.invoke(app, cheap)  # the same command: replaced
+    assert again.exit_code == 0, again.output
+    res = runner.invoke(app, ["reproduce", "nara-baselines", "--quick", "--out", str(out)])
+    assert res.exit_code == 2
+    assert "--out" in res.output and "the output of `dcplace reproduce cvd-heuristics`" in res.output
+    assert "Traceback" not in res.output
+    assert {p.name for p in out.iterdir() if p.is_file()} == set(before)
+    assert not (out / "fig2_alpha_uniform.png").exists()
