@@ -8,19 +8,40 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 
 from dcplace.errors import InputError, Terminated
 
 
-def _fail(exc: InputError) -> None:
+def _fail(exc: InputError) -> NoReturn:
     if exc.path is None and exc.field is not None:
         typer.echo(f"error: --{exc.field.replace('_', '-')}: {exc.detail}", err=True)
     else:
         typer.echo(f"error: {exc}", err=True)
     raise typer.Exit(2)
+
+
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+
+
+def _check_listen(host: str, port: int) -> None:
+    """Refuse, before opening the database, an address this process cannot listen on (in use, not this machine's,
+    a privileged port): uvicorn would print its own error and exit 3 after the engine was opened."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        _fail(InputError(f"cannot resolve {host!r}: {exc.strerror or exc}", field="host"))
+    family, kind, proto, _name, addr = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: a socket in TIME_WAIT is fine
+        try:
+            sock.bind(addr)
+        except OSError as exc:
+            _fail(InputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}", field="port"))
 
 
 def serve(
@@ -32,7 +53,7 @@ def serve(
     import_allocations: Annotated[
         Path | None, typer.Option("--import", help="record the allocations in this CSV/JSON file first")
     ] = None,
-    log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "warning",
+    log_level: Annotated[str, typer.Option(help="uvicorn log level: " + ", ".join(LOG_LEVELS))] = "warning",
     http: Annotated[
         str, typer.Option(help="HTTP/1.1 parser: auto (httptools, compiled, when installed), httptools or h11")
     ] = "auto",
@@ -43,7 +64,7 @@ def serve(
         float | None, typer.Option(help="re-optimise when the efficiency of the machines in use drops below this")
     ] = None,
     migration_weight: Annotated[
-        float, typer.Option(help="background re-optimisation: cost of a move, weight x memory / a machine's")
+        float, typer.Option(help="background re-optimisation: a move costs this x its VM's memory / its machine's")
     ] = 1.0,
     max_moves: Annotated[int | None, typer.Option(help="background re-optimisation: moves per event")] = None,
 ) -> None:
@@ -57,6 +78,11 @@ def serve(
 
     if http not in ("auto", "httptools", "h11"):
         _fail(InputError(f"must be auto, httptools or h11, not {http!r}", field="http"))
+    if log_level not in LOG_LEVELS:
+        _fail(InputError(f"must be one of {', '.join(LOG_LEVELS)}, not {log_level!r}", field="log_level"))
+    if not 1 <= port <= 65535:
+        _fail(InputError(f"must be a TCP port from 1 to 65535, not {port}", field="port"))
+    _check_listen(host, port)
     reopt = None
     try:
         if reoptimise_every is not None or reoptimise_below is not None:

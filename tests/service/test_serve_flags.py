@@ -1,0 +1,40 @@
+"""``dcplace serve``'s address flags are checked before the database is opened: one sentence naming the flag,
+exit 2, no database file created (uvicorn would wrap a port above 65535 round, or exit 3 with its own message)."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from typer.testing import CliRunner
+
+from dcplace.cli.main import app
+
+runner = CliRunner()
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--port", "99999"], "--port: must be a TCP port from 1 to 65535, not 99999"),
+        (["--port", "0"], "--port: must be a TCP port from 1 to 65535, not 0"),
+        (["--log-level", "loud"], "--log-level: must be one of critical, error, warning, info, debug, trace"),
+        (["--host", "no-such-host.invalid"], "--host: cannot resolve 'no-such-host.invalid'"),
+    ],
+)
+def test_bad_address_flags_are_refused_before_the_database(tmp_path, flags, said):
+    db = tmp_path / "c.db"
+    res = runner.invoke(app, ["serve", "--db", str(db), *flags])
+    assert res.exit_code == 2 and said in res.output and "Traceback" not in res.output
+    assert not db.exists()
+
+
+def test_a_port_in_use_is_refused(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        db = tmp_path / "c.db"
+        res = runner.invoke(app, ["serve", "--db", str(db), "--port", str(port)])
+    assert res.exit_code == 2 and f"--port: cannot listen on 127.0.0.1:{port}" in res.output
+    assert not db.exists()
