@@ -7,7 +7,8 @@ import pytest
 from typer.testing import CliRunner
 
 from dcplace.cli.main import app
-from dcplace.cli.reproduce import check_out, made_by
+from dcplace.cli.reproduce import check_reproduce_out as check_out
+from dcplace.cli.reproduce import made_by
 from dcplace.errors import InputError
 
 runner = CliRunner()
@@ -40,7 +41,7 @@ def test_another_commands_or_foreign_files_are_refused(tmp_path, files, said):
 
 def test_a_file_is_refused(tmp_path):
     (tmp_path / "f").write_text("x")
-    with pytest.raises(InputError, match="is a file; it must name a folder"):
+    with pytest.raises(InputError, match="is an existing file; it must name a folder"):
         check_out(tmp_path / "f", "dcplace reproduce nara")
 
 
@@ -59,3 +60,13 @@ def test_the_cli_refuses_before_any_work_and_leaves_the_folder_as_it_was(tmp_pat
     assert "Traceback" not in res.output
     assert {p.name for p in out.iterdir() if p.is_file()} == set(before)
     assert not (out / "fig2_alpha_uniform.png").exists()
+
+
+def test_a_records_file_that_exists_is_named_as_such(tmp_path):
+    out = tmp_path / "episodes.csv"
+    cmd = ["simulate", "netalloc", "--policy", "tetris", "--topology", "alpha", "--episodes", "1", "--out", str(out)]
+    assert runner.invoke(app, cmd).exit_code == 0
+    first = out.read_bytes()
+    res = runner.invoke(app, cmd)
+    assert res.exit_code == 2 and f"--out {out} already exists; remove it or choose another name" in res.output
+    assert out.read_bytes() == first

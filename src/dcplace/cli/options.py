@@ -189,9 +189,16 @@ def config_command(
     return wrap
 
 
+FILE_OUTPUTS = (".csv", ".parquet")
+"""``--out`` names ending so are one file of records (``simulate``, ``solve``), anything else a folder."""
+
+
 def check_out(out: object) -> None:
-    """Refuse an ``--out`` that names an existing file (results go into a folder, created when missing)."""
+    """Refuse an ``--out`` that names an existing file: a records file (:data:`FILE_OUTPUTS`) is never overwritten,
+    and results go into a folder (created when missing)."""
     if isinstance(out, Path) and out.exists() and not out.is_dir():
+        if out.suffix.lower() in FILE_OUTPUTS:
+            raise InputError(f"--out {out} already exists; remove it or choose another name")
         raise InputError(f"--out {out} is an existing file; it must name a folder (created when missing)")
 
 

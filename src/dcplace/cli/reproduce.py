@@ -16,7 +16,7 @@ import typer
 
 from dcplace.atomic import atomic_dir
 from dcplace.cli.common import NetSettingName, console, print_claims, progress_lines
-from dcplace.cli.options import config_command, write_config
+from dcplace.cli.options import check_out, config_command, write_config
 from dcplace.config import check, check_types
 from dcplace.errors import InputError
 from dcplace.parallel import check_ray_address
@@ -31,8 +31,8 @@ def _output(out: Path, cfg: object, command: str) -> Iterator[Path]:
     earlier run of the same command that this one does not write are kept, e.g. the other tables of ``reproduce
     cvd-rl --table``). An interrupted run leaves ``out`` as it was: never plots without their records, never one
     seed's plots beside another's records. A folder holding anything else is refused before any work
-    (:func:`check_out`)."""
-    check_out(out, command)
+    (:func:`check_reproduce_out`)."""
+    check_reproduce_out(out, command)
     with atomic_dir(out, carry=True) as folder:
         yield folder
         write_config(cfg, folder, command, final=out)
@@ -48,12 +48,12 @@ def made_by(out: Path) -> str | None:
     return first[len(head) :].split("`", 1)[0] if first.startswith(head) and "`" in first[len(head) :] else None
 
 
-def check_out(out: Path, command: str) -> None:
-    """Refuse an ``--out`` that is a file, or a folder holding files that ``command`` did not write (another
-    reproduction's records, or anything without a ``config.toml`` of this command): replacing it would lose them or
-    mix two runs in one folder. A missing or empty folder, or an earlier run of the same command, is fine."""
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out {out} is a file; it must name a folder")
+def check_reproduce_out(out: Path, command: str) -> None:
+    """Refuse an ``--out`` that is a file (:func:`dcplace.cli.options.check_out`), or a folder holding files that
+    ``command`` did not write (another reproduction's records, or anything without a ``config.toml`` of this
+    command): replacing it would lose them or mix two runs in one folder. A missing or empty folder, or an earlier run
+    of the same command, is fine."""
+    check_out(out)
     if not out.is_dir() or not any(out.iterdir()):
         return
     owner = made_by(out)
