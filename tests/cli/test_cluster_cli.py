@@ -61,6 +61,10 @@ def test_bad_input_is_one_sentence(tmp_path: Path) -> None:
                        (("evacuate", "nope", "--db", str(db)), "nope")):  # fmt: skip
         p = dcplace("cluster", *args)
         assert p.returncode == 2 and flag in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    # the argument and the missing file are named as what they are
+    assert dcplace("cluster", "evacuate", "nope", "--db", str(db)).stderr.startswith("error: MACHINE: no machine")
+    missing = dcplace("cluster", "reoptimise", "--db", str(tmp_path / "none.db")).stderr
+    assert "none.db does not exist" in missing and not (tmp_path / "none.db").exists()
 
 
 def test_reproduce_reopt_synthetic(tmp_path: Path) -> None:
@@ -72,4 +76,6 @@ def test_reproduce_reopt_synthetic(tmp_path: Path) -> None:
     online = min(r["machine_hours"] for r in records if r["reopt"] is None)
     assert any(r["events"] > 0 and r["migrations"] > 0 for r in records)
     assert all(r["machine_hours"] > 0 for r in records) and online > 0
-    assert (out / "machines.png").stat().st_size > 0 and "| variant |" in (out / "table.md").read_text()
+    table = (out / "table.md").read_text()
+    assert (out / "machines.png").stat().st_size > 0 and "| variant |" in table
+    assert table.startswith("# Periodic re-optimisation on the synthetic trace (the real ones are not here)")

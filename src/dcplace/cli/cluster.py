@@ -25,6 +25,8 @@ JsonOut = Annotated[bool, typer.Option("--json", help="print the report as one J
 def _open(db: Path) -> Any:
     from dcplace.engine import PlacementEngine
 
+    if not db.exists():
+        raise InputError(f"{db} does not exist (a cluster's database is made by `dcplace serve --db`)", field="db")
     if not db.is_file():
         raise InputError(f"{db} is not a database file", field="db")
     return PlacementEngine.open(db)
@@ -84,7 +86,7 @@ def reoptimise(
 
 @app.command("evacuate")
 def evacuate(
-    machine: Annotated[str, typer.Argument(help="the machine's id")],
+    machine: Annotated[str, typer.Argument(help="the machine's id", metavar="MACHINE")],
     db: Db,
     failed: Annotated[bool, typer.Option(help="the machine failed (its VMs restart); default: drain")] = False,
     json_out: JsonOut = False,
@@ -98,5 +100,7 @@ def evacuate(
         finally:
             engine.close()
     except InputError as exc:
+        if exc.field == "machine":  # the positional argument, not a flag
+            exc = InputError(f"MACHINE: {exc.detail}")
         _fail(exc)
     _report(rep, json_out)

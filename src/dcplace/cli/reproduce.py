@@ -354,7 +354,7 @@ def reproduce_hmip(
 
 @dataclass(frozen=True)
 class ReoptRun:
-    """Periodic re-optimisation on real traces."""
+    """Periodic re-optimisation on real traces (the synthetic one where they are absent)."""
 
     traces: str = "auto"
     """comma-separated traces: huawei-east-1 and azure-v1 (default when present), synthetic, or paths"""

@@ -80,7 +80,9 @@ class CvdConfig:
             raise InputError(f"model kind must be cvd or schedrl, got {self.kind!r}")
         for name, k in self.filter_k:
             if name not in FILTER_CODES or k < 1:
-                raise InputError(f"filter entry ({name!r}, {k}) needs one of {', '.join(FILTER_CODES)} and k >= 1")
+                raise InputError(
+                    f"entry {name}:{k} needs a heuristic among {', '.join(FILTER_CODES)} and k >= 1", field="filter_k"
+                )
         if (self.kind == "schedrl" or not self.decompose) and self.machines < 1:
             raise InputError("a whole-cluster network needs its machine count")
         if self.layers < 2 or self.hidden < 1:

@@ -119,8 +119,9 @@ def build_policy(
         if isinstance(policy, NumaPolicy | NetPolicy) and policy.setting != setting:
             raise InputError(f"{spec!r} is a {policy.setting} policy, not a {setting} one")
     except InputError as e:
-        if e.path is None and e.field is None:  # about the reference itself: name the field it came from
-            raise InputError(e.detail, field="policy") from None
+        if e.path is None and e.field is None:  # name the field it came from: the checkpoint file, or the reference
+            about_file = checkpoint is not None and e.detail.startswith(f"{checkpoint}:")
+            raise InputError(e.detail, field="checkpoint" if about_file else "policy") from None
         raise
     except TypeError as e:  # a user's class whose constructor needs arguments we do not have
         raise InputError(f"{spec!r} could not be built without arguments ({e})", field="policy") from None

@@ -56,7 +56,7 @@ def load_trace(name_or_path: str, *, seed: int = 0, synthetic_n: int = 20_000) -
         if root is None or not trace_available(name_or_path):
             raise InputError(
                 f"trace '{name_or_path}' needs the shared data folder (../shared/data or $DCPLACE_DATA), "
-                "which is not here; pass a file path or use --trace synthetic"
+                "which is not here; give a trace file's path or 'synthetic' as the trace instead"
             )
         if name_or_path == "huawei-east-1":
             return read_huawei_lifetime(root / "huawei-east-1" / "Huawei-East-1-lt.csv")
