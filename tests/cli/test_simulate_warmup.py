@@ -1,0 +1,40 @@
+"""``simulate numa`` warms a copy of the policy up before timing: the policy itself is untouched, so its numbers are
+the same as without the warm-up (a random policy's generator included)."""
+
+from __future__ import annotations
+
+from dcplace.cli.simulate import _warm_up_policy
+from dcplace.cluster.numa import NumaCluster
+from dcplace.policies import get_policy
+from dcplace.sim.episodes import prepare, run_episodes
+from dcplace.sim.numa import Scenario
+from dcplace.workload.traces import load_trace
+
+
+def test_the_warm_up_leaves_the_policy_and_its_numbers_as_they_were():
+    prepared = prepare(load_trace("synthetic", seed=0), 32)
+    cluster, sc = NumaCluster.uniform(10), Scenario(pms=10)
+    plain = run_episodes(get_policy("random"), cluster, prepared, sc, 2, 0)[0]
+    pol = get_policy("random")
+    _warm_up_policy(pol, cluster, prepared, sc, 0)
+    warmed = run_episodes(pol, cluster, prepared, sc, 2, 0)[0]
+    assert [r.length for r in warmed] == [r.length for r in plain] and warmed[0].income == plain[0].income
+
+
+class Counting:
+    """A user's policy that counts its decisions (first-fit's choice)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.inner = get_policy("first-fit")
+
+    def choose(self, view):  # noqa: ANN001, ANN201
+        self.calls += 1
+        return self.inner.choose(view)
+
+
+def test_the_copy_decides_not_the_policy():
+    prepared = prepare(load_trace("synthetic", seed=0), 32)
+    pol = Counting()
+    _warm_up_policy(pol, NumaCluster.uniform(10), prepared, Scenario(pms=10), 0)
+    assert pol.calls == 0
