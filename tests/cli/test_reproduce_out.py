@@ -70,3 +70,14 @@ def test_a_records_file_that_exists_is_named_as_such(tmp_path):
     res = runner.invoke(app, cmd)
     assert res.exit_code == 2 and f"--out {out} already exists; remove it or choose another name" in res.output
     assert out.read_bytes() == first
+
+
+def test_parquet_without_pyarrow_is_refused_before_the_run(tmp_path):
+    import importlib.util
+
+    if importlib.util.find_spec("pyarrow") is not None:
+        pytest.skip("pyarrow is installed: Parquet is written")
+    out = tmp_path / "e.parquet"
+    res = runner.invoke(app, ["simulate", "netalloc", "--episodes", "1", "--out", str(out)])
+    assert res.exit_code == 2 and "writing Parquet needs pyarrow" in res.output and "--out" in res.output
+    assert not out.exists() and "acceptance" not in res.output  # nothing ran

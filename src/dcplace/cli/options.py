@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import importlib.util
 import inspect
 import tomllib
 import types
@@ -32,6 +33,7 @@ from typing import Annotated, Any, Concatenate, ParamSpec, TypeVar
 import typer
 
 from dcplace import config, limits
+from dcplace.cli.outputs import ASSIGNMENT_SUFFIXES, EPISODE_SUFFIXES
 from dcplace.errors import InputError
 
 C = TypeVar("C")
@@ -189,17 +191,22 @@ def config_command(
     return wrap
 
 
-FILE_OUTPUTS = (".csv", ".parquet")
-"""``--out`` names ending so are one file of records (``simulate``, ``solve``), anything else a folder."""
+FILE_OUTPUTS = tuple(dict.fromkeys(EPISODE_SUFFIXES + ASSIGNMENT_SUFFIXES))
+"""``--out`` names ending so are one file of records (``simulate``'s episodes, ``solve``'s assignment)."""
 
 
 def check_out(out: object) -> None:
-    """Refuse an ``--out`` that names an existing file: a records file (:data:`FILE_OUTPUTS`) is never overwritten,
-    and results go into a folder (created when missing)."""
-    if isinstance(out, Path) and out.exists() and not out.is_dir():
+    """Before any work: refuse an ``--out`` that names an existing file (a records file, :data:`FILE_OUTPUTS`, is
+    never overwritten; anything else must be a folder, created when missing), or a Parquet file where pyarrow, which
+    writes it, is not installed."""
+    if not isinstance(out, Path):
+        return
+    if out.exists() and not out.is_dir():
         if out.suffix.lower() in FILE_OUTPUTS:
             raise InputError(f"--out {out} already exists; remove it or choose another name")
         raise InputError(f"--out {out} is an existing file; it must name a folder (created when missing)")
+    if out.suffix.lower() == ".parquet" and importlib.util.find_spec("pyarrow") is None:
+        raise InputError(f"--out {out}: writing Parquet needs pyarrow (pip install pyarrow); write a .csv instead")
 
 
 def _from_flag(opt: _Option, value: Any) -> Any:
