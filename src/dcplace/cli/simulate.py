@@ -223,7 +223,8 @@ def simulate_netalloc(
     if json_out:
         typer.echo(json.dumps(s))
         return
-    t = Table(title=f"{cfg.policy} on {run.topology}, {run.dataset}: {run.requests} requests per episode")
+    per = f"{run.requests} request{'' if run.requests == 1 else 's'} per episode"
+    t = Table(title=f"{cfg.policy} on {run.topology}, {run.dataset}: {per}")
     bound_col = ("bound",) if bounds else ()
     waits = env.on_full == "wait"  # ticks waited for room: a column where requests wait
     for col in ("episode", "acceptance", *bound_col, "cpu util", "mem util", *s["bw_util_by_tier"],
