@@ -16,7 +16,7 @@ import typer
 from dcplace.cli.serve import _fail
 from dcplace.errors import InputError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n", 1)[0])
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n", 1)[0], rich_markup_mode=None)
 
 Db = Annotated[Path, typer.Option(help="SQLite database of the cluster (from `dcplace serve --db`)")]
 JsonOut = Annotated[bool, typer.Option("--json", help="print the report as one JSON object")]

@@ -12,7 +12,7 @@ import typer
 
 from dcplace.cli.options import handle_input_errors
 
-app = typer.Typer(add_completion=False)
+app = typer.Typer(add_completion=False, rich_markup_mode=None)
 
 
 @app.command("demo", help=__doc__)

@@ -128,7 +128,7 @@ def _terminate(signum: int, frame: object) -> None:
     raise Terminated(signum)
 
 
-app = typer.Typer(cls=LazyGroup, add_completion=False, no_args_is_help=True)
+app = typer.Typer(cls=LazyGroup, add_completion=False, no_args_is_help=True, rich_markup_mode=None)
 
 
 def _show_version(value: bool) -> None:

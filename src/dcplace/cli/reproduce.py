@@ -21,7 +21,7 @@ from dcplace.config import check, check_types
 from dcplace.errors import InputError
 from dcplace.parallel import check_ray_address
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n", 1)[0])
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n", 1)[0], rich_markup_mode=None)
 
 
 @contextlib.contextmanager

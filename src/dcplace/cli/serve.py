@@ -154,5 +154,5 @@ def stream(
     return rec
 
 
-app = typer.Typer(add_completion=False)
+app = typer.Typer(add_completion=False, rich_markup_mode=None)
 app.command("serve")(serve)

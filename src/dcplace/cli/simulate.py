@@ -23,7 +23,7 @@ from dcplace.config import check, check_types
 from dcplace.errors import InputError
 from dcplace.sim.numa import Scenario
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n", 1)[0])
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n", 1)[0], rich_markup_mode=None)
 
 OUT_HELP = "also write result.json and the resolved settings (config.toml, for --config) to this folder"
 EPISODES_OUT_HELP = ("FILE.csv or FILE.parquet: one record per episode; a folder: result.json, episodes.csv and the "

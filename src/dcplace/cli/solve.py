@@ -29,7 +29,7 @@ from dcplace.placement import (
 if TYPE_CHECKING:
     from dcplace.placement import Result
 
-app = typer.Typer(add_completion=False)
+app = typer.Typer(add_completion=False, rich_markup_mode=None)
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from dcplace.parallel import check_ray_address
 if TYPE_CHECKING:
     from dcplace.sim.numa import Scenario
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n", 1)[0])
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n", 1)[0], rich_markup_mode=None)
 
 NARA_DATASETS = ("uniform", "azure", "alibaba")  # dcplace.workload.netreq.DATASETS (checked by a test)
 OUT_HELP = "folder for checkpoints and curves"
