@@ -81,3 +81,11 @@ def test_parquet_without_pyarrow_is_refused_before_the_run(tmp_path):
     res = runner.invoke(app, ["simulate", "netalloc", "--episodes", "1", "--out", str(out)])
     assert res.exit_code == 2 and "writing Parquet needs pyarrow" in res.output and "--out" in res.output
     assert not out.exists() and "acceptance" not in res.output  # nothing ran
+
+
+@pytest.mark.parametrize("cmd", [["reproduce", "all", "--quick"], ["demo"]])
+def test_all_and_demo_refuse_a_folder_they_did_not_write(tmp_path, cmd):
+    (tmp_path / "notes.txt").write_text("mine\n")
+    res = runner.invoke(app, [*cmd, "--out", str(tmp_path)])
+    assert res.exit_code == 2 and "--out" in res.output and "(no run.json)" in res.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]

@@ -484,6 +484,12 @@ def run_all_command(settings: Any, out: Path, report_only: bool, command: str) -
             raise InputError(f"{out}: no such results folder (run `dcplace reproduce all` first)")
         path, claims = write_report(out)
     else:
+        check_out(out)
+        if out.is_dir() and any(out.iterdir()) and not (out / "run.json").is_file():
+            raise InputError(
+                f"--out {out} already holds files that neither `dcplace reproduce all` nor `dcplace demo` wrote "
+                "(no run.json); choose another folder or remove that one"
+            )
         invoked = shlex.join(["dcplace", *sys.argv[1:]]) if Path(sys.argv[0]).name == "dcplace" else command
         with progress_lines("reproductions") as say:
             path, claims = run_all(out, settings, invoked, say)
