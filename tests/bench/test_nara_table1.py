@@ -54,13 +54,14 @@ class Run:
 
     per_episode: list[float]
     mem: list[float] | None = None
+    cpu: list[float] | None = None
 
     @property
     def results(self) -> list[SimpleNamespace]:
         mem = self.mem or [a / 2 for a in self.per_episode]
-        return [
-            SimpleNamespace(acceptance=a, cpu_util=a, mem_util=m) for a, m in zip(self.per_episode, mem, strict=True)
-        ]
+        cpu = self.cpu or self.per_episode
+        return [SimpleNamespace(acceptance=a, cpu_util=c, mem_util=m)
+                for a, c, m in zip(self.per_episode, cpu, mem, strict=True)]  # fmt: skip
 
 
 def runs(n: int) -> dict[tuple[str, str, str], Run]:
@@ -89,9 +90,15 @@ def test_the_utilisation_precision_is_its_own_measure():
     # memory of one beta cell spread much wider than its acceptance: only the memory share moves
     k = ("beta", "alibaba", "nulb")
     wide[k] = Run(wide[k].per_episode, mem=[0.05, 0.15, 0.10])
-    util = nb._precision(wide, SMALL, nb.POLICIES)[3]  # type: ignore[arg-type]
-    cpu, mem = util.split("; memory: ")
-    assert "beta 124.2 %" in mem and "124.2" not in cpu
+    lines = nb._precision(wide, SMALL, nb.POLICIES)  # type: ignore[arg-type]
+    cpu, mem = lines[3].split("; memory: ")
+    assert "beta 124.2 %" in mem and "124.2" not in cpu and "124.2" not in lines[1]
+    # and CPU of another cell: only the CPU share moves
+    j = ("alpha", "azure", "tetris")
+    wide[j] = Run(wide[j].per_episode, cpu=[0.05, 0.15, 0.10])
+    lines = nb._precision(wide, SMALL, nb.POLICIES)  # type: ignore[arg-type]
+    cpu, mem = lines[3].split("; memory: ")
+    assert "alpha 124.2 %" in cpu and "alpha 124.2" not in mem and "124.2" not in lines[1]
 
 
 def test_the_cli_defaults_are_the_libraries():

@@ -19,6 +19,14 @@ def test_a_damaged_checkpoint_is_named_by_checkpoint(tmp_path):
     assert f"--checkpoint: {bad}: not a readable checkpoint" in res.output and "--policy" not in res.output
 
 
+def test_a_relative_checkpoint_path_is_named_by_checkpoint_too(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "g.pt").write_text("garbage\n")
+    res = runner.invoke(app, ["simulate", "numa", "--trace", "synthetic", "--pms", "5", "--episodes", "1",
+                              "--policy", "cvd-rl", "--checkpoint", "./g.pt"])  # fmt: skip
+    assert res.exit_code == 2 and "--checkpoint: g.pt: not a readable checkpoint" in res.output
+
+
 def test_an_unknown_policy_is_still_named_by_policy():
     res = runner.invoke(app, ["simulate", "numa", "--trace", "synthetic", "--pms", "5", "--policy", "no-such"])
     assert res.exit_code == 2 and "--policy" in res.output

@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from typer.testing import CliRunner
 
 from dcplace.cli.main import app
+from dcplace.cli.options import made_by
 from dcplace.cli.reproduce import check_reproduce_out as check_out
-from dcplace.cli.reproduce import made_by
 from dcplace.errors import InputError
 
 runner = CliRunner()
@@ -18,6 +20,8 @@ HEADER = "# The resolved settings of `dcplace reproduce {}`; repeat the run with
 def test_missing_empty_and_same_command_folders_are_fine(tmp_path):
     check_out(tmp_path / "new", "dcplace reproduce nara")
     check_out(tmp_path, "dcplace reproduce nara")  # empty
+    (tmp_path / ".gitkeep").write_text("")
+    check_out(tmp_path, "dcplace reproduce nara")  # hidden entries only
     (tmp_path / "config.toml").write_text(HEADER.format("nara"))
     (tmp_path / "table.md").write_text("earlier\n")
     assert made_by(tmp_path) == "dcplace reproduce nara"
@@ -28,14 +32,14 @@ def test_missing_empty_and_same_command_folders_are_fine(tmp_path):
     ("files", "said"),
     [
         ({"config.toml": HEADER.format("hmip")}, "the output of `dcplace reproduce hmip`"),
-        ({"notes.txt": "mine\n"}, "files that `dcplace reproduce nara` did not write"),
+        ({"notes.txt": "mine\n"}, "files that `dcplace reproduce nara` did not write (no config.toml of it)"),
         ({"config.toml": "[reproduce]\nseed = 0\n"}, "files that `dcplace reproduce nara` did not write"),
     ],
 )
 def test_another_commands_or_foreign_files_are_refused(tmp_path, files, said):
     for name, text in files.items():
         (tmp_path / name).write_text(text)
-    with pytest.raises(InputError, match="already holds " + said.replace("`", ".")):
+    with pytest.raises(InputError, match=re.escape("already holds " + said)):
         check_out(tmp_path, "dcplace reproduce nara")
 
 
@@ -51,14 +55,14 @@ def test_the_cli_refuses_before_any_work_and_leaves_the_folder_as_it_was(tmp_pat
     ok = runner.invoke(app, cheap)
     assert ok.exit_code == 0, ok.output
     assert made_by(out) == "dcplace reproduce cvd-heuristics"
-    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
     again = runner.invoke(app, cheap)  # the same command: replaced
     assert again.exit_code == 0, again.output
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
     res = runner.invoke(app, ["reproduce", "nara-baselines", "--quick", "--out", str(out)])
     assert res.exit_code == 2
     assert "--out" in res.output and "the output of `dcplace reproduce cvd-heuristics`" in res.output
     assert "Traceback" not in res.output
-    assert {p.name for p in out.iterdir() if p.is_file()} == set(before)
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
     assert not (out / "fig2_alpha_uniform.png").exists()
 
 
@@ -85,7 +89,20 @@ def test_parquet_without_pyarrow_is_refused_before_the_run(tmp_path):
 
 @pytest.mark.parametrize("cmd", [["reproduce", "all", "--quick"], ["demo"]])
 def test_all_and_demo_refuse_a_folder_they_did_not_write(tmp_path, cmd):
+    (tmp_path / "nara").mkdir()  # what an interrupted run leaves is theirs
     (tmp_path / "notes.txt").write_text("mine\n")
     res = runner.invoke(app, [*cmd, "--out", str(tmp_path)])
-    assert res.exit_code == 2 and "--out" in res.output and "(no run.json)" in res.output
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+    assert res.exit_code == 2 and "--out" in res.output
+    assert "already holds notes.txt, which `dcplace" in res.output and "did not write" in res.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["nara", "notes.txt"]
+
+
+def test_an_interrupted_all_run_is_theirs_to_rerun(tmp_path):
+    from dcplace.bench.reproduce_all import LAYOUT
+
+    for name in ("nara", "cvd-heuristics", "config.toml"):  # sub-folders before run.json, as a Ctrl-C leaves them
+        (tmp_path / name).mkdir() if "." not in name else (tmp_path / name).write_text("")
+    check_out(tmp_path, "dcplace demo", LAYOUT)
+    (tmp_path / "x.csv").write_text("")
+    with pytest.raises(InputError, match=re.escape("already holds x.csv")):
+        check_out(tmp_path, "dcplace demo", LAYOUT)

@@ -38,3 +38,12 @@ def test_a_port_in_use_is_refused(tmp_path):
         res = runner.invoke(app, ["serve", "--db", str(db), "--port", str(port)])
     assert res.exit_code == 2 and f"--port: cannot listen on 127.0.0.1:{port}" in res.output
     assert not db.exists()
+
+
+def test_an_empty_host_means_every_interface_not_an_error():
+    from dcplace.cli.serve import _check_listen
+
+    with socket.socket() as probe:
+        probe.bind(("", 0))
+        port = probe.getsockname()[1]
+    _check_listen("", port)  # free again: no exception

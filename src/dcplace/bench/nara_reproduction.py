@@ -146,10 +146,11 @@ of ±≤5% of the stated value"."""
 
 
 def paper_margin_interval(dataset: str) -> tuple[float, float]:
-    """The 95 % interval of the paper's own alpha margin (Nara over its best baseline, Table 1) that its stated
-    precision allows: each value's interval at most :data:`PAPER_PRECISION` of it, the two independent, so the
-    ratio's relative half-width is at most sqrt(2) x 5 % (the delta method). A margin of ours inside it cannot be
-    told apart from the paper's with the paper's own numbers."""
+    """The widest 95 % interval of the paper's own alpha margin (Nara over its best baseline, Table 1) that its
+    stated precision allows: each value's interval at most :data:`PAPER_PRECISION` of it, the two independent, so the
+    ratio's relative half-width is at most sqrt(2) x 5 % (the delta method). An upper end of the paper's
+    uncertainty, not an estimate of it: "±≤5%" is a bound, and values measured on shared episodes would be
+    correlated, narrowing it. Comparing ours with it needs both uncertainties combined (docs/reproductions.md)."""
     nara = nb.PAPER_ACCEPTANCE[dataset]["nara"][0]
     best = max(v[0] for p, v in nb.PAPER_ACCEPTANCE[dataset].items() if p in PAPER_BASELINES and v[0] is not None)
     assert nara is not None and best is not None

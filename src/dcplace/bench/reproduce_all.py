@@ -34,6 +34,11 @@ from typing import Any
 
 from dcplace.atomic import write_text
 
+LAYOUT = frozenset({"cvd-heuristics", "cvd-rl-paper", "cvd-rl", "nara", "hmip", "reopt", "run.json", "report.html",
+                    "report.md", "report_files", "config.toml"})  # fmt: skip
+"""Every name :func:`run_all` (and ``reproduce all``'s config.toml) writes into its folder (the module docstring's
+layout): an ``--out`` holding only these is an earlier run, finished or not."""
+
 
 @dataclass(frozen=True)
 class AllSettings:

@@ -302,6 +302,20 @@ def handle_input_errors(fn: Callable[P, None]) -> Callable[P, None]:
     return command
 
 
+CONFIG_HEADER = "# The resolved settings of `"
+"""How ``config.toml``'s first line starts; the command and a backtick follow (:func:`made_by` reads it back)."""
+
+
+def made_by(out: Path) -> str | None:
+    """The command whose resolved settings ``out/config.toml`` holds (its header, :func:`write_config`), or None."""
+    try:
+        first = (out / "config.toml").read_text().split("\n", 1)[0]
+    except (OSError, UnicodeDecodeError):
+        return None
+    rest = first[len(CONFIG_HEADER) :]
+    return rest.split("`", 1)[0] if first.startswith(CONFIG_HEADER) and "`" in rest else None
+
+
 def write_config(cfg: object, out: Path, command: str, final: Path | None = None) -> Path:
     """Write the resolved config as ``out/config.toml``, headed by the command that repeats the run; ``final``: the
     folder ``out`` becomes (``out`` being its temporary twin, :func:`dcplace.atomic.atomic_dir`), named in the
@@ -309,6 +323,6 @@ def write_config(cfg: object, out: Path, command: str, final: Path | None = None
     out.mkdir(parents=True, exist_ok=True)
     path = out / "config.toml"
     shown = (final or out) / "config.toml"
-    header = f"# The resolved settings of `{command}`; repeat the run with\n#   {command} --config {shown}"
+    header = f"{CONFIG_HEADER}{command}`; repeat the run with\n#   {command} --config {shown}"
     config.write(cfg, path, header)
     return path

@@ -16,7 +16,7 @@ import typer
 
 from dcplace.atomic import atomic_dir
 from dcplace.cli.common import NetSettingName, console, print_claims, progress_lines
-from dcplace.cli.options import check_out, config_command, write_config
+from dcplace.cli.options import check_out, config_command, made_by, write_config
 from dcplace.config import check, check_types
 from dcplace.errors import InputError
 from dcplace.parallel import check_ray_address
@@ -38,28 +38,27 @@ def _output(out: Path, cfg: object, command: str) -> Iterator[Path]:
         write_config(cfg, folder, command, final=out)
 
 
-def made_by(out: Path) -> str | None:
-    """The command whose resolved settings ``out/config.toml`` holds (its header, :func:`write_config`), or None."""
-    try:
-        first = (out / "config.toml").read_text().split("\n", 1)[0]
-    except (OSError, UnicodeDecodeError):
-        return None
-    head = "# The resolved settings of `"
-    return first[len(head) :].split("`", 1)[0] if first.startswith(head) and "`" in first[len(head) :] else None
-
-
-def check_reproduce_out(out: Path, command: str) -> None:
-    """Refuse an ``--out`` that is a file (:func:`dcplace.cli.options.check_out`), or a folder holding files that
-    ``command`` did not write (another reproduction's records, or anything without a ``config.toml`` of this
-    command): replacing it would lose them or mix two runs in one folder. A missing or empty folder, or an earlier run
-    of the same command, is fine."""
+def check_reproduce_out(out: Path, command: str, layout: frozenset[str] | None = None) -> None:
+    """Refuse an ``--out`` that is a file (:func:`dcplace.cli.options.check_out`), or a folder holding what
+    ``command`` did not write: replacing it would lose it or mix two runs in one folder. Ours: a missing folder, one
+    with nothing but hidden entries, or (``layout`` None) one whose ``config.toml`` is headed by ``command``, or (a
+    ``layout`` of names, ``reproduce all`` / ``demo``, whose folders are not replaced as one) one holding only those
+    names, whatever an interrupted run left."""
     check_out(out)
-    if not out.is_dir() or not any(out.iterdir()):
+    if not out.is_dir():
         return
-    owner = made_by(out)
-    if owner == command:
+    names = {p.name for p in out.iterdir() if not p.name.startswith(".")}
+    if not names:
         return
-    held = f"the output of `{owner}`" if owner else f"files that `{command}` did not write"
+    if layout is not None:
+        if names <= layout:
+            return
+        held = f"{', '.join(sorted(names - layout)[:3])}, which `{command}` did not write"
+    else:
+        owner = made_by(out)
+        if owner == command:
+            return
+        held = f"the output of `{owner}`" if owner else f"files that `{command}` did not write (no config.toml of it)"
     raise InputError(f"--out {out} already holds {held}; choose another folder or remove that one")
 
 
@@ -484,12 +483,9 @@ def run_all_command(settings: Any, out: Path, report_only: bool, command: str) -
             raise InputError(f"{out}: no such results folder (run `dcplace reproduce all` first)")
         path, claims = write_report(out)
     else:
-        check_out(out)
-        if out.is_dir() and any(out.iterdir()) and not (out / "run.json").is_file():
-            raise InputError(
-                f"--out {out} already holds files that neither `dcplace reproduce all` nor `dcplace demo` wrote "
-                "(no run.json); choose another folder or remove that one"
-            )
+        from dcplace.bench.reproduce_all import LAYOUT
+
+        check_reproduce_out(out, command, LAYOUT)
         invoked = shlex.join(["dcplace", *sys.argv[1:]]) if Path(sys.argv[0]).name == "dcplace" else command
         with progress_lines("reproductions") as say:
             path, claims = run_all(out, settings, invoked, say)

@@ -23,16 +23,13 @@ def _fail(exc: InputError) -> NoReturn:
     raise typer.Exit(2)
 
 
-LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
-
-
 def _check_listen(host: str, port: int) -> None:
     """Refuse, before opening the database, an address this process cannot listen on (in use, not this machine's,
     a privileged port): uvicorn would print its own error and exit 3 after the engine was opened."""
     import socket
 
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    try:  # "" is every interface to uvicorn (asyncio), as None is to getaddrinfo
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except OSError as exc:
         _fail(InputError(f"cannot resolve {host!r}: {exc.strerror or exc}", field="host"))
     family, kind, proto, _name, addr = infos[0]
@@ -53,7 +50,9 @@ def serve(
     import_allocations: Annotated[
         Path | None, typer.Option("--import", help="record the allocations in this CSV/JSON file first")
     ] = None,
-    log_level: Annotated[str, typer.Option(help="uvicorn log level: " + ", ".join(LOG_LEVELS))] = "warning",
+    log_level: Annotated[
+        str, typer.Option(help="uvicorn log level: critical, error, warning, info, debug or trace")
+    ] = "warning",
     http: Annotated[
         str, typer.Option(help="HTTP/1.1 parser: auto (httptools, compiled, when installed), httptools or h11")
     ] = "auto",
@@ -78,6 +77,8 @@ def serve(
 
     if http not in ("auto", "httptools", "h11"):
         _fail(InputError(f"must be auto, httptools or h11, not {http!r}", field="http"))
+    from uvicorn.config import LOG_LEVELS
+
     if log_level not in LOG_LEVELS:
         _fail(InputError(f"must be one of {', '.join(LOG_LEVELS)}, not {log_level!r}", field="log_level"))
     if not 1 <= port <= 65535:

@@ -125,8 +125,8 @@ def simulate_numa(
 def _warm_up_policy(pol: Any, cluster: Any, prepared: Any, sc: Any, seed: int) -> None:
     """Let a copy of ``pol`` play the first 64 requests of one episode before anything is timed, so a policy's
     one-off costs (compiling its kernels on a fresh install: 15 s for cvd-rl) stay out of the decisions/s figure.
-    The copy keeps the policy's own state (a random policy's generator) untouched; a policy that cannot be copied
-    is timed as it is."""
+    The copy plays, so a policy's own state (counters, caches, a generator of its own) is untouched; a policy that
+    cannot be copied is timed as it is."""
     import copy
     from dataclasses import replace
 

@@ -20,6 +20,7 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any
 
 from dcplace.errors import InputError
@@ -120,7 +121,7 @@ def build_policy(
             raise InputError(f"{spec!r} is a {policy.setting} policy, not a {setting} one")
     except InputError as e:
         if e.path is None and e.field is None:  # name the field it came from: the checkpoint file, or the reference
-            about_file = checkpoint is not None and e.detail.startswith(f"{checkpoint}:")
+            about_file = checkpoint is not None and e.detail.startswith((f"{checkpoint}:", f"{Path(checkpoint)}:"))
             raise InputError(e.detail, field="checkpoint" if about_file else "policy") from None
         raise
     except TypeError as e:  # a user's class whose constructor needs arguments we do not have
