@@ -189,13 +189,18 @@ class FailReport:
     dropped: list[Rejection] = field(default_factory=list)
 
 
+MAX_AMOUNT = 2**31 - 1
+"""The largest core or GB count a machine's node or a VM may have (docs/errors.md: whole quantities at most
+2**31 - 1): ledgers of such amounts stay exact in float64, where 1e308 made a released VM's cores vanish."""
+
+
 def _positive(value: Any, name: str) -> float:
     try:
         x = float(value)
     except (TypeError, ValueError):
         raise InputError(f"must be a number, got {value!r}", field=name) from None
-    if not math.isfinite(x) or x <= 0:
-        raise InputError(f"must be a finite number above 0, got {value!r}", field=name)
+    if not math.isfinite(x) or x <= 0 or x > MAX_AMOUNT or isinstance(value, bool):
+        raise InputError(f"must be a number above 0 and at most {MAX_AMOUNT}, got {value!r}", field=name)
     return x
 
 
@@ -572,10 +577,10 @@ class PlacementEngine:
             if len(arr) != n:
                 raise InputError(f"has {len(arr)} values for {n} ids", field=name)
         for name, arr in (("cpu", c), ("mem", m)):
-            bad = np.flatnonzero(~(np.isfinite(arr) & (arr > 0)))
+            bad = np.flatnonzero(~(np.isfinite(arr) & (arr > 0) & (arr <= MAX_AMOUNT)))
             if len(bad):
-                raise InputError(f"must be a finite number above 0, got {arr[bad[0]]!r} for VM {ids[bad[0]]!r}",
-                                 field=name)  # fmt: skip
+                raise InputError(f"must be a number above 0 and at most {MAX_AMOUNT}, got {arr[bad[0]]!r} for VM "
+                                 f"{ids[bad[0]]!r}", field=name)  # fmt: skip
         for vid in ids:
             if type(vid) is not str or not 0 < len(vid) <= 256 or vid != vid.strip():
                 _ident(vid, "id")
@@ -861,12 +866,18 @@ class PlacementEngine:
                 raise
             changes.insert(0, MachineStatus(machine_id, STATUS_NAMES[int(s.status[slot])]))
             after = s.machines_in_use
+            summary = reopt.plan_summary(ev.plan)
+            left = [] if failed else [s.vm_ids[v] for v in s.vms_on(slot)]
+            if left:  # a drain whose VMs fit nowhere else: they stay on the drained machine, and the report says so
+                named = ", ".join(left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
+                summary.update(complete=False, reason=f"{len(left)} VM(s) fit nowhere else and stay on the drained "
+                                                      f"machine {machine_id!r}: {named}")  # fmt: skip
             report = ReoptReport(
                 trigger="failure" if failed else "drain", time=now, vms=snap.placement.vms,
                 movable=len(ev.evacuated) + len(ev.evicted), machines_before=before, machines_target=after,
                 machines_after=after, bound=None, bound_proven=False, migration_cost=0.0,
                 verified=bool(ev.plan.verified), gb_moved=ev.plan.gb_moved, applied=len(moves), solve_s=0.0,
-                moves=moves, dropped=tuple(dropped), **reopt.plan_summary(ev.plan),
+                moves=moves, dropped=tuple(dropped), **summary,
             )  # fmt: skip
             ticket = self._commit(changes)
         self._wait(ticket)

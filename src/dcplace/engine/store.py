@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sqlite3
 import threading
 from dataclasses import dataclass
@@ -142,6 +143,7 @@ class SqliteStore:
             raise InputError(f"{self.path} is not a usable SQLite database ({e})", field="db") from None
         if str(mode).lower() != "wal":
             raise InputError(f"{self.path}: SQLite refused WAL mode (got {mode})", field="db")
+        self._lock_fd = _hold(self.path, self._conn)
         self._cv = threading.Condition()
         self._pending: list[list[Change]] = []
         self._submitted = 0
@@ -285,9 +287,35 @@ class SqliteStore:
             self._cv.notify_all()
         self._thread.join()
         self._conn.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # releases the lock
+            self._lock_fd = None
 
     def stats(self) -> dict[str, Any]:
         return {"submitted": self._submitted, "durable": self._durable, "commits": self.commits}
+
+
+def _hold(path: Path, conn: sqlite3.Connection) -> int | None:
+    """Take the database's exclusive lock for this store's life (``flock`` on the file, which SQLite's own byte-range
+    locks do not see; the kernel drops it when the process ends, crash included): one engine per database, since
+    the engine keeps the cluster's state in memory and another writer (a second ``serve``, ``dcplace cluster`` on a
+    live service's database) would make it wrong. None where the platform has no ``flock``."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not on Linux
+        return None
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        conn.close()
+        raise InputError(
+            f"{path} is open in another dcplace engine (a running `dcplace serve`?); stop it first, or change the "
+            "cluster through that service's HTTP API",
+            field="db",
+        ) from None
+    return fd
 
 
 def _settle(futs: list[asyncio.Future[None]], e: BaseException | None) -> None:

@@ -27,6 +27,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.convertors import Convertor, register_url_convertor
 
 from dcplace.engine import (
     Placement,
@@ -67,6 +68,7 @@ from dcplace.service.models import (
     VmBatchIn,
     VmIn,
     VmOut,
+    check_policy,
 )
 
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -102,6 +104,22 @@ async def _reoptimiser(engine: PlacementEngine, policy: ReoptPolicy, every_s: fl
             continue
         if rep is not None:
             last["report"] = rep.as_dict(moves=False)
+
+
+class _VmId(Convertor[str]):
+    """A VM id in a path: one or more characters, "/" included (Kubernetes' namespace/name); never empty, so
+    ``DELETE /vms/`` stays a 405 rather than a lookup of ''."""
+
+    regex = ".+"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("vmid", _VmId())
 
 
 def create_app(
@@ -191,6 +209,11 @@ def create_app(
     @app.post("/machines/{machine_id}/fail", response_model=FailOut, tags=["machines"], responses=ERRORS)
     def fail(machine_id: str, policy: str | None = None) -> Response:
         """The machine failed: its VMs are placed again through the policy; those that fit nowhere are dropped."""
+        if policy is not None:
+            try:
+                check_policy(policy)
+            except ValueError as e:
+                raise InputError(str(e), field="policy") from None
         return _json(fail_json(engine.fail(machine_id, policy)))
 
     @app.post("/machines/{machine_id}/evacuate", response_model=ReoptOut, tags=["machines"], responses=ERRORS)
@@ -201,10 +224,10 @@ def create_app(
         return _json(engine.evacuate(machine_id, failed=failed, now=time.time()).as_dict())
 
     @app.post("/reoptimise", response_model=ReoptOut, tags=["machines"], responses=ERRORS)
-    def reoptimise(body: ReoptIn) -> Response:
+    def reoptimise(body: ReoptIn | None = None) -> Response:
         """One re-optimisation event now: select the VMs that may move, re-solve the machines in use with
         migration costs, and apply the verified migration plan (``execute=false``: plan only)."""
-        fields = body.model_dump()
+        fields = (body or ReoptIn()).model_dump()  # no body: every field's default
         execute = fields.pop("execute")
         return _json(engine.reoptimise(ReoptPolicy(**fields), now=time.time(), execute=execute).as_dict())
 
@@ -213,7 +236,7 @@ def create_app(
         """The last background re-optimisation event's report (moves counted, not listed); ``{}`` before one."""
         return _json(last.get("report", {}))
 
-    @app.put("/vms/{vm_id}/pinned", response_model=VmOut, tags=["vms"], responses=ERRORS)
+    @app.put("/vms/{vm_id:vmid}/pinned", response_model=VmOut, tags=["vms"], responses=ERRORS)
     def pin(vm_id: str, body: PinIn) -> Response:
         """Pin (or unpin) a VM: re-optimisation never moves a pinned VM."""
         return _json(vm_json(engine.pin(vm_id, body.pinned)))
@@ -255,20 +278,21 @@ def create_app(
     def vms() -> Response:
         return _json([vm_json(r) for r in engine.vms()])
 
-    @app.get("/vms/{vm_id}", response_model=VmOut, tags=["vms"], responses=ERRORS)
+    @app.get("/vms/{vm_id:vmid}/explanation", response_model=ExplanationOut, tags=["vms"], responses=ERRORS)
+    def explanation(vm_id: str) -> Response:
+        """Why the VM went where it is (kept for the most recent placements). Before ``GET /vms/{vm_id}``: an id may
+        hold "/" (Kubernetes' namespace/name)."""
+        return _json(explanation_json(engine.explanation(vm_id)))
+
+    @app.get("/vms/{vm_id:vmid}", response_model=VmOut, tags=["vms"], responses=ERRORS)
     def vm(vm_id: str) -> Response:
         return _json(vm_json(engine.vm(vm_id)))
 
-    @app.delete("/vms/{vm_id}", response_model=VmOut, tags=["vms"], responses=ERRORS)
+    @app.delete("/vms/{vm_id:vmid}", response_model=VmOut, tags=["vms"], responses=ERRORS)
     async def release(vm_id: str) -> Response:
         """Release a VM; durable when answered. Returns what it held."""
         status, payload = await release_vm(engine, metrics, vm_id)
         return _json(payload, status)
-
-    @app.get("/vms/{vm_id}/explanation", response_model=ExplanationOut, tags=["vms"], responses=ERRORS)
-    def explanation(vm_id: str) -> Response:
-        """Why the VM went where it is (kept for the most recent placements)."""
-        return _json(explanation_json(engine.explanation(vm_id)))
 
     @app.post("/explain", response_model=ExplanationOut, tags=["vms"], responses=ERRORS)
     def explain(body: ExplainIn) -> Response:

@@ -44,7 +44,7 @@ class HotPaths:
             if method == "POST" and path == "/vms":
                 await self._answer(send, await self._place(await _body(receive)))
                 return
-            if method == "DELETE" and path.startswith("/vms/") and len(path) > 5 and "/" not in path[5:]:
+            if method == "DELETE" and path.startswith("/vms/") and len(path) > 5:  # an id may hold "/" (namespace/name)
                 await self._answer(send, await self._guard(release_vm(self.engine, self.metrics, path[5:])))
                 return
         await self.app(scope, receive, send)

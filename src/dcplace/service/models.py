@@ -2,11 +2,32 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import functools
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PositiveFloat
 
 Ident = Field(min_length=1, max_length=256, pattern=r"^\S(.*\S)?$", description="A unique id (no surrounding spaces)")
+
+
+@functools.cache
+def served_policies() -> frozenset[str]:
+    """The policy names a request may give: the registered NUMA policies and installed plugins' entry points, read
+    once. Never a ``package.module:Name`` reference: over HTTP that would import and call any function on the
+    server."""
+    from dcplace.policies.registry import policy_names
+
+    return frozenset(policy_names("numa"))
+
+
+def check_policy(name: str) -> str:
+    """``name`` if the service takes it (:func:`served_policies`), else ValueError (a 422 naming the field)."""
+    if name not in served_policies():
+        raise ValueError(f"must be a registered policy ({', '.join(sorted(served_policies()))}), got {name!r}")
+    return name
+
+
+PolicyName = Annotated[str, AfterValidator(check_policy)]
 
 
 class MachineIn(BaseModel):
@@ -39,7 +60,7 @@ class VmIn(BaseModel):
     mem: PositiveFloat = Field(description="GB", examples=[8])
     multi_numa: bool = Field(default=False, description="split evenly over every NUMA node of one machine")
     pinned: bool = Field(default=False, description="never moved by re-optimisation")
-    policy: str | None = Field(default=None, description="a registered policy; default: the service's")
+    policy: PolicyName | None = Field(default=None, description="a registered policy; default: the service's")
     explain: bool = Field(default=True, description="return the decision's explanation")
 
 
@@ -50,7 +71,7 @@ class ExplainIn(BaseModel):
     cpu: PositiveFloat
     mem: PositiveFloat
     multi_numa: bool = False
-    policy: str | None = None
+    policy: PolicyName | None = None
 
 
 class CandidateOut(BaseModel):
@@ -173,7 +194,7 @@ class VmBatchIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     vms: list[VmIn] = Field(min_length=1, max_length=10_000)
-    policy: str | None = Field(default=None, description="a registered policy; default: the service's")
+    policy: PolicyName | None = Field(default=None, description="a registered policy; default: the service's")
 
 
 class BatchOut(BaseModel):
