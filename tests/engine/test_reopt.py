@@ -78,8 +78,16 @@ def test_consolidation_empties_machines_and_raises_efficiency() -> None:
 def test_dry_run_changes_nothing() -> None:
     e = fragmented(3)
     snap = e.snapshot()
-    rep = e.reoptimise(ReoptPolicy(migration_weight=0.0), execute=False)
+    counters = dict(e.counters)
+    rep = e.reoptimise(ReoptPolicy(migration_weight=0.0), now=5.0, execute=False)
     assert rep.planned > 0 and rep.applied == 0 and e.snapshot() == snap
+    assert e.counters == counters and e.last_reoptimisation != 5.0  # neither counted nor resetting the timer
+    # the dry run lists the plan it would execute: the same moves, in order, as the real event then applies
+    assert len(rep.moves) == rep.planned
+    done = e.reoptimise(ReoptPolicy(migration_weight=0.0), now=6.0)
+    assert [(m.vm, m.source, m.machine, m.node) for m in done.moves] == [
+        (m.vm, m.source, m.machine, m.node) for m in rep.moves
+    ]
 
 
 def test_cooldown_keeps_recently_moved_vms() -> None:

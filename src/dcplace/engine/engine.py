@@ -809,16 +809,18 @@ class PlacementEngine:
             may = reopt.movable(s, snap, pol, self.moved_at, now)
             answer = reopt.consolidation_target(snap, may, pol)
             plan = plan_migrations(snap.placement, answer.target, max_moves=pol.max_moves, max_gb=pol.max_gb)
-            moves, changes = self._apply_plan(snap, plan, now) if execute else ((), [])
-            self.counters["reoptimisations"] += 1
-            if now is not None:
-                self.last_reoptimisation = now
+            moves, changes = self._apply_plan(snap, plan, now) if execute else (self._planned(snap, plan), [])
+            if execute:  # a dry run changes nothing: neither the counters nor the timer's last event
+                self.counters["reoptimisations"] += 1
+                if now is not None:
+                    self.last_reoptimisation = now
             report = ReoptReport(
                 trigger=trigger, time=now, vms=snap.placement.vms, movable=int(may.sum()),
                 machines_before=answer.machines_before, machines_target=answer.machines_after,
                 machines_after=int(np.count_nonzero((s.vm_count[: s.active] > 0) & (s.status[: s.active] == ACTIVE))),
                 bound=answer.bound, bound_proven=answer.bound_proven, migration_cost=answer.migration_cost,
-                verified=bool(answer.verified and plan.verified), gb_moved=plan.gb_moved, applied=len(moves),
+                verified=bool(answer.verified and plan.verified), gb_moved=plan.gb_moved,
+                applied=len(moves) if execute else 0,
                 solve_s=answer.solve_s, moves=moves, **reopt.plan_summary(plan),
             )  # fmt: skip
             ticket = self._commit(changes)
@@ -882,6 +884,17 @@ class PlacementEngine:
             ticket = self._commit(changes)
         self._wait(ticket)
         return report
+
+    def _planned(self, snap: reopt.Snapshot, plan: MigrationPlan) -> tuple[reopt.MoveRecord, ...]:
+        """``plan``'s moves as records, not applied (a dry run's answer: what executing it would do, in order)."""
+        s = self.state
+        out = []
+        for mv in plan.moves:
+            rec = s.record(int(snap.slots[mv.vm]))
+            out.append(reopt.MoveRecord(rec.id, None if mv.src_machine < 0 else rec.machine,
+                                        s.machine_ids[mv.dst_machine], None if rec.multi else mv.dst_node, mv.staging,
+                                        0.0 if mv.src_machine < 0 else rec.mem))  # fmt: skip
+        return tuple(out)
 
     def _apply_plan(
         self, snap: reopt.Snapshot, plan: MigrationPlan, now: float | None

@@ -230,7 +230,8 @@ def consolidation_target(snap: Snapshot, may_move: npt.NDArray[np.bool_], policy
 
 @dataclass(frozen=True)
 class MoveRecord:
-    """One executed move, in the engine's ids (``node`` None: the VM spans every node)."""
+    """One move, in the engine's ids (``node`` None: the VM spans every node): executed, or in a dry run's report
+    planned."""
 
     vm: str
     source: str | None
