@@ -110,3 +110,22 @@ def test_a_killed_engine_releases_its_database(tmp_path):
     proc.kill()
     proc.wait()
     PlacementEngine.open(db).close()  # the kernel dropped the lock with the process
+
+
+@pytest.mark.parametrize(
+    ("path", "raw", "said"),
+    [
+        ("/vms", b'{"id": "v", "cpu": 1,, }', "the request body is not valid JSON (at character 21)"),
+        ("/vms", b"", "the request needs a JSON body"),
+        ("/machines", b'{"id": 1', "the request body is not valid JSON (at character 8)"),
+        ("/machines", b"null", "Input should be a valid dictionary or object to extract fields from"),
+    ],
+)
+def test_a_body_that_is_not_json_is_said_so(client, path, raw, said):
+    r = client.post(path, content=raw, headers={"content-type": "application/json"})
+    assert r.status_code == 422 and r.json()["detail"] == said
+
+
+def test_a_constraint_is_named_by_its_field_not_pydantics_tag(client):
+    r = client.post("/machines", json={"id": "m", "cpu": -1, "mem": 4})
+    assert r.json()["detail"].startswith("field 'cpu': Input should be greater than 0 (and 1 more problem)")

@@ -41,13 +41,27 @@ def error_answer(exc: Exception) -> tuple[int, dict[str, Any]] | None:
     return None
 
 
+def _union_tag(part: Any) -> bool:
+    """A part of a pydantic error location that names a union branch or a constraint, not a field
+    (``constrained-float``, ``list[constrained-float]``, ``float``)."""
+    return isinstance(part, str) and ("[" in part or "-" in part or part in ("float", "int", "str", "bool", "list"))
+
+
 def validation_sentence(errors: Any) -> str:
     """One sentence for pydantic's (or FastAPI's) list of validation errors: the first one, with its field."""
     if not errors:
         return "the request body is not valid"
     e = errors[0]
-    loc = ".".join(str(x) for x in e.get("loc", ()) if x != "body")
-    more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
+    n = len(errors) - 1
+    more = f" (and {n} more problem{'' if n == 1 else 's'})" if n else ""
+    where = tuple(e.get("loc", ()))
+    if e.get("type") == "json_invalid" or e.get("msg") == "JSON decode error":  # loc is (body, character offset)
+        at = next((x for x in where if isinstance(x, int)), None)
+        return "the request body is not valid JSON" + (f" (at character {at})" if at is not None else "")
+    if where in ((), ("body",)) and e.get("type", "missing") == "missing":
+        return "the request needs a JSON body" + more
+    # pydantic's union branches and constraint tags are not fields: "cpu.constrained-float" is "cpu"
+    loc = ".".join(str(x) for x in where if x != "body" and not _union_tag(x))
     return f"field '{loc}': {e.get('msg', 'is not valid')}{more}" if loc else f"{e.get('msg')}{more}"
 
 
