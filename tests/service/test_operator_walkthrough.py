@@ -129,3 +129,12 @@ def test_a_body_that_is_not_json_is_said_so(client, path, raw, said):
 def test_a_constraint_is_named_by_its_field_not_pydantics_tag(client):
     r = client.post("/machines", json={"id": "m", "cpu": -1, "mem": 4})
     assert r.json()["detail"].startswith("field 'cpu': Input should be greater than 0 (and 1 more problem)")
+
+
+def test_a_vm_says_whether_it_is_pinned_and_health_answers_head(client):
+    client.post("/vms", json={"id": "p", "cpu": 1, "mem": 1, "pinned": True})
+    client.post("/vms", json={"id": "q", "cpu": 1, "mem": 1})
+    assert client.get("/vms/p").json()["pinned"] is True and client.get("/vms/q").json()["pinned"] is False
+    assert {v["id"]: v["pinned"] for v in client.get("/vms").json()} == {"p": True, "q": False}
+    assert client.put("/vms/p/pinned", json={"pinned": False}).json()["pinned"] is False
+    assert client.head("/healthz").status_code == 200

@@ -79,9 +79,10 @@ def rejection_json(r: Rejection) -> dict[str, Any]:
             "explanation": explanation_json(r.explanation)}  # fmt: skip
 
 
-def vm_json(r: VmRecord) -> dict[str, Any]:
-    """The record's fields (flat: ``vars`` gives what ``asdict`` does without its recursive copy)."""
-    return dict(vars(r))
+def vm_json(r: VmRecord, pinned: bool = False) -> dict[str, Any]:
+    """The record's fields (flat: ``vars`` gives what ``asdict`` does without its recursive copy) and whether
+    re-optimisation may move it."""
+    return {**vars(r), "pinned": pinned}
 
 
 def fail_json(rep: FailReport) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -104,6 +105,9 @@ async def _reoptimiser(engine: PlacementEngine, policy: ReoptPolicy, every_s: fl
             continue
         if rep is not None:
             last["report"] = rep.as_dict(moves=False)
+            print(f"dcplace serve: re-optimisation ({rep.trigger}): {rep.applied} move(s), machines in use "
+                  f"{rep.machines_before} -> {rep.machines_after}, verified: {'yes' if rep.verified else 'NO'}",
+                  file=sys.stderr, flush=True)  # fmt: skip
 
 
 class _VmId(Convertor[str]):
@@ -158,7 +162,7 @@ def create_app(
         return _json({"detail": validation_sentence(exc.errors())}, 422)
 
     # -- health and metrics -------------------------------------------------------------------------------------
-    @app.get("/healthz", tags=["operations"], responses={503: ERRORS[503]})
+    @app.api_route("/healthz", methods=["GET", "HEAD"], tags=["operations"], responses={503: ERRORS[503]})
     def healthz() -> Response:
         """200 while the engine can take writes; 503 once the database failed."""
         if engine.store is not None:
@@ -239,7 +243,7 @@ def create_app(
     @app.put("/vms/{vm_id:vmid}/pinned", response_model=VmOut, tags=["vms"], responses=ERRORS)
     def pin(vm_id: str, body: PinIn) -> Response:
         """Pin (or unpin) a VM: re-optimisation never moves a pinned VM."""
-        return _json(vm_json(engine.pin(vm_id, body.pinned)))
+        return _json(vm_json(engine.pin(vm_id, body.pinned), body.pinned))
 
     @app.delete("/machines/{machine_id}", status_code=204, tags=["machines"], responses=ERRORS)
     def remove(machine_id: str) -> Response:
@@ -276,7 +280,7 @@ def create_app(
 
     @app.get("/vms", response_model=list[VmOut], tags=["vms"])
     def vms() -> Response:
-        return _json([vm_json(r) for r in engine.vms()])
+        return _json([vm_json(r, r.id in engine.pinned) for r in engine.vms()])
 
     @app.get("/vms/{vm_id:vmid}/explanation", response_model=ExplanationOut, tags=["vms"], responses=ERRORS)
     def explanation(vm_id: str) -> Response:
@@ -286,7 +290,7 @@ def create_app(
 
     @app.get("/vms/{vm_id:vmid}", response_model=VmOut, tags=["vms"], responses=ERRORS)
     def vm(vm_id: str) -> Response:
-        return _json(vm_json(engine.vm(vm_id)))
+        return _json(vm_json(engine.vm(vm_id), vm_id in engine.pinned))
 
     @app.delete("/vms/{vm_id:vmid}", response_model=VmOut, tags=["vms"], responses=ERRORS)
     async def release(vm_id: str) -> Response:

@@ -113,6 +113,7 @@ class VmOut(BaseModel):
     cpu: float
     mem: float
     multi: bool
+    pinned: bool = Field(description="never moved by re-optimisation (false in a release's answer)")
 
 
 class FailOut(BaseModel):
