@@ -138,3 +138,20 @@ def test_a_vm_says_whether_it_is_pinned_and_health_answers_head(client):
     assert {v["id"]: v["pinned"] for v in client.get("/vms").json()} == {"p": True, "q": False}
     assert client.put("/vms/p/pinned", json={"pinned": False}).json()["pinned"] is False
     assert client.head("/healthz").status_code == 200
+
+
+def test_a_database_whose_rows_do_not_fit_is_named_as_such(tmp_path):
+    import sqlite3
+
+    db = tmp_path / "c.db"
+    e = PlacementEngine.open(db)
+    e.add_machine("c", cpu=8, mem=32)
+    e.place(VmRequest("a", cpu=6, mem=4))
+    e.close()
+    with sqlite3.connect(db) as con:  # a second writer's row: machine c's node 0 now holds 12 of 8 cores
+        con.execute("INSERT INTO vms (id, machine, node, cpu, mem, multi, pinned) VALUES ('b', 'c', 0, 6, 4, 0, 0)")
+    for _ in range(2):  # a failed open gives its lock back: the same sentence again, not "open in another engine"
+        with pytest.raises(InputError) as err:
+            PlacementEngine.open(db)
+        assert err.value.field == "db"
+        assert f"{db} does not hold a consistent cluster: VM 'b' (6 cores, 4 GB) does not fit" in str(err.value)

@@ -256,7 +256,10 @@ class PlacementEngine:
             elif stored_numa != numa:
                 raise InputError(f"{path} holds machines with {stored_numa} NUMA nodes, not {numa}", field="numa")
             engine = cls(numa, policy, None, **kw)
-            engine._load(machines, vms)
+            try:
+                engine._load(machines, vms)
+            except InputError as e:  # the rows, not the caller's input: name the database
+                raise InputError(f"{path} does not hold a consistent cluster: {e.detail}", field="db") from None
         except BaseException:
             store.close()
             raise
