@@ -216,9 +216,9 @@ def run_cells(
     return runs
 
 
-def _widest(cells: list[list[float]]) -> str:
+def _widest(cells: list[list[float]], zero: str = "a cell is 0") -> str:
     """The largest 95 % interval half-width among ``cells`` (each a list of per-episode values) as a share of its
-    cell's mean, or why there is none (one episode; a cell whose mean is 0)."""
+    cell's mean, or why there is none (one episode; ``zero``: a cell whose mean is 0)."""
     shares = []
     for values in cells:
         cell = interval(values)
@@ -226,7 +226,7 @@ def _widest(cells: list[list[float]]) -> str:
     if any(math.isnan(x) for x in shares):
         return "- (one episode)"
     if any(math.isinf(x) for x in shares):
-        return "- (a cell is 0)"
+        return f"- ({zero})"
     return f"{max(shares) * 100:.1f} %"
 
 
@@ -236,23 +236,23 @@ def _precision(
     """The largest 95 % interval half-width per topology, as a share of the cell's value, of Table 1's acceptance
     cells and of Tables 2-5's CPU and memory utilisation cells: the paper's stated precision covers all three ("All
     values for acceptance ratio and utilisation ... have a 95% confidence interval of ±≤5% of the stated value")."""
-    widest: dict[str, list[str]] = {"acceptance": [], "cpu": [], "memory": []}
-    for t in topologies:
-        results = [runs[(t, d, p)].results for d in DATASETS for p in policies]
-        acc = _widest([[r.acceptance for r in rs] for rs in results])
-        widest["acceptance"].append(f"{t} {acc.replace('(a cell is 0)', '(a cell accepts nothing)')}")
-        widest["cpu"].append(f"{t} {_widest([[r.cpu_util for r in rs] for rs in results])}")
-        widest["memory"].append(f"{t} {_widest([[r.mem_util for r in rs] for rs in results])}")
+
+    def per_topology(measure: str, zero: str = "a cell is 0") -> str:
+        def cells(t: str) -> list[list[float]]:
+            return [[getattr(r, measure) for r in runs[(t, d, p)].results] for d in DATASETS for p in policies]
+
+        return ", ".join(f"{t} {_widest(cells(t), zero)}" for t in topologies)
+
     return [
         "",
         "Precision: the widest 95 % interval of a Table 1 cell, as a share of its value: "
-        + ", ".join(widest["acceptance"])
+        + per_topology("acceptance", "a cell accepts nothing")
         + " (the paper states at most 5 % for its values).",
         "",
         "The same for Tables 2-5's utilisation cells, CPU: "
-        + ", ".join(widest["cpu"])
+        + per_topology("cpu_util")
         + "; memory: "
-        + ", ".join(widest["memory"])
+        + per_topology("mem_util")
         + ".",
     ]
 

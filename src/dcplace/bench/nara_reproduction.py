@@ -151,10 +151,9 @@ def paper_margin_interval(dataset: str) -> tuple[float, float]:
     ratio's relative half-width is at most sqrt(2) x 5 % (the delta method). An upper end of the paper's
     uncertainty, not an estimate of it: "±≤5%" is a bound, and values measured on shared episodes would be
     correlated, narrowing it. Comparing ours with it needs both uncertainties combined (docs/reproductions.md)."""
-    nara = nb.PAPER_ACCEPTANCE[dataset]["nara"][0]
-    best = max(v[0] for p, v in nb.PAPER_ACCEPTANCE[dataset].items() if p in PAPER_BASELINES and v[0] is not None)
-    assert nara is not None and best is not None
-    ratio = nara / best
+    nara, *baselines = (nb._paper_acc(dataset, p, "alpha") for p in ("nara", *PAPER_BASELINES))
+    assert nara is not None and all(b is not None for b in baselines)
+    ratio = nara / max(b for b in baselines if b is not None)
     half = ratio * math.sqrt(2) * PAPER_PRECISION
     return ratio - 1 - half, ratio - 1 + half
 
@@ -165,6 +164,11 @@ def _margins(runs: dict[tuple[str, str, str], NetRun], bounds: dict[tuple[str, s
 
     def acc(t: str, d: str, p: str) -> float:
         return float(runs[(t, d, p)].summary()["acceptance_mean"])
+
+    def ratio_cell(num: tuple[str, str, str], den: tuple[str, str, str], paper: float) -> str:
+        """``num`` over ``den`` as a margin beside the paper's, or "-" where ``num``'s topology was not run."""
+        ours = _pct(acc(*num) / acc(*den) - 1) if num in runs else "-"
+        return f"| {ours} (paper {_pct(paper)}) "
 
     bounded = bool(bounds)  # no bound where a full cluster makes requests wait (nara_baselines.run_bounds)
     lines = [
@@ -181,18 +185,9 @@ def _margins(runs: dict[tuple[str, str, str], NetRun], bounds: dict[tuple[str, s
             f"| {d} | {_pct(acc('alpha', d, 'nara') / acc('alpha', d, best) - 1)} over {best} "
             f"(paper {_pct(PAPER_MARGIN_ALPHA[d])}) "
             f"| {_pct(acc('alpha', d, 'nara') / acc('alpha', d, 'nalb-strict') - 1)} "
-            + (
-                f"| {_pct(acc('gamma', d, 'nara') / acc('gamma', d, 'tetris') - 1)} "
-                if ("gamma", d, "nara") in runs
-                else "| - "
-            )
-            + f"(paper {_pct(PAPER_MARGIN_GAMMA_TETRIS[d])}) "
-            + (
-                f"| {_pct(acc('delta', d, 'nara') / acc('alpha', d, 'nara') - 1)} "
-                if ("delta", d, "nara") in runs
-                else "| - "
-            )
-            + f"(paper {_pct(PAPER_DELTA_VS_ALPHA[d])}) |"
+            + ratio_cell(("gamma", d, "nara"), ("gamma", d, "tetris"), PAPER_MARGIN_GAMMA_TETRIS[d])
+            + ratio_cell(("delta", d, "nara"), ("alpha", d, "nara"), PAPER_DELTA_VS_ALPHA[d])
+            + "|"
             + (_bound_cell(bounds, d, acc("alpha", d, best)) if bounded else "")
         )
     spans = ", ".join(f"{d} [{_pct(lo)}, {_pct(hi)}]" for d in nb.DATASETS for lo, hi in [paper_margin_interval(d)])

@@ -231,8 +231,10 @@ def _write_records(out: Path, records: list[dict[str, Any]], events: list[dict[s
 def render(records: list[dict[str, Any]], events: list[dict[str, Any]]) -> str:
     """The Markdown report, from the records alone."""
     synthetic = {r["trace"] == "synthetic" for r in records}
-    on = {frozenset({False}): "real traces", frozenset({True}): "the synthetic trace (the real ones are not here)"}
-    on_what = on.get(frozenset(synthetic), "real and synthetic traces")
+    if synthetic == {True}:
+        on_what = "the synthetic trace (the real ones are not here)"
+    else:
+        on_what = "real and synthetic traces" if True in synthetic else "real traces"
     lines = [f"# Periodic re-optimisation on {on_what} (paper 004, section III-D)", ""]
     for trace in dict.fromkeys(r["trace"] for r in records):
         rows = [r for r in records if r["trace"] == trace]

@@ -81,7 +81,7 @@ from dcplace.engine.store import (
 )
 from dcplace.errors import InputError
 from dcplace.inputs import read_csv, read_text
-from dcplace.placement.migration import MigrationPlan, plan_migrations
+from dcplace.placement.migration import MigrationPlan, Move, plan_migrations
 from dcplace.placement.migration import evacuate as evacuate_machines
 from dcplace.policies import get_policy
 from dcplace.policies.base import NumaPolicy
@@ -187,6 +187,13 @@ class FailReport:
     machine: str
     replaced: list[Placement] = field(default_factory=list)
     dropped: list[Rejection] = field(default_factory=list)
+
+
+def _move_record(rec: VmRecord, mv: Move, dst: str) -> reopt.MoveRecord:
+    """A planned move of the VM ``rec`` (where it is before the move) to machine ``dst``, in the engine's ids."""
+    unhomed = mv.src_machine < 0  # a failed machine's VM: it leaves nothing and copies nothing
+    return reopt.MoveRecord(rec.id, None if unhomed else rec.machine, dst, None if rec.multi else mv.dst_node,
+                            mv.staging, 0.0 if unhomed else rec.mem)  # fmt: skip
 
 
 MAX_AMOUNT = 2**31 - 1
@@ -891,13 +898,8 @@ class PlacementEngine:
     def _planned(self, snap: reopt.Snapshot, plan: MigrationPlan) -> tuple[reopt.MoveRecord, ...]:
         """``plan``'s moves as records, not applied (a dry run's answer: what executing it would do, in order)."""
         s = self.state
-        out = []
-        for mv in plan.moves:
-            rec = s.record(int(snap.slots[mv.vm]))
-            out.append(reopt.MoveRecord(rec.id, None if mv.src_machine < 0 else rec.machine,
-                                        s.machine_ids[mv.dst_machine], None if rec.multi else mv.dst_node, mv.staging,
-                                        0.0 if mv.src_machine < 0 else rec.mem))  # fmt: skip
-        return tuple(out)
+        return tuple(_move_record(s.record(int(snap.slots[mv.vm])), mv, s.machine_ids[mv.dst_machine])
+                     for mv in plan.moves)  # fmt: skip
 
     def _apply_plan(
         self, snap: reopt.Snapshot, plan: MigrationPlan, now: float | None
@@ -919,11 +921,9 @@ class PlacementEngine:
                 break
             s.place(rec.id, s.vm_slot(), rec.cpu, rec.mem, rec.multi, mv.dst_machine * kn + node)
             snap.slots[mv.vm] = s.slot_of_vm[rec.id]
-            dst = s.machine_ids[mv.dst_machine]
-            out = None if rec.multi else mv.dst_node
-            done.append(reopt.MoveRecord(rec.id, None if mv.src_machine < 0 else rec.machine, dst, out, mv.staging,
-                                         0.0 if mv.src_machine < 0 else rec.mem))  # fmt: skip
-            changes.append(VmRow(rec.id, dst, out, rec.cpu, rec.mem, rec.multi, rec.id in self.pinned))
+            done.append(_move_record(rec, mv, s.machine_ids[mv.dst_machine]))
+            changes.append(VmRow(rec.id, done[-1].machine, done[-1].node, rec.cpu, rec.mem, rec.multi,
+                                 rec.id in self.pinned))  # fmt: skip
             if now is not None and not mv.staging:
                 self.moved_at[rec.id] = now
         self.counters["migrated"] += len(done)
