@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export OMP_NUM_THREADS := 1
 export NUMBA_NUM_THREADS := 1
 
-.PHONY: demo test lint bench setup clean
+.PHONY: demo test lint bench setup browser clean
 
 setup: $(STAMP)
 
@@ -19,7 +19,15 @@ $(STAMP): pyproject.toml constraints.txt
 demo: $(STAMP)
 	$(BIN)/dcplace demo
 
-test: $(STAMP)
+# The browser tests (the report, the service's /docs) need Debian's chromium: installed here when missing and this
+# is root on Debian; otherwise those tests are skipped, and this says so.
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	    (apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium) >/dev/null 2>&1; } || \
+	  echo "make: no chromium (apt-get install chromium): the browser tests will be skipped"
+
+test: $(STAMP) browser
 	$(BIN)/ruff check src tests benchmarks scripts
 	$(BIN)/ruff format --check src tests benchmarks scripts
 	$(BIN)/mypy

@@ -1,6 +1,7 @@
 """What an operator's walkthrough found (2026-11-27), each kept from coming back: a request cannot name code to run,
 ids with "/" work on every VM route, one engine per database, a drain that cannot empty its machine says so,
-amounts stay within the ledger's exact range, and POST /reoptimise needs no body."""
+amounts stay within the ledger's exact range, POST /reoptimise needs no body, and a batch keeps what its items
+say."""
 
 from __future__ import annotations
 
@@ -31,7 +32,6 @@ def client(tmp_path, request):
     [
         ("post", "/vms", {"id": "v", "cpu": 1, "mem": 1, "policy": "os:getcwd"}),
         ("post", "/vms/batch", {"vms": [{"id": "v", "cpu": 1, "mem": 1}], "policy": "os:getcwd"}),
-        ("post", "/vms/batch", {"vms": [{"id": "v", "cpu": 1, "mem": 1, "policy": "os:getcwd"}]}),
         ("post", "/explain", {"cpu": 1, "mem": 1, "policy": "os:getcwd"}),
         ("post", "/machines/pm0/fail?policy=os:getcwd", None),
     ],
@@ -138,6 +138,18 @@ def test_a_vm_says_whether_it_is_pinned_and_health_answers_head(client):
     assert {v["id"]: v["pinned"] for v in client.get("/vms").json()} == {"p": True, "q": False}
     assert client.put("/vms/p/pinned", json={"pinned": False}).json()["pinned"] is False
     assert client.head("/healthz").status_code == 200
+
+
+def test_a_batch_keeps_its_items_pinned_and_refuses_what_it_would_ignore(client):
+    """A batch item's ``pinned`` is kept (it was dropped: the VM could be migrated); ``policy`` and ``explain`` on an
+    item, which a batch cannot honour (one policy, no explanations), are a 422 naming the field."""
+    vms = [{"id": "p", "cpu": 1, "mem": 1, "pinned": True}, {"id": "q", "cpu": 1, "mem": 1}]
+    assert client.post("/vms/batch", json={"vms": vms}).json()["placed"] == 2
+    assert {v["id"]: v["pinned"] for v in client.get("/vms").json()} == {"p": True, "q": False}
+    for field, value in (("policy", "os:getcwd"), ("explain", False)):
+        r = client.post("/vms/batch", json={"vms": [{"id": "r", "cpu": 1, "mem": 1, field: value}]})
+        assert r.status_code == 422 and r.json()["detail"].startswith(f"field 'vms.0.{field}': Extra inputs")
+    assert client.get("/vms/r").status_code == 404
 
 
 def test_a_database_whose_rows_do_not_fit_is_named_as_such(tmp_path):

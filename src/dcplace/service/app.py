@@ -1,7 +1,8 @@
 """The HTTP placement service: FastAPI over one :class:`~dcplace.engine.PlacementEngine`.
 
 ``create_app(engine)`` builds the application; ``dcplace serve --db PATH --policy NAME`` runs it under uvicorn.
-OpenAPI docs are at ``/docs`` (and ``/openapi.json``).
+OpenAPI docs are at ``/docs`` and ``/redoc`` (and ``/openapi.json``), served with their scripts from the installed
+``fastapi-offline`` package, not from a CDN, so they work on a cluster network without internet access.
 
 Errors a client can cause are 4xx with ``{"detail": "<one sentence>"}``: an unknown machine or VM is 404, a
 duplicate id, a machine that still hosts VMs or a VM that fits nowhere is 409 (the body of a rejected placement also
@@ -27,6 +28,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import PlainTextResponse, Response
+from fastapi_offline import FastAPIOffline
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.convertors import Convertor, register_url_convertor
 
@@ -142,7 +144,8 @@ def create_app(
         if task is not None:
             task.cancel()
 
-    app = FastAPI(
+    app = FastAPIOffline(
+        static_url="/docs-static",
         title="dcplace placement service",
         description="Place VMs on NUMA machines with a named policy; durable state; explanations of every decision.",
         version="0.1.0",
@@ -276,7 +279,7 @@ def create_app(
         """Place several VMs in order (the decisions of one ``POST /vms`` each, without explanations, rejections
         with theirs), durable when answered, with one commit: bulk admission. 200 even when some are rejected
         (each result says); a duplicate id or a bad body is 409 / 422 and places nothing."""
-        reqs = [VmRequest(v.id, v.cpu, v.mem, v.multi_numa) for v in body.vms]
+        reqs = [VmRequest(v.id, v.cpu, v.mem, v.multi_numa, v.pinned) for v in body.vms]
         out = await engine.place_batch_async(reqs, body.policy)
         placed = sum(1 for d in out if isinstance(d, Placement))
         metrics.placed.inc(placed)

@@ -51,8 +51,8 @@ class MachineOut(BaseModel):
     vms: int
 
 
-class VmIn(BaseModel):
-    """A VM to place."""
+class VmBatchItem(BaseModel):
+    """A VM of a batch: placed with the batch's policy, without an explanation (naming either is a 422)."""
 
     model_config = ConfigDict(extra="forbid")
     id: str = Ident
@@ -60,6 +60,11 @@ class VmIn(BaseModel):
     mem: PositiveFloat = Field(description="GB", examples=[8])
     multi_numa: bool = Field(default=False, description="split evenly over every NUMA node of one machine")
     pinned: bool = Field(default=False, description="never moved by re-optimisation")
+
+
+class VmIn(VmBatchItem):
+    """A VM to place."""
+
     policy: PolicyName | None = Field(default=None, description="a registered policy; default: the service's")
     explain: bool = Field(default=True, description="return the decision's explanation")
 
@@ -194,7 +199,7 @@ class VmBatchIn(BaseModel):
     """Several VMs placed in order, as one ``POST /vms`` each would place them, with one commit."""
 
     model_config = ConfigDict(extra="forbid")
-    vms: list[VmIn] = Field(min_length=1, max_length=10_000)
+    vms: list[VmBatchItem] = Field(min_length=1, max_length=10_000)
     policy: PolicyName | None = Field(default=None, description="a registered policy; default: the service's")
 
 
