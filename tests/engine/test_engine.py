@@ -309,3 +309,39 @@ def test_place_arrays_decides_as_place_batch(policy: str, tmp_path) -> None:
         again.place_arrays(["a", "a"], [1, 1], [1, 1])
     assert "fresh" not in {r.id for r in again.vms()}
     again.close()
+
+
+class _Counting(ScoredNumaPolicy):
+    """A user's policy with state: it counts its decisions (first-fit's choice)."""
+
+    name = "counting"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def score(self, view: NumaView) -> np.ndarray:
+        self.calls += 1
+        return -np.arange(view.free.shape[0] * view.free.shape[1], dtype=float)
+
+
+@pytest.mark.parametrize("policy", ["cvd-rl", "best-fit", "schedrl", "counting"])
+def test_warm_up_touches_neither_the_engine_nor_its_policy(policy: str, tmp_path) -> None:
+    """``warm_up`` (``dcplace serve`` calls it before answering) decides in a scratch engine with a copy of the
+    policy: the state, counters, explanations and database are as before, a user policy's own state too, and a
+    policy that cannot act on these machines (schedrl: 50) is simply left cold."""
+    engine = PlacementEngine.open(tmp_path / "c.db", policy=_Counting() if policy == "counting" else policy)
+    calls = lambda: getattr(engine.default_policy, "calls", 0)  # noqa: E731
+    assert engine.warm_up() >= 0 and calls() == 0  # with no machines: one default machine
+    for k in range(3):
+        engine.add_machine(f"m{k}", cpu=[16, 8], mem=64)
+    if policy != "schedrl":  # it cannot act on 3 machines: the warm-up must not raise either
+        engine.place(VmRequest("a", 2, 4))
+    before = (engine.snapshot(), dict(engine.counters), engine.explanation("a") if policy != "schedrl" else None)
+    n = calls()
+    assert engine.warm_up() >= 0
+    assert (engine.snapshot(), dict(engine.counters), before[2] and engine.explanation("a")) == before
+    assert calls() == n and (n > 0) == (policy == "counting")  # the placement above decided, the warm-ups did not
+    engine.close()
+    reopened = PlacementEngine.open(tmp_path / "c.db")
+    assert reopened.snapshot() == before[0]
+    reopened.close()

@@ -54,4 +54,5 @@ def test_background_reoptimiser_runs_when_due() -> None:
             time.sleep(0.05)
         last = c.get("/reoptimise/last").json()
         assert last["trigger"] == "timer" and last["verified"]
+        assert isinstance(last["moves"], list) and len(last["moves"]) == last["applied"]  # listed, as POST's
     engine.check_invariants()

@@ -98,9 +98,11 @@ def serve(
             exc.field = {"every_s": "reoptimise_every", "below": "reoptimise_below"}[exc.field]
         _fail(exc)
     warm_up_jit()
+    warm_s = engine.warm_up()  # the default policy compiled before the first request, not during it
     s = engine.stats()
     typer.echo(f"dcplace serve: {sum(s['machines'].values())} machines, {s['vms']} VMs from {db}; policy "
-               f"{engine.default_policy.name}; http://{host}:{port} (docs at /docs)", err=True)  # fmt: skip
+               f"{engine.default_policy.name} (ready in {warm_s:.1f} s); http://{host}:{port} (docs at /docs)",
+               err=True)  # fmt: skip
     try:
         uvicorn.run(
             create_app(engine, reopt, check_every_s=10.0),

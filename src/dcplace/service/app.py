@@ -106,7 +106,7 @@ async def _reoptimiser(engine: PlacementEngine, policy: ReoptPolicy, every_s: fl
             last["report"] = {"error": str(e)}
             continue
         if rep is not None:
-            last["report"] = rep.as_dict(moves=False)
+            last["report"] = rep.as_dict()
             print(f"dcplace serve: re-optimisation ({rep.trigger}): {rep.applied} move(s), machines in use "
                   f"{rep.machines_before} -> {rep.machines_after}, verified: {'yes' if rep.verified else 'NO'}",
                   file=sys.stderr, flush=True)  # fmt: skip
@@ -246,7 +246,8 @@ def create_app(
 
     @app.get("/reoptimise/last", tags=["machines"])
     def last_reoptimisation() -> Response:
-        """The last background re-optimisation event's report (moves counted, not listed); ``{}`` before one."""
+        """The last background re-optimisation event's report, its moves listed as ``POST /reoptimise`` lists them;
+        ``{}`` before one, ``{"error": sentence}`` when the cluster could not be re-optimised."""
         return _json(last.get("report", {}))
 
     @app.put("/vms/{vm_id:vmid}/pinned", response_model=VmOut, tags=["vms"], responses=ERRORS)
@@ -266,7 +267,14 @@ def create_app(
         status_code=201,
         response_model=PlacementOut,
         tags=["vms"],
-        responses={**ERRORS, 409: {"model": RejectionOut, "description": "rejected (no fit), or a duplicate id"}},
+        responses={
+            **ERRORS,
+            409: {
+                "model": RejectionOut | ErrorOut,
+                "description": "rejected (no fit: the reason, code and "
+                "explanation), or a duplicate id (the sentence only)",
+            },
+        },
     )
     async def place(body: VmIn) -> Response:
         """Place a VM with the service's policy (or ``policy``); durable when answered. A VM that fits nowhere is
