@@ -34,6 +34,12 @@ class InputError(Exception):
         super().__init__(f"{prefix}: {message}" if prefix else message)
 
 
+class PolicyError(InputError):
+    """A user's policy misbehaved: it raised, or returned something that is not an action. Its own code is at fault,
+    not dcplace's, so it is reported as one sentence (exit 2, a 422 over HTTP), not as a dcplace traceback; the
+    original exception is chained (``__cause__``) for whoever debugs the policy."""
+
+
 class Terminated(BaseException):
     """The process got SIGTERM. Raised by the CLI's signal handler so that, like ``KeyboardInterrupt`` for SIGINT, it
     unwinds the work (atomic outputs discard their temporary files) and the command exits with 143 (128 + 15).

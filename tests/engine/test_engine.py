@@ -18,7 +18,7 @@ from dcplace.engine import (
     read_allocations,
     write_allocations,
 )
-from dcplace.errors import InputError
+from dcplace.errors import InputError, PolicyError
 from dcplace.policies import NumaView, ScoredNumaPolicy
 
 
@@ -133,7 +133,7 @@ def test_a_policy_that_raises_during_fail_changes_nothing() -> None:
         e.place(VmRequest(f"v{i}", 5, 5))
     before = e.snapshot()
     e._policies["exploding"] = Exploding()
-    with pytest.raises(RuntimeError, match="bug in a user policy"):
+    with pytest.raises(PolicyError, match="raised RuntimeError: bug in a user policy"):  # named, one sentence
         e.fail("pm0", policy="exploding")
     assert e.snapshot() == before
     e.check_invariants()

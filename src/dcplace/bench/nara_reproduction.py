@@ -54,7 +54,7 @@ PAPER_TABLE7 = {
 
 def run_reproduction(
     out: Path,
-    episodes: int = 5,
+    episodes: int = nb.GAMMA_DELTA_EPISODES,
     seed: int = 0,
     quick: bool = False,
     progress: bool = True,

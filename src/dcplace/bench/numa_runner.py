@@ -35,6 +35,8 @@ class RunSummary:
     oversize: int
     terminated: int
     truncated: int
+    invalid: int
+    """Episodes that ended on an infeasible action of the policy (status ``invalid``)."""
     wall_s: float
     decisions_per_s: float
 
@@ -75,6 +77,7 @@ def summarise(
         oversize=int(sum(r.oversize for r in results)),
         terminated=sum(r.status == "terminated" for r in results),
         truncated=sum(r.status == "truncated" for r in results),
+        invalid=sum(r.status == "invalid" for r in results),
         wall_s=wall,
         decisions_per_s=decisions / wall if wall > 0 else float("inf"),
     )

@@ -48,8 +48,8 @@ class AllSettings:
     cvd_episodes: int = 20
     """episodes per cell, CVD-RL heuristic and learned tables"""
     curve_epochs: int = 40
-    nara_episodes: int = 5
-    """Nara: episodes per cell on gamma and delta"""
+    nara_episodes: int = 20
+    """Nara: episodes per cell on gamma and delta (:data:`dcplace.bench.nara_baselines.GAMMA_DELTA_EPISODES`)"""
     nara_alpha_beta_episodes: int = 100
     """Nara: episodes per cell on alpha and beta (:data:`dcplace.bench.nara_baselines.ALPHA_BETA_EPISODES`)"""
     workers: int = 2

@@ -41,11 +41,13 @@ def progress_lines(what: str) -> Iterator[Callable[[str], None]]:
 
 @contextmanager
 def progress_bar(title: str, total: int, unit: str) -> Iterator[Callable[..., None]]:
-    """A bar of ``total`` ``unit`` on stderr (transient); the yielded function advances it by one."""
+    """A bar of ``total`` ``unit`` on stderr (transient; none where stderr is not a terminal, where it would leave
+    only a blank line in a log); the yielded function advances it by one."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     with Progress(TextColumn(f"[bold]{title}"), BarColumn(), TextColumn("{task.completed}/{task.total} " + unit),
-                  TimeElapsedColumn(), TimeRemainingColumn(), console=err_console, transient=True) as bar:  # fmt: skip
+                  TimeElapsedColumn(), TimeRemainingColumn(), console=err_console, transient=True,
+                  disable=not err_console.is_terminal) as bar:  # fmt: skip
         task = bar.add_task(title, total=total)
         yield lambda *_: bar.advance(task)
 

@@ -120,6 +120,10 @@ def simulate_numa(
     console.print(f"{decisions:,} decisions in {wall:.3f} s ({summary.decisions_per_s:,.0f}/s); "
                   f"oversize VMs skipped: {summary.oversize}")  # fmt: skip
     console.print(f"income: {UNITS['income']}")
+    if summary.invalid:
+        typer.echo(f"warning: {summary.invalid} of {len(results)} episodes ended on an infeasible action of the "
+                   f"policy {cfg.policy} (status invalid: an episode stops at the first one, docs/policies.md)",
+                   err=True)  # fmt: skip
 
 
 def _warm_up_policy(pol: Any, cluster: Any, prepared: Any, sc: Any, seed: int) -> None:
@@ -243,6 +247,9 @@ def simulate_netalloc(
     console.print("locality: " + ", ".join(f"{k} {v:.0%}" for k, v in s["locality"].items())
                   + f"; {s['servers_per_allocation_mean']:.1f} servers per allocation")  # fmt: skip
     console.print(f"{s['decisions']:,} decisions in {s['wall_s']:.3f} s ({s['decisions_per_s']:,.0f}/s)")
+    if s["rejected"].get("invalid"):
+        typer.echo(f"warning: the policy {cfg.policy} picked {s['rejected']['invalid']:,} servers its view's mask did "
+                   "not allow (each rejects its request: docs/policies.md)", err=True)  # fmt: skip
 
 
 @dataclass(frozen=True)

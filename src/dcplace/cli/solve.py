@@ -14,7 +14,6 @@ import typer
 from dcplace.cli.common import JSON_HELP, console, err_console, save_result
 from dcplace.cli.options import Flag, config_command
 from dcplace.config import check, check_types
-from dcplace.errors import InputError
 from dcplace.placement import (
     AutoParams,
     CompactParams,
@@ -41,7 +40,9 @@ class SolveRun:
     """exp1, exp2, mix1, mix2, mix2x100, a JSON instance file, or a topology-aware batch: huawei-c1..c4
     (../shared/data) or a VM_data_C<n>.csv beside PM_res.csv and topology.csv"""
     method: str = "auto"
-    """auto, flat (the paper's model), compact (exact, on counts), pattern (column gen.), greedy, hierarchical"""
+    """auto, flat (the paper's model), compact (exact, on counts), pattern (column gen.), greedy, hierarchical;
+    topology-aware batches: auto, pattern, relaxation-guided, consolidate; or package.module:name, a method that
+    module registers (docs/placement.md)"""
     time_limit: float | None = None
     """seconds; the best solution and bound so far are returned (default 60; 300 for huawei-cN)"""
     workers: int = 2
@@ -114,12 +115,10 @@ def solve_cmd(
     from dcplace.placement.numa_instances import is_numa_batch, load_numa_batch
 
     if is_numa_batch(cfg.instance):
-        if cfg.method != "auto":
-            raise InputError(f"topology-aware batches are solved by method auto only, got {cfg.method!r}",
-                             field="method")  # fmt: skip
         limit = Deadline(300.0 if cfg.time_limit is None else cfg.time_limit)
-        with err_console.status(f"solving {cfg.instance} (up to {limit.seconds:g} s)..."):
-            res = solve(load_numa_batch(cfg.instance), "auto", limit, cfg.seed, cfg.numa_batch)
+        own = cfg.numa_batch if cfg.method == "auto" else None  # another method: its defaults
+        with err_console.status(f"solving {cfg.instance} with {cfg.method} (up to {limit.seconds:g} s)..."):
+            res = solve(load_numa_batch(cfg.instance), cfg.method, limit, cfg.seed, own)
         summary = summary_of(res)
         _write_out(out, summary, res, cfg)
         if json_out:

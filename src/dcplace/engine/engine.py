@@ -88,6 +88,7 @@ from dcplace.policies import get_policy
 from dcplace.policies.base import NumaPolicy
 from dcplace.policies.numa_heuristics import FIRST_FIT, Heuristic
 from dcplace.policies.numa_heuristics import choose as heuristic_choose
+from dcplace.sim.policy_calls import as_action, decide
 
 
 class NotFound(InputError):
@@ -643,7 +644,7 @@ class PlacementEngine:
                                  s.active)
             )  # fmt: skip
         else:
-            action = int(pol.choose(s.view(req.cpu, req.mem, req.multi)))
+            action = as_action(pol, decide(pol, s.view(req.cpu, req.mem, req.multi)))
         m = action // kn if action >= 0 else -1
         ok = 0 <= m < s.active and bool(s.usable[m]) and s.fits(m, action % kn, req.cpu, req.mem, req.multi)
         if not ok:
@@ -663,6 +664,13 @@ class PlacementEngine:
         """The heuristic's weight array (built once by the policy object)."""
         return pol._w()
 
+    def _ranked(self, pol: NumaPolicy, req: VmRequest, n: int) -> list[tuple[int, tuple[float, ...]]]:
+        """``pol.rank``: its candidates that are actions on this cluster (a user's policy may rank others)."""
+        s = self.state
+        ranked = decide(pol, s.view(req.cpu, req.mem, req.multi), "rank", n)
+        acts = [(as_action(pol, a), sc) for a, sc in ranked]
+        return [(a, sc) for a, sc in acts if 0 <= a < s.active * self.numa]
+
     def _candidate(self, action: int, score: tuple[float, ...] = ()) -> Candidate:
         kn = self.numa
         return Candidate(self.state.machine_ids[action // kn], action % kn, score)
@@ -671,7 +679,7 @@ class PlacementEngine:
         s = self.state
         feasible, infeasible = counts_dict(reason_counts(s.free, s.status, d, req.multi, s.active))
         machines = len(s.slot_of_machine)
-        cands = [self._candidate(a, sc) for a, sc in pol.rank(s.view(req.cpu, req.mem, req.multi), self.top)]
+        cands = [self._candidate(a, sc) for a, sc in self._ranked(pol, req, self.top)]
         if req.multi:
             cands = [Candidate(c.machine, None, c.score) for c in cands]
         if action < 0:
@@ -726,7 +734,7 @@ class PlacementEngine:
             pol = self.policy(policy)
             s = self.state
             d = np.array([request.cpu, request.mem])
-            action = int(pol.choose(s.view(request.cpu, request.mem, request.multi)))
+            action = as_action(pol, decide(pol, s.view(request.cpu, request.mem, request.multi)))
             kn = self.numa
             m = action // kn if action >= 0 else -1
             feasible = (
@@ -749,7 +757,7 @@ class PlacementEngine:
             classes = machine_classes(s.free, s.status, np.array([req.cpu, req.mem]), req.multi, s.active)
             verdict = {s.machine_ids[m]: CLASS_NAMES[c] for m, c in enumerate(classes) if c >= 0}
             pol = self.policy(policy)
-            ranked = pol.rank(s.view(req.cpu, req.mem, req.multi), s.active * self.numa)
+            ranked = self._ranked(pol, req, s.active * self.numa)
             return verdict, [
                 (s.machine_ids[a // self.numa], None if req.multi else a % self.numa, sc) for a, sc in ranked
             ]

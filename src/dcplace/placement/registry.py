@@ -16,6 +16,7 @@ Imports go one way: ``stop``, ``result``, ``params`` <- ``registry`` <- the meth
 
 from __future__ import annotations
 
+import importlib
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -93,12 +94,31 @@ def method_names(problem: type = Problem) -> list[str]:
 
 
 def get_method(name: str, problem: type = Problem) -> Method:
-    """The method ``name`` for ``problem`` instances (its class, then its bases)."""
+    """The method ``name`` for ``problem`` instances (its class, then its bases). ``package.module:name`` imports
+    the module first (where a user's method registers itself, :func:`register_method`), then looks ``name`` up, so
+    ``dcplace solve --method mypackage.methods:ffd`` runs a method no dcplace module knows."""
+    if ":" in name:
+        name = _import_for(name)
     for klass in problem.__mro__:
         if (klass, name) in _METHODS:
             return _METHODS[(klass, name)]
     names = [n for klass in problem.__mro__ for n in method_names(klass)]
     raise field_error("method", f"be one of {', '.join(names) or '(none registered)'}", name)
+
+
+def _import_for(ref: str) -> str:
+    """Import ``ref``'s module (``package.module:name``) and return ``name``; a module that is missing or fails is
+    one sentence naming the method."""
+    module, _, name = ref.partition(":")
+    if not module or not name:
+        raise field_error("method", "look like package.module:name", ref)
+    try:
+        importlib.import_module(module)
+    except ImportError as e:
+        raise InputError(f"cannot import module {module!r} ({e})", field="method") from None
+    except Exception as e:  # the user's module failed while it ran
+        raise InputError(f"importing module {module!r} raised {type(e).__name__}: {e}", field="method") from e
+    return name
 
 
 def params_for(method: str, values: Mapping[str, Any] | None = None, problem: type = Problem) -> Params:

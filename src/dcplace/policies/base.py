@@ -42,6 +42,8 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 import numpy.typing as npt
 
+from dcplace.sim.policy_calls import as_action, decide
+
 if TYPE_CHECKING:
     from dcplace.sim.netalloc import NetView
     from dcplace.sim.numa import NumaSim, NumaView
@@ -79,7 +81,7 @@ class NumaPolicy(ABC):
 
         status = sim.status
         while status == DECIDE:
-            status = sim.step(self.choose(sim.view()))
+            status = sim.step(as_action(self, decide(self, sim.view())))
         return status
 
 

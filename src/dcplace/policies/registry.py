@@ -60,6 +60,8 @@ def _resolve(ref: str, what: str) -> Callable[..., object]:
         obj: Any = importlib.import_module(module)
     except ImportError as e:
         raise InputError(f"{what} {ref!r}: cannot import module {module!r} ({e})") from None
+    except Exception as e:  # the user's module failed while it ran: its fault, said in one sentence
+        raise InputError(f"{what} {ref!r}: importing module {module!r} raised {type(e).__name__}: {e}") from e
     for part in attr.split("."):
         if not hasattr(obj, part):
             raise InputError(f"{what} {ref!r}: module {module!r} has no attribute {attr!r}")

@@ -18,6 +18,7 @@ from dcplace.cluster.numa import NumaCluster
 from dcplace.errors import InputError
 from dcplace.sim.numa import EpisodeResult, NumaSim, NumaView, PreparedTrace, Scenario, oversize_mask
 from dcplace.sim.numa_kernel import DECIDE, TERMINATED
+from dcplace.sim.policy_calls import as_action, decide
 from dcplace.workload.table import RequestTable
 
 
@@ -66,7 +67,7 @@ def finish(sim: NumaSim, policy: Decider) -> int:
         return status
     status = sim.status
     while status == DECIDE:
-        status = sim.step(policy.choose(sim.view()))
+        status = sim.step(as_action(policy, decide(policy, sim.view())))
     return status
 
 

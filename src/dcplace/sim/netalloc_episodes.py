@@ -14,6 +14,7 @@ from typing import Literal, Protocol
 from dcplace.cluster.topology import PRESETS, Topology
 from dcplace.errors import InputError
 from dcplace.sim.netalloc import NetAllocSim, NetResult, NetView
+from dcplace.sim.policy_calls import as_action, decide
 from dcplace.sim.routing import PathRule, Routing, WeightedRouting, routing_for
 from dcplace.workload.netreq import NetRequests, generate, is_named_set, read_requests
 
@@ -158,11 +159,11 @@ def run_episode(sim: NetAllocSim, policy: ServerPicker, on_request: Callable[[in
         )
     if on_request is None:
         while not sim.done:
-            sim.pick(policy.choose(sim.view()))
+            sim.pick(as_action(policy, decide(policy, sim.view())))
         return sim.result()
     seen = sim.t
     while not sim.done:
-        sim.pick(policy.choose(sim.view()))
+        sim.pick(as_action(policy, decide(policy, sim.view())))
         if sim.t != seen:
             on_request(sim.t - seen)
             seen = sim.t

@@ -1,0 +1,46 @@
+"""Calling a policy from the library's loops (the simulators, the live engine): a user's policy that raises, or
+returns something that is not an action, is reported as a :class:`~dcplace.errors.PolicyError` naming the policy,
+one sentence like any bad input, instead of a dcplace traceback (or, for 1.5, a silently truncated action)."""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+from dcplace.errors import InputError, PolicyError
+
+
+def _users(policy: Any) -> bool:
+    """Whether ``policy`` is a user's (its class defined outside dcplace): its failures are its own."""
+    return not type(policy).__module__.startswith("dcplace.")
+
+
+def _label(policy: Any) -> str:
+    cls = type(policy)
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def decide(policy: Any, view: Any, method: str = "choose", *args: Any) -> Any:
+    """``policy.<method>(view, *args)``, where an exception from a user's policy becomes a :class:`PolicyError`
+    naming the policy and the exception (dcplace's own policies raise as they are: a traceback there is a bug)."""
+    try:
+        return getattr(policy, method)(view, *args)
+    except InputError:
+        raise
+    except Exception as e:
+        if not _users(policy):
+            raise
+        raise PolicyError(f"the policy {_label(policy)} raised {type(e).__name__}: {e}") from e
+
+
+def as_action(policy: Any, action: Any) -> int:
+    """``action`` as an int, or a :class:`PolicyError` when it is not a whole number (a float such as 1.5 was
+    truncated to a machine the policy did not choose). Any whole number is an action: one outside the cluster is
+    an infeasible action, which the simulators and the engine treat as such."""
+    try:
+        return operator.index(action)
+    except TypeError:
+        raise PolicyError(
+            f"the policy {_label(policy)} returned {action!r} ({type(action).__name__}), not an action: an action is a "
+            "whole number (-1 rejects)"
+        ) from None
