@@ -102,7 +102,7 @@ def test_generic_graph_from_networkx_and_files(tmp_path):
             "links[0].capacity': must be a number > 0",
         ),
         ('{"nodes": [{"name": "a", "cpu": -1}], "links": []}', "nodes[0].cpu"),
-        ("{not json", "not valid JSON"),
+        ("{not json", "line 1: not valid JSON (Expecting property name enclosed in double quotes at column 2)"),
     ],
 )
 def test_bad_topology_files_are_one_clear_error(tmp_path, text, needle):

@@ -204,6 +204,9 @@ def simulate_netalloc(
     n = cfg.requests or default_requests(top)
     if not is_named_set(cfg.dataset) and Path(cfg.dataset).is_file():
         n = len(read_requests(Path(cfg.dataset)))  # a request file is replayed as it is
+        if cfg.requests and cfg.requests != n:  # it was ignored without a word
+            raise InputError(f"a request file is replayed as it is ({cfg.dataset}: {n} requests), so --requests "
+                             f"{cfg.requests} cannot apply; leave it out", field="requests")  # fmt: skip
     # The bar counts requests, so that one long episode (delta with a learned agent) shows progress too.
     with progress_bar(f"{cfg.policy} on {top.name}/{cfg.dataset}", cfg.episodes * n, "requests") as advance:
 

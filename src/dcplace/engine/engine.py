@@ -82,6 +82,7 @@ from dcplace.engine.store import (
 )
 from dcplace.errors import InputError
 from dcplace.inputs import read_csv, read_text
+from dcplace.jsonio import json_problem
 from dcplace.placement.migration import MigrationPlan, Move, plan_migrations
 from dcplace.placement.migration import evacuate as evacuate_machines
 from dcplace.policies import get_policy
@@ -1101,7 +1102,7 @@ def read_allocations(path: str | Path) -> list[dict[str, Any]]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
-        raise InputError(f"not valid JSON ({e.msg})", path=p, line=e.lineno) from None
+        raise InputError(f"not valid JSON ({json_problem(e)})", path=p, line=e.lineno) from None
     if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
         raise InputError("must be a JSON list of allocation objects", path=p)
     return data
