@@ -513,11 +513,9 @@ def test_env_actions_outside_the_space_raise(env_id: str, action: object) -> Non
 def test_requests_with_a_request_file_is_refused_not_ignored(tmp_path: Path) -> None:
     """A request file is replayed as it is; ``--requests`` with another count was silently ignored."""
     (tmp_path / "r.csv").write_text(REQUESTS)
-    out = tmp_path / "out"
-    code, err = run(
-        "simulate", "netalloc", "--dataset", str(tmp_path / "r.csv"), "--requests", "1000", "--out", str(out)
-    )
+    out, reqs = tmp_path / "out", str(tmp_path / "r.csv")
+    code, err = run("simulate", "netalloc", "--dataset", reqs, "--requests", "1000", "--out", str(out))
     assert_contract(code, err, "--requests", out)
     assert "3 requests" in err
-    code, _ = run("simulate", "netalloc", "--dataset", str(tmp_path / "r.csv"), "--requests", "3", "--episodes", "1")
+    code, _ = run("simulate", "netalloc", "--dataset", reqs, "--requests", "3", "--episodes", "1")
     assert code == 0
