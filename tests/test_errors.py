@@ -519,3 +519,21 @@ def test_requests_with_a_request_file_is_refused_not_ignored(tmp_path: Path) -> 
     assert "3 requests" in err
     code, _ = run("simulate", "netalloc", "--dataset", reqs, "--requests", "3", "--episodes", "1")
     assert code == 0
+
+
+def test_a_folder_that_is_no_azure_trace_says_what_a_folder_means(tmp_path: Path) -> None:
+    """A folder is read as Azure V1; one without its v1.dev.txt said only "no flavour trace for split 'dev'"."""
+    code, err = run("simulate", "numa", "--trace", str(tmp_path), "--pms", "5")
+    assert_contract(code, err, "--trace")
+    assert "read as an Azure V1 trace" in err and "no v1.dev.txt" in err
+
+
+def test_episodes_that_never_reach_the_warm_start_are_said_to(tmp_path: Path) -> None:
+    """A trace too short for the warm start scored nothing, and the table's zeros looked like a result."""
+    f = tmp_path / "t.csv"
+    f.write_text(LIFETIME)
+    r = CliRunner().invoke(app, ["simulate", "numa", "--trace", str(f), "--pms", "5", "--warm-start", "0.9"])
+    assert r.exit_code == 0, r.stderr
+    assert "warning: 10 of 10 episodes ran out of trace before their first scored request" in r.stderr
+    r = CliRunner().invoke(app, ["simulate", "numa", "--trace", str(f), "--pms", "5", "--warm-start", "0"])
+    assert r.exit_code == 0 and "ran out of trace" not in r.stderr

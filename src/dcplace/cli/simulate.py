@@ -120,6 +120,11 @@ def simulate_numa(
     console.print(f"{decisions:,} decisions in {wall:.3f} s ({summary.decisions_per_s:,.0f}/s); "
                   f"oversize VMs skipped: {summary.oversize}")  # fmt: skip
     console.print(f"income: {UNITS['income']}")
+    empty = sum(r.length == 0 and r.status == "truncated" for r in results)
+    if empty:  # they scored nothing, and a mean of zeros looked like a result
+        typer.echo(f"warning: {empty} of {len(results)} episodes ran out of trace before their first scored request "
+                   f"(the warm start, {sc.warm_start:.0%} of the CPU in use, was not reached: use a longer trace, "
+                   "fewer --pms or a lower --warm-start)", err=True)  # fmt: skip
     if summary.invalid:
         typer.echo(f"warning: {summary.invalid} of {len(results)} episodes ended on an infeasible action of the "
                    f"policy {cfg.policy} (status invalid: an episode stops at the first one, docs/policies.md)",

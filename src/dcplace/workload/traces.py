@@ -63,6 +63,12 @@ def load_trace(name_or_path: str, *, seed: int = 0, synthetic_n: int = 20_000) -
         return read_azure(root / "azure-v1", split="dev")
     p = Path(name_or_path)
     if p.is_dir():
+        if not (p / "v1.dev.txt").is_file():  # any folder was read as Azure and failed on a file it never named
+            raise InputError(
+                f"a folder is read as an Azure V1 trace (v1.dev.txt, flav_map.txt, ...), and {name_or_path} has no "
+                "v1.dev.txt; give a trace file or such a folder",
+                field="trace",
+            )
         return read_azure(p, split="dev")
     if not p.exists():
         raise InputError(
