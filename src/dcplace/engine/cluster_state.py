@@ -424,9 +424,17 @@ class ClusterState:
         self.slot_of_vm[vm_id] = v
 
     def release(self, v: int) -> None:
-        """Return what the ledger says VM slot ``v`` took (the kernel's ``release``) and free the slot."""
+        """Return what the ledger says VM slot ``v`` took (the kernel's ``release``) and free the slot. A machine
+        left empty gets exactly its capacity back, and an empty cluster exactly nothing in use: amounts that are
+        not binary fractions (0.1 cores) leave float rounding of about 1e-15 per operation in ``x - d + d``, which
+        must not outlive the VMs that made it (the fit tolerance absorbs it while they run)."""
+        m = int(self.pm_of[v])
         K.release(self.free, self.vm_count, self.used, self.pm_of, self.node_of, self.ctr, self.chg, self.demand, v)
+        if m >= 0 and self.vm_count[m] == 0:
+            self.free[m] = self.cap[m]
         del self.slot_of_vm[self.vm_ids[v]]
+        if not self.slot_of_vm:
+            self.used[:] = 0.0
         self.pm_of[v] = -1
         self.node_of[v] = -1
         self.vm_ids[v] = ""

@@ -247,7 +247,21 @@ class PlacementEngine:
             self._policies[policy.name] = policy
         self._explanations: OrderedDict[str, Explanation] = OrderedDict()
         self._keep = keep_explanations
-        self.counters = {"placed": 0, "rejected": 0, "released": 0, "migrated": 0, "reoptimisations": 0}
+        self.counters = {
+            "placed": 0,
+            "rejected": 0,
+            "released": 0,
+            "dropped": 0,
+            "imported": 0,
+            "migrated": 0,
+            "reoptimisations": 0,
+        }
+        """Since this engine started: VMs ``placed`` (by a policy, or bound by the extender), placements
+        ``rejected``, VMs ``released`` by a client, ``dropped`` (their failed machine's VMs that fit nowhere),
+        ``imported`` (existing allocations recorded), ``migrated`` (moves: re-optimisation, evacuation, and a failed
+        machine's VMs placed again); the ledger: VMs now = VMs loaded at start + placed + imported - released -
+        dropped (:meth:`check_invariants`)."""
+        self._loaded = 0
         self.pinned: set[str] = set()
         """VMs that re-optimisation never moves (durable with the VM)."""
         self.moved_at: dict[str, float] = {}
@@ -377,6 +391,7 @@ class PlacementEngine:
             slot = self._machine_slot(machine_id)
             pol = self.policy(policy)
             saved = copy.deepcopy(self.state)  # a policy that raises half-way must not leave half a failure behind
+            counted = dict(self.counters)
             s = self.state
             try:
                 s.set_status(slot, FAILED)
@@ -404,8 +419,14 @@ class PlacementEngine:
                         report.dropped.append(decision)
                         changes.append(VmDelete(rec.id))
             except BaseException:
-                self.state = saved
+                self.state, self.counters = saved, counted
                 raise
+            # the policy counted these as new placements and rejections: they are moves and losses
+            self.counters = counted
+            self.counters["migrated"] += len(report.replaced)
+            self.counters["dropped"] += len(report.dropped)
+            for r in report.dropped:
+                self._forget(r.vm)
             ticket = self._commit(changes)
         self._wait(ticket)
         return report
@@ -433,8 +454,8 @@ class PlacementEngine:
             and type(mem) is float
             and type(vid) is str
             and type(request.multi) is bool
-            and 0.0 < cpu < math.inf
-            and 0.0 < mem < math.inf
+            and 0.0 < cpu <= MAX_AMOUNT
+            and 0.0 < mem <= MAX_AMOUNT
             and 0 < len(vid) <= 256
             and vid == vid.strip()
         ):
@@ -788,14 +809,19 @@ class PlacementEngine:
             await self.store.wait_async(ticket)
         return rec
 
+    def _forget(self, vm_id: str) -> None:
+        """What the engine keeps about a VM beside the ledger (its explanation, pin, last move), once it is gone: a
+        new VM with its id starts clean."""
+        self._explanations.pop(vm_id, None)
+        self.pinned.discard(vm_id)
+        self.moved_at.pop(vm_id, None)
+
     def _release_locked(self, vm_id: str) -> int:
         self._check_store()
         v = self._vm_slot(vm_id)
         self._last_release = self.state.record(v)
         self.state.release(v)
-        self._explanations.pop(vm_id, None)
-        self.pinned.discard(vm_id)
-        self.moved_at.pop(vm_id, None)
+        self._forget(vm_id)
         self.counters["released"] += 1
         return self._commit([VmDelete(vm_id)])
 
@@ -806,6 +832,7 @@ class PlacementEngine:
         with self.lock:
             self._check_store()
             changes: list[Change] = [self._assign_locked(req, machine_id, node)]
+            self.counters["placed"] += 1  # the extender's bind: a placement, decided by kube-scheduler with us
             ticket = self._commit(changes)
         self._wait(ticket)
         return Placement(vm_id, machine_id, node)
@@ -890,7 +917,7 @@ class PlacementEngine:
                 if stuck:
                     raise Conflict(f"VM {stuck[0]!r} on machine {machine_id!r} is pinned; unpin it before draining",
                                    field="machine")  # fmt: skip
-            saved = copy.deepcopy(self.state)
+            saved, counted, moved = copy.deepcopy(self.state), dict(self.counters), dict(self.moved_at)
             try:
                 snap = reopt.snapshot(s, self.pinned)
                 before = s.machines_in_use
@@ -904,11 +931,13 @@ class PlacementEngine:
                         v = int(snap.slots[i])
                         dropped.append(s.vm_ids[v])
                         s.release(v)
-                        self.pinned.discard(dropped[-1])
                         changes.append(VmDelete(dropped[-1]))
             except BaseException:
-                self.state = saved
+                self.state, self.counters, self.moved_at = saved, counted, moved
                 raise
+            for vm_id in dropped:
+                self._forget(vm_id)
+            self.counters["dropped"] += len(dropped)
             changes.insert(0, MachineStatus(machine_id, STATUS_NAMES[int(s.status[slot])]))
             after = s.machines_in_use
             summary = reopt.plan_summary(ev.plan)
@@ -989,7 +1018,8 @@ class PlacementEngine:
             return [self.state.record(int(v)) for v in np.flatnonzero(self.state.pm_of >= 0)]
 
     def stats(self) -> dict[str, Any]:
-        """Cluster totals: machines by status, VMs, CPU / memory capacity (active machines) and allocation."""
+        """Cluster totals: machines by status, VMs, CPU / memory capacity (every registered machine: active,
+        drained or failed) and allocation, and the :attr:`counters`."""
         with self.lock:
             s = self.state
             st = s.status[: s.active]
@@ -1005,9 +1035,14 @@ class PlacementEngine:
             }
 
     def check_invariants(self) -> None:
-        """Raise AssertionError if the state and the ledger disagree (:meth:`ClusterState.check_invariants`)."""
+        """Raise AssertionError if the state and the ledger disagree (:meth:`ClusterState.check_invariants`), or
+        the counters do not account for the VMs there are (:attr:`counters`)."""
         with self.lock:
             self.state.check_invariants()
+            c = self.counters
+            vms = len(self.state.slot_of_vm)
+            assert vms == self._loaded + c["placed"] + c["imported"] - c["released"] - c["dropped"], (vms, c)
+            assert self.pinned <= self.state.slot_of_vm.keys(), "a pin outlived its VM"
 
     # -- snapshot / restore, import / export ----------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
@@ -1051,6 +1086,7 @@ class PlacementEngine:
                 self.pinned.add(vm.id)
         for row in machines:
             s.set_status(s.slot_of_machine[row.id], STATUS_CODES[row.status])
+        self._loaded = len(s.slot_of_vm)
 
     def export_allocations(self) -> list[dict[str, Any]]:
         """Every allocation as a record: ``vm, machine, node (None: all nodes), cpu, mem``."""
@@ -1087,6 +1123,7 @@ class PlacementEngine:
                 for v in reversed(done):
                     self.state.release(v)
                 raise
+            self.counters["imported"] += len(parsed)
             ticket = self._commit(changes)
         self._wait(ticket)
         return len(parsed)

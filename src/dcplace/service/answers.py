@@ -98,9 +98,7 @@ async def place_vm(engine: PlacementEngine, metrics: ServiceMetrics, body: VmIn)
                                  body.explain)  # fmt: skip
     metrics.place_latency.observe(time.perf_counter() - t0)
     if isinstance(d, Placement):
-        metrics.placed.inc()
         return 201, placement_json(d)
-    metrics.rejected.inc()
     return 409, rejection_json(d)
 
 
@@ -109,5 +107,4 @@ async def release_vm(engine: PlacementEngine, metrics: ServiceMetrics, vm_id: st
     t0 = time.perf_counter()
     rec = await engine.release_async(vm_id)
     metrics.release_latency.observe(time.perf_counter() - t0)
-    metrics.releases.inc()
     return 200, vm_json(rec)

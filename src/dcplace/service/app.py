@@ -290,8 +290,6 @@ def create_app(
         reqs = [VmRequest(v.id, v.cpu, v.mem, v.multi_numa, v.pinned) for v in body.vms]
         out = await engine.place_batch_async(reqs, body.policy)
         placed = sum(1 for d in out if isinstance(d, Placement))
-        metrics.placed.inc(placed)
-        metrics.rejected.inc(len(out) - placed)
         results = [placement_json(d) if isinstance(d, Placement) else rejection_json(d) for d in out]
         return _json({"placed": placed, "rejected": len(out) - placed, "results": results})
 

@@ -51,15 +51,37 @@ def quantity(value: Any, what: str) -> float:
     return x * _SUFFIX[suffix] / 2.0**30
 
 
-def pod_request(pod: dict[str, Any]) -> VmRequest:
-    """The VM request of a pod (module docstring)."""
-    meta = pod.get("metadata") or {}
+def _obj(value: Any, field: str) -> dict[str, Any]:
+    """``value`` as a JSON object (absent: empty), or an InputError naming ``field``: a malformed pod is the
+    caller's mistake, answered in one sentence (it was a 500 from ``.get`` on a string)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InputError(f"must be an object, got {type(value).__name__}", field=field)
+    return value
+
+
+def _seq(value: Any, field: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InputError(f"must be a list, got {type(value).__name__}", field=field)
+    return value
+
+
+def pod_request(pod: Any) -> VmRequest:
+    """The VM request of a pod (module docstring); a malformed pod is an InputError naming the field."""
+    pod = _obj(pod, "Pod")
+    meta = _obj(pod.get("metadata"), "Pod.metadata")
     cpu = mem = 0.0
-    for c in (pod.get("spec") or {}).get("containers") or []:
-        req = (c.get("resources") or {}).get("requests") or {}
+    for i, c in enumerate(_seq(_obj(pod.get("spec"), "Pod.spec").get("containers"), "Pod.spec.containers")):
+        where = f"Pod.spec.containers[{i}]"
+        req = _obj(_obj(_obj(c, where).get("resources"), f"{where}.resources").get("requests"),
+                   f"{where}.resources.requests")  # fmt: skip
         cpu += quantity(req.get("cpu", "0"), "cpu")
         mem += quantity(req.get("memory", "0"), "memory")
-    multi = str((meta.get("annotations") or {}).get("dcplace.io/multi-numa", "")).lower() == "true"
+    annotations = _obj(meta.get("annotations"), "Pod.metadata.annotations")
+    multi = str(annotations.get("dcplace.io/multi-numa", "")).lower() == "true"
     name = f"{meta.get('namespace', 'default')}/{meta.get('name', '?')}"
     # A pod without requests asks for a token amount (the engine needs positive demands).
     return VmRequest(name, max(cpu, 1e-3), max(mem, 1e-3), multi)
@@ -68,9 +90,10 @@ def pod_request(pod: dict[str, Any]) -> VmRequest:
 def _node_names(args: dict[str, Any]) -> list[str]:
     names = args.get("NodeNames")
     if names is not None:
-        return [str(n) for n in names]
-    items = (args.get("Nodes") or {}).get("items") or []
-    return [str((n.get("metadata") or {}).get("name")) for n in items]
+        return [str(n) for n in _seq(names, "NodeNames")]
+    items = _seq(_obj(args.get("Nodes"), "Nodes").get("items"), "Nodes.items")
+    return [str(_obj(_obj(n, f"Nodes.items[{i}]").get("metadata"), f"Nodes.items[{i}].metadata").get("name"))
+            for i, n in enumerate(items)]  # fmt: skip
 
 
 def add_extender_routes(app: FastAPI, engine: PlacementEngine) -> None:
@@ -80,7 +103,8 @@ def add_extender_routes(app: FastAPI, engine: PlacementEngine) -> None:
     def extender_filter(args: dict[str, Any]) -> dict[str, Any]:
         """kube-scheduler extender filter: feasible nodes, and the reason for every other."""
         try:
-            req = pod_request(args.get("Pod") or {})
+            names = _node_names(args)
+            req = pod_request(args.get("Pod"))
             verdict, _ = engine.assess(req)
             seen[req.id] = req
             if len(seen) > 10_000:
@@ -88,7 +112,7 @@ def add_extender_routes(app: FastAPI, engine: PlacementEngine) -> None:
         except InputError as e:
             return {"NodeNames": [], "FailedNodes": {}, "Error": str(e)}
         keep, failed = [], {}
-        for name in _node_names(args):
+        for name in names:
             v = verdict.get(name, "not registered with dcplace")
             if v == "feasible":
                 keep.append(name)
@@ -99,9 +123,9 @@ def add_extender_routes(app: FastAPI, engine: PlacementEngine) -> None:
     @app.post("/extender/prioritize", tags=["kubernetes"])
     def extender_prioritize(args: dict[str, Any]) -> list[dict[str, Any]]:
         """kube-scheduler extender prioritize: the policy's order as scores 10 (best) .. 1, 0 if not ranked."""
-        names = _node_names(args)
+        names = _node_names(args)  # malformed: a 422 (a priority list has no field for an error)
         try:
-            _, ranked = engine.assess(pod_request(args.get("Pod") or {}))
+            _, ranked = engine.assess(pod_request(args.get("Pod")))
         except InputError:
             return [{"Host": n, "Score": 0} for n in names]
         order: list[str] = []

@@ -55,6 +55,8 @@ class HotPaths:
         except ValueError as e:  # as FastAPI words it
             pos = getattr(e, "pos", 0)
             return 422, {"detail": validation_sentence([{"loc": ("body", pos), "msg": "JSON decode error"}])}
+        except RecursionError:  # arrays nested 200,000 deep: Python's reader gives up (it was a 500)
+            return 422, {"detail": "the request body is not valid JSON (nested too deeply)"}
         if data is None:
             return 422, {"detail": validation_sentence([{"loc": ("body",), "msg": "Field required"}])}
         try:

@@ -1,11 +1,11 @@
-"""Prometheus metrics of the service: decisions and their latency (counted as they happen), the cluster's state
-(read from the engine at each scrape), the store's commits."""
+"""Prometheus metrics of the service: the latency of decisions (measured as they happen); the engine's counters, the
+cluster's state and the store's commits (read from the engine at each scrape, one source of truth with ``/state``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -37,6 +37,18 @@ class EngineCollector(Collector):
             used.add_metric([r], s["allocated"][r])
         yield cap
         yield used
+        # the engine's own counters, so Prometheus and /state agree whatever placed or removed a VM (the extender's
+        # bind, a failure's re-placements, an evacuation's drops)
+        c = s["counters"]
+        decisions = CounterMetricFamily("dcplace_decisions", "Placement decisions by result", labels=["result"])
+        for result in ("placed", "rejected"):
+            decisions.add_metric([result], c[result])
+        yield decisions
+        yield CounterMetricFamily("dcplace_releases", "VMs released by a client", value=c["released"])
+        for name, what in (("dropped", "VMs lost with their failed machine (they fit nowhere else)"),
+                           ("imported", "Existing allocations recorded"), ("migrated", "VMs moved"),
+                           ("reoptimisations", "Re-optimisation events applied")):  # fmt: skip
+            yield CounterMetricFamily(f"dcplace_{name}", what, value=c[name])
         store = self.engine.store
         stats = getattr(store, "stats", None)
         if callable(stats):
@@ -51,10 +63,6 @@ class ServiceMetrics:
 
     def __init__(self, engine: PlacementEngine) -> None:
         self.registry = CollectorRegistry()
-        self.decisions = Counter(
-            "dcplace_decisions", "Placement decisions by result", ["result"], registry=self.registry
-        )
-        self.releases = Counter("dcplace_releases", "VMs released", registry=self.registry)
         self.latency = Histogram(
             "dcplace_request_seconds",
             "Time to answer a place or release call, durability included",
@@ -64,7 +72,5 @@ class ServiceMetrics:
         )
         self.registry.register(EngineCollector(engine))
         # the labelled children the hot calls use, looked up once (``labels()`` takes a lock and a dict lookup)
-        self.placed = self.decisions.labels("placed")
-        self.rejected = self.decisions.labels("rejected")
         self.place_latency = self.latency.labels("place")
         self.release_latency = self.latency.labels("release")
