@@ -177,6 +177,18 @@ def test_infeasible_instance_reports_the_reason():
     assert res.cost is None and not res.verified
 
 
+@pytest.mark.parametrize("method", ["auto", "flat", "compact", "pattern", "greedy"])
+def test_every_method_says_why_an_instance_has_no_answer(method):
+    """100 VMs of 1 vCPU on 4 PMs of 8: the exact methods prove it infeasible and the checker says why (auto and
+    compact gave no reason); greedy, a heuristic, cannot prove it and says unknown (it said infeasible)."""
+    p = make("over", {"m3.medium": 100}, {"s1": 4})
+    res = solve(p, method, stop=10, params={"workers": 1} if method != "greedy" else None)
+    assert res.status == ("unknown" if method == "greedy" else "infeasible") and res.vm_pm is None
+    if method != "greedy":
+        assert res.stats["reason"].startswith("the VMs need") or "needs" in res.stats["reason"], res.stats
+    assert res.stats["reason"]
+
+
 def _dcplace(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "dcplace.cli.main", *args], capture_output=True, text=True)
 
@@ -554,3 +566,18 @@ def test_the_cli_solves_with_a_users_method_by_module_name(tmp_path):
         bad = run("--method", method)
         assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
         assert "--method" in bad.stderr and said in bad.stderr, bad.stderr
+
+
+def test_the_cli_says_why_there_is_no_answer_and_writes_an_empty_assignment(tmp_path):
+    """No answer: the reason under the summary line, and an assignment file with the columns an answer would have
+    (it lost the disks column)."""
+    inst = tmp_path / "over.json"
+    inst.write_text(json.dumps({"name": "over", "vms": [{"type": "w", "count": 100, "vcpu": 2, "mem_gib": 4,
+                                                         "disks_gb": [10]}],
+                                "pms": [{"type": "p", "count": 4, "vcpu": 8, "mem_gib": 32, "disks_gb": [512],
+                                         "cost": 120}]}))  # fmt: skip
+    out = tmp_path / "a.csv"
+    r = _dcplace("solve", "--instance", str(inst), "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "over / auto: infeasible" in r.stdout and "why: the VMs need 200 vCPU in all, the PMs have 32" in r.stdout
+    assert out.read_text() == "vm,machine,disks\n"

@@ -75,14 +75,15 @@ def assignment_rows(vm_pm: Any, vm_disks: Any = None, vm_node: Any = None) -> li
     return rows
 
 
-def write_assignment(path: Path, summary: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+def write_assignment(path: Path, summary: dict[str, Any], rows: list[dict[str, Any]], third: str = "disks") -> None:
     """``path`` (.json: the summary with an ``assignment`` list; .csv: one row per VM). No answer: an empty
-    assignment (the summary's ``status`` says why)."""
+    assignment (the summary's ``status`` says why) with the columns an answer would have (``third``: ``disks`` or
+    ``numa_node``)."""
     if path.suffix.lower() == ".json":
         write_text(path, json.dumps({**summary, "assignment": rows}) + "\n")
         return
     flat = [{**r, "disks": ";".join(map(str, r["disks"]))} if "disks" in r else r for r in rows]
-    write_text(path, _csv_text(flat) if flat else "vm,machine\n")
+    write_text(path, _csv_text(flat) if flat else f"vm,machine,{third}\n")
 
 
 def episode_rows(results: Sequence[Any]) -> list[dict[str, Any]]:

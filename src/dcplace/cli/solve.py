@@ -87,7 +87,7 @@ OUT_HELP = ("FILE.json or FILE.csv: write the assignment (VM -> machine -> disks
             "result.json, assignment.csv and the resolved settings (config.toml)")  # fmt: skip
 
 
-def _write_out(out: Path | None, summary: dict[str, Any], res: Result, cfg: SolveRun) -> None:
+def _write_out(out: Path | None, summary: dict[str, Any], res: Result, cfg: SolveRun, third: str = "disks") -> None:
     """``--out``: the assignment file, or the folder of result, assignment and settings (dcplace.cli.outputs)."""
     if out is None:
         return
@@ -95,10 +95,10 @@ def _write_out(out: Path | None, summary: dict[str, Any], res: Result, cfg: Solv
 
     rows = assignment_rows(res.vm_pm, res.vm_disks, res.vm_node)
     if is_file_target(out, ASSIGNMENT_SUFFIXES):
-        write_assignment(out, summary, rows)
+        write_assignment(out, summary, rows, third)
         return
     save_result(summary, cfg, out, "dcplace solve")
-    write_assignment(out / "assignment.csv", summary, rows)
+    write_assignment(out / "assignment.csv", summary, rows, third)
 
 
 @app.command("solve")
@@ -120,7 +120,7 @@ def solve_cmd(
         with err_console.status(f"solving {cfg.instance} with {cfg.method} (up to {limit.seconds:g} s)..."):
             res = solve(load_numa_batch(cfg.instance), cfg.method, limit, cfg.seed, own)
         summary = summary_of(res)
-        _write_out(out, summary, res, cfg)
+        _write_out(out, summary, res, cfg, "numa_node")
         if json_out:
             typer.echo(json.dumps(summary))
             return
@@ -144,5 +144,7 @@ def solve_cmd(
     if s.get("migrations") is not None:  # a problem that starts from a current placement
         console.print(f"  machine cost {s['machine_cost']}, migration cost {s['migration_cost']}, "
                       f"{s['migrations']} migrations")  # fmt: skip
+    if s["status"] in ("infeasible", "unknown") and s.get("reason"):
+        console.print(f"  why: {s['reason']}")
     for v in res.violations:
         console.print(f"  violation: {v}")

@@ -83,10 +83,43 @@ def _pinned_errors(problem: Problem, vm_pm: Sequence[int], vm_disks: Sequence[Se
     return errors
 
 
+def why_infeasible(problem: Problem) -> str:
+    """One sentence on why ``problem`` has no answer, from what can be seen without search: a VM larger than every
+    PM in some resource, or a total demand above the total supply; otherwise the packing itself (the totals fit)."""
+    used = [(vm, n) for vm, n in zip(problem.vm_types, problem.vm_counts, strict=True) if n]
+    pms = [(pm, n) for pm, n in zip(problem.pm_types, problem.pm_counts, strict=True) if n]
+    for vm, _ in used:
+        checks = (
+            ("vCPU", vm.vcpu, max((pm.vcpu for pm, _ in pms), default=0)),
+            ("GiB of memory", vm.mem / 4, max((pm.mem / 4 for pm, _ in pms), default=0)),
+            ("virtual disks", len(vm.disks), max((len(pm.disks) for pm, _ in pms), default=0)),
+            (
+                "GB on its largest disk",
+                max(vm.disks, default=0),
+                max((d for pm, _ in pms for d in pm.disks), default=0),
+            ),
+        )
+        for what, need, most in checks:
+            if need > most:
+                return f"VM type {vm.name!r} needs {need:g} {what}, more than any PM has ({most:g})"
+    totals = (
+        ("vCPU", sum(vm.vcpu * n for vm, n in used), sum(pm.vcpu * n for pm, n in pms)),
+        ("GiB of memory", sum(vm.mem * n for vm, n in used) / 4, sum(pm.mem * n for pm, n in pms) / 4),
+        ("GB of disk", sum(sum(vm.disks) * n for vm, n in used), sum(sum(pm.disks) * n for pm, n in pms)),
+    )
+    for what, need, have in totals:
+        if need > have:
+            return f"the VMs need {need:g} {what} in all, the PMs have {have:g}"
+    return "the totals fit, so the packing itself has no answer (proven by the method's search)"
+
+
 def verify(problem: Problem, res: Result) -> Result:
     """``res`` with ``verified`` and ``violations`` from :func:`check` (a result without an assignment stays
     unverified); a reported cost the checker does not recompute is a violation too. From a current placement the
-    stats gain the checker's ``machine_cost``, ``migration_cost`` and ``migrations`` (so ``summary()`` shows them)."""
+    stats gain the checker's ``machine_cost``, ``migration_cost`` and ``migrations`` (so ``summary()`` shows them).
+    An infeasible answer without a reason gets one (:func:`why_infeasible`)."""
+    if res.status == "infeasible" and "reason" not in res.stats:
+        res = replace(res, stats={**res.stats, "reason": why_infeasible(problem)})
     if res.vm_pm is None or res.vm_disks is None:
         return res
     vm_pm = res.vm_pm.tolist()

@@ -62,9 +62,9 @@ def solve_greedy(problem: Problem, stop: Stop, seed: int, params: GreedyParams) 
         if not costs or c < min(costs):
             best = out
         costs.append(c)
-    if best is None:
+    if best is None:  # a heuristic that failed proves nothing: unknown, not infeasible
         why = {"reason": f"no run of {done} placed every VM"}
-        return Result(problem.name, "greedy", "infeasible", vms=problem.n_vms, stats=why)
+        return Result(problem.name, "greedy", "unknown", vms=problem.n_vms, stats=why)
     arr = np.array(costs, dtype=float)
     stats = {
         "runs": done,

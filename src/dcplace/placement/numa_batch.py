@@ -130,8 +130,9 @@ def _rows(path: Path, need: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]
                                                                                       strict=True)]  # fmt: skip
 
 
-def read_huawei(folder: Path, sequence: int) -> NumaBatch:
-    """Sequence ``C{sequence}`` of the dataset in ``folder``, with its servers and racks."""
+def read_huawei(folder: Path, sequence: int, name: str | None = None) -> NumaBatch:
+    """Sequence ``C{sequence}`` of the dataset in ``folder``, with its servers and racks, named ``name`` (default
+    ``huawei-c{sequence}``; a user's file is named by its path, so errors about it name the file)."""
     if sequence not in (1, 2, 3, 4, 5):
         raise InputError(f"the Huawei sequences are C1-C5, got C{sequence}")
     pm_path = folder / "PM_res.csv"
@@ -167,7 +168,7 @@ def read_huawei(folder: Path, sequence: int) -> NumaBatch:
         group.append(row["group"].strip() if s else "")
         domain.append(row["domain"].strip() if s == "fault_domain" else "")
     return NumaBatch(
-        name=f"huawei-c{sequence}",
+        name=name or f"huawei-c{sequence}",
         node_free=np.asarray(node_free, np.float64),
         rack=np.asarray(racks, np.int64),
         cpu=np.asarray(cpu),

@@ -44,4 +44,4 @@ def load_numa_batch(spec: str) -> NumaBatch:
     if spec.startswith("huawei-c"):
         return read_huawei(huawei_folder(spec), int(spec[-1]))
     path = Path(spec)
-    return read_huawei(path.parent, int(path.name[len("VM_data_C")]))
+    return read_huawei(path.parent, int(path.name[len("VM_data_C")]), name=spec)
