@@ -581,3 +581,24 @@ def test_the_cli_says_why_there_is_no_answer_and_writes_an_empty_assignment(tmp_
     assert r.returncode == 0, r.stderr
     assert "over / auto: infeasible" in r.stdout and "why: the VMs need 200 vCPU in all, the PMs have 32" in r.stdout
     assert out.read_text() == "vm,machine,disks\n"
+
+
+def test_an_answer_the_checker_rejects_is_invalid_in_the_record():
+    """A user's method that ignores capacity claimed ``feasible``; its record (what ``solve --json`` prints) says
+    ``invalid``, as a NUMA batch's does, while ``Result.status`` keeps the method's claim beside ``verified``."""
+
+    def everything_on_the_first(problem, stop, seed, params):
+        n = problem.n_vms
+        types = zip(problem.vm_types, problem.vm_counts, strict=True)
+        disks = [[0] * len(t.disks) for t, c in types for _ in range(c)]
+        return Result(problem.name, "lazy", "feasible", 1.0, vms=n, vm_pm=[0] * n, vm_disks=disks)
+
+    register_method("lazy", everything_on_the_first, GreedyParams)
+    try:
+        res = solve(INSTANCES["exp1"], "lazy", 5)
+        assert res.status == "feasible" and not res.verified and res.violations
+        assert res.summary()["status"] == "invalid"
+        good = solve(INSTANCES["exp1"], "greedy", 5)
+        assert good.summary()["status"] == good.status == "feasible" and good.verified
+    finally:
+        registry._METHODS.pop((Problem, "lazy"), None)

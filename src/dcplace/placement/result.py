@@ -93,11 +93,14 @@ class Result:
         return 0 if self.vm_pm is None else len(np.unique(self.vm_pm))
 
     def summary(self) -> dict[str, Any]:
-        """The flat record ``dcplace solve --json`` prints and reproductions write (statistics merged in)."""
+        """The flat record ``dcplace solve --json`` prints and reproductions write (statistics merged in). An
+        assignment the checker rejected has status ``invalid`` there, whatever the method claimed (as a NUMA batch's
+        record does), so a reader of ``status`` alone is not misled."""
+        rejected = self.vm_pm is not None and not self.verified and bool(self.violations)
         return {
             "instance": self.instance,
             "method": self.method,
-            "status": self.status,
+            "status": "invalid" if rejected else self.status,
             "cost": self.cost,
             "bound": self.bound,
             "gap": self.gap,
