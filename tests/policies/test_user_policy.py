@@ -97,3 +97,20 @@ def test_a_user_network_policy_object_runs_through_the_library_loop():
     run = run_policy("alpha", "uniform", LowestFreeServer(), n_requests=40, episodes=2, seed=0, check=True)
     assert run.policy == "lowest-index" and len(run.results) == 2
     assert 0 < run.summary()["acceptance_mean"] <= 1
+
+
+def test_the_network_aware_example_runs_from_python_and_the_cli_alike():
+    """docs/examples/rack_first.py, a user's NetPolicy through public names only: the same numbers from Python and
+    by module:Class on the CLI, and it keeps requests in one rack as it says."""
+    from rack_first import RackFirst
+
+    from dcplace.bench.netalloc_runner import run_policy
+
+    s = run_policy("alpha", "uniform", RackFirst(), episodes=2, seed=0).summary()
+    r = _cli("simulate", "netalloc", "--policy", "rack_first:RackFirst", "--topology", "alpha", "--dataset",
+             "uniform", "--episodes", "2", "--json")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["acceptance_mean"] == s["acceptance_mean"] > 0.3
+    assert s["locality"]["single server"] + s["locality"]["one rack"] > 0.9
+    text = (EXAMPLES / "rack_first.py").read_text()
+    assert "dcplace.policies" in text and "._" not in text.replace("__", "")  # no private names
