@@ -158,8 +158,10 @@ def test_cli_solves_a_batch_file(tmp_path):
     for key in ("instance", "method", "status", "cost", "bound", "gap", "wall_s", "pms_used", "vms", "verified"):
         assert key in out
     assert out["verified"] is True
-    res = CliRunner().invoke(app, ["solve", "--instance", str(path), "--method", "flat"])
-    assert res.exit_code == 2 and "method auto only" in res.output
+    res = CliRunner().invoke(app, ["solve", "--instance", str(path), "--method", "flat"])  # a batch problem's method
+    assert res.exit_code == 2 and "must be one of relaxation-guided, pattern, auto, consolidate" in res.output
+    res = CliRunner().invoke(app, ["solve", "--instance", str(path), "--method", "pattern", "--json"])
+    assert res.exit_code == 0 and json.loads(res.output)["method"] == "pattern", res.output
 
 
 REAL = shared_data_dir()

@@ -19,7 +19,14 @@ from dcplace.placement.numa_instances import load_numa_batch
 from dcplace.placement.params import Params, SolverParams, field_docs, field_error
 from dcplace.placement.pattern import PatternParams
 from dcplace.placement.problem import Constraint, PMType, Problem, VMType, load_problem
-from dcplace.placement.registry import Method, get_method, method_names, params_for, register_method
+from dcplace.placement.registry import (
+    Method,
+    get_method,
+    method_names,
+    params_for,
+    register_method,
+    register_verifier,
+)
 from dcplace.placement.result import Result
 from dcplace.placement.solve import solve
 from dcplace.placement.stop import Deadline, Stop
@@ -51,5 +58,6 @@ __all__ = [
     "method_names",
     "params_for",
     "register_method",
+    "register_verifier",
     "solve",
 ]
