@@ -254,3 +254,17 @@ def json_number(value: Any, rng: Range, *, path: str | Path | None, field: str) 
     if not ok:
         raise InputError(f"must be {rng.rule()}, got {value!r}", path=path, field=field)
     return int(value) if rng.integer else float(value)
+
+
+def import_user_module(module: str, said: str = "", field: str | None = None) -> Any:
+    """Import a user's ``module`` (named in ``package.module:name``); a module that is missing, or fails while it
+    runs, is one InputError (``said`` prefixes its sentence; ``field`` names the flag): the user's code is at fault,
+    not dcplace's, so no traceback."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise InputError(f"{said}cannot import module {module!r} ({e})", field=field) from None
+    except Exception as e:
+        raise InputError(f"{said}importing module {module!r} raised {type(e).__name__}: {e}", field=field) from e

@@ -104,6 +104,8 @@ def test_the_utilisation_precision_is_its_own_measure():
 def test_the_cli_defaults_are_the_libraries():
     assert NaraRun().alpha_beta_episodes == NaraBaselinesRun().alpha_beta_episodes == nb.ALPHA_BETA_EPISODES
     assert AllRun().nara_alpha_beta_episodes == AllSettings().nara_alpha_beta_episodes == nb.ALPHA_BETA_EPISODES
+    assert NaraRun().episodes == NaraBaselinesRun().episodes == nb.GAMMA_DELTA_EPISODES == 20  # gamma and delta
+    assert AllRun().nara_episodes == AllSettings().nara_episodes == nb.GAMMA_DELTA_EPISODES
     assert "7 on alpha and beta" in AllSettings(nara_alpha_beta_episodes=7).describe()
     assert nb.episodes_per_topology(5) == {"alpha": 100, "beta": 100, "gamma": 5, "delta": 5}
 

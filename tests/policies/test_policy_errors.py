@@ -158,3 +158,21 @@ def test_net_policy_exceptions_keep_their_cause():
     with pytest.raises(PolicyError) as err:
         decide(Boom(), None)
     assert isinstance(err.value.__cause__, ValueError)
+
+
+def test_a_bool_is_no_action_and_a_batch_over_http_places_nothing_when_its_policy_raises():
+    from dcplace.sim.policy_calls import as_action
+
+    with pytest.raises(PolicyError, match="not an action"):
+        as_action(Outside(), True)  # True is 1 to Python; the Gymnasium envs refuse it too
+    assert as_action(Outside(), np.int64(3)) == 3
+
+    e = _engine(Raises())
+    with TestClient(create_app(e), raise_server_exceptions=False) as c:
+        vms = [{"id": f"v{i}", "cpu": 1, "mem": 1} for i in range(3)]
+        r = c.post("/vms/batch", json={"vms": vms})
+        assert r.status_code == 422 and "my policy bug" in r.json()["detail"]
+        assert c.get("/vms").json() == []
+        assert c.post("/vms/batch", json={"vms": vms, "policy": "first-fit"}).json()["placed"] == 3  # retry works
+    e.check_invariants()
+    e.close()

@@ -116,7 +116,11 @@ def solve_cmd(
 
     if is_numa_batch(cfg.instance):
         limit = Deadline(300.0 if cfg.time_limit is None else cfg.time_limit)
-        own = cfg.numa_batch if cfg.method == "auto" else None  # another method: its defaults
+        from dcplace.placement import get_method
+        from dcplace.placement.numa_batch import NumaBatch
+
+        # the [numa_batch] table for every method that takes its class (auto, relaxation-guided); others: defaults
+        own = cfg.numa_batch if get_method(cfg.method, NumaBatch).params is type(cfg.numa_batch) else None
         with err_console.status(f"solving {cfg.instance} with {cfg.method} (up to {limit.seconds:g} s)..."):
             res = solve(load_numa_batch(cfg.instance), cfg.method, limit, cfg.seed, own)
         summary = summary_of(res)

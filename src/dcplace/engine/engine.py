@@ -80,7 +80,7 @@ from dcplace.engine.store import (
     VmDelete,
     VmRow,
 )
-from dcplace.errors import InputError
+from dcplace.errors import InputError, PolicyError
 from dcplace.inputs import read_csv, read_text
 from dcplace.jsonio import json_problem
 from dcplace.placement.migration import MigrationPlan, Move, plan_migrations
@@ -391,7 +391,7 @@ class PlacementEngine:
             slot = self._machine_slot(machine_id)
             pol = self.policy(policy)
             saved = copy.deepcopy(self.state)  # a policy that raises half-way must not leave half a failure behind
-            counted = dict(self.counters)
+            counted, explained = dict(self.counters), self._explanations.copy()
             s = self.state
             try:
                 s.set_status(slot, FAILED)
@@ -419,7 +419,7 @@ class PlacementEngine:
                         report.dropped.append(decision)
                         changes.append(VmDelete(rec.id))
             except BaseException:
-                self.state, self.counters = saved, counted
+                self.state, self.counters, self._explanations = saved, counted, explained
                 raise
             # the policy counted these as new placements and rejections: they are moves and losses
             self.counters = counted
@@ -534,12 +534,30 @@ class PlacementEngine:
             if type(pol) is Heuristic and reqs:
                 self._batch_heuristic(pol, reqs, out)
             else:
-                out = [self._decide_and_place(pol, r, explain=False) for r in reqs]
+                self._batch_policy(pol, reqs, out)
             rows: list[Change] = [VmRow(d.vm, d.machine, d.node, r.cpu, r.mem, r.multi, r.pinned)
                                   for d, r in zip(out, reqs, strict=True) if isinstance(d, Placement)]  # fmt: skip
             self.pinned.update(r.id for d, r in zip(out, reqs, strict=True) if r.pinned and isinstance(d, Placement))
             ticket = self._commit(rows) if rows else 0
         return out, ticket
+
+    def _batch_policy(self, pol: NumaPolicy, reqs: list[VmRequest], out: list[Decision]) -> None:
+        """One decision per request, in order; a policy that fails half-way (a user's that raises) takes back what
+        the batch placed, so the batch places nothing, as promised: the placed VMs are released and the ledger's
+        arrays and the counters put back exactly as they were (copies of a few arrays, not of the whole state)."""
+        s = self.state
+        free, used, counted = s.free.copy(), s.used.copy(), dict(self.counters)
+        try:
+            for r in reqs:
+                out.append(self._decide_and_place(pol, r, explain=False))
+        except BaseException:
+            for d in reversed(out):
+                if isinstance(d, Placement):
+                    s.release(s.slot_of_vm[d.vm])
+            s.free[:], s.used[:] = free, used
+            self.counters = counted
+            out.clear()
+            raise
 
     def _batch_heuristic(self, pol: Heuristic, reqs: list[VmRequest], out: list[Decision]) -> None:
         n = len(reqs)
@@ -690,7 +708,12 @@ class PlacementEngine:
         """``pol.rank``: its candidates that are actions on this cluster (a user's policy may rank others)."""
         s = self.state
         ranked = decide(pol, s.view(req.cpu, req.mem, req.multi), "rank", n)
-        acts = [(as_action(pol, a), sc) for a, sc in ranked]
+        try:
+            pairs = [(a, tuple(sc)) for a, sc in ranked]
+        except (TypeError, ValueError):
+            raise PolicyError(f"the policy {pol.name} ranked {ranked!r:.80}: rank must give (action, scores) "
+                              "pairs") from None  # fmt: skip
+        acts = [(as_action(pol, a), sc) for a, sc in pairs]
         return [(a, sc) for a, sc in acts if 0 <= a < s.active * self.numa]
 
     def _candidate(self, action: int, score: tuple[float, ...] = ()) -> Candidate:
@@ -731,20 +754,20 @@ class PlacementEngine:
         a service calls this before it answers, so no client waits for it. The work is done in a scratch engine
         with a copy of the policy and this engine's machine shapes (one 64-core, 256 GB machine while there are
         none): this engine, its policy's state and its counters are untouched. A policy that cannot act on those
-        machines (one tied to a model size) is left cold; it still works, only its first request is slow."""
+        machines (one tied to a model size), or that cannot be copied, is left cold; it still works, only its first
+        request is slow. Never raises."""
         t0 = time.perf_counter()
         with self.lock:
             shapes = [(m.cpu, m.mem) for m in self.machines()] or [([64.0 / self.numa] * self.numa,
                                                                      [256.0 / self.numa] * self.numa)]  # fmt: skip
-            policy = copy.deepcopy(self.default_policy)
-        scratch = PlacementEngine(self.numa, policy, top=self.top)
-        for k, (cpu, mem) in enumerate(shapes):
-            scratch.add_machine(f"m{k}", cpu, mem)
-        small = VmRequest("warm-up", min(min(c) for c, _ in shapes) / 4, min(min(m) for _, m in shapes) / 4)
-        try:
+        try:  # a warm-up is an optimisation: nothing it meets may stop a service from starting
+            scratch = PlacementEngine(self.numa, copy.deepcopy(self.default_policy), top=self.top)
+            for k, (cpu, mem) in enumerate(shapes):
+                scratch.add_machine(f"m{k}", cpu, mem)
+            small = VmRequest("warm-up", min(min(c) for c, _ in shapes) / 4, min(min(m) for _, m in shapes) / 4)
             scratch.explain(small)
             scratch.place(small)
-        except InputError:
+        except Exception:  # a policy that cannot be copied or act on these machines stays cold
             pass
         return time.perf_counter() - t0
 
@@ -826,8 +849,9 @@ class PlacementEngine:
         return self._commit([VmDelete(vm_id)])
 
     def assign(self, vm_id: str, machine_id: str, node: int | None, cpu: float, mem: float) -> Placement:
-        """Record an existing allocation: VM ``vm_id`` on ``machine_id`` at ``node`` (None: split over every node),
-        as an import does; it must fit (a drained or failed machine may hold it)."""
+        """Place VM ``vm_id`` where a scheduler decided: on ``machine_id`` at ``node`` (None: split over every
+        node), as the extender's bind does; it must fit (a drained or failed machine may hold it). Counted as
+        ``placed`` (an import of existing allocations counts as ``imported``)."""
         req = self._validate(VmRequest(vm_id, cpu, mem, node is None))
         with self.lock:
             self._check_store()
@@ -1138,8 +1162,8 @@ def read_allocations(path: str | Path) -> list[dict[str, Any]]:
     text = read_text(p, "allocations file")
     try:
         data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InputError(f"not valid JSON ({json_problem(e)})", path=p, line=e.lineno) from None
+    except (json.JSONDecodeError, RecursionError) as e:  # RecursionError: arrays nested too deep to read
+        raise InputError(f"not valid JSON ({json_problem(e)})", path=p, line=getattr(e, "lineno", None)) from None
     if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
         raise InputError("must be a JSON list of allocation objects", path=p)
     return data

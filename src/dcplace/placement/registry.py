@@ -16,13 +16,13 @@ Imports go one way: ``stop``, ``result``, ``params`` <- ``registry`` <- the meth
 
 from __future__ import annotations
 
-import importlib
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from dcplace.errors import InputError
+from dcplace.inputs import import_user_module
 from dcplace.placement.params import Params, field_error
 from dcplace.placement.problem import Problem, check_size
 from dcplace.placement.result import Result
@@ -112,12 +112,7 @@ def _import_for(ref: str) -> str:
     module, _, name = ref.partition(":")
     if not module or not name:
         raise field_error("method", "look like package.module:name", ref)
-    try:
-        importlib.import_module(module)
-    except ImportError as e:
-        raise InputError(f"cannot import module {module!r} ({e})", field="method") from None
-    except Exception as e:  # the user's module failed while it ran
-        raise InputError(f"importing module {module!r} raised {type(e).__name__}: {e}", field="method") from e
+    import_user_module(module, field="method")
     return name
 
 

@@ -38,6 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dcplace.errors import InputError
+from dcplace.jsonio import json_problem
 from dcplace.policies.netalloc_heuristics import LocalityBased, _Adjacency
 from dcplace.sim.netalloc import NetView
 
@@ -119,8 +120,9 @@ def load_weights(path: str | Path) -> tuple[float, ...]:
         data = json.loads(p.read_text())
     except OSError as e:
         raise InputError(f"{p}: cannot read the rule file ({e.strerror})", field="checkpoint") from None
-    except json.JSONDecodeError as e:
-        raise InputError(f"{p}: line {e.lineno}: not JSON ({e.msg})", field="checkpoint") from None
+    except (json.JSONDecodeError, RecursionError) as e:
+        line = f" line {e.lineno}:" if isinstance(e, json.JSONDecodeError) else ""
+        raise InputError(f"{p}:{line} not JSON ({json_problem(e)})", field="checkpoint") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise InputError(f"{p}: field format must be {FORMAT!r}", field="checkpoint")
     if data.get("features") != list(FEATURES):

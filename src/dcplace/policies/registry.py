@@ -15,7 +15,6 @@ module imports nothing above the ``policies`` layer and torch loads only when a 
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from dcplace.errors import InputError
+from dcplace.inputs import import_user_module
 from dcplace.policies.base import SETTINGS, NetPolicy, NumaPolicy
 
 ENTRY_POINT_GROUP = "dcplace.policies"
@@ -56,12 +56,7 @@ def _resolve(ref: str, what: str) -> Callable[..., object]:
     module, _, attr = ref.partition(":")
     if not module or not attr:
         raise InputError(f"{what} {ref!r} must look like package.module:ClassName")
-    try:
-        obj: Any = importlib.import_module(module)
-    except ImportError as e:
-        raise InputError(f"{what} {ref!r}: cannot import module {module!r} ({e})") from None
-    except Exception as e:  # the user's module failed while it ran: its fault, said in one sentence
-        raise InputError(f"{what} {ref!r}: importing module {module!r} raised {type(e).__name__}: {e}") from e
+    obj: Any = import_user_module(module, f"{what} {ref!r}: ")
     for part in attr.split("."):
         if not hasattr(obj, part):
             raise InputError(f"{what} {ref!r}: module {module!r} has no attribute {attr!r}")

@@ -38,6 +38,8 @@ def as_action(policy: Any, action: Any) -> int:
     truncated to a machine the policy did not choose). Any whole number is an action: one outside the cluster is
     an infeasible action, which the simulators and the engine treat as such."""
     try:
+        if isinstance(action, bool):  # True is 1 to Python, not an action (the Gymnasium envs refuse it too)
+            raise TypeError
         return operator.index(action)
     except TypeError:
         raise PolicyError(
