@@ -131,3 +131,12 @@ def test_an_amount_beyond_the_ledgers_range_is_a_422_on_every_route(client):
                        ("/vms/batch", {"vms": [{"id": "y", "cpu": 1e300, "mem": 1}]})):  # fmt: skip
         r = client.post(path, json=body)
         assert r.status_code == 422 and "at most 2147483647" in r.json()["detail"], (path, r.text)
+
+
+@pytest.mark.parametrize("vm_id", ["a\x00b", "a\nb", "tab\there", "del\x7f"])
+def test_ids_with_control_characters_are_refused(client, vm_id):
+    """NUL and other control characters were accepted in ids (they break logs, CSV exports and terminals)."""
+    r = client.post("/vms", json={"id": vm_id, "cpu": 1, "mem": 1})
+    assert r.status_code == 422 and r.json()["detail"].startswith("field 'id'"), r.text
+    assert client.post("/machines", json={"id": vm_id, "cpu": 1, "mem": 1}).status_code == 422
+    assert client.post("/vms", json={"id": "ns/ok-名", "cpu": 1, "mem": 1}).status_code == 201

@@ -7,7 +7,12 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PositiveFloat
 
-Ident = Field(min_length=1, max_length=256, pattern=r"^\S(.*\S)?$", description="A unique id (no surrounding spaces)")
+Ident = Field(
+    min_length=1,
+    max_length=256,
+    pattern=r"^[^\s\x00-\x1f\x7f]([^\x00-\x1f\x7f]*[^\s\x00-\x1f\x7f])?$",
+    description="A unique id (no surrounding spaces, no control characters such as NUL or a newline)",
+)
 
 
 @functools.cache
