@@ -140,3 +140,17 @@ def test_ids_with_control_characters_are_refused(client, vm_id):
     assert r.status_code == 422 and r.json()["detail"].startswith("field 'id'"), r.text
     assert client.post("/machines", json={"id": vm_id, "cpu": 1, "mem": 1}).status_code == 422
     assert client.post("/vms", json={"id": "ns/ok-名", "cpu": 1, "mem": 1}).status_code == 201
+
+
+@pytest.mark.parametrize("ctype", ["text/plain", "application/x-www-form-urlencoded", None])
+def test_a_body_not_sent_as_json_is_one_answer_on_every_route(client, ctype):
+    """The fast path placed a text/plain body that FastAPI's routes refused ("Input should be a valid dictionary
+    or object to extract fields from"); both now say what to send (curl -d without -H sends form-encoded)."""
+    headers = {} if ctype is None else {"content-type": ctype}
+    for path, body in (("/vms", b'{"id": "v", "cpu": 1, "mem": 1}'), ("/vms/batch", b'{"vms": []}')):
+        r = client.post(path, content=body, headers=headers)
+        assert r.status_code == 422 and r.json()["detail"].startswith("the request body must be JSON"), r.text
+    assert client.get("/vms").json() == []
+    ok = client.post("/vms", content=b'{"id": "v", "cpu": 1, "mem": 1}',
+                     headers={"content-type": "application/json; charset=utf-8"})  # fmt: skip
+    assert ok.status_code == 201

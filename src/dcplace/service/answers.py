@@ -47,6 +47,16 @@ def _union_tag(part: Any) -> bool:
     return isinstance(part, str) and ("[" in part or "-" in part or part in ("float", "int", "str", "bool", "list"))
 
 
+NOT_JSON_TYPE = "the request body must be JSON, sent with the header content-type: application/json"
+"""The answer to a body sent as another type (``curl -d`` without ``-H``: form-encoded), on every route."""
+
+
+def is_json_type(content_type: str) -> bool:
+    """Whether a content-type header names JSON, as FastAPI decides it (``application/json``, ``...+json``)."""
+    main = content_type.split(";", 1)[0].strip().lower()
+    return main == "application/json" or (main.startswith("application/") and main.endswith("+json"))
+
+
 def validation_sentence(errors: Any) -> str:
     """One sentence for pydantic's (or FastAPI's) list of validation errors: the first one, with its field."""
     if not errors:
@@ -60,6 +70,8 @@ def validation_sentence(errors: Any) -> str:
         return "the request body is not valid JSON" + (f" (at character {at})" if at is not None else "")
     if where in ((), ("body",)) and e.get("type", "missing") == "missing":
         return "the request needs a JSON body" + more
+    if where == ("body",) and isinstance(e.get("input"), bytes | str):  # a body FastAPI did not read as JSON
+        return NOT_JSON_TYPE
     # pydantic's union branches and constraint tags are not fields: "cpu.constrained-float" is "cpu"
     loc = ".".join(str(x) for x in where if x != "body" and not _union_tag(x))
     return f"field '{loc}': {e.get('msg', 'is not valid')}{more}" if loc else f"{e.get('msg')}{more}"

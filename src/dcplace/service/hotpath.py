@@ -19,7 +19,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from dcplace.engine import PlacementEngine
-from dcplace.service.answers import error_answer, place_vm, release_vm, validation_sentence
+from dcplace.service.answers import (
+    NOT_JSON_TYPE,
+    error_answer,
+    is_json_type,
+    place_vm,
+    release_vm,
+    validation_sentence,
+)
 from dcplace.service.metrics import ServiceMetrics
 from dcplace.service.models import VmIn
 
@@ -42,7 +49,14 @@ class HotPaths:
         if scope["type"] == "http":
             method, path = scope["method"], scope["path"]
             if method == "POST" and path == "/vms":
-                await self._answer(send, await self._place(await _body(receive)))
+                raw = await _body(receive)
+                ctype = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"content-type"), "")
+                if raw and not is_json_type(
+                    ctype
+                ):  # as FastAPI's routes answer it (they do not read such a body as JSON)
+                    await self._answer(send, (422, {"detail": NOT_JSON_TYPE}))
+                    return
+                await self._answer(send, await self._place(raw))
                 return
             if method == "DELETE" and path.startswith("/vms/") and len(path) > 5:  # an id may hold "/" (namespace/name)
                 await self._answer(send, await self._guard(release_vm(self.engine, self.metrics, path[5:])))
