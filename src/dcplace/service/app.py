@@ -26,11 +26,13 @@ from dataclasses import asdict
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import PlainTextResponse, Response
 from fastapi_offline import FastAPIOffline
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.convertors import Convertor, register_url_convertor
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from dcplace.engine import (
     Placement,
@@ -163,6 +165,14 @@ def create_app(
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> Response:
         return _json({"detail": validation_sentence(exc.errors())}, 422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
+        """FastAPI's own errors as it answers them, except a body it could not parse (JSON nested too deep): the
+        422 and sentence every other malformed body gets, on every route (the fast path's included)."""
+        if exc.status_code == 400 and str(exc.detail).startswith("There was an error parsing the body"):
+            return _json({"detail": "the request body is not valid JSON (it could not be parsed)"}, 422)
+        return await http_exception_handler(request, exc)  # with its headers (405's Allow)
 
     # -- health and metrics -------------------------------------------------------------------------------------
     @app.get("/healthz", tags=["operations"], responses={503: ERRORS[503]})

@@ -70,7 +70,7 @@ class HotPaths:
             pos = getattr(e, "pos", 0)
             return 422, {"detail": validation_sentence([{"loc": ("body", pos), "msg": "JSON decode error"}])}
         except RecursionError:  # arrays nested 200,000 deep: Python's reader gives up (it was a 500)
-            return 422, {"detail": "the request body is not valid JSON (nested too deeply)"}
+            return 422, {"detail": "the request body is not valid JSON (it could not be parsed)"}
         if data is None:
             return 422, {"detail": validation_sentence([{"loc": ("body",), "msg": "Field required"}])}
         try:
