@@ -537,3 +537,15 @@ def test_episodes_that_never_reach_the_warm_start_are_said_to(tmp_path: Path) ->
     assert "warning: 10 of 10 episodes ran out of trace before their first scored request" in r.stderr
     r = CliRunner().invoke(app, ["simulate", "numa", "--trace", str(f), "--pms", "5", "--warm-start", "0"])
     assert r.exit_code == 0 and "ran out of trace" not in r.stderr
+
+
+def test_an_out_inside_a_file_and_a_binary_rule_file_are_one_sentence(tmp_path: Path) -> None:
+    """Both were tracebacks: mkdir's NotADirectoryError, and nalb-learned reading a .pt as UTF-8 text."""
+    (tmp_path / "afile").write_text("x")
+    code, err = run("simulate", "numa", "--pms", "5", "--out", str(tmp_path / "afile" / "sub"))
+    assert_contract(code, err, "--out")
+    assert "is a file, so nothing can be made inside it" in err
+    pt = Path(__file__).resolve().parents[1] / "src" / "dcplace" / "data" / "cvd" / "cvd-rl-50pm.pt"
+    code, err = run("simulate", "netalloc", "--policy", "nalb-learned", "--checkpoint", str(pt), "--episodes", "1")
+    assert_contract(code, err, "--checkpoint")
+    assert "a binary file" in err

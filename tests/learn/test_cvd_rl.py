@@ -157,9 +157,11 @@ def test_same_seed_same_weights_and_resume_is_exact(tmp_path, kind):
     trainer = SchedRlTrainer if kind == "schedrl" else CvdRlTrainer
     a = trainer(TRACE, sc, 7, tmp_path / "a", cfg, TINY_DQN)
     a.train(4)
-    b = trainer(TRACE, sc, 7, tmp_path / "b", cfg, TINY_DQN)
+    b = trainer(TRACE, sc, 7, tmp_path / "b", cfg, TINY_DQN, "synthetic")
     b.keep_replay = True  # an exact resume needs the buffer
     b.train(2)
+    with pytest.raises(InputError, match=r"field 'meta.trace' is 'synthetic', but this run asks for 'azure-v1'"):
+        trainer.resume(TRACE, sc, 7, tmp_path / "b", "azure-v1")  # it switched the run's trace without a word
     b = trainer.resume(TRACE, sc, 7, tmp_path / "b", "synthetic")
     b.train(4)
     for (name, p), q in zip(a.net.state_dict().items(), b.net.state_dict().values(), strict=True):
@@ -457,3 +459,13 @@ def test_compiled_forward_leaves_exact_ties_to_numpy():
     c = agent.certain_best(v, acts)
     q = agent.benefits(v, acts)
     assert c == -1 or c == int(np.argmax(q))
+
+
+def test_resuming_another_trainers_run_names_the_file(tmp_path):
+    sc = Scenario(pms=4, warm_start=0.5, release=False)
+    a = CvdRlTrainer(TRACE, sc, 7, tmp_path / "a", CvdConfig(kind="cvd"), TINY_DQN, "synthetic")
+    a.keep_replay = True
+    a.train(1)
+    with pytest.raises(InputError) as err:
+        SchedRlTrainer.resume(TRACE, sc, 7, tmp_path / "a", "synthetic")
+    assert str(err.value).startswith(f"{tmp_path / 'a' / 'checkpoint.pt'}: field 'config.kind' is 'cvd'")

@@ -147,3 +147,15 @@ def test_neither_new_trainer_offers_a_resume(tmp_path):
         HindsightTrainer.resume(TRACE, SCENARIO, 0, tmp_path, "synthetic")
     with pytest.raises(InputError, match="cannot be resumed"):
         PadrlTrainer.resume(TRACE, SCENARIO, 0, tmp_path, "synthetic")
+
+
+def test_a_used_folder_offers_resume_only_where_there_is_one(tmp_path):
+    """padrl and hindsight pointed to a --resume they do not have."""
+    from dcplace.cli.train import _fresh_folder
+
+    (tmp_path / "checkpoint.pt").write_bytes(b"")
+    with pytest.raises(InputError) as no_resume:
+        _fresh_folder(tmp_path, resumable=False)
+    assert str(no_resume.value).endswith("already holds a run; choose another --out")
+    with pytest.raises(InputError, match="pass --resume to continue it"):
+        _fresh_folder(tmp_path)

@@ -4,6 +4,7 @@ exit 2, no database file created (uvicorn would wrap a port above 65535 round, o
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -11,6 +12,7 @@ from typer.testing import CliRunner
 from dcplace.cli.main import app
 
 runner = CliRunner()
+PADRL = Path(__file__).resolve().parents[2] / "src" / "dcplace" / "data" / "cvd" / "padrl-50pm-paper.pt"
 
 
 @pytest.mark.parametrize(
@@ -20,6 +22,9 @@ runner = CliRunner()
         (["--port", "0"], "--port: must be a TCP port from 1 to 65535, not 0"),
         (["--log-level", "loud"], "--log-level: must be one of critical, error, warning, info, debug, trace"),
         (["--host", "no-such-host.invalid"], "--host: cannot resolve 'no-such-host.invalid'"),
+        (["--policy", "nope"], "--policy: must be one of best-fit"),  # it created the database first
+        (["--policy", "best-fit", "--checkpoint", "x.pt"], "--checkpoint: applies to learned policies only"),
+        (["--policy", "cvd-rl", "--checkpoint", str(PADRL)], "a PADRL checkpoint, not one for policy cvd-rl"),
     ],
 )
 def test_bad_address_flags_are_refused_before_the_database(tmp_path, flags, said):

@@ -207,6 +207,9 @@ def check_out(out: object) -> None:
         raise InputError(f"--out {out} is an existing file; it must name a folder (created when missing)")
     if out.suffix.lower() == ".parquet" and importlib.util.find_spec("pyarrow") is None:
         raise InputError(f"--out {out}: writing Parquet needs pyarrow (pip install pyarrow); write a .csv instead")
+    blocked = next((p for p in out.parents if p.exists() and not p.is_dir()), None)
+    if blocked is not None:  # it was a NotADirectoryError traceback from mkdir
+        raise InputError(f"--out {out}: {blocked} is a file, so nothing can be made inside it")
 
 
 def _from_flag(opt: _Option, value: Any) -> Any:

@@ -44,6 +44,9 @@ def _check_listen(host: str, port: int) -> None:
 def serve(
     db: Annotated[Path, typer.Option(help="SQLite database holding the cluster (created if new)")],
     policy: Annotated[str, typer.Option(help="default placement policy (see `dcplace policies`)")] = "best-fit",
+    checkpoint: Annotated[
+        Path | None, typer.Option(help="a learned policy's weights (from `dcplace train`); default: the shipped ones")
+    ] = None,
     host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port")] = 8000,
     numa: Annotated[int, typer.Option(help="NUMA nodes per machine (fixed per database)")] = 2,
@@ -72,6 +75,7 @@ def serve(
     import uvicorn
 
     from dcplace.engine import PlacementEngine, ReoptPolicy, read_allocations
+    from dcplace.policies import get_policy
     from dcplace.policies.numa_heuristics import warm_up_jit
     from dcplace.service import create_app
 
@@ -89,7 +93,9 @@ def serve(
         if reoptimise_every is not None or reoptimise_below is not None:
             reopt = ReoptPolicy(every_s=reoptimise_every, below=reoptimise_below, min_gap_s=60.0,
                                 migration_weight=migration_weight, max_moves=max_moves)  # fmt: skip
-        engine = PlacementEngine.open(db, numa=numa, policy=policy)
+        # before the database: a refused policy or checkpoint leaves no new file behind
+        chosen = get_policy(policy, None if checkpoint is None else str(checkpoint))
+        engine = PlacementEngine.open(db, numa=numa, policy=chosen)
         if import_allocations is not None:
             n = engine.import_allocations(read_allocations(import_allocations), str(import_allocations))
             typer.echo(f"imported {n} allocations from {import_allocations}", err=True)

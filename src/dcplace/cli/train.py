@@ -38,9 +38,11 @@ NARA_DATASETS = ("uniform", "azure", "alibaba")  # dcplace.workload.netreq.DATAS
 OUT_HELP = "folder for checkpoints and curves"
 
 
-def _fresh_folder(folder: Path) -> None:
+def _fresh_folder(folder: Path, resumable: bool = True) -> None:
+    """Refuse a folder that holds a run; ``resumable``: whether the command has ``--resume`` to offer instead."""
     if (folder / "checkpoint.pt").exists():
-        raise InputError(f"{folder} already holds a run; pass --resume to continue it or choose another --out")
+        offer = "pass --resume to continue it or choose another --out" if resumable else "choose another --out"
+        raise InputError(f"{folder} already holds a run; {offer}")
 
 
 def _train_with_bar(
@@ -451,7 +453,7 @@ def _train_regime(label: str, cfg: RegimeTrainRun, out: Path | None, build: Call
     check_hostable(regime.cluster(cfg.pms), prepared)
     scenario = regime.scenario(cfg.warm_start, cfg.pms)
     folder = out or Path(f"results/train/{label}-{cfg.pms}pm")
-    _fresh_folder(folder)
+    _fresh_folder(folder, resumable=False)  # padrl and hindsight have no --resume
     trainer = build(prepared, scenario, folder)
     write_config(cfg, folder, f"dcplace train {label}")
     ref = {h: trainer.validate_heuristic(h) for h in ("best-fit", "industrial")}

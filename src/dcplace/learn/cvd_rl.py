@@ -196,7 +196,11 @@ class CvdRlTrainer(DoubleDQN):
     ) -> CvdRlTrainer:
         """Continue the run in ``out``; an injected reward or TD rule must be passed again."""
         return cls.resume_with(
-            out, scenario, seed, lambda cfg, dqn: cls(trace, scenario, seed, out, cfg, dqn, trace_name, reward, td)
+            out,
+            scenario,
+            seed,
+            lambda cfg, dqn: cls(trace, scenario, seed, out, cfg, dqn, trace_name, reward, td),
+            trace_name,
         )
 
     def layout(self, model: CvdConfig, machines: int) -> Layout:

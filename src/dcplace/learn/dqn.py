@@ -288,14 +288,28 @@ class DoubleDQN(TrainingRun[CvdNet]):
         """Continue the run in ``out`` (``checkpoint.pt`` + ``replay.npz``, so the run must have been trained with
         :attr:`keep_replay`); scenario and seed must be the run's, and an injected reward must be passed again."""
         return cls.resume_with(
-            out, scenario, seed, lambda cfg, dqn: cls(trace, scenario, seed, out, cfg, dqn, trace_name, reward)
+            out,
+            scenario,
+            seed,
+            lambda cfg, dqn: cls(trace, scenario, seed, out, cfg, dqn, trace_name, reward),
+            trace_name,
         )
 
     @classmethod
-    def resume_with(cls, out: Path, scenario: Scenario, seed: int, build: Callable[[CvdConfig, DQNConfig], T]) -> T:
-        """Resume with ``build(model config, settings)`` making the trainer (for trainers with more to inject)."""
-        blob = cls.read_run(out, {"pms": scenario.pms, "warm_start": scenario.warm_start, "seed": seed})
+    def resume_with(
+        cls, out: Path, scenario: Scenario, seed: int, build: Callable[[CvdConfig, DQNConfig], T],
+        trace_name: str | None = None,
+    ) -> T:  # fmt: skip
+        """Resume with ``build(model config, settings)`` making the trainer (for trainers with more to inject); the
+        run's scenario, seed and (when given) trace must be these (another trace switched the run's data silently)."""
+        expect: dict[str, object] = {"pms": scenario.pms, "warm_start": scenario.warm_start, "seed": seed}
+        if trace_name is not None:
+            expect["trace"] = trace_name
+        blob = cls.read_run(out, expect)
         net, meta = load(out / "checkpoint.pt")
+        if net.cfg.kind != cls.kind:  # another trainer's run: name the file (it said only "field 'kind'")
+            raise InputError(f"{out / 'checkpoint.pt'}: field 'config.kind' is {net.cfg.kind!r}, a run of another "
+                             f"trainer; this one continues {cls.kind!r} runs")  # fmt: skip
         tr = build(net.cfg, DQNConfig.from_dict(meta["dqn"]))
         for key in ("reward", "loss"):
             if getattr(tr.dqn, key) != meta["dqn"][key]:

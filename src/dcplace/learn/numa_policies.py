@@ -68,6 +68,9 @@ class LearnedNuma(NumaPolicy):
             raise InputError(f"{path}: field 'config.kind' is {net.cfg.kind!r}, policy {self.label} needs {want!r}")
         if self.label == "padrl" and not net.cfg.forecast_hidden:
             raise InputError(f"{path}: field 'config.forecast_hidden' is 0, policy padrl needs a demand forecast")
+        if self.label != "padrl" and net.cfg.forecast_hidden:  # it ran PADRL's network under this policy's name
+            raise InputError(f"{path}: field 'config.forecast_hidden' is {net.cfg.forecast_hidden}: a PADRL "
+                             f"checkpoint, not one for policy {self.label}; use --policy padrl")  # fmt: skip
         self.agent = CvdAgent(net)
 
     @property

@@ -38,6 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dcplace.errors import InputError
+from dcplace.inputs import read_text
 from dcplace.jsonio import json_problem
 from dcplace.policies.netalloc_heuristics import LocalityBased, _Adjacency
 from dcplace.sim.netalloc import NetView
@@ -117,9 +118,9 @@ def load_weights(path: str | Path) -> tuple[float, ...]:
     """The weights of a rule file (an InputError naming the file and field when it is not one)."""
     p = Path(path)
     try:
-        data = json.loads(p.read_text())
-    except OSError as e:
-        raise InputError(f"{p}: cannot read the rule file ({e.strerror})", field="checkpoint") from None
+        data = json.loads(read_text(p, "nalb-learned rule file (JSON)"))  # a binary file (a .pt) is one sentence
+    except InputError as e:
+        raise InputError(str(e), field="checkpoint") from None
     except (json.JSONDecodeError, RecursionError) as e:
         line = f" line {e.lineno}:" if isinstance(e, json.JSONDecodeError) else ""
         raise InputError(f"{p}:{line} not JSON ({json_problem(e)})", field="checkpoint") from None
