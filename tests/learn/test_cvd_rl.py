@@ -315,7 +315,7 @@ class _Constant:
 
 def test_reward_is_injectable_and_recorded(tmp_path):
     sc = Scenario(pms=4, warm_start=0.5, release=False)
-    default = CvdRlTrainer(TRACE, sc, 0, tmp_path / "a", CvdConfig(), TINY_DQN)
+    default = CvdRlTrainer(TRACE, sc, 0, tmp_path / "a", CvdConfig(), TINY_DQN, "synthetic")
     custom = CvdRlTrainer(TRACE, sc, 0, tmp_path / "b", CvdConfig(), TINY_DQN, "synthetic", _Constant(0.25))
     custom.keep_replay = True
     default.train(2)
@@ -364,8 +364,8 @@ def test_td_rule_is_injectable_and_recorded(tmp_path):
     sc = Scenario(pms=4, warm_start=0.5, release=False)
     with pytest.raises(InputError, match="field 'loss': must be one of cluster, machine, got 'huber'"):
         CvdRlTrainer(TRACE, sc, 0, tmp_path / "x", CvdConfig(), DQNConfig(loss="huber"))
-    default = CvdRlTrainer(TRACE, sc, 0, tmp_path / "a", CvdConfig(), TINY_DQN)
-    custom = CvdRlTrainer(TRACE, sc, 0, tmp_path / "b", CvdConfig(), TINY_DQN, td=_Myopic())
+    default = CvdRlTrainer(TRACE, sc, 0, tmp_path / "a", CvdConfig(), TINY_DQN, "synthetic")
+    custom = CvdRlTrainer(TRACE, sc, 0, tmp_path / "b", CvdConfig(), TINY_DQN, "synthetic", td=_Myopic())
     custom.keep_replay = True
     default.train(2)
     custom.train(2)

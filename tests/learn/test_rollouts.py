@@ -36,7 +36,8 @@ def _ppo(out: Path) -> PPOTrainer:
 
 
 def _cvd(out: Path, loss: str = "cluster") -> CvdRlTrainer:
-    return CvdRlTrainer(TRACE, SCENARIO, 3, out, CvdConfig(), DQNConfig(**{**DQN.to_dict(), "loss": loss}))
+    return CvdRlTrainer(TRACE, SCENARIO, 3, out, CvdConfig(), DQNConfig(**{**DQN.to_dict(), "loss": loss}),
+                        "synthetic")  # fmt: skip
 
 
 def _schedrl(out: Path) -> SchedRlTrainer:

@@ -131,7 +131,12 @@ def test_the_shipped_rule_file_loads_and_runs():
 
 @pytest.mark.parametrize(
     ("text", "field"),
-    [("{", "not JSON"), ('{"format": "x"}', "field format"), (None, "field weights"), ("missing", "cannot read")],
+    [
+        ("{", "not JSON"),
+        ('{"format": "x"}', "field format"),
+        (None, "field weights"),
+        ("missing", "no such nalb-learned rule file"),
+    ],
 )
 def test_bad_rule_files_are_input_errors_naming_file_and_field(tmp_path, text, field):
     path = tmp_path / "rule.json"
