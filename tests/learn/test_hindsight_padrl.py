@@ -159,3 +159,19 @@ def test_a_used_folder_offers_resume_only_where_there_is_one(tmp_path):
     assert str(no_resume.value).endswith("already holds a run; choose another --out")
     with pytest.raises(InputError, match="pass --resume to continue it"):
         _fresh_folder(tmp_path)
+
+
+def test_a_resumed_run_says_where_it_stands_and_where_it_goes(tmp_path):
+    """`train nara --resume` without --iterations ran on to the default 150 without a word."""
+    from typer.testing import CliRunner
+
+    from dcplace.cli.main import app
+
+    out = tmp_path / "nr"
+    first = CliRunner().invoke(app, ["train", "nara", "--iterations", "1", "--steps", "64", "--out", str(out)])
+    assert first.exit_code == 0, first.output
+    again = CliRunner().invoke(app, ["train", "nara", "--out", str(out), "--resume", "--iterations", "2"])
+    assert again.exit_code == 0, again.output
+    assert f"resuming {out} at iteration 1; training on to iteration 2 (--iterations)" in again.stderr
+    done = CliRunner().invoke(app, ["train", "nara", "--out", str(out), "--resume", "--iterations", "1"])
+    assert "at iteration 2; training nothing (--iterations 1: 2 done already)" in done.stderr

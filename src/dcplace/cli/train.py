@@ -45,6 +45,15 @@ def _fresh_folder(folder: Path, resumable: bool = True) -> None:
         raise InputError(f"{folder} already holds a run; {offer}")
 
 
+def _say_resumed(folder: Path, done: int, total: int, unit: str) -> None:
+    """One line before a resumed run trains: where it stands and where it goes (a resume without the count ran on
+    to the default without a word); the run's other settings come from its checkpoint."""
+    flag = f"--{unit}s"
+    goal = f"on to {unit} {total} ({flag})" if total > done else f"nothing ({flag} {total}: {done} done already)"
+    typer.echo(f"resuming {folder} at {unit} {done}; training {goal}; its other settings are the checkpoint's",
+               err=True)  # fmt: skip
+
+
 def _train_with_bar(
     title: str,
     unit: str,
@@ -161,6 +170,7 @@ def train_nara(
     folder = out or Path(f"results/train/nara-{where}-{cfg.dataset}")
     if resume:
         trainer = PPOTrainer.resume(tops, cfg.dataset, cfg.seed, folder)
+        _say_resumed(folder, trainer.done, cfg.iterations, "iteration")
     else:
         _fresh_folder(folder)
         model = NaraConfig(p2_hidden=cfg.p2_hidden)
@@ -302,6 +312,7 @@ def _train_dqn(
     folder = out or Path(f"results/train/{label}-{cfg.pms}pm")
     if resume:
         trainer = trainer_class.resume(prepared, scenario, cfg.seed, folder, cfg.trace)
+        _say_resumed(folder, trainer.done, cfg.epochs, "epoch")
     else:
         _fresh_folder(folder)
         ops = cfg if isinstance(cfg, CvdTrainRun) else CvdTrainRun(filter_k=())
