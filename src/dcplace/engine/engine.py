@@ -80,7 +80,7 @@ from dcplace.engine.store import (
     VmDelete,
     VmRow,
 )
-from dcplace.errors import InputError, PolicyError
+from dcplace.errors import InputError
 from dcplace.inputs import read_csv, read_text
 from dcplace.jsonio import json_problem
 from dcplace.placement.migration import MigrationPlan, Move, plan_migrations
@@ -89,7 +89,7 @@ from dcplace.policies import get_policy
 from dcplace.policies.base import NumaPolicy
 from dcplace.policies.numa_heuristics import FIRST_FIT, Heuristic
 from dcplace.policies.numa_heuristics import choose as heuristic_choose
-from dcplace.sim.policy_calls import as_action, decide
+from dcplace.sim.policy_calls import as_action, decide, ranked
 
 
 class NotFound(InputError):
@@ -707,13 +707,7 @@ class PlacementEngine:
     def _ranked(self, pol: NumaPolicy, req: VmRequest, n: int) -> list[tuple[int, tuple[float, ...]]]:
         """``pol.rank``: its candidates that are actions on this cluster (a user's policy may rank others)."""
         s = self.state
-        ranked = decide(pol, s.view(req.cpu, req.mem, req.multi), "rank", n)
-        try:
-            pairs = [(a, tuple(sc)) for a, sc in ranked]
-        except (TypeError, ValueError):
-            raise PolicyError(f"the policy {pol.name} ranked {ranked!r:.80}: rank must give (action, scores) "
-                              "pairs") from None  # fmt: skip
-        acts = [(as_action(pol, a), sc) for a, sc in pairs]
+        acts = ranked(pol, s.view(req.cpu, req.mem, req.multi), n)
         return [(a, sc) for a, sc in acts if 0 <= a < s.active * self.numa]
 
     def _candidate(self, action: int, score: tuple[float, ...] = ()) -> Candidate:

@@ -49,6 +49,8 @@ def _union_tag(part: Any) -> bool:
 
 NOT_JSON_TYPE = "the request body must be JSON, sent with the header content-type: application/json"
 """The answer to a body sent as another type (``curl -d`` without ``-H``: form-encoded), on every route."""
+NOT_PARSED = "the request body is not valid JSON (it could not be parsed)"
+"""The answer to a body no reader could take apart (arrays nested 200,000 deep), on every route."""
 
 
 def is_json_type(content_type: str) -> bool:

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from dcplace.engine import PlacementEngine
 from dcplace.service.answers import (
     NOT_JSON_TYPE,
+    NOT_PARSED,
     error_answer,
     is_json_type,
     place_vm,
@@ -51,12 +52,9 @@ class HotPaths:
             if method == "POST" and path == "/vms":
                 raw = await _body(receive)
                 ctype = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"content-type"), "")
-                if raw and not is_json_type(
-                    ctype
-                ):  # as FastAPI's routes answer it (they do not read such a body as JSON)
-                    await self._answer(send, (422, {"detail": NOT_JSON_TYPE}))
-                    return
-                await self._answer(send, await self._place(raw))
+                # a body not sent as JSON: answered as FastAPI's routes answer it (they do not read it as JSON)
+                answer = await self._place(raw) if not raw or is_json_type(ctype) else (422, {"detail": NOT_JSON_TYPE})
+                await self._answer(send, answer)
                 return
             if method == "DELETE" and path.startswith("/vms/") and len(path) > 5:  # an id may hold "/" (namespace/name)
                 await self._answer(send, await self._guard(release_vm(self.engine, self.metrics, path[5:])))
@@ -70,7 +68,7 @@ class HotPaths:
             pos = getattr(e, "pos", 0)
             return 422, {"detail": validation_sentence([{"loc": ("body", pos), "msg": "JSON decode error"}])}
         except RecursionError:  # arrays nested 200,000 deep: Python's reader gives up (it was a 500)
-            return 422, {"detail": "the request body is not valid JSON (it could not be parsed)"}
+            return 422, {"detail": NOT_PARSED}
         if data is None:
             return 422, {"detail": validation_sentence([{"loc": ("body",), "msg": "Field required"}])}
         try:

@@ -33,6 +33,18 @@ def decide(policy: Any, view: Any, method: str = "choose", *args: Any) -> Any:
         raise PolicyError(f"the policy {_label(policy)} raised {type(e).__name__}: {e}") from e
 
 
+def ranked(policy: Any, view: Any, n: int) -> list[tuple[int, tuple[float, ...]]]:
+    """``policy.rank(view, n)`` checked like :func:`decide` and :func:`as_action`: (action, scores) pairs, or a
+    :class:`PolicyError` naming the policy when it gives something else."""
+    out = decide(policy, view, "rank", n)
+    try:
+        pairs = [(a, tuple(sc)) for a, sc in out]
+    except (TypeError, ValueError):
+        raise PolicyError(f"the policy {_label(policy)} ranked {out!r:.80}: rank must give (action, scores) "
+                          "pairs") from None  # fmt: skip
+    return [(as_action(policy, a), sc) for a, sc in pairs]
+
+
 def as_action(policy: Any, action: Any) -> int:
     """``action`` as an int, or a :class:`PolicyError` when it is not a whole number (a float such as 1.5 was
     truncated to a machine the policy did not choose). Any whole number is an action: one outside the cluster is
