@@ -139,11 +139,30 @@ def _toml_value(text: str) -> Any:
         raise InputError(f'must be a TOML value such as [1, 2] or [["a", 1]], got {text!r}') from None
 
 
+@dataclasses.dataclass(frozen=True)
+class Resume:
+    """How a command whose ``run`` takes ``resume: bool`` reads its settings when ``--resume`` is given: from the
+    run's own ``config.toml`` (which the command wrote when the run started), with the flags given applied over it.
+    A flag that would change any setting but those in ``free`` is refused, and so is ``--config``: a resumed run is
+    the run it continues."""
+
+    command: str
+    """The command that wrote the run's config.toml (``dcplace train nara``), checked against the file's header."""
+    folder: Callable[[Any, Path | None], Path]
+    """The run's folder, from the config the flags alone give (defaults under them) and ``--out``."""
+    free: tuple[str, ...]
+    """Dotted keys a resumed run may change: how far it trains, how its episodes are played."""
+    checked: tuple[str, ...] = ()
+    """For a run folder without config.toml (a reproduction's training run): the dotted keys the trainer checks
+    against the checkpoint, which must then be given as the run had them (its other settings are the checkpoint's)."""
+
+
 def config_command(
-    cls: type[C], flags: Mapping[str, Flag] | None = None
+    cls: type[C], flags: Mapping[str, Flag] | None = None, resume: Resume | None = None
 ) -> Callable[[Callable[Concatenate[C, P], None]], Callable[..., None]]:
     """Decorate ``run(cfg: cls, **extra)`` into a typer command function (see the module docstring). ``flags``
-    adjusts single fields, by dotted key or by field name; a table's key (``greedy``) adjusts all its fields."""
+    adjusts single fields, by dotted key or by field name; a table's key (``greedy``) adjusts all its fields.
+    ``resume``: where the settings of a resumed run come from (:class:`Resume`)."""
     generated = _options(cls, flags or {})
     by_key = {opt.leaf.key: opt.flag for opt, _ in generated}
 
@@ -170,14 +189,17 @@ def config_command(
         @functools.wraps(run)
         def command(ctx: typer.Context, config_file: Path | None, force: bool, **kwargs: Any) -> None:
             from_file: set[str] = set()
+            given: dict[str, Any] = {}
             with errors_as_exit(by_key, from_file, config_file):
                 check_out(kwargs.get("out"))
-                given: dict[str, Any] = {}
                 for opt, _ in generated:
                     value = kwargs.pop(opt.param)
                     source = ctx.get_parameter_source(opt.param)
                     if source is not None and source.name == "COMMANDLINE":
                         given[opt.leaf.key] = _from_flag(opt, value)
+                if resume is not None and kwargs.get("resume"):
+                    config_file = run_settings(cls, resume, config_file, given, kwargs.get("out"), by_key)
+            with errors_as_exit(by_key, from_file, config_file):
                 with limits.unguarded() if force else contextlib.nullcontext():
                     cfg = resolve(cls, config_file, given, from_file)
                     typing.cast(Callable[..., None], run)(cfg, **kwargs)
@@ -189,6 +211,53 @@ def config_command(
         return command
 
     return wrap
+
+
+def run_settings(
+    cls: type, rule: Resume, config_file: Path | None, given: Mapping[str, Any], out: object, flags: Mapping[str, str]
+) -> Path | None:
+    """The ``config.toml`` a resumed run takes its settings from (:class:`Resume`), after checking that the flags
+    ``given`` (dotted key -> value) change only what ``rule.free`` allows; ``flags``: dotted key -> flag. None for a
+    run folder without config.toml (said on stderr; the trainer checks ``rule.checked`` against its checkpoint)."""
+    free = ", ".join(flags.get(key, key) for key in rule.free)
+    if config_file is not None:
+        raise InputError(f"--config and --resume do not go together: a resumed run takes its settings from its own "
+                         f"config.toml, and only {free} may change")  # fmt: skip
+    folder = rule.folder(resolve(cls, None, given), out if isinstance(out, Path) else None)
+    path = folder / "config.toml"
+    if not path.is_file():
+        if not (folder / "checkpoint.pt").exists():
+            raise InputError(f"{folder} holds no run to resume (no checkpoint.pt); start one without --resume")
+        needs = ", ".join(flags.get(key, key) for key in rule.checked)
+        note = (f"note: {folder} has no config.toml, so the run's settings are its checkpoint's; {needs} must be "
+                f"given as the run had them (they are checked), other flags but {free} are not read")  # fmt: skip
+        typer.echo(note, err=True)
+        return config_file
+    owner = made_by(folder)
+    if owner != rule.command:
+        raise InputError(f"{path} holds the settings of `{owner or 'another command'}`, not of `{rule.command}`")
+    ran = _flat(config.to_dict(resolve(cls, path, {})))
+    asked = _flat(config.to_dict(resolve(cls, path, given)))
+    for key in given:
+        if key not in rule.free and ran.get(key) != asked.get(key):
+            flag, now, was = flags.get(key, key), _shown(asked.get(key)), _shown(ran.get(key))
+            raise InputError(f"{flag} {now} would change the run in {folder} (it has {was}); a resumed run keeps "
+                             f"its settings, only {free} may change")  # fmt: skip
+    return path
+
+
+def _flat(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested settings dict as dotted key -> value."""
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        where = f"{prefix}{key}"
+        flat.update(_flat(value, where + ".") if isinstance(value, Mapping) else {where: value})
+    return flat
+
+
+def _shown(value: Any) -> str:
+    """A setting's value as a TOML file spells it (``"huawei-east-1"``, ``64``, ``true``)."""
+    return "unset" if value is None else config.dumps({"v": value})[4:].strip()
 
 
 FILE_OUTPUTS = tuple(dict.fromkeys(EPISODE_SUFFIXES + ASSIGNMENT_SUFFIXES))
@@ -230,17 +299,9 @@ def resolve(cls: type[C], file: Path | None, given: Mapping[str, Any], from_file
     if file is not None:
         data = config.parse(cls, config.read_toml(file), source=file)
         if from_file is not None:
-            from_file.update(k for k in _dotted(data) if k not in given)
+            from_file.update(k for k in _flat(data) if k not in given)
     data = config.merge(data, config.parse(cls, config.unflatten(given)))
     return config.build(cls, data)
-
-
-def _dotted(data: Mapping[str, Any], prefix: str = "") -> list[str]:
-    keys: list[str] = []
-    for key, value in data.items():
-        where = f"{prefix}{key}"
-        keys.extend(_dotted(value, where + ".") if isinstance(value, Mapping) else [where])
-    return keys
 
 
 @contextlib.contextmanager

@@ -22,7 +22,7 @@ import typer
 
 from dcplace.atomic import write_text
 from dcplace.cli.common import console, err_console
-from dcplace.cli.options import Flag, config_command, write_config
+from dcplace.cli.options import Flag, Resume, config_command, write_config
 from dcplace.config import check, check_types
 from dcplace.errors import InputError
 from dcplace.learn.config import DQNConfig, HindsightConfig, PPOConfig
@@ -47,11 +47,27 @@ def _fresh_folder(folder: Path, resumable: bool = True) -> None:
 
 def _say_resumed(folder: Path, done: int, total: int, unit: str) -> None:
     """One line before a resumed run trains: where it stands and where it goes (a resume without the count ran on
-    to the default without a word); the run's other settings come from its checkpoint."""
+    to the default without a word); the run's other settings come from its config.toml (:class:`Resume`)."""
     flag = f"--{unit}s"
     goal = f"on to {unit} {total} ({flag})" if total > done else f"nothing ({flag} {total}: {done} done already)"
-    typer.echo(f"resuming {folder} at {unit} {done}; training {goal}; its other settings are the checkpoint's",
-               err=True)  # fmt: skip
+    settings = folder / "config.toml"
+    source = f"the run's ({settings})" if settings.exists() else "the checkpoint's"
+    typer.echo(f"resuming {folder} at {unit} {done}; training {goal}; its other settings are {source}", err=True)
+
+
+def _record_settings(cfg: Any, folder: Path, command: str, resume: bool) -> None:
+    """Write the run's config.toml: when it starts, and on --resume with the new length (it went stale), unless the
+    run has none (a reproduction's run, whose settings are its checkpoint's: flags would not describe it)."""
+    if not resume or (folder / "config.toml").exists():
+        write_config(cfg, folder, command)
+
+
+def _nara_folder(cfg: NaraTrainRun, out: Path | None) -> Path:
+    """``train nara``'s folder: ``--out``, or one named after the topologies and the request set."""
+    from dcplace.cluster.topology import load_topology
+
+    where = "+".join(load_topology(t).name for t in cfg.topology.split(","))
+    return out or Path(f"results/train/nara-{where}-{cfg.dataset}")
 
 
 def _train_with_bar(
@@ -153,6 +169,12 @@ class NaraTrainRun:
             name="--ppo-epochs", help="passes over each iteration's batch (RLlib's default, the paper's: 30)"
         ),
     },
+    Resume(
+        "dcplace train nara",
+        lambda cfg, out: _nara_folder(cfg, out),
+        ("iterations", "workers", "ray_address"),
+        ("topology", "dataset", "seed"),
+    ),
 )
 def train_nara(
     cfg: NaraTrainRun,
@@ -167,7 +189,7 @@ def train_nara(
 
     tops = [load_topology(t) for t in cfg.topology.split(",")]
     where = "+".join(t.name for t in tops)
-    folder = out or Path(f"results/train/nara-{where}-{cfg.dataset}")
+    folder = _nara_folder(cfg, out)
     if resume:
         trainer = PPOTrainer.resume(tops, cfg.dataset, cfg.seed, folder)
         _say_resumed(folder, trainer.done, cfg.iterations, "iteration")
@@ -175,7 +197,7 @@ def train_nara(
         _fresh_folder(folder)
         model = NaraConfig(p2_hidden=cfg.p2_hidden)
         trainer = PPOTrainer(tops, cfg.dataset, cfg.seed, folder, cfg.ppo, model, cfg.init)
-        write_config(cfg, folder, "dcplace train nara")
+    _record_settings(cfg, folder, "dcplace train nara", resume)
     best = f"{trainer.best_validation:.3f}" if trainer.best_validation >= 0 else "-"
 
     def shown(row: dict[str, float]) -> dict[str, Any]:
@@ -291,6 +313,17 @@ def format_filter(pairs: tuple[tuple[str, int], ...]) -> str:
     return ",".join(f"{name}:{k}" for name, k in pairs) or "none"
 
 
+def _dqn_folder(label: str) -> Callable[[DqnTrainRun, Path | None], Path]:
+    """``train cvd-rl`` / ``train schedrl``'s folder: ``--out``, or one named after the command and the machines."""
+    return lambda cfg, out: out or Path(f"results/train/{label}-{cfg.pms}pm")
+
+
+def _dqn_resume(label: str) -> Resume:
+    """How ``train cvd-rl`` / ``train schedrl --resume`` read the run's settings (:class:`Resume`)."""
+    free, checked = ("epochs", "workers", "ray_address"), ("trace", "pms", "warm_start", "seed")
+    return Resume(f"dcplace train {label}", _dqn_folder(label), free, checked)
+
+
 def _train_dqn(
     kind: Literal["cvd", "schedrl"], cfg: DqnTrainRun, out: Path | None, resume: bool, keep_replay: bool = False
 ) -> None:
@@ -309,7 +342,7 @@ def _train_dqn(
     scenario = cfg.scenario()
     prepared = prepare(load_trace(cfg.trace, seed=0, synthetic_n=60_000), 32.0)
     check_hostable(NumaCluster.uniform(cfg.pms), prepared)
-    folder = out or Path(f"results/train/{label}-{cfg.pms}pm")
+    folder = _dqn_folder(label)(cfg, out)
     if resume:
         trainer = trainer_class.resume(prepared, scenario, cfg.seed, folder, cfg.trace)
         _say_resumed(folder, trainer.done, cfg.epochs, "epoch")
@@ -321,7 +354,7 @@ def _train_dqn(
                           filter_k=ops.filter_k, machines=cfg.pms if whole else 0)  # fmt: skip
         trainer = trainer_class(prepared, scenario, cfg.seed, folder, model, cfg.dqn, cfg.trace)
         trainer.keep_replay = keep_replay
-        write_config(cfg, folder, f"dcplace train {label}")
+    _record_settings(cfg, folder, f"dcplace train {label}", resume)
     ref = {h: trainer.validate_heuristic(h) for h in ("best-fit", "industrial")}
 
     def shown(row: dict[str, float]) -> dict[str, Any]:
@@ -346,7 +379,11 @@ def _train_dqn(
 
 
 @app.command("cvd-rl")
-@config_command(CvdTrainRun, {**DQN_FLAGS, "filter_k": Flag(name="--filter", parse=parse_filter, show=format_filter)})
+@config_command(
+    CvdTrainRun,
+    {**DQN_FLAGS, "filter_k": Flag(name="--filter", parse=parse_filter, show=format_filter)},
+    _dqn_resume("cvd-rl"),
+)
 def train_cvd(
     cfg: CvdTrainRun,
     out: Annotated[Path | None, typer.Option(help=OUT_HELP)] = None,
@@ -363,6 +400,7 @@ def train_cvd(
 @config_command(
     DqnTrainRun,
     {**DQN_FLAGS, "dqn.loss": Flag(skip=True), "pms": Flag(help="machines (the network is tied to this count)")},
+    _dqn_resume("schedrl"),
 )
 def train_schedrl(
     cfg: DqnTrainRun,
