@@ -280,7 +280,8 @@ class CvdAgent:
             what = "SchedRL" if self.cfg.kind == "schedrl" else "a whole-cluster CVD network"
             raise InputError(
                 f"this {what} checkpoint was trained for {n} machines and cannot act on {v.machines} machine slots "
-                f"({int(v.usable.sum())} of them usable; only the decomposed CVD-RL network runs at any machine count)"
+                f"({int(v.usable.sum())} of them usable): run it on {n} machines or give a checkpoint trained for "
+                f"{v.machines} (only the decomposed CVD-RL network runs at any machine count)"
             )
 
     def candidates(self, state: State) -> npt.NDArray[np.int64]:
