@@ -85,9 +85,10 @@ class Outcome(IntEnum):
 class Rewards:
     """The paper's reward (section 3.2, chosen by its grid search): success, failure, every other pick; and
     ``capacity``, ours: for each request rejected for capacity without a pick (step 1 above), added to the reward
-    of the pick after which it happened. Section 3.2 has no term for such requests (its rewards follow actions), so
-    it is 0 by default; at ``failure``'s value an episode's return is exactly ``success`` x accepted + ``failure``
-    x not accepted, the acceptance ratio the paper ranks by (docs/nara.md)."""
+    of the pick after which it happened (those before the first pick, to the first pick). Section 3.2 has no term
+    for such requests (its rewards follow actions), so it is 0 by default; at ``failure``'s value the return of an
+    episode with at least one pick is exactly ``success`` x accepted + ``failure`` x not accepted, the acceptance
+    ratio the paper ranks by (docs/nara.md)."""
 
     success: float = 10.0
     failure: float = -10.0
@@ -285,9 +286,8 @@ class NetAllocSim:
         self.servers_per_allocation: list[int] = []
         self.locality: list[int] = []
         self.accepted_ids: list[int] = []
-        self._capacity_charge = 0.0  # rewards.capacity of the rejections since the last completion
+        self._capacity_charge = 0.0  # rewards.capacity of the rejections since the last completion (or the start)
         self._begin()
-        self._capacity_charge = 0.0  # none is charged for the rejections before the first pick
 
     @property
     def request(self) -> tuple[int, int, int, int]:
@@ -377,7 +377,8 @@ class NetAllocSim:
 
     def pick(self, v: int) -> tuple[Outcome, float, dict[str, str]]:
         """Give server ``v`` to the waiting request. Returns (outcome, reward, info); the reward of a pick that ends
-        the request includes ``rewards.capacity`` for every request then rejected for capacity."""
+        the request includes ``rewards.capacity`` for every request then rejected for capacity (the episode's first
+        pick also for those rejected before it)."""
         if self.done:
             raise RuntimeError("the episode is over; call reset()")
         self.decisions += 1
