@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 
 import gymnasium as gym
@@ -34,8 +35,8 @@ def test_masked_episode_returns_scheduled_length():
         obs, reward, term, trunc, info = env.step(int(np.flatnonzero(mask)[-1]))
         total += reward
         done = term or trunc
-    assert info["episode"]["length"] == total > 0
-    assert info["episode"]["final_pms"] == 40 and not info["invalid_action"]
+    assert info["result"]["length"] == total > 0
+    assert info["result"]["final_pms"] == 40 and not info["invalid_action"]
 
 
 def test_double_numa_both_actions_of_a_machine_mean_the_machine():
@@ -65,3 +66,109 @@ def test_invalid_action_terminates_with_info():
         bad = np.array([0])
     _, reward, term, _, info = env.step(int(bad[0]))
     assert term and reward == 0.0 and info["invalid_action"]
+
+
+# --- An RL researcher's walkthrough (stop 36): Gymnasium's own wrappers, settings checked at make, reset options ---
+
+
+def test_gymnasiums_episode_statistics_wrappers_work_on_both_envs():
+    """NumaVM put its result under info["episode"], the key RecordEpisodeStatistics reserves: both wrappers failed."""
+    for env_id, kwargs in (("dcplace/NumaVM-v0", dict(pms=5, release=False)), ("dcplace/NetAlloc-v0", {})):
+        env = gym.wrappers.RecordEpisodeStatistics(gym.make(env_id, **kwargs))
+        _obs, info = env.reset(seed=0)
+        done, steps = False, 0
+        while not done:
+            mask = env.unwrapped.action_masks()
+            _obs, _r, term, trunc, info = env.step(int(np.flatnonzero(mask)[0]))
+            done, steps = term or trunc, steps + 1
+        assert info["episode"]["l"] == steps
+    vec = gym.wrappers.vector.RecordEpisodeStatistics(gym.make_vec("dcplace/NumaVM-v0", num_envs=2, pms=5,
+                                                                     release=False))  # fmt: skip
+    vec.reset(seed=0)
+    ends = 0
+    for _ in range(400):
+        masks = np.stack(vec.unwrapped.call("action_masks"))
+        _obs, _r, term, trunc, _info = vec.step(np.array([int(np.flatnonzero(m)[0]) if m.any() else 0 for m in masks]))
+        ends += int((term | trunc).sum())
+    assert ends > 0
+
+
+@pytest.mark.parametrize(
+    "env_id, kwargs, field",
+    [
+        ("dcplace/NetAlloc-v0", dict(requests=-1), "requests"),
+        ("dcplace/NetAlloc-v0", dict(requests="32"), "requests"),
+        ("dcplace/NetAlloc-v0", dict(requests=0), "requests"),
+        ("dcplace/NetAlloc-v0", dict(split="val"), "split"),
+        ("dcplace/NetAlloc-v0", dict(k=0), "'k'"),
+        ("dcplace/NetAlloc-v0", dict(rewards="x"), "rewards"),
+        ("dcplace/NetAlloc-v0", dict(topology=123), "topology"),
+        ("dcplace/NetAlloc-v0", dict(dataset="nope"), "dataset"),
+        ("dcplace/NetAlloc-v0", dict(render_mode="human"), "render_mode"),
+        ("dcplace/NumaVM-v0", dict(numa=2.5), "numa"),
+        ("dcplace/NumaVM-v0", dict(node_mem="90"), "node_mem"),
+        ("dcplace/NumaVM-v0", dict(node_cpu=0), "node_cpu"),
+        ("dcplace/NumaVM-v0", dict(node_cpu=-1), "node_cpu"),
+        ("dcplace/NumaVM-v0", dict(double_threshold="x"), "double_threshold"),
+        ("dcplace/NumaVM-v0", dict(render_mode="human"), "render_mode"),
+    ],
+)
+def test_bad_settings_are_one_sentence_naming_the_setting_at_make(env_id, kwargs, field):
+    """They were numpy errors, TypeErrors, errors blaming another field, or (k=0) accepted with other dynamics."""
+    from dcplace.errors import InputError
+
+    with pytest.raises(InputError, match=field):
+        gym.make(env_id, **kwargs)
+
+
+def test_a_request_file_is_replayed_by_netalloc(tmp_path):
+    from dcplace.errors import InputError
+
+    path = tmp_path / "r.csv"
+    path.write_text("cpu,mem,bw,hold\n1,1,0.1,2\n2,2,0.1,1\n3,1,0.2,1\n")
+    env = gym.make("dcplace/NetAlloc-v0", dataset=str(path)).unwrapped
+    env.reset(seed=0)
+    assert env.n_requests == 3 and list(env.sim.requests.cpu) == [1, 2, 3]
+    with pytest.raises(InputError, match="replayed as it is"):
+        gym.make("dcplace/NetAlloc-v0", dataset=str(path), requests=5)
+
+
+def test_numa_step_before_reset_and_bad_reset_options_are_refused():
+    from dcplace.errors import InputError
+
+    env = gym.make("dcplace/NumaVM-v0", pms=5).unwrapped
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step(0)
+    events = len(env.sim.trace.ev_req)
+    for start in (events, -1, 2.5, True):
+        with pytest.raises(InputError, match="start_event"):
+            env.reset(seed=0, options={"start_event": start})
+    with pytest.raises(InputError, match="options"):
+        env.reset(seed=0, options={"start": 3})
+    with pytest.raises(InputError, match="options"):
+        gym.make("dcplace/NetAlloc-v0").reset(seed=0, options={"x": 1})
+
+
+def test_reset_with_an_episode_replays_the_clis_episodes():
+    """The CLI's episodes are reproducible in the environment: reset(seed=s, options={"episode": i})."""
+    from dcplace.cluster.numa import NumaCluster
+    from dcplace.errors import InputError
+    from dcplace.policies import get_policy
+    from dcplace.sim.episodes import prepare, run_episodes
+    from dcplace.sim.numa import Scenario
+    from dcplace.workload.traces import load_trace
+
+    sc = Scenario(pms=5, warm_start=0.3)
+    trace = prepare(load_trace("synthetic"), 32.0)
+    results, _, _ = run_episodes(get_policy("first-fit"), NumaCluster.uniform(5), trace, sc, 3, 7)
+    env = gym.make("dcplace/NumaVM-v0", pms=5, warm_start=0.3).unwrapped
+    for episode, want in enumerate(results):
+        _obs, info = env.reset(seed=7, options={"episode": episode})
+        done = False
+        while not done:  # first-fit: the first feasible action
+            _obs, _r, term, trunc, info = env.step(int(np.flatnonzero(env.action_masks())[0]))
+            done = term or trunc
+        assert info["result"] == dataclasses.asdict(want), episode
+    assert len({r.start_request for r in results}) == 3  # three different episodes
+    with pytest.raises(InputError, match="needs reset"):
+        env.reset(options={"episode": 0})

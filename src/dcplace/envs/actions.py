@@ -1,4 +1,4 @@
-"""What the environments share about actions: one check, Gymnasium's contract for ``Discrete`` spaces."""
+"""What the environments share: the action check (Gymnasium's contract for ``Discrete`` spaces) and render_mode's."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ from typing import Any
 
 import numpy as np
 from gymnasium import spaces
+
+from dcplace.errors import InputError
 
 
 def checked_action(space: spaces.Discrete, action: Any) -> int:
@@ -17,3 +19,10 @@ def checked_action(space: spaces.Discrete, action: Any) -> int:
             f"action must be an integer in {space.start}..{space.start + space.n - 1} ({space}), got {action!r}"
         )
     return int(action)
+
+
+def check_render_mode(render_mode: object) -> None:
+    """The environments draw nothing (``metadata["render_modes"]`` is empty): ``render_mode`` must be None."""
+    if render_mode is not None:
+        raise InputError(f"must be None (this environment has no render modes), got {render_mode!r}",
+                         field="render_mode")  # fmt: skip

@@ -23,17 +23,28 @@ request the simulator rejects for capacity without a pick, 0 by default).
 
 Termination: after the episode's last request. Never truncated.
 
-Options: ``topology`` (preset name, file, or :class:`~dcplace.cluster.topology.Topology`), ``dataset`` (uniform,
-azure, alibaba), ``requests`` per episode (default 32, the paper's training length), ``split`` (train or test; the
-trace-derived sets are split 20 % train / 80 % test), ``on_full``: a request the cluster's free totals cannot hold
-is rejected without a pick (``reject``, the default, how the shipped agents trained: the ``paper-reject`` setting)
-or waits until enough has left (``wait``: the ``paper`` setting, the authors' environment). ``reset(seed=...)``
-draws a new request sequence.
+Info: ``reset`` returns ``{}``; a step returns ``outcome`` (continue, accepted, rejected) and, when a request is
+rejected, ``rejected`` (its reason). The episode's counts are on ``env.unwrapped.sim`` (``accepted``, ``rejected``,
+``summary()``).
+
+Options (checked when the environment is made; a bad one is an :class:`~dcplace.errors.InputError` naming it):
+``topology`` (preset name, file, or :class:`~dcplace.cluster.topology.Topology`), ``dataset`` (uniform, azure,
+alibaba, a named variant, or a request CSV ``cpu,mem,bw,hold``, replayed as it is every episode), ``requests`` per
+episode (default 32, the paper's training length; a request file has its own length), ``split`` (train or test; the
+trace-derived sets are split 20 % train / 80 % test over the trace's rows, so the two splits draw from similar size
+distributions: Azure's few VM sizes make the same seed draw mostly the same requests in both, and held-out
+evaluation needs seeds of its own, as the reproductions use), ``k`` paths per server pair (at least 1), ``rewards``
+(:class:`~dcplace.sim.netalloc.Rewards`), ``on_full``: a request the cluster's free totals cannot hold is rejected
+without a pick (``reject``, the default, how the shipped agents trained: the ``paper-reject`` setting) or waits until
+enough has left (``wait``: the ``paper`` setting, the authors' environment). ``reset(seed=...)`` draws a new request
+sequence.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
 
 import gymnasium as gym
 import numba as nb
@@ -42,10 +53,14 @@ import numpy.typing as npt
 from gymnasium import spaces
 
 from dcplace.cluster.topology import Topology, load_topology
-from dcplace.envs.actions import checked_action
+from dcplace.config import check, check_types
+from dcplace.envs.actions import check_render_mode, checked_action
 from dcplace.errors import InputError
-from dcplace.sim.netalloc import ON_FULL, NetAllocSim, Outcome, Rewards
-from dcplace.workload.netreq import NetRequests, generate
+from dcplace.sim.netalloc import NetAllocSim, Outcome, Rewards
+from dcplace.workload.netreq import NetRequests, generate, is_named_set, read_requests, size_table
+
+DEFAULT_REQUESTS = 32
+"""Requests per episode of a named set when ``requests`` is not given (the paper's training episodes)."""
 
 
 @nb.njit(cache=True, nogil=True)
@@ -150,6 +165,23 @@ class NetObserver:
         edges[:, 0] = link_bw[self._links2]
 
 
+@dataclass(frozen=True)
+class NetAllocSettings:
+    """The scalar settings of :class:`NetAllocEnv`, checked when the environment is made (one sentence naming the
+    setting, :class:`~dcplace.errors.InputError`; they failed deep inside numpy, or at ``reset``, or not at all)."""
+
+    dataset: str = "uniform"
+    requests: int | None = None
+    split: Literal["train", "test"] = "train"
+    k: int = 3
+    on_full: Literal["reject", "wait"] = "reject"
+
+    def __post_init__(self) -> None:
+        check_types(self)
+        check(self.requests is None or self.requests >= 1, "requests", self.requests, "at least 1")
+        check(self.k >= 1, "k", self.k, "at least 1 (paths per server pair)")
+
+
 class NetAllocEnv(gym.Env[dict[str, npt.NDArray[Any]], int]):
     metadata = {"render_modes": []}  # noqa: RUF012
 
@@ -157,21 +189,35 @@ class NetAllocEnv(gym.Env[dict[str, npt.NDArray[Any]], int]):
         self,
         topology: str | Topology = "alpha",
         dataset: str = "uniform",
-        requests: int = 32,
+        requests: int | None = None,
         split: str = "train",
         k: int = 3,
         rewards: Rewards | None = None,
         on_full: str = "reject",
+        render_mode: str | None = None,
     ) -> None:
-        if on_full not in ON_FULL:
-            raise InputError(f"must be {' or '.join(ON_FULL)}, got {on_full!r}", field="on_full")
-        self.on_full = on_full
+        check_render_mode(render_mode)
+        settings = NetAllocSettings(dataset, requests, split, k, on_full)  # type: ignore[arg-type]
+        if not isinstance(topology, str | Topology):
+            must = "a preset name, a topology file or a Topology"
+            raise InputError(f"must be {must}, got {topology!r}", field="topology")
+        if not isinstance(rewards, Rewards | None):
+            raise InputError(f"must be a dcplace.sim.netalloc.Rewards, got {rewards!r}", field="rewards")
+        self.on_full = settings.on_full
         self.topology = topology if isinstance(topology, Topology) else load_topology(topology)
         self.dataset = dataset
-        self.n_requests = requests
-        self.split = split
-        self.k = k
+        self.split = settings.split
+        self.k = settings.k
         self.rewards = rewards or Rewards()
+        self._file: NetRequests | None = None
+        if not is_named_set(dataset) and Path(dataset).is_file():  # a request file, replayed as it is every episode
+            self._file = read_requests(Path(dataset))
+            if requests is not None and requests != len(self._file):
+                raise InputError(f"a request file is replayed as it is ({dataset}: {len(self._file)} requests), so "
+                                 f"requests={requests} cannot apply; leave it out", field="requests")  # fmt: skip
+        else:
+            size_table(dataset, self.split)  # an unknown name fails here, not at reset
+        self.n_requests = len(self._file) if self._file is not None else requests or DEFAULT_REQUESTS
         top = self.topology
         v, s, n_links = top.n_nodes, top.n_servers, top.n_links
         self._edge_index = top.edge_index
@@ -189,6 +235,8 @@ class NetAllocEnv(gym.Env[dict[str, npt.NDArray[Any]], int]):
         self.sim: NetAllocSim | None = None
 
     def _requests(self, seed: int) -> NetRequests:
+        if self._file is not None:
+            return self._file
         top = self.topology
         return generate(
             self.dataset, self.n_requests, seed, int(top.server_cpu.sum()), int(top.server_mem.sum()), self.split
@@ -198,6 +246,8 @@ class NetAllocEnv(gym.Env[dict[str, npt.NDArray[Any]], int]):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]]:
         super().reset(seed=seed)
+        if options:
+            raise InputError(f"NetAlloc takes no reset options, got {sorted(options)}", field="options")
         for _ in range(100):
             draw = int(self.np_random.integers(2**62))
             self.sim = NetAllocSim(self.topology, self._requests(draw), self.k, self.rewards, on_full=self.on_full)

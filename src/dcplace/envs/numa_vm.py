@@ -19,6 +19,9 @@ Reset:
     Draws an episode start (seeded by ``reset(seed=...)``); a start whose episode would be over before its first
     decision (e.g. a warm start that fills 4 machines) is drawn again, up to ``RESET_DRAWS`` times, then refused with
     an :class:`~dcplace.errors.InputError` saying why. So ``reset`` never returns a finished episode.
+    Options: ``episode`` (with ``seed=s``): episode ``i`` of ``dcplace simulate numa --seed s``, exactly (its start
+    and its random stream; :func:`dcplace.sim.episodes.start_seed`); ``start_event``: start the episode at this event
+    of the trace (0 .. events - 1). Another key, or both, is an InputError.
 Action validity:
     An action outside ``Discrete(M * K)`` (not an integer, e.g. 1.7 or ``"3"``, or out of range) raises
     ``ValueError``, as Gymnasium expects; a masked (infeasible) action in range ends the episode as below.
@@ -30,12 +33,17 @@ Dynamics:
     Departures, warm start, expansion and episode starts as documented in :mod:`dcplace.sim.numa`. The environment
     never asks for a decision that no action can satisfy.
 Info:
-    ``action_mask``, ``request`` (index in the trace), ``length``, ``active_pms``, and at the end ``episode`` (the
-    :class:`~dcplace.sim.numa.EpisodeResult` fields).
+    ``action_mask``, ``request`` (index in the trace), ``length``, ``active_pms``, and at the end ``result`` (the
+    :class:`~dcplace.sim.numa.EpisodeResult` fields). It was ``episode`` before, the key Gymnasium's
+    ``RecordEpisodeStatistics`` wrappers reserve (they failed at the first episode end).
+Settings:
+    Checked when the environment is made: a bad one is an :class:`~dcplace.errors.InputError` naming it.
+    ``step`` before ``reset`` raises ``RuntimeError``.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict
 from typing import Any
 
@@ -45,7 +53,8 @@ import numpy.typing as npt
 from gymnasium import spaces
 
 from dcplace.cluster.numa import VMAGENT_NODE_CPU, VMAGENT_NODE_MEM, NumaCluster
-from dcplace.envs.actions import checked_action
+from dcplace.config import check
+from dcplace.envs.actions import check_render_mode, checked_action
 from dcplace.errors import InputError
 from dcplace.sim import numa_kernel as K
 from dcplace.sim.numa import Mode, NumaSim, PreparedTrace, Scenario
@@ -76,7 +85,16 @@ class NumaVMEnv(gym.Env[dict[str, npt.NDArray[Any]], int]):
         numa: int = 2,
         node_cpu: float = VMAGENT_NODE_CPU,
         node_mem: float = VMAGENT_NODE_MEM,
+        render_mode: str | None = None,
     ) -> None:
+        check_render_mode(render_mode)
+        if not isinstance(trace, str | RequestTable):
+            raise InputError(f"must be a trace name, a trace file or a RequestTable, got {trace!r}", field="trace")
+        check(isinstance(numa, int) and not isinstance(numa, bool) and numa >= 1, "numa", numa, "a whole number >= 1")
+        for name, value in (("node_cpu", node_cpu), ("node_mem", node_mem), ("double_threshold", double_threshold)):
+            number = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+            least = 0.0 if name == "double_threshold" else math.ulp(0.0)
+            check(number and value >= least, name, value, "a finite number" + (" >= 0" if least == 0 else " > 0"))
         table = load_trace(trace) if isinstance(trace, str) else trace
         self.scenario = Scenario(
             pms=pms, mode=mode, max_pms=max_pms, expand_step=expand_step, release=release,
@@ -96,13 +114,22 @@ class NumaVMEnv(gym.Env[dict[str, npt.NDArray[Any]], int]):
         )
         self.action_space: spaces.Discrete = spaces.Discrete(m * k)  # type: ignore[assignment]
         self._mask = np.zeros(m * k, np.int8)
+        self._started = False
 
     # -- gymnasium API --------------------------------------------------------------------------------------
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]]:
         super().reset(seed=seed)
-        start = None if options is None else options.get("start_event")
+        opts = dict(options or {})
+        unknown = sorted(set(opts) - {"start_event", "episode"})
+        if unknown or len(opts) > 1:
+            what = f"unknown reset option {unknown[0]!r}" if unknown else "start_event and episode together"
+            raise InputError(f"{what}: NumaVM takes start_event or episode", field="options")
+        self._started = True
+        if "episode" in opts:
+            return self._cli_episode(seed, opts["episode"])
+        start = opts.get("start_event")
         for _ in range(1 if start is not None else RESET_DRAWS):
             self.sim.reset(seed=int(self.np_random.integers(2**63 - 1)), start_event=start)
             if self.sim.status == K.DECIDE:
@@ -115,7 +142,26 @@ class NumaVMEnv(gym.Env[dict[str, npt.NDArray[Any]], int]):
             field="warm_start",
         )
 
+    def _cli_episode(self, seed: int | None, episode: object) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]]:
+        """``reset(seed=s, options={"episode": i})``: episode ``i`` of ``dcplace simulate numa --seed s``."""
+        from dcplace.sim.episodes import start_seed
+
+        whole = isinstance(episode, int | np.integer) and not isinstance(episode, bool | np.bool_)
+        check(whole and episode >= 0, "episode", episode, "a whole number >= 0")  # type: ignore[operator]
+        if seed is None:
+            raise InputError(
+                "the episode option needs reset(seed=...): episode i of a run is its seed's", field="options"
+            )
+        if self.sim.reset(seed=start_seed(seed, int(episode))) != K.DECIDE:  # type: ignore[call-overload]
+            why = "the CLI records it as it is; an environment cannot return a finished episode"
+            raise InputError(
+                f"episode {episode} of seed {seed} is over before its first decision ({why})", field="options"
+            )
+        return self._obs(), self._info()
+
     def step(self, action: int) -> tuple[dict[str, npt.NDArray[Any]], float, bool, bool, dict[str, Any]]:
+        if not self._started:
+            raise RuntimeError("call reset() first")
         before = int(self.sim.ctr[K.C_LENGTH])
         status = self.sim.step(checked_action(self.action_space, action))
         placed = int(self.sim.ctr[K.C_LENGTH]) > before
@@ -125,7 +171,7 @@ class NumaVMEnv(gym.Env[dict[str, npt.NDArray[Any]], int]):
         info = self._info()
         info["invalid_action"] = status == K.INVALID
         if terminated or truncated:
-            info["episode"] = asdict(self.sim.result())
+            info["result"] = asdict(self.sim.result())
         return obs, 1.0 if placed else 0.0, terminated, truncated, info
 
     def action_masks(self) -> npt.NDArray[np.bool_]:

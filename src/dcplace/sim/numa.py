@@ -319,6 +319,12 @@ class NumaSim:
     def reset(self, seed: int | None = None, start_event: int | None = None) -> int:
         """Empty the cluster, draw the start (unless given) and advance to the first decision; return the status."""
         rng = np.random.default_rng(seed)
+        if start_event is not None:
+            n = len(self.trace.ev_req)
+            whole = isinstance(start_event, int | np.integer) and not isinstance(start_event, bool | np.bool_)
+            if not whole or not 0 <= start_event < n:  # an IndexError, or counted from the end (-1)
+                raise InputError(f"must be a whole number from 0 to {n - 1} (an event of the trace), got "
+                                 f"{start_event!r}", field="start_event")  # fmt: skip
         start = self.start_event(rng) if start_event is None else int(start_event)
         K.seed_rng(int(rng.integers(0, 2**31 - 1)))
         self.free[:] = self.cap
