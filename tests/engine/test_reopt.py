@@ -63,8 +63,27 @@ def test_reoptimise_keeps_every_invariant(seed: int, weight: float, pins: float,
         if not m.staging:
             assert after[m.vm][0] == m.machine or any(x.vm == m.vm for x in rep.moves[rep.moves.index(m) + 1 :])
     assert rep.machines_after == in_use(e) <= n_before
-    if budget is None:
-        assert rep.machines_after == rep.machines_target and rep.complete
+    assert rep.machines_after == rep.machines_target and rep.complete  # a budget is the optimiser's, never cut
+    assert rep.machines_after + rep.migration_cost <= n_before + 1e-9  # never worse than doing nothing
+    if rep.staging == 0:  # every move empties its machine: a budget buys freed machines, not moves that free none
+        assert not {m.source for m in rep.moves} & {v[0] for v in after.values()}
+
+
+def test_a_small_budget_empties_the_cheapest_machine_instead_of_moving_nothing_useful() -> None:
+    """A researcher's case (stop 36): the target ignored the budget and the plan was cut to a prefix, so max_moves=5
+    bought 5 moves off a crowded machine that freed nothing, while one move would have emptied a machine."""
+    e = PlacementEngine(2, "first-fit")
+    for m in range(3):
+        e.add_machine(f"pm{m}", 16, 32)
+    for m in range(2):  # pm0, pm1: 8 small VMs each (one of them could take the other's)
+        for i in range(8):
+            e.assign(f"v{m}-{i}", f"pm{m}", i % 2, 1, 1)
+    e.assign("lone", "pm2", 0, 1, 1)  # pm2: one VM
+    rep = e.reoptimise(ReoptPolicy(migration_weight=0.0, max_moves=5))
+    e.check_invariants()
+    assert [m.vm for m in rep.moves] == ["lone"] and rep.machines_after == 2 and rep.complete
+    rep = e.reoptimise(ReoptPolicy(migration_weight=0.0, max_moves=5))  # emptying pm0 or pm1 takes 8 moves
+    assert rep.applied == 0 and rep.machines_after == 2
 
 
 def test_consolidation_empties_machines_and_raises_efficiency() -> None:

@@ -28,7 +28,10 @@ One event, step by step:
    migration cost per VM of ``migration_weight x`` its memory over the largest machine's memory, in machines (so at
    weight 1, moving one largest machine's worth of memory costs as much as keeping one machine). The batch
    optimiser's ``consolidate`` method minimises machines used + migration cost and its independent checker
-   verifies the answer (pinned VMs kept, capacities per NUMA node, the costs recounted).
+   verifies the answer (pinned VMs kept, capacities per NUMA node, the costs recounted). The event's budget
+   (``max_moves``, ``max_gb``) is the optimiser's too: it empties a machine only when all of that machine's moves
+   fit in what is left of the budget. (Before, the target ignored the budget and the plan was cut to a prefix: a
+   budget of 5 moves could buy 5 moves off one crowded machine that freed nothing and raised the objective.)
 4. **Plan** (:func:`dcplace.placement.migration.plan_migrations`): an ordered list of live migrations that never
    over-fills a NUMA node, cut to the event's budget (``max_moves``, ``max_gb``) at a safe prefix, replayed by the
    independent checker (:func:`dcplace.placement.plan_check.check_plan`).
@@ -216,7 +219,8 @@ def consolidation_target(snap: Snapshot, may_move: npt.NDArray[np.bool_], policy
     before = len(servers)
     if n == 0 or not may_move[part].any():
         return TargetAnswer(cp.current, before, before, before, False, 0.0, True, 0.0)
-    res = solve(batch, "consolidate", Deadline(policy.time_limit_s), 0, ConsolidateParams(relaxation=policy.bound))
+    params = ConsolidateParams(relaxation=policy.bound, max_moves=policy.max_moves, max_gb=policy.max_gb)
+    res = solve(batch, "consolidate", Deadline(policy.time_limit_s), 0, params)
     assert res.vm_pm is not None and res.vm_node is not None
     machine, node = cp.current.machine.copy(), cp.current.node.copy()
     machine[part] = servers[np.asarray(res.vm_pm, np.int64)]

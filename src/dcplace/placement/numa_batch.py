@@ -729,9 +729,16 @@ class ConsolidateParams(Params):
     relaxation: bool = True
     """Prove the typed relaxation's bound (SCIP); False: the covering bound only (:func:`covering_bound`), for
     frequent re-optimisation events where the bound is not needed."""
+    max_moves: int | None = None
+    """Budget: at most this many VMs leave their current server (None: no limit). A server is emptied only when
+    all of its moves fit in what is left of the budget, so every move the budget buys frees a server."""
+    max_gb: float | None = None
+    """Budget: at most this much RAM (the batch's unit, GB) leaves its current servers (None: no limit)."""
 
     def check(self) -> None:
         check_value(0 < self.bound_share < 1, "bound_share", self.bound_share, "in (0, 1)")
+        check_value(self.max_moves is None or self.max_moves >= 0, "max_moves", self.max_moves, "at least 0")
+        check_value(self.max_gb is None or self.max_gb >= 0, "max_gb", self.max_gb, "at least 0")
 
 
 def covering_bound(batch: NumaBatch) -> int:
@@ -752,9 +759,10 @@ def solve_consolidate(batch: NumaBatch, stop: Stop, seed: int, params: Consolida
     none closes a server: the open servers without a pinned VM, least filled first, are each emptied into the
     other open servers by best fit (NUMA nodes, anti-affinity, fault domains, an affinity VM within its rack), and
     the move is kept only when it lowers servers used + migration cost (1 server against the migration cost the
-    moves add), else undone. Pinned VMs are never moved. The cost is servers used + migration cost (in servers);
-    the bound is the typed relaxation of placing the whole batch from scratch, which pinned VMs and migration costs
-    can only raise. Deterministic (``seed`` unused)."""
+    moves add) and the VMs away from their current servers stay within ``params.max_moves`` / ``max_gb``, else
+    undone (so a budget buys whole emptied servers, never moves that free nothing). Pinned VMs are never moved.
+    The cost is servers used + migration cost (in servers); the bound is the typed relaxation of placing the whole
+    batch from scratch, which pinned VMs and migration costs can only raise. Deterministic (``seed`` unused)."""
     if not batch.has_current or batch.current_server is None or batch.current_node is None:
         raise InputError("consolidate starts from a current placement; this batch has none (use auto)")
     bound, proven = covering_bound(batch), False
@@ -782,7 +790,15 @@ def solve_consolidate(batch: NumaBatch, stop: Stop, seed: int, params: Consolida
     mig = batch.migration_costs()
     keep = set() if batch.pinned is None else {int(cur[i]) for i in np.flatnonzero(batch.pinned)}
     cap = batch.node_free.sum(axis=1)
-    closed = tried = 0
+    closed = tried = over_budget = 0
+    had = np.flatnonzero(cur >= 0)
+
+    def within_budget() -> bool:
+        gone = had[np.asarray(st.server, np.int64)[had] != cur[had]]
+        return (params.max_moves is None or len(gone) <= params.max_moves) and (
+            params.max_gb is None or float(batch.ram[gone].sum()) <= params.max_gb + 1e-9
+        )
+
     while not stop.expired():
         opened = np.flatnonzero(st.opened)
         fill = ((cap[opened] - st.free[opened].sum(axis=1)) / np.maximum(cap[opened], 1e-9)).mean(axis=1)
@@ -797,9 +813,10 @@ def solve_consolidate(batch: NumaBatch, stop: Stop, seed: int, params: Consolida
             if not packer._close(st, s):
                 continue
             delta = -1.0 + sum(float(mig[i]) * (int(st.server[i] != cur[i]) - int(s != cur[i])) for i in was)
-            if delta < 0:
+            if delta < 0 and within_budget():
                 closed += 1
                 continue
+            over_budget += delta < 0  # it paid, but the budget had no room for its moves
             for i, (sv, j) in was.items():
                 packer._unassign(st, i)
                 packer._assign(st, i, sv, j)
@@ -808,7 +825,7 @@ def solve_consolidate(batch: NumaBatch, stop: Stop, seed: int, params: Consolida
     server = np.asarray(st.server, np.int64)
     moved = (cur >= 0) & (server != cur)
     cost = float(len(set(st.server))) + float(mig[moved].sum())
-    stats = {"bound_proven": proven, "closed": closed, "close_attempts": tried,
+    stats = {"bound_proven": proven, "closed": closed, "close_attempts": tried, "over_budget": over_budget,
              "constraints": {k: len(batch.groups(k)) for k in STRATEGIES[1:]}}  # fmt: skip
     return Result(batch.name, "consolidate", "feasible", cost, float(bound), vms=batch.vms, vm_pm=server,
                   vm_node=np.asarray(st.node), stats=stats)  # fmt: skip
