@@ -58,8 +58,10 @@ def test_a_dqn_run_resumes_without_repeating_its_flags(tmp_path):
                   "--hidden", "16", "--keep-replay", "--out", str(out)])  # fmt: skip
     assert first.exit_code == 0, first.output
     hidden = _run(["train", "cvd-rl", "--out", str(out), "--resume", "--epochs", "2", "--hidden", "32"])
-    assert hidden.exit_code == 2 and "--hidden 32 would change the run" in hidden.stderr and "(it has 16)" in (
-        hidden.stderr
+    assert (
+        hidden.exit_code == 2
+        and "--hidden 32 would change the run" in hidden.stderr
+        and "(it has 16)" in (hidden.stderr)
     )
     again = _run(["train", "cvd-rl", "--out", str(out), "--resume", "--epochs", "2"])
     assert again.exit_code == 0, again.output

@@ -377,7 +377,7 @@ def test_the_documented_user_method_registers_and_solves():
     text = DOCS.read_text()
     block = text.split("<!-- example: user-method -->\n```python\n", 1)[1].split("```", 1)[0]
     assert "dcplace.placement." not in block.replace("from dcplace.placement import", "")  # public names only
-    space: dict = {}
+    space: dict = {"__name__": "__main__"}
     try:
         exec(compile(block, str(DOCS), "exec"), space)
         res = space["res"]
@@ -556,7 +556,7 @@ def test_the_cli_solves_with_a_users_method_by_module_name(tmp_path):
 
     ok = run("--method", "usermethod:first-fit", "--json")
     assert ok.returncode == 0, ok.stderr
-    summary = json.loads(ok.stdout.strip().splitlines()[-1])
+    summary = json.loads(ok.stdout)  # exactly one JSON object: the example printed a line of its own before it
     assert summary["method"] == "first-fit" and summary["verified"] and summary["cost"] >= 4540
     for method, said in (
         ("nosuchmodule:x", "cannot import module 'nosuchmodule'"),
@@ -602,3 +602,28 @@ def test_an_answer_the_checker_rejects_is_invalid_in_the_record():
         assert good.summary()["status"] == good.status == "feasible" and good.verified
     finally:
         registry._METHODS.pop((Problem, "lazy"), None)
+
+
+def test_a_methods_claims_about_its_cost_are_checked():
+    """A user's method returned the right assignment and cost with status optimal and bound 99999: it came out
+    verified with a negative gap. A bound above the cost, or optimal with a bound below it, is now a violation; a
+    verified feasible answer whose cost equals its bound is optimal (hierarchical's pattern first level on exp1)."""
+    from dataclasses import replace
+
+    from dcplace.placement import claims_checked
+
+    good = solve(INSTANCES["exp1"], "greedy", 10, seed=0)
+    assert good.verified and good.cost is not None
+    high = claims_checked(replace(good, status="optimal", bound=99999.0))
+    assert not high.verified and "lower bound 99999 is above its answer's cost" in high.violations[-1]
+    low = claims_checked(replace(good, status="optimal", bound=good.cost - 10))
+    assert not low.verified and "claims optimal, but its bound" in low.violations[-1]
+    tight = claims_checked(replace(good, status="feasible", bound=good.cost))
+    assert tight.verified and tight.status == "optimal"
+    pattern = solve(INSTANCES["exp1"], "hierarchical", 20, params={"first_level": "pattern"})
+    assert pattern.cost == pattern.bound == 4540 and pattern.status == "optimal"
+
+
+def test_hierarchical_says_why_it_found_no_answer():
+    res = solve(INSTANCES["exp1"], "hierarchical", 20)  # 25 packs onto 25 swads of a 70-VM instance
+    assert res.status == "unknown" and "no beta from 0.7 down to 0.1" in res.stats["reason"]

@@ -14,13 +14,14 @@ from dcplace.placement.compact import CompactParams
 from dcplace.placement.flat import FlatParams
 from dcplace.placement.greedy import GreedyParams
 from dcplace.placement.hierarchical import HierarchicalParams
-from dcplace.placement.numa_batch import NumaBatch, NumaBatchParams
+from dcplace.placement.numa_batch import ConsolidateParams, NumaBatch, NumaBatchParams, with_current
 from dcplace.placement.numa_instances import load_numa_batch
 from dcplace.placement.params import Params, SolverParams, field_docs, field_error
 from dcplace.placement.pattern import PatternParams
 from dcplace.placement.problem import Constraint, PMType, Problem, VMType, load_problem
 from dcplace.placement.registry import (
     Method,
+    claims_checked,
     get_method,
     method_names,
     params_for,
@@ -34,6 +35,7 @@ from dcplace.placement.stop import Deadline, Stop
 __all__ = [
     "AutoParams",
     "CompactParams",
+    "ConsolidateParams",
     "Constraint",
     "Deadline",
     "FlatParams",
@@ -50,6 +52,7 @@ __all__ = [
     "SolverParams",
     "Stop",
     "VMType",
+    "claims_checked",
     "field_docs",
     "field_error",
     "get_method",
@@ -60,4 +63,5 @@ __all__ = [
     "register_method",
     "register_verifier",
     "solve",
+    "with_current",
 ]

@@ -393,8 +393,9 @@ def leaf_constraints(problem: Problem, leaves: list[_Leaf]) -> list[list[Constra
 
 def _decompose(
     problem: Problem, stop: Stop, seed: int, params: HierarchicalParams, ex: Executor
-) -> tuple[np.ndarray | None, list[Sequence[int]] | None, dict[str, float]]:
-    """(VM -> PM, disks, stats); None when no beta down to 0.1 gives feasible subproblems in time."""
+) -> tuple[np.ndarray | None, list[Sequence[int]] | None, dict[str, Any]]:
+    """(VM -> PM, disks, stats); None when no beta down to 0.1 gives feasible subproblems in time (``reason`` says
+    which)."""
     beta, objective, split, moves = params.beta, params.first_level, params.split, params.moves
     packs, swads = params.packs, params.swads
     if split == "topology":
@@ -452,7 +453,8 @@ def _decompose(
         outs = [results[id(leaf)] for leaf in active]
         if any(r[1] is None for r in outs):
             if any(r[0] == "unknown" for r in outs):  # out of time, not infeasible: lowering beta won't help
-                break
+                why = f"a swad's subproblem ran out of time at beta {b:g}; a longer --time-limit may find an answer"
+                return None, None, {"beta": b, "pack_moves": float(total_moves), "reason": why}
             b = round(b - 0.1, 2)
             continue
         vm_pm = np.full(problem.n_vms, -1, dtype=np.int64)
@@ -473,7 +475,12 @@ def _decompose(
             "levels": float(_depth(tree)),
         }
         return vm_pm, vm_disks, stats
-    return None, None, {"beta": b, "pack_moves": float(total_moves)}
+    if stop.expired():
+        why = f"time ran out at beta {b:g} before every swad's subproblem had an answer"
+    else:
+        why = (f"no beta from {beta:g} down to 0.1 gave subproblems that all have an answer ({packs} packs onto "
+               f"{swads} swads of {problem.n_vms} VMs and {problem.n_pms} PMs); fewer packs and swads may")  # fmt: skip
+    return None, None, {"beta": b, "pack_moves": float(total_moves), "reason": why}
 
 
 def _depth(node: Tree) -> int:

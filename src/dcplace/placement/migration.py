@@ -624,7 +624,8 @@ def plan_migrations(
     stuck: tuple[int, ...] = tuple(sorted(planner.pending))
     reason = "all moves ordered"
     if stuck:
-        reason = f"no safe order found for {len(stuck)} VMs ({why}, {planner.staged} staging moves tried)"
+        said = ", ".join(x for x in (why, f"{planner.staged} staging moves tried") if x)
+        reason = f"no safe order found for {len(stuck)} VMs ({said})"
         if len(moving) <= exact_limit:
             found, limited = _exact_search(state, target, moving, allowance, exact_tests)
             if found is not None:

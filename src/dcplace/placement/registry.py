@@ -156,4 +156,24 @@ def solve(
     res = entry.run(problem, stop, seed, params)
     res = replace(res, wall_s=time.perf_counter() - t0)
     verify = next((_VERIFIERS[k] for k in type(problem).__mro__ if k in _VERIFIERS), None)
-    return res if verify is None else verify(problem, res)
+    return claims_checked(res if verify is None else verify(problem, res))
+
+
+def claims_checked(res: Result) -> Result:
+    """``res`` with what its numbers contradict added to its violations (``verified`` False then): a lower bound
+    above the answer's cost, or ``optimal`` claimed with a bound below the cost (``optimal`` means the cost is proven
+    equal to the bound). The problem's checker recounts the cost; this checks the method's claims about it. A
+    verified ``feasible`` answer whose cost equals its bound is ``optimal`` (the bound proves it)."""
+    if res.cost is None or res.bound is None:
+        return res
+    tol = 1e-6 * max(1.0, abs(res.cost))
+    errs: list[str] = []
+    if res.bound > res.cost + tol:
+        errs.append(f"the method's lower bound {res.bound:g} is above its answer's cost {res.cost:g}")
+    elif res.status == "optimal" and res.bound < res.cost - tol:
+        errs.append(f"the method claims optimal, but its bound {res.bound:g} is below its cost {res.cost:g}")
+    if errs:
+        return replace(res, verified=False, violations=(*res.violations, *errs))
+    if res.verified and res.status == "feasible" and res.cost - res.bound <= tol:
+        return replace(res, status="optimal", stats={**res.stats, "optimal_by": "its cost equals its lower bound"})
+    return res
