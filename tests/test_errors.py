@@ -397,6 +397,31 @@ def test_valid_numa_batch_and_header_only_vm_file(tmp_path: Path) -> None:
     assert_contract(*run("solve", "--instance", str(tmp_path / "VM_data_C1.csv")), "VM_data_C1.csv")
 
 
+@pytest.mark.parametrize(
+    "row, said",
+    [
+        ("0,0,1,,,", "line 3, field 'flavor_vcpus': must be a number > 0"),  # it ran without end, past --time-limit
+        ("8,0,1,,,", "line 3, field 'flavor_ram': must be a number > 0"),
+        ("1000,8,1,,,", "line 3, field 'flavor_vcpus': a VM of 1000 vCPU and 8 GB fits no server of PM_res.csv"),
+        ("64,16,1,,,", "fits no server of PM_res.csv on one NUMA node"),  # 64 cores: a server, not a node
+    ],
+)
+def test_a_vm_of_zero_size_or_larger_than_any_server_names_its_line(tmp_path: Path, row: str, said: str) -> None:
+    for name, t in NUMA_FILES.items():
+        (tmp_path / name).write_text(t)
+    (tmp_path / "VM_data_C1.csv").write_text(NUMA_FILES["VM_data_C1.csv"].replace("8,16,2,,,", row))
+    code, err = run("solve", "--instance", str(tmp_path / "VM_data_C1.csv"), "--time-limit", "5")
+    assert_contract(code, err, said)
+
+
+def test_any_vm_data_file_number_is_a_topology_aware_batch(tmp_path: Path) -> None:
+    """``VM_data_C7.csv`` was read as JSON (only C1-C5 were recognised)."""
+    for name, t in NUMA_FILES.items():
+        (tmp_path / name.replace("C1", "C7")).write_text(t)
+    code, err = run("solve", "--instance", str(tmp_path / "VM_data_C7.csv"), "--time-limit", "5")
+    assert code == 0, err
+
+
 # --- checkpoints ---------------------------------------------------------------------------------------------------
 
 

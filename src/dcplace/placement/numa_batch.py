@@ -61,7 +61,7 @@ import numpy.typing as npt
 
 from dcplace.config import check as check_value
 from dcplace.errors import InputError
-from dcplace.inputs import MAX_QUANTITY, Range, number, read_csv
+from dcplace.inputs import MAX_QUANTITY, POSITIVE, Range, number, read_csv
 from dcplace.placement.params import Params
 from dcplace.placement.result import Result
 from dcplace.placement.stop import Stop, interruptible
@@ -90,6 +90,14 @@ class NumaBatch:
     """(n,) cost of moving each VM, in servers (None: :func:`default_numa_migration_cost`)."""
     pinned: npt.NDArray[np.bool_] | None = None
     """(n,) VMs that must keep their server and node."""
+
+    def __post_init__(self) -> None:
+        for name in ("cpu", "ram"):  # a zero-size VM sent column generation's knapsack into an endless loop
+            values = np.asarray(getattr(self, name), np.float64)
+            bad = np.flatnonzero(~(np.isfinite(values) & (values > 0)))
+            if len(bad):
+                raise InputError(f"{self.name}: VM {int(bad[0])} has {name} {values[bad[0]]:g}; every VM needs a "
+                                 f"finite {name} > 0", field=name)  # fmt: skip
 
     @property
     def has_current(self) -> bool:
@@ -130,10 +138,11 @@ def _rows(path: Path, need: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]
                                                                                       strict=True)]  # fmt: skip
 
 
-def read_huawei(folder: Path, sequence: int, name: str | None = None) -> NumaBatch:
+def read_huawei(folder: Path, sequence: int, name: str | None = None, vm_path: Path | None = None) -> NumaBatch:
     """Sequence ``C{sequence}`` of the dataset in ``folder``, with its servers and racks, named ``name`` (default
-    ``huawei-c{sequence}``; a user's file is named by its path, so errors about it name the file)."""
-    if sequence not in (1, 2, 3, 4, 5):
+    ``huawei-c{sequence}``; a user's file is named by its path, so errors about it name the file). ``vm_path``: a
+    user's ``VM_data_C<n>.csv`` (any ``n``) in ``folder`` instead of the dataset's sequence."""
+    if vm_path is None and sequence not in (1, 2, 3, 4, 5):
         raise InputError(f"the Huawei sequences are C1-C5, got C{sequence}")
     pm_path = folder / "PM_res.csv"
     node_free = []
@@ -149,15 +158,22 @@ def read_huawei(folder: Path, sequence: int, name: str | None = None) -> NumaBat
         if f"host-{i}" not in rack_of:
             raise InputError(f"no host-{i} for server {i} of {pm_path.name}", path=topo_path, field="host_id")
         racks.append(rack_of[f"host-{i}"])
-    vm_path = folder / f"VM_data_C{sequence}.csv"
+    vm_path = vm_path or folder / f"VM_data_C{sequence}.csv"
+    nodes = np.asarray(node_free, np.float64).reshape(-1, 2, 2)
     cpu, ram, numa, strat, group, domain = [], [], [], [], [], []
     for line, row in _rows(vm_path, ("flavor_vcpus", "flavor_ram", "numa", "strategy", "group", "domain")):
-        cpu.append(_num(row["flavor_vcpus"], vm_path, line, "flavor_vcpus"))
-        ram.append(_num(row["flavor_ram"], vm_path, line, "flavor_ram"))
+        cpu.append(number(row["flavor_vcpus"], POSITIVE, path=vm_path, line=line, field="flavor_vcpus"))
+        ram.append(number(row["flavor_ram"], POSITIVE, path=vm_path, line=line, field="flavor_ram"))
         n = row["numa"].strip()
         if n not in ("1", "2"):
             raise InputError(f"numa must be 1 or 2, got {n!r}", path=vm_path, line=line, field="numa")
         numa.append(int(n))
+        share = np.array([cpu[-1], ram[-1]]) / numa[-1]  # what each of its nodes must hold
+        room = np.all(nodes >= share - 1e-9, axis=2)  # (servers, 2): the node can hold its share
+        if not np.any(np.any(room, axis=1) if numa[-1] == 1 else np.all(room, axis=1)):
+            where = "one NUMA node" if numa[-1] == 1 else "both NUMA nodes (half on each)"
+            raise InputError(f"a VM of {cpu[-1]:g} vCPU and {ram[-1]:g} GB fits no server of {pm_path.name} on "
+                             f"{where}", path=vm_path, line=line, field="flavor_vcpus")  # fmt: skip
         s = row["strategy"].strip()
         if s not in STRATEGIES:
             raise InputError(f"strategy must be empty, affinity, anti-affinity or fault_domain, got {s!r}",

@@ -27,7 +27,7 @@ GENERATED = re.compile(r"huawei-(heldout|gen)-(\d{1,18})")
 def is_numa_batch(spec: str) -> bool:
     """Whether ``--instance`` names a topology-aware batch (module docstring)."""
     return (bool(re.fullmatch(r"huawei-c[1-5]", spec)) or bool(GENERATED.fullmatch(spec))
-            or bool(re.fullmatch(r"VM_data_C[1-5]\.csv", Path(spec).name)))  # fmt: skip
+            or bool(re.fullmatch(r"VM_data_C\d+\.csv", Path(spec).name)))  # fmt: skip
 
 
 def load_numa_batch(spec: str) -> NumaBatch:
@@ -44,4 +44,4 @@ def load_numa_batch(spec: str) -> NumaBatch:
     if spec.startswith("huawei-c"):
         return read_huawei(huawei_folder(spec), int(spec[-1]))
     path = Path(spec)
-    return read_huawei(path.parent, int(path.name[len("VM_data_C")]), name=spec)
+    return read_huawei(path.parent, 0, name=spec, vm_path=path)
