@@ -86,8 +86,11 @@ def atomic_path(path: Path | str) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it onto ``path`` when the block ends without an exception.
 
     The temporary file is removed if the block raises (or is interrupted), so the target keeps its old content.
+    Missing parent folders are created (as ``--out DIR`` creates its folder; a file in a missing folder was a
+    FileNotFoundError after the whole run).
     """
     target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale(target)
     tmp = _sibling(target, "tmp")
     try:

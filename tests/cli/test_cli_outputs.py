@@ -96,3 +96,14 @@ def test_piped_tables_are_not_cut_and_progress_stays_off_stdout():
     p = subprocess.run([sys.executable, "-m", "dcplace.cli.main", "simulate", "numa", "--pms", "6", "--episodes",
                         "2"], capture_output=True, text=True, timeout=300)  # fmt: skip
     assert "income (price units)" in p.stdout and "per vCPU-hour" in p.stdout
+
+
+def test_an_output_file_in_missing_folders_is_written(tmp_path):
+    """`--out nodir/sub/x.csv` was a FileNotFoundError traceback after the whole run (a folder's parents were made)."""
+    res = runner.invoke(app, ["simulate", "numa", "--trace", "synthetic", "--pms", "5", "--episodes", "1",
+                              "--out", str(tmp_path / "a" / "b" / "x.csv")])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert len(_csv(tmp_path / "a" / "b" / "x.csv")) == 1
+    res = runner.invoke(app, ["solve", "--instance", "exp1", "--method", "greedy", "--out",
+                              str(tmp_path / "c" / "d.json")])  # fmt: skip
+    assert res.exit_code == 0 and json.loads((tmp_path / "c" / "d.json").read_text())["verified"], res.output
