@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 import warnings
 from fractions import Fraction
 
@@ -94,14 +95,28 @@ def test_generic_graph_from_networkx_and_files(tmp_path):
 @pytest.mark.parametrize(
     ("text", "needle"),
     [
-        ('{"nodes": [{"name": "a", "cpu": 1}, {"name": "b", "cpu": 1}], "links": []}', "has no path"),
-        ('{"nodes": [{"name": "a", "cpu": 1}], "links": [{"source": "a", "target": "x", "capacity": 1}]}', "links[0]"),
         (
-            '{"nodes": [{"name": "a", "cpu": 1}, {"name": "s"}], "links": [{"source": "a", "target": "s", '
+            '{"nodes": [{"name": "a", "cpu": 1, "mem": 1}, {"name": "b", "cpu": 1, "mem": 1}], "links": []}',
+            "has no path",
+        ),
+        (
+            '{"nodes": [{"name": "a", "cpu": 1, "mem": 1}], "links": [{"source": "a", "target": "x", "capacity": 1}]}',
+            "links[0]",
+        ),
+        (
+            '{"nodes": [{"name": "a", "cpu": 1, "mem": 1}, {"name": "s"}], "links": [{"source": "a", "target": "s", '
             '"capacity": 0}]}',
             "links[0].capacity': must be a number > 0",
         ),
         ('{"nodes": [{"name": "a", "cpu": -1}], "links": []}', "nodes[0].cpu"),
+        # a server with memory and no CPU divided by zero in the utilisation (ZeroDivisionError)
+        ('{"nodes": [{"name": "a", "mem": 10}], "links": []}', "nodes[0].cpu': node 'a' has cpu 0 and mem 10"),
+        ('{"nodes": [{"name": " ", "cpu": 1, "mem": 1}], "links": []}', "nodes[0].name': a node's name must not"),
+        (  # a second link between the same pair doubled its bandwidth without a word
+            '{"nodes": [{"name": "a", "cpu": 1, "mem": 1}, {"name": "s"}], "links": [{"source": "a", "target": "s", '
+            '"capacity": 1}, {"source": "s", "target": "a", "capacity": 1}]}',
+            "links[1].target': a second link between 's' and 'a'",
+        ),
         ("{not json", "line 1: not valid JSON (Expecting property name enclosed in double quotes at column 2)"),
     ],
 )
@@ -675,3 +690,18 @@ def test_the_paper_setting_loses_no_request_to_a_full_cluster(tmp_path):
             assert bounds == {} and written == ""
         else:
             assert set(bounds) == {("alpha", "alibaba")} and written.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("rows", "needle"),
+    [
+        ("h1,tor1,1,0\nh2,tor1,1,0\nh1,tor1,1,0\n", "line 4, field 'target': a second link between 'h1' and 'tor1'"),
+        (",tor1,1,0\nh2,tor1,1,0\n", "line 2, field 'source': a node's name must not be empty"),
+    ],
+)
+def test_a_topology_csv_is_not_changed_without_a_word(tmp_path, rows, needle):
+    """A repeated row made a server a switch (two links); an empty name made a server named ''."""
+    f = tmp_path / "t.csv"
+    f.write_text("source,target,capacity,tier\n" + rows)
+    with pytest.raises(InputError, match=re.escape(needle)):
+        load_topology(str(f))

@@ -364,8 +364,14 @@ def _build_generic(nodes: list[_NodeSpec], links: list[_LinkSpec], name: str, pa
     order = servers + switches
     index = {n.name: i for i, n in enumerate(order)}
     u, v, cap, tier = [], [], [], []
+    pairs: set[frozenset[str]] = set()
     for link in links:
         line, prefix = link.where
+        pair = frozenset((link.u, link.v))
+        if pair in pairs:  # a second link would make a server a switch (CSV) or double a pair's bandwidth
+            raise InputError(f"a second link between {link.u!r} and {link.v!r}; give one link with their capacity",
+                             path=path, line=line, field=f"{prefix}target")  # fmt: skip
+        pairs.add(pair)
         for end, fld in ((link.u, "source"), (link.v, "target")):
             if end not in index:
                 raise InputError(f"unknown node {end!r}", path=path, line=line, field=f"{prefix}{fld}")
@@ -471,6 +477,11 @@ def _load_json(path: Path) -> Topology:
         for key in ("cpu", "mem"):
             values.append(int(json_number(item.get(key, 0), COUNT, path=path, field=f"{where}.{key}")))
         nm = str(item["name"])
+        if not nm.strip():
+            raise InputError("a node's name must not be empty", path=path, field=f"{where}.name")
+        if (values[0] > 0) != (values[1] > 0):  # a server with no memory or no CPU: utilisation divided by 0
+            raise InputError(f"node {nm!r} has cpu {values[0]} and mem {values[1]}: a server needs both above 0, a "
+                             "switch neither", path=path, field=f"{where}.{'mem' if values[0] else 'cpu'}")  # fmt: skip
         if nm in seen:
             raise InputError(f"duplicate node name {nm!r}", path=path, field=f"{where}.name")
         seen.add(nm)
@@ -498,7 +509,10 @@ def _load_csv(path: Path) -> Topology:
     for lineno, cells in zip(table.lines, table.rows, strict=True):
         capacity = number(cells[col["capacity"]], CAPACITY, path=path, line=lineno, field="capacity")
         tier = int(number(cells[col["tier"]], TIER, path=path, line=lineno, field="tier")) if "tier" in col else -1
-        a, b = cells[col["source"]], cells[col["target"]]
+        a, b = cells[col["source"]].strip(), cells[col["target"]].strip()
+        for end, fld in ((a, "source"), (b, "target")):
+            if not end:
+                raise InputError("a node's name must not be empty", path=path, line=lineno, field=fld)
         for end in (a, b):
             if end not in degree:
                 order.append(end)
