@@ -107,3 +107,28 @@ def test_an_output_file_in_missing_folders_is_written(tmp_path):
     res = runner.invoke(app, ["solve", "--instance", "exp1", "--method", "greedy", "--out",
                               str(tmp_path / "c" / "d.json")])  # fmt: skip
     assert res.exit_code == 0 and json.loads((tmp_path / "c" / "d.json").read_text())["verified"], res.output
+
+
+def test_a_runs_config_toml_repeats_it_from_any_folder(tmp_path, monkeypatch):
+    """config.toml kept `trace = "lt.csv"` as given, so `--config` failed outside the run's folder."""
+    import numpy as np
+
+    work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
+    work.mkdir()
+    elsewhere.mkdir()
+    rng = np.random.default_rng(0)
+    rows = [f"{i},{rng.choice([1, 2, 4, 8])},{rng.choice([2, 4, 16])},{i},{i + rng.integers(50, 500)}"
+            for i in range(3000)]  # fmt: skip
+    (work / "lt.csv").write_text("vmid,cpu,mem,at,lt\n" + "\n".join(rows) + "\n")  # Huawei-East-1's layout
+    monkeypatch.chdir(work)
+    args = ["simulate", "numa", "--trace", "lt.csv", "--pms", "5", "--episodes", "2", "--json"]
+    first = runner.invoke(app, [*args, "--out", "o1"])
+    assert first.exit_code == 0, first.output
+    assert f'trace = "{work / "lt.csv"}"' in (work / "o1" / "config.toml").read_text()
+    monkeypatch.chdir(elsewhere)
+    again = runner.invoke(app, ["simulate", "numa", "--config", str(work / "o1" / "config.toml"), "--json"])
+    assert again.exit_code == 0, again.output
+    strip = ("trace", "wall_s", "decisions_per_s")
+    assert {k: v for k, v in json.loads(again.output).items() if k not in strip} == {
+        k: v for k, v in json.loads(first.output).items() if k not in strip
+    }

@@ -388,5 +388,19 @@ def write_config(cfg: object, out: Path, command: str, final: Path | None = None
     path = out / "config.toml"
     shown = (final or out) / "config.toml"
     header = f"{CONFIG_HEADER}{command}`; repeat the run with\n#   {command} --config {shown}"
-    config.write(cfg, path, header)
+    config.write(anchored(cfg), path, header)
     return path
+
+
+def anchored(cfg: C) -> C:
+    """``cfg`` with every setting that names an existing file or folder by a relative path (``trace = "lt.csv"``)
+    made absolute, so a run's config.toml repeats it from any folder (it failed elsewhere: "must be one of ...").
+    Names that are not paths (``alpha``, ``huawei-east-1``: no folder separator, no suffix) stay as they are."""
+    changes: dict[str, Any] = {}
+    for key, value in _flat(config.to_dict(cfg)).items():
+        if not isinstance(value, str) or not value:
+            continue
+        where = Path(value)
+        if not where.is_absolute() and ("/" in value or where.suffix) and where.exists():
+            changes[key] = str(where.resolve())
+    return config.override(cfg, changes) if changes else cfg
