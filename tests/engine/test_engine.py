@@ -16,6 +16,7 @@ from dcplace.engine import (
     Rejection,
     VmRequest,
     read_allocations,
+    read_allocations_at,
     write_allocations,
 )
 from dcplace.errors import InputError, PolicyError
@@ -213,13 +214,23 @@ def test_import_is_all_or_nothing_and_names_the_row(tmp_path) -> None:
     path = tmp_path / "alloc.csv"
     path.write_text("vm,machine,node,cpu,mem\na,pm0,0,4,8\nb,pm9,1,4,8\n")
     e = small(2)
-    with pytest.raises(NotFound, match=r"alloc.csv, line 2.*no machine 'pm9'"):
-        e.import_allocations(read_allocations(path), str(path))
+    with pytest.raises(NotFound, match=r"alloc.csv, line 3.*no machine 'pm9'"):  # the file's line (it said 2)
+        e.import_allocations(*_located(path))
     assert e.stats()["vms"] == 0
     path.write_text("vm,machine,node,cpu,mem\na,pm0,0,400,8\n")
-    with pytest.raises(Conflict, match=r"line 1.*does not fit"):
-        e.import_allocations(read_allocations(path), str(path))
+    with pytest.raises(Conflict, match=r"line 2.*does not fit"):
+        e.import_allocations(*_located(path))
+    json_path = tmp_path / "alloc.json"
+    json_path.write_text('[{"vm": "a", "machine": "pm0", "node": 0, "cpu": 1, "mem": 1}, '
+                         '{"vm": "b", "machine": "pm0", "node": 0, "cpu": "x", "mem": 1}]')  # fmt: skip
+    with pytest.raises(InputError, match=r"alloc.json, field '\[1\]\.cpu'"):  # JSON rows by index (it said line 2)
+        e.import_allocations(*_located(json_path))
     e.check_invariants()
+
+
+def _located(path):
+    rows, lines = read_allocations_at(path)
+    return rows, str(path), lines
 
 
 # -- invariants under random operation sequences ---------------------------------------------------------------

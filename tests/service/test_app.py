@@ -62,7 +62,7 @@ def test_place_explain_release(client: TestClient) -> None:
         ("delete", "/vms/", None, 405, "Method Not Allowed"),
         ("delete", "/vms/nope", None, 404, "no VM 'nope'"),
         ("get", "/vms/nope/explanation", None, 404, "no VM 'nope'"),
-        ("post", "/allocations", [{"vm": "a", "machine": "pm9", "node": 0, "cpu": 1, "mem": 1}], 404, "line 1"),
+        ("post", "/allocations", [{"vm": "a", "machine": "pm9", "node": 0, "cpu": 1, "mem": 1}], 404, "[0]"),
     ],
 )
 def test_user_mistakes_are_4xx_with_one_sentence(client, method, path, body, status, words) -> None:

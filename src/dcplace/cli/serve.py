@@ -74,7 +74,7 @@ def serve(
     (OpenAPI docs at /docs)."""
     import uvicorn
 
-    from dcplace.engine import PlacementEngine, ReoptPolicy, read_allocations
+    from dcplace.engine import PlacementEngine, ReoptPolicy, read_allocations_at
     from dcplace.policies import get_policy
     from dcplace.policies.numa_heuristics import warm_up_jit
     from dcplace.service import create_app
@@ -97,7 +97,8 @@ def serve(
         chosen = get_policy(policy, None if checkpoint is None else str(checkpoint))
         engine = PlacementEngine.open(db, numa=numa, policy=chosen)
         if import_allocations is not None:
-            n = engine.import_allocations(read_allocations(import_allocations), str(import_allocations))
+            rows, lines = read_allocations_at(import_allocations)
+            n = engine.import_allocations(rows, str(import_allocations), lines)
             typer.echo(f"imported {n} allocations from {import_allocations}", err=True)
     except InputError as exc:
         if exc.field in ("every_s", "below"):

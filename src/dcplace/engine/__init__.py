@@ -15,6 +15,7 @@ from dcplace.engine.engine import (
     Rejection,
     VmRequest,
     read_allocations,
+    read_allocations_at,
     write_allocations,
 )
 from dcplace.engine.explain import Candidate, Explanation
@@ -44,5 +45,6 @@ __all__ = [
     "VmRequest",
     "efficiency",
     "read_allocations",
+    "read_allocations_at",
     "write_allocations",
 ]

@@ -41,7 +41,7 @@ import math
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -1110,9 +1110,19 @@ class PlacementEngine:
         """Every allocation as a record: ``vm, machine, node (None: all nodes), cpu, mem``."""
         return [{"vm": r.id, "machine": r.machine, "node": r.node, "cpu": r.cpu, "mem": r.mem} for r in self.vms()]
 
-    def import_allocations(self, rows: list[dict[str, Any]], source: str = "<records>") -> int:
+    def import_allocations(
+        self, rows: list[dict[str, Any]], source: str = "<records>", lines: Sequence[int] | None = None
+    ) -> int:
         """Record existing allocations (``vm, machine, node, cpu, mem``; node empty or ``all``: split over every
-        node) all or nothing; an error names the row (1-based). Returns how many were recorded."""
+        node) all or nothing. An error names the row: its line in ``source`` (``lines``: each row's line, as
+        :func:`read_allocations_at` gives for a CSV file), else its index in the list (``[0]`` is the first).
+        Returns how many were recorded."""
+
+        def at(i: int, fld: str | None) -> dict[str, Any]:
+            if lines is not None:
+                return {"path": source, "line": lines[i - 1], "field": fld}
+            return {"path": source, "field": f"[{i - 1}]" + (f".{fld}" if fld else "")}
+
         parsed: list[tuple[VmRequest, str, int | None]] = []
         for i, row in enumerate(rows, 1):
             try:
@@ -1121,11 +1131,11 @@ class PlacementEngine:
                 req = VmRequest(str(row["vm"]), row["cpu"], row["mem"], node is None)
                 parsed.append((self._validate(req), str(row["machine"]), node))
             except KeyError as e:
-                raise InputError(f"missing column {e}", path=source, line=i) from None
+                raise InputError(f"missing column {e}", **at(i, None)) from None
             except (ValueError, TypeError) as e:
-                raise InputError(f"bad node ({e})", path=source, line=i, field="node") from None
+                raise InputError(f"bad node ({e})", **at(i, "node")) from None
             except InputError as e:
-                raise InputError(e.detail, path=source, line=i, field=e.field) from None
+                raise InputError(e.detail, **at(i, e.field)) from None
         with self.lock:
             self._check_store()
             done: list[int] = []
@@ -1135,7 +1145,7 @@ class PlacementEngine:
                     try:
                         changes.append(self._assign_locked(req, machine, node))
                     except InputError as e:
-                        raise type(e)(e.detail, path=source, line=i, field=e.field) from None
+                        raise type(e)(e.detail, **at(i, e.field)) from None
                     done.append(self.state.slot_of_vm[req.id])
             except InputError:
                 for v in reversed(done):
@@ -1149,10 +1159,20 @@ class PlacementEngine:
 
 def read_allocations(path: str | Path) -> list[dict[str, Any]]:
     """Allocation records from a ``.json`` (a list of objects) or ``.csv`` file (header ``vm,machine,node,cpu,mem``)."""
+    return read_allocations_at(path)[0]
+
+
+def read_allocations_at(path: str | Path) -> tuple[list[dict[str, Any]], list[int] | None]:
+    """:func:`read_allocations` and each record's line in the file (a CSV's; None for JSON, whose records are named
+    by their index), for :meth:`PlacementEngine.import_allocations`'s errors."""
     p = Path(path)
     if p.suffix.lower() != ".json":
         table = read_csv(p, (), "allocations file", min_rows=0)
-        return [dict(zip(table.header, cells, strict=True)) for cells in table.rows]
+        return [dict(zip(table.header, cells, strict=True)) for cells in table.rows], list(table.lines)
+    return _read_allocations_json(p), None
+
+
+def _read_allocations_json(p: Path) -> list[dict[str, Any]]:
     text = read_text(p, "allocations file")
     try:
         data = json.loads(text)
