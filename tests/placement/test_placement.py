@@ -627,3 +627,19 @@ def test_a_methods_claims_about_its_cost_are_checked():
 def test_hierarchical_says_why_it_found_no_answer():
     res = solve(INSTANCES["exp1"], "hierarchical", 20)  # 25 packs onto 25 swads of a 70-VM instance
     assert res.status == "unknown" and "no beta from 0.7 down to 0.1" in res.stats["reason"]
+
+
+@pytest.mark.parametrize(
+    "text, said",
+    [
+        ('{"vms": [{"count": 1, "vcpu": 2, "vcpu": 64, "mem_gib": 1}], "pms": []}', "the key 'vcpu' appears twice"),
+        ('{"vms": [{"count": 1, "vpcu": 2, "mem_gib": 1}], "pms": []}', "field 'vms[0].vpcu': unknown key 'vpcu'"),
+        ('{"vms": [], "pms": [], "rack": []}', "field 'rack': unknown key 'rack'"),
+    ],
+)
+def test_a_problem_files_keys_are_checked(tmp_path, text, said):
+    """A repeated key kept its last value, and a misspelt one was ignored (its field took the default)."""
+    path = tmp_path / "p.json"
+    path.write_text(text)
+    with pytest.raises(InputError, match=re.escape(said)):
+        load_problem(str(path))

@@ -50,7 +50,7 @@ import numpy as np
 
 from dcplace.errors import InputError
 from dcplace.inputs import COUNT, MAX_QUANTITY, WHOLE_POSITIVE, Range, json_number
-from dcplace.jsonio import read_json_object
+from dcplace.jsonio import check_keys, read_json_object
 from dcplace.limits import check_memory
 
 MEM_UNIT = 4  # memory units per GiB
@@ -467,6 +467,12 @@ def _field(doc: dict[str, Any], key: str, path: Path, where: str) -> Any:
     return json_number(doc[key], _RANGES[key], path=path, field=f"{where}.{key}")
 
 
+TOP_KEYS = ("name", "vms", "pms", "racks", "constraints", "packs", "current", "migration_costs", "pinned")
+"""The keys of a problem file (:meth:`Problem.to_json`)."""
+VM_KEYS = ("type", "count", "vcpu", "mem_gib", "disks_gb", "migration_cost")
+PM_KEYS = ("type", "count", "vcpu", "mem_gib", "disks_gb", "cost")
+
+
 def load_problem(spec: str) -> Problem:
     """A named instance (exp1, exp2, mix1, mix2, mix2x100: Mix 2 with every count x 100) or a JSON file in
     :meth:`Problem.to_json`'s format."""
@@ -481,6 +487,7 @@ def load_problem(spec: str) -> Problem:
         exc.field = "instance"
         raise exc
     doc = read_json_object(path, ("vms", "pms"))
+    check_keys(doc, TOP_KEYS, path, "")
     vms: list[tuple[VMType, int]] = []
     pms: list[tuple[PMType, int]] = []
     type_costs: list[tuple[int, int]] = []  # per VM type: (its migration cost, given or default; its count)
@@ -490,6 +497,7 @@ def load_problem(spec: str) -> Problem:
             where = f"{kind}[{i}]"
             if not isinstance(item, dict):
                 raise InputError("must be an object", path=path, field=where)
+            check_keys(item, VM_KEYS if kind == "vms" else PM_KEYS, path, where)
             name = str(item.get("type", f"{kind[:-1]}{i}"))
             count = _field(item, "count", path, where)
             vcpu = _field(item, "vcpu", path, where)
