@@ -193,6 +193,8 @@ AZURE_CASES = {
     "lifetime file shorter than the flavour file": ("v1.dev.txt", {"v1.dev.c900.txt": "300 U0,U1,|\n"}),
     "flavour with -1 CPU": ("flav_map.txt", {"flav_map.txt": "-1,4 a\n4,8 b\n"}),
     "flavour with NaN memory": ("flav_map.txt", {"flav_map.txt": "2,nan a\n4,8 b\n"}),
+    "flavour defined twice": ("flav_map.txt", {"flav_map.txt": "2,4 a\n4,8 b\n9,9 b\n"}),  # the second won
+    "two lifetime files": ("v1.dev.c1000.txt", {"v1.dev.c1000.txt": "300 U0,U1,|\n600 C0,|\n"}),  # first by name
     "garbage interval map": ("v1.interval_map.txt", {"v1.interval_map.txt": "hello world\n"}),
     "empty interval map": ("v1.interval_map.txt", {"v1.interval_map.txt": ""}),
     "interval map with a gap": ("v1.interval_map.txt", {"v1.interval_map.txt": "0 0\n600 2\n"}),

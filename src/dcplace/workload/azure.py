@@ -51,6 +51,8 @@ def read_flavour_map(path: Path) -> dict[str, tuple[float, float]]:
         except ValueError:
             raise InputError(f"expected '<vCPU>,<GB> <letter>', got {text!r}", path=path, line=ln) from None
         cpu = number(cpu_s, POSITIVE, path=path, line=ln, field="vCPU")
+        if letter in out:  # the second line replaced the first without a word
+            raise InputError(f"flavour {letter!r} is defined twice", path=path, line=ln, field="letter")
         out[letter] = (cpu, number(mem_s, POSITIVE, path=path, line=ln, field="GB"))
     return out
 
@@ -101,6 +103,9 @@ def read_azure(
         raise InputError(f"no flavour trace for split '{split}'", path=flav_path)
     if not life_candidates:
         raise InputError(f"split '{split}' has no lifetime file v1.{split}.c<T>.txt", path=root)
+    if len(life_candidates) > 1:  # the first by name was used without a word
+        names = ", ".join(c.name for c in life_candidates)
+        raise InputError(f"split '{split}' has {len(life_candidates)} lifetime files ({names}); keep one", path=root)
     life_path = life_candidates[0]
     match = re.search(r"\.c(\d+)\.txt$", life_path.name)
     assert match is not None
