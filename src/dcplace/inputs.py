@@ -29,7 +29,7 @@ import csv
 import io
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -259,12 +259,38 @@ def json_number(value: Any, rng: Range, *, path: str | Path | None, field: str) 
 def import_user_module(module: str, said: str = "", field: str | None = None) -> Any:
     """Import a user's ``module`` (named in ``package.module:name``); a module that is missing, or fails while it
     runs, is one InputError (``said`` prefixes its sentence; ``field`` names the flag): the user's code is at fault,
-    not dcplace's, so no traceback."""
+    not dcplace's, so no traceback. The current folder is searched too, as ``python -m`` does (the console script
+    ``dcplace`` searched only its own folder and PYTHONPATH, so a module beside the user was not found)."""
     import importlib
+    import sys
 
+    here = str(Path.cwd())
+    added = here not in sys.path and "" not in sys.path
+    if added:
+        sys.path.append(here)  # last: never shadows an installed module
     try:
         return importlib.import_module(module)
     except ImportError as e:
         raise InputError(f"{said}cannot import module {module!r} ({e})", field=field) from None
     except Exception as e:
         raise InputError(f"{said}importing module {module!r} raised {type(e).__name__}: {e}", field=field) from e
+    finally:
+        if added:
+            sys.path.remove(here)
+
+
+def user_callable(ref: str, what: str, field: str | None = None) -> Callable[..., object]:
+    """The class or function a user names as ``package.module:attr`` (dotted ``attr`` reaches inside a class): the
+    module imported by :func:`import_user_module`; anything missing or not callable is one InputError whose
+    sentence starts with ``what`` and the reference (``field`` names the flag)."""
+    module, _, attr = ref.partition(":")
+    if not module or not attr:
+        raise InputError(f"{what} {ref!r} must look like package.module:name", field=field)
+    obj: Any = import_user_module(module, f"{what} {ref!r}: ", field)
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise InputError(f"{what} {ref!r}: module {module!r} has no attribute {attr!r}", field=field)
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise InputError(f"{what} {ref!r} is not a class or a function", field=field)
+    return obj  # type: ignore[no-any-return]

@@ -48,7 +48,7 @@ class NumaRun:
     """One ``simulate numa`` experiment: a policy on a trace under a scenario, over seeded episodes."""
 
     trace: str = "synthetic"
-    """huawei-east-1, azure-v1, synthetic, or a trace file path"""
+    """huawei-east-1, azure-v1, synthetic, a trace file, or your own as package.module:function (docs/workloads.md)"""
     policy: str = "best-fit"
     """a registered policy (see `dcplace policies`) or your own as package.module:ClassName (docs/policies.md)"""
     checkpoint: str | None = None
@@ -265,7 +265,7 @@ class StreamRun:
     """One ``simulate stream`` run: a whole trace, from its first request, through the live placement engine."""
 
     trace: str = "synthetic"
-    """huawei-east-1, azure-v1, synthetic, or a trace file path"""
+    """huawei-east-1, azure-v1, synthetic, a trace file, or your own as package.module:function (docs/workloads.md)"""
     policy: str = "best-fit"
     """a registered policy (see `dcplace policies`) or your own as package.module:ClassName (docs/policies.md)"""
     pms: int = 50

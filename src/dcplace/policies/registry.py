@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from dcplace.errors import InputError
-from dcplace.inputs import import_user_module
+from dcplace.inputs import user_callable
 from dcplace.policies.base import SETTINGS, NetPolicy, NumaPolicy
 
 ENTRY_POINT_GROUP = "dcplace.policies"
@@ -53,17 +53,7 @@ def register(name: str, factory: Factory, doc: str, setting: str = "numa", learn
 
 
 def _resolve(ref: str, what: str) -> Callable[..., object]:
-    module, _, attr = ref.partition(":")
-    if not module or not attr:
-        raise InputError(f"{what} {ref!r} must look like package.module:ClassName")
-    obj: Any = import_user_module(module, f"{what} {ref!r}: ")
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise InputError(f"{what} {ref!r}: module {module!r} has no attribute {attr!r}")
-        obj = getattr(obj, part)
-    if not callable(obj):
-        raise InputError(f"{what} {ref!r} is not a class or a function")
-    return obj  # type: ignore[no-any-return]
+    return user_callable(ref, what)
 
 
 def _entry_point(name: str) -> Callable[..., object] | None:

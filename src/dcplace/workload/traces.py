@@ -1,4 +1,9 @@
-"""Find and load traces by name: ``huawei-east-1``, ``azure-v1``, ``synthetic`` or a path.
+"""Find and load traces by name: ``huawei-east-1``, ``azure-v1``, ``synthetic``, a path, or a user's own.
+
+A trace of your own is a function ``(seed: int) -> RequestTable`` in your module, named ``package.module:function``
+wherever a trace is named (``dcplace simulate numa --trace bursty_trace:bursty``, ``load_trace``, the NumaVM
+environment, ``simulate stream``); :meth:`RequestTable.from_arrays` builds the table. Its answer is checked like a
+file's (:func:`user_trace`). Worked example: docs/examples/bursty_trace.py.
 
 The shared data folder is looked up in this order: ``$DCPLACE_DATA``; ``../shared/data`` next to the current
 directory; ``../shared/data`` next to the project checkout. Nothing is copied into the repository.
@@ -9,8 +14,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
+
 from dcplace.errors import InputError
-from dcplace.inputs import first_line
+from dcplace.inputs import first_line, user_callable
 from dcplace.workload.azure import read_azure
 from dcplace.workload.huawei import read_huawei_events, read_huawei_lifetime
 from dcplace.workload.synthetic import synthetic_trace
@@ -62,6 +69,8 @@ def load_trace(name_or_path: str, *, seed: int = 0, synthetic_n: int = 20_000) -
             return read_huawei_lifetime(root / "huawei-east-1" / "Huawei-East-1-lt.csv")
         return read_azure(root / "azure-v1", split="dev")
     p = Path(name_or_path)
+    if ":" in name_or_path and not p.exists():
+        return user_trace(name_or_path, seed)
     if p.is_dir():
         if not (p / "v1.dev.txt").is_file():  # any folder was read as Azure and failed on a file it never named
             raise InputError(
@@ -72,9 +81,43 @@ def load_trace(name_or_path: str, *, seed: int = 0, synthetic_n: int = 20_000) -
         return read_azure(p, split="dev")
     if not p.exists():
         raise InputError(
-            f"trace must be one of {', '.join(TRACE_NAMES)} or an existing file, got {name_or_path!r}", field="trace"
+            f"trace must be one of {', '.join(TRACE_NAMES)}, an existing file or your own as package.module:function, "
+            f"got {name_or_path!r}",
+            field="trace",
         )
     header = first_line(p, "trace file").strip().replace(" ", "").split(",")
     if "type" in header and "time" in header:
         return read_huawei_events(p)
     return read_huawei_lifetime(p)
+
+
+def user_trace(ref: str, seed: int = 0) -> RequestTable:
+    """The trace a user's function ``package.module:function`` returns for ``seed`` (module docstring), checked as
+    a file's rows are: at least one request; arrivals finite and at least 0; departures at or after arrivals (``inf``:
+    never deleted); CPU and memory finite and above 0. Anything wrong, or raised by the function, is one InputError
+    naming the function (and the request)."""
+    make = user_callable(ref, "trace", field="trace")
+    try:
+        table = make(seed)
+    except InputError:
+        raise
+    except Exception as exc:  # the user's code is at fault: one sentence, the cause chained
+        raise InputError(f"trace {ref!r} raised {type(exc).__name__}: {exc}", field="trace") from exc
+    if not isinstance(table, RequestTable):
+        raise InputError(f"trace {ref!r} returned a {type(table).__name__}, not a RequestTable (build one with "
+                         "RequestTable.from_arrays)", field="trace")  # fmt: skip
+    if len(table) == 0:
+        raise InputError(f"trace {ref!r} returned no request", field="trace")
+    for name, ok in (
+        ("arrival", np.isfinite(table.arrival) & (table.arrival >= 0)),
+        ("departure", ~np.isnan(table.departure)),
+        ("cpu", np.isfinite(table.cpu) & (table.cpu > 0)),
+        ("mem", np.isfinite(table.mem) & (table.mem > 0)),
+    ):
+        bad = np.flatnonzero(~ok)
+        if len(bad):
+            value = getattr(table, name)[bad[0]]
+            raise InputError(f"trace {ref!r}: request {int(bad[0])} (vmid {int(table.vmid[bad[0]])}) has {name} "
+                             f"{value:g}; it must be a finite number > 0 (arrival: >= 0; departure may be inf)",
+                             field="trace")  # fmt: skip
+    return table
