@@ -50,7 +50,11 @@ stages exactly one VM per cycle, which is optimal. In general it has no approxim
 minimum.
 
 **Budget.** ``max_moves`` and ``max_gb`` (memory moved by live migrations) cut the plan to its longest prefix within
-the budget that leaves no VM at a staging place; the plan says it was ``truncated`` and which VMs were ``left``.
+the budget that leaves no VM at a staging place; the plan says it was ``truncated`` and which VMs were ``left``. A
+cut is a safety net, not a choice of what to move: a prefix need not free anything, and when the plan starts with a
+staging chain longer than the budget nothing is kept (a 12-machine rotation of 106 moves kept 0 at 60). Put the
+budget in the target instead, as the engine's re-optimisation does (:class:`~dcplace.placement.numa_batch.
+ConsolidateParams`'s ``max_moves`` / ``max_gb``: whole machines emptied into machines that only gain VMs, no staging).
 
 **Complexity** (``n`` VMs to move, ``W`` the most moves waiting on one machine, ``S`` staging rounds): setup and
 checks are ``O(V K R)`` numpy; the ready phase is ``O(n W)`` footprint tests (each machine's waiters are re-examined
