@@ -190,7 +190,7 @@ def test_cli_checkpoint_errors_exit_2(tmp_path):
     r = CliRunner().invoke(app, ["simulate", "netalloc", "--policy", "tetris", "--checkpoint", str(bad)])
     assert r.exit_code == 2 and "learned policies only" in r.output
     r = CliRunner().invoke(app, ["train", "nara", "--out", str(tmp_path / "none"), "--resume"])
-    assert r.exit_code == 2 and "no such checkpoint" in r.output
+    assert r.exit_code == 2 and "holds no run to resume (no checkpoint.pt)" in r.output
 
 
 def test_cli_train_then_simulate_with_checkpoint(tmp_path):

@@ -643,3 +643,24 @@ def test_a_problem_files_keys_are_checked(tmp_path, text, said):
     path.write_text(text)
     with pytest.raises(InputError, match=re.escape(said)):
         load_problem(str(path))
+
+
+@pytest.mark.parametrize(
+    "build, said",
+    [
+        (
+            lambda: Problem("p", (VMType("web", 2, 8, (10,)),), (-3,), (PMType("s", 4, 16, (100,), 1),), (2,)),
+            "vm_counts must be whole numbers >= 0",
+        ),  # it solved to cost 0, verified
+        (
+            lambda: Problem("p", (VMType("web", 2, 8, (10,)),), (3, 4), (PMType("s", 4, 16, (100,), 1),), (2,)),
+            "vm_types has 1 entries and vm_counts 2",
+        ),  # a zip error inside greedy
+        (lambda: VMType("web", -2, 8, (10,)), "vcpu must be a whole number >= 0, got -2"),
+        (lambda: VMType("web", 2.5, 8, (10,)), "vcpu must be a whole number >= 0, got 2.5"),  # an ortools TypeError
+        (lambda: PMType("s", 4, 16, (100,), -1), "cost must be a whole number >= 0"),
+    ],
+)
+def test_a_problem_built_in_python_is_checked(build, said):
+    with pytest.raises(InputError, match=re.escape(said)):
+        build()

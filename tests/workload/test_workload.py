@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -132,3 +134,26 @@ def test_real_azure_trace():
     t = load_trace("azure-v1")
     assert len(t) == 259_159
     assert int(t.censored.sum()) == 14_317
+
+
+def test_a_table_built_in_python_is_checked_and_frozen():
+    """An extra departure was dropped, a NaN arrival and a negative cpu ran (a cpu of -100 added 100 free cores), a
+    short multi_numa was an IndexError later, and t.cpu[0] = 999 changed a frozen table."""
+    import numpy as np
+    import pytest
+
+    from dcplace.errors import InputError
+    from dcplace.workload import RequestTable
+
+    for args, kw, said in (
+        (([0, 1], [5, 6, 7], [1, 2], [1, 1]), {}, "column departure has 3 rows"),
+        (([float("nan"), 1], [5, 6], [1, 2], [1, 1]), {}, "has arrival nan"),
+        (([0, 1], [5, 6], [-100, 2], [1, 1]), {}, "request 0 (vmid 0) has cpu -100"),
+        (([0, 1], [5, 6], [1, 2], [1, 1]), {"multi_numa": [True]}, "column multi_numa has 1 rows"),
+    ):
+        with pytest.raises(InputError, match=re.escape(said)):
+            RequestTable.from_arrays(*args, **kw)
+    t = RequestTable.from_arrays([0, 1], [5, 6], [1, 2], [1, 1])
+    with pytest.raises(ValueError, match="read-only"):
+        t.cpu[0] = 999
+    assert np.array_equal(t.cpu, [1, 2])

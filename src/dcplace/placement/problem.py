@@ -58,19 +58,54 @@ MEM_UNIT = 4  # memory units per GiB
 
 @dataclass(frozen=True)
 class VMType:
+    """A VM type: ``vcpu`` cores, ``mem`` in quarter-GiB units (``MEM_UNIT`` per GiB: 8 GiB is ``mem=32``), one
+    virtual disk per entry of ``disks`` (GB). Checked at construction (whole numbers, all above 0)."""
+
     name: str
     vcpu: int
     mem: int  # quarter-GiB
     disks: tuple[int, ...]  # virtual disk sizes, GB
 
+    def __post_init__(self) -> None:
+        _check_type(self)
+
 
 @dataclass(frozen=True)
 class PMType:
+    """A PM type: ``vcpu`` cores, ``mem`` in quarter-GiB units (``MEM_UNIT`` per GiB), one physical disk per entry
+    of ``disks`` (GB), and its ``cost`` (whole, >= 0). Checked at construction."""
+
     name: str
     vcpu: int
     mem: int  # quarter-GiB
     disks: tuple[int, ...]  # physical disk sizes, GB
     cost: int
+
+    def __post_init__(self) -> None:
+        _check_type(self)
+        if not _whole(self.cost, 0):
+            raise InputError(f"PM type {self.name!r}: cost must be a whole number >= 0, got {self.cost!r}",
+                             field="cost")  # fmt: skip
+
+
+def _whole(value: Any, low: int) -> bool:
+    """A whole number (Python or numpy, not a bool) from ``low`` to :data:`~dcplace.inputs.MAX_QUANTITY`."""
+    whole = isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
+    return whole and low <= value <= MAX_QUANTITY
+
+
+def _check_type(t: VMType | PMType) -> None:
+    """A VM or PM type built in Python: whole numbers >= 0 (a negative vcpu solved as "feasible", 2.5 was an
+    ortools TypeError). Files are stricter (sizes above 0); the methods handle a zero size."""
+    what = "VM" if isinstance(t, VMType) else "PM"
+    for name in ("vcpu", "mem"):
+        if not _whole(getattr(t, name), 0):
+            raise InputError(f"{what} type {t.name!r}: {name} must be a whole number >= 0, got "
+                             f"{getattr(t, name)!r}" + (" (quarter-GiB units)" if name == "mem" else ""),
+                             field=name)  # fmt: skip
+    if not isinstance(t.disks, tuple) or not all(_whole(d, 0) for d in t.disks):
+        raise InputError(f"{what} type {t.name!r}: disks must be a tuple of whole sizes >= 0 GB, got {t.disks!r}",
+                         field="disks")  # fmt: skip
 
 
 def _vm(name: str, vcpu: int, gib: float, n: int, size: int) -> VMType:
@@ -176,6 +211,23 @@ class Problem:
     """Per VM, the cost of moving it (PM cost unit, >= 0); empty: :func:`default_migration_cost` for every VM."""
     pinned: tuple[int, ...] = ()
     """VM numbers that must keep their current PM and disks."""
+
+    def __post_init__(self) -> None:
+        """The shape and sign checks a problem file gets, for a problem built in Python (a count of -3 solved to
+        cost 0; counts longer than the types were a zip error inside a method)."""
+        for kind, types, counts, cls in (("vm", self.vm_types, self.vm_counts, VMType),
+                                         ("pm", self.pm_types, self.pm_counts, PMType)):  # fmt: skip
+            if len(types) != len(counts):
+                raise InputError(f"{kind}_types has {len(types)} entries and {kind}_counts {len(counts)}; give one "
+                                 "count per type", field=f"{kind}_counts")  # fmt: skip
+            if not all(isinstance(t, cls) for t in types):
+                raise InputError(f"{kind}_types must hold {cls.__name__}s", field=f"{kind}_types")
+            if not all(_whole(c, 0) for c in counts):
+                raise InputError(f"{kind}_counts must be whole numbers >= 0, got {counts!r}", field=f"{kind}_counts")
+        if self.racks and (len(self.racks) != self.n_pms or not all(_whole(r, 0) for r in self.racks)):
+            raise InputError(f"racks must be {self.n_pms} rack numbers >= 0 (one per PM)", field="racks")
+        if self.current or self.pinned or self.migration_cost:
+            check_current(self)
 
     @property
     def has_current(self) -> bool:
@@ -588,10 +640,11 @@ def _current_from(doc: dict[str, Any], problem: Problem, mig: list[int], path: P
         raise InputError(f"must be a list of VM numbers, got {pinned!r}", path=path, field="pinned")
     typed = any("migration_cost" in v for v in doc["vms"] if isinstance(v, dict))
     given = raw is not None or costs is not None or typed
-    out = replace(problem, current=tuple(current), current_disks=tuple(disks),
-                  migration_cost=tuple(mig) if given else (), pinned=tuple(pinned))  # fmt: skip
-    check_current(out, path)
-    return out
+    try:  # Problem checks its current placement itself (check_current); the file is named here
+        return replace(problem, current=tuple(current), current_disks=tuple(disks),
+                       migration_cost=tuple(mig) if given else (), pinned=tuple(pinned))  # fmt: skip
+    except InputError as exc:
+        raise InputError(exc.detail, path=path, line=exc.line, field=exc.field) from None
 
 
 def _is_int(value: Any, low: int) -> bool:

@@ -46,14 +46,33 @@ class RequestTable:
     source: str = "<memory>"
 
     def __post_init__(self) -> None:
+        """Check the columns (a table built in Python gets the checks a file's rows get: a negative cpu, a NaN
+        arrival or a missing ``multi_numa`` row ran, or failed deep inside) and make them read-only."""
         n = len(self.vmid)
         for name in ("arrival", "departure", "cpu", "mem", "multi_numa", "censored", "line"):
             if len(getattr(self, name)) != n:
-                raise ValueError(f"column {name} has {len(getattr(self, name))} rows, expected {n}")
+                raise InputError(f"column {name} has {len(getattr(self, name))} rows, expected {n}", field=name)
+        for name, ok in (
+            ("arrival", np.isfinite(self.arrival) & (self.arrival >= 0)),
+            ("departure", ~np.isnan(self.departure)),
+            ("cpu", np.isfinite(self.cpu) & (self.cpu > 0)),
+            ("mem", np.isfinite(self.mem) & (self.mem > 0)),
+        ):
+            bad = np.flatnonzero(~ok)
+            if len(bad):
+                must = {"arrival": "finite and >= 0", "departure": "a number (inf: never)"}.get(name, "finite and > 0")
+                raise InputError(f"request {int(bad[0])} (vmid {int(self.vmid[bad[0]])}) has {name} "
+                                 f"{getattr(self, name)[bad[0]]:g}; it must be {must}", field=name)  # fmt: skip
         if n and np.any(np.diff(self.arrival) < 0):
-            raise ValueError("arrivals must be sorted")
+            raise InputError("arrivals must be sorted (RequestTable.from_arrays sorts them)", field="arrival")
         if n and np.any(self.departure < self.arrival):
-            raise ValueError("a departure precedes its arrival")
+            raise InputError("a departure precedes its arrival", field="departure")
+        for name in ("vmid", "arrival", "departure", "cpu", "mem", "multi_numa", "censored", "line"):
+            column = np.asarray(getattr(self, name))
+            if column.flags.writeable:  # frozen means frozen: t.cpu[0] = 999 changed the table
+                column = column.copy() if not column.flags.owndata else column
+                column.flags.writeable = False
+            object.__setattr__(self, name, column)
 
     def __len__(self) -> int:
         return len(self.vmid)
@@ -72,9 +91,14 @@ class RequestTable:
         line: npt.ArrayLike | None = None,
         source: str = "<memory>",
     ) -> RequestTable:
-        """Build a table, sorting by arrival (stable) if needed."""
+        """Build a table, sorting by arrival (stable) if needed. Every column must have one entry per request (an
+        extra departure was dropped without a word)."""
         arr = np.asarray(arrival, dtype=np.float64)
         n = len(arr)
+        for name, col in (("departure", departure), ("cpu", cpu), ("mem", mem), ("multi_numa", multi_numa),
+                          ("censored", censored), ("vmid", vmid), ("line", line)):  # fmt: skip
+            if col is not None and len(np.asarray(col)) != n:
+                raise InputError(f"column {name} has {len(np.asarray(col))} rows, arrival {n}", field=name)
         dep = np.asarray(departure, dtype=np.float64)
         c = np.asarray(cpu, dtype=np.float64)
         m = np.asarray(mem, dtype=np.float64)

@@ -14,8 +14,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import numpy as np
-
 from dcplace.errors import InputError
 from dcplace.inputs import first_line, user_callable
 from dcplace.workload.azure import read_azure
@@ -92,15 +90,15 @@ def load_trace(name_or_path: str, *, seed: int = 0, synthetic_n: int = 20_000) -
 
 
 def user_trace(ref: str, seed: int = 0) -> RequestTable:
-    """The trace a user's function ``package.module:function`` returns for ``seed`` (module docstring), checked as
-    a file's rows are: at least one request; arrivals finite and at least 0; departures at or after arrivals (``inf``:
-    never deleted); CPU and memory finite and above 0. Anything wrong, or raised by the function, is one InputError
-    naming the function (and the request)."""
+    """The trace a user's function ``package.module:function`` returns for ``seed`` (module docstring): a
+    non-empty :class:`RequestTable`, which checks its rows as a file's are (arrivals finite and at least 0;
+    departures at or after arrivals, ``inf``: never deleted; CPU and memory finite and above 0). Anything wrong, or
+    raised by the function, is one InputError naming the function (and the request)."""
     make = user_callable(ref, "trace", field="trace")
     try:
         table = make(seed)
-    except InputError:
-        raise
+    except InputError as exc:  # RequestTable's own checks, raised inside the user's function
+        raise InputError(f"trace {ref!r}: {exc.detail}", field="trace") from exc
     except Exception as exc:  # the user's code is at fault: one sentence, the cause chained
         raise InputError(f"trace {ref!r} raised {type(exc).__name__}: {exc}", field="trace") from exc
     if not isinstance(table, RequestTable):
@@ -108,16 +106,4 @@ def user_trace(ref: str, seed: int = 0) -> RequestTable:
                          "RequestTable.from_arrays)", field="trace")  # fmt: skip
     if len(table) == 0:
         raise InputError(f"trace {ref!r} returned no request", field="trace")
-    for name, ok in (
-        ("arrival", np.isfinite(table.arrival) & (table.arrival >= 0)),
-        ("departure", ~np.isnan(table.departure)),
-        ("cpu", np.isfinite(table.cpu) & (table.cpu > 0)),
-        ("mem", np.isfinite(table.mem) & (table.mem > 0)),
-    ):
-        bad = np.flatnonzero(~ok)
-        if len(bad):
-            value = getattr(table, name)[bad[0]]
-            raise InputError(f"trace {ref!r}: request {int(bad[0])} (vmid {int(table.vmid[bad[0]])}) has {name} "
-                             f"{value:g}; it must be a finite number > 0 (arrival: >= 0; departure may be inf)",
-                             field="trace")  # fmt: skip
     return table
