@@ -257,3 +257,15 @@ def test_fits_tolerance_holds_for_multi_numa_shares_too():
     assert K.fits(free, d, True, 0, 0)
     free[0, 1, 0] = 4.0 / 3.0 - 1e-6
     assert not K.fits(free, d, True, 0, 0)
+
+
+def test_a_mixed_cluster_larger_than_the_scenario_is_refused():
+    """15 small machines then 10 large: Scenario(pms=15) ran on the small ones only, without a word."""
+    from dcplace.errors import InputError
+
+    trace = PreparedTrace.build(synthetic_trace(500, seed=0))
+    cap = np.array([[[20.0, 45.0]] * 2] * 15 + [[[80.0, 180.0]] * 2] * 10)
+    with pytest.raises(InputError, match=r"the cluster has 25 machines but the scenario uses 15 \(Scenario\.pms"):
+        NumaSim(NumaCluster(cap), trace, Scenario(pms=15, release=False))
+    NumaSim(NumaCluster(cap), trace, Scenario(pms=25, release=False))  # equal: fine
+    NumaSim(NumaCluster.uniform(25), trace, Scenario(pms=15, release=False))  # uniform: the first 15, as before

@@ -90,7 +90,9 @@ class Scenario:
     """The episode dynamics (see the module docstring for the exact definitions)."""
 
     pms: int = 50
-    """Machines at the start (and throughout in Non-Expansion); 2 NUMA nodes of 40 CPU / 90 GB each."""
+    """Machines at the start (and throughout in Non-Expansion): the cluster's machines, in order (the CLI's
+    ``--pms`` builds that many of 2 NUMA nodes of 40 CPU / 90 GB each). A cluster of machines of different sizes
+    must have exactly the scenario's machines (``max_pms`` in Expansion); of a uniform one the first are used."""
     mode: Mode = "non-expansion"
     """``non-expansion``: the episode ends at the first request no machine can host; ``expansion``: the cluster
     grows by ``expand_step`` machines instead."""
@@ -270,8 +272,12 @@ class NumaSim:
         trace: PreparedTrace,
         scenario: Scenario,
     ) -> None:
-        if cluster.machines < scenario.machines:
-            raise InputError(f"the cluster has {cluster.machines} machines but the scenario needs {scenario.machines}")
+        mixed = not np.all(cluster.capacity == cluster.capacity[:1])
+        if cluster.machines < scenario.machines or (cluster.machines > scenario.machines and mixed):
+            # a mixed cluster's machines beyond the scenario's were left out without a word (its big ones, last)
+            uses = "max_pms" if scenario.mode == "expansion" else "pms"
+            raise InputError(f"the cluster has {cluster.machines} machines but the scenario uses {scenario.machines} "
+                             f"(Scenario.{uses}, the first ones); make them equal", field=uses)  # fmt: skip
         if cluster.capacity.shape[2] < 2:
             raise InputError("the NUMA simulator needs cpu and mem resources")
         self.cluster = cluster
