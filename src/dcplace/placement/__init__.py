@@ -14,11 +14,12 @@ from dcplace.placement.compact import CompactParams
 from dcplace.placement.flat import FlatParams
 from dcplace.placement.greedy import GreedyParams
 from dcplace.placement.hierarchical import HierarchicalParams
-from dcplace.placement.numa_batch import ConsolidateParams, NumaBatch, NumaBatchParams, with_current
+from dcplace.placement.numa_batch import ConsolidateParams, NumaBatch, NumaBatchParams
+from dcplace.placement.numa_batch import with_current as batch_with_current
 from dcplace.placement.numa_instances import load_numa_batch
 from dcplace.placement.params import Params, SolverParams, field_docs, field_error
 from dcplace.placement.pattern import PatternParams
-from dcplace.placement.problem import Constraint, PMType, Problem, VMType, load_problem
+from dcplace.placement.problem import Constraint, PMType, Problem, VMType, load_problem, random_problem, with_current
 from dcplace.placement.registry import (
     Method,
     claims_checked,
@@ -52,6 +53,7 @@ __all__ = [
     "SolverParams",
     "Stop",
     "VMType",
+    "batch_with_current",
     "claims_checked",
     "field_docs",
     "field_error",
@@ -60,6 +62,7 @@ __all__ = [
     "load_problem",
     "method_names",
     "params_for",
+    "random_problem",
     "register_method",
     "register_verifier",
     "solve",
