@@ -439,3 +439,13 @@ def test_warm_up_survives_a_policy_it_cannot_copy_and_a_bad_rank_is_named() -> N
     with pytest.raises(PolicyError, match="rank must give"):
         e.place(VmRequest("a", 1, 1), "bad")
     assert e.stats()["vms"] == 0
+
+
+@pytest.mark.parametrize("field", ["multi", "pinned"])
+def test_a_request_flag_must_be_a_bool(field) -> None:
+    """VmRequest("v", 1.0, 1.0, multi="no") was placed split over every node ("no" is truthy)."""
+    e = small(2)
+    with pytest.raises(InputError, match=f"field '{field}': must be True or False, got 'no'"):
+        e.place(VmRequest("v", 1.0, 1.0, **{field: "no"}))  # type: ignore[arg-type]
+    assert e.place(VmRequest("v", 1.0, 1.0, **{field: np.bool_(True)})).accepted  # type: ignore[arg-type]
+    e.check_invariants()

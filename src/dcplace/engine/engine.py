@@ -454,6 +454,7 @@ class PlacementEngine:
             and type(mem) is float
             and type(vid) is str
             and type(request.multi) is bool
+            and type(request.pinned) is bool
             and 0.0 < cpu <= MAX_AMOUNT
             and 0.0 < mem <= MAX_AMOUNT
             and 0 < len(vid) <= 256
@@ -464,8 +465,8 @@ class PlacementEngine:
             _ident(request.id, "id"),
             _positive(request.cpu, "cpu"),
             _positive(request.mem, "mem"),
-            bool(request.multi),
-            bool(request.pinned),
+            _flag(request.multi, "multi"),
+            _flag(request.pinned, "pinned"),
         )
 
     def place(self, request: VmRequest, policy: str | None = None, explain: bool = True) -> Decision:
@@ -1155,6 +1156,13 @@ class PlacementEngine:
             ticket = self._commit(changes)
         self._wait(ticket)
         return len(parsed)
+
+
+def _flag(value: object, name: str) -> bool:
+    """A VmRequest's flag: True or False (numpy's too); ``"no"`` was truthy and placed a VM split over every node."""
+    if isinstance(value, bool | np.bool_):
+        return bool(value)
+    raise InputError(f"must be True or False, got {value!r}", field=name)
 
 
 def read_allocations(path: str | Path) -> list[dict[str, Any]]:
