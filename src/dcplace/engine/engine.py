@@ -89,6 +89,7 @@ from dcplace.policies import get_policy
 from dcplace.policies.base import NumaPolicy
 from dcplace.policies.numa_heuristics import FIRST_FIT, Heuristic
 from dcplace.policies.numa_heuristics import choose as heuristic_choose
+from dcplace.sim import numa_kernel
 from dcplace.sim.policy_calls import as_action, decide, ranked
 
 
@@ -233,9 +234,15 @@ class PlacementEngine:
         store: Store | None = None,
         top: int = 3,
         keep_explanations: int = 10_000,
+        seed: int = 0,
     ) -> None:
+        """``seed``: the random stream of the compiled policies that draw (``random``), seeded here so that two
+        engines built alike decide alike (the stream is the process's: engines used in turn share it)."""
         if not isinstance(numa, int) or numa < 1:
             raise InputError(f"must be a whole number of at least 1, got {numa!r}", field="numa")
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**31:
+            raise InputError(f"must be a whole number from 0 to 2**31 - 1, got {seed!r}", field="seed")
+        numa_kernel.seed_rng(seed)
         self.state = ClusterState(numa)
         self.numa = numa
         self.lock = threading.RLock()
