@@ -289,6 +289,14 @@ def check(ok: bool, name: str, value: object, must: str) -> None:
         raise InputError(f"must be {must}, got {value!r}", field=name)
 
 
+def check_seed(seed: object, name: str = "seed") -> None:
+    """Raise an InputError naming ``name`` unless ``seed`` is a whole number from 0 to ``2**63 - 1`` (what numpy's
+    and torch's generators accept; -1 or 1.5 failed inside numpy)."""
+    whole = isinstance(seed, numbers.Integral) and not isinstance(seed, bool)
+    if not whole or not 0 <= seed < 2**63:  # type: ignore[operator]
+        raise InputError(f"must be a whole number from 0 to 2**63 - 1, got {seed!r}", field=name)
+
+
 def check_types(obj: object) -> None:
     """Check every field of the dataclass instance ``obj`` against its annotation (``Literal`` choices included) and
     store it in its canonical form (tuples for lists, floats for integers given to float fields). Call it first in

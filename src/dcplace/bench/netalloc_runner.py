@@ -12,8 +12,9 @@ from typing import Any
 import numpy as np
 
 from dcplace.cluster.topology import Topology, load_topology
+from dcplace.config import check_seed
 from dcplace.errors import InputError
-from dcplace.policies import get_net_policy
+from dcplace.policies import NumaPolicy, get_net_policy
 from dcplace.sim.netalloc import LOCALITY_NAMES, NetResult
 from dcplace.sim.netalloc_episodes import (
     Routings,
@@ -96,6 +97,13 @@ def run_policy(
     top = topology if isinstance(topology, Topology) else load_topology(topology)
     if episodes < 1:
         raise InputError(f"must be at least 1, got {episodes}", field="episodes")
+    check_seed(seed)
+    if split not in ("train", "test"):  # "dev" failed inside numpy, or ran silently on a uniform set
+        raise InputError(f"must be train or test, got {split!r}", field="split")
+    if isinstance(policy, NumaPolicy) or not (isinstance(policy, str) or callable(getattr(policy, "choose", None))):
+        what = type(policy).__name__  # a NUMA policy failed with "'NetView' object has no attribute 'changes'"
+        raise InputError(f"must be a network-allocation policy (a name or a NetPolicy), got a {what}; NUMA "
+                         "policies run in dcplace.sim.episodes.run_episodes", field="policy")  # fmt: skip
     n = n_requests if n_requests is not None else default_requests(top)
     if n < 1:
         raise InputError(f"must be at least 1, got {n}", field="requests")

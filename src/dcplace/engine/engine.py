@@ -301,10 +301,14 @@ class PlacementEngine:
         if self.store is not None:
             self.store.close()
 
-    def policy(self, name: str | None = None) -> NumaPolicy:
-        """The policy ``name`` (built once, by the registry), or the default."""
+    def policy(self, name: str | NumaPolicy | None = None) -> NumaPolicy:
+        """The policy ``name`` (built once, by the registry), a policy object as it is, or the default."""
         if name is None:
             return self.default_policy
+        if isinstance(name, NumaPolicy):  # it was read as a name: "could not be built without arguments"
+            return name
+        if not isinstance(name, str):
+            raise InputError(f"must be a policy name or a NumaPolicy, got a {type(name).__name__}", field="policy")
         pol = self._policies.get(name)
         if pol is None:
             pol = get_policy(name)
@@ -390,7 +394,7 @@ class PlacementEngine:
         """Undo a drain or a failure: the machine receives VMs again."""
         return self._set_status(machine_id, ACTIVE)
 
-    def fail(self, machine_id: str, policy: str | None = None) -> FailReport:
+    def fail(self, machine_id: str, policy: str | NumaPolicy | None = None) -> FailReport:
         """The machine failed: it receives nothing, and its VMs are placed again through the policy (slot order);
         the ones that fit nowhere are dropped and reported."""
         with self.lock:
@@ -476,7 +480,7 @@ class PlacementEngine:
             _flag(request.pinned, "pinned"),
         )
 
-    def place(self, request: VmRequest, policy: str | None = None, explain: bool = True) -> Decision:
+    def place(self, request: VmRequest, policy: str | NumaPolicy | None = None, explain: bool = True) -> Decision:
         """Place ``request`` with ``policy`` (default: the engine's): a :class:`Placement`, durable on return, or a
         :class:`Rejection` (nothing changed). ``explain``: attach an :class:`Explanation` (a rejection always has
         one)."""
@@ -487,7 +491,7 @@ class PlacementEngine:
         self._wait(ticket)
         return decision
 
-    async def place_async(self, request: VmRequest, policy: str | None = None, explain: bool = True) -> Decision:
+    async def place_async(self, request: VmRequest, policy: str | NumaPolicy | None = None, explain: bool = True) -> Decision:
         """:meth:`place` for an event loop: decides at once, awaits durability without blocking the loop."""
         request = self._validate(request)
         with self.lock:
@@ -497,7 +501,7 @@ class PlacementEngine:
             await self.store.wait_async(ticket)
         return decision
 
-    def _place_locked(self, request: VmRequest, policy: str | None, explain: bool) -> int:
+    def _place_locked(self, request: VmRequest, policy: str | NumaPolicy | None, explain: bool) -> int:
         self._check_store()
         if request.id in self.state.slot_of_vm:
             raise Conflict(f"a VM {request.id!r} is already placed", field="id")
@@ -510,7 +514,7 @@ class PlacementEngine:
         return self._commit([VmRow(request.id, decision.machine, decision.node, request.cpu, request.mem,
                                    request.multi, request.pinned)])  # fmt: skip
 
-    def place_batch(self, requests: list[VmRequest], policy: str | None = None) -> list[Decision]:
+    def place_batch(self, requests: list[VmRequest], policy: str | NumaPolicy | None = None) -> list[Decision]:
         """Place ``requests`` in order: the same decisions as one :meth:`place` call each (``explain=False``), under
         one lock hold and one commit. For a compiled heuristic the decisions run in one compiled loop (the
         function :meth:`place` uses, request after request); a rejection comes back with its explanation. Bulk
@@ -519,14 +523,14 @@ class PlacementEngine:
         self._wait(ticket)
         return out
 
-    async def place_batch_async(self, requests: list[VmRequest], policy: str | None = None) -> list[Decision]:
+    async def place_batch_async(self, requests: list[VmRequest], policy: str | NumaPolicy | None = None) -> list[Decision]:
         """:meth:`place_batch` for an event loop (awaits durability without blocking it)."""
         out, ticket = self._place_batch_locked(requests, policy)
         if self.store is not None and ticket:
             await self.store.wait_async(ticket)
         return out
 
-    def _place_batch_locked(self, requests: list[VmRequest], policy: str | None) -> tuple[list[Decision], int]:
+    def _place_batch_locked(self, requests: list[VmRequest], policy: str | NumaPolicy | None) -> tuple[list[Decision], int]:
         reqs = [self._validate(r) for r in requests]
         ids = {r.id for r in reqs}
         if len(ids) != len(reqs):
@@ -621,7 +625,7 @@ class PlacementEngine:
         cpu: npt.ArrayLike,
         mem: npt.ArrayLike,
         multi: npt.ArrayLike | None = None,
-        policy: str | None = None,
+        policy: str | NumaPolicy | None = None,
     ) -> BulkPlacement:
         """Bulk admission with arrays in and out: request ``i`` is VM ``ids[i]`` asking ``cpu[i]`` cores and
         ``mem[i]`` GB (per NUMA node it spans: all of them where ``multi[i]``). The decisions of one :meth:`place`
@@ -773,7 +777,7 @@ class PlacementEngine:
             pass
         return time.perf_counter() - t0
 
-    def explain(self, request: VmRequest, policy: str | None = None) -> Explanation:
+    def explain(self, request: VmRequest, policy: str | NumaPolicy | None = None) -> Explanation:
         """Where ``request`` would go now and why, without placing it (a dry run)."""
         request = VmRequest(request.id or "?", _positive(request.cpu, "cpu"), _positive(request.mem, "mem"),
                             bool(request.multi))  # fmt: skip
@@ -792,7 +796,7 @@ class PlacementEngine:
             return self._explain(pol, request, d, action if feasible else (-1 if action == -1 else -2))
 
     def assess(
-        self, request: VmRequest, policy: str | None = None
+        self, request: VmRequest, policy: str | NumaPolicy | None = None
     ) -> tuple[dict[str, str], list[tuple[str, int | None, tuple[float, ...]]]]:
         """Every machine's class for ``request`` (``feasible``, ``cpu``, ``mem``, ``numa``, ``drained``,
         ``failed``) and the policy's ranking of all feasible actions (machine, node, score), best first: what a
@@ -898,6 +902,8 @@ class PlacementEngine:
         of the active machines in use with migration costs, plan verified moves within the budget and (``execute``)
         apply them, durable on return. ``now``: the caller's clock (seconds), for the cool-down and the timer."""
         pol = policy or ReoptPolicy()
+        if not isinstance(pol, ReoptPolicy):  # "best-fit" was an AttributeError
+            raise InputError(f"must be a ReoptPolicy, got {policy!r}", field="policy")
         with self.lock:
             self._check_store()
             s = self.state

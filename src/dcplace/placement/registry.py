@@ -19,8 +19,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
+from dcplace.config import check_seed
 from dcplace.errors import InputError
 from dcplace.inputs import import_user_module
 from dcplace.placement.params import Params, field_error
@@ -131,6 +133,9 @@ def solve(
     """Solve ``problem`` with the registered ``method`` until ``stop`` (a :class:`~dcplace.placement.stop.Stop` or
     seconds), seeded by ``seed``, with ``params`` (the method's params dataclass, a mapping of its fields, or None
     for its defaults). The answer is verified by the problem type's checker; ``wall_s`` is the method's run time."""
+    if isinstance(problem, str | Path):
+        raise InputError(f"problem must be a problem object, got the name {str(problem)!r}: load it first "
+                         "(load_problem, load_numa_batch)", field="problem")  # fmt: skip
     entry = get_method(method, type(problem))
     stop = as_stop(stop)
     if params is None:
@@ -148,8 +153,7 @@ def solve(
         raise InputError(f"method {method} does not start from a current placement ({why}); use {', '.join(able)}")
     if getattr(problem, "has_current", False) and getattr(problem, "constraints", ()):
         raise InputError("no method models placement constraints together with a current placement yet")
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
-        raise InputError(f"seed must be a whole number from 0 to 2**63 - 1, got {seed!r}", field="seed")
+    check_seed(seed)
     if isinstance(problem, Problem):
         check_size(problem.n_vms, problem.n_pms)
     t0 = time.perf_counter()

@@ -67,9 +67,13 @@ class Deadline:
         return Deadline(max(seconds, 1e-9))
 
 
-def as_stop(stop: Stop | float) -> Stop:
+def as_stop(stop: Stop | float | object) -> Stop:
     """A stop criterion from a number of seconds (a :class:`Deadline`) or as given."""
-    return Deadline(float(stop)) if isinstance(stop, int | float) else stop
+    if isinstance(stop, int | float) and not isinstance(stop, bool):
+        return Deadline(float(stop))
+    if not all(callable(getattr(stop, m, None)) for m in ("remaining", "expired", "share")):  # "10": AttributeError
+        raise InputError(f"must be a number of seconds or a Stop (Deadline, ...), got {stop!r}", field="stop")
+    return stop  # type: ignore[return-value]
 
 
 def interruptible(solve: Callable[[], T], stop: Callable[[], object]) -> T:

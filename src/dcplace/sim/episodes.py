@@ -15,6 +15,7 @@ from typing import Protocol
 import numpy as np
 
 from dcplace.cluster.numa import NumaCluster
+from dcplace.config import check_seed
 from dcplace.errors import InputError
 from dcplace.sim.numa import EpisodeResult, NumaSim, NumaView, PreparedTrace, Scenario, oversize_mask
 from dcplace.sim.numa_kernel import DECIDE, TERMINATED
@@ -85,6 +86,10 @@ def run_episodes(
     made (scored + warm-up). ``on_episode(i)`` is called after episode ``i`` (a progress bar)."""
     if episodes < 1:
         raise InputError(f"must be at least 1, got {episodes}", field="episodes")
+    check_seed(seed)
+    if not isinstance(trace, PreparedTrace):  # a RequestTable failed inside the simulator
+        raise InputError(f"must be a PreparedTrace (prepare(table, double_threshold) makes one), got a "
+                         f"{type(trace).__name__}", field="trace")  # fmt: skip
     sim = NumaSim(cluster, trace, scenario)
     results: list[EpisodeResult] = []
     decisions = 0

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from dcplace.config import check_seed
+from dcplace.errors import InputError
 from dcplace.workload.table import RequestTable
 
 #: (cpu cores, mem GB, count): Huawei-East-1's VM types and how often each occurs in the lifetime-form trace.
@@ -40,6 +42,9 @@ def synthetic_trace(
     lifetime_sigma: float = 2.35,
 ) -> RequestTable:
     """``n`` requests drawn from a ``numpy.random.Generator(seed)``: same seed, same table."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise InputError(f"must be a whole number of requests >= 1, got {n!r}", field="n")
+    check_seed(seed)
     rng = np.random.default_rng(seed)
     fl = np.asarray(HUAWEI_FLAVOURS)
     p = fl[:, 2] / fl[:, 2].sum()
