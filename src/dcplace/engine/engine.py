@@ -298,6 +298,7 @@ class PlacementEngine:
         return engine
 
     def close(self) -> None:
+        """Close the database (everything acknowledged is already durable); the engine must not be used after."""
         if self.store is not None:
             self.store.close()
 
@@ -491,7 +492,9 @@ class PlacementEngine:
         self._wait(ticket)
         return decision
 
-    async def place_async(self, request: VmRequest, policy: str | NumaPolicy | None = None, explain: bool = True) -> Decision:
+    async def place_async(
+        self, request: VmRequest, policy: str | NumaPolicy | None = None, explain: bool = True
+    ) -> Decision:
         """:meth:`place` for an event loop: decides at once, awaits durability without blocking the loop."""
         request = self._validate(request)
         with self.lock:
@@ -523,14 +526,18 @@ class PlacementEngine:
         self._wait(ticket)
         return out
 
-    async def place_batch_async(self, requests: list[VmRequest], policy: str | NumaPolicy | None = None) -> list[Decision]:
+    async def place_batch_async(
+        self, requests: list[VmRequest], policy: str | NumaPolicy | None = None
+    ) -> list[Decision]:
         """:meth:`place_batch` for an event loop (awaits durability without blocking it)."""
         out, ticket = self._place_batch_locked(requests, policy)
         if self.store is not None and ticket:
             await self.store.wait_async(ticket)
         return out
 
-    def _place_batch_locked(self, requests: list[VmRequest], policy: str | NumaPolicy | None) -> tuple[list[Decision], int]:
+    def _place_batch_locked(
+        self, requests: list[VmRequest], policy: str | NumaPolicy | None
+    ) -> tuple[list[Decision], int]:
         reqs = [self._validate(r) for r in requests]
         ids = {r.id for r in reqs}
         if len(ids) != len(reqs):
@@ -1042,10 +1049,12 @@ class PlacementEngine:
             return [self._info(int(m)) for m in np.flatnonzero(self.state.status != ABSENT)]
 
     def vm(self, vm_id: str) -> VmRecord:
+        """Where VM ``vm_id`` runs and what it takes (:class:`NotFound` when there is no such VM)."""
         with self.lock:
             return self.state.record(self._vm_slot(vm_id))
 
     def vms(self) -> list[VmRecord]:
+        """Every placed VM, in ledger order."""
         with self.lock:
             return [self.state.record(int(v)) for v in np.flatnonzero(self.state.pm_of >= 0)]
 
