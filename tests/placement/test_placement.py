@@ -494,7 +494,7 @@ def test_params_load_from_toml_and_dicts(tmp_path):
 def test_hierarchical_solves_its_swads_through_the_registry(tmp_path):
     """The decomposition's swads go through ``solve`` (a method registered in place of compact is the one used, in
     the forked pool workers too), and the packs / swads range is checked against the problem, naming the field."""
-    with pytest.raises(InputError, match=r"^packs must be between 1 and 70, got 100$"):
+    with pytest.raises(InputError, match=r"^packs must be between 1 and 70 \(the problem\'s VMs\), got 100$"):
         solve(INSTANCES["exp1"], "hierarchical", 10, params={"packs": 100})
     log = tmp_path / "calls"
     real = get_method("compact")

@@ -108,9 +108,11 @@ class HierarchicalParams(SolverParams):
 
 def solve_hierarchical(problem: Problem, stop: Stop, seed: int, params: HierarchicalParams) -> Result:
     """The paper's two-level decomposition (packs onto swads, each swad solved exactly), or deeper by topology."""
-    for name, value, most in (("packs", params.packs, problem.n_vms), ("swads", params.swads, problem.n_pms)):
+    for name, value, most, what in (("packs", params.packs, problem.n_vms, "VMs"),
+                                    ("swads", params.swads, problem.n_pms, "PMs")):  # fmt: skip
         if not 1 <= value <= most:
-            raise field_error(name, f"be between 1 and {most}", value)
+            default = "; 25 is the default, sized for the paper's 1,000 x 1,000 mixes" if value == 25 else ""
+            raise field_error(name, f"be between 1 and {most} (the problem's {what}{default})", value)
     if problem.constraints and params.first_level != "pattern":
         raise field_error("first_level", "be pattern for a problem with placement constraints", params.first_level)
     if params.rack_size:
