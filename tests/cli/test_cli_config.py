@@ -96,7 +96,8 @@ def test_solve_config_with_a_table_and_written_config(tmp_path):
     assert res.exit_code == 2 and "field 'hierarchical.packs': must be at least 1, got 0" in res.output
     cfg.write_text('method = "hierarchical"\n[hierarchical]\npacks = 100\n')  # checked against the problem
     res = runner.invoke(app, ["solve", "--config", str(cfg)])
-    assert res.exit_code == 2 and "field 'hierarchical.packs': must be between 1 and 70 (the problem's VMs), got 100" in res.output
+    said = "field 'hierarchical.packs': must be between 1 and 70 (the problem's VMs), got 100"
+    assert res.exit_code == 2 and said in res.output
     res = runner.invoke(app, ["solve", "--method", "hierarchical", "--packs", "100"])
     assert res.exit_code == 2 and "error: --packs must be between 1 and 70 (the problem's VMs), got 100" in res.output
 
