@@ -22,7 +22,7 @@ def bursty(seed: int) -> RequestTable:
     mem = 2.0 * cpu
     burst = (arrival // 2_000).astype(int)  # the 2,000 s window of each arrival
     first = np.flatnonzero(np.diff(burst, prepend=-1) > 0)  # the first arrival of each window starts its burst
-    big = np.concatenate([np.arange(i, min(i + 20, n)) for i in first])
+    big = np.unique(np.minimum(first[:, None] + np.arange(20), n - 1))  # it and the next 19 arrivals
     cpu[big], mem[big] = 32.0, 128.0
     departure = arrival + rng.lognormal(np.log(3_600.0), 1.0, n)
     return RequestTable.from_arrays(arrival, departure, cpu, mem, source=f"bursty(seed={seed})")
