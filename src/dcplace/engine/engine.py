@@ -49,6 +49,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from dcplace.config import check_seed
 from dcplace.engine import reopt
 from dcplace.engine.cluster_state import (
     ABSENT,
@@ -236,13 +237,13 @@ class PlacementEngine:
         keep_explanations: int = 10_000,
         seed: int = 0,
     ) -> None:
-        """``seed``: the random stream of the compiled policies that draw (``random``), seeded here so that two
-        engines built alike decide alike (the stream is the process's: engines used in turn share it)."""
+        """``seed``: the random stream of the compiled policies that draw (``random``), seeded here as the simulator
+        seeds an episode (``NumaSim.reset(seed=...)``), so that two engines built alike decide alike and an engine
+        replays a simulator episode of the same seed (the stream is the process's: engines used in turn share it)."""
         if not isinstance(numa, int) or numa < 1:
             raise InputError(f"must be a whole number of at least 1, got {numa!r}", field="numa")
-        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**31:
-            raise InputError(f"must be a whole number from 0 to 2**31 - 1, got {seed!r}", field="seed")
-        numa_kernel.seed_rng(seed)
+        check_seed(seed)
+        numa_kernel.seed_rng(int(np.random.default_rng(seed).integers(0, 2**31 - 1)))
         self.state = ClusterState(numa)
         self.numa = numa
         self.lock = threading.RLock()

@@ -83,9 +83,10 @@ class StreamResult:
         }
 
 
-def engine_for(cluster: NumaCluster, policy: str = "best-fit") -> PlacementEngine:
-    """An in-memory engine holding ``cluster``'s machines (ids ``pm-0``, ``pm-1``, ... in the cluster's order)."""
-    engine = PlacementEngine(cluster.numa, policy)
+def engine_for(cluster: NumaCluster, policy: str = "best-fit", seed: int = 0) -> PlacementEngine:
+    """An in-memory engine holding ``cluster``'s machines (ids ``pm-0``, ``pm-1``, ... in the cluster's order);
+    ``seed``: the engine's random stream, as a simulator episode of that seed has it."""
+    engine = PlacementEngine(cluster.numa, policy, seed=seed)
     cap = cluster.capacity[:, :, :2]
     for m in range(cluster.machines):
         engine.add_machine(f"pm-{m}", cap[m, :, 0].tolist(), cap[m, :, 1].tolist())
