@@ -466,3 +466,13 @@ def test_two_engines_built_alike_decide_alike_with_the_random_policy() -> None:
 
     first = decisions(0)
     assert decisions(0) == first and decisions(1) != first
+    a, b = PlacementEngine(2, "random"), PlacementEngine(2, "random")  # used in turn: each keeps its own stream
+    for e in (a, b):
+        for m in range(8):
+            e.add_machine(f"pm{m}", 16, 32)
+    got_a, got_b = [], []
+    for i in range(20):
+        for e, got in ((a, got_a), (b, got_b)):
+            d = e.place(VmRequest(f"v{i}", 1.0, 2.0), explain=False)
+            got.append((d.machine, d.node) if d.accepted else ("-", None))
+    assert got_a == got_b == first

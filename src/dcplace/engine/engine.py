@@ -88,7 +88,7 @@ from dcplace.placement.migration import MigrationPlan, Move, plan_migrations
 from dcplace.placement.migration import evacuate as evacuate_machines
 from dcplace.policies import get_policy
 from dcplace.policies.base import NumaPolicy
-from dcplace.policies.numa_heuristics import FIRST_FIT, Heuristic
+from dcplace.policies.numa_heuristics import FIRST_FIT, RANDOM, Heuristic
 from dcplace.policies.numa_heuristics import choose as heuristic_choose
 from dcplace.sim import numa_kernel
 from dcplace.sim.policy_calls import as_action, decide, ranked
@@ -237,13 +237,13 @@ class PlacementEngine:
         keep_explanations: int = 10_000,
         seed: int = 0,
     ) -> None:
-        """``seed``: the random stream of the compiled policies that draw (``random``), seeded here as the simulator
-        seeds an episode (``NumaSim.reset(seed=...)``), so that two engines built alike decide alike and an engine
-        replays a simulator episode of the same seed (the stream is the process's: engines used in turn share it)."""
+        """``seed``: this engine's own random stream, for the compiled policies that draw (``random``): before each
+        of their decisions the compiled generator is seeded from it (:meth:`_draws`), so two engines built alike
+        decide alike, whatever else the process (another engine, a simulation, another thread) draws."""
         if not isinstance(numa, int) or numa < 1:
             raise InputError(f"must be a whole number of at least 1, got {numa!r}", field="numa")
         check_seed(seed)
-        numa_kernel.seed_rng(int(np.random.default_rng(seed).integers(0, 2**31 - 1)))
+        self._rng = np.random.default_rng(seed)
         self.state = ClusterState(numa)
         self.numa = numa
         self.lock = threading.RLock()
@@ -608,6 +608,7 @@ class PlacementEngine:
         """Decide and apply a batch with compiled heuristic ``pol`` (its index where it has one, as
         :meth:`_decide_and_place`): the actions, -1 for a rejection (``rejected(k)`` is called at once, on the state
         request ``k`` was rejected in). Ledger slots taken, counters kept; no durability here."""
+        self._draws(pol)  # one compiled loop, one thread: one seed for the batch
         s = self.state
         n = len(ids)
         slots = s.reserve_slots(n)
@@ -684,8 +685,15 @@ class PlacementEngine:
         self._wait(ticket)
         return result
 
+    def _draws(self, pol: NumaPolicy) -> None:
+        """Before a compiled policy that draws decides: seed the compiled generator (the process's, per thread) from
+        this engine's own stream, so the engine's decisions depend on its seed alone."""
+        if type(pol) is Heuristic and pol.code == RANDOM:
+            numa_kernel.seed_rng(int(self._rng.integers(0, 2**31 - 1)))
+
     def _decide_and_place(self, pol: NumaPolicy, req: VmRequest, explain: bool) -> Decision:
         """Decide with ``pol`` and apply (no durability here); counts and keeps explanations."""
+        self._draws(pol)
         s = self.state
         kn = self.numa
         if not explain and type(pol) is Heuristic:

@@ -85,7 +85,7 @@ class StreamResult:
 
 def engine_for(cluster: NumaCluster, policy: str = "best-fit", seed: int = 0) -> PlacementEngine:
     """An in-memory engine holding ``cluster``'s machines (ids ``pm-0``, ``pm-1``, ... in the cluster's order);
-    ``seed``: the engine's random stream, as a simulator episode of that seed has it."""
+    ``seed``: the engine's own random stream (:class:`PlacementEngine`)."""
     engine = PlacementEngine(cluster.numa, policy, seed=seed)
     cap = cluster.capacity[:, :, :2]
     for m in range(cluster.machines):
