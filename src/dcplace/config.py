@@ -289,11 +289,15 @@ def check(ok: bool, name: str, value: object, must: str) -> None:
         raise InputError(f"must be {must}, got {value!r}", field=name)
 
 
+def is_whole(value: object) -> bool:
+    """Whether ``value`` is a whole number: a Python or numpy integer, not a bool (1.5, "3" and True are not)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
 def check_seed(seed: object, name: str = "seed") -> None:
     """Raise an InputError naming ``name`` unless ``seed`` is a whole number from 0 to ``2**63 - 1`` (what numpy's
     and torch's generators accept; -1 or 1.5 failed inside numpy)."""
-    whole = isinstance(seed, numbers.Integral) and not isinstance(seed, bool)
-    if not whole or not 0 <= seed < 2**63:  # type: ignore[operator]
+    if not is_whole(seed) or not 0 <= seed < 2**63:  # type: ignore[operator]
         raise InputError(f"must be a whole number from 0 to 2**63 - 1, got {seed!r}", field=name)
 
 

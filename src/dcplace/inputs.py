@@ -260,13 +260,13 @@ def import_user_module(module: str, said: str = "", field: str | None = None) ->
     """Import a user's ``module`` (named in ``package.module:name``); a module that is missing, or fails while it
     runs, is one InputError (``said`` prefixes its sentence; ``field`` names the flag): the user's code is at fault,
     not dcplace's, so no traceback. The current folder is searched too, as ``python -m`` does (the console script
-    ``dcplace`` searched only its own folder and PYTHONPATH, so a module beside the user was not found)."""
+    ``dcplace`` searched only its own folder and PYTHONPATH, so a module beside the user was not found); it stays
+    on ``sys.path``, last, so the module's own later imports and worker processes find its siblings."""
     import importlib
     import sys
 
     here = str(Path.cwd())
-    added = here not in sys.path and "" not in sys.path
-    if added:
+    if here not in sys.path and "" not in sys.path:
         sys.path.append(here)  # last: never shadows an installed module
     try:
         return importlib.import_module(module)
@@ -274,9 +274,6 @@ def import_user_module(module: str, said: str = "", field: str | None = None) ->
         raise InputError(f"{said}cannot import module {module!r} ({e})", field=field) from None
     except Exception as e:
         raise InputError(f"{said}importing module {module!r} raised {type(e).__name__}: {e}", field=field) from e
-    finally:
-        if added:
-            sys.path.remove(here)
 
 
 def user_callable(ref: str, what: str, field: str | None = None) -> Callable[..., object]:

@@ -81,3 +81,21 @@ def test_a_run_without_config_toml_resumes_from_its_checkpoint_and_says_so(tmp_p
     assert not (out / "config.toml").exists()  # flags would not describe the run
     wrong = _run(["train", "nara", "--out", str(out), "--resume", "--iterations", "3", "--dataset", "azure"])
     assert wrong.exit_code == 2 and "meta.dataset" in wrong.stderr  # the checked settings are still checked
+
+
+def test_a_run_on_a_relative_trace_path_resumes(tmp_path, monkeypatch):
+    """config.toml names the trace by absolute path; the checkpoint held it as given (lt.csv), so the resume was
+    refused ("field 'meta.trace' is 'lt.csv'"), and so was --trace lt.csv given again."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    rows = [f"{i},{rng.choice([1, 2, 4, 8])},{rng.choice([2, 4, 16])},{i},{i + rng.integers(50, 500)}"
+            for i in range(3000)]  # fmt: skip
+    (tmp_path / "lt.csv").write_text("vmid,cpu,mem,at,lt\n" + "\n".join(rows) + "\n")
+    monkeypatch.chdir(tmp_path)
+    first = _run(["train", "cvd-rl", "--trace", "lt.csv", "--pms", "4", "--epochs", "1", "--eval-every", "1",
+                  "--keep-replay", "--out", "runs/y"])  # fmt: skip
+    assert first.exit_code == 0, first.output
+    again = _run(["train", "cvd-rl", "--resume", "--epochs", "2", "--trace", "lt.csv", "--out", "runs/y"])
+    assert again.exit_code == 0, again.output
+    assert tomllib.loads((tmp_path / "runs/y/config.toml").read_text())["trace"] == str(tmp_path / "lt.csv")

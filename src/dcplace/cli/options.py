@@ -202,6 +202,8 @@ def config_command(
             with errors_as_exit(by_key, from_file, config_file):
                 with limits.unguarded() if force else contextlib.nullcontext():
                     cfg = resolve(cls, config_file, given, from_file)
+                    if resume is not None:  # a run's files by absolute path, in its checkpoint as in its config.toml
+                        cfg = anchored(cfg)
                     typing.cast(Callable[..., None], run)(cfg, **kwargs)
 
         params = [ctx_param, file_param, *(p for _, p in generated), *own, force_param]
@@ -237,7 +239,7 @@ def run_settings(
     if owner != rule.command:
         raise InputError(f"{path} holds the settings of `{owner or 'another command'}`, not of `{rule.command}`")
     ran = _flat(config.to_dict(resolve(cls, path, {})))
-    asked = _flat(config.to_dict(resolve(cls, path, given)))
+    asked = _flat(config.to_dict(anchored(resolve(cls, path, given))))  # lt.csv given again is the same file
     for key in given:
         if key not in rule.free and ran.get(key) != asked.get(key):
             flag, now, was = flags.get(key, key), _shown(asked.get(key)), _shown(ran.get(key))

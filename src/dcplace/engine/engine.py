@@ -796,7 +796,7 @@ class PlacementEngine:
     def explain(self, request: VmRequest, policy: str | NumaPolicy | None = None) -> Explanation:
         """Where ``request`` would go now and why, without placing it (a dry run)."""
         request = VmRequest(request.id or "?", _positive(request.cpu, "cpu"), _positive(request.mem, "mem"),
-                            bool(request.multi))  # fmt: skip
+                            _flag(request.multi, "multi"))  # fmt: skip
         with self.lock:
             pol = self.policy(policy)
             s = self.state
@@ -818,7 +818,7 @@ class PlacementEngine:
         ``failed``) and the policy's ranking of all feasible actions (machine, node, score), best first: what a
         scheduler that filters and scores (kube-scheduler's extender, Nova's weighers) asks."""
         req = VmRequest(request.id or "?", _positive(request.cpu, "cpu"), _positive(request.mem, "mem"),
-                        bool(request.multi))  # fmt: skip
+                        _flag(request.multi, "multi"))  # fmt: skip
         with self.lock:
             s = self.state
             classes = machine_classes(s.free, s.status, np.array([req.cpu, req.mem]), req.multi, s.active)

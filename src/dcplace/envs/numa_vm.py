@@ -53,7 +53,7 @@ import numpy.typing as npt
 from gymnasium import spaces
 
 from dcplace.cluster.numa import VMAGENT_NODE_CPU, VMAGENT_NODE_MEM, NumaCluster
-from dcplace.config import check
+from dcplace.config import check, is_whole
 from dcplace.envs.actions import check_render_mode, checked_action
 from dcplace.errors import InputError
 from dcplace.sim import numa_kernel as K
@@ -90,7 +90,7 @@ class NumaVMEnv(gym.Env[dict[str, npt.NDArray[Any]], int]):
         check_render_mode(render_mode)
         if not isinstance(trace, str | RequestTable):
             raise InputError(f"must be a trace name, a trace file or a RequestTable, got {trace!r}", field="trace")
-        check(isinstance(numa, int) and not isinstance(numa, bool) and numa >= 1, "numa", numa, "a whole number >= 1")
+        check(is_whole(numa) and numa >= 1, "numa", numa, "a whole number >= 1")
         for name, value in (("node_cpu", node_cpu), ("node_mem", node_mem), ("double_threshold", double_threshold)):
             number = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
             least = 0.0 if name == "double_threshold" else math.ulp(0.0)
@@ -146,8 +146,7 @@ class NumaVMEnv(gym.Env[dict[str, npt.NDArray[Any]], int]):
         """``reset(seed=s, options={"episode": i})``: episode ``i`` of ``dcplace simulate numa --seed s``."""
         from dcplace.sim.episodes import start_seed
 
-        whole = isinstance(episode, int | np.integer) and not isinstance(episode, bool | np.bool_)
-        check(whole and episode >= 0, "episode", episode, "a whole number >= 0")  # type: ignore[operator]
+        check(is_whole(episode) and episode >= 0, "episode", episode, "a whole number >= 0")  # type: ignore[operator]
         if seed is None:
             raise InputError(
                 "the episode option needs reset(seed=...): episode i of a run is its seed's", field="options"

@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from dcplace.config import is_whole
 from dcplace.errors import InputError
 from dcplace.inputs import COUNT, MAX_QUANTITY, WHOLE_POSITIVE, Range, json_number
 from dcplace.jsonio import check_keys, read_json_object
@@ -89,9 +90,8 @@ class PMType:
 
 
 def _whole(value: Any, low: int) -> bool:
-    """A whole number (Python or numpy, not a bool) from ``low`` to :data:`~dcplace.inputs.MAX_QUANTITY`."""
-    whole = isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
-    return whole and low <= value <= MAX_QUANTITY
+    """A whole number (:func:`~dcplace.config.is_whole`) from ``low`` to :data:`~dcplace.inputs.MAX_QUANTITY`."""
+    return is_whole(value) and low <= value <= MAX_QUANTITY
 
 
 def _check_type(t: VMType | PMType) -> None:

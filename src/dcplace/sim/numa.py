@@ -41,7 +41,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dcplace.cluster.numa import NumaCluster
-from dcplace.config import check, check_types
+from dcplace.config import check, check_types, is_whole
 from dcplace.errors import InputError
 from dcplace.sim import numa_kernel as K
 from dcplace.sim.arrays import read_only
@@ -327,8 +327,7 @@ class NumaSim:
         rng = np.random.default_rng(seed)
         if start_event is not None:
             n = len(self.trace.ev_req)
-            whole = isinstance(start_event, int | np.integer) and not isinstance(start_event, bool | np.bool_)
-            if not whole or not 0 <= start_event < n:  # an IndexError, or counted from the end (-1)
+            if not is_whole(start_event) or not 0 <= start_event < n:  # an IndexError, or counted from the end (-1)
                 raise InputError(f"must be a whole number from 0 to {n - 1} (an event of the trace), got "
                                  f"{start_event!r}", field="start_event")  # fmt: skip
         start = self.start_event(rng) if start_event is None else int(start_event)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dcplace.config import check_seed
+from dcplace.config import check_seed, is_whole
 from dcplace.errors import InputError
 from dcplace.workload.table import RequestTable
 
@@ -42,7 +42,7 @@ def synthetic_trace(
     lifetime_sigma: float = 2.35,
 ) -> RequestTable:
     """``n`` requests drawn from a ``numpy.random.Generator(seed)``: same seed, same table."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+    if not is_whole(n) or n < 1:
         raise InputError(f"must be a whole number of requests >= 1, got {n!r}", field="n")
     check_seed(seed)
     rng = np.random.default_rng(seed)

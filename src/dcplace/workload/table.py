@@ -53,14 +53,14 @@ class RequestTable:
             if len(getattr(self, name)) != n:
                 raise InputError(f"column {name} has {len(getattr(self, name))} rows, expected {n}", field=name)
         for name, ok in (
-            ("arrival", np.isfinite(self.arrival) & (self.arrival >= 0)),
+            ("arrival", np.isfinite(self.arrival)),  # any sign: Azure's spread puts a first bin's VMs before 0
             ("departure", ~np.isnan(self.departure)),
             ("cpu", np.isfinite(self.cpu) & (self.cpu > 0)),
             ("mem", np.isfinite(self.mem) & (self.mem > 0)),
         ):
             bad = np.flatnonzero(~ok)
             if len(bad):
-                must = {"arrival": "finite and >= 0", "departure": "a number (inf: never)"}.get(name, "finite and > 0")
+                must = {"arrival": "finite", "departure": "a number (inf: never)"}.get(name, "finite and > 0")
                 raise InputError(f"request {int(bad[0])} (vmid {int(self.vmid[bad[0]])}) has {name} "
                                  f"{getattr(self, name)[bad[0]]:g}; it must be {must}", field=name)  # fmt: skip
         if n and np.any(np.diff(self.arrival) < 0):
@@ -69,8 +69,8 @@ class RequestTable:
             raise InputError("a departure precedes its arrival", field="departure")
         for name in ("vmid", "arrival", "departure", "cpu", "mem", "multi_numa", "censored", "line"):
             column = np.asarray(getattr(self, name))
-            if column.flags.writeable:  # frozen means frozen: t.cpu[0] = 999 changed the table
-                column = column.copy() if not column.flags.owndata else column
+            if column.flags.writeable:  # frozen means frozen: t.cpu[0] = 999 changed the table; the caller's array
+                column = column.copy()  # is copied, not made read-only under the caller
                 column.flags.writeable = False
             object.__setattr__(self, name, column)
 

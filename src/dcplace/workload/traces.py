@@ -91,7 +91,7 @@ def load_trace(name_or_path: str, *, seed: int = 0, synthetic_n: int = 20_000) -
 
 def user_trace(ref: str, seed: int = 0) -> RequestTable:
     """The trace a user's function ``package.module:function`` returns for ``seed`` (module docstring): a
-    non-empty :class:`RequestTable`, which checks its rows as a file's are (arrivals finite and at least 0;
+    non-empty :class:`RequestTable`, which checks its rows as a file's are (arrivals finite;
     departures at or after arrivals, ``inf``: never deleted; CPU and memory finite and above 0). Anything wrong, or
     raised by the function, is one InputError naming the function (and the request)."""
     make = user_callable(ref, "trace", field="trace")
