@@ -2,16 +2,25 @@
 machines and 100,000 live VMs, and (``--check``) the full Huawei-East-1 replay against the simulator for every
 heuristic.
 
-    OMP_NUM_THREADS=1 NUMBA_NUM_THREADS=1 python benchmarks/bench_engine.py [--requests 40000] [--check]
+    OMP_NUM_THREADS=1 NUMBA_NUM_THREADS=1 python benchmarks/bench_engine.py [--requests 40000] [--batch-repeats 1]
+        [--check]
 
 Rates are for :meth:`PlacementEngine.place` / ``release`` called from Python one request at a time (what a caller
 does), Huawei-East-1 from its first request with releases (synthetic when the data is absent), best-fit.
+
+Compilation is excluded: before any clock starts, every timed path (``place`` with and without an explanation,
+``release``, ``place_batch``, ``place_arrays``, a durable engine, ``run_stream``) runs untimed on a few hundred
+requests at both sizes, then a full garbage collection and ``gc.freeze()`` (compiling leaves many Python objects
+behind, which would make every later collection dearer in a first, uncached run), so a first run with an empty numba
+cache measures what a cached run does.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
+import os
 import platform
 import tempfile
 import time
@@ -74,8 +83,13 @@ def replay_rate(engine: PlacementEngine, trace: PreparedTrace, limit: int, expla
 
 
 def memory_figure(machines: int, vms: int) -> dict[str, float]:
-    """RSS growth for an engine holding ``machines`` machines and ``vms`` live VMs (no releases)."""
+    """Memory of an engine holding ``machines`` machines and ``vms`` live VMs (no releases): what it allocated
+    (``tracemalloc``, numpy's arrays included; an RSS difference is not usable this late in the process, whose freed
+    memory the engine reuses), and the process's resident memory after."""
+    import tracemalloc
+
     before = rss_mb()
+    tracemalloc.start()
     engine = PlacementEngine(2, "first-fit")
     for m in range(machines):
         engine.add_machine(f"pm-{m:05d}", 40, 90)
@@ -83,13 +97,46 @@ def memory_figure(machines: int, vms: int) -> dict[str, float]:
     for i in range(vms):
         engine.place(VmRequest(f"vm-{i:06d}", float(t.cpu[i]), float(t.mem[i]), bool(t.multi_numa[i])), explain=False)
     live = engine.stats()["vms"]
+    allocated = tracemalloc.get_traced_memory()[0] / 2**20
+    tracemalloc.stop()
     after = rss_mb()
     s = engine.state
     arrays = sum(a.nbytes for a in (s.cap, s.free, s.vm_count, s.status, s.usable, s.pm_of, s.node_of, s.demand,
                                     s.multi))  # fmt: skip
     engine.check_invariants()
     return {"machines": machines, "vms_live": live, "rss_before_mb": before, "rss_after_mb": after,
-            "engine_rss_mb": after - before, "engine_arrays_mb": arrays / 2**20}  # fmt: skip
+            "engine_rss_mb": after - before, "engine_allocated_mb": allocated,
+            "engine_arrays_mb": arrays / 2**20}  # fmt: skip
+
+
+def warm_up(trace: PreparedTrace, sizes: tuple[int, ...], n: int = 300) -> None:
+    """Run every timed path untimed on ``n`` requests at each size (see the module docstring), then collect and
+    freeze the garbage collector's generations."""
+    warm_up_jit()
+    reqs = [VmRequest(f"w{r}", float(trace.demand[r, 0]), float(trace.demand[r, 1]), bool(trace.multi[r]))
+            for r in range(n)]  # fmt: skip
+    for machines in sizes:
+        for explain in (False, True):
+            engine = engine_for(NumaCluster.uniform(machines), "best-fit")
+            replay_rate(engine, trace, n, explain)
+        engine = engine_for(NumaCluster.uniform(machines), "best-fit")
+        engine.place_batch(reqs)
+        for q in reqs:
+            engine.release(q.id)
+        engine.place_arrays([q.id for q in reqs], np.array([q.cpu for q in reqs]), np.array([q.mem for q in reqs]),
+                            np.array([q.multi for q in reqs]))  # fmt: skip
+    run_stream(engine_for(NumaCluster.uniform(sizes[0]), "best-fit"), trace, max_requests=n, samples=0)
+    engine = PlacementEngine(2, "first-fit")  # the memory figure's engine
+    engine.add_machine("pm-0", 40, 90)
+    engine.place(reqs[0], explain=False)
+    with tempfile.TemporaryDirectory() as tmp:
+        engine = PlacementEngine.open(Path(tmp) / "warm.db")
+        for m in range(10):
+            engine.add_machine(f"pm-{m}", 40, 90)
+        replay_rate(engine, trace, 20, False)
+        engine.close()
+    gc.collect()
+    gc.freeze()
 
 
 def check_replay(trace: PreparedTrace, pms: int) -> dict[str, bool]:
@@ -111,14 +158,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--requests", type=int, default=40_000)
     ap.add_argument("--durable-requests", type=int, default=1_000)
+    ap.add_argument("--batch-repeats", type=int, default=1, help="times the bulk-call section is timed at each size")
     ap.add_argument("--check", action="store_true", help="replay the whole trace against the simulator too")
     ap.add_argument("--out", type=Path, default=Path("results/bench_engine.json"))
     args = ap.parse_args()
-    warm_up_jit()
     name = "huawei-east-1" if trace_available("huawei-east-1") else "synthetic"
     trace = prepare(load_trace(name), 32.0)
     rec: dict[str, object] = {"trace": name, "host": platform.node(), "python": platform.python_version(),
-                              "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}  # fmt: skip
+                              "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                              "load_before": os.getloadavg()[0]}  # fmt: skip
+    print(f"{rec['date']}, load average {os.getloadavg()[0]:.2f}", flush=True)
+    warm_up(trace, (1_000, 10_000))
     for machines in (1_000, 10_000):
         for explain in (False, True):
             engine = engine_for(NumaCluster.uniform(machines), "best-fit")
@@ -133,38 +183,36 @@ def main() -> None:
     reqs = [VmRequest(f"b{r}", float(trace.demand[r, 0]), float(trace.demand[r, 1]), bool(trace.multi[r]))
             for r in range(min(args.requests, 20_000))]  # fmt: skip
     for machines in (1_000, 10_000):
-        engine = engine_for(NumaCluster.uniform(machines), "best-fit")
-        engine.place_batch(reqs[:2])  # compile outside the timing
-        for q in reqs[:2]:
-            engine.release(q.id)
-        t0 = time.perf_counter()
-        got = engine.place_batch(reqs)
-        wall = time.perf_counter() - t0
-        engine.check_invariants()
-        one = engine_for(NumaCluster.uniform(machines), "best-fit")
-        one.place(VmRequest("warm", 1.0, 1.0), explain=False)
-        one.release("warm")
-        t0 = time.perf_counter()
-        for q in reqs:
-            one.place(q, explain=False)
-        wall_one = time.perf_counter() - t0
-        assert one.snapshot() == engine.snapshot()  # the same decisions
-        arrays = engine_for(NumaCluster.uniform(machines), "best-fit")
-        arrays.place_arrays(["warm"], [1.0], [1.0])  # compile outside the timing
-        arrays.release("warm")
-        ids = [q.id for q in reqs]
-        cpu = np.array([q.cpu for q in reqs])
-        mem = np.array([q.mem for q in reqs])
-        multi = np.array([q.multi for q in reqs])
-        t0 = time.perf_counter()
-        arrays.place_arrays(ids, cpu, mem, multi)
-        wall_arrays = time.perf_counter() - t0
-        assert arrays.snapshot() == engine.snapshot()  # the same decisions
-        rec[f"batch_{machines}"] = {"requests": len(reqs), "accepted": sum(d.accepted for d in got), "wall_s": wall,
-                                    "per_call_wall_s": wall_one, "arrays_wall_s": wall_arrays}  # fmt: skip
-        print(f"{machines} machines, {len(reqs):,} requests without releases: place_arrays "
-              f"{len(reqs) / wall_arrays:,.0f} decisions/s, place_batch {len(reqs) / wall:,.0f}/s, one place() each "
-              f"{len(reqs) / wall_one:,.0f}/s", flush=True)  # fmt: skip
+        for rep in range(args.batch_repeats):
+            engine = engine_for(NumaCluster.uniform(machines), "best-fit")
+            gc.collect()
+            t0 = time.perf_counter()
+            got = engine.place_batch(reqs)
+            wall = time.perf_counter() - t0
+            engine.check_invariants()
+            one = engine_for(NumaCluster.uniform(machines), "best-fit")
+            gc.collect()
+            t0 = time.perf_counter()
+            for q in reqs:
+                one.place(q, explain=False)
+            wall_one = time.perf_counter() - t0
+            assert one.snapshot() == engine.snapshot()  # the same decisions
+            arrays = engine_for(NumaCluster.uniform(machines), "best-fit")
+            ids = [q.id for q in reqs]
+            cpu = np.array([q.cpu for q in reqs])
+            mem = np.array([q.mem for q in reqs])
+            multi = np.array([q.multi for q in reqs])
+            gc.collect()
+            t0 = time.perf_counter()
+            arrays.place_arrays(ids, cpu, mem, multi)
+            wall_arrays = time.perf_counter() - t0
+            assert arrays.snapshot() == engine.snapshot()  # the same decisions
+            key = f"batch_{machines}" if rep == 0 else f"batch_{machines}_repeat_{rep + 1}"
+            rec[key] = {"requests": len(reqs), "accepted": sum(d.accepted for d in got), "wall_s": wall,
+                        "per_call_wall_s": wall_one, "arrays_wall_s": wall_arrays}  # fmt: skip
+            print(f"{machines} machines, {len(reqs):,} requests without releases (repeat {rep + 1}): place_arrays "
+                  f"{len(reqs) / wall_arrays:,.0f} decisions/s, place_batch {len(reqs) / wall:,.0f}/s, one place() "
+                  f"each {len(reqs) / wall_one:,.0f}/s", flush=True)  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         engine = PlacementEngine.open(Path(tmp) / "bench.db")
         for m in range(1_000):
@@ -180,9 +228,11 @@ def main() -> None:
           f"requests/s, acceptance {stream.acceptance:.4f}", flush=True)  # fmt: skip
     mem = memory_figure(10_000, 100_000)
     rec["memory"] = mem
-    print(f"memory: {mem['vms_live']:,} live VMs on {mem['machines']:,} machines: engine "
-          f"+{mem['engine_rss_mb']:.0f} MB RSS (arrays {mem['engine_arrays_mb']:.1f} MB), "
-          f"process {mem['rss_after_mb']:.0f} MB", flush=True)  # fmt: skip
+    print(f"memory: {mem['vms_live']:,} live VMs on {mem['machines']:,} machines: engine allocated "
+          f"{mem['engine_allocated_mb']:.1f} MB (its arrays {mem['engine_arrays_mb']:.1f} MB), "
+          f"process {mem['rss_after_mb']:.0f} MB resident", flush=True)  # fmt: skip
+    rec["load_after"] = os.getloadavg()[0]
+    print(f"load average {os.getloadavg()[0]:.2f}", flush=True)
     if args.check:
         rec["replay_identical"] = check_replay(trace, 400)
     args.out.parent.mkdir(parents=True, exist_ok=True)
