@@ -9,11 +9,15 @@ script is what compares two versions: run it alternately against both checkouts,
       PYTHONPATH=src .venv/bin/python benchmarks/bench_numa_cpu.py
     done
 
-It runs the policy API of issue 12 and, for that comparison, the API before it (077df60 and earlier).
+It runs the policy API of issue 12 and, for that comparison, the API before it (077df60 and earlier). Synthetic
+trace (seed 0), releases on; the compiled episode at each size, then the step API at 100 machines.
+
+    python benchmarks/bench_numa_cpu.py [--sizes 100 1000 5000] [--repeats 5] [--steps 20000]
 """
 
 from __future__ import annotations
 
+import argparse
 import time
 from collections.abc import Callable
 
@@ -49,16 +53,21 @@ def stepper(sim: NumaSim, policy: str) -> Callable[[], int]:
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 5000], help="machines, compiled episodes")
+    ap.add_argument("--repeats", type=int, default=5, help="runs of each measurement; the best is printed")
+    ap.add_argument("--steps", type=int, default=20_000, help="step-API decisions per run (at 100 machines)")
+    args = ap.parse_args()
     trace = prepare(load_trace("synthetic", seed=0), 32.0)
     if NEW:
         warm_up_jit()
     else:
         warm_up_jit(NumaCluster.uniform(2), trace)  # type: ignore[call-arg]
-    for n in (100, 1000, 5000):
+    for n in args.sizes:
         for policy in ("first-fit", "best-fit"):
             sim = NumaSim(NumaCluster.uniform(n), trace, Scenario(pms=n, start_range=(0, 1), release=True))
             best = 0.0
-            for _ in range(5):
+            for _ in range(args.repeats):
                 sim.reset(0)
                 t0 = time.process_time()
                 episode(sim, policy)
@@ -67,13 +76,13 @@ def main() -> None:
     for policy in ("first-fit", "best-fit"):
         sim = NumaSim(NumaCluster.uniform(100), trace, Scenario(pms=100, start_range=(0, 1), release=True))
         best = 0.0
-        for _ in range(5):
+        for _ in range(args.repeats):
             sim.reset(0)
             step = stepper(sim, policy)
             t0 = time.process_time()
-            for _ in range(20_000):
+            for _ in range(args.steps):
                 step()
-            best = max(best, 20_000 / (time.process_time() - t0))
+            best = max(best, args.steps / (time.process_time() - t0))
         print(f"step 100 {policy}\t{best:.0f}")
 
 

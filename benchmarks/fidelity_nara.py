@@ -4,11 +4,12 @@ For each request set, 5 test episodes of 128 requests on alpha (the reproduction
 its network rejections, and how many of its first picks went to a server whose uplink already had less free
 bandwidth than the request needs (such a request fails at its second pick whatever follows).
 
-    python benchmarks/fidelity_nara.py
+    python benchmarks/fidelity_nara.py [--episodes 5] [--datasets uniform azure alibaba]
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -38,12 +39,16 @@ class ProbedTetris(Tetris):
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--episodes", type=int, default=5, help="test episodes (128 requests each) per request set")
+    ap.add_argument("--datasets", nargs="+", default=["uniform", "azure", "alibaba"], help="request sets")
+    args = ap.parse_args()
     top = preset("alpha")
     print("| set | acceptance | network rejections | first picks on a thin uplink | first picks |")
     print("|---|---|---|---|---|")
-    for dataset in ("uniform", "azure", "alibaba"):
+    for dataset in args.datasets:
         acc, rejected, thin, firsts = [], 0, 0, 0
-        for e in range(5):
+        for e in range(args.episodes):
             sim = NetAllocSim(top, episode_requests(top, dataset, 128, 0, e))
             pol = ProbedTetris()
             res = run_episode(sim, pol)
