@@ -3,11 +3,12 @@
 For each cluster size: First-Fit and Best-Fit replay Huawei-East-1 (synthetic when absent) from its first
 request with releases on, Non-Expansion, until the first unhostable request or the end of the trace. The
 compiled kernel is timed after a warm-up: before any clock starts, a short untimed episode of each policy at each
-size runs every timed path (the compiled loop, the capacity index from 512 machines, the step API), so a first run
-with an empty numba cache measures what a cached run does (compilation excluded). The object-per-machine reference
-simulator (VMAgent's design, ``dcplace.sim.reference``) replays the same trace for the same first decisions in the
-same run, and the ratio is reported. Also: the step-by-step API (what Gymnasium and Python policies use), and peak
-memory of the process (which, in a run that compiles, includes the compiler's).
+size runs every timed path (the compiled loop, the capacity index from 512 machines, the step API), first in a
+child process, which compiles them into numba's cache, then in this one, which only loads them; so a first run
+with an empty cache measures what a cached run does (compilation excluded, and no compiler left in this process).
+The object-per-machine reference simulator (VMAgent's design, ``dcplace.sim.reference``) replays the same trace for
+the same first decisions in the same run, and the ratio is reported. Also: the step-by-step API (what Gymnasium and
+Python policies use), and peak memory of the process.
 
     python benchmarks/bench_numa_throughput.py [--sizes 50 100 500 1000 5000] [--ref-decisions 3000]
 """
@@ -19,6 +20,8 @@ import gc
 import os
 import platform
 import resource
+import subprocess
+import sys
 import time
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -43,8 +46,8 @@ def warm_up(table: RequestTable, prepared: PreparedTrace, sizes: list[int], ref_
     """Compile (or load from numba's cache) every timed path outside the clocks: the heuristics' compiled choices,
     then for each size and policy a short episode through the compiled loop (``Policy.run``, which takes the capacity
     index from :data:`~dcplace.policies.numa_index.INDEX_MIN_MACHINES` machines) and through the step API, and a few
-    reference decisions. Then a full collection and ``gc.freeze()``: compiling leaves many Python objects behind,
-    which would otherwise make every later garbage collection in a first (uncached) run dearer than in a cached one."""
+    reference decisions. Then a full collection and ``gc.freeze()``, so the collector skips what the warm-up and the
+    imports left behind during the timed runs."""
     warm_up_jit()
     for n in sorted(set(sizes)):
         sc = Scenario(pms=n, start_range=(0, 1), release=True, max_requests=WARM_REQUESTS)
@@ -68,10 +71,15 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[50, 100, 500, 1000, 5000])
     ap.add_argument("--ref-decisions", type=int, default=3000, help="decisions replayed by the reference")
     ap.add_argument("--ref-max-pms", type=int, default=1000, help="skip the (slow) reference above this size")
+    ap.add_argument("--warm-up-only", action="store_true", help=argparse.SUPPRESS)  # the child that fills the cache
     args = ap.parse_args()
     name = "huawei-east-1" if trace_available("huawei-east-1") else "synthetic"
     table = load_trace(name, synthetic_n=116_313).with_double_numa_threshold(32)
     prepared = prepare(table, 32)
+    if args.warm_up_only:
+        warm_up(table, prepared, args.sizes, args.ref_max_pms)
+        return
+    subprocess.run([sys.executable, __file__, *sys.argv[1:], "--warm-up-only"], check=True)
     print(f"trace {name} ({len(table):,} VMs); {platform.processor() or platform.machine()}, python "
           f"{platform.python_version()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
           f"load average {os.getloadavg()[0]:.2f}")  # fmt: skip
