@@ -113,6 +113,7 @@ def test_gymnasiums_episode_statistics_wrappers_work_on_both_envs():
         ("dcplace/NumaVM-v0", dict(render_mode="human"), "render_mode"),
     ],
 )
+@pytest.mark.filterwarnings("ignore:.*render_mode")  # Gymnasium's own warning, before our error
 def test_bad_settings_are_one_sentence_naming_the_setting_at_make(env_id, kwargs, field):
     """They were numpy errors, TypeErrors, errors blaming another field, or (k=0) accepted with other dynamics."""
     from dcplace.errors import InputError
