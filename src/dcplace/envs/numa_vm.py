@@ -20,8 +20,10 @@ Reset:
     decision (e.g. a warm start that fills 4 machines) is drawn again, up to ``RESET_DRAWS`` times, then refused with
     an :class:`~dcplace.errors.InputError` saying why. So ``reset`` never returns a finished episode.
     Options: ``episode`` (with ``seed=s``): episode ``i`` of ``dcplace simulate numa --seed s``, exactly (its start
-    and its random stream; :func:`dcplace.sim.episodes.start_seed`); ``start_event``: start the episode at this event
-    of the trace (0 .. events - 1). Another key, or both, is an InputError.
+    and its random stream; :func:`dcplace.sim.episodes.start_seed`), on the same trace: the CLI draws ``synthetic``
+    and a user's trace function with ``--seed``, so give ``trace=load_trace("synthetic", seed=s)`` for those (a
+    file or a named real trace is the same for every seed); ``start_event``: start the episode at this event of the
+    trace (0 .. events - 1). Another key, or both, is an InputError.
 Action validity:
     An action outside ``Discrete(M * K)`` (not an integer, e.g. 1.7 or ``"3"``, or out of range) raises
     ``ValueError``, as Gymnasium expects; a masked (infeasible) action in range ends the episode as below.
