@@ -187,6 +187,11 @@ def test_valid_azure_folder_loads(tmp_path: Path) -> None:
     from dcplace.workload.traces import load_trace
 
     assert len(load_trace(str(_azure(tmp_path / "az")))) == 3
+    # a first bin at 0 s spreads its VMs before 0 (the review found the new RequestTable check refusing it)
+    early = _azure(
+        tmp_path / "early", **{"v1.dev.txt": "0 a,b,|\n600 a,|\n", "v1.dev.c900.txt": "0 U0,U1,|\n600 C0,|\n"}
+    )
+    assert load_trace(str(early)).arrival[0] < 0
 
 
 AZURE_CASES = {
