@@ -1,23 +1,29 @@
 """kube-scheduler's HTTP extender convention: ``filter``, ``prioritize`` and ``bind`` over the engine.
 
 With this service configured as an extender (``KubeSchedulerConfiguration.extenders``: ``urlPrefix:
-http://HOST:PORT/extender``, ``filterVerb: filter``, ``prioritizeVerb: prioritize``, ``bindVerb: bind``,
-``weight: 1``, ``nodeCacheCapable: true``; docs/engine.md has the full stanza), the Kubernetes scheduler asks:
+http://HOST:PORT/extender``, ``filterVerb: filter``, ``prioritizeVerb: prioritize``, ``weight``,
+``nodeCacheCapable``; ``bindVerb: bind`` only with a binder, below; docs/engine.md has the stanza), the Kubernetes
+scheduler asks (the types of ``k8s.io/kube-scheduler/extender/v1``):
 
-* ``POST /extender/filter`` with ``ExtenderArgs`` (``Pod``, ``NodeNames`` or ``Nodes.items``): the answer
-  (``ExtenderFilterResult``) keeps the nodes the engine finds feasible and gives every other one its reason in
-  ``FailedNodes`` (cpu, mem, numa, drained, failed; a node the engine does not know is "not registered");
+* ``POST /extender/filter`` with ``ExtenderArgs`` (``Pod``, and ``NodeNames`` when ``nodeCacheCapable`` else
+  ``Nodes.items``): the answer (``ExtenderFilterResult``) keeps the nodes the engine finds feasible, as
+  ``NodeNames`` or as ``Nodes`` (the node objects, the only field the scheduler reads in that mode), and gives every
+  other one its reason: ``FailedNodes`` for capacity (cpu, mem, numa), which preemption may cure, and
+  ``FailedAndUnresolvableNodes`` for a drained, failed or unregistered node, which it cannot;
 * ``POST /extender/prioritize``: ``HostPriorityList``, the policy's order as scores from 10 (its best) down to 1
   (``MaxExtenderPriority`` is 10), 0 for nodes it would not use;
-* ``POST /extender/bind`` (``ExtenderBindingArgs``: pod name, namespace, node): the engine records the pod on that
-  node (the NUMA node the policy ranks best there), durably, so its ledger stays the cluster's. The binding
-  arguments carry no resources, so the requests come from the pod's last ``filter`` call (the most recent 10,000
-  pods are remembered). (The extender that binds must also create
-  the Binding object in the API server; that call is the deployment's, not this library's.)
+* ``POST /extender/bind`` (``ExtenderBindingArgs``: pod name, namespace, UID, node): the engine records the pod on
+  that node (the NUMA node the policy ranks best there), durably, so its ledger stays the cluster's. Idempotent: a
+  retry of a recorded bind succeeds. The binding arguments carry no resources, so the requests come from the pod's
+  last ``filter`` call in this process, with the same UID (the most recent 10,000 pods are remembered in memory:
+  after a restart, or on another replica, a bind before a new filter is refused). With ``bindVerb`` the scheduler
+  leaves the binding to the extender: the Binding object in the API server must be created by the deployment (a
+  small controller); this library does not call the API server.
 
-A pod's request is the sum of its containers' ``resources.requests`` (``cpu`` in cores or millicores ``500m``,
-``memory`` in bytes or with a suffix, taken as GiB = the engine's GB unit); the annotation
-``dcplace.io/multi-numa: "true"`` makes it multi-NUMA. Node names are the engine's machine ids.
+A pod's request is kube-scheduler's (:func:`pod_requests`: containers, init containers and sidecars, overhead,
+pod-level requests; limits where requests are absent), in Kubernetes quantities (:data:`_QTY`: ``500m``, ``4Gi``,
+``1e9``, ...; memory taken in GiB = the engine's GB unit); the annotation ``dcplace.io/multi-numa: "true"`` makes it
+multi-NUMA. Node names are the engine's machine ids.
 """
 
 from __future__ import annotations
@@ -33,9 +39,13 @@ from dcplace.errors import InputError
 
 MAX_PRIORITY = 10
 _SUFFIX = {
-    "": 1.0, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40,
+    "n": 1e-9, "u": 1e-6, "m": 1e-3, "": 1.0, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
+    "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50, "Ei": 2.0**60,
 }  # fmt: skip
-_QTY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
+_QTY = re.compile(r"^([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+))(?:([eE][+-]?[0-9]+)|(n|u|m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei))?$")
+"""Kubernetes' quantity grammar (apimachinery's resource/quantity.go): a signed decimal (``1``, ``1.``, ``.5``,
+``+1``), then a binary suffix (Ki .. Ei), a decimal one (n, u, m, k, M, G, T, P, E) or a decimal exponent
+(``1e9``, ``129e6``: how a pod written ``memory: 1e9`` reaches the extender)."""
 
 
 def quantity(value: Any, what: str) -> float:
@@ -43,12 +53,47 @@ def quantity(value: Any, what: str) -> float:
     m = _QTY.match(str(value).strip())
     if m is None:
         raise InputError(f"is not a Kubernetes quantity: {value!r}", field=what)
-    x, suffix = float(m.group(1)), m.group(2) or ""
-    if what == "cpu":
-        return x / 1000.0 if suffix == "m" else x * _SUFFIX.get(suffix, 1.0)
-    if suffix == "m":
-        return x / 1000.0 / 2.0**30
-    return x * _SUFFIX[suffix] / 2.0**30
+    x = float(m.group(1)) * (10.0 ** int(m.group(2)[1:]) if m.group(2) else _SUFFIX[m.group(3) or ""])
+    if x < 0:
+        raise InputError(f"must not be negative: {value!r}", field=what)
+    return x if what == "cpu" else x / 2.0**30
+
+
+def pod_requests(pod: dict[str, Any]) -> tuple[float, float]:
+    """(cores, GiB) a pod asks for, as kube-scheduler computes it (component-helpers' ``PodRequests``): the sum of
+    its containers; an init container runs alone before them (with the sidecars started before it), so the pod
+    needs the larger of that and the containers with every sidecar (an init container with ``restartPolicy:
+    Always``); then ``overhead`` is added. Pod-level ``spec.resources.requests`` replace the containers' where set.
+    A container with limits and no requests asks its limits (the API server's defaulting)."""
+    spec = _obj(pod.get("spec"), "Pod.spec")
+
+    def asks(c: Any, where: str) -> tuple[float, float]:
+        res = _obj(_obj(c, where).get("resources"), f"{where}.resources")
+        req = _obj(res.get("requests"), f"{where}.resources.requests")
+        lim = _obj(res.get("limits"), f"{where}.resources.limits")
+        return (quantity(req.get("cpu", lim.get("cpu", "0")), "cpu"),
+                quantity(req.get("memory", lim.get("memory", "0")), "memory"))  # fmt: skip
+
+    cpu = mem = 0.0
+    for i, c in enumerate(_seq(spec.get("containers"), "Pod.spec.containers")):
+        a, b = asks(c, f"Pod.spec.containers[{i}]")
+        cpu, mem = cpu + a, mem + b
+    side_cpu = side_mem = init_cpu = init_mem = 0.0
+    for i, c in enumerate(_seq(spec.get("initContainers"), "Pod.spec.initContainers")):
+        a, b = asks(c, f"Pod.spec.initContainers[{i}]")
+        if _obj(c, f"Pod.spec.initContainers[{i}]").get("restartPolicy") == "Always":  # a sidecar: runs on
+            side_cpu, side_mem = side_cpu + a, side_mem + b
+            init_cpu, init_mem = max(init_cpu, side_cpu), max(init_mem, side_mem)
+        else:
+            init_cpu, init_mem = max(init_cpu, a + side_cpu), max(init_mem, b + side_mem)
+    cpu, mem = max(cpu + side_cpu, init_cpu), max(mem + side_mem, init_mem)
+    level = _obj(_obj(spec.get("resources"), "Pod.spec.resources").get("requests"), "Pod.spec.resources.requests")
+    if "cpu" in level:
+        cpu = quantity(level["cpu"], "cpu")
+    if "memory" in level:
+        mem = quantity(level["memory"], "memory")
+    over = _obj(spec.get("overhead"), "Pod.spec.overhead")
+    return cpu + quantity(over.get("cpu", "0"), "cpu"), mem + quantity(over.get("memory", "0"), "memory")
 
 
 def _obj(value: Any, field: str) -> dict[str, Any]:
@@ -73,13 +118,7 @@ def pod_request(pod: Any) -> VmRequest:
     """The VM request of a pod (module docstring); a malformed pod is an InputError naming the field."""
     pod = _obj(pod, "Pod")
     meta = _obj(pod.get("metadata"), "Pod.metadata")
-    cpu = mem = 0.0
-    for i, c in enumerate(_seq(_obj(pod.get("spec"), "Pod.spec").get("containers"), "Pod.spec.containers")):
-        where = f"Pod.spec.containers[{i}]"
-        req = _obj(_obj(_obj(c, where).get("resources"), f"{where}.resources").get("requests"),
-                   f"{where}.resources.requests")  # fmt: skip
-        cpu += quantity(req.get("cpu", "0"), "cpu")
-        mem += quantity(req.get("memory", "0"), "memory")
+    cpu, mem = pod_requests(pod)
     annotations = _obj(meta.get("annotations"), "Pod.metadata.annotations")
     multi = str(annotations.get("dcplace.io/multi-numa", "")).lower() == "true"
     name = f"{meta.get('namespace', 'default')}/{meta.get('name', '?')}"
@@ -91,34 +130,55 @@ def _node_names(args: dict[str, Any]) -> list[str]:
     names = args.get("NodeNames")
     if names is not None:
         return [str(n) for n in _seq(names, "NodeNames")]
-    items = _seq(_obj(args.get("Nodes"), "Nodes").get("items"), "Nodes.items")
     return [str(_obj(_obj(n, f"Nodes.items[{i}]").get("metadata"), f"Nodes.items[{i}].metadata").get("name"))
-            for i, n in enumerate(items)]  # fmt: skip
+            for i, n in enumerate(_node_items(args))]  # fmt: skip
+
+
+def _node_items(args: dict[str, Any]) -> list[Any]:
+    return _seq(_obj(args.get("Nodes"), "Nodes").get("items"), "Nodes.items")
+
+
+UNRESOLVABLE = ("drained", "failed", "not registered with dcplace")
+"""Reasons no preemption can cure: sent as ``FailedAndUnresolvableNodes`` (kube-scheduler then does not evict pods
+there for this one); capacity reasons (cpu, mem, numa) go to ``FailedNodes``."""
 
 
 def add_extender_routes(app: FastAPI, engine: PlacementEngine) -> None:
-    seen: OrderedDict[str, VmRequest] = OrderedDict()  # pod id -> its request, from filter, for bind
+    seen: OrderedDict[str, tuple[VmRequest, str]] = OrderedDict()  # pod id -> its request and UID, for bind
 
     @app.post("/extender/filter", tags=["kubernetes"])
     def extender_filter(args: dict[str, Any]) -> dict[str, Any]:
-        """kube-scheduler extender filter: feasible nodes, and the reason for every other."""
+        """kube-scheduler extender filter: feasible nodes, and the reason for every other. In ``Nodes`` mode
+        (``nodeCacheCapable: false``) the kept nodes come back as ``Nodes`` (the scheduler reads only that field
+        then), in ``NodeNames`` mode as ``NodeNames``."""
+        by_name = args.get("NodeNames") is None
         try:
             names = _node_names(args)
-            req = pod_request(args.get("Pod"))
+            pod = _obj(args.get("Pod"), "Pod")
+            req = pod_request(pod)
             verdict, _ = engine.assess(req)
-            seen[req.id] = req
+            seen[req.id] = (req, str(_obj(pod.get("metadata"), "Pod.metadata").get("uid", "")))
+            seen.move_to_end(req.id)
             if len(seen) > 10_000:
                 seen.popitem(last=False)
         except InputError as e:
-            return {"NodeNames": [], "FailedNodes": {}, "Error": str(e)}
-        keep, failed = [], {}
-        for name in names:
+            return {"NodeNames": [], "FailedNodes": {}, "FailedAndUnresolvableNodes": {}, "Error": str(e)}
+        keep: list[int] = []
+        failed: dict[str, str] = {}
+        unresolvable: dict[str, str] = {}
+        for i, name in enumerate(names):
             v = verdict.get(name, "not registered with dcplace")
             if v == "feasible":
-                keep.append(name)
+                keep.append(i)
             else:
-                failed[name] = f"dcplace: {v}"
-        return {"NodeNames": keep, "FailedNodes": failed, "Error": ""}
+                (unresolvable if v in UNRESOLVABLE else failed)[name] = f"dcplace: {v}"
+        out: dict[str, Any] = {"FailedNodes": failed, "FailedAndUnresolvableNodes": unresolvable, "Error": ""}
+        if by_name:
+            items = _node_items(args)
+            out |= {"Nodes": {"items": [items[i] for i in keep]}, "NodeNames": None}
+        else:
+            out |= {"Nodes": None, "NodeNames": [names[i] for i in keep]}
+        return out
 
     @app.post("/extender/prioritize", tags=["kubernetes"])
     def extender_prioritize(args: dict[str, Any]) -> list[dict[str, Any]]:
@@ -133,20 +193,33 @@ def add_extender_routes(app: FastAPI, engine: PlacementEngine) -> None:
             if machine not in order:
                 order.append(machine)
         pos = {m: i for i, m in enumerate(order)}
-        n = max(len(order), 1)
+        last = max(len(order) - 1, 1)  # the best gets 10, the last ranked 1 (it got 2 with many nodes)
         return [
-            {"Host": h, "Score": (MAX_PRIORITY - (MAX_PRIORITY - 1) * pos[h] // n) if h in pos else 0} for h in names
+            {"Host": h, "Score": (MAX_PRIORITY - (MAX_PRIORITY - 1) * pos[h] // last) if h in pos else 0} for h in names
         ]
 
     @app.post("/extender/bind", tags=["kubernetes"])
     def extender_bind(args: dict[str, Any]) -> dict[str, Any]:
-        """kube-scheduler extender bind: record the pod on the chosen node (the policy's best NUMA node there)."""
+        """kube-scheduler extender bind: record the pod on the chosen node (the policy's best NUMA node there).
+        Idempotent: a retry of a bind already recorded on that node succeeds (the scheduler retries after its
+        timeout). The pod must have been filtered by this process, with the same ``PodUID``."""
         pod_id = f"{args.get('PodNamespace', 'default')}/{args.get('PodName', '?')}"
-        node = str(args.get("Node", ""))
-        r = seen.get(pod_id)
-        if r is None:
+        node, uid = str(args.get("Node", "")), str(args.get("PodUID", "") or "")
+        known = seen.get(pod_id)
+        if known is None:
             return {"Error": f"dcplace: pod {pod_id} was not filtered by this extender, so its requests are unknown"}
+        r, filtered_uid = known
+        if uid and filtered_uid and uid != filtered_uid:
+            return {"Error": f"dcplace: pod {pod_id} has UID {uid}, but the one filtered had {filtered_uid}"}
         try:
+            try:
+                there = engine.vm(pod_id)
+            except InputError:  # not placed yet (NotFound)
+                there = None
+            if there is not None:
+                if there.machine == node:
+                    return {"Error": ""}  # a retry of a bind that was recorded
+                return {"Error": f"dcplace: pod {pod_id} is already bound to node {there.machine}"}
             _, ranked = engine.assess(r)
             numa = next((k for m, k, _ in ranked if m == node), -2)
             if numa == -2:
