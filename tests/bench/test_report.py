@@ -86,6 +86,29 @@ def test_cli_report_only_renders_from_records(results: Path, tmp_path: Path):
     assert res.exit_code == 2 and "no such results folder" in res.output
 
 
+def test_report_only_refuses_incomplete_records_and_writes_nothing(results: Path, tmp_path: Path):
+    """A refused folder got an empty report.html anyway (a good report was overwritten by a 0-claim one); a
+    reproduction without its records silently lost its section; a damaged line was a traceback naming no file."""
+    good = (results / "report.html").read_bytes() if (results / "report.html").exists() else None
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "report.html").write_text("a good report")
+    res = CliRunner().invoke(app, ["reproduce", "all", "--report-only", "--out", str(empty)])
+    assert res.exit_code == 2 and "nothing was written" in res.output
+    assert (empty / "report.html").read_text() == "a good report" and not (empty / "report.md").exists()
+    records = sorted(results.glob("*/records.jsonl"))
+    assert records, "the fixture holds reproductions"
+    first = records[0]
+    text = first.read_text()
+    first.write_text(text.splitlines()[0] + "\n{not json\n")
+    res = CliRunner().invoke(app, ["reproduce", "all", "--report-only", "--out", str(results)])
+    assert res.exit_code == 2 and f"{first}, line 2" in res.output and "Traceback" not in res.output
+    first.unlink()
+    res = CliRunner().invoke(app, ["reproduce", "all", "--report-only", "--out", str(results)])
+    assert res.exit_code == 2 and f"{first.parent} has no records.jsonl" in res.output
+    assert ((results / "report.html").read_bytes() if good is not None else None) == good
+
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 PROBE = """<script>addEventListener('load', () => {
   const imgs = [...document.images];

@@ -45,6 +45,7 @@ from dcplace.bench import hmip as hm
 from dcplace.bench import nara_baselines as nb
 from dcplace.bench import nara_reproduction as nr
 from dcplace.bench.stats import Interval, interval, interval_from_moments, paired_margin
+from dcplace.errors import InputError
 
 Record = dict[str, Any]
 EXACT_TOLERANCE = 0.005
@@ -96,10 +97,21 @@ class Section:
 # --- reading records --------------------------------------------------------------------------------------------
 
 
+REPRODUCTIONS = ("cvd-heuristics", "cvd-rl-paper", "cvd-rl", "nara", "hmip", "reopt")
+"""The reproductions' folders a report reads (each with its records.jsonl)."""
+
+
 def read_jsonl(path: Path) -> list[Record]:
     if not path.is_file():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = []
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:  # a damaged file was a traceback that named no file
+                raise InputError(f"not valid JSON ({exc.msg}); rerun the reproduction", path=path, line=n) from None
+    return rows
 
 
 def _values(records: Iterable[Record], key: str, **match: Any) -> list[float]:
@@ -1004,7 +1016,8 @@ def reopt_section(folder: Path) -> Section | None:
             "HMIP", f"{trace}: periodic re-optimisation restores efficiency (fewer machine-hours than the best online "
             "policy alone)", "qualitative (no number)", f"{saving:+.1%} ({top['variant']}, {top['migrations']:,} "
             "migrations)", "held" if saving > 0 else "missed",
-            "measured on the whole replay" if saving > 0 else "no variant used fewer machine-hours", sec.id,
+            f"measured over the replay's {best['hours']:.0f} hours" if saving > 0 else "no variant used fewer machine-hours",
+            sec.id,
         ))  # fmt: skip
         claims_ok &= all(r["verified"] for r in rows)
     sec.claims.append(Claim(
@@ -1181,8 +1194,18 @@ def write_report(
 
     meta = dict(meta if meta is not None else provenance(results))
     meta["rendered"] = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
+    for name in REPRODUCTIONS:  # a reproduction's folder without its records: a report without its section
+        if (results / name).is_dir() and not (results / name / "records.jsonl").is_file():
+            raise InputError(f"{results / name} has no records.jsonl, so the report would lack its claims; rerun "
+                             "that reproduction (nothing was written)")  # fmt: skip
     if sections is None:
-        sections = build_sections(results)
+        try:
+            sections = build_sections(results)
+        except ValueError as exc:  # records that do not pair up (a run cut short, or edited): no report from them
+            raise InputError(f"{results}: its records do not fit together ({exc}); rerun the reproduction") from None
+    if not any(s.claims for s in sections):  # checked before writing: a good report was replaced by an empty one
+        raise InputError(f"{results}: no reproduction records found (expected cvd-heuristics/, cvd-rl/, nara/ or "
+                         "hmip/); nothing was written")  # fmt: skip
     with atomic_dir(results / "report_files") as tmp:
         for s in sections:
             for f in s.figures:
