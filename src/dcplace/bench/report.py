@@ -1016,8 +1016,8 @@ def reopt_section(folder: Path) -> Section | None:
             "HMIP", f"{trace}: periodic re-optimisation restores efficiency (fewer machine-hours than the best online "
             "policy alone)", "qualitative (no number)", f"{saving:+.1%} ({top['variant']}, {top['migrations']:,} "
             "migrations)", "held" if saving > 0 else "missed",
-            f"measured over the replay's {best['hours']:.0f} hours" if saving > 0 else "no variant used fewer machine-hours",
-            sec.id,
+            f"measured over the replay's {best['hours']:.0f} hours" if saving > 0
+            else "no variant used fewer machine-hours", sec.id,
         ))  # fmt: skip
         claims_ok &= all(r["verified"] for r in rows)
     sec.claims.append(Claim(
