@@ -161,3 +161,19 @@ def test_heuristic_columns_in_the_paper_regime(tmp_path: Path):
     assert all("ours hindsight-bound" in t.head for t in sec.tables)
     assert sec.claims and all("paper's regime" in c.claim for c in sec.claims)
     assert not any("nothing released" in c.reason for c in sec.claims)
+
+
+def test_the_training_table_reads_the_last_epoch_not_the_last_line(results: Path):
+    """A shuffled curves.csv changed the 'last ratio' column (it took each run's last line)."""
+    import random
+
+    def training_rows() -> list[list[str]]:
+        sec = next(s for s in build_sections(results) if s.id == "cvd-rl")
+        return next(t.rows for t in sec.tables if t.title.startswith("Training runs"))
+
+    before = training_rows()
+    path = results / "cvd-rl" / "curves.csv"
+    header, *lines = path.read_text().splitlines()
+    random.Random(1).shuffle(lines)
+    path.write_text("\n".join([header, *lines]) + "\n")
+    assert sorted(training_rows()) == sorted(before)

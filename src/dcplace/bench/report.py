@@ -493,7 +493,7 @@ def cvd_rl_section(folder: Path, name: str = "cvd-rl") -> Section | None:
         epochs = max(int(float(r["epoch"])) for r in curves)
         rows = []
         for name in dict.fromkeys(r["run"] for r in curves):
-            rr = [r for r in curves if r["run"] == name]
+            rr = sorted((r for r in curves if r["run"] == name), key=lambda r: float(r["epoch"]))  # last = last epoch
             rows.append(
                 [
                     rr[0]["group"],
