@@ -182,7 +182,8 @@ def render_markdown(records: list[dict[str, object]], trace: str, episodes: int,
         f"# CVD-RL heuristic columns: paper vs dcplace ({trace}, {episodes} episodes per cell, {setting})",
         "",
         "Paper numbers from Tables 2-4 of CVD-RL; ours measured by `dcplace reproduce cvd-heuristics`. Income uses "
-        "our price model (0.04 per vCPU-hour + 0.005 per GB-hour), so only its ratios compare.",
+        "our price model (0.04 per vCPU-hour + 0.005 per GB-hour), so only its ratios compare. Ours: mean ± "
+        "standard deviation over the cell's episodes (not a confidence interval: the report gives those).",
     ]
     if any(r["policy"] == BOUND for r in records):
         lines.append(f"`{BOUND}` (length rows): no policy, knowing the future, places more (`dcplace.sim.hindsight`).")

@@ -1139,7 +1139,12 @@ code{background:#f5f5f5;padding:0 3px}
 
 
 def render_html(sections: list[Section], meta: dict[str, Any]) -> str:
-    e = html.escape
+    def e(text: str) -> str:
+        """Escaped, with Markdown's `code` as <code> (raw backticks showed in the page)."""
+        return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
+
+    a = html.escape  # attribute values: escaped only
+
     claims = [c for s in sections for c in s.claims]
     out = [
         "<!DOCTYPE html>",
@@ -1163,16 +1168,16 @@ def render_html(sections: list[Section], meta: dict[str, Any]) -> str:
     for c in claims:
         out.append(
             f"<tr><td>{e(c.paper)}</td><td>{e(c.claim)}</td><td>{e(c.paper_value)}</td><td>{e(c.ours)}</td>"
-            f'<td class="{e(c.outcome)}">{e(c.outcome)}</td><td>{e(c.reason)}</td>'
-            f'<td><a href="#{e(c.evidence)}">{e(c.evidence)}</a></td></tr>'
+            f'<td class="{a(c.outcome)}">{e(c.outcome)}</td><td>{e(c.reason)}</td>'
+            f'<td><a href="#{a(c.evidence)}">{e(c.evidence)}</a></td></tr>'
         )
     out.append("</table>")
     for s in sections:
-        out += [f'<h2 id="{e(s.id)}">{e(s.title)}</h2>', f"<p>{e(s.intro)}</p>"]
+        out += [f'<h2 id="{a(s.id)}">{e(s.title)}</h2>', f"<p>{e(s.intro)}</p>"]
         for f in s.figures:
             b64 = base64.b64encode(f.png).decode("ascii")
             out.append(
-                f'<figure id="{e(f.name)}"><img alt="{e(f.title)}" src="data:image/png;base64,{b64}">'
+                f'<figure id="{a(f.name)}"><img alt="{a(f.title)}" src="data:image/png;base64,{b64}">'
                 f"<figcaption><b>{e(f.title)}</b>: {e(f.caption)}</figcaption></figure>"
             )
         for t in s.tables:
