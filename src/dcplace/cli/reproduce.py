@@ -492,7 +492,5 @@ def run_all_command(settings: Any, out: Path, report_only: bool, command: str) -
         invoked = shlex.join(["dcplace", *sys.argv[1:]]) if Path(sys.argv[0]).name == "dcplace" else command
         with progress_lines("reproductions") as say:
             path, claims = run_all(out, settings, invoked, say)
-    if not claims:
-        raise InputError(f"{out}: no reproduction records found (expected cvd-heuristics/, cvd-rl/, nara/ or hmip/)")
     print_claims(claims)
     console.print(f"report: {path} (and {path.with_suffix('.md').name} beside it)")

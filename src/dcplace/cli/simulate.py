@@ -196,7 +196,7 @@ def simulate_netalloc(
     from dcplace.bench.netalloc_runner import run_policy
     from dcplace.cluster.topology import load_topology
     from dcplace.sim.netalloc_episodes import default_requests, get_setting
-    from dcplace.workload.netreq import is_named_set, read_requests
+    from dcplace.workload.netreq import request_file
 
     env = get_setting(cfg.setting)
     if cfg.bound and env.on_full != "reject":  # before any work: nothing half-written
@@ -206,12 +206,8 @@ def simulate_netalloc(
             field="bound",
         )
     top = load_topology(cfg.topology)
-    n = cfg.requests or default_requests(top)
-    if not is_named_set(cfg.dataset) and Path(cfg.dataset).is_file():
-        n = len(read_requests(Path(cfg.dataset)))  # a request file is replayed as it is
-        if cfg.requests and cfg.requests != n:  # it was ignored without a word
-            raise InputError(f"a request file is replayed as it is ({cfg.dataset}: {n} requests), so --requests "
-                             f"{cfg.requests} cannot apply; leave it out", field="requests")  # fmt: skip
+    file = request_file(cfg.dataset, cfg.requests)
+    n = len(file) if file is not None else cfg.requests or default_requests(top)
     # The bar counts requests, so that one long episode (delta with a learned agent) shows progress too.
     with progress_bar(f"{cfg.policy} on {top.name}/{cfg.dataset}", cfg.episodes * n, "requests") as advance:
 

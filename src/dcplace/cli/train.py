@@ -171,7 +171,7 @@ class NaraTrainRun:
     },
     Resume(
         "dcplace train nara",
-        lambda cfg, out: _nara_folder(cfg, out),
+        _nara_folder,
         ("iterations", "workers", "ray_address"),
         ("topology", "dataset", "seed"),
     ),

@@ -43,7 +43,6 @@ sequence.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 import gymnasium as gym
@@ -57,7 +56,7 @@ from dcplace.config import check, check_types
 from dcplace.envs.actions import check_render_mode, checked_action
 from dcplace.errors import InputError
 from dcplace.sim.netalloc import NetAllocSim, Outcome, Rewards
-from dcplace.workload.netreq import NetRequests, generate, is_named_set, read_requests, size_table
+from dcplace.workload.netreq import NetRequests, generate, request_file, size_table
 
 DEFAULT_REQUESTS = 32
 """Requests per episode of a named set when ``requests`` is not given (the paper's training episodes)."""
@@ -209,13 +208,8 @@ class NetAllocEnv(gym.Env[dict[str, npt.NDArray[Any]], int]):
         self.split = settings.split
         self.k = settings.k
         self.rewards = rewards or Rewards()
-        self._file: NetRequests | None = None
-        if not is_named_set(dataset) and Path(dataset).is_file():  # a request file, replayed as it is every episode
-            self._file = read_requests(Path(dataset))
-            if requests is not None and requests != len(self._file):
-                raise InputError(f"a request file is replayed as it is ({dataset}: {len(self._file)} requests), so "
-                                 f"requests={requests} cannot apply; leave it out", field="requests")  # fmt: skip
-        else:
+        self._file = request_file(dataset, requests)  # a request file, replayed as it is every episode
+        if self._file is None:
             size_table(dataset, self.split)  # an unknown name fails here, not at reset
         self.n_requests = len(self._file) if self._file is not None else requests or DEFAULT_REQUESTS
         top = self.topology

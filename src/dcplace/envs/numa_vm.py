@@ -93,10 +93,11 @@ class NumaVMEnv(gym.Env[dict[str, npt.NDArray[Any]], int]):
         if not isinstance(trace, str | RequestTable):
             raise InputError(f"must be a trace name, a trace file or a RequestTable, got {trace!r}", field="trace")
         check(is_whole(numa) and numa >= 1, "numa", numa, "a whole number >= 1")
-        for name, value in (("node_cpu", node_cpu), ("node_mem", node_mem), ("double_threshold", double_threshold)):
+        for name, value, zero in (("node_cpu", node_cpu, False), ("node_mem", node_mem, False),
+                                  ("double_threshold", double_threshold, True)):  # fmt: skip
             number = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-            least = 0.0 if name == "double_threshold" else math.ulp(0.0)
-            check(number and value >= least, name, value, "a finite number" + (" >= 0" if least == 0 else " > 0"))
+            check(number and (value >= 0 if zero else value > 0), name, value,
+                  f"a finite number {'>=' if zero else '>'} 0")  # fmt: skip
         table = load_trace(trace) if isinstance(trace, str) else trace
         self.scenario = Scenario(
             pms=pms, mode=mode, max_pms=max_pms, expand_step=expand_step, release=release,

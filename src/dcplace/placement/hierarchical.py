@@ -111,7 +111,10 @@ def solve_hierarchical(problem: Problem, stop: Stop, seed: int, params: Hierarch
     for name, value, most, what in (("packs", params.packs, problem.n_vms, "VMs"),
                                     ("swads", params.swads, problem.n_pms, "PMs")):  # fmt: skip
         if not 1 <= value <= most:
-            default = "; 25 is the default, sized for the paper's 1,000 x 1,000 mixes" if value == 25 else ""
+            if value == getattr(HierarchicalParams(), name):
+                default = f"; {value} is the default, sized for the paper's 1,000 x 1,000 mixes"
+            else:
+                default = ""
             raise field_error(name, f"be between 1 and {most} (the problem's {what}{default})", value)
     if problem.constraints and params.first_level != "pattern":
         raise field_error("first_level", "be pattern for a problem with placement constraints", params.first_level)

@@ -810,6 +810,8 @@ def solve_consolidate(batch: NumaBatch, stop: Stop, seed: int, params: Consolida
     had = np.flatnonzero(cur >= 0)
 
     def within_budget() -> bool:
+        if params.max_moves is None and params.max_gb is None:
+            return True
         gone = had[np.asarray(st.server, np.int64)[had] != cur[had]]
         return (params.max_moves is None or len(gone) <= params.max_moves) and (
             params.max_gb is None or float(batch.ram[gone].sum()) <= params.max_gb + 1e-9

@@ -90,7 +90,8 @@ class PMType:
 
 
 def _whole(value: Any, low: int) -> bool:
-    """A whole number (:func:`~dcplace.config.is_whole`) from ``low`` to :data:`~dcplace.inputs.MAX_QUANTITY`."""
+    """A whole number (:func:`~dcplace.config.is_whole`) from ``low`` to :data:`~dcplace.inputs.MAX_QUANTITY` (larger
+    ones would overflow the solvers' integer arrays): a file's entry or a field set in Python."""
     return is_whole(value) and low <= value <= MAX_QUANTITY
 
 
@@ -375,11 +376,11 @@ def check_current(problem: Problem, path: Path | None = None) -> None:
             raise InputError(f"the current placement puts {gb} GB on disk {d} of PM {j} (size {pms[j].disks[d]})",
                              path=path, field="current")  # fmt: skip
     if problem.migration_cost and (
-        len(problem.migration_cost) != n or not all(_is_int(c, 0) for c in problem.migration_cost)
+        len(problem.migration_cost) != n or not all(_whole(c, 0) for c in problem.migration_cost)
     ):
         raise InputError(f"must hold {n} integers >= 0 (one per VM)", path=path, field="migration_costs")
     pinned = problem.pinned
-    if len(set(pinned)) != len(pinned) or not all(_is_int(i, 0) and i < n for i in pinned):
+    if len(set(pinned)) != len(pinned) or not all(_whole(i, 0) and i < n for i in pinned):
         raise InputError(f"must be distinct VM numbers in 0..{n - 1}, got {list(pinned)}", path=path, field="pinned")
     for i in pinned:
         if problem.current[i] < 0:
@@ -557,7 +558,7 @@ def load_problem(spec: str) -> Problem:
             if round(mem * MEM_UNIT) != mem * MEM_UNIT:
                 raise InputError(f"must be a multiple of 0.25 GiB, got {mem!r}", path=path, field=f"{where}.mem_gib")
             disks = item.get("disks_gb", [])
-            if not isinstance(disks, list) or not all(_is_int(d, 1) for d in disks):
+            if not isinstance(disks, list) or not all(_whole(d, 1) for d in disks):
                 raise InputError(f"must be a list of sizes > 0, got {disks!r}", path=path, field=f"{where}.disks_gb")
             if kind == "vms" and "migration_cost" in item:
                 type_mig = _field(item, "migration_cost", path, where)
@@ -579,7 +580,7 @@ def load_problem(spec: str) -> Problem:
     check_size(n_vms, n_pms)
     mig = [cost for cost, count in type_costs for _ in range(count)]
     racks = doc.get("racks", [])
-    if not isinstance(racks, list) or (racks and len(racks) != n_pms) or not all(_is_int(r, 0) for r in racks):
+    if not isinstance(racks, list) or (racks and len(racks) != n_pms) or not all(_whole(r, 0) for r in racks):
         raise InputError(f"must be a list of {n_pms} rack numbers >= 0 (one per PM), got {racks!r}", path=path,
                          field="racks")  # fmt: skip
     cons = doc.get("constraints", [])
@@ -621,22 +622,22 @@ def _current_from(doc: dict[str, Any], problem: Problem, mig: list[int], path: P
                 disks.append(())
                 continue
             where = f"current[{i}]"
-            if not isinstance(entry, dict) or not _is_int(entry.get("pm"), 0):
+            if not isinstance(entry, dict) or not _whole(entry.get("pm"), 0):
                 raise InputError(f"must be null or an object with a PM number 'pm' >= 0, got {entry!r}", path=path,
                                  field=where)  # fmt: skip
             ds = entry.get("disks", [])
-            if not isinstance(ds, list) or not all(_is_int(d, 0) for d in ds):
+            if not isinstance(ds, list) or not all(_whole(d, 0) for d in ds):
                 raise InputError(f"must be a list of disk numbers >= 0, got {ds!r}", path=path, field=f"{where}.disks")
             current.append(entry["pm"])
             disks.append(tuple(ds))
     costs = doc.get("migration_costs")
     if costs is not None:
-        if not isinstance(costs, list) or len(costs) != n or not all(c is None or _is_int(c, 0) for c in costs):
+        if not isinstance(costs, list) or len(costs) != n or not all(c is None or _whole(c, 0) for c in costs):
             raise InputError(f"must be a list of {n} integers >= 0 or null (one per VM; null: the type's cost)",
                              path=path, field="migration_costs")  # fmt: skip
         mig = [m if c is None else c for c, m in zip(costs, mig, strict=True)]
     pinned = doc.get("pinned", [])
-    if not isinstance(pinned, list) or not all(_is_int(i, 0) for i in pinned):
+    if not isinstance(pinned, list) or not all(_whole(i, 0) for i in pinned):
         raise InputError(f"must be a list of VM numbers, got {pinned!r}", path=path, field="pinned")
     typed = any("migration_cost" in v for v in doc["vms"] if isinstance(v, dict))
     given = raw is not None or costs is not None or typed
@@ -645,12 +646,6 @@ def _current_from(doc: dict[str, Any], problem: Problem, mig: list[int], path: P
                        migration_cost=tuple(mig) if given else (), pinned=tuple(pinned))  # fmt: skip
     except InputError as exc:
         raise InputError(exc.detail, path=path, line=exc.line, field=exc.field) from None
-
-
-def _is_int(value: Any, low: int) -> bool:
-    """A JSON whole number from ``low`` to :data:`~dcplace.inputs.MAX_QUANTITY` (larger ones would overflow the
-    solvers' integer arrays)."""
-    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= MAX_QUANTITY
 
 
 def _constraint(item: Any, i: int, n_vms: int, path: Path) -> Constraint:
@@ -673,10 +668,10 @@ def _constraint(item: Any, i: int, n_vms: int, path: Path) -> Constraint:
         raise InputError(f"must be a non-empty list{' of lists' if key == 'sets' else ''} of VM numbers", path=path,
                          field=f"{where}.{key}")  # fmt: skip
     flat = [v for s in sets for v in s]
-    if not all(_is_int(v, 0) and v < n_vms for v in flat) or len(set(flat)) != len(flat):
+    if not all(_whole(v, 0) and v < n_vms for v in flat) or len(set(flat)) != len(flat):
         raise InputError(f"VM numbers must be distinct and in 0..{n_vms - 1}", path=path, field=f"{where}.{key}")
     min_racks = item.get("min_racks", 0)
     max_per_rack = item.get("max_per_rack", 0)
-    if not _is_int(min_racks, 0) or not _is_int(max_per_rack, 0):
+    if not _whole(min_racks, 0) or not _whole(max_per_rack, 0):
         raise InputError("min_racks and max_per_rack must be integers >= 0", path=path, field=where)
     return Constraint(kind, level, tuple(tuple(s) for s in sets), min_racks, max_per_rack)

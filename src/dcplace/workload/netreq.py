@@ -321,6 +321,19 @@ def generate(
     return NetRequests(cpu, mem, bw, hold, hold_max, source=f"{dataset}/{split}")
 
 
+def request_file(dataset: str, requests: int | None = None) -> NetRequests | None:
+    """The request file ``dataset`` names, replayed as it is every episode, or None for a named set. A count of
+    ``requests`` (None or 0: not given) other than the file's is an InputError naming ``requests``: it cannot
+    apply, and was ignored without a word."""
+    if is_named_set(dataset) or not Path(dataset).is_file():
+        return None
+    file = read_requests(Path(dataset))
+    if requests and requests != len(file):
+        raise InputError(f"a request file is replayed as it is ({dataset}: {len(file)} requests), so a count of "
+                         f"{requests} cannot apply; leave it out", field="requests")  # fmt: skip
+    return file
+
+
 def read_requests(path: Path) -> NetRequests:
     """A request file: CSV with header ``cpu,mem,bw,hold``; whole positive CPU, memory and hold, bw > 0 in link
     units. Errors name the file, line and field."""

@@ -8,15 +8,24 @@ marks requests that span every NUMA node of one machine in equal parts (the pape
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from dcplace.errors import InputError
 
+T = TypeVar("T", bound=np.generic)
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 B = npt.NDArray[np.bool_]
+
+
+def _sealed(column: npt.NDArray[T]) -> npt.NDArray[T]:
+    """A column this module just made (an indexing's copy, no one else's): read-only as it is, so the table's
+    check need not copy it again."""
+    column.flags.writeable = False
+    return column
 
 
 @dataclass(frozen=True)
@@ -108,14 +117,14 @@ class RequestTable:
         ln = np.zeros(n, np.int64) if line is None else np.asarray(line, dtype=np.int64)
         order = np.argsort(arr, kind="stable")
         return cls(
-            vmid=ids[order],
-            arrival=arr[order],
-            departure=dep[order],
-            cpu=c[order],
-            mem=m[order],
-            multi_numa=mn[order],
-            censored=cen[order],
-            line=ln[order],
+            vmid=_sealed(ids[order]),
+            arrival=_sealed(arr[order]),
+            departure=_sealed(dep[order]),
+            cpu=_sealed(c[order]),
+            mem=_sealed(m[order]),
+            multi_numa=_sealed(mn[order]),
+            censored=_sealed(cen[order]),
+            line=_sealed(ln[order]),
             source=source,
         )
 
@@ -125,9 +134,9 @@ class RequestTable:
         if len(idx) > 1 and np.any(np.diff(idx) <= 0):
             raise ValueError("rows must be strictly ascending")
         return RequestTable(
-            vmid=self.vmid[idx], arrival=self.arrival[idx], departure=self.departure[idx], cpu=self.cpu[idx],
-            mem=self.mem[idx], multi_numa=self.multi_numa[idx], censored=self.censored[idx], line=self.line[idx],
-            source=self.source,
+            vmid=_sealed(self.vmid[idx]), arrival=_sealed(self.arrival[idx]), departure=_sealed(self.departure[idx]),
+            cpu=_sealed(self.cpu[idx]), mem=_sealed(self.mem[idx]), multi_numa=_sealed(self.multi_numa[idx]),
+            censored=_sealed(self.censored[idx]), line=_sealed(self.line[idx]), source=self.source,
         )  # fmt: skip
 
     @property
