@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from dcplace.bench.report import build_sections, judge, judge_exact, write_report
+from dcplace.bench.report import OUTCOMES, build_sections, judge, judge_exact, margin_claim, write_report
 from dcplace.bench.stats import Interval
 from dcplace.cli.main import app
 
@@ -37,6 +37,16 @@ def test_outcome_rules():
     assert judge_exact(5000.0, 4540) == "missed" and judge_exact(2.0, 3756, lower_is_better=True) == "beaten"
 
 
+def test_a_margin_held_only_by_a_wide_interval_is_inconclusive():
+    """A margin interval holding the paper's +5 % and zero cannot tell the effect from none: not 'held'."""
+    claim = lambda m: margin_claim("P", "a beats b", 0.05, m, "a", "b", "sec").outcome  # noqa: E731
+    assert claim(Interval(0.04, -0.01, 0.09, 5)) == "inconclusive"
+    assert claim(Interval(0.05, 0.01, 0.09, 5)) == "held"  # zero outside: the sign is settled
+    assert claim(Interval(0.10, 0.08, 0.12, 5)) == "beaten" and claim(Interval(-0.03, -0.05, -0.01, 5)) == "missed"
+    assert margin_claim("P", "a ties b", 0.0, Interval(0.0, -0.02, 0.02, 5), "a", "b", "sec").outcome == "held"
+    assert claim(Interval(0.04, float("nan"), float("nan"), 1)) == "missed"  # one value: the mean decides
+
+
 def test_report_has_every_section_table_figure_and_claim(results: Path):
     path, claims = write_report(results)
     html, md = path.read_text(), (results / "report.md").read_text()
@@ -52,7 +62,7 @@ def test_report_has_every_section_table_figure_and_claim(results: Path):
     assert html.count("<table") == n_tables + 2  # + provenance + claims
     assert html.count('src="data:image/png;base64,') == sum(len(s.figures) for s in sections)
     assert "http://" not in html and "https://" not in html  # self-contained: nothing to fetch
-    assert {c.outcome for c in claims} <= {"held", "beaten", "missed"}
+    assert {c.outcome for c in claims} <= set(OUTCOMES)
     for c in claims:
         assert f'href="#{c.evidence}"' in html and c.claim in md
     assert "run.json absent" in html  # provenance says when the records came without it

@@ -17,6 +17,8 @@ compares our interval with that number:
 
 * **beaten**: our whole interval is on the better side of the paper's number;
 * **held**: the paper's number is inside our interval (for an exact, deterministic number: within 0.5 %);
+* **inconclusive**: a margin whose interval holds the paper's number but also zero: the episodes cannot tell the
+  paper's effect from no effect, so calling it held would rest on imprecision alone;
 * **missed**: our whole interval is on the worse side.
 
 The reason column says what the interval says about the direction too (a margin can be missed in size and still
@@ -48,6 +50,8 @@ from dcplace.bench.stats import Interval, interval, interval_from_moments, paire
 from dcplace.errors import InputError
 
 Record = dict[str, Any]
+OUTCOMES = ("held", "beaten", "inconclusive", "missed")
+"""A claim's possible outcomes, in the order the counts name them (the module docstring defines each)."""
 EXACT_TOLERANCE = 0.005
 """Relative tolerance within which a deterministic number (an optimum, a cost) counts as the paper's."""
 
@@ -78,7 +82,7 @@ class Claim:
     claim: str
     paper_value: str
     ours: str
-    outcome: str  # held | beaten | missed
+    outcome: str  # one of OUTCOMES
     reason: str
     evidence: str
     """The id of the section holding the evidence."""
@@ -159,7 +163,14 @@ def margin_claim(
     paper: str, claim: str, p: float, m: Interval, a: str, b: str, evidence: str, extra: str = ""
 ) -> Claim:
     outcome = judge(m, p)
-    size = {"beaten": "larger than", "held": "consistent with", "missed": "smaller than"}[outcome]
+    if outcome == "held" and p != 0 and m.n >= 2 and m.lo <= 0 <= m.hi:
+        outcome = "inconclusive"  # the paper's margin and no margin at all both fit the interval
+    size = {
+        "beaten": "larger than",
+        "held": "consistent with",
+        "inconclusive": "consistent with",
+        "missed": "smaller than",
+    }[outcome]
     reason = f"margin {size} the paper's; {direction(m, a, b)}" + (f"; {extra}" if extra else "")
     return Claim(paper, claim, f"{p:+.1%}", m.fmt(1, pct=True), outcome, reason, evidence)
 
@@ -1118,8 +1129,8 @@ def render_markdown(sections: list[Section], meta: dict[str, Any], files: str = 
 
 
 def _counts(claims: list[Claim]) -> str:
-    n = {o: sum(c.outcome == o for c in claims) for o in ("held", "beaten", "missed")}
-    return f"{len(claims)} claims: {n['held']} held, {n['beaten']} beaten, {n['missed']} missed."
+    n = {o: sum(c.outcome == o for c in claims) for o in OUTCOMES}
+    return f"{len(claims)} claims: " + ", ".join(f"{n[o]} {o}" for o in OUTCOMES) + "."
 
 
 def _md_table(head: list[str], rows: list[list[str]]) -> str:
@@ -1133,6 +1144,7 @@ body{font-family:system-ui,sans-serif;max-width:1250px;margin:2em auto;padding:0
 table{border-collapse:collapse;margin:.6em 0 1.4em;font-size:13px}
 th,td{border:1px solid #ccc;padding:3px 7px;text-align:left;vertical-align:top}
 th{background:#f2f2f2} td.held{background:#e8f4e8} td.beaten{background:#d4ecff} td.missed{background:#fbe3e3}
+td.inconclusive{background:#fff4d6}
 figure{margin:1em 0} figure img{max-width:100%;border:1px solid #eee} figcaption{font-size:13px;color:#555}
 code{background:#f5f5f5;padding:0 3px}
 """
@@ -1160,7 +1172,8 @@ def render_html(sections: list[Section], meta: dict[str, Any]) -> str:
         '<h2 id="claims">Claims</h2>',
         f"<p>{e(_counts(claims))} Outcome rule: beaten = our 95 % "
         "interval entirely on the better side of the paper's number, held = the paper's number inside it (exact "
-        "numbers: within 0.5 %), missed = entirely on the worse side.</p>",
+        "numbers: within 0.5 %), inconclusive = a margin whose interval holds both the paper's number and zero, "
+        "missed = entirely on the worse side.</p>",
         '<table class="claims">',
         "<tr><th>paper</th><th>claim</th><th>paper</th><th>ours [95 %]</th><th>outcome</th><th>reason</th>"
         "<th>evidence</th></tr>",

@@ -56,7 +56,7 @@ def print_claims(claims: list[Any]) -> None:
     """The report's claims table (:class:`dcplace.bench.report.Claim`) on stdout."""
     from rich.table import Table
 
-    colour = {"held": "green", "beaten": "cyan", "missed": "red"}
+    colour = {"held": "green", "beaten": "cyan", "inconclusive": "yellow", "missed": "red"}
     t = Table(title="Claims (ours vs the paper's; 95 % intervals)")
     for col in ("paper", "claim", "paper's", "ours", "outcome"):
         t.add_column(col)

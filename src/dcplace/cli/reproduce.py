@@ -456,7 +456,7 @@ def reproduce_all(
 ) -> None:
     """Every reproduction (CVD-RL heuristics and learned schedulers, Nara, batch placement), records first, then one
     self-contained report.html (and report.md): the papers' tables ours beside theirs with 95 % intervals, a figure
-    per headline claim, and a claims table (held / beaten / missed) computed from the records."""
+    per headline claim, and a claims table (held / beaten / inconclusive / missed) computed from the records."""
     from dcplace.bench.reproduce_all import AllSettings
 
     if cfg.quick:
