@@ -51,7 +51,7 @@ def test_a_file_is_refused(tmp_path):
 
 def test_the_cli_refuses_before_any_work_and_leaves_the_folder_as_it_was(tmp_path):
     out = tmp_path / "out"
-    cheap = ["reproduce", "cvd-heuristics", "--trace", "synthetic", "--quick", "--episodes", "1", "--out", str(out)]
+    cheap = ["reproduce", "cvd-heuristics", "--trace", "synthetic", "--quick", "--out", str(out)]
     ok = runner.invoke(app, cheap)
     assert ok.exit_code == 0, ok.output
     assert made_by(out) == "dcplace reproduce cvd-heuristics"
@@ -106,3 +106,31 @@ def test_an_interrupted_all_run_is_theirs_to_rerun(tmp_path):
     (tmp_path / "x.csv").write_text("")
     with pytest.raises(InputError, match=re.escape("already holds x.csv")):
         check_out(tmp_path, "dcplace demo", LAYOUT)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["cvd-heuristics", "--episodes", "10"],
+        ["cvd-calibration", "--rounds", "3"],
+        ["cvd-rl", "--curve-epochs", "7"],
+        ["nara-baselines", "--alpha-beta-episodes", "30"],
+        ["nara", "--episodes", "4"],
+        ["all", "--nara-episodes", "4"],
+    ],
+)
+def test_quick_refuses_a_count_it_would_replace(tmp_path, args):
+    """--quick sets its own episode counts: an explicit one beside it ran the quick count and recorded the ignored
+    one in config.toml. Refused before any work, naming the flag; the flag without --quick is fine."""
+    out = tmp_path / "out"
+    res = runner.invoke(app, ["reproduce", *args, "--quick", "--out", str(out)])
+    flag = args[1]
+    said = f"with --quick (the quick form sets its own), got {args[2]}"
+    assert res.exit_code == 2 and f"{flag} must be left at " in res.output and said in res.output, res.output
+    assert not out.exists()
+
+
+def test_quick_all_keeps_the_workers_asked_for():
+    from dcplace.bench.reproduce_all import AllSettings
+
+    assert AllSettings.quick_form(0, "auto", 5, workers=1).workers == 1

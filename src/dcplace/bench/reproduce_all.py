@@ -64,7 +64,7 @@ class AllSettings:
     the reproduction's own quick form)"""
 
     @staticmethod
-    def quick_form(seed: int = 0, trace: str = "auto", cvd_episodes: int = 5) -> AllSettings:
+    def quick_form(seed: int = 0, trace: str = "auto", cvd_episodes: int = 5, workers: int = 2) -> AllSettings:
         """The demo: each reproduction's quick form, except Nara, which runs 20 episodes per cell on alpha and beta
         (where its claims are checked: 5 left margin intervals up to +-13 points wide, 20 of +-2 to 5; an alpha
         episode takes well under a second, so 20 add about 10 s) and 2 on gamma, and leaves delta out (one Nara
@@ -72,7 +72,7 @@ class AllSettings:
         seeds in the learning curves)."""
         nara = (("alpha", 20), ("beta", 20), ("gamma", 2))
         return AllSettings(trace=trace, cvd_episodes=cvd_episodes, nara_episodes=2, seed=seed, quick=True,
-                           curve_seeds=3, nara_by_topology=nara)  # fmt: skip
+                           curve_seeds=3, nara_by_topology=nara, workers=workers)  # fmt: skip
 
     def describe(self) -> str:
         """What the run used, in words (the report's 'quick form' line)."""

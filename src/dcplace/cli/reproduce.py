@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -68,6 +68,19 @@ def _finish(md: str, out: Path, written: str) -> None:
     console.print(f"{written} written to {out}/")
 
 
+def _quick_sets(cfg: Any, *names: str) -> None:
+    """Refuse, with ``quick`` on, a setting of ``names`` other than its default: the quick form sets its own (the
+    command's --help says which), so an explicit ``--episodes 10 --quick`` ran 5 and recorded 10 in config.toml."""
+    if not cfg.quick:
+        return
+    defaults = {f.name: f.default for f in fields(cfg)}
+    for name in names:
+        value = getattr(cfg, name)
+        if value != defaults[name]:
+            must = f"must be left at {defaults[name]!r} with --quick (the quick form sets its own), got {value!r}"
+            raise InputError(must, field=name)
+
+
 def _at_least_one(cfg: object, *names: str) -> None:
     for name in names:
         value = getattr(cfg, name)
@@ -97,6 +110,7 @@ class CvdHeuristicsRun:
     def __post_init__(self) -> None:
         check_types(self)
         _at_least_one(self, "episodes", "workers")
+        _quick_sets(self, "episodes")
         check_ray_address(self.ray_address)
 
 
@@ -133,11 +147,12 @@ class CvdCalibrationRun:
     rounds: int = 2
     """rounds of stage 2"""
     quick: bool = False
-    """0 % and 50 % warm start, stage 2 around the closest reading only"""
+    """0 % and 50 % warm start, stage 2 around the closest reading only (one round: top 1, rounds 1)"""
 
     def __post_init__(self) -> None:
         check_types(self)
         _at_least_one(self, "episodes", "top", "rounds")
+        _quick_sets(self, "top", "rounds")
 
 
 @app.command("cvd-calibration")
@@ -187,6 +202,7 @@ class CvdRlRun:
     def __post_init__(self) -> None:
         check_types(self)
         _at_least_one(self, "curve_epochs", "workers", "seeds")
+        _quick_sets(self, "episodes", "curve_epochs")
         check(self.episodes >= 0, "episodes", self.episodes, "0 (the regime's default) or more")
         check(not self.quick or self.table in ("all", "table2"), "table", self.table, "all or table2 with quick")
         check_ray_address(self.ray_address)
@@ -262,6 +278,7 @@ class NaraBaselinesRun:
     def __post_init__(self) -> None:
         check_types(self)
         _at_least_one(self, "episodes", "alpha_beta_episodes")
+        _quick_sets(self, "episodes", "alpha_beta_episodes")
 
 
 @app.command("nara-baselines")
@@ -306,6 +323,7 @@ class NaraRun:
     def __post_init__(self) -> None:
         check_types(self)
         _at_least_one(self, "episodes", "alpha_beta_episodes")
+        _quick_sets(self, "episodes", "alpha_beta_episodes")
 
 
 @app.command("nara")
@@ -441,6 +459,7 @@ class AllRun:
     def __post_init__(self) -> None:
         check_types(self)
         _at_least_one(self, "episodes", "curve_epochs", "nara_episodes", "nara_alpha_beta_episodes", "workers")
+        _quick_sets(self, "episodes", "curve_epochs", "nara_episodes", "nara_alpha_beta_episodes")
 
 
 @app.command("all")
@@ -460,7 +479,7 @@ def reproduce_all(
     from dcplace.bench.reproduce_all import AllSettings
 
     if cfg.quick:
-        settings = AllSettings.quick_form(cfg.seed, cfg.trace, 5)
+        settings = AllSettings.quick_form(cfg.seed, cfg.trace, 5, cfg.workers)
     else:
         settings = AllSettings(trace=cfg.trace, cvd_episodes=cfg.episodes, curve_epochs=cfg.curve_epochs,
                                nara_episodes=cfg.nara_episodes, nara_alpha_beta_episodes=cfg.nara_alpha_beta_episodes,
