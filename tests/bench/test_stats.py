@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dcplace.bench.stats import interval, interval_from_moments, paired_margin, t975
+from dcplace.bench.stats import Interval, interval, interval_from_moments, paired_margin, t975
 
 
 @pytest.mark.parametrize(("df", "want"), [(1, 12.706), (4, 2.776), (30, 2.042), (31, 2.0395), (60, 2.0003),
@@ -47,3 +47,11 @@ def test_the_interval_holds_the_mean_and_is_symmetric(xs):
     iv = interval(xs)
     assert iv.lo <= iv.mean <= iv.hi
     assert iv.mean - iv.lo == pytest.approx(iv.hi - iv.mean, abs=1e-6)
+
+
+def test_what_rounds_to_zero_prints_without_a_minus():
+    """-0.0001 as a percentage with one digit was "-0.0 %" in the report."""
+    iv = Interval(-0.00001, -0.0004, 0.0003, 5)
+    assert iv.fmt(1, pct=True) == "+0.0 % [+0.0 %, +0.0 %]"
+    assert Interval(-0.01, -0.04, 0.02, 3).fmt(1) == "0.0 [0.0, 0.0]"
+    assert Interval(-0.06, -0.09, -0.05, 3).fmt(1, pct=True) == "-6.0 % [-9.0 %, -5.0 %]"

@@ -58,7 +58,8 @@ class Interval:
         """``mean [lo, hi]`` (values times ``scale``; ``pct``: as signed percentages)."""
 
         def f(x: float) -> str:
-            return f"{x * 100:+.{digits}f} %" if pct else f"{x * scale:,.{digits}f}"
+            v = round(x * 100 if pct else x * scale, digits) + 0.0  # + 0.0: what rounds to zero prints no sign
+            return f"{v:+.{digits}f} %" if pct else f"{v:,.{digits}f}"
 
         if self.n < 2 or math.isnan(self.lo):
             return f"{f(self.mean)} (n={self.n})"
