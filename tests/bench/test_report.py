@@ -187,3 +187,27 @@ def test_the_training_table_reads_the_last_epoch_not_the_last_line(results: Path
     random.Random(1).shuffle(lines)
     path.write_text("\n".join([header, *lines]) + "\n")
     assert sorted(training_rows()) == sorted(before)
+
+
+@pytest.mark.parametrize(
+    ("folder", "damage", "said"),
+    [
+        ("cvd-rl", lambda r: None if r["policy"] == "best-fit" else r, "holds no best-fit records for table2"),
+        ("cvd-heuristics", lambda r: None if r["policy"] == "industrial" else r, "holds no industrial records"),
+        ("nara", lambda r: None if r["policy"] == "tetris" and r["dataset"] == "uniform" else r, "holds no tetris"),
+        (
+            "nara",
+            lambda r: {**r, "acceptance_per_episode": r["acceptance_per_episode"][:3]} if r["policy"] == "nalb" else r,
+            "holds different episode counts for alpha, uniform",
+        ),
+    ],
+)
+def test_a_cell_missing_a_compared_policy_is_refused(results: Path, folder, damage, said):
+    """Deleting a baseline's records silently changed the claim (its "best heuristic" came from what was left);
+    episodes cut short raised a bare ValueError. Either now stops the report with one sentence naming the file."""
+    path = results / folder / "records.jsonl"
+    rows = [damage(json.loads(line)) for line in path.read_text().splitlines()]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows if r is not None))
+    res = CliRunner().invoke(app, ["reproduce", "all", "--report-only", "--out", str(results)])
+    assert res.exit_code == 2 and str(path) in res.output and said in res.output, res.output
+    assert not (results / "report.html").exists()

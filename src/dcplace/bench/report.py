@@ -127,6 +127,22 @@ def _values(records: Iterable[Record], key: str, **match: Any) -> list[float]:
     return [float(r[key]) for r in sel]
 
 
+def _complete(path: Path, cell: str, values: Mapping[str, Sequence[float]]) -> None:
+    """Refuse to compute a claim from a cell that lacks one of the policies it compares, or whose policies were
+    measured on different numbers of episodes: with records deleted or cut short the report silently compared
+    against whichever baselines were left (a "best heuristic" among two) or raised a bare ValueError."""
+    missing = [p for p, v in values.items() if not v]
+    if missing:
+        raise InputError(
+            f"holds no {' or '.join(missing)} records for {cell}, which a claim compares; rerun the reproduction",
+            path=path,
+        )
+    counts = {p: len(v) for p, v in values.items()}
+    if len(set(counts.values())) > 1:
+        said = ", ".join(f"{p} {n}" for p, n in counts.items())
+        raise InputError(f"holds different episode counts for {cell} ({said}); rerun the reproduction", path=path)
+
+
 # --- outcomes ---------------------------------------------------------------------------------------------------
 
 
@@ -314,10 +330,11 @@ def cvd_heuristics_section(folder: Path) -> Section | None:
                 )
             )
     w = _warm_pick(sorted({float(r["warm_start"]) for r in recs if r["table"] == "table2"}))
-    ff = _values(recs, "length", table="table2", policy="first-fit", warm_start=w)
+    t2 = {p: _values(recs, "length", table="table2", policy=p, warm_start=w) for p in cr.HEURISTICS}
+    _complete(folder / "records.jsonl", f"table2 at warm start {w:g}", t2)
     for p in ("best-fit", "industrial"):
         paper_m = ch.PAPER["table2"][p][w][0] / ch.PAPER["table2"]["first-fit"][w][0] - 1
-        m = paired_margin(_values(recs, "length", table="table2", policy=p, warm_start=w), ff)
+        m = paired_margin(t2[p], t2["first-fit"])
         sec.claims.append(
             margin_claim(
                 "CVD-RL",
@@ -452,10 +469,13 @@ def cvd_rl_section(folder: Path, name: str = "cvd-rl") -> Section | None:
 
     for key in keys:
         w = _warm_pick(sorted({float(r["warm_start"]) for r in recs if r["table"] == key}))
-        best = max(
-            cr.HEURISTICS, key=lambda p: interval(_values(recs, "length", table=key, policy=p, warm_start=w)).mean
-        )
-        best_v = _values(recs, "length", table=key, policy=best, warm_start=w)
+        cvd = _values(recs, "length", table=key, policy="cvd-rl", warm_start=w)
+        if not cvd:
+            continue
+        heur = {p: _values(recs, "length", table=key, policy=p, warm_start=w) for p in cr.HEURISTICS}
+        _complete(folder / "records.jsonl", f"{key} at warm start {w:g}", {**heur, "cvd-rl": cvd})
+        best = max(cr.HEURISTICS, key=lambda p: interval(heur[p]).mean)
+        best_v = heur[best]
         paper_best = max(ch.PAPER[key][p][w][0] for p in cr.HEURISTICS)
         p_m = cr.PAPER_LEARNED[key]["cvd-rl"][w] / paper_best - 1
         extra = ""
@@ -463,9 +483,6 @@ def cvd_rl_section(folder: Path, name: str = "cvd-rl") -> Section | None:
         if ceil and len(ceil) == len(best_v):
             room = paired_margin(ceil, best_v)
             extra = f"the {bound} is {room.fmt(1, pct=True)} above {best}"
-        cvd = _values(recs, "length", table=key, policy="cvd-rl", warm_start=w)
-        if not cvd:
-            continue
         m = paired_margin(cvd, best_v)
         sec.claims.append(
             margin_claim(
@@ -482,10 +499,9 @@ def cvd_rl_section(folder: Path, name: str = "cvd-rl") -> Section | None:
     if any(r["policy"] == "schedrl" and r["table"] == "table2" for r in recs):
         w = _warm_pick(sorted({float(r["warm_start"]) for r in recs if r["table"] == "table2"}))
         p_m = cr.PAPER_LEARNED["table2"]["cvd-rl"][w] / cr.PAPER_LEARNED["table2"]["schedrl"][w] - 1
-        m = paired_margin(
-            _values(recs, "length", table="table2", policy="cvd-rl", warm_start=w),
-            _values(recs, "length", table="table2", policy="schedrl", warm_start=w),
-        )
+        pair = {p: _values(recs, "length", table="table2", policy=p, warm_start=w) for p in ("cvd-rl", "schedrl")}
+        _complete(folder / "records.jsonl", f"table2 at warm start {w:g}", pair)
+        m = paired_margin(pair["cvd-rl"], pair["schedrl"])
         sec.claims.append(
             margin_claim(
                 "CVD-RL",
@@ -716,10 +732,11 @@ def nara_section(folder: Path) -> Section | None:
 
     for d in nb.DATASETS:
         if "alpha" in tops and "nara" in pols:
-            base = [p for p in nb.POLICIES if (("alpha", d, p)) in cell]
-            if base:
-                best = max(base, key=lambda p: interval(acc("alpha", d, p)).mean)
-                m = paired_margin(acc("alpha", d, "nara"), acc("alpha", d, best))
+            if any(("alpha", d, p) in cell for p in (*nb.POLICIES, "nara")):
+                accs = {p: acc("alpha", d, p) for p in (*nb.POLICIES, "nara")}
+                _complete(folder / "records.jsonl", f"alpha, {d}", accs)
+                best = max(nb.POLICIES, key=lambda p: interval(accs[p]).mean)
+                m = paired_margin(accs["nara"], accs[best])
                 sec.claims.append(
                     margin_claim(
                         "Nara",
@@ -732,7 +749,8 @@ def nara_section(folder: Path) -> Section | None:
                     )
                 )
     for d in nb.DATASETS:
-        if ("gamma", d, "nara") in cell and ("gamma", d, "tetris") in cell:
+        if ("gamma", d, "nara") in cell:
+            _complete(folder / "records.jsonl", f"gamma, {d}", {p: acc("gamma", d, p) for p in ("nara", "tetris")})
             m = paired_margin(acc("gamma", d, "nara"), acc("gamma", d, "tetris"))
             sec.claims.append(
                 margin_claim(
