@@ -55,3 +55,11 @@ def test_what_rounds_to_zero_prints_without_a_minus():
     assert iv.fmt(1, pct=True) == "+0.0 % [+0.0 %, +0.0 %]"
     assert Interval(-0.01, -0.04, 0.02, 3).fmt(1) == "0.0 [0.0, 0.0]"
     assert Interval(-0.06, -0.09, -0.05, 3).fmt(1, pct=True) == "-6.0 % [-9.0 %, -5.0 %]"
+
+
+def test_a_share_interval_stays_within_zero_and_one():
+    """Two acceptances of 0.99 and 0.6 gave a t-interval past 1; cut to the range, the mean is untouched."""
+    raw, cut = interval([0.99, 0.6]), interval([0.99, 0.6], within=(0.0, 1.0))
+    assert raw.hi > 1 and raw.lo < 0
+    assert cut.mean == raw.mean and (cut.lo, cut.hi) == (0.0, 1.0) and cut.n == 2
+    assert interval([0.5, 0.52, 0.51], within=(0.0, 1.0)) == interval([0.5, 0.52, 0.51])

@@ -52,6 +52,8 @@ from dcplace.errors import InputError
 Record = dict[str, Any]
 OUTCOMES = ("held", "beaten", "inconclusive", "missed")
 """A claim's possible outcomes, in the order the counts name them (the module docstring defines each)."""
+SHARE = (0.0, 1.0)
+"""The range of a share (an acceptance): its intervals are cut to it (:func:`dcplace.bench.stats.interval`)."""
 EXACT_TOLERANCE = 0.005
 """Relative tolerance within which a deterministic number (an optimum, a cost) counts as the paper's."""
 
@@ -638,7 +640,7 @@ def nara_section(folder: Path) -> Section | None:
             row = [p]
             for t in tops:
                 pv = nb._paper_acc(d, p, t) if p in nb.PAPER_ACCEPTANCE[d] else None
-                row += [interval(acc(t, d, p)).fmt(2), "-" if pv is None else f"{pv:.2f}"]
+                row += [interval(acc(t, d, p), SHARE).fmt(2), "-" if pv is None else f"{pv:.2f}"]
             rows.append(row)
         bounded = any((t, d) in bound for t in tops)
         if bounded:
@@ -657,7 +659,7 @@ def nara_section(folder: Path) -> Section | None:
                 else "",
             )
         )
-        series = [(p, [interval(acc(t, d, p)) for t in tops]) for p in pols]
+        series = [(p, [interval(acc(t, d, p), SHARE) for t in tops]) for p in pols]
         paper = {p: [nb._paper_acc(d, p, t) for t in tops] for p in pols if p in nb.PAPER_ACCEPTANCE[d]}
         grouped_bars(ax, tops, series, paper, "acceptance ratio")
         ax.set_title(f"{d} requests", fontsize=9)
@@ -704,7 +706,7 @@ def nara_section(folder: Path) -> Section | None:
                     else next((c for c in cross if c["table"] == 6 and c["dataset"] == d), None)
                 )
                 row += [
-                    interval(r["acceptance_per_episode"]).fmt(2) if r else "-",
+                    interval(r["acceptance_per_episode"], SHARE).fmt(2) if r else "-",
                     f"{nr.PAPER_TABLE6[agent][d][0]:.2f}",
                 ]
             rows.append(row)
@@ -722,7 +724,7 @@ def nara_section(folder: Path) -> Section | None:
                     )
                 )
                 row += [
-                    interval(r["acceptance_per_episode"]).fmt(2) if r else "-",
+                    interval(r["acceptance_per_episode"], SHARE).fmt(2) if r else "-",
                     f"{nr.PAPER_TABLE7[agent][d][0]:.2f}",
                 ]
             rows.append(row)

@@ -66,8 +66,10 @@ class Interval:
         return f"{f(self.mean)} [{f(self.lo)}, {f(self.hi)}]"
 
 
-def interval(values: Sequence[float] | np.ndarray) -> Interval:
-    """The mean of ``values`` and its 95 % t-interval."""
+def interval(values: Sequence[float] | np.ndarray, within: tuple[float, float] | None = None) -> Interval:
+    """The mean of ``values`` and its 95 % t-interval; ``within``: the range the quantity cannot leave (an
+    acceptance's ``(0, 1)``), to which the interval is cut: the true mean lies in it, so the cut interval covers it
+    whenever the t-interval does (at 2 episodes a t-interval of acceptances ran past 1)."""
     x = np.asarray(values, dtype=float)
     n = len(x)
     if n == 0:
@@ -76,7 +78,10 @@ def interval(values: Sequence[float] | np.ndarray) -> Interval:
     if n < 2:
         return Interval(mean, math.nan, math.nan, n)
     half = t975(n - 1) * float(x.std(ddof=1)) / math.sqrt(n)
-    return Interval(mean, mean - half, mean + half, n)
+    lo, hi = mean - half, mean + half
+    if within is not None:
+        lo, hi = max(lo, within[0]), min(hi, within[1])
+    return Interval(mean, lo, hi, n)
 
 
 def paired_margin(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> Interval:
