@@ -74,6 +74,8 @@ def test_lifetime_form_bad_input(tmp_path, text, line, field):
         ("vmid,cpu,memory,time,type\n0,1,2,0,0\n0,1,2,1,0\n", 3, "vmid"),  # created twice
         ("vmid,cpu,memory,time,type\n0,1,2,0,0\n5,1,2,1,1\n", 3, "vmid"),  # delete of unknown
         ("vmid,cpu,memory,time,type\n0,1,2,4,0\n1,1,2,1,0\n", 3, "time"),  # unsorted
+        ("vmid,cpu,memory,time,type\n0,1,2,0,0\n1,1,2,1,0\n1,4,2,3,1\n", 4, "cpu"),  # freed another size
+        ("vmid,cpu,memory,time,type\n0,1,2,0,0\n0,1,8,3,1\n", 3, "memory"),
     ],
 )
 def test_event_log_bad_input(tmp_path, text, line, field):

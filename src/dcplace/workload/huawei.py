@@ -72,7 +72,7 @@ def read_huawei_events(path: str | Path) -> RequestTable:
     """Read the event-log form ``vmid,cpu,memory,time,type`` (type 0 create, 1 delete).
 
     Checks: columns present and numeric, type in {0, 1}, times non-decreasing, one creation per vmid, every
-    deletion preceded by the creation of the same vmid. VMs never deleted depart at ``inf``.
+    deletion preceded by the creation of the same vmid and of its size. VMs never deleted depart at ``inf``.
     """
     p = Path(path)
     kinds = Range(0, 1, integer=True)
@@ -107,6 +107,18 @@ def read_huawei_events(path: str | Path) -> RequestTable:
         j = int(twice[0])
         i = int(np.flatnonzero(idx == j)[1])
         raise InputError(f"vmid {c_ids[j]} is deleted twice", path=p, line=int(d_line[i]), field="vmid")
+    for name in ("cpu", "memory"):  # a delete frees what was created: a different size is a damaged row
+        said, made = cols[name][~create], cols[name][create][idx]
+        off = np.flatnonzero(said != made)
+        if len(off):
+            i = int(off[0])
+            raise InputError(
+                f"delete of vmid {d_ids[i]} frees {name} {said[i]:g}, but its creation on line {c_line[idx[i]]} "
+                f"asked for {made[i]:g}",
+                path=p,
+                line=int(d_line[i]),
+                field=name,
+            )
     departure = np.full(len(c_ids), np.inf)
     departure[idx] = d_time
     return RequestTable.from_arrays(
