@@ -52,6 +52,19 @@ class RanksOutside(ScoredNumaPolicy):
         return [(10**6, (1.0,)), *super().rank(view, n)]
 
 
+class NaNScores(ScoredNumaPolicy):
+    def score(self, view):
+        return np.full(view.free.shape[0] * view.free.shape[1], np.nan)
+
+
+class AvoidsUsedMachines(ScoredNumaPolicy):
+    """-inf on every node of a machine that holds a VM: where all feasible scores are -inf, the choice must still be
+    feasible (np.argmax over the masked scores returned action 0, an infeasible one)."""
+
+    def score(self, view):
+        return np.repeat(np.where(view.vm_count > 0, -np.inf, 0.0), view.free.shape[1])
+
+
 def _engine(policy) -> PlacementEngine:
     e = PlacementEngine(2, policy)
     for k in range(3):
@@ -75,6 +88,7 @@ def test_an_action_outside_the_cluster_is_an_explained_rejection():
         (Fractional(), f"the policy {__name__}:Fractional returned 1.5 (float), not an action"),
         (Raises(), f"the policy {__name__}:Raises raised RuntimeError: my policy bug"),
         (WrongShape(), f"the policy {__name__}:WrongShape raised ValueError: WrongShape.score returned shape (3,)"),
+        (NaNScores(), f"the policy {__name__}:NaNScores raised ValueError: NaNScores.score returned NaN for feasible"),
     ],
 )
 def test_a_policy_that_fails_is_named_in_one_sentence(policy, said):
@@ -84,6 +98,16 @@ def test_a_policy_that_fails_is_named_in_one_sentence(policy, said):
             call()
         assert said in str(err.value) and isinstance(err.value, InputError)
     assert e.stats()["vms"] == 0 and e.counters["placed"] == e.counters["rejected"] == 0
+    e.check_invariants()
+
+
+def test_all_feasible_scores_minus_inf_still_choose_a_feasible_action():
+    e = PlacementEngine(2, AvoidsUsedMachines())
+    for k in range(2):
+        e.add_machine(f"m{k}", cpu=8, mem=64)
+    placed = [e.place(VmRequest(f"v{i}", 4, 4)) for i in range(4)]
+    assert not any(isinstance(d, Rejection) for d in placed), placed
+    assert e.stats()["vms"] == 4
     e.check_invariants()
 
 

@@ -93,20 +93,32 @@ class ScoredNumaPolicy(NumaPolicy):
     def score(self, view: NumaView) -> npt.NDArray[np.float64]:
         """``(machines * numa,)`` scores, higher is better; entries of infeasible actions are ignored."""
 
-    def choose(self, view: NumaView) -> int:
+    def _feasible_scores(self, view: NumaView) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        """The feasible actions (ascending) and their scores; a score of the wrong shape, or NaN for a feasible
+        action, is the policy's error (NaN compares false with everything, so it silently ranked as first-fit)."""
         mask = view.feasible()
-        if not mask.any():
-            return -1
+        if not mask.any():  # nothing to score: the request is rejected without asking the policy
+            return np.zeros(0, np.int64), np.zeros(0)
         s = np.asarray(self.score(view), np.float64)
         if s.shape != mask.shape:
             raise ValueError(f"{type(self).__name__}.score returned shape {s.shape}, expected {mask.shape}")
-        return int(np.argmax(np.where(mask, s, -np.inf)))
+        actions = np.flatnonzero(mask)
+        scores = s[actions]
+        nan = np.flatnonzero(np.isnan(scores))
+        if len(nan):
+            raise ValueError(f"{type(self).__name__}.score returned NaN for feasible action {actions[nan[0]]}")
+        return actions, scores
+
+    def choose(self, view: NumaView) -> int:
+        actions, scores = self._feasible_scores(view)
+        # among feasible actions only: where every feasible score is -inf, np.argmax over the masked array picked
+        # action 0 even when infeasible
+        return int(actions[np.argmax(scores)]) if len(actions) else -1
 
     def rank(self, view: NumaView, n: int) -> list[tuple[int, tuple[float, ...]]]:
-        mask = view.feasible()
-        s = np.where(mask, np.asarray(self.score(view), np.float64), -np.inf)
-        order = np.argsort(-s, kind="stable")[: min(n, int(mask.sum()))]
-        return [(int(a), (float(s[a]),)) for a in order]
+        actions, scores = self._feasible_scores(view)
+        order = np.argsort(-scores, kind="stable")[:n]
+        return [(int(actions[i]), (float(scores[i]),)) for i in order]
 
 
 class NetPolicy(ABC):
