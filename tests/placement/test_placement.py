@@ -664,3 +664,63 @@ def test_a_problem_files_keys_are_checked(tmp_path, text, said):
 def test_a_problem_built_in_python_is_checked(build, said):
     with pytest.raises(InputError, match=re.escape(said)):
         build()
+
+
+BAD_METHODS = """
+from dataclasses import dataclass
+
+from dcplace.placement import Params, Result, register_method
+
+
+@dataclass(frozen=True)
+class NoParams(Params):
+    pass
+
+
+def raiser(problem, stop, seed, params):
+    raise RuntimeError("my method bug")
+
+
+def not_a_result(problem, stop, seed, params):
+    return {"cost": 1}
+
+
+def everything_on_pm0(problem, stop, seed, params):
+    kinds = problem.vm_type_of()
+    disks = [[0] * len(problem.vm_types[k].disks) for k in kinds]
+    return Result(problem.name, "sloppy", "feasible", vms=len(kinds), vm_pm=[0] * len(kinds), vm_disks=disks)
+
+
+def says_infeasible(problem, stop, seed, params):
+    return Result(problem.name, "liar", "infeasible", vms=problem.n_vms)
+
+
+for name, run in (("raiser", raiser), ("dict", not_a_result), ("sloppy", everything_on_pm0),
+                  ("liar", says_infeasible)):
+    register_method(name, run, NoParams)
+"""
+
+
+def test_a_users_method_that_misbehaves_is_named_and_its_answer_never_written(tmp_path):
+    """A user's method that raised was a dcplace traceback (exit 1); one returning a dict failed inside dataclasses;
+    an answer the checker rejects exited 0 and --out wrote it; a claim of infeasibility read as proven."""
+    (tmp_path / "badmethods.py").write_text(BAD_METHODS)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "OMP_NUM_THREADS": "1"}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-m", "dcplace.cli.main", "solve", "--instance", "exp1", *args]
+        return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+
+    for method, said in (
+        ("raiser", "the method raiser (badmethods:raiser) raised RuntimeError: my method bug"),
+        ("dict", "the method dict (badmethods:not_a_result) returned a dict, not a dcplace.placement.Result"),
+    ):
+        r = run("--method", f"badmethods:{method}")
+        assert r.returncode == 2 and r.stderr.strip() == f"error: {said}", r.stderr
+    out = tmp_path / "a.csv"
+    r = run("--method", "badmethods:sloppy", "--out", str(out), "--json")
+    assert r.returncode == 2 and json.loads(r.stdout)["status"] == "invalid", r.stdout
+    assert "fails the independent check" in r.stderr and "nothing was written to --out" in r.stderr, r.stderr
+    assert not out.exists()
+    r = run("--method", "badmethods:liar")
+    assert r.returncode == 0 and "a claim the checker cannot verify" in r.stdout and "proven" not in r.stdout

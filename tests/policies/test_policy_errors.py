@@ -146,6 +146,13 @@ POLICIES = """
     class NetRaises(NetPolicy):
         def choose(self, view):
             raise KeyError("oops")
+
+    class SaysSeed(NumaPolicy):
+        def __init__(self, seed=0):
+            self.seed = seed
+
+        def choose(self, view):
+            raise RuntimeError(f"built with seed {self.seed}")
 """
 
 
@@ -160,6 +167,9 @@ POLICIES = """
          "warning: 2 of 2 episodes ended on an infeasible action of the policy userpol:Outside"),
         (["netalloc", "--policy", "userpol:NetOutside"], 0,
          "warning: the policy userpol:NetOutside picked 256 servers its view's mask did not allow"),
+        # a user's policy taking `seed` gets the run's (it was built with 0 whatever --seed said)
+        (["numa", "--policy", "userpol:SaysSeed", "--pms", "5", "--seed", "5"], 2,
+         "error: the policy userpol:SaysSeed raised RuntimeError: built with seed 5"),
     ],
 )  # fmt: skip
 def test_the_simulators_name_the_policy(tmp_path, args, code, said):
@@ -170,6 +180,15 @@ def test_the_simulators_name_the_policy(tmp_path, args, code, said):
     assert r.returncode == code, r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(said), r.stderr
+
+
+def test_the_engine_builds_a_named_user_policy_with_its_seed(tmp_path, monkeypatch):
+    (tmp_path / "userpol.py").write_text(textwrap.dedent(POLICIES))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    e = PlacementEngine(2, "userpol:SaysSeed", seed=7)
+    e.add_machine("m0", cpu=16, mem=64)
+    with pytest.raises(PolicyError, match="built with seed 7"):
+        e.place(VmRequest("a", 1, 1))
 
 
 def test_net_policy_exceptions_keep_their_cause():

@@ -139,7 +139,7 @@ def stream(
     try:
         table = load_trace(trace, seed=seed)
         prepared = prepare(table, double_threshold)
-        engine = engine_for(NumaCluster.uniform(pms), policy)
+        engine = engine_for(NumaCluster.uniform(pms), policy, seed)
         warm_up_jit()
         res = run_stream(engine, prepared, max_requests=max_requests, samples=samples, release=release)
         engine.check_invariants()

@@ -89,7 +89,7 @@ def simulate_numa(
     from dcplace.workload.traces import load_trace
 
     sc = cfg.scenario
-    pol = get_policy(cfg.policy, cfg.checkpoint)
+    pol = get_policy(cfg.policy, cfg.checkpoint, seed=cfg.seed)  # a user's policy may take the run's seed
     table = load_trace(cfg.trace, seed=cfg.seed)
     prepared = prepare(table, cfg.double_threshold)
     cluster = NumaCluster.uniform(sc.machines)

@@ -14,6 +14,7 @@ import typer
 from dcplace.cli.common import JSON_HELP, console, err_console, save_result
 from dcplace.cli.options import Flag, config_command
 from dcplace.config import check, check_types
+from dcplace.errors import InputError
 from dcplace.placement import (
     AutoParams,
     CompactParams,
@@ -124,13 +125,16 @@ def solve_cmd(
         with err_console.status(f"solving {cfg.instance} with {cfg.method} (up to {limit.seconds:g} s)..."):
             res = solve(load_numa_batch(cfg.instance), cfg.method, limit, cfg.seed, own)
         summary = summary_of(res)
-        _write_out(out, summary, res, cfg, "numa_node")
+        if not _rejected(res):
+            _write_out(out, summary, res, cfg, "numa_node")
         if json_out:
             typer.echo(json.dumps(summary))
-            return
-        console.print(f"{summary['instance']}: {summary['status']}, {summary['pms_used']} servers for "
-                      f"{summary['vms']} VMs, bound {summary['bound']}, gap {summary['gap']:.2%}, "
-                      f"{summary['wall_s']:.1f} s, verified {summary['verified']}")  # fmt: skip
+        else:
+            console.print(f"{summary['instance']}: {summary['status']}, {summary['pms_used']} servers for "
+                          f"{summary['vms']} VMs, bound {summary['bound']}, gap {summary['gap']:.2%}, "
+                          f"{summary['wall_s']:.1f} s, verified {summary['verified']}")  # fmt: skip
+            _notes(res)
+        _refuse_rejected(res, cfg.method, out)
         return
     problem = load_problem(cfg.instance)
     params: Params | None = getattr(cfg, cfg.method) if cfg.method in METHOD_TABLES else None  # else: defaults
@@ -138,9 +142,11 @@ def solve_cmd(
     with err_console.status(f"solving {cfg.instance} with {cfg.method} (up to {limit.seconds:g} s)..."):
         res = solve(problem, cfg.method, limit, cfg.seed, params)
     s = res.summary()
-    _write_out(out, s, res, cfg)
+    if not _rejected(res):
+        _write_out(out, s, res, cfg)
     if json_out:
         typer.echo(json.dumps(s))
+        _refuse_rejected(res, cfg.method, out)
         return
     gap = f"{s['gap']:.2%}" if s["gap"] is not None else "-"
     console.print(f"{s['instance']} / {s['method']}: {s['status']}, cost {s['cost']}, bound {s['bound']}, gap {gap}, "
@@ -150,5 +156,27 @@ def solve_cmd(
                       f"{s['migrations']} migrations")  # fmt: skip
     if s["status"] in ("infeasible", "unknown") and s.get("reason"):
         console.print(f"  why: {s['reason']}")
+    _notes(res)
+    _refuse_rejected(res, cfg.method, out)
+
+
+def _rejected(res: Result) -> bool:
+    """Whether the independent checker (or the claims check) rejected the answer."""
+    return res.verified is False and bool(res.violations)
+
+
+def _notes(res: Result) -> None:
     for v in res.violations:
         console.print(f"  violation: {v}")
+    if "over_time_s" in res.stats:
+        console.print(f"  note: the method returned {res.stats['over_time_s']:g} s after its time limit")
+
+
+def _refuse_rejected(res: Result, method: str, out: Path | None) -> None:
+    """A rejected answer ends the command with exit 2, after its summary: it used to exit 0 and --out wrote it."""
+    if _rejected(res):
+        n = len(res.violations)
+        raise InputError(
+            f"the answer of method {method} fails the independent check ({n} violation{'s' * (n != 1)}; the first: "
+            f"{res.violations[0]}){'; nothing was written to --out' if out is not None else ''}"
+        )

@@ -239,10 +239,12 @@ class PlacementEngine:
     ) -> None:
         """``seed``: this engine's own random stream, for the compiled policies that draw (``random``): before each
         of their decisions the compiled generator is seeded from it (:meth:`_draws`), so two engines built alike
-        decide alike, whatever else the process (another engine, a simulation, another thread) draws."""
+        decide alike, whatever else the process (another engine, a simulation, another thread) draws. A policy named
+        here whose constructor takes ``seed`` is built with it."""
         if not isinstance(numa, int) or numa < 1:
             raise InputError(f"must be a whole number of at least 1, got {numa!r}", field="numa")
         check_seed(seed)
+        self.seed = seed
         self._rng = np.random.default_rng(seed)
         self.state = ClusterState(numa)
         self.numa = numa
@@ -313,7 +315,7 @@ class PlacementEngine:
             raise InputError(f"must be a policy name or a NumaPolicy, got a {type(name).__name__}", field="policy")
         pol = self._policies.get(name)
         if pol is None:
-            pol = get_policy(name)
+            pol = get_policy(name, seed=self.seed)  # a user's policy taking `seed` gets the engine's
             self._policies[name] = pol
         return pol
 

@@ -123,6 +123,28 @@ def params_for(method: str, values: Mapping[str, Any] | None = None, problem: ty
     return get_method(method, problem).params.from_dict(values or {})
 
 
+def _run_method(entry: Method, problem: Any, stop: Stop, seed: int, params: Params) -> Result:
+    """``entry.run(...)``; a user's method (one defined outside dcplace) that raises, or returns something other than
+    a :class:`Result`, is a :class:`~dcplace.errors.PolicyError` naming it (one sentence, exit 2; it was a dcplace
+    traceback). dcplace's own methods raise as they are: a traceback there is a bug."""
+    from dcplace.errors import PolicyError
+
+    label = f"{getattr(entry.run, '__module__', '?')}:{getattr(entry.run, '__qualname__', entry.name)}"
+    users = not label.startswith("dcplace.")
+    try:
+        res = entry.run(problem, stop, seed, params)
+    except InputError:
+        raise
+    except Exception as e:
+        if not users:
+            raise
+        raise PolicyError(f"the method {entry.name} ({label}) raised {type(e).__name__}: {e}") from e
+    if not isinstance(res, Result):
+        raise PolicyError(f"the method {entry.name} ({label}) returned a {type(res).__name__}, not a "
+                          "dcplace.placement.Result")  # fmt: skip
+    return res
+
+
 def solve(
     problem: Any,
     method: str = "auto",
@@ -157,8 +179,11 @@ def solve(
     if isinstance(problem, Problem):
         check_size(problem.n_vms, problem.n_pms)
     t0 = time.perf_counter()
-    res = entry.run(problem, stop, seed, params)
+    res = _run_method(entry, problem, stop, seed, params)
     res = replace(res, wall_s=time.perf_counter() - t0)
+    seconds = getattr(stop, "seconds", None)
+    if isinstance(seconds, int | float) and res.wall_s > seconds + 1.0:  # a method must return by its stop
+        res = replace(res, stats={**res.stats, "over_time_s": round(res.wall_s - seconds, 3)})
     verify = next((_VERIFIERS[k] for k in type(problem).__mro__ if k in _VERIFIERS), None)
     return claims_checked(res if verify is None else verify(problem, res))
 
