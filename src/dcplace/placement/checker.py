@@ -110,7 +110,9 @@ def why_infeasible(problem: Problem) -> str:
     for what, need, have in totals:
         if need > have:
             return f"the VMs need {need:g} {what} in all, the PMs have {have:g}"
-    return "the totals fit; the method's search says the packing itself has no answer (a claim the checker cannot verify)"
+    return (
+        "the totals fit; the method's search says the packing itself has no answer (a claim the checker cannot verify)"
+    )
 
 
 def verify(problem: Problem, res: Result) -> Result:
