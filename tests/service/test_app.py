@@ -93,6 +93,17 @@ def test_duplicate_vm_and_non_empty_machine_are_409(client: TestClient) -> None:
     assert client.delete("/machines/pm0").status_code == 204
 
 
+def test_a_machine_id_with_a_slash_is_reachable(client: TestClient) -> None:
+    """A machine registered as ``rack1/m0`` took VMs but every /machines/{id} route answered a bare 404."""
+    assert client.post("/machines", json={"id": "rack1/m0", "cpu": 8, "mem": 8}).status_code == 201
+    assert client.get("/machines/rack1/m0").json()["id"] == "rack1/m0"
+    assert client.post("/machines/rack1/m0/drain").json()["status"] == "drained"
+    assert client.post("/machines/rack1/m0/activate").json()["status"] == "active"
+    assert client.post("/machines/rack1/m0/fail").status_code == 200
+    assert client.delete("/machines/rack1/m0").status_code == 204
+    assert "no machine 'rack1/m0'" in one_sentence(client.get("/machines/rack1/m0"))
+
+
 def test_a_bug_is_500_not_a_leak(client: TestClient) -> None:
     engine = client.app.state.engine  # type: ignore[attr-defined]
     engine.stats = lambda: 1 / 0

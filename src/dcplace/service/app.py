@@ -116,8 +116,9 @@ async def _reoptimiser(engine: PlacementEngine, policy: ReoptPolicy, every_s: fl
 
 
 class _VmId(Convertor[str]):
-    """A VM id in a path: one or more characters, "/" included (Kubernetes' namespace/name); never empty, so
-    ``DELETE /vms/`` stays a 405 rather than a lookup of ''."""
+    """A VM or machine id in a path: one or more characters, "/" included (Kubernetes' namespace/name; a machine
+    registered as ``rack1/m0`` was placed on but unreachable under /machines); never empty, so ``DELETE /vms/``
+    stays a 405 rather than a lookup of ''."""
 
     regex = ".+"
 
@@ -216,21 +217,21 @@ def create_app(
         """Every machine, in the order policies see them."""
         return _json([asdict(m) for m in engine.machines()])
 
-    @app.get("/machines/{machine_id}", response_model=MachineOut, tags=["machines"], responses=ERRORS)
+    @app.get("/machines/{machine_id:vmid}", response_model=MachineOut, tags=["machines"], responses=ERRORS)
     def machine(machine_id: str) -> Response:
         return _json(asdict(engine.machine(machine_id)))
 
-    @app.post("/machines/{machine_id}/drain", response_model=MachineOut, tags=["machines"], responses=ERRORS)
+    @app.post("/machines/{machine_id:vmid}/drain", response_model=MachineOut, tags=["machines"], responses=ERRORS)
     def drain(machine_id: str) -> Response:
         """No new VMs on the machine; those it hosts stay."""
         return _json(asdict(engine.drain(machine_id)))
 
-    @app.post("/machines/{machine_id}/activate", response_model=MachineOut, tags=["machines"], responses=ERRORS)
+    @app.post("/machines/{machine_id:vmid}/activate", response_model=MachineOut, tags=["machines"], responses=ERRORS)
     def activate(machine_id: str) -> Response:
         """Undo a drain or a failure."""
         return _json(asdict(engine.activate(machine_id)))
 
-    @app.post("/machines/{machine_id}/fail", response_model=FailOut, tags=["machines"], responses=ERRORS)
+    @app.post("/machines/{machine_id:vmid}/fail", response_model=FailOut, tags=["machines"], responses=ERRORS)
     def fail(machine_id: str, policy: str | None = None) -> Response:
         """The machine failed: its VMs are placed again through the policy; those that fit nowhere are dropped."""
         if policy is not None:
@@ -240,7 +241,7 @@ def create_app(
                 raise InputError(str(e), field="policy") from None
         return _json(fail_json(engine.fail(machine_id, policy)))
 
-    @app.post("/machines/{machine_id}/evacuate", response_model=ReoptOut, tags=["machines"], responses=ERRORS)
+    @app.post("/machines/{machine_id:vmid}/evacuate", response_model=ReoptOut, tags=["machines"], responses=ERRORS)
     def evacuate(machine_id: str, failed: bool = False) -> Response:
         """Drain the machine (or, ``failed=true``, fail it) and re-home its VMs with the fewest moves, through a
         verified migration plan; a failed machine's VMs that fit nowhere are dropped. 409 for a pinned VM on a
@@ -266,7 +267,7 @@ def create_app(
         """Pin (or unpin) a VM: re-optimisation never moves a pinned VM."""
         return _json(vm_json(engine.pin(vm_id, body.pinned), body.pinned))
 
-    @app.delete("/machines/{machine_id}", status_code=204, tags=["machines"], responses=ERRORS)
+    @app.delete("/machines/{machine_id:vmid}", status_code=204, tags=["machines"], responses=ERRORS)
     def remove(machine_id: str) -> Response:
         """Unregister an empty machine."""
         engine.remove_machine(machine_id)
