@@ -208,6 +208,10 @@ def test_snapshot_restore_and_allocations_round_trip(tmp_path) -> None:
         assert fresh.import_allocations(read_allocations(path), str(path)) == 20
         assert fresh.export_allocations() == e.export_allocations()
         fresh.check_invariants()
+        # again (serve --import at every start): every row is already recorded, nothing changes
+        assert fresh.import_allocations(read_allocations(path), str(path)) == 0
+        assert fresh.export_allocations() == e.export_allocations() and fresh.counters["imported"] == 20
+        fresh.check_invariants()
 
 
 def test_import_is_all_or_nothing_and_names_the_row(tmp_path) -> None:
@@ -226,6 +230,13 @@ def test_import_is_all_or_nothing_and_names_the_row(tmp_path) -> None:
     with pytest.raises(InputError, match=r"alloc.json, field '\[1\]\.cpu'"):  # JSON rows by index (it said line 2)
         e.import_allocations(*_located(json_path))
     e.check_invariants()
+    path.write_text("hello\n")  # any header was read as zero allocations
+    with pytest.raises(InputError, match=r"alloc.csv, line 1, field 'vm': missing column"):
+        read_allocations_at(path)
+    path.write_text("vm,machine,node,cpu,mem\na,pm0,0,1,1\nb,pm1,0,1,1\na,pm1,1,1,1\n")
+    with pytest.raises(InputError, match=r"line 4, field 'vm': names VM 'a' a second time \(first at line 2\)"):
+        e.import_allocations(*_located(path))
+    assert e.stats()["vms"] == 0
 
 
 def _located(path):

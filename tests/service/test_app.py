@@ -139,8 +139,16 @@ def test_health_metrics_openapi_and_allocations(client: TestClient) -> None:
     assert "/vms" in client.get("/openapi.json").json()["paths"]
     alloc = client.get("/allocations").json()
     assert alloc == [{"vm": "a", "machine": "pm0", "node": 0, "cpu": 2.0, "mem": 4.0}]
-    r = client.post("/allocations", json=[{"vm": "c", "machine": "pm2", "node": None, "cpu": 2, "mem": 4}])
-    assert r.json() == {"imported": 1} and client.get("/vms/c").json()["multi"] is True
+    rows = [{"vm": "c", "machine": "pm2", "node": None, "cpu": 2, "mem": 4}]
+    r = client.post("/allocations", json=rows)
+    assert r.json() == {"imported": 1, "already_recorded": 0} and client.get("/vms/c").json()["multi"] is True
+    # the same request again (a retry) changes nothing; the same VM elsewhere is a conflict naming both places
+    assert client.post("/allocations", json=rows).json() == {"imported": 0, "already_recorded": 1}
+    moved = client.post("/allocations", json=[{**rows[0], "machine": "pm1"}])
+    assert moved.status_code == 409 and "already placed on machine 'pm2' node all" in one_sentence(moved)
+    twice = client.post("/allocations", json=[{**rows[0], "vm": "d"}, {**rows[0], "vm": "d"}])
+    assert twice.status_code == 422 and "names VM 'd' a second time (first at [0])" in one_sentence(twice)
+    assert "d" not in {v["id"] for v in client.get("/vms").json()}
 
 
 def test_kube_scheduler_extender(client: TestClient) -> None:

@@ -99,7 +99,8 @@ def serve(
         if import_allocations is not None:
             rows, lines = read_allocations_at(import_allocations)
             n = engine.import_allocations(rows, str(import_allocations), lines)
-            typer.echo(f"imported {n} allocations from {import_allocations}", err=True)
+            again = f" ({len(rows) - n} already recorded)" if n < len(rows) else ""
+            typer.echo(f"imported {n} allocation(s) from {import_allocations}{again}", err=True)
     except InputError as exc:
         if exc.field in ("every_s", "below"):
             exc.field = {"every_s": "reoptimise_every", "below": "reoptimise_below"}[exc.field]

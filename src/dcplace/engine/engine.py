@@ -1150,7 +1150,9 @@ class PlacementEngine:
         """Record existing allocations (``vm, machine, node, cpu, mem``; node empty or ``all``: split over every
         node) all or nothing. An error names the row: its line in ``source`` (``lines``: each row's line, as
         :func:`read_allocations_at` gives for a CSV file), else its index in the list (``[0]`` is the first).
-        Returns how many were recorded."""
+        A row the ledger already holds exactly (same machine, node and size) is skipped, so importing the same file
+        again (``serve --import`` at every start, a retried request) changes nothing; a VM recorded elsewhere or
+        with another size is a conflict. Returns how many were newly recorded."""
 
         def at(i: int, fld: str | None) -> dict[str, Any]:
             if lines is not None:
@@ -1170,6 +1172,12 @@ class PlacementEngine:
                 raise InputError(f"bad node ({e})", **at(i, "node")) from None
             except InputError as e:
                 raise InputError(e.detail, **at(i, e.field)) from None
+        first: dict[str, int] = {}
+        for i, (req, _, _) in enumerate(parsed, 1):
+            if req.id in first:
+                where = f"line {lines[first[req.id] - 1]}" if lines is not None else f"[{first[req.id] - 1}]"
+                raise InputError(f"names VM {req.id!r} a second time (first at {where})", **at(i, "vm"))
+            first[req.id] = i
         with self.lock:
             self._check_store()
             done: list[int] = []
@@ -1177,6 +1185,8 @@ class PlacementEngine:
             try:
                 for i, (req, machine, node) in enumerate(parsed, 1):
                     try:
+                        if self._recorded_as(req, machine, node):
+                            continue
                         changes.append(self._assign_locked(req, machine, node))
                     except InputError as e:
                         raise type(e)(e.detail, **at(i, e.field)) from None
@@ -1185,10 +1195,25 @@ class PlacementEngine:
                 for v in reversed(done):
                     self.state.release(v)
                 raise
-            self.counters["imported"] += len(parsed)
+            self.counters["imported"] += len(done)
             ticket = self._commit(changes)
         self._wait(ticket)
-        return len(parsed)
+        return len(done)
+
+    def _recorded_as(self, req: VmRequest, machine: str, node: int | None) -> bool:
+        """Whether the ledger holds VM ``req.id`` exactly so (an import's row already recorded); a VM of that id
+        recorded otherwise is a :class:`Conflict` naming both."""
+        v = self.state.slot_of_vm.get(req.id)
+        if v is None:
+            return False
+        rec = self.state.record(v)
+        if (rec.machine, rec.node, rec.cpu, rec.mem, rec.multi) == (machine, node, req.cpu, req.mem, req.multi):
+            return True
+        said = "all" if node is None else node
+        held = "all" if rec.node is None else rec.node
+        raise Conflict(f"a VM {req.id!r} is already placed on machine {rec.machine!r} node {held} ({rec.cpu:g} "
+                       f"cores, {rec.mem:g} GB), not on {machine!r} node {said} ({req.cpu:g}, {req.mem:g}) as this "
+                       "row says", field="vm")  # fmt: skip
 
 
 def _flag(value: object, name: str) -> bool:
@@ -1208,7 +1233,7 @@ def read_allocations_at(path: str | Path) -> tuple[list[dict[str, Any]], list[in
     by their index), for :meth:`PlacementEngine.import_allocations`'s errors."""
     p = Path(path)
     if p.suffix.lower() != ".json":
-        table = read_csv(p, (), "allocations file", min_rows=0)
+        table = read_csv(p, ("vm", "machine", "cpu", "mem"), "allocations file", min_rows=0)  # node: optional
         return [dict(zip(table.header, cells, strict=True)) for cells in table.rows], list(table.lines)
     return _read_allocations_json(p), None
 

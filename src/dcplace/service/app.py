@@ -338,9 +338,10 @@ def create_app(
 
     @app.post("/allocations", tags=["allocations"], responses=ERRORS)
     def import_allocations(body: list[AllocationIn]) -> Response:
-        """Record existing allocations, all or nothing."""
+        """Record existing allocations, all or nothing; rows already recorded exactly so are skipped (a retried
+        request changes nothing) and counted in ``already_recorded``."""
         n = engine.import_allocations([b.model_dump() for b in body], "request body")
-        return _json({"imported": n})
+        return _json({"imported": n, "already_recorded": len(body) - n})
 
     add_extender_routes(app, engine)
     return app
