@@ -63,6 +63,12 @@ def test_place_explain_release(client: TestClient) -> None:
         ("delete", "/vms/nope", None, 404, "no VM 'nope'"),
         ("get", "/vms/nope/explanation", None, 404, "no VM 'nope'"),
         ("post", "/allocations", [{"vm": "a", "machine": "pm9", "node": 0, "cpu": 1, "mem": 1}], 404, "[0]"),
+        # JSON types are strict: true was 1 core, "4" was 4 and "yes" a split VM
+        ("post", "/vms", {"id": "v", "cpu": True, "mem": 8}, 422, "field 'cpu'"),
+        ("post", "/vms", {"id": "v", "cpu": "4", "mem": 8}, 422, "field 'cpu'"),
+        ("post", "/vms", {"id": "v", "cpu": 4, "mem": 8, "multi_numa": "yes"}, 422, "field 'multi_numa'"),
+        ("post", "/explain", {"cpu": 4, "mem": 8, "multi_numa": 1}, 422, "field 'multi_numa'"),
+        ("post", "/allocations", [{"vm": "a", "machine": "pm0", "node": "0", "cpu": 1, "mem": 1}], 422, "node"),
     ],
 )
 def test_user_mistakes_are_4xx_with_one_sentence(client, method, path, body, status, words) -> None:
