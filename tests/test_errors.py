@@ -506,6 +506,19 @@ def test_size_guards_refuse_with_estimate_and_override(tmp_path: Path, monkeypat
     assert run("solve", "--instance", str(f))[0] == 2
     code, err = run("solve", "--instance", str(f), "--force")  # ... unless forced
     assert code == 0, err
+    monkeypatch.setenv("DCPLACE_MEMORY", "1G")  # a unit: it was a ValueError traceback
+    code, err = run("simulate", "numa", "--pms", "10000000", "--episodes", "1")
+    assert_contract(code, err, "1.0 GB available")
+    monkeypatch.setenv("DCPLACE_MEMORY", "lots")
+    code, err = run("solve", "--instance", str(f))
+    assert_contract(code, err, "$DCPLACE_MEMORY must be a number of bytes")
+
+
+@pytest.mark.parametrize(("text", "value"), [("1G", 10**9), ("512MiB", 2**29), ("8e9", 8 * 10**9), ("2 kb", 2000)])
+def test_memory_sizes_read_with_units(text: str, value: int) -> None:
+    from dcplace.limits import parse_bytes
+
+    assert parse_bytes(text, "x") == value
 
 
 # --- envs -----------------------------------------------------------------------------------------------------------

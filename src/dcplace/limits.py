@@ -13,6 +13,7 @@ The estimates and where they are checked are listed in ``docs/errors.md``.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 from collections.abc import Iterator
 from contextvars import ContextVar
@@ -31,12 +32,30 @@ class SizeError(InputError):
         self.available = available
 
 
+_SUFFIX = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "KI": 2**10, "MI": 2**20, "GI": 2**30, "TI": 2**40}
+
+
+def parse_bytes(text: str, name: str) -> int:
+    """``text`` as bytes: a number, optionally with a unit (``8G``, ``512MiB``, ``1.5e9``); else one sentence naming
+    ``name`` (``DCPLACE_MEMORY=1G`` was a ValueError traceback)."""
+    t = text.strip().upper().removesuffix("B")
+    num = t.rstrip("KMGTI")
+    unit = t[len(num) :]
+    try:
+        value = float(num) * _SUFFIX[unit]
+    except (ValueError, KeyError):
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise InputError(f"{name} must be a number of bytes, optionally with a unit such as 8G or 512MiB, got {text!r}")
+    return int(value)
+
+
 def available_memory() -> int:
     """Bytes of memory available to a new allocation now: ``MemAvailable`` from ``/proc/meminfo`` (Linux), else the
     physical memory (``os.sysconf``); ``$DCPLACE_MEMORY`` (bytes) overrides both (tests, containers)."""
     env = os.environ.get("DCPLACE_MEMORY")
     if env:
-        return int(float(env))
+        return parse_bytes(env, "$DCPLACE_MEMORY")
     try:
         with open("/proc/meminfo", encoding="ascii") as fh:
             for line in fh:

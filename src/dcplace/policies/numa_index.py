@@ -48,6 +48,8 @@ import numba as nb
 import numpy as np
 import numpy.typing as npt
 
+from dcplace.errors import InputError
+from dcplace.limits import human_bytes
 from dcplace.policies.numa_scores import (
     BEST_FIT,
     FIRST_FIT,
@@ -777,8 +779,15 @@ class HeuristicIndex:
         while P < machines:
             P *= 2
         T = self.max_types
-        self.tkey = np.zeros((T, 2 * P, 3))  # (T, 2P, 3)
-        self.tact = np.zeros((T, 2 * P), np.int64)  # (T, 2P)
+        try:
+            self.tkey = np.zeros((T, 2 * P, 3))  # (T, 2P, 3)
+            self.tact = np.zeros((T, 2 * P), np.int64)  # (T, 2P)
+        except MemoryError:  # address space, not memory: the system refuses to map it at all (it was a traceback)
+            raise InputError(
+                f"the best-fit capacity index for {machines:,} machines reserves {human_bytes(T * 2 * P * 32)} of "
+                "address space (filled only as VM types appear), more than this system maps: use fewer machines",
+                field="pms",
+            ) from None
         self.tdem = np.zeros((T, 2))  # (T, 2)
         self.tmulti = np.zeros(T, np.bool_)  # (T,)
         self.tseen = np.zeros(T, np.int64)  # (T,)
