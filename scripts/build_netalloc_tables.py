@@ -53,6 +53,9 @@ ATTRIBUTION = {
 
 
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help"):
+        print(__doc__)
+        return
     data = Path(sys.argv[1]) if len(sys.argv) > 1 else shared_data_dir()
     if data is None:
         raise SystemExit("no shared data directory found; pass its path")
