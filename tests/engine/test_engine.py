@@ -194,7 +194,7 @@ def test_place_batch_decides_as_consecutive_places(policy: str) -> None:
 def test_snapshot_restore_and_allocations_round_trip(tmp_path) -> None:
     e = small(3)
     for i in range(20):
-        e.place(VmRequest(f"v{i}", 1 + i % 5, 2 + i % 7, multi=i % 4 == 0))
+        e.place(VmRequest(f"v{i}", 1 + i % 5, 2 + i % 7, multi=i % 4 == 0, pinned=i % 6 == 0))
     e.drain("pm1")
     snap = e.snapshot()
     r = PlacementEngine.restore(snap)
@@ -206,7 +206,8 @@ def test_snapshot_restore_and_allocations_round_trip(tmp_path) -> None:
         write_allocations(e.export_allocations(), path)
         fresh = small(3)
         assert fresh.import_allocations(read_allocations(path), str(path)) == 20
-        assert fresh.export_allocations() == e.export_allocations()
+        assert fresh.export_allocations() == e.export_allocations()  # pinned VMs too (the flag was dropped)
+        assert fresh.pinned == e.pinned == {"v0", "v6", "v12", "v18"}
         fresh.check_invariants()
         # again (serve --import at every start): every row is already recorded, nothing changes
         assert fresh.import_allocations(read_allocations(path), str(path)) == 0
@@ -230,6 +231,11 @@ def test_import_is_all_or_nothing_and_names_the_row(tmp_path) -> None:
     with pytest.raises(InputError, match=r"alloc.json, field '\[1\]\.cpu'"):  # JSON rows by index (it said line 2)
         e.import_allocations(*_located(json_path))
     e.check_invariants()
+    e.fail("pm1")
+    path.write_text("vm,machine,node,cpu,mem\na,pm1,0,1,1\n")  # it was recorded on the failed machine
+    with pytest.raises(Conflict, match=r"line 2, field 'machine': machine 'pm1' has failed"):
+        e.import_allocations(*_located(path))
+    e.activate("pm1")
     path.write_text("hello\n")  # any header was read as zero allocations
     with pytest.raises(InputError, match=r"alloc.csv, line 1, field 'vm': missing column"):
         read_allocations_at(path)

@@ -144,7 +144,7 @@ def test_health_metrics_openapi_and_allocations(client: TestClient) -> None:
     assert "dcplace_store_commits_total" in text
     assert "/vms" in client.get("/openapi.json").json()["paths"]
     alloc = client.get("/allocations").json()
-    assert alloc == [{"vm": "a", "machine": "pm0", "node": 0, "cpu": 2.0, "mem": 4.0}]
+    assert alloc == [{"vm": "a", "machine": "pm0", "node": 0, "cpu": 2.0, "mem": 4.0, "pinned": False}]
     rows = [{"vm": "c", "machine": "pm2", "node": None, "cpu": 2, "mem": 4}]
     r = client.post("/allocations", json=rows)
     assert r.json() == {"imported": 1, "already_recorded": 0} and client.get("/vms/c").json()["multi"] is True
@@ -225,6 +225,11 @@ def test_a_failed_database_is_503_and_healthz_says_so(client: TestClient) -> Non
     assert r.status_code == 503 and "disk full" in one_sentence(r)
     assert client.get("/healthz").status_code == 503
     assert client.post("/vms", json={"id": "b", "cpu": 1, "mem": 1}).status_code == 503
+    # reads too: the memory holds VM "a", whose write failed (GET /vms listed it with 200)
+    for path in ("/state", "/vms", "/vms/a", "/machines", "/machines/pm0", "/allocations", "/state/snapshot"):
+        r = client.get(path)
+        assert r.status_code == 503 and "disk full" in one_sentence(r), path
+    assert client.get("/metrics").status_code == 200  # what a monitor reads to see it
 
 
 def test_batch_placement_decides_as_single_calls(client: TestClient) -> None:

@@ -874,7 +874,7 @@ class PlacementEngine:
 
     def assign(self, vm_id: str, machine_id: str, node: int | None, cpu: float, mem: float) -> Placement:
         """Place VM ``vm_id`` where a scheduler decided: on ``machine_id`` at ``node`` (None: split over every
-        node), as the extender's bind does; it must fit (a drained or failed machine may hold it). Counted as
+        node), as the extender's bind does; it must fit (a drained machine may hold it, a failed one hosts nothing). Counted as
         ``placed`` (an import of existing allocations counts as ``imported``)."""
         req = self._validate(VmRequest(vm_id, cpu, mem, node is None))
         with self.lock:
@@ -890,6 +890,8 @@ class PlacementEngine:
         if req.id in s.slot_of_vm:
             raise Conflict(f"a VM {req.id!r} is already placed", field="vm")
         m = self._machine_slot(machine_id)
+        if s.status[m] == FAILED:  # it was recorded, leaving a failed machine that hosts a VM
+            raise Conflict(f"machine {machine_id!r} has failed: it hosts nothing", field="machine")
         if node is not None and not (isinstance(node, int) and 0 <= node < self.numa):
             raise InputError(f"must be a NUMA node from 0 to {self.numa - 1}, or empty for all, got {node!r}",
                              field="node")  # fmt: skip
@@ -898,7 +900,7 @@ class PlacementEngine:
             raise Conflict(f"VM {req.id!r} ({req.cpu:g} cores, {req.mem:g} GB) does not fit on machine "
                            f"{machine_id!r} node {'all' if node is None else node}", field="vm")  # fmt: skip
         s.place(req.id, s.vm_slot(), req.cpu, req.mem, req.multi, m * self.numa + k)
-        return VmRow(req.id, machine_id, node, req.cpu, req.mem, req.multi)
+        return VmRow(req.id, machine_id, node, req.cpu, req.mem, req.multi, req.pinned)
 
     # -- re-optimisation, migration, evacuation (module dcplace.engine.reopt) ---------------------------------
     def pin(self, vm_id: str, pinned: bool = True) -> VmRecord:
@@ -1141,14 +1143,15 @@ class PlacementEngine:
         self._loaded = len(s.slot_of_vm)
 
     def export_allocations(self) -> list[dict[str, Any]]:
-        """Every allocation as a record: ``vm, machine, node (None: all nodes), cpu, mem``."""
-        return [{"vm": r.id, "machine": r.machine, "node": r.node, "cpu": r.cpu, "mem": r.mem} for r in self.vms()]
+        """Every allocation as a record: ``vm, machine, node (None: all nodes), cpu, mem, pinned``."""
+        return [{"vm": r.id, "machine": r.machine, "node": r.node, "cpu": r.cpu, "mem": r.mem,
+                 "pinned": r.id in self.pinned} for r in self.vms()]  # fmt: skip
 
     def import_allocations(
         self, rows: list[dict[str, Any]], source: str = "<records>", lines: Sequence[int] | None = None
     ) -> int:
-        """Record existing allocations (``vm, machine, node, cpu, mem``; node empty or ``all``: split over every
-        node) all or nothing. An error names the row: its line in ``source`` (``lines``: each row's line, as
+        """Record existing allocations (``vm, machine, node, cpu, mem``, optional ``pinned``; node empty or ``all``:
+        split over every node) all or nothing. An error names the row: its line in ``source`` (``lines``: each row's line, as
         :func:`read_allocations_at` gives for a CSV file), else its index in the list (``[0]`` is the first).
         A row the ledger already holds exactly (same machine, node and size) is skipped, so importing the same file
         again (``serve --import`` at every start, a retried request) changes nothing; a VM recorded elsewhere or
@@ -1164,7 +1167,7 @@ class PlacementEngine:
             try:
                 node_raw = row.get("node")
                 node = None if node_raw in (None, "", "all") else int(node_raw)
-                req = VmRequest(str(row["vm"]), row["cpu"], row["mem"], node is None)
+                req = VmRequest(str(row["vm"]), row["cpu"], row["mem"], node is None, _pinned(row.get("pinned")))
                 parsed.append((self._validate(req), str(row["machine"]), node))
             except KeyError as e:
                 raise InputError(f"missing column {e}", **at(i, None)) from None
@@ -1188,11 +1191,14 @@ class PlacementEngine:
                         if self._recorded_as(req, machine, node):
                             continue
                         changes.append(self._assign_locked(req, machine, node))
+                        if req.pinned:
+                            self.pinned.add(req.id)
                     except InputError as e:
                         raise type(e)(e.detail, **at(i, e.field)) from None
                     done.append(self.state.slot_of_vm[req.id])
             except InputError:
                 for v in reversed(done):
+                    self.pinned.discard(self.state.record(v).id)
                     self.state.release(v)
                 raise
             self.counters["imported"] += len(done)
@@ -1214,6 +1220,18 @@ class PlacementEngine:
         raise Conflict(f"a VM {req.id!r} is already placed on machine {rec.machine!r} node {held} ({rec.cpu:g} "
                        f"cores, {rec.mem:g} GB), not on {machine!r} node {said} ({req.cpu:g}, {req.mem:g}) as this "
                        "row says", field="vm")  # fmt: skip
+
+
+def _pinned(value: object) -> bool:
+    """An allocation row's optional ``pinned``: a JSON boolean, or in a CSV ``true`` / ``false`` (or empty)."""
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    text = str(value).strip().lower()
+    if text in ("", "false"):
+        return False
+    if text == "true":
+        return True
+    raise InputError(f"must be true or false, got {value!r}", field="pinned")
 
 
 def _flag(value: object, name: str) -> bool:
@@ -1256,8 +1274,8 @@ def write_allocations(rows: list[dict[str, Any]], path: str | Path) -> None:
         p.write_text(json.dumps(rows, indent=1) + "\n")
         return
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=["vm", "machine", "node", "cpu", "mem"], lineterminator="\n")
+    w = csv.DictWriter(buf, fieldnames=["vm", "machine", "node", "cpu", "mem", "pinned"], lineterminator="\n")
     w.writeheader()
     for r in rows:
-        w.writerow({**r, "node": "all" if r["node"] is None else r["node"]})
+        w.writerow({**r, "node": "all" if r["node"] is None else r["node"], "pinned": str(bool(r.get("pinned"))).lower()})
     p.write_text(buf.getvalue())

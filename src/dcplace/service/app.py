@@ -25,7 +25,7 @@ from contextlib import asynccontextmanager
 from dataclasses import asdict
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import PlainTextResponse, Response
@@ -177,6 +177,14 @@ def create_app(
         return await http_exception_handler(request, exc)  # with its headers (405's Allow)
 
     # -- health and metrics -------------------------------------------------------------------------------------
+    def readable() -> None:
+        """Reads answer 503 once the database failed, as writes and /healthz do: the memory may then hold a change
+        that never committed (GET /vms listed a VM whose write had failed)."""
+        if engine.store is not None:
+            engine.store.check()
+
+    READ = [Depends(readable)]  # noqa: N806 (a constant of this app)
+
     @app.get("/healthz", tags=["operations"], responses={503: ERRORS[503]})
     def healthz() -> Response:
         """200 while the engine can take writes; 503 once the database failed."""
@@ -196,12 +204,12 @@ def create_app(
         """Prometheus text format."""
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
-    @app.get("/state", tags=["operations"])
+    @app.get("/state", dependencies=READ, tags=["operations"])
     def state() -> Response:
         """Cluster totals: machines by status, VMs, capacity and allocation, counters."""
         return _json(engine.stats())
 
-    @app.get("/state/snapshot", tags=["operations"])
+    @app.get("/state/snapshot", dependencies=READ, tags=["operations"])
     def snapshot() -> Response:
         """The whole state (machines with their slots, every VM)."""
         return _json(engine.snapshot())
@@ -212,12 +220,14 @@ def create_app(
         """Register a machine (active)."""
         return _json(asdict(engine.add_machine(body.id, body.cpu, body.mem, body.rack)), 201)
 
-    @app.get("/machines", response_model=list[MachineOut], tags=["machines"])
+    @app.get("/machines", dependencies=READ, response_model=list[MachineOut], tags=["machines"])
     def machines() -> Response:
         """Every machine, in the order policies see them."""
         return _json([asdict(m) for m in engine.machines()])
 
-    @app.get("/machines/{machine_id:vmid}", response_model=MachineOut, tags=["machines"], responses=ERRORS)
+    @app.get(
+        "/machines/{machine_id:vmid}", dependencies=READ, response_model=MachineOut, tags=["machines"], responses=ERRORS
+    )
     def machine(machine_id: str) -> Response:
         return _json(asdict(engine.machine(machine_id)))
 
@@ -256,7 +266,7 @@ def create_app(
         execute = fields.pop("execute")
         return _json(engine.reoptimise(ReoptPolicy(**fields), now=time.time(), execute=execute).as_dict())
 
-    @app.get("/reoptimise/last", tags=["machines"])
+    @app.get("/reoptimise/last", dependencies=READ, tags=["machines"])
     def last_reoptimisation() -> Response:
         """The last background re-optimisation event's report, its moves listed as ``POST /reoptimise`` lists them;
         ``{}`` before one, ``{"error": sentence}`` when the cluster could not be re-optimised."""
@@ -305,17 +315,23 @@ def create_app(
         results = [placement_json(d) if isinstance(d, Placement) else rejection_json(d) for d in out]
         return _json({"placed": placed, "rejected": len(out) - placed, "results": results})
 
-    @app.get("/vms", response_model=list[VmOut], tags=["vms"])
+    @app.get("/vms", dependencies=READ, response_model=list[VmOut], tags=["vms"])
     def vms() -> Response:
         return _json([vm_json(r, r.id in engine.pinned) for r in engine.vms()])
 
-    @app.get("/vms/{vm_id:vmid}/explanation", response_model=ExplanationOut, tags=["vms"], responses=ERRORS)
+    @app.get(
+        "/vms/{vm_id:vmid}/explanation",
+        dependencies=READ,
+        response_model=ExplanationOut,
+        tags=["vms"],
+        responses=ERRORS,
+    )
     def explanation(vm_id: str) -> Response:
         """Why the VM went where it is (kept for the most recent placements). Before ``GET /vms/{vm_id}``: an id may
         hold "/" (Kubernetes' namespace/name)."""
         return _json(explanation_json(engine.explanation(vm_id)))
 
-    @app.get("/vms/{vm_id:vmid}", response_model=VmOut, tags=["vms"], responses=ERRORS)
+    @app.get("/vms/{vm_id:vmid}", dependencies=READ, response_model=VmOut, tags=["vms"], responses=ERRORS)
     def vm(vm_id: str) -> Response:
         return _json(vm_json(engine.vm(vm_id), vm_id in engine.pinned))
 
@@ -325,13 +341,13 @@ def create_app(
         status, payload = await release_vm(engine, metrics, vm_id)
         return _json(payload, status)
 
-    @app.post("/explain", response_model=ExplanationOut, tags=["vms"], responses=ERRORS)
+    @app.post("/explain", dependencies=READ, response_model=ExplanationOut, tags=["vms"], responses=ERRORS)
     def explain(body: ExplainIn) -> Response:
         """Where a VM would go now and why, without placing it."""
         return _json(explanation_json(engine.explain(VmRequest("?", body.cpu, body.mem, body.multi_numa), body.policy)))
 
     # -- allocations --------------------------------------------------------------------------------------------
-    @app.get("/allocations", response_model=list[AllocationIn], tags=["allocations"])
+    @app.get("/allocations", dependencies=READ, response_model=list[AllocationIn], tags=["allocations"])
     def export_allocations() -> Response:
         """Every allocation (vm, machine, node, cpu, mem)."""
         return _json(engine.export_allocations())

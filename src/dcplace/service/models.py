@@ -198,6 +198,7 @@ class AllocationIn(BaseModel):
     node: int | None = Field(description="NUMA node, or null: split over every node")
     cpu: PositiveFloat
     mem: PositiveFloat
+    pinned: bool = Field(default=False, description="never moved by re-optimisation")
 
 
 class VmBatchIn(BaseModel):
