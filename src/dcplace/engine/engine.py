@@ -874,8 +874,8 @@ class PlacementEngine:
 
     def assign(self, vm_id: str, machine_id: str, node: int | None, cpu: float, mem: float) -> Placement:
         """Place VM ``vm_id`` where a scheduler decided: on ``machine_id`` at ``node`` (None: split over every
-        node), as the extender's bind does; it must fit (a drained machine may hold it, a failed one hosts nothing). Counted as
-        ``placed`` (an import of existing allocations counts as ``imported``)."""
+        node), as the extender's bind does; it must fit (a drained machine may hold it, a failed one hosts
+        nothing). Counted as ``placed`` (an import of existing allocations counts as ``imported``)."""
         req = self._validate(VmRequest(vm_id, cpu, mem, node is None))
         with self.lock:
             self._check_store()
@@ -1151,8 +1151,9 @@ class PlacementEngine:
         self, rows: list[dict[str, Any]], source: str = "<records>", lines: Sequence[int] | None = None
     ) -> int:
         """Record existing allocations (``vm, machine, node, cpu, mem``, optional ``pinned``; node empty or ``all``:
-        split over every node) all or nothing. An error names the row: its line in ``source`` (``lines``: each row's line, as
-        :func:`read_allocations_at` gives for a CSV file), else its index in the list (``[0]`` is the first).
+        split over every node) all or nothing. An error names the row: its line in ``source`` (``lines``: each
+        row's line, as :func:`read_allocations_at` gives for a CSV file), else its index in the list (``[0]`` is the
+        first).
         A row the ledger already holds exactly (same machine, node and size) is skipped, so importing the same file
         again (``serve --import`` at every start, a retried request) changes nothing; a VM recorded elsewhere or
         with another size is a conflict. Returns how many were newly recorded."""
@@ -1277,5 +1278,7 @@ def write_allocations(rows: list[dict[str, Any]], path: str | Path) -> None:
     w = csv.DictWriter(buf, fieldnames=["vm", "machine", "node", "cpu", "mem", "pinned"], lineterminator="\n")
     w.writeheader()
     for r in rows:
-        w.writerow({**r, "node": "all" if r["node"] is None else r["node"], "pinned": str(bool(r.get("pinned"))).lower()})
+        w.writerow(
+            {**r, "node": "all" if r["node"] is None else r["node"], "pinned": str(bool(r.get("pinned"))).lower()}
+        )
     p.write_text(buf.getvalue())

@@ -183,7 +183,7 @@ def create_app(
         if engine.store is not None:
             engine.store.check()
 
-    READ = [Depends(readable)]  # noqa: N806 (a constant of this app)
+    READ = [Depends(readable)]
 
     @app.get("/healthz", tags=["operations"], responses={503: ERRORS[503]})
     def healthz() -> Response:
