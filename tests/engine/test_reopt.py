@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dcplace.engine import Conflict, PlacementEngine, ReoptPolicy, VmRequest, efficiency
+from dcplace.engine import Conflict, NotFound, PlacementEngine, ReoptPolicy, VmRequest, efficiency
 from dcplace.errors import InputError
 
 
@@ -176,7 +176,12 @@ def test_drain_refuses_a_pinned_vm_and_changes_nothing() -> None:
         e.evacuate(e.vm("p").machine)
     assert e.snapshot() == snap
     e.pin("p", False)
-    assert e.evacuate(e.vm("p").machine).applied == 1
+    was = e.vm("p").machine
+    assert e.explanation("p").chosen.machine == was
+    assert e.evacuate(was).applied == 1
+    # the explanation named the machine it left (GET /vms/p/explanation said the old one): it is gone, and says why
+    with pytest.raises(NotFound, match="moved since"):
+        e.explanation("p")
 
 
 def test_failed_machine_vms_that_fit_nowhere_are_dropped() -> None:

@@ -837,7 +837,9 @@ class PlacementEngine:
             expl = self._explanations.get(vm_id)
             if expl is None:
                 self._vm_slot(vm_id)
-                raise NotFound(f"the explanation of VM {vm_id!r} is no longer kept", field="vm")
+                raise NotFound(f"no placement explanation of VM {vm_id!r} is kept: it was placed without one (explain "
+                               "false, a batch, an import or bind), moved since (re-optimisation, evacuation), or "
+                               f"placed before the last {self._keep:,} kept", field="vm")  # fmt: skip
             return expl
 
     def release(self, vm_id: str) -> VmRecord:
@@ -1035,6 +1037,7 @@ class PlacementEngine:
                 break
             s.place(rec.id, s.vm_slot(), rec.cpu, rec.mem, rec.multi, mv.dst_machine * kn + node)
             snap.slots[mv.vm] = s.slot_of_vm[rec.id]
+            self._explanations.pop(rec.id, None)  # it explained a machine the VM has left (GET said "chose ex1")
             done.append(_move_record(rec, mv, s.machine_ids[mv.dst_machine]))
             changes.append(VmRow(rec.id, done[-1].machine, done[-1].node, rec.cpu, rec.mem, rec.multi,
                                  rec.id in self.pinned))  # fmt: skip
