@@ -110,6 +110,25 @@ def test_a_machine_id_with_a_slash_is_reachable(client: TestClient) -> None:
     assert "no machine 'rack1/m0'" in one_sentence(client.get("/machines/rack1/m0"))
 
 
+def test_a_body_over_the_limit_is_413_with_one_sentence(client: TestClient) -> None:
+    from dcplace.service.hotpath import MAX_BODY
+
+    padded = b'{"id": "big", "cpu": 1, "mem": 1' + b" " * MAX_BODY + b"}"  # valid JSON, 16 MiB of spaces
+    for path in ("/vms", "/vms/batch", "/allocations"):
+        r = client.post(path, content=padded, headers={"content-type": "application/json"})
+        assert r.status_code == 413 and "over 16,777,216 bytes" in one_sentence(r), path
+
+    def chunks():  # no Content-Length: refused as the body passes the limit
+        yield b'{"id": "big2", "cpu": 1, "mem": 1'
+        for _ in range(MAX_BODY // 2**20 + 1):
+            yield b" " * 2**20
+        yield b"}"
+
+    r = client.post("/vms", content=chunks(), headers={"content-type": "application/json"})
+    assert r.status_code == 413 and "over" in one_sentence(r)
+    assert {v["id"] for v in client.get("/vms").json()} == set()
+
+
 def test_a_bug_is_500_not_a_leak(client: TestClient) -> None:
     engine = client.app.state.engine  # type: ignore[attr-defined]
     engine.stats = lambda: 1 / 0

@@ -55,7 +55,7 @@ from dcplace.service.answers import (
     vm_json,
 )
 from dcplace.service.extender import add_extender_routes
-from dcplace.service.hotpath import HotPaths
+from dcplace.service.hotpath import BodyLimit, HotPaths
 from dcplace.service.metrics import ServiceMetrics
 from dcplace.service.models import (
     AllocationIn,
@@ -163,6 +163,7 @@ def create_app(
         app.add_exception_handler(exc_type, _answer_with(status))
     if fast_path:
         app.add_middleware(HotPaths, engine=engine, metrics=metrics)
+    app.add_middleware(BodyLimit)  # added last: the outermost, before anything reads a body
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> Response:
