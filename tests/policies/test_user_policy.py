@@ -68,9 +68,15 @@ def test_an_entry_point_makes_it_a_name_for_every_command(tmp_path):
     dist = tmp_path / "myplug-0.1.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: myplug\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text('[dcplace.policies]\nworst-fit = "myplug:WorstFit"\n'.replace('"', ""))
+    (dist / "entry_points.txt").write_text(
+        "[dcplace.policies]\nworst-fit = myplug:WorstFit\nbroken = myplug:Missing\nbest-fit = myplug:WorstFit\n"
+    )
     listed = _cli("policies", pythonpath=str(tmp_path))
     assert listed.returncode == 0 and "worst-fit" in listed.stdout
+    assert "plugin myplug:WorstFit" in listed.stdout
+    # a plugin that fails to import, or is named like a built-in, is said (both were silent)
+    assert "warning: plugin 'broken' (myplug:Missing) fails to import" in listed.stderr, listed.stderr
+    assert "warning: plugin 'best-fit' (myplug:WorstFit) is shadowed by the built-in numa policy" in listed.stderr
     ran = _cli("simulate", "numa", "--policy", "worst-fit", "--pms", "20", "--episodes", "1", "--json",
                pythonpath=str(tmp_path))  # fmt: skip
     assert ran.returncode == 0, ran.stderr

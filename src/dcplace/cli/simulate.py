@@ -104,6 +104,7 @@ def simulate_numa(
     _write_out(out, summary.as_dict(), cfg, "dcplace simulate numa", list(results))
     if json_out:
         typer.echo(json.dumps(summary.as_dict()))
+        _numa_warnings(results, summary, sc, cfg.policy)
         return
     t = Table(title=f"{cfg.policy} on {cfg.trace}: {sc.pms} PMs, {sc.mode}, warm start {sc.warm_start:.0%}, "
               f"releases {'on' if sc.release else 'off'}")  # fmt: skip
@@ -120,6 +121,11 @@ def simulate_numa(
     console.print(f"{decisions:,} decisions in {wall:.3f} s ({summary.decisions_per_s:,.0f}/s); "
                   f"oversize VMs skipped: {summary.oversize}")  # fmt: skip
     console.print(f"income: {UNITS['income']}")
+    _numa_warnings(results, summary, sc, cfg.policy)
+
+
+def _numa_warnings(results: Any, summary: Any, sc: Any, policy: str) -> None:
+    """What the numbers alone hide, on stderr (with --json too: it was said only in the table's mode)."""
     empty = sum(r.length == 0 and r.status == "truncated" for r in results)
     if empty:  # they scored nothing, and a mean of zeros looked like a result
         typer.echo(f"warning: {empty} of {len(results)} episodes ran out of trace before their first scored request "
@@ -127,7 +133,7 @@ def simulate_numa(
                    "fewer --pms or a lower --warm-start)", err=True)  # fmt: skip
     if summary.invalid:
         typer.echo(f"warning: {summary.invalid} of {len(results)} episodes ended on an infeasible action of the "
-                   f"policy {cfg.policy} (status invalid: an episode stops at the first one, docs/policies.md)",
+                   f"policy {policy} (status invalid: an episode stops at the first one, docs/policies.md)",
                    err=True)  # fmt: skip
 
 
@@ -230,6 +236,7 @@ def simulate_netalloc(
     _write_out(out, s, cfg, "dcplace simulate netalloc", run.results)
     if json_out:
         typer.echo(json.dumps(s))
+        _net_warnings(s, cfg.policy)
         return
     per = f"{run.requests} request{'' if run.requests == 1 else 's'} per episode"
     t = Table(title=f"{cfg.policy} on {run.topology}, {run.dataset}: {per}")
@@ -251,8 +258,13 @@ def simulate_netalloc(
     console.print("locality: " + ", ".join(f"{k} {v:.0%}" for k, v in s["locality"].items())
                   + f"; {s['servers_per_allocation_mean']:.1f} servers per allocation")  # fmt: skip
     console.print(f"{s['decisions']:,} decisions in {s['wall_s']:.3f} s ({s['decisions_per_s']:,.0f}/s)")
+    _net_warnings(s, cfg.policy)
+
+
+def _net_warnings(s: dict[str, Any], policy: str) -> None:
+    """What the numbers alone hide, on stderr (with --json too)."""
     if s["rejected"].get("invalid"):
-        typer.echo(f"warning: the policy {cfg.policy} picked {s['rejected']['invalid']:,} servers its view's mask did "
+        typer.echo(f"warning: the policy {policy} picked {s['rejected']['invalid']:,} servers its view's mask did "
                    "not allow (each rejects its request: docs/policies.md)", err=True)  # fmt: skip
 
 

@@ -151,5 +151,26 @@ def policy_doc(name: str, setting: str = "numa") -> str:
         return entry.doc
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         if ep.name == name:
-            return f"entry point {ep.value}"
+            try:
+                line = ((ep.load().__doc__ or "").strip().splitlines() or [""])[0]
+            except Exception:
+                line = ""
+            return f"{line} (plugin {ep.value})" if line else f"plugin {ep.value}"
     raise InputError(f"no policy {name!r} in {setting}")
+
+
+def plugin_problems() -> list[str]:
+    """One sentence per installed ``dcplace.policies`` entry point that cannot be used: one that fails to import
+    (left out of :func:`policy_names`) or one named like a built-in policy of its setting, which wins (both were
+    silent)."""
+    out = []
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            obj = ep.load()
+        except Exception as e:  # a plugin's own failure: reported, never raised here
+            out.append(f"plugin {ep.name!r} ({ep.value}) fails to import: {type(e).__name__}: {e}")
+            continue
+        setting = getattr(obj, "setting", "numa")
+        if setting in _REGISTRY and ep.name in _REGISTRY[setting]:
+            out.append(f"plugin {ep.name!r} ({ep.value}) is shadowed by the built-in {setting} policy of that name")
+    return out
