@@ -120,3 +120,31 @@ def test_the_network_aware_example_runs_from_python_and_the_cli_alike():
     assert s["locality"]["single server"] + s["locality"]["one rack"] > 0.9
     text = (EXAMPLES / "rack_first.py").read_text()
     assert "dcplace.policies" in text and "._" not in text.replace("__", "")  # no private names
+
+
+def test_a_users_policy_joins_the_papers_tables_on_the_same_episodes(tmp_path):
+    """`reproduce cvd-heuristics --also mod:Class` plays it in every cell beside the paper's heuristics, on the same
+    episodes (a user's method could not be put in a paper's table); a wrong or duplicate --also is refused before
+    any work."""
+    out = tmp_path / "out"
+    r = _cli("reproduce", "cvd-heuristics", "--trace", "synthetic", "--quick", "--also", "worst_fit:WorstFit",
+             "--out", str(out))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    recs = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+    mine = [x for x in recs if x["policy"] == "worst_fit:WorstFit"]
+    best = [x for x in recs if x["policy"] == "best-fit"]
+    assert len(mine) == len(best) > 0 and "ours worst_fit:WorstFit" in (out / "table.md").read_text()
+    # the paper's columns are those of a run without it (the same episodes, wall time aside)
+    plain = _cli("reproduce", "cvd-heuristics", "--trace", "synthetic", "--quick", "--out", str(tmp_path / "plain"))
+    assert plain.returncode == 0, plain.stderr
+    drop = lambda rows: [{k: v for k, v in x.items() if k != "wall_s"} for x in rows]  # noqa: E731
+    before = [json.loads(line) for line in (tmp_path / "plain" / "records.jsonl").read_text().splitlines()]
+    assert drop(before) == drop([x for x in recs if x["policy"] != "worst_fit:WorstFit"])
+    for cmd, also, said in (
+        ("cvd-heuristics", "best-fit", "--also: names 'best-fit', which the table already has"),
+        ("cvd-heuristics", "nope:X", "--also: policy 'nope:X': cannot import module 'nope'"),
+        ("nara-baselines", "worst_fit:WorstFit", "--also"),
+    ):
+        bad = _cli("reproduce", cmd, "--quick", "--also", also, "--out", str(tmp_path / "bad"))
+        assert bad.returncode == 2 and said in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
+        assert not (tmp_path / "bad").exists()

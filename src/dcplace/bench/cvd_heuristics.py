@@ -112,9 +112,11 @@ def run_reproduction(
     progress: Callable[[str], None] | None = None,
     workers: int = 1,
     ray_address: str = "",
+    also: tuple[str, ...] = (),
 ) -> str:
     """Run every cell, write ``records.jsonl`` and ``table.md`` under ``out``, return the Markdown (``progress``:
-    called with a line per policy after each cell).
+    called with a line per policy after each cell). ``also``: more NUMA policies (registered names or
+    ``package.module:Class``) played in every cell on the same episodes, after the paper's.
 
     ``regime``: a name of :data:`dcplace.bench.cvd_regime.REGIMES`; ``today`` (default) is the setting of the module
     docstring. Any other adds the hindsight bound of every Non-Expansion episode (policy ``hindsight-bound``) where
@@ -125,7 +127,7 @@ def run_reproduction(
     if trace == "auto":
         trace = "huawei-east-1" if trace_available("huawei-east-1") else "synthetic"
     n = reg.episodes(episodes)
-    jobs = [(regime, trace, seed, n, key, warm) for key in TABLES for warm in ((0.0, 0.5) if quick else WARM)]
+    jobs = [(regime, trace, seed, n, key, warm, also) for key in TABLES for warm in ((0.0, 0.5) if quick else WARM)]
 
     def done(_: int, res: tuple[list[dict[str, Any]], list[str]]) -> None:
         for line in res[1]:
@@ -136,7 +138,7 @@ def run_reproduction(
         cells = ex.map(cell_records, jobs, done)
     records = [rec for recs, _ in cells for rec in recs]
     write_records(records, out)
-    md = render_markdown(records, trace, n, None if regime == "today" else reg)
+    md = render_markdown(records, trace, n, None if regime == "today" else reg, also)
     (out / "table.md").write_text(md)
     return md
 
@@ -147,10 +149,12 @@ def _prepared(regime: str, trace: str, seed: int) -> PreparedTrace:
     return regime_named(regime).prepare(trace, seed)
 
 
-def cell_records(job: tuple[str, str, int, int, str, float]) -> tuple[list[dict[str, Any]], list[str]]:
+def cell_records(job: tuple[Any, ...]) -> tuple[list[dict[str, Any]], list[str]]:
     """One (table, warm start) cell: (its records, its progress lines). ``job``: (regime, trace, seed, episodes,
-    table, warm start); everything else is derived from these, so the cell is the same wherever it runs."""
-    regime, trace, seed, n, key, warm = job
+    table, warm start[, more policies]); everything else is derived from these, so the cell is the same wherever it
+    runs."""
+    regime, trace, seed, n, key, warm = job[:6]
+    also: tuple[str, ...] = job[6] if len(job) > 6 else ()
     reg = regime_named(regime)
     prepared = _prepared(regime, trace, seed)
     scenario, cluster = table_cell(prepared, key, warm, reg)
@@ -160,8 +164,8 @@ def cell_records(job: tuple[str, str, int, int, str, float]) -> tuple[list[dict[
         for i, bound in enumerate(episode_bounds(cluster, prepared, scenario, n, seed)):
             records.append(dict(table=key, policy=BOUND, warm_start=warm, episode=i, trace=trace, seed=seed,
                                 length=bound, regime=regime))  # fmt: skip
-    for pol in POLICIES:
-        results, wall, _ = run_episodes(get_policy(pol), cluster, prepared, scenario, n, seed, check=True)
+    for pol in POLICIES + also:
+        results, wall, _ = run_episodes(get_policy(pol, seed=seed), cluster, prepared, scenario, n, seed, check=True)
         for i, r in enumerate(results):
             rec = dict(table=key, policy=pol, warm_start=warm, episode=i, trace=trace, seed=seed,
                        length=r.length, income=r.income, cpu_alloc=r.cpu_alloc_mean,
@@ -173,7 +177,13 @@ def cell_records(job: tuple[str, str, int, int, str, float]) -> tuple[list[dict[
     return records, lines
 
 
-def render_markdown(records: list[dict[str, object]], trace: str, episodes: int, regime: Regime | None = None) -> str:
+def render_markdown(
+    records: list[dict[str, object]],
+    trace: str,
+    episodes: int,
+    regime: Regime | None = None,
+    also: tuple[str, ...] = (),
+) -> str:
     """Tables from records: per warm start and metric, the paper's heuristics beside ours (mean ± std), and the
     hindsight bound where the records have it. ``regime``: None for today's setting, else the reading named in the
     title."""
@@ -187,7 +197,7 @@ def render_markdown(records: list[dict[str, object]], trace: str, episodes: int,
     ]
     if any(r["policy"] == BOUND for r in records):
         lines.append(f"`{BOUND}` (length rows): no policy, knowing the future, places more (`dcplace.sim.hindsight`).")
-    policies = POLICIES + ((BOUND,) if any(r["policy"] == BOUND for r in records) else ())
+    policies = POLICIES + also + ((BOUND,) if any(r["policy"] == BOUND for r in records) else ())
     for key, (title, _) in TABLES.items():
         rows = [r for r in records if r["table"] == key]
         if not rows:

@@ -81,6 +81,18 @@ def _quick_sets(cfg: Any, *names: str) -> None:
             raise InputError(must, field=name)
 
 
+def _check_also(also: tuple[str, ...], built_in: tuple[str, ...], build: Any) -> None:
+    """Build each ``--also`` policy once before any work, so a name that is wrong, or a user's class that fails, is
+    one sentence naming --also; one already in the table, or given twice, is refused."""
+    for i, spec in enumerate(also):
+        if spec in built_in or spec in also[:i]:
+            raise InputError(f"names {spec!r}, which the table already has", field="also")
+        try:
+            build(spec)
+        except InputError as exc:
+            raise InputError(exc.detail, field="also") from None
+
+
 def _at_least_one(cfg: object, *names: str) -> None:
     for name in names:
         value = getattr(cfg, name)
@@ -106,6 +118,9 @@ class CvdHeuristicsRun:
     """cells in parallel (1: one after the other in this process; more: a process pool, or Ray's with ray_address)"""
     ray_address: str = ""
     """run the cells on Ray: 'local' (a new instance here), 'auto' or HOST:PORT (a cluster); needs the ray extra"""
+    also: tuple[str, ...] = ()
+    """your own NUMA policy beside the paper's in every cell, on the same episodes: a registered name or
+    package.module:Class (repeat the flag for several)"""
 
     def __post_init__(self) -> None:
         check_types(self)
@@ -122,15 +137,17 @@ def reproduce_cvd(
 ) -> None:
     """The heuristic columns of CVD-RL's Tables 2-4, ours beside the paper's (in the paper's regime where
     Huawei-East-1 is here: --regime)."""
-    from dcplace.bench.cvd_heuristics import run_reproduction
+    from dcplace.bench.cvd_heuristics import POLICIES, run_reproduction
     from dcplace.bench.cvd_regime import resolve_regime
+    from dcplace.policies import get_policy
 
+    _check_also(cfg.also, POLICIES, lambda p: get_policy(p, seed=cfg.seed))
     with progress_lines("cvd-heuristics") as say, _output(out, cfg, "dcplace reproduce cvd-heuristics") as folder:
         regime = resolve_regime(cfg.regime, cfg.trace)
         say(f"regime: {regime}")
         md = run_reproduction(trace=cfg.trace, episodes=5 if cfg.quick else cfg.episodes, seed=cfg.seed, out=folder,
                               quick=cfg.quick, regime=regime, progress=say, workers=cfg.workers,
-                              ray_address=cfg.ray_address)  # fmt: skip
+                              ray_address=cfg.ray_address, also=cfg.also)  # fmt: skip
     _finish(md, out, "records and table")
 
 
@@ -274,6 +291,9 @@ class NaraBaselinesRun:
     makes a request wait (the authors' public environment; no clairvoyant bound); paper-reject: the same where a
     full cluster rejects it (with the bound); paper-max: paper-reject before the load was read as a mean; v1:
     dcplace's first reading"""
+    also: tuple[str, ...] = ()
+    """your own network-aware policy beside the baselines in every cell, on the same episodes: a registered name or
+    package.module:Class (repeat the flag for several)"""
 
     def __post_init__(self) -> None:
         check_types(self)
@@ -292,11 +312,14 @@ def reproduce_nara_baselines(
     """The baseline rows of the Nara paper's Tables 1-4 on alpha..delta, ours beside the paper's, and (in a setting
     that rejects a request the cluster cannot hold: paper-reject, paper-max, v1) each cell's clairvoyant bound (no
     allocator accepts more)."""
-    from dcplace.bench.nara_baselines import run_reproduction
+    from dcplace.bench.nara_baselines import EXTRA_POLICIES, POLICIES, run_reproduction
+    from dcplace.policies import get_net_policy
 
+    _check_also(cfg.also, POLICIES + EXTRA_POLICIES, lambda p: get_net_policy(p, seed=cfg.seed))
     with _output(out, cfg, "dcplace reproduce nara-baselines") as folder:
         md = run_reproduction(folder, episodes=2 if cfg.quick else cfg.episodes, seed=cfg.seed, setting=cfg.setting,
-                              alpha_beta_episodes=2 if cfg.quick else cfg.alpha_beta_episodes)  # fmt: skip
+                              alpha_beta_episodes=2 if cfg.quick else cfg.alpha_beta_episodes,
+                              policies=POLICIES + EXTRA_POLICIES + cfg.also)  # fmt: skip
     _finish(md, out, "records, table and plots")
 
 
