@@ -128,6 +128,17 @@ def test_the_service_answers_a_misbehaving_policy_with_one_sentence(policy, stat
     e.close()
 
 
+def test_the_extenders_prioritize_says_the_policy_failed():
+    """It answered 200 with every score 0, so a broken policy looked like no preference."""
+    e = _engine(Raises())
+    pod = {"metadata": {"name": "p", "namespace": "d", "uid": "u"},
+           "spec": {"containers": [{"resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}  # fmt: skip
+    with TestClient(create_app(e), raise_server_exceptions=False) as c:
+        r = c.post("/extender/prioritize", json={"Pod": pod, "NodeNames": ["m0", "m1"]})
+        assert r.status_code == 422 and "raised RuntimeError: my policy bug" in r.json()["detail"], r.text
+    e.close()
+
+
 POLICIES = """
     from dcplace.policies import NetPolicy, NumaPolicy
 

@@ -35,7 +35,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from dcplace.engine import PlacementEngine, VmRequest
-from dcplace.errors import InputError
+from dcplace.errors import InputError, PolicyError
 
 MAX_PRIORITY = 10
 _SUFFIX = {
@@ -186,7 +186,9 @@ def add_extender_routes(app: FastAPI, engine: PlacementEngine) -> None:
         names = _node_names(args)  # malformed: a 422 (a priority list has no field for an error)
         try:
             _, ranked = engine.assess(pod_request(args.get("Pod")))
-        except InputError:
+        except PolicyError:
+            raise  # the policy's own failure: a 422 saying so (all-zero scores with 200 hid it)
+        except InputError:  # a pod the filter already refused with its Error: no preference
             return [{"Host": n, "Score": 0} for n in names]
         order: list[str] = []
         for machine, _node, _score in ranked:
