@@ -34,6 +34,9 @@ def zero_cpu(seed):
 
 def backwards(seed):
     return RequestTable.from_arrays([0, 1], [5, 0.5], [1, 1], [1, 1])
+
+def oversize(seed):
+    return RequestTable.from_arrays([0, 1], [5, 6], [1, 1000], [1, 1])
 """
 
 
@@ -58,7 +61,7 @@ def test_the_worked_example_is_a_trace_by_name_and_seeded(on_path):
         ("badtraces:not_a_table", "returned a list, not a RequestTable"),
         ("badtraces:empty", "returned no request"),
         ("badtraces:zero_cpu", "request 1 (vmid 1) has cpu 0"),
-        ("badtraces:backwards", "trace 'badtraces:backwards': a departure precedes its arrival"),
+        ("badtraces:backwards", "trace 'badtraces:backwards': request 1 (vmid 1) departs at 0.5, before its arrival at 1"),
         ("badtraces:missing", "module 'badtraces' has no attribute 'missing'"),
         ("nosuchmodule:x", "cannot import module 'nosuchmodule'"),
     ],
@@ -67,6 +70,15 @@ def test_a_bad_user_trace_is_one_sentence_naming_it(on_path, ref, said):
     with pytest.raises(InputError, match="trace") as err:
         load_trace(ref)
     assert said in str(err.value)
+
+
+def test_an_oversize_vm_of_a_user_trace_names_the_trace(on_path):
+    """It was named "<memory>"."""
+    from dcplace.cluster import NumaCluster
+    from dcplace.sim.episodes import check_hostable, prepare
+
+    with pytest.raises(InputError, match=r"^trace badtraces:oversize, field 'cpu': VM 1 \(1000 cores"):
+        check_hostable(NumaCluster.uniform(5), prepare(load_trace("badtraces:oversize"), 32.0))
 
 
 def test_the_cli_runs_a_user_trace_from_the_current_folder():

@@ -74,8 +74,11 @@ class RequestTable:
                                  f"{getattr(self, name)[bad[0]]:g}; it must be {must}", field=name)  # fmt: skip
         if n and np.any(np.diff(self.arrival) < 0):
             raise InputError("arrivals must be sorted (RequestTable.from_arrays sorts them)", field="arrival")
-        if n and np.any(self.departure < self.arrival):
-            raise InputError("a departure precedes its arrival", field="departure")
+        early = np.flatnonzero(self.departure < self.arrival) if n else ()
+        if len(early):
+            i = int(early[0])
+            raise InputError(f"request {i} (vmid {int(self.vmid[i])}) departs at {self.departure[i]:g}, before its "
+                             f"arrival at {self.arrival[i]:g}", field="departure")  # fmt: skip
         for name in ("vmid", "arrival", "departure", "cpu", "mem", "multi_numa", "censored", "line"):
             column = np.asarray(getattr(self, name))
             if column.flags.writeable:  # frozen means frozen: t.cpu[0] = 999 changed the table; the caller's array

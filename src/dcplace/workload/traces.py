@@ -11,6 +11,7 @@ directory; ``../shared/data`` next to the project checkout. Nothing is copied in
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -106,4 +107,6 @@ def user_trace(ref: str, seed: int = 0) -> RequestTable:
                          "RequestTable.from_arrays)", field="trace")  # fmt: skip
     if len(table) == 0:
         raise InputError(f"trace {ref!r} returned no request", field="trace")
+    if table.source == "<memory>":  # later errors (an oversize VM) name the trace, not "<memory>"
+        table = dataclasses.replace(table, source=f"trace {ref}")
     return table
