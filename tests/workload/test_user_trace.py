@@ -61,7 +61,7 @@ def test_the_worked_example_is_a_trace_by_name_and_seeded(on_path):
         ("badtraces:not_a_table", "returned a list, not a RequestTable"),
         ("badtraces:empty", "returned no request"),
         ("badtraces:zero_cpu", "request 1 (vmid 1) has cpu 0"),
-        ("badtraces:backwards", "trace 'badtraces:backwards': request 1 (vmid 1) departs at 0.5, before its arrival at 1"),
+        ("badtraces:backwards", "'badtraces:backwards': request 1 (vmid 1) departs at 0.5, before its arrival at 1"),
         ("badtraces:missing", "module 'badtraces' has no attribute 'missing'"),
         ("nosuchmodule:x", "cannot import module 'nosuchmodule'"),
     ],

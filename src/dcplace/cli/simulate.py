@@ -163,7 +163,8 @@ class NetallocRun:
     dataset: str = "uniform"
     """uniform, azure, alibaba, or a request CSV (cpu,mem,bw,hold)"""
     policy: str = "tetris"
-    """a registered netalloc policy (see `dcplace policies`) or your own as package.module:ClassName (docs/policies.md)"""
+    """a registered netalloc policy (see `dcplace policies`) or your own as package.module:ClassName
+    (docs/policies.md)"""
     requests: int = 0
     """requests per episode (0: the paper's length for the topology, 128 otherwise)"""
     episodes: int = 5
