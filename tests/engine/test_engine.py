@@ -493,3 +493,25 @@ def test_two_engines_built_alike_decide_alike_with_the_random_policy() -> None:
             d = e.place(VmRequest(f"v{i}", 1.0, 2.0), explain=False)
             got.append((d.machine, d.node) if d.accepted else ("-", None))
     assert got_a == got_b == first
+
+
+def test_serve_import_records_a_file_once_per_database(tmp_path, capsys) -> None:
+    """`serve --import F` kept in a start command: the first start records F's VMs and marks F (by its hash) in the
+    same commit; a restart skips F, so a VM released since stays released (a row-by-row re-import brought it back)."""
+    from dcplace.cli.serve import _import_once
+
+    db, path = tmp_path / "c.db", tmp_path / "alloc.csv"
+    e = PlacementEngine.open(db)
+    e.add_machine("pm0", 16, 64)
+    e.close()
+    path.write_text("vm,machine,node,cpu,mem\na,pm0,0,1,1\nb,pm0,1,1,1\n")
+    e = PlacementEngine.open(db)
+    _import_once(e, path, db)
+    assert {r.id for r in e.vms()} == {"a", "b"}
+    e.release("a")
+    e.close()
+    e = PlacementEngine.open(db)  # the restart
+    _import_once(e, path, db)
+    assert {r.id for r in e.vms()} == {"b"} and "was imported into" in capsys.readouterr().err
+    e.check_invariants()
+    e.close()

@@ -110,23 +110,29 @@ def test_a_machine_id_with_a_slash_is_reachable(client: TestClient) -> None:
     assert "no machine 'rack1/m0'" in one_sentence(client.get("/machines/rack1/m0"))
 
 
-def test_a_body_over_the_limit_is_413_with_one_sentence(client: TestClient) -> None:
-    from dcplace.service.hotpath import MAX_BODY
+@pytest.mark.parametrize("fast_path", [True, False])
+def test_a_body_over_the_limit_is_413_with_one_sentence(tmp_path, fast_path: bool) -> None:
+    """A 150 MB body was read in full before its 422, and a 20 MB one padded with spaces was placed."""
+    limit = 2**20  # serve --max-body-mb 1
+    engine = PlacementEngine.open(tmp_path / "c.db")
+    with TestClient(create_app(engine, fast_path=fast_path, max_body=limit), raise_server_exceptions=False) as c:
+        assert c.post("/machines", json={"id": "pm0", "cpu": 40, "mem": 90}).status_code == 201
+        padded = b'{"id": "big", "cpu": 1, "mem": 1' + b" " * limit + b"}"  # valid JSON, 1 MiB of spaces
+        for path in ("/vms", "/vms/batch", "/allocations"):
+            r = c.post(path, content=padded, headers={"content-type": "application/json"})
+            assert r.status_code == 413 and "over 1,048,576 bytes" in one_sentence(r), path
 
-    padded = b'{"id": "big", "cpu": 1, "mem": 1' + b" " * MAX_BODY + b"}"  # valid JSON, 16 MiB of spaces
-    for path in ("/vms", "/vms/batch", "/allocations"):
-        r = client.post(path, content=padded, headers={"content-type": "application/json"})
-        assert r.status_code == 413 and "over 16,777,216 bytes" in one_sentence(r), path
+        def chunks():  # no Content-Length: refused as the body passes the limit
+            yield b'{"id": "big2", "cpu": 1, "mem": 1'
+            for _ in range(3):
+                yield b" " * (limit // 2)
+            yield b"}"
 
-    def chunks():  # no Content-Length: refused as the body passes the limit
-        yield b'{"id": "big2", "cpu": 1, "mem": 1'
-        for _ in range(MAX_BODY // 2**20 + 1):
-            yield b" " * 2**20
-        yield b"}"
-
-    r = client.post("/vms", content=chunks(), headers={"content-type": "application/json"})
-    assert r.status_code == 413 and "over" in one_sentence(r)
-    assert {v["id"] for v in client.get("/vms").json()} == set()
+        r = c.post("/vms", content=chunks(), headers={"content-type": "application/json"})
+        assert r.status_code == 413 and "over" in one_sentence(r)
+        assert c.get("/vms").json() == []
+        assert c.post("/vms", json={"id": "ok", "cpu": 1, "mem": 1}).status_code == 201  # under it: placed
+    engine.close()
 
 
 def test_a_bug_is_500_not_a_leak(client: TestClient) -> None:
@@ -169,6 +175,8 @@ def test_health_metrics_openapi_and_allocations(client: TestClient) -> None:
     assert r.json() == {"imported": 1, "already_recorded": 0} and client.get("/vms/c").json()["multi"] is True
     # the same request again (a retry) changes nothing; the same VM elsewhere is a conflict naming both places
     assert client.post("/allocations", json=rows).json() == {"imported": 0, "already_recorded": 1}
+    pinned = client.post("/allocations", json=[{**rows[0], "pinned": True}])  # the pin was silently dropped
+    assert pinned.status_code == 409 and "already recorded unpinned" in one_sentence(pinned)
     moved = client.post("/allocations", json=[{**rows[0], "machine": "pm1"}])
     assert moved.status_code == 409 and "already placed on machine 'pm2' node all" in one_sentence(moved)
     twice = client.post("/allocations", json=[{**rows[0], "vm": "d"}, {**rows[0], "vm": "d"}])

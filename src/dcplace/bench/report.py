@@ -646,7 +646,7 @@ def nara_section(folder: Path) -> Section | None:
         if bounded:
             rows.append(
                 [nb.BOUND_LABEL]
-                + [c for t in tops for c in ((interval(bound[(t, d)]).fmt(2) if (t, d) in bound else "-"), "-")]
+                + [c for t in tops for c in ((interval(bound[(t, d)], SHARE).fmt(2) if (t, d) in bound else "-"), "-")]
             )
         head = ["policy"] + [h for t in tops for h in (f"{t} ours [95 %]", f"{t} paper")]
         sec.tables.append(

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
 from dcplace.errors import InputError, Terminated
+
+if TYPE_CHECKING:
+    from dcplace.engine import PlacementEngine
 
 
 def _fail(exc: InputError) -> NoReturn:
@@ -69,12 +72,19 @@ def serve(
         float, typer.Option(help="background re-optimisation: a move costs this x its VM's memory / its machine's")
     ] = 1.0,
     max_moves: Annotated[int | None, typer.Option(help="background re-optimisation: moves per event")] = None,
+    max_body_mb: Annotated[
+        float,
+        typer.Option(
+            help="largest request body read, in MiB (more: 413); the extender's Nodes mode sends whole "
+            "Node objects, 5-15 KB each"
+        ),
+    ] = 64.0,
 ) -> None:
     """Run the placement service: register machines, place and release VMs over HTTP, durable in --db
     (OpenAPI docs at /docs)."""
     import uvicorn
 
-    from dcplace.engine import PlacementEngine, ReoptPolicy, read_allocations_at
+    from dcplace.engine import PlacementEngine, ReoptPolicy
     from dcplace.policies import get_policy
     from dcplace.policies.numa_heuristics import warm_up_jit
     from dcplace.service import create_app
@@ -87,6 +97,8 @@ def serve(
         _fail(InputError(f"must be one of {', '.join(LOG_LEVELS)}, not {log_level!r}", field="log_level"))
     if not 1 <= port <= 65535:
         _fail(InputError(f"must be a TCP port from 1 to 65535, not {port}", field="port"))
+    if not max_body_mb > 0:
+        _fail(InputError(f"must be positive, not {max_body_mb!r}", field="max_body_mb"))
     _check_listen(host, port)
     reopt = None
     try:
@@ -97,10 +109,7 @@ def serve(
         chosen = get_policy(policy, None if checkpoint is None else str(checkpoint))
         engine = PlacementEngine.open(db, numa=numa, policy=chosen)
         if import_allocations is not None:
-            rows, lines = read_allocations_at(import_allocations)
-            n = engine.import_allocations(rows, str(import_allocations), lines)
-            again = f" ({len(rows) - n} already recorded)" if n < len(rows) else ""
-            typer.echo(f"imported {n} allocation(s) from {import_allocations}{again}", err=True)
+            _import_once(engine, import_allocations, db)
     except InputError as exc:
         if exc.field in ("every_s", "below"):
             exc.field = {"every_s": "reoptimise_every", "below": "reoptimise_below"}[exc.field]
@@ -113,7 +122,7 @@ def serve(
                err=True)  # fmt: skip
     try:
         uvicorn.run(
-            create_app(engine, reopt, check_every_s=10.0),
+            create_app(engine, reopt, check_every_s=10.0, max_body=int(max_body_mb * 2**20)),
             host=host,
             port=port,
             log_level=log_level,
@@ -124,6 +133,26 @@ def serve(
         typer.echo(f"dcplace serve: stopped; every acknowledged change is durable in {db}", err=True)
     finally:
         engine.close()
+
+
+def _import_once(engine: PlacementEngine, path: Path, db: Path) -> None:
+    """``--import``: record the file's allocations once per database. The file is marked by its hash in the same
+    commit as its VMs, so a restart with the flag skips it: importing it again would bring back the VMs released
+    since (and fail on those moved or on a machine failed since)."""
+    import hashlib
+
+    from dcplace.engine import read_allocations_at
+
+    rows, lines = read_allocations_at(path)
+    mark = "imported:" + hashlib.sha256(path.read_bytes()).hexdigest()
+    when = engine.imported_before(mark)
+    if when is not None:
+        typer.echo(f"--import {path}: this file was imported into {db} at {when}; skipped (POST /allocations adds "
+                   "others)", err=True)  # fmt: skip
+        return
+    n = engine.import_allocations(rows, str(path), lines, mark=mark)
+    again = f" ({len(rows) - n} already recorded)" if n < len(rows) else ""
+    typer.echo(f"imported {n} allocation(s) from {path}{again}", err=True)
 
 
 def stream(

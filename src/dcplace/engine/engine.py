@@ -76,6 +76,7 @@ from dcplace.engine.store import (
     MachineDelete,
     MachineRow,
     MachineStatus,
+    MetaSet,
     SqliteStore,
     Store,
     VmDelete,
@@ -1151,15 +1152,21 @@ class PlacementEngine:
                  "pinned": r.id in self.pinned} for r in self.vms()]  # fmt: skip
 
     def import_allocations(
-        self, rows: list[dict[str, Any]], source: str = "<records>", lines: Sequence[int] | None = None
+        self,
+        rows: list[dict[str, Any]],
+        source: str = "<records>",
+        lines: Sequence[int] | None = None,
+        mark: str | None = None,
     ) -> int:
         """Record existing allocations (``vm, machine, node, cpu, mem``, optional ``pinned``; node empty or ``all``:
         split over every node) all or nothing. An error names the row: its line in ``source`` (``lines``: each
         row's line, as :func:`read_allocations_at` gives for a CSV file), else its index in the list (``[0]`` is the
         first).
-        A row the ledger already holds exactly (same machine, node and size) is skipped, so importing the same file
-        again (``serve --import`` at every start, a retried request) changes nothing; a VM recorded elsewhere or
-        with another size is a conflict. Returns how many were newly recorded."""
+        A row the ledger already holds exactly (same machine, node and size) is skipped, so a retried request
+        changes nothing; a VM recorded elsewhere or with another size is a conflict. ``mark``: a note committed
+        with the rows (:meth:`imported_before` finds it; ``serve --import`` marks each file by its hash, so a
+        restart does not import it again and bring back VMs released since). Returns how many were newly
+        recorded."""
 
         def at(i: int, fld: str | None) -> dict[str, Any]:
             if lines is not None:
@@ -1206,9 +1213,15 @@ class PlacementEngine:
                     self.state.release(v)
                 raise
             self.counters["imported"] += len(done)
+            if mark is not None:
+                changes.append(MetaSet(mark, time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())))
             ticket = self._commit(changes)
         self._wait(ticket)
         return len(done)
+
+    def imported_before(self, mark: str) -> str | None:
+        """When the import marked ``mark`` was committed to this engine's database (None: never, or no database)."""
+        return None if self.store is None else self.store.meta(mark)
 
     def _recorded_as(self, req: VmRequest, machine: str, node: int | None) -> bool:
         """Whether the ledger holds VM ``req.id`` exactly so (an import's row already recorded); a VM of that id
@@ -1218,6 +1231,9 @@ class PlacementEngine:
             return False
         rec = self.state.record(v)
         if (rec.machine, rec.node, rec.cpu, rec.mem, rec.multi) == (machine, node, req.cpu, req.mem, req.multi):
+            if (req.id in self.pinned) != req.pinned:
+                raise Conflict(f"a VM {req.id!r} is already recorded {'' if req.id in self.pinned else 'un'}pinned; "
+                               "this row says otherwise (PUT /vms/{id}/pinned changes it)", field="pinned")  # fmt: skip
             return True
         said = "all" if node is None else node
         held = "all" if rec.node is None else rec.node

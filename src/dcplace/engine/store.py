@@ -78,7 +78,16 @@ class VmDelete:
     id: str
 
 
-Change = MachineRow | MachineStatus | MachineDelete | VmRow | VmDelete
+@dataclass(frozen=True)
+class MetaSet:
+    """A note kept with the cluster (``meta`` table), committed with the changes it describes: ``imported:<sha256>``
+    marks an allocations file ``serve --import`` recorded, in the same transaction as its VMs."""
+
+    key: str
+    value: str
+
+
+Change = MachineRow | MachineStatus | MachineDelete | VmRow | VmDelete | MetaSet
 
 
 class Store(Protocol):
@@ -90,6 +99,10 @@ class Store(Protocol):
 
     def set_numa(self, numa: int) -> None:
         """Record the cluster's NUMA node count (a new store, durable on return)."""
+        ...
+
+    def meta(self, key: str) -> str | None:
+        """The note ``key`` (:class:`MetaSet`), or None."""
         ...
 
     def submit(self, changes: list[Change]) -> int:
@@ -173,6 +186,11 @@ class SqliteStore:
                 )
             ]
         return (None if row is None else int(row[0])), machines, vms
+
+    def meta(self, key: str) -> str | None:
+        with self._cv:
+            row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
 
     def set_numa(self, numa: int) -> None:
         self._conn.execute("BEGIN")
@@ -277,6 +295,11 @@ class SqliteStore:
             )
         elif isinstance(c, MachineStatus):
             ex("UPDATE machines SET status = ? WHERE id = ?", (c.status, c.id))
+        elif isinstance(c, MetaSet):
+            ex(
+                "INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (c.key, c.value),
+            )
         else:
             ex("DELETE FROM machines WHERE id = ?", (c.id,))
 

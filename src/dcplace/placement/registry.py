@@ -140,6 +140,8 @@ def _run_method(entry: Method, problem: Any, stop: Stop, seed: int, params: Para
             raise
         raise PolicyError(f"the method {entry.name} ({label}) raised {type(e).__name__}: {e}") from e
     if not isinstance(res, Result):
+        if not users:
+            raise TypeError(f"method {entry.name} returned a {type(res).__name__}, not a Result")  # a dcplace bug
         raise PolicyError(f"the method {entry.name} ({label}) returned a {type(res).__name__}, not a "
                           "dcplace.placement.Result")  # fmt: skip
     return res

@@ -55,7 +55,7 @@ from dcplace.service.answers import (
     vm_json,
 )
 from dcplace.service.extender import add_extender_routes
-from dcplace.service.hotpath import BodyLimit, HotPaths
+from dcplace.service.hotpath import MAX_BODY, BodyLimit, HotPaths
 from dcplace.service.metrics import ServiceMetrics
 from dcplace.service.models import (
     AllocationIn,
@@ -133,7 +133,11 @@ register_url_convertor("vmid", _VmId())
 
 
 def create_app(
-    engine: PlacementEngine, reopt: ReoptPolicy | None = None, check_every_s: float = 60.0, fast_path: bool = True
+    engine: PlacementEngine,
+    reopt: ReoptPolicy | None = None,
+    check_every_s: float = 60.0,
+    fast_path: bool = True,
+    max_body: int = MAX_BODY,
 ) -> FastAPI:
     """The service over ``engine`` (which it does not close). ``reopt``: re-optimise in the background whenever its
     timer or threshold is due (checked every ``check_every_s`` seconds, wall clock); the last event's report is at
@@ -163,7 +167,7 @@ def create_app(
         app.add_exception_handler(exc_type, _answer_with(status))
     if fast_path:
         app.add_middleware(HotPaths, engine=engine, metrics=metrics)
-    app.add_middleware(BodyLimit)  # added last: the outermost, before anything reads a body
+    app.add_middleware(BodyLimit, limit=max_body)  # added last: the outermost, before anything reads a body
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> Response:
@@ -178,7 +182,7 @@ def create_app(
         return await http_exception_handler(request, exc)  # with its headers (405's Allow)
 
     # -- health and metrics -------------------------------------------------------------------------------------
-    def readable() -> None:
+    async def readable() -> None:
         """Reads answer 503 once the database failed, as writes and /healthz do: the memory may then hold a change
         that never committed (GET /vms listed a VM whose write had failed)."""
         if engine.store is not None:

@@ -74,7 +74,7 @@ class RequestTable:
                                  f"{getattr(self, name)[bad[0]]:g}; it must be {must}", field=name)  # fmt: skip
         if n and np.any(np.diff(self.arrival) < 0):
             raise InputError("arrivals must be sorted (RequestTable.from_arrays sorts them)", field="arrival")
-        early = np.flatnonzero(self.departure < self.arrival) if n else ()
+        early = np.flatnonzero(self.departure < self.arrival)
         if len(early):
             i = int(early[0])
             raise InputError(f"request {i} (vmid {int(self.vmid[i])}) departs at {self.departure[i]:g}, before its "
