@@ -107,7 +107,7 @@ def test_reproduce_writes_its_config(tmp_path):
     assert res.exit_code == 0, res.output
     written = tomllib.loads((tmp_path / "config.toml").read_text())
     assert written == {"trace": "synthetic", "episodes": 20, "seed": 0, "quick": True, "regime": "auto",
-                       "workers": 1, "ray_address": ""}  # fmt: skip
+                       "workers": 1, "ray_address": "", "also": []}  # fmt: skip
     res = runner.invoke(app, ["reproduce", "cvd-heuristics", "--ray-address", "head", "--out", str(tmp_path / "x")])
     assert res.exit_code == 2 and "--ray-address must be" in res.output, res.output
 
