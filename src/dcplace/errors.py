@@ -34,6 +34,12 @@ class InputError(Exception):
         super().__init__(f"{prefix}: {message}" if prefix else message)
 
 
+def users_code(module: str) -> bool:
+    """Whether code defined in ``module`` is a user's (outside dcplace): what it raises or returns wrongly is a
+    :class:`PolicyError` naming it, where the same from dcplace's own code is a bug and keeps its traceback."""
+    return not module.startswith("dcplace.")
+
+
 class PolicyError(InputError):
     """A user's policy misbehaved: it raised, or returned something that is not an action. Its own code is at fault,
     not dcplace's, so it is reported as one sentence (exit 2, a 422 over HTTP), not as a dcplace traceback; the

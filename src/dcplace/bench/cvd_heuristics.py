@@ -149,12 +149,13 @@ def _prepared(regime: str, trace: str, seed: int) -> PreparedTrace:
     return regime_named(regime).prepare(trace, seed)
 
 
-def cell_records(job: tuple[Any, ...]) -> tuple[list[dict[str, Any]], list[str]]:
+def cell_records(
+    job: tuple[str, str, int, int, str, float, tuple[str, ...]],
+) -> tuple[list[dict[str, Any]], list[str]]:
     """One (table, warm start) cell: (its records, its progress lines). ``job``: (regime, trace, seed, episodes,
-    table, warm start[, more policies]); everything else is derived from these, so the cell is the same wherever it
+    table, warm start, more policies); everything else is derived from these, so the cell is the same wherever it
     runs."""
-    regime, trace, seed, n, key, warm = job[:6]
-    also: tuple[str, ...] = job[6] if len(job) > 6 else ()
+    regime, trace, seed, n, key, warm, also = job
     reg = regime_named(regime)
     prepared = _prepared(regime, trace, seed)
     scenario, cluster = table_cell(prepared, key, warm, reg)

@@ -103,10 +103,6 @@ class Section:
 # --- reading records --------------------------------------------------------------------------------------------
 
 
-REPRODUCTIONS = ("cvd-heuristics", "cvd-rl-paper", "cvd-rl", "nara", "hmip", "reopt")
-"""The reproductions' folders a report reads (each with its records.jsonl)."""
-
-
 def read_jsonl(path: Path) -> list[Record]:
     if not path.is_file():
         return []
@@ -1232,7 +1228,7 @@ def write_report(
 
     meta = dict(meta if meta is not None else provenance(results))
     meta["rendered"] = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
-    for name in REPRODUCTIONS:  # a reproduction's folder without its records: a report without its section
+    for name in SECTIONS:  # a reproduction's folder without its records: a report without its section
         if (results / name).is_dir() and not (results / name / "records.jsonl").is_file():
             raise InputError(f"{results / name} has no records.jsonl, so the report would lack its claims; rerun "
                              "that reproduction (nothing was written)")  # fmt: skip

@@ -328,7 +328,9 @@ class PlacementEngine:
         if self.store is not None and ticket:
             self.store.wait(ticket)
 
-    def _check_store(self) -> None:
+    def check_store(self) -> None:
+        """Raise :class:`~dcplace.engine.store.StoreError` once the database has failed (no store: never): writes,
+        and the service's reads, stop there, since memory may then hold a change that never committed."""
         if self.store is not None:
             self.store.check()
 
@@ -371,7 +373,7 @@ class PlacementEngine:
         if rack is not None:
             _ident(rack, "rack")
         with self.lock:
-            self._check_store()
+            self.check_store()
             if machine_id in self.state.slot_of_machine:
                 raise Conflict(f"a machine {machine_id!r} is already registered", field="id")
             slot = self.state.free_machine_slot()
@@ -383,7 +385,7 @@ class PlacementEngine:
 
     def _set_status(self, machine_id: str, status: int) -> MachineInfo:
         with self.lock:
-            self._check_store()
+            self.check_store()
             slot = self._machine_slot(machine_id)
             self.state.set_status(slot, status)
             ticket = self._commit([MachineStatus(machine_id, STATUS_NAMES[status])])
@@ -403,7 +405,7 @@ class PlacementEngine:
         """The machine failed: it receives nothing, and its VMs are placed again through the policy (slot order);
         the ones that fit nowhere are dropped and reported."""
         with self.lock:
-            self._check_store()
+            self.check_store()
             slot = self._machine_slot(machine_id)
             pol = self.policy(policy)
             saved = copy.deepcopy(self.state)  # a policy that raises half-way must not leave half a failure behind
@@ -450,7 +452,7 @@ class PlacementEngine:
     def remove_machine(self, machine_id: str) -> None:
         """Unregister an empty machine."""
         with self.lock:
-            self._check_store()
+            self.check_store()
             slot = self._machine_slot(machine_id)
             n = int(self.state.vm_count[slot])
             if n:
@@ -509,7 +511,7 @@ class PlacementEngine:
         return decision
 
     def _place_locked(self, request: VmRequest, policy: str | NumaPolicy | None, explain: bool) -> int:
-        self._check_store()
+        self.check_store()
         if request.id in self.state.slot_of_vm:
             raise Conflict(f"a VM {request.id!r} is already placed", field="id")
         decision = self._decide_and_place(self.policy(policy), request, explain)
@@ -547,7 +549,7 @@ class PlacementEngine:
         if len(ids) != len(reqs):
             raise Conflict("the batch names a VM id twice", field="id")
         with self.lock:
-            self._check_store()
+            self.check_store()
             s = self.state
             taken = ids & s.slot_of_vm.keys()
             if taken:
@@ -671,7 +673,7 @@ class PlacementEngine:
                                 for d in out], np.int64)  # fmt: skip
             return BulkPlacement(actions, mu, self.numa, list(self.state.machine_ids))
         with self.lock:
-            self._check_store()
+            self.check_store()
             taken = self.state.slot_of_vm.keys() & set(ids)
             if taken:
                 raise Conflict(f"a VM {sorted(taken)[0]!r} is already placed", field="id")
@@ -867,7 +869,7 @@ class PlacementEngine:
         self.moved_at.pop(vm_id, None)
 
     def _release_locked(self, vm_id: str) -> int:
-        self._check_store()
+        self.check_store()
         v = self._vm_slot(vm_id)
         self._last_release = self.state.record(v)
         self.state.release(v)
@@ -881,7 +883,7 @@ class PlacementEngine:
         nothing). Counted as ``placed`` (an import of existing allocations counts as ``imported``)."""
         req = self._validate(VmRequest(vm_id, cpu, mem, node is None))
         with self.lock:
-            self._check_store()
+            self.check_store()
             changes: list[Change] = [self._assign_locked(req, machine_id, node)]
             self.counters["placed"] += 1  # the extender's bind: a placement, decided by kube-scheduler with us
             ticket = self._commit(changes)
@@ -909,7 +911,7 @@ class PlacementEngine:
     def pin(self, vm_id: str, pinned: bool = True) -> VmRecord:
         """Pin (or unpin) VM ``vm_id``: re-optimisation never moves a pinned VM; durable on return."""
         with self.lock:
-            self._check_store()
+            self.check_store()
             v = self._vm_slot(vm_id)
             (self.pinned.add if pinned else self.pinned.discard)(vm_id)
             ticket = self._commit([self._vm_row(v)])
@@ -928,7 +930,7 @@ class PlacementEngine:
         if not isinstance(pol, ReoptPolicy):  # "best-fit" was an AttributeError
             raise InputError(f"must be a ReoptPolicy, got {policy!r}", field="policy")
         with self.lock:
-            self._check_store()
+            self.check_store()
             s = self.state
             snap = reopt.snapshot(s, self.pinned)
             may = reopt.movable(s, snap, pol, self.moved_at, now)
@@ -964,7 +966,7 @@ class PlacementEngine:
         room is too fragmented); a failed machine's VMs that fit nowhere are released and reported as dropped.
         The machine stays drained or failed. Durable on return."""
         with self.lock:
-            self._check_store()
+            self.check_store()
             s = self.state
             slot = self._machine_slot(machine_id)
             if not failed:
@@ -1193,7 +1195,7 @@ class PlacementEngine:
                 raise InputError(f"names VM {req.id!r} a second time (first at {where})", **at(i, "vm"))
             first[req.id] = i
         with self.lock:
-            self._check_store()
+            self.check_store()
             done: list[int] = []
             changes: list[Change] = []
             try:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from dcplace.config import check_seed
-from dcplace.errors import InputError
+from dcplace.errors import InputError, PolicyError, users_code
 from dcplace.inputs import import_user_module
 from dcplace.placement.params import Params, field_error
 from dcplace.placement.problem import Problem, check_size
@@ -127,10 +127,9 @@ def _run_method(entry: Method, problem: Any, stop: Stop, seed: int, params: Para
     """``entry.run(...)``; a user's method (one defined outside dcplace) that raises, or returns something other than
     a :class:`Result`, is a :class:`~dcplace.errors.PolicyError` naming it (one sentence, exit 2; it was a dcplace
     traceback). dcplace's own methods raise as they are: a traceback there is a bug."""
-    from dcplace.errors import PolicyError
-
-    label = f"{getattr(entry.run, '__module__', '?')}:{getattr(entry.run, '__qualname__', entry.name)}"
-    users = not label.startswith("dcplace.")
+    module = getattr(entry.run, "__module__", None) or "?"
+    label = f"{module}:{getattr(entry.run, '__qualname__', entry.name)}"
+    users = users_code(module)
     try:
         res = entry.run(problem, stop, seed, params)
     except InputError:

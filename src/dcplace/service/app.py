@@ -183,18 +183,16 @@ def create_app(
 
     # -- health and metrics -------------------------------------------------------------------------------------
     async def readable() -> None:
-        """Reads answer 503 once the database failed, as writes and /healthz do: the memory may then hold a change
-        that never committed (GET /vms listed a VM whose write had failed)."""
-        if engine.store is not None:
-            engine.store.check()
+        """Reads answer 503 once the database failed, as writes and /healthz do (GET /vms listed a VM whose write
+        had failed)."""
+        engine.check_store()
 
     READ = [Depends(readable)]
 
     @app.get("/healthz", tags=["operations"], responses={503: ERRORS[503]})
     def healthz() -> Response:
         """200 while the engine can take writes; 503 once the database failed."""
-        if engine.store is not None:
-            engine.store.check()
+        engine.check_store()
         s = engine.stats()
         return _json({"status": "ok", "machines": sum(s["machines"].values()), "vms": s["vms"]})
 

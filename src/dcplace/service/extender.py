@@ -146,17 +146,13 @@ there for this one); capacity reasons (cpu, mem, numa) go to ``FailedNodes``."""
 def add_extender_routes(app: FastAPI, engine: PlacementEngine) -> None:
     seen: OrderedDict[str, tuple[VmRequest, str]] = OrderedDict()  # pod id -> its request and UID, for bind
 
-    def _readable() -> None:
-        if engine.store is not None:
-            engine.store.check()
-
     @app.post("/extender/filter", tags=["kubernetes"])
     def extender_filter(args: dict[str, Any]) -> dict[str, Any]:
         """kube-scheduler extender filter: feasible nodes, and the reason for every other. In ``Nodes`` mode
         (``nodeCacheCapable: false``) the kept nodes come back as ``Nodes`` (the scheduler reads only that field
         then), in ``NodeNames`` mode as ``NodeNames``."""
         by_name = args.get("NodeNames") is None
-        _readable()  # a failed database: 503, as bind answers (it filtered on uncommitted memory)
+        engine.check_store()  # a failed database: 503, as bind answers (it filtered on uncommitted memory)
         try:
             names = _node_names(args)
             pod = _obj(args.get("Pod"), "Pod")
@@ -189,7 +185,7 @@ def add_extender_routes(app: FastAPI, engine: PlacementEngine) -> None:
     def extender_prioritize(args: dict[str, Any]) -> list[dict[str, Any]]:
         """kube-scheduler extender prioritize: the policy's order as scores 10 (best) .. 1, 0 if not ranked."""
         names = _node_names(args)  # malformed: a 422 (a priority list has no field for an error)
-        _readable()
+        engine.check_store()
         try:
             _, ranked = engine.assess(pod_request(args.get("Pod")))
         except PolicyError:

@@ -54,10 +54,10 @@ class HotPaths:
                 ctype = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"content-type"), "")
                 # a body not sent as JSON: answered as FastAPI's routes answer it (they do not read it as JSON)
                 answer = await self._place(raw) if not raw or is_json_type(ctype) else (422, {"detail": NOT_JSON_TYPE})
-                await self._answer(send, answer)
+                await _answer(send, answer)
                 return
             if method == "DELETE" and path.startswith("/vms/") and len(path) > 5:  # an id may hold "/" (namespace/name)
-                await self._answer(send, await self._guard(release_vm(self.engine, self.metrics, path[5:])))
+                await _answer(send, await self._guard(release_vm(self.engine, self.metrics, path[5:])))
                 return
         await self.app(scope, receive, send)
 
@@ -87,13 +87,14 @@ class HotPaths:
                 raise
             return answer
 
-    @staticmethod
-    async def _answer(send: Any, answer: tuple[int, dict[str, Any]]) -> None:
-        status, payload = answer
-        body = json.dumps(payload).encode()
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+
+async def _answer(send: Any, answer: tuple[int, dict[str, Any]]) -> None:
+    """Send ``(status, payload)`` as a JSON response."""
+    status, payload = answer
+    body = json.dumps(payload).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 async def _body(receive: Any) -> bytes:
@@ -131,7 +132,7 @@ class BodyLimit:
         length = next((v for k, v in scope["headers"] if k == b"content-length"), None)
         if length is not None:
             if length.isdigit() and int(length) > self.limit:
-                await HotPaths._answer(send, self._refusal())
+                await _answer(send, self._refusal())
                 return
             await self.app(scope, receive, send)
             return
@@ -143,7 +144,7 @@ class BodyLimit:
                 break
             seen += len(message.get("body", b""))
             if seen > self.limit:
-                await HotPaths._answer(send, self._refusal())
+                await _answer(send, self._refusal())
                 return
             if not message.get("more_body", False):
                 break

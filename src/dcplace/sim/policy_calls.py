@@ -7,12 +7,12 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-from dcplace.errors import InputError, PolicyError
+from dcplace.errors import InputError, PolicyError, users_code
 
 
 def _users(policy: Any) -> bool:
     """Whether ``policy`` is a user's (its class defined outside dcplace): its failures are its own."""
-    return not type(policy).__module__.startswith("dcplace.")
+    return users_code(type(policy).__module__)
 
 
 def _label(policy: Any) -> str:
