@@ -26,6 +26,7 @@ Each error is one sentence naming the file, the 1-based line (a CSV header is li
 from __future__ import annotations
 
 import csv
+import inspect
 import io
 import math
 import os
@@ -272,7 +273,7 @@ def import_user_module(module: str, said: str = "", field: str | None = None) ->
         return importlib.import_module(module)
     except ImportError as e:
         raise InputError(f"{said}cannot import module {module!r} ({e})", field=field) from None
-    except Exception as e:
+    except (Exception, SystemExit) as e:  # SystemExit: a script that parses its arguments when imported
         raise InputError(f"{said}importing module {module!r} raised {type(e).__name__}: {e}", field=field) from e
 
 
@@ -290,4 +291,6 @@ def user_callable(ref: str, what: str, field: str | None = None) -> Callable[...
         obj = getattr(obj, part)
     if not callable(obj):
         raise InputError(f"{what} {ref!r} is not a class or a function", field=field)
+    if inspect.isbuiltin(obj):  # os:abort, sys:exit: calling one to build a policy or a trace ends the process
+        raise InputError(f"{what} {ref!r} is a built-in function, not a class or a function of yours", field=field)
     return obj  # type: ignore[no-any-return]

@@ -681,6 +681,11 @@ def raiser(problem, stop, seed, params):
     raise RuntimeError("my method bug")
 
 
+def exits(problem, stop, seed, params):
+    import sys
+    sys.exit(4)
+
+
 def not_a_result(problem, stop, seed, params):
     return {"cost": 1}
 
@@ -695,7 +700,7 @@ def says_infeasible(problem, stop, seed, params):
     return Result(problem.name, "liar", "infeasible", vms=problem.n_vms)
 
 
-for name, run in (("raiser", raiser), ("dict", not_a_result), ("sloppy", everything_on_pm0),
+for name, run in (("raiser", raiser), ("exits", exits), ("dict", not_a_result), ("sloppy", everything_on_pm0),
                   ("liar", says_infeasible)):
     register_method(name, run, NoParams)
 """
@@ -713,6 +718,7 @@ def test_a_users_method_that_misbehaves_is_named_and_its_answer_never_written(tm
 
     for method, said in (
         ("raiser", "the method raiser (badmethods:raiser) raised RuntimeError: my method bug"),
+        ("exits", "the method exits (badmethods:exits) raised SystemExit: 4"),  # it ended the process, exit 4
         ("dict", "the method dict (badmethods:not_a_result) returned a dict, not a dcplace.placement.Result"),
     ):
         r = run("--method", f"badmethods:{method}")

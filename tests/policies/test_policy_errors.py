@@ -164,6 +164,18 @@ POLICIES = """
 
         def choose(self, view):
             raise RuntimeError(f"built with seed {self.seed}")
+
+    class Exits(NumaPolicy):
+        def choose(self, view):
+            import sys
+            sys.exit(3)
+
+    class FailsToBuild(NumaPolicy):
+        def __init__(self):
+            raise ValueError("no config file")
+
+        def choose(self, view):
+            return 0
 """
 
 
@@ -186,10 +198,21 @@ POLICIES = """
         # a user's policy taking `seed` gets the run's (it was built with 0 whatever --seed said)
         (["numa", "--policy", "userpol:SaysSeed", "--pms", "5", "--seed", "5"], 2,
          "error: the policy userpol:SaysSeed raised RuntimeError: built with seed 5"),
+        # sys.exit in a policy ended the run silently with its code; a constructor's exception was a traceback;
+        # a built-in function as the factory (os:abort) was called and aborted the process
+        (["numa", "--policy", "userpol:Exits", "--pms", "5"], 2,
+         "error: the policy userpol:Exits raised SystemExit: 3"),
+        (["numa", "--policy", "userpol:FailsToBuild", "--pms", "5"], 2,
+         "error: --policy: the policy 'userpol:FailsToBuild' raised ValueError when built: no config file"),
+        (["numa", "--policy", "os:abort", "--pms", "5"], 2,
+         "error: --policy: policy 'os:abort' is a built-in function, not a class or a function of yours"),
+        (["numa", "--policy", "userscript:P", "--pms", "5"], 2,
+         "error: --policy: policy 'userscript:P': importing module 'userscript' raised SystemExit: usage: x ARGS"),
     ],
 )  # fmt: skip
 def test_the_simulators_name_the_policy(tmp_path, args, code, said):
     (tmp_path / "userpol.py").write_text(textwrap.dedent(POLICIES))
+    (tmp_path / "userscript.py").write_text("import sys\nsys.exit('usage: x ARGS')\n")
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "dcplace.cli.main", "simulate", *args, "--episodes", "2"]
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)

@@ -23,6 +23,10 @@ from dcplace.workload import RequestTable
 def raises(seed):
     raise RuntimeError("no data today")
 
+def exits(seed):
+    import sys
+    sys.exit("no data")
+
 def not_a_table(seed):
     return [1, 2, 3]
 
@@ -58,6 +62,7 @@ def test_the_worked_example_is_a_trace_by_name_and_seeded(on_path):
     "ref, said",
     [
         ("badtraces:raises", "trace 'badtraces:raises' raised RuntimeError: no data today"),
+        ("badtraces:exits", "trace 'badtraces:exits' raised SystemExit: no data"),  # it ended the process
         ("badtraces:not_a_table", "returned a list, not a RequestTable"),
         ("badtraces:empty", "returned no request"),
         ("badtraces:zero_cpu", "request 1 (vmid 1) has cpu 0"),

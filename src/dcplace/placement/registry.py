@@ -134,7 +134,7 @@ def _run_method(entry: Method, problem: Any, stop: Stop, seed: int, params: Para
         res = entry.run(problem, stop, seed, params)
     except InputError:
         raise
-    except Exception as e:
+    except (Exception, SystemExit) as e:
         if not users:
             raise
         raise PolicyError(f"the method {entry.name} ({label}) raised {type(e).__name__}: {e}") from e

@@ -22,7 +22,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from dcplace.errors import InputError
+from dcplace.errors import InputError, PolicyError, users_code
 from dcplace.inputs import user_callable
 from dcplace.policies.base import SETTINGS, NetPolicy, NumaPolicy
 
@@ -89,7 +89,14 @@ def _call(factory: Callable[..., object], spec: str, options: dict[str, Any]) ->
     kwargs = {k: v for k, v in options.items() if takes_any or k in params}
     if options.get("checkpoint") is not None and "checkpoint" not in kwargs:
         raise InputError(f"applies to learned policies only, not to {spec!r}", field="checkpoint")
-    return factory(**kwargs)
+    try:
+        return factory(**kwargs)
+    except (InputError, TypeError):  # TypeError: build_policy names the arguments it lacks
+        raise
+    except (Exception, SystemExit) as e:  # a user's constructor that raises, or calls sys.exit, is its own fault
+        if not users_code(getattr(factory, "__module__", None) or "?"):
+            raise
+        raise PolicyError(f"the policy {spec!r} raised {type(e).__name__} when built: {e}") from e
 
 
 def build_policy(

@@ -27,7 +27,7 @@ def decide(policy: Any, view: Any, method: str = "choose", *args: Any) -> Any:
         return getattr(policy, method)(view, *args)
     except InputError:
         raise
-    except Exception as e:
+    except (Exception, SystemExit) as e:
         if not _users(policy):
             raise
         raise PolicyError(f"the policy {_label(policy)} raised {type(e).__name__}: {e}") from e

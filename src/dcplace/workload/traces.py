@@ -100,7 +100,7 @@ def user_trace(ref: str, seed: int = 0) -> RequestTable:
         table = make(seed)
     except InputError as exc:  # RequestTable's own checks, raised inside the user's function
         raise InputError(f"trace {ref!r}: {exc.detail}", field="trace") from exc
-    except Exception as exc:  # the user's code is at fault: one sentence, the cause chained
+    except (Exception, SystemExit) as exc:  # the user's code is at fault: one sentence, the cause chained
         raise InputError(f"trace {ref!r} raised {type(exc).__name__}: {exc}", field="trace") from exc
     if not isinstance(table, RequestTable):
         raise InputError(f"trace {ref!r} returned a {type(table).__name__}, not a RequestTable (build one with "
