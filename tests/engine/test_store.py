@@ -72,6 +72,73 @@ def test_group_commit_serves_concurrent_callers(tmp_path) -> None:
     r.check_invariants()
 
 
+def test_threads_with_scarce_room_never_over_commit(tmp_path) -> None:
+    """Threads placing, releasing, draining, failing and evacuating at once, with far more demand than room (the
+    test above has 120 one-core VMs on 800 cores, where over-commit is impossible with or without the lock). A
+    watcher thread checks the invariants while they run; at the end the VMs are those the answers left."""
+    db = tmp_path / "c.db"
+    e = PlacementEngine.open(db)
+    for i in range(4):
+        e.add_machine(f"pm{i}", [8, 8], [16, 16])
+    live: set[str] = set()
+    guard = threading.Lock()  # for the test's own bookkeeping of answers
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def worker(t: int) -> None:
+        for i in range(80):
+            vm = f"t{t}-{i}"
+            if e.place(VmRequest(vm, 1 + (t + i) % 6, 1 + i % 9, multi=i % 7 == 0), explain=False).accepted:
+                with guard:
+                    live.add(vm)
+            if i % 3 == 2:
+                with guard:
+                    mine = sorted(v for v in live if v.startswith(f"t{t}-"))
+                if mine:
+                    e.release(mine[0])
+                    with guard:
+                        live.discard(mine[0])
+
+    def operator() -> None:
+        for i in range(30):
+            m = f"pm{i % 4}"
+            e.drain(m)
+            e.evacuate(m)
+            e.activate(m)
+            if i % 10 == 9:
+                report = e.fail(m)
+                with guard:
+                    live.difference_update(r.vm for r in report.dropped)
+                e.activate(m)
+
+    def watcher() -> None:
+        while not stop.is_set():
+            try:
+                e.check_invariants()
+            except BaseException as x:  # reported by the main thread
+                errors.append(x)
+                return
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(6)] + [threading.Thread(target=operator)]
+    watch = threading.Thread(target=watcher)
+    watch.start()
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    stop.set()
+    watch.join()
+    assert not errors, errors[0]
+    e.check_invariants()
+    assert {r.id for r in e.vms()} == live
+    assert len(live) < 6 * 80  # room was scarce: some were refused
+    e.close()
+    again = PlacementEngine.open(db)
+    assert {r.id for r in again.vms()} == live
+    again.check_invariants()
+    again.close()
+
+
 def test_failed_commit_stops_the_engine(tmp_path) -> None:
     e = PlacementEngine.open(tmp_path / "c.db")
     e.add_machine("pm0", 40, 90)
