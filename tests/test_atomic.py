@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -51,6 +56,48 @@ def test_temporaries_of_a_killed_process_are_removed(tmp_path: Path) -> None:
     with atomic_dir(tmp_path / "run") as tmp:
         (tmp / "x").write_text("1")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json", "run"]
+
+
+WRITER = """
+import sys
+from pathlib import Path
+from dcplace.atomic import atomic_dir, write_bytes
+
+out, what = Path(sys.argv[1]), sys.argv[2]
+for round in range(1, 10**6):  # each round's bytes all have one value: a mix of two rounds is a torn write
+    if what == "file":
+        write_bytes(out / "big.bin", bytes([round % 251]) * 8_000_000)
+    else:
+        with atomic_dir(out / "run") as d:
+            for k in range(8):
+                (d / f"part{k}").write_bytes(bytes([round % 251]) * 1_000_000)
+    print(round, flush=True)
+"""
+
+
+@pytest.mark.parametrize("what", ["file", "folder"])
+def test_a_sigkilled_writer_leaves_the_target_whole(tmp_path: Path, what: str) -> None:
+    """A real SIGKILL at moments spread over the writes (almost all of the writer's time is spent writing): the
+    target is entirely one round's, never a torn or half-written one, and the next write removes what the killed
+    process left. (With a plain write in place of the atomic one, the file case fails.)"""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
+    for delay in (0.05, 0.13, 0.21, 0.34):
+        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), what], env=env, stdout=subprocess.PIPE)
+        assert proc.stdout is not None
+        proc.stdout.readline()  # one whole round is written: the target exists
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        if what == "file":
+            parts = [(tmp_path / "big.bin").read_bytes()]
+        else:
+            assert sorted(p.name for p in (tmp_path / "run").iterdir()) == [f"part{k}" for k in range(8)]
+            parts = [(tmp_path / "run" / f"part{k}").read_bytes() for k in range(8)]
+        assert sum(map(len, parts)) == 8_000_000 and len({b for p in parts for b in set(p)}) == 1
+    write_text(tmp_path / "big.bin", "after")
+    with atomic_dir(tmp_path / "run") as d:
+        (d / "x").write_text("1")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.bin", "run"]  # the killed writers' temporaries gone
 
 
 def test_atomic_dir_carry_keeps_other_files(tmp_path: Path) -> None:

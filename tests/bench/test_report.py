@@ -211,3 +211,26 @@ def test_a_cell_missing_a_compared_policy_is_refused(results: Path, folder, dama
     res = CliRunner().invoke(app, ["reproduce", "all", "--report-only", "--out", str(results)])
     assert res.exit_code == 2 and str(path) in res.output and said in res.output, res.output
     assert not (results / "report.html").exists()
+
+
+@pytest.mark.parametrize(
+    ("change", "outcome", "said"),
+    [
+        (lambda r: r, "held", "events verified"),
+        (lambda r: {**r, "verified": False} if r["events"] else r, "missed", "a check failed"),
+        # no event ran: nothing was checked, so the claim is not held (it read "all verified" over none)
+        (lambda r: {**r, "events": 0, "verified": None} if r["reopt"] is not None else r, "inconclusive",
+         "no re-optimisation event ran"),
+    ],
+)  # fmt: skip
+def test_the_verification_claim_counts_the_events_it_checked(results: Path, change, outcome, said):
+    from dcplace.bench.report import reopt_section
+
+    path = results / "reopt" / "records.jsonl"
+    recs = [change(json.loads(line)) for line in path.read_text().splitlines()]
+    assert any(r["events"] for r in json.loads("[" + ",".join(path.read_text().splitlines()) + "]"))
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    section = reopt_section(results / "reopt")
+    assert section is not None
+    [claim] = [c for c in section.claims if "migration plan is feasible" in c.claim]
+    assert claim.outcome == outcome and said in claim.ours, claim

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from dcplace.errors import InputError
@@ -112,8 +112,7 @@ def instances(draw, max_vms: int = 5):
 @FAST
 @given(instances(), st.integers(0, 2))
 def test_plans_are_safe_and_stuck_only_when_brute_force_agrees(inst, max_staging: int) -> None:
-    if inst is None:
-        return
+    assume(inst is not None)
     state, target = inst
     plan = plan_migrations(state, target, max_staging=max_staging)
     report = check_plan(state, target, plan)
@@ -137,8 +136,7 @@ def test_plans_are_safe_and_stuck_only_when_brute_force_agrees(inst, max_staging
 @FAST
 @given(instances(), st.integers(0, 6), st.floats(0, 20))
 def test_budget_gives_a_safe_prefix(inst, max_moves: int, max_gb: float) -> None:
-    if inst is None:
-        return
+    assume(inst is not None)
     state, target = inst
     full = plan_migrations(state, target)
     for kw in ({"max_moves": max_moves}, {"max_gb": max_gb}):
@@ -331,13 +329,11 @@ def test_fragmented_room_evicts_the_fewest_vms() -> None:
 @FAST
 @given(instances(max_vms=6), st.integers(0, 2), st.booleans())
 def test_evacuation_plans_are_verified(inst, machine: int, failed: bool) -> None:
-    if inst is None:
-        return
+    assume(inst is not None)
     state, _ = inst
     machine = min(machine, state.machines - 1)
     on = np.flatnonzero(state.current.machine == machine)
-    if not failed and state.pinned[on].any():
-        return
+    assume(failed or not state.pinned[on].any())
     ev = evacuate(state, [machine], failed=failed)
     assert check_plan(ev.state, ev.target, ev.plan).ok
     assert set(ev.evacuated) == {int(v) for v in on}

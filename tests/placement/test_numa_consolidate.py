@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from test_numa_batch import write_dataset
 
@@ -60,8 +60,7 @@ def _scatter(batch: NumaBatch, server: np.ndarray, node: np.ndarray) -> tuple[np
 @given(seed=st.integers(0, 10_000), weight=st.sampled_from([0.0, 1.0, 1e6]))
 def test_consolidate_is_verified_keeps_pinned_vms_and_never_costs_more_than_staying(tmp_path_factory, seed, weight):
     got = _placed(tmp_path_factory, seed)
-    if got is None:
-        return
+    assume(got is not None)
     batch, packed, node = got
     server, node = _scatter(batch, packed, node)
     rng = np.random.default_rng(seed)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 
 from conftest import make_table, tiny_instance, tiny_numa_episodes
 from dcplace.cluster import NumaCluster
@@ -32,8 +32,7 @@ from dcplace.sim.hindsight import (
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ep=tiny_numa_episodes())
 def test_feasible_exactly_up_to_the_exhaustive_length(ep):
-    if (tiny := tiny_instance(ep)) is None:
-        return
+    assume((tiny := tiny_instance(ep)) is not None)
     _, inst = tiny
     brute = brute_force_length(inst)
     _, fixed_end = _live_ends(inst, inst.requests)
@@ -100,12 +99,10 @@ def test_the_closest_plan_keeps_every_feasible_choice_of_the_hint(ep):
     """``closest``: a feasible plan that agrees with the hint as much as any plan can. A hint that is itself a plan
     comes back unchanged (without the precheck that would return it at once); a hint cut short (its last choice
     dropped) is completed, its kept choices all honoured (the completed hint is a plan agreeing with all of them)."""
-    if (tiny := tiny_instance(ep)) is None:
-        return
+    assume((tiny := tiny_instance(ep)) is not None)
     _, inst = tiny
     k = brute_force_length(inst)
-    if k == 0:
-        return
+    assume(k > 0)
     plan = no_migration_check(inst, k, time_limit_s=20.0).actions
     assert plan is not None
     same = no_migration_check(inst, k, time_limit_s=20.0, hint=plan, precheck=False, closest=True)
@@ -122,8 +119,7 @@ def test_the_closest_plan_keeps_every_feasible_choice_of_the_hint(ep):
 def test_instants_with_no_migration_between_pack_whatever_a_plan_places(ep):
     """Whenever requests ``0..k-1`` have a plan, any set of their arrivals packs with each VM kept on one node (so
     a proof that some set does not pack is a proof that ``L* < k``), and the window bound never cuts below L*."""
-    if (tiny := tiny_instance(ep)) is None:
-        return
+    assume((tiny := tiny_instance(ep)) is not None)
     _, inst = tiny
     brute = brute_force_length(inst)
     for k in range(1, brute + 1):
@@ -153,12 +149,10 @@ def test_instants_tied_by_the_vms_that_span_them_prove_what_migration_hides():
 def test_the_simulator_accepts_a_plan_exactly_when_the_numpy_replay_does(ep):
     """simulator_replay (the simulator stepped through a plan) and replay_plan (the loads re-added in numpy) are the
     two independent checks of a clairvoyant plan: they must agree on every plan, feasible or not."""
-    if (tiny := tiny_instance(ep)) is None:
-        return
+    assume((tiny := tiny_instance(ep)) is not None)
     sim, inst = tiny
     brute = brute_force_length(inst)
-    if brute == 0:
-        return
+    assume(brute > 0)
     res = no_migration_check(inst, brute, time_limit_s=20.0)
     assert res.status == "feasible" and res.actions is not None
     assert simulator_replay(sim, res.actions) == "ok"

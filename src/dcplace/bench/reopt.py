@@ -155,7 +155,7 @@ def replay(
         "gb_moved": sum(float(ev["gb_moved"]) for ev in events),
         "reopt_s": reopt_s,
         "max_event_s": max((float(ev["wall_s"]) for ev in events), default=0.0),
-        "verified": all(bool(ev["verified"]) for ev in events),
+        "verified": all(bool(ev["verified"]) for ev in events) if events else None,  # None: nothing to verify
         "wall_s": time.perf_counter() - wall,
     }  # fmt: skip
     return record, events, samples

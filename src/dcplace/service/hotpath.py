@@ -1,14 +1,17 @@
 """The two calls a scheduler makes all the time, ``POST /vms`` and ``DELETE /vms/{id}``, answered as plain ASGI.
 
-Measured with ``benchmarks/bench_service.py`` (docs/benchmarks.md, "Over HTTP"): FastAPI's request pipeline (routing,
-dependency solving, body reading and validation, the response object) cost about 60 % of the server's CPU per
-placement, the engine's decision and the group commit a small share. :class:`HotPaths` is an ASGI middleware that
-answers exactly these two calls itself (one read of the body, the same pydantic model, the same handler functions)
-and hands every other request to the application. FastAPI's routes for the two calls stay: they are what ``/docs``
-documents, and with ``create_app(..., fast_path=False)`` they serve the calls. Both paths call
-:func:`~dcplace.service.answers.place_vm` and :func:`~dcplace.service.answers.release_vm` and turn errors into the
-same status codes and sentences (:func:`~dcplace.service.answers.error_answer`); ``tests/service/test_app.py`` runs
-its API tests through both.
+Why: a profile of the server under load, taken by hand on 2026-11-23 before this path existed (docs/benchmarks.md,
+the history note under "Over HTTP"; no command in the repo reruns it), put FastAPI's request pipeline (routing,
+dependency solving, body reading and validation, the response object) at about 60 % of the server's CPU per
+placement, the engine's decision and the group commit a small share. The fast path's own effect was measured with
+``benchmarks/bench_service.py`` (docs/benchmarks.md, "The fast path, 2026-11-23").
+
+:class:`HotPaths` is an ASGI middleware that answers exactly these two calls itself (one read of the body, the same
+pydantic model, the same handler functions) and hands every other request to the application. FastAPI's routes for the
+two calls stay: they are what ``/docs`` documents, and with ``create_app(..., fast_path=False)`` they serve the calls.
+Both paths call :func:`~dcplace.service.answers.place_vm` and :func:`~dcplace.service.answers.release_vm` and turn
+errors into the same status codes and sentences (:func:`~dcplace.service.answers.error_answer`);
+``tests/service/test_app.py`` runs its API tests through both.
 """
 
 from __future__ import annotations

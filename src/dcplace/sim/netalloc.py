@@ -467,10 +467,13 @@ class NetAllocSim:
             self._add_tier_use(a.links, -a.bw)
 
     def drain(self) -> None:
-        """Release every running allocation (as if time ran on past the last departure)."""
-        for rid in list(self.active):
-            self._release(rid)
-        self._ends.clear()
+        """Let time run on past the last departure: each running allocation leaves at its end, in order, as
+        departures do during the episode (the clock ends at the last end)."""
+        for end in sorted(self._ends):
+            self.clock = max(self.clock, end)
+            for rid in self._ends.pop(end):
+                self._release(rid)
+        assert not self.active, "an allocation had no departure"
 
     def locality_of(self, servers: IntArray) -> int:
         if len(servers) == 1:
