@@ -211,11 +211,13 @@ def test_threads_on_every_writing_route_never_over_commit(tmp_path) -> None:
 def test_no_answer_before_the_change_is_committed(tmp_path) -> None:
     """The crash test above lands its kill inside the window between a change and its commit only now and then (it
     passed 6 runs in 7 with answers sent before the commit). Here the commit is held back: neither an async route
-    (``POST /vms``, ``DELETE /vms``) nor one run in the thread pool (drain) answers until the transaction is
-    committed, and what it answered is then in the database file, seen from another connection."""
+    (``POST /vms``, ``DELETE /vms``, a batch) nor one run in the thread pool (import, drain, evacuate, fail) answers
+    until the transaction is committed, and what it answered is then in the database file, seen from another
+    connection."""
     db = tmp_path / "d.db"
     engine = PlacementEngine.open(db)
     engine.add_machine("pm0", 16, 32)
+    engine.add_machine("pm1", 16, 32)
     store = engine.store
     assert store is not None
     assert store._conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL: a commit survives power loss
@@ -235,8 +237,26 @@ def test_no_answer_before_the_change_is_committed(tmp_path) -> None:
     with server_thread(engine) as url:
         for method, path, body, code, sql, want in (
             ("POST", "/vms", {"id": "v", "cpu": 2, "mem": 4}, 201, "SELECT id FROM vms", [("v",)]),
-            ("POST", "/machines/pm0/drain", None, 200, "SELECT status FROM machines", [("drained",)]),
-            ("DELETE", "/vms/v", None, 200, "SELECT id FROM vms", []),
+            (
+                "POST",
+                "/vms/batch",
+                {"vms": [{"id": "b1", "cpu": 1, "mem": 1}, {"id": "b2", "cpu": 1, "mem": 1}]},
+                200,
+                "SELECT id FROM vms ORDER BY id",
+                [("b1",), ("b2",), ("v",)],
+            ),
+            (
+                "POST",
+                "/allocations",
+                [{"vm": "i", "machine": "pm1", "node": 0, "cpu": 1, "mem": 1}],
+                200,
+                "SELECT machine FROM vms WHERE id = 'i'",
+                [("pm1",)],
+            ),
+            ("POST", "/machines/pm0/drain", None, 200, "SELECT status FROM machines WHERE id = 'pm0'", [("drained",)]),
+            ("POST", "/machines/pm0/evacuate", None, 200, "SELECT count(*) FROM vms WHERE machine = 'pm0'", [(0,)]),
+            ("DELETE", "/vms/v", None, 200, "SELECT id FROM vms ORDER BY id", [("b1",), ("b2",), ("i",)]),
+            ("POST", "/machines/pm1/fail", None, 200, "SELECT status FROM machines WHERE id = 'pm1'", [("failed",)]),
         ):
             gate.clear()
             with concurrent.futures.ThreadPoolExecutor(1) as pool:
