@@ -152,3 +152,21 @@ def test_failed_commit_stops_the_engine(tmp_path) -> None:
         e.place(VmRequest("a", 1, 1))
     with pytest.raises(StoreError, match="restart"):
         e.place(VmRequest("b", 1, 1))
+
+
+def test_a_refused_open_leaves_no_new_database(tmp_path) -> None:
+    """``numa`` is checked before the file is made (a new database recorded 0 or 100000 NUMA nodes for good); a
+    new database whose open fails later is removed with its side files; an existing one is never removed."""
+    db = tmp_path / "c.db"
+    for bad in (0, 257, True, 2.0):
+        with pytest.raises(InputError, match="must be a whole number from 1 to 256"):
+            PlacementEngine.open(db, numa=bad)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="field 'policy': must be one of"):
+        PlacementEngine.open(db, policy="no-such-policy")
+    assert list(tmp_path.iterdir()) == []
+    PlacementEngine.open(db).close()
+    with pytest.raises(InputError, match="holds machines with 2 NUMA nodes, not 4"):
+        PlacementEngine.open(db, numa=4)
+    again = PlacementEngine.open(db)
+    assert again.numa == 2
+    again.close()

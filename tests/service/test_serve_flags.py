@@ -25,13 +25,20 @@ PADRL = Path(__file__).resolve().parents[2] / "src" / "dcplace" / "data" / "cvd"
         (["--policy", "nope"], "--policy: must be one of best-fit"),  # it created the database first
         (["--policy", "best-fit", "--checkpoint", "x.pt"], "--checkpoint: applies to learned policies only"),
         (["--policy", "cvd-rl", "--checkpoint", str(PADRL)], "a PADRL checkpoint, not one for policy cvd-rl"),
+        # 100000 hung at start-up (the warm-up), and a new database kept numa = 0 or 100000 for good
+        (["--numa", "100000"], "--numa: must be a whole number from 1 to 256, got 100000"),
+        (["--numa", "0"], "--numa: must be a whole number from 1 to 256, got 0"),
+        # a refused --import file left an empty new database behind
+        (["--import", "IMPORT"], "line 2, field 'machine': no machine 'nosuch' is registered"),
     ],
 )
 def test_bad_address_flags_are_refused_before_the_database(tmp_path, flags, said):
     db = tmp_path / "c.db"
+    (tmp_path / "a.csv").write_text("vm,machine,cpu,mem\nv1,nosuch,1,1\n")
+    flags = [str(tmp_path / "a.csv") if f == "IMPORT" else f for f in flags]
     res = runner.invoke(app, ["serve", "--db", str(db), *flags])
     assert res.exit_code == 2 and said in res.output and "Traceback" not in res.output
-    assert not db.exists()
+    assert not db.exists() and list(tmp_path.iterdir()) == [tmp_path / "a.csv"]
 
 
 def test_a_port_in_use_is_refused(tmp_path):

@@ -85,6 +85,7 @@ def serve(
     import uvicorn
 
     from dcplace.engine import PlacementEngine, ReoptPolicy
+    from dcplace.engine.store import remove_database
     from dcplace.policies import get_policy
     from dcplace.policies.numa_heuristics import warm_up_jit
     from dcplace.service import create_app
@@ -107,9 +108,16 @@ def serve(
                                 migration_weight=migration_weight, max_moves=max_moves)  # fmt: skip
         # before the database: a refused policy or checkpoint leaves no new file behind
         chosen = get_policy(policy, None if checkpoint is None else str(checkpoint))
+        new_db = not db.exists()
         engine = PlacementEngine.open(db, numa=numa, policy=chosen)
         if import_allocations is not None:
-            _import_once(engine, import_allocations, db)
+            try:
+                _import_once(engine, import_allocations, db)
+            except InputError:  # a refused file on a new database leaves no empty database behind
+                engine.close()
+                if new_db:
+                    remove_database(db)
+                raise
     except InputError as exc:
         if exc.field in ("every_s", "below"):
             exc.field = {"every_s": "reoptimise_every", "below": "reoptimise_below"}[exc.field]

@@ -318,6 +318,12 @@ class SqliteStore:
         return {"submitted": self._submitted, "durable": self._durable, "commits": self.commits}
 
 
+def remove_database(path: str | Path) -> None:
+    """Delete the SQLite database ``path`` and its side files (closed first): for a new database that a failed start
+    created, so that nothing half-made is left behind."""
+    for leftover in (Path(path), *(Path(f"{path}{x}") for x in ("-wal", "-shm", "-journal"))):
+        leftover.unlink(missing_ok=True)
+
 def _hold(path: Path, conn: sqlite3.Connection) -> int | None:
     """Take the database's exclusive lock for this store's life (``flock`` on the file, which SQLite's own byte-range
     locks do not see; the kernel drops it when the process ends, crash included): one engine per database, since
