@@ -183,6 +183,7 @@ def _check_numa(numa: object) -> None:
     if isinstance(numa, bool) or not isinstance(numa, int) or not 1 <= numa <= MAX_NUMA:
         raise InputError(f"must be a whole number from 1 to {MAX_NUMA}, got {numa!r}", field="numa")
 
+
 @dataclass(frozen=True)
 class MachineInfo:
     id: str

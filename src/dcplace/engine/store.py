@@ -324,6 +324,7 @@ def remove_database(path: str | Path) -> None:
     for leftover in (Path(path), *(Path(f"{path}{x}") for x in ("-wal", "-shm", "-journal"))):
         leftover.unlink(missing_ok=True)
 
+
 def _hold(path: Path, conn: sqlite3.Connection) -> int | None:
     """Take the database's exclusive lock for this store's life (``flock`` on the file, which SQLite's own byte-range
     locks do not see; the kernel drops it when the process ends, crash included): one engine per database, since
