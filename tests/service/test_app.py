@@ -155,7 +155,29 @@ def test_a_bug_on_the_hot_calls_is_500(client: TestClient) -> None:
 
 def test_malformed_json_is_422_with_one_sentence(client: TestClient) -> None:
     r = client.post("/vms", content=b'{"id": "v", "cpu": ', headers={"content-type": "application/json"})
-    assert r.status_code == 422 and one_sentence(r).startswith("the request body is not valid JSON (at character")
+    assert (
+        r.status_code == 422
+        and one_sentence(r) == "the request body is not valid JSON: Expecting value (at character 19)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("raw", "said"),
+    [
+        # NaN and Infinity (Python's JSON reader takes them) were told "should be greater than 0" or a range
+        (b'{"id": "v", "cpu": NaN, "mem": 1}', "field 'cpu': Input should be a finite number"),
+        (b'{"id": "v", "cpu": 1, "mem": -Infinity}', "field 'mem': Input should be a finite number"),
+        # a number of 5,000 digits was "not valid JSON (at character 0)"
+        (b'{"id": "v", "cpu": ' + b"9" * 5000 + b', "mem": 1}',
+         "the request body is not valid JSON: a number has over 4300 digits"),
+    ],
+)  # fmt: skip
+def test_numbers_json_cannot_carry_are_named(client: TestClient, raw: bytes, said: str) -> None:
+    for path in ("/vms", "/vms/batch", "/machines"):
+        body = raw if path != "/vms/batch" else b'{"vms": [' + raw + b"]}"
+        r = client.post(path, content=body, headers={"content-type": "application/json"})
+        want = said.replace("field '", "field 'vms.0.") if path == "/vms/batch" else said
+        assert r.status_code == 422 and one_sentence(r).startswith(want), (path, r.text)
 
 
 def test_health_metrics_openapi_and_allocations(client: TestClient) -> None:

@@ -51,6 +51,15 @@ NOT_JSON_TYPE = "the request body must be JSON, sent with the header content-typ
 """The answer to a body sent as another type (``curl -d`` without ``-H``: form-encoded), on every route."""
 NOT_PARSED = "the request body is not valid JSON (it could not be parsed)"
 """The answer to a body no reader could take apart (arrays nested 200,000 deep), on every route."""
+TOO_LONG_NUMBER = "the request body is not valid JSON: a number has over 4300 digits"
+"""Python reads no longer integer (``sys.get_int_max_str_digits``): said, where it read "at character 0"."""
+
+
+def unparsed(cause: BaseException | None) -> str:
+    """The sentence for a body the JSON reader refused without a position: a too long number, or anything else."""
+    if isinstance(cause, ValueError) and "digits" in str(cause):
+        return TOO_LONG_NUMBER
+    return NOT_PARSED
 
 
 def is_json_type(content_type: str) -> bool:
@@ -69,7 +78,9 @@ def validation_sentence(errors: Any) -> str:
     where = tuple(e.get("loc", ()))
     if e.get("type") == "json_invalid" or e.get("msg") == "JSON decode error":  # loc is (body, character offset)
         at = next((x for x in where if isinstance(x, int)), None)
-        return "the request body is not valid JSON" + (f" (at character {at})" if at is not None else "")
+        why = str((e.get("ctx") or {}).get("error") or "")  # the reader's reason ("Expecting value", ...)
+        place = f" (at character {at})" if at is not None and "column" not in why else ""
+        return "the request body is not valid JSON" + (f": {why}" if why else "") + place
     if where in ((), ("body",)) and e.get("type", "missing") == "missing":
         return "the request needs a JSON body" + more
     if where == ("body",) and isinstance(e.get("input"), bytes | str):  # a body FastAPI did not read as JSON

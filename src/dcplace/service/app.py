@@ -44,13 +44,13 @@ from dcplace.engine import (
 from dcplace.errors import InputError
 from dcplace.service.answers import (
     ERROR_STATUS,
-    NOT_PARSED,
     explanation_json,
     fail_json,
     place_vm,
     placement_json,
     rejection_json,
     release_vm,
+    unparsed,
     validation_sentence,
     vm_json,
 )
@@ -178,7 +178,7 @@ def create_app(
         """FastAPI's own errors as it answers them, except a body it could not parse (JSON nested too deep): the
         422 and sentence every other malformed body gets, on every route (the fast path's included)."""
         if exc.status_code == 400 and str(exc.detail).startswith("There was an error parsing the body"):
-            return _json({"detail": NOT_PARSED}, 422)
+            return _json({"detail": unparsed(exc.__cause__)}, 422)
         return await http_exception_handler(request, exc)  # with its headers (405's Allow)
 
     # -- health and metrics -------------------------------------------------------------------------------------

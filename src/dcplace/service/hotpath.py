@@ -24,11 +24,11 @@ from pydantic import ValidationError
 from dcplace.engine import PlacementEngine
 from dcplace.service.answers import (
     NOT_JSON_TYPE,
-    NOT_PARSED,
     error_answer,
     is_json_type,
     place_vm,
     release_vm,
+    unparsed,
     validation_sentence,
 )
 from dcplace.service.metrics import ServiceMetrics
@@ -67,11 +67,11 @@ class HotPaths:
     async def _place(self, raw: bytes) -> tuple[int, dict[str, Any]]:
         try:
             data = json.loads(raw) if raw else None
-        except ValueError as e:  # as FastAPI words it
-            pos = getattr(e, "pos", 0)
-            return 422, {"detail": validation_sentence([{"loc": ("body", pos), "msg": "JSON decode error"}])}
-        except RecursionError:  # arrays nested 200,000 deep: Python's reader gives up (it was a 500)
-            return 422, {"detail": NOT_PARSED}
+        except json.JSONDecodeError as e:  # as FastAPI words it
+            error = {"loc": ("body", e.pos), "msg": "JSON decode error", "ctx": {"error": e.msg}}
+            return 422, {"detail": validation_sentence([error])}
+        except (ValueError, RecursionError) as e:  # a number over 4,300 digits; arrays nested 200,000 deep (a 500)
+            return 422, {"detail": unparsed(e)}
         if data is None:
             return 422, {"detail": validation_sentence([{"loc": ("body",), "msg": "Field required"}])}
         try:

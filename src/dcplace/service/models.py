@@ -38,7 +38,7 @@ PolicyName = Annotated[str, AfterValidator(check_policy)]
 class MachineIn(BaseModel):
     """A machine to register: CPU cores and memory GB per NUMA node (one number for every node, or one each)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
     id: str = Ident
     cpu: PositiveFloat | list[PositiveFloat] = Field(description="cores per NUMA node", examples=[40])
     mem: PositiveFloat | list[PositiveFloat] = Field(description="GB per NUMA node", examples=[90])
@@ -59,7 +59,7 @@ class MachineOut(BaseModel):
 class VmBatchItem(BaseModel):
     """A VM of a batch: placed with the batch's policy, without an explanation (naming either is a 422)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
     id: str = Ident
     cpu: PositiveFloat = Field(description="cores", examples=[4])
     mem: PositiveFloat = Field(description="GB", examples=[8])
@@ -77,7 +77,7 @@ class VmIn(VmBatchItem):
 class ExplainIn(BaseModel):
     """A dry run: where would this VM go now, and why."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
     cpu: PositiveFloat
     mem: PositiveFloat
     multi_numa: bool = False
@@ -133,14 +133,14 @@ class FailOut(BaseModel):
 
 
 class PinIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
     pinned: bool = Field(description="true: re-optimisation never moves the VM")
 
 
 class ReoptIn(BaseModel):
     """A re-optimisation event (dcplace.engine.ReoptPolicy's fields; the triggers are the server's)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
     selection: Literal["all", "underused"] = Field(default="all", description="which VMs may move")
     underused_below: float = Field(default=0.5, gt=0, le=1, description="fill below which a machine is underused")
     cooldown_s: float = Field(default=0.0, ge=0, description="VMs moved less than this long ago stay")
@@ -192,7 +192,7 @@ class ErrorOut(BaseModel):
 
 
 class AllocationIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
     vm: str = Ident
     machine: str
     node: int | None = Field(description="NUMA node, or null: split over every node")
@@ -204,7 +204,7 @@ class AllocationIn(BaseModel):
 class VmBatchIn(BaseModel):
     """Several VMs placed in order, as one ``POST /vms`` each would place them, with one commit."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
     vms: list[VmBatchItem] = Field(min_length=1, max_length=10_000)
     policy: PolicyName | None = Field(default=None, description="a registered policy; default: the service's")
 
