@@ -44,6 +44,7 @@ def main() -> None:
     ap.add_argument("--zero-init", action="store_true", help="start V at 0 (DQNConfig.zero_init)")
     ap.add_argument("--eval-every", type=int, default=10)
     ap.add_argument("--lr", type=float, default=DQNConfig().lr)
+    ap.add_argument("--batch", type=int, default=None, help="default: 1024 for the per-machine loss, else 256")
     ap.add_argument("--rows", type=int, nargs=2, default=TRAIN_START_RANGE, metavar=("LO", "HI"))
     ap.add_argument("--skip-eval", action="store_true", help="train only (evaluate with eval_cvd_regime.py)")
     ap.add_argument("--out", type=Path, required=True)
@@ -52,7 +53,8 @@ def main() -> None:
     prepared = PAPER_REGIME.prepare("huawei-east-1", args.seed)
     scenario = PAPER_REGIME.scenario(args.warm)
     loss = "cluster" if args.kind == "schedrl" else args.loss
-    dqn = replace(DQNConfig(), loss=loss, batch=1024 if loss == "machine" else 256, zero_init=args.zero_init,
+    batch = args.batch or (1024 if loss == "machine" else 256)
+    dqn = replace(DQNConfig(), loss=loss, batch=batch, zero_init=args.zero_init,
                   eval_every=args.eval_every, lr=args.lr, train_start_range=tuple(args.rows))  # fmt: skip
     trainer_cls = SchedRlTrainer if args.kind == "schedrl" else CvdRlTrainer
     model = CvdConfig(kind="schedrl", filter_k=(), machines=scenario.pms) if args.kind == "schedrl" else CvdConfig()

@@ -238,7 +238,8 @@ class DqnTrainRun:
     hidden: int = 64
     """units per hidden layer of the 6-layer MLP"""
     dqn: DQNConfig = field(default_factory=DQNConfig)
-    """Double DQN's settings (the paper's where it names them)"""
+    """Double DQN's settings: the paper's where it names them, except the batch (256, not 2,048) and the updates per
+    epoch (docs/cvd-rl.md, "Where we differ"); ``learning_starts`` is ours"""
     workers: int = 1
     """episodes played at once (1: in this process; more: a process pool, or Ray's with ray_address); same results"""
     ray_address: str = ""

@@ -27,7 +27,8 @@ One event, step by step:
    :class:`~dcplace.placement.numa_batch.NumaBatch` with the current placement, the non-movable VMs pinned, and a
    migration cost per VM of ``migration_weight x`` its memory over the largest machine's memory, in machines (so at
    weight 1, moving one largest machine's worth of memory costs as much as keeping one machine). The batch
-   optimiser's ``consolidate`` method minimises machines used + migration cost and its independent checker
+   optimiser's ``consolidate`` method (a heuristic: best fit, then emptying machines while that pays; not the paper's
+   integer program, docs/reoptimisation.md) lowers machines used + migration cost and its independent checker
    verifies the answer (pinned VMs kept, capacities per NUMA node, the costs recounted). The event's budget
    (``max_moves``, ``max_gb``) is the optimiser's too: it empties a machine only when all of that machine's moves
    fit in what is left of the budget. (Before, the target ignored the budget and the plan was cut to a prefix: a

@@ -23,8 +23,9 @@ that proves the problem infeasible (an item apart from itself, or an LP bound ab
 status ``infeasible`` and no placement.
 
 Infeasibility repair, in order: **pack moves** (a leaf whose subproblem is infeasible hands its largest pack to an
-unused sibling leaf whose totals can take it, both are re-solved; up to ``moves`` times), then the paper's **search
-on beta** (lower the disk-count margin by 0.1 and assign again).
+unused sibling leaf whose totals can take it, both are re-solved; up to ``moves`` times), then a **search on beta**
+after the paper's footnote 10 (which suggests safety margins on all the stringent resources, their values found by
+binary search; ours lowers the disk-count margin by 0.1 and assigns again).
 
 First level (the paper's): minimise the number of swads used, such that per swad the packs' total vCPU, memory and
 disk space fit the swad's totals, their total number of virtual disks is at most ``beta`` times the swad's number of
