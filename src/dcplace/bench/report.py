@@ -901,7 +901,7 @@ def hmip_section(folder: Path) -> Section | None:
             and r["instance"] == name
             and r.get("packs") == packs
             and r.get("cost") is not None
-            and abs(float(r.get("requested_beta", r.get("beta", -1))) - beta) < 1e-9
+            and abs(float(r.get("requested_beta") or r.get("beta", -1)) - beta) < 1e-9
         ]
         for r in found:
             rows.append(
