@@ -62,6 +62,7 @@ def reoptimise(
     max_gb: Annotated[float | None, typer.Option(help="budget: at most this much memory copied, GB")] = None,
     time_limit: Annotated[float, typer.Option(help="optimiser wall-clock limit, seconds")] = 10.0,
     bound: Annotated[bool, typer.Option(help="also prove the typed relaxation's lower bound (SCIP)")] = False,
+    improve: Annotated[float, typer.Option(help="seconds of CP-SAT after the heuristic (within --time-limit)")] = 0.0,
     dry_run: Annotated[bool, typer.Option(help="plan only; change nothing")] = False,
     json_out: JsonOut = False,
 ) -> None:  # fmt: skip
@@ -72,15 +73,14 @@ def reoptimise(
     try:
         policy = ReoptPolicy(selection=selection, underused_below=underused_below,  # type: ignore[arg-type]
                              migration_weight=migration_weight, max_moves=max_moves, max_gb=max_gb,
-                             time_limit_s=time_limit, bound=bound)  # fmt: skip
+                             time_limit_s=time_limit, bound=bound, improve_s=improve)  # fmt: skip
         engine = _open(db)
         try:
             rep = engine.reoptimise(policy, execute=not dry_run)
         finally:
             engine.close()
     except InputError as exc:
-        if exc.field == "time_limit_s":
-            exc.field = "time_limit"
+        exc.field = {"time_limit_s": "time_limit", "improve_s": "improve"}.get(exc.field or "", exc.field)
         _fail(exc)
     _report(rep, json_out, dry_run)
 

@@ -27,8 +27,9 @@ One event, step by step:
    :class:`~dcplace.placement.numa_batch.NumaBatch` with the current placement, the non-movable VMs pinned, and a
    migration cost per VM of ``migration_weight x`` its memory over the largest machine's memory, in machines (so at
    weight 1, moving one largest machine's worth of memory costs as much as keeping one machine). The batch
-   optimiser's ``consolidate`` method (a heuristic: best fit, then emptying machines while that pays; not the paper's
-   integer program, docs/reoptimisation.md) lowers machines used + migration cost and its independent checker
+   optimiser's ``consolidate`` method (a heuristic: best fit, then emptying machines while that pays; with
+   ``improve_s``, CP-SAT then empties more where it can, the paper's integer programming on one machine's
+   neighbourhood at a time; docs/reoptimisation.md) lowers machines used + migration cost and its independent checker
    verifies the answer (pinned VMs kept, capacities per NUMA node, the costs recounted). The event's budget
    (``max_moves``, ``max_gb``) is the optimiser's too: it empties a machine only when all of that machine's moves
    fit in what is left of the budget. (Before, the target ignored the budget and the plan was cut to a prefix: a
@@ -86,6 +87,10 @@ class ReoptPolicy:
     """Wall-clock limit of the batch optimiser per event, seconds."""
     bound: bool = False
     """Also prove the typed relaxation's lower bound on machines (SCIP; slower); otherwise the covering bound."""
+    improve_s: float = 0.0
+    """Seconds of integer programming after the heuristic, within ``time_limit_s`` (0: the heuristic alone): CP-SAT
+    empties one more machine at a time at the least migration cost (``ConsolidateParams.improve_s``). The engine
+    holds its lock while the event solves, so placements wait that long."""
     every_s: float | None = None
     """Timer trigger: due when this many seconds passed since the last event (None: no timer)."""
     below: float | None = None
@@ -109,6 +114,7 @@ class ReoptPolicy:
               "a finite number > 0")  # fmt: skip
         check(self.below is None or 0 < self.below <= 1, "below", self.below, "in (0, 1]")
         check(self.min_gap_s >= 0, "min_gap_s", self.min_gap_s, "at least 0")
+        check(0 <= self.improve_s <= self.time_limit_s, "improve_s", self.improve_s, "in [0, time_limit_s]")
 
     def due(self, state: ClusterState, now: float, last: float | None) -> str | None:
         """Why an event is due at time ``now`` (``last``: the previous event's time, None if none): ``"timer"``,
@@ -220,7 +226,9 @@ def consolidation_target(snap: Snapshot, may_move: npt.NDArray[np.bool_], policy
     before = len(servers)
     if n == 0 or not may_move[part].any():
         return TargetAnswer(cp.current, before, before, before, False, 0.0, True, 0.0)
-    params = ConsolidateParams(relaxation=policy.bound, max_moves=policy.max_moves, max_gb=policy.max_gb)
+    params = ConsolidateParams(
+        relaxation=policy.bound, max_moves=policy.max_moves, max_gb=policy.max_gb, improve_s=policy.improve_s
+    )
     res = solve(batch, "consolidate", Deadline(policy.time_limit_s), 0, params)
     assert res.vm_pm is not None and res.vm_node is not None
     machine, node = cp.current.machine.copy(), cp.current.node.copy()

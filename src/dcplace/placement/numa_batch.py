@@ -750,9 +750,15 @@ class ConsolidateParams(Params):
     all of its moves fit in what is left of the budget, so every move the budget buys frees a server."""
     max_gb: float | None = None
     """Budget: at most this much RAM (the batch's unit, GB) leaves its current servers (None: no limit)."""
+    improve_s: float = 0.0
+    """Seconds of integer programming after the heuristic (0: none): CP-SAT closes one more server at a time where it
+    finds room for that server's VMs (and may move VMs of the servers in its rack to make room), at the least
+    migration cost, kept only when that lowers servers used + migration cost within the budget
+    (:func:`~dcplace.placement.numa_pattern.close_by_cpsat`)."""
 
     def check(self) -> None:
         check_value(0 < self.bound_share < 1, "bound_share", self.bound_share, "in (0, 1)")
+        check_value(self.improve_s >= 0, "improve_s", self.improve_s, "at least 0")
         check_value(self.max_moves is None or self.max_moves >= 0, "max_moves", self.max_moves, "at least 0")
         check_value(self.max_gb is None or self.max_gb >= 0, "max_gb", self.max_gb, "at least 0")
 
@@ -809,10 +815,10 @@ def solve_consolidate(batch: NumaBatch, stop: Stop, seed: int, params: Consolida
     closed = tried = over_budget = 0
     had = np.flatnonzero(cur >= 0)
 
-    def within_budget() -> bool:
+    def within_budget(server: list[int] | None = None) -> bool:
         if params.max_moves is None and params.max_gb is None:
             return True
-        gone = had[np.asarray(st.server, np.int64)[had] != cur[had]]
+        gone = had[np.asarray(st.server if server is None else server, np.int64)[had] != cur[had]]
         return (params.max_moves is None or len(gone) <= params.max_moves) and (
             params.max_gb is None or float(batch.ram[gone].sum()) <= params.max_gb + 1e-9
         )
@@ -840,13 +846,21 @@ def solve_consolidate(batch: NumaBatch, stop: Stop, seed: int, params: Consolida
                 packer._assign(st, i, sv, j)
         if closed == before:
             break
-    server = np.asarray(st.server, np.int64)
+    servers, nodes, by_cpsat = st.server, st.node, 0
+    if params.improve_s > 0 and not stop.expired():
+        from dcplace.placement.numa_pattern import Moves, close_by_cpsat  # that module imports this one
+
+        fixed = np.zeros(batch.vms, np.bool_) if batch.pinned is None else np.asarray(batch.pinned, np.bool_)
+        budget = stop.share(1.0, most=params.improve_s)
+        servers, nodes, by_cpsat = close_by_cpsat(batch, list(servers), list(nodes), budget, seed, fixed=fixed,
+                                                  moves=Moves(cur, mig, within_budget))  # fmt: skip
+    server = np.asarray(servers, np.int64)
     moved = (cur >= 0) & (server != cur)
-    cost = float(len(set(st.server))) + float(mig[moved].sum())
-    stats = {"bound_proven": proven, "closed": closed, "close_attempts": tried, "over_budget": over_budget,
-             "constraints": {k: len(batch.groups(k)) for k in STRATEGIES[1:]}}  # fmt: skip
+    cost = float(len(set(servers))) + float(mig[moved].sum())
+    stats = {"bound_proven": proven, "closed": closed + by_cpsat, "closed_by_cpsat": by_cpsat, "close_attempts": tried,
+             "over_budget": over_budget, "constraints": {k: len(batch.groups(k)) for k in STRATEGIES[1:]}}  # fmt: skip
     return Result(batch.name, "consolidate", "feasible", cost, float(bound), vms=batch.vms, vm_pm=server,
-                  vm_node=np.asarray(st.node), stats=stats)  # fmt: skip
+                  vm_node=np.asarray(nodes), stats=stats)  # fmt: skip
 
 
 def summary_of(res: Result) -> dict[str, Any]:

@@ -857,15 +857,33 @@ def solve_numa_auto(batch: NumaBatch, stop: Stop, seed: int, params: NumaBatchPa
         return replace(solve_relaxation_guided(batch, stop, seed, params), method="auto")
 
 
-def close_by_cpsat(b: NumaBatch, server: list[int], node: list[int], stop: Stop, seed: int,
-                   targets: int = 40) -> tuple[list[int], list[int], int]:  # fmt: skip
+@dataclass(frozen=True)
+class Moves:
+    """What moving costs, for :func:`close_by_cpsat` in re-optimisation: per VM its current server (-1: new) and
+    migration cost (in servers), and ``fits(server)``: whether a whole placement stays within the event's budget."""
+
+    current: npt.NDArray[np.int64]
+    cost: npt.NDArray[np.float64]
+    fits: Callable[[list[int]], bool]
+
+
+def close_by_cpsat(b: NumaBatch, server: list[int], node: list[int], stop: Stop, seed: int, targets: int = 40, *,
+                   fixed: npt.NDArray[np.bool_] | None = None, moves: Moves | None = None, reshuffle: int = 3,
+                   ) -> tuple[list[int], list[int], int]:  # fmt: skip
     """A large-neighbourhood search that closes servers one at a time: for an open server ``s`` (least filled
     first), its VMs and the unconstrained VMs on the other open servers of its rack may move onto those servers and
     the ``targets`` open servers elsewhere with the most free room (normalised CPU + RAM); CP-SAT (one worker) looks
     for such a placement with ``s`` empty, every node within capacity and every constraint kept: an affinity VM stays
     in its rack, an anti-affinity VM avoids servers holding its group, a fault-domain VM racks holding another domain
     of its group (VMs that stay are fixed; two moving VMs of one group both come from ``s``, which already keeps them
-    apart correctly). Until ``stop``; returns (server, node, servers closed)."""
+    apart correctly). Until ``stop``; returns (server, node, servers closed).
+
+    Re-optimisation (``consolidate``'s CP-SAT step): ``fixed`` VMs never move (a server holding one is never
+    closed); with ``moves``, a VM placed away from its current server costs its migration cost, CP-SAT finds the
+    cheapest placement of the neighbourhood, and a close is kept only when it lowers servers used + migration cost
+    (one server against the migration cost it adds) and stays within the budget (``moves.fits``). Where the server
+    has no rack mates (the engine's batches: a rack per server), the VMs of the ``reshuffle`` servers with the most
+    room left may move too."""
     packer = Packer(b)
     st = _State(b.node_free.copy(), np.zeros(b.servers, bool), [-1] * b.vms, [0] * b.vms)
     for i, (sv, j) in enumerate(zip(server, node, strict=True)):
@@ -877,6 +895,8 @@ def close_by_cpsat(b: NumaBatch, server: list[int], node: list[int], stop: Stop,
     while not stop.expired():
         st.opened &= np.array([bool(st.on[sv]) for sv in range(b.servers)])  # emptied by a move: closed
         opened = [sv for sv in np.flatnonzero(st.opened).tolist() if sv not in tried]
+        if fixed is not None:  # a server holding a VM that may not move cannot be emptied
+            opened = [sv for sv in opened if not any(fixed[v] for v in st.on[sv])]
         if not opened:
             break
         fill = {sv: float(((cap[sv] - st.free[sv].sum(axis=0)) / scale).sum()) for sv in opened}
@@ -885,9 +905,14 @@ def close_by_cpsat(b: NumaBatch, server: list[int], node: list[int], stop: Stop,
         rk = int(b.rack[s0])
         mates = [sv for sv in packer.rack_servers[rk] if st.opened[sv] and sv != s0]
         room = {sv: float((st.free[sv].sum(axis=0) / scale).sum()) for sv in np.flatnonzero(st.opened).tolist()}
-        far = sorted((sv for sv in room if int(b.rack[sv]) != rk), key=lambda sv: (-room[sv], sv))[:targets]
+        if moves is not None and not mates:  # re-optimisation (a rack per server): the VMs of the servers with the
+            # most room left may move too, so that their fragments join into room for s0's VMs
+            mates = sorted((sv for sv in room if sv != s0), key=lambda sv: (-room[sv], sv))[:reshuffle]
+        far = sorted((sv for sv in room if int(b.rack[sv]) != rk and sv not in mates),
+                     key=lambda sv: (-room[sv], sv))[:targets]  # fmt: skip
         hosts = mates + far
-        moving = sorted(st.on[s0]) + [v for sv in mates for v in sorted(st.on[sv]) if not b.strategy[v]]
+        moving = sorted(st.on[s0]) + [v for sv in mates for v in sorted(st.on[sv])
+                                      if not b.strategy[v] and (fixed is None or not fixed[v])]  # fmt: skip
         was = {v: (st.server[v], st.node[v]) for v in moving}
         for v in moving:
             packer._unassign(st, v)
@@ -915,8 +940,27 @@ def close_by_cpsat(b: NumaBatch, server: list[int], node: list[int], stop: Stop,
                         if terms:  # on the quarter grid (catalogue), halves included: times 4 is whole
                             m.add(sum(round(4 * w) * var for w, var in terms) <= math.floor(4 * st.free[sv, q, res]
                                                                                             + 1e-6))  # fmt: skip
+            if moves is not None:  # the cheapest moves, and only a close that pays for them
+                scale = 1000
+                cost = {v: round(scale * float(moves.cost[v])) for v in moving}
+                away = [(cost[v], var) for (v, sv, _), var in x.items() if sv != moves.current[v] and cost[v]]
+                before = sum(cost[v] for v in moving if was[v][0] != moves.current[v])
+                m.add(sum(c * var for c, var in away) <= before + scale - 1)
+                m.minimize(sum(c * var for c, var in away))
             ans = run_cp(m, stop.share(1.0, most=2.0), seed=seed, least=0.1)
             placed = ans.found
+        if placed and moves is not None:
+            for (v, sv, j), var in x.items():
+                if ans.solver.value(var):
+                    packer._assign(st, v, sv, j)
+            if moves.fits(st.server):
+                closed += 1
+                tried.clear()
+                tried.add(s0)
+                continue
+            for v in moving:  # over the budget: undone
+                packer._unassign(st, v)
+            placed = False
         if placed:
             for (v, sv, j), var in x.items():
                 if ans.solver.value(var):

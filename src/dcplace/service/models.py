@@ -149,6 +149,7 @@ class ReoptIn(BaseModel):
     max_gb: float | None = Field(default=None, ge=0, description="budget: GB copied per event")
     time_limit_s: float = Field(default=10.0, gt=0, le=3600, description="optimiser wall-clock limit")
     bound: bool = Field(default=False, description="also prove the typed relaxation's lower bound")
+    improve_s: float = Field(default=0.0, ge=0, le=3600, description="seconds of CP-SAT after the heuristic")
     execute: bool = Field(default=True, description="false: plan only (a dry run)")
 
 
