@@ -191,3 +191,17 @@ def test_sigint_during_reproduce_hmip_keeps_the_previous_folder(tmp_path: Path) 
     assert sorted(x.name for x in tmp_path.iterdir()) == ["hmip"]  # no temporary twin left behind
     assert sorted(x.name for x in out.iterdir()) == ["config.toml", "records.jsonl"]
     assert (out / "records.jsonl").read_text() == "previous\n"
+
+
+def test_sigint_during_reproduce_all_leaves_no_unfinished_reproduction(tmp_path: Path) -> None:
+    """An interrupted `reproduce all` said "unfinished outputs were discarded" and left the Nara figures it had
+    drawn without their records: now every reproduction it did not finish is removed, and what is left holds its
+    records."""
+    out = tmp_path / "all"
+    p = _dcplace(["reproduce", "all", "--quick", "--out", str(out)], signal.SIGINT, 25, timeout=120)
+    assert p.returncode == 130, p.stderr
+    assert "unfinished outputs were discarded" in p.stderr
+    left = sorted(x.name for x in out.iterdir()) if out.exists() else []
+    assert "report.html" not in left and "run.json" not in left
+    for name in left:  # a finished reproduction keeps its records; nothing else is left
+        assert (out / name / "records.jsonl").exists() or (out / name / "table.md").exists(), (name, left)

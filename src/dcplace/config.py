@@ -301,14 +301,21 @@ def check_seed(seed: object, name: str = "seed") -> None:
         raise InputError(f"must be a whole number from 0 to 2**63 - 1, got {seed!r}", field=name)
 
 
+MAX_WORKERS = 256
+"""Worker processes at most (each is a Python process of 100-700 MB: 256 already need far more memory than most
+machines have; the operating system, not this number, is then the limit users meet)."""
+
+
 def check_types(obj: object) -> None:
     """Check every field of the dataclass instance ``obj`` against its annotation (``Literal`` choices included) and
     store it in its canonical form (tuples for lists, floats for integers given to float fields). Call it first in
     ``__post_init__``; it raises an :class:`InputError` naming the field and the value.
 
-    Two rules hold for every config: a field named ``seed`` is a whole number from 0 to ``2**63 - 1`` (what numpy's
-    and torch's generators accept), and no float field is NaN (``inf`` stays allowed where a field means "no
-    limit"; each config checks its own ranges)."""
+    Rules that hold for every config: a field named ``seed`` is a whole number from 0 to ``2**63 - 1`` (what numpy's
+    and torch's generators accept); any other whole number is at most ``2**31 - 1`` in size (a count beyond it was
+    an OverflowError inside numpy or torch, not an answer); a field named ``workers`` is from 1 to
+    :data:`MAX_WORKERS` (``--workers 100000`` forked thousands of processes and filled the memory); and no float
+    field is NaN (``inf`` stays allowed where a field means "no limit"; each config checks its own ranges)."""
     cls = type(obj)
     for name, tp in field_types(cls).items():
         value = getattr(obj, name)
@@ -322,6 +329,10 @@ def check_types(obj: object) -> None:
             raise InputError(f"must be {exc.expected}, got {value!r}", field=name) from None
         if name == "seed" and isinstance(fixed, int) and not 0 <= fixed < 2**63:
             raise InputError(f"must be a whole number from 0 to 2**63 - 1, got {value!r}", field=name)
+        if name == "workers" and isinstance(fixed, int) and not 1 <= fixed <= MAX_WORKERS:
+            raise InputError(f"must be a whole number from 1 to {MAX_WORKERS}, got {value!r}", field=name)
+        if name != "seed" and isinstance(fixed, int) and not isinstance(fixed, bool) and abs(fixed) > 2**31 - 1:
+            raise InputError(f"must be at most 2147483647 in size, got {value!r}", field=name)
         if isinstance(fixed, float) and math.isnan(fixed):
             raise InputError(f"must be a number, got {value!r}", field=name)
         if fixed is not value:

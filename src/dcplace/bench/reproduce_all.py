@@ -136,6 +136,10 @@ def reopt_traces(s: AllSettings) -> tuple[str, ...]:
     return auto_traces(("huawei-east-1",) if s.quick else ("huawei-east-1", "azure-v1"))
 
 
+SUBFOLDERS = ("nara", "cvd-heuristics", "cvd-rl-paper", "cvd-rl", "hmip", "reopt")
+"""The reproductions' folders under ``out``."""
+
+
 def run_all(
     out: Path, settings: AllSettings, command: str, say: Callable[[str], None] = lambda s: None
 ) -> tuple[Path, list[Any]]:
@@ -176,13 +180,16 @@ def run_all(
     reader = threading.Thread(target=pump, daemon=True)
     reader.start()
     sections = []
+    done: set[str] = set()  # the reproductions this run finished: an interrupted run removes the others' folders
     try:
         regime = resolve_regime("auto", s.trace)
         cvd_heuristics.run_reproduction(s.trace, s.cvd_episodes, s.seed, out / "cvd-heuristics", quick=s.quick,
                                         regime=regime, progress=tagged("cvd-heuristics"))  # fmt: skip
         say(f"cvd-heuristics ({regime} regime) done ({time.perf_counter() - t0:.0f} s)")
+        done.add("cvd-heuristics")
         if regime == "today":  # no paper regime here: a folder from an earlier run must not be reported as this one's
             shutil.rmtree(out / "cvd-rl-paper", ignore_errors=True)
+            done.add("cvd-rl-paper")
         else:
             cvd_reproduction.run_regime_tables(
                 s.trace,
@@ -195,6 +202,7 @@ def run_all(
                 progress=tagged("cvd-rl-paper"),
             )
             say(f"cvd-rl-paper done ({time.perf_counter() - t0:.0f} s)")
+            done.add("cvd-rl-paper")
         cvd_reproduction.run_reproduction(
             s.trace,
             3 if s.quick else s.cvd_episodes,
@@ -207,10 +215,13 @@ def run_all(
             curve_seeds=s.curve_seeds,
         )
         say(f"cvd-rl done ({time.perf_counter() - t0:.0f} s)")
+        done.add("cvd-rl")
         hmip.run_reproduction(out / "hmip", quick=s.quick, workers=s.workers, seed=s.seed, progress=tagged("hmip"))
         say(f"hmip done ({time.perf_counter() - t0:.0f} s)")
+        done.add("hmip")
         reopt.run_reproduction(reopt_traces(s), 24.0 if s.quick else 0.0, out / "reopt", quick=s.quick, seed=s.seed)
         say(f"reopt done ({time.perf_counter() - t0:.0f} s)")
+        done.add("reopt")
         for name in ("cvd-heuristics", "cvd-rl-paper", "cvd-rl", "hmip", "reopt"):
             sections.append(build_section(out, name))
         nara.wait()
@@ -218,6 +229,9 @@ def run_all(
     except BaseException:
         nara.kill()
         nara.wait()
+        for name in SUBFOLDERS:  # figures without records must not outlive the run that left them unfinished
+            if name not in done:
+                shutil.rmtree(out / name, ignore_errors=True)
         raise
     if nara.returncode != 0:
         raise RuntimeError(f"the Nara reproduction failed (exit {nara.returncode}):\n{''.join(log[-40:])}")

@@ -7,7 +7,9 @@ nothing.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -29,6 +31,17 @@ def _open(db: Path) -> Any:
         raise InputError(f"{db} does not exist (a cluster's database is made by `dcplace serve --db`)", field="db")
     if not db.is_file():
         raise InputError(f"{db} is not a database file", field="db")
+    import sqlite3
+
+    try:  # read-only first: an empty or foreign file must not get dcplace's tables (it did, even with --dry-run)
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+            tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.DatabaseError as e:
+        raise InputError(f"{db} is not a SQLite database ({e})", field="db") from None
+    if not {"machines", "vms", "meta"} <= tables:
+        raise InputError(f"{db} is not a dcplace cluster database (made by `dcplace serve --db`)", field="db")
+    if not os.access(db, os.W_OK) or not os.access(db.parent, os.W_OK | os.X_OK):
+        raise InputError(f"cannot write {db} (permission denied): the cluster command changes it", field="db")
     return PlacementEngine.open(db)
 
 

@@ -23,6 +23,8 @@ import dataclasses
 import functools
 import importlib.util
 import inspect
+import os
+import shutil
 import tomllib
 import types
 import typing
@@ -157,6 +159,20 @@ class Resume:
     against the checkpoint, which must then be given as the run had them (its other settings are the checkpoint's)."""
 
 
+@contextlib.contextmanager
+def _no_settings_only_folder(out: object) -> Iterator[None]:
+    """A run refused as bad input (exit 2) leaves no ``--out`` folder it made with only its ``config.toml`` in it:
+    ``train nalb-learned --sigma inf --out F`` left ``F/config.toml`` behind (the settings are written when a run
+    starts, so that an interrupted run can be resumed; a refused one has nothing to resume)."""
+    made = isinstance(out, Path) and not out.exists()
+    try:
+        yield
+    except InputError:
+        if made and isinstance(out, Path) and out.is_dir() and {p.name for p in out.iterdir()} <= {"config.toml"}:
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+
+
 def config_command(
     cls: type[C], flags: Mapping[str, Flag] | None = None, resume: Resume | None = None
 ) -> Callable[[Callable[Concatenate[C, P], None]], Callable[..., None]]:
@@ -199,7 +215,7 @@ def config_command(
                         given[opt.leaf.key] = _from_flag(opt, value)
                 if resume is not None and kwargs.get("resume"):
                     config_file = run_settings(cls, resume, config_file, given, kwargs.get("out"), by_key)
-            with errors_as_exit(by_key, from_file, config_file):
+            with errors_as_exit(by_key, from_file, config_file), _no_settings_only_folder(kwargs.get("out")):
                 with limits.unguarded() if force else contextlib.nullcontext():
                     cfg = resolve(cls, config_file, given, from_file)
                     if resume is not None:  # a run's files by absolute path, in its checkpoint as in its config.toml
@@ -281,6 +297,10 @@ def check_out(out: object) -> None:
     blocked = next((p for p in out.parents if p.exists() and not p.is_dir()), None)
     if blocked is not None:  # it was a NotADirectoryError traceback from mkdir
         raise InputError(f"--out {out}: {blocked} is a file, so nothing can be made inside it")
+    # where the outputs (or the folders above them) will be made: a PermissionError traceback after the whole run
+    made_in = out if out.is_dir() else next((p for p in out.parents if p.is_dir()), Path("."))
+    if not os.access(made_in, os.W_OK | os.X_OK):
+        raise InputError(f"--out {out}: cannot write in {made_in} (permission denied)")
 
 
 def _from_flag(opt: _Option, value: Any) -> Any:

@@ -99,6 +99,15 @@ def _train_with_bar(
     return time.perf_counter() - t0
 
 
+MAX_WIDTH = 4096
+"""Units per hidden layer at most: 4,096 already makes the 6-layer MLP 100 M weights; ``--hidden 100000000`` asked
+torch for 40 PB and died with its traceback."""
+
+
+def _check_width(cfg: Any, name: str, least: int = 1) -> None:
+    check(least <= getattr(cfg, name) <= MAX_WIDTH, name, getattr(cfg, name), f"from {least} to {MAX_WIDTH}")
+
+
 def _check_workers(cfg: Any) -> None:
     check(cfg.workers >= 1, "workers", cfg.workers, "at least 1")
     check_ray_address(cfg.ray_address)
@@ -145,7 +154,7 @@ class NaraTrainRun:
         check_types(self)
         check(self.dataset in NARA_DATASETS, "dataset", self.dataset, "one of " + ", ".join(NARA_DATASETS))
         check(self.iterations >= 1, "iterations", self.iterations, "at least 1")
-        check(self.p2_hidden >= 0, "p2_hidden", self.p2_hidden, "at least 0")
+        _check_width(self, "p2_hidden", least=0)
         _check_workers(self)
 
 
@@ -256,8 +265,8 @@ class DqnTrainRun:
             raise InputError(
                 "training runs in non-expansion (evaluate expansion with `dcplace simulate`)", field="mode"
             )
-        for name in ("epochs", "hidden"):
-            check(getattr(self, name) >= 1, name, getattr(self, name), "at least 1")
+        check(self.epochs >= 1, "epochs", self.epochs, "at least 1")
+        _check_width(self, "hidden")
         _check_workers(self)
         check(self.dqn.reward in self.REWARDS, "dqn.reward", self.dqn.reward, "one of " + ", ".join(self.REWARDS))
         check(self.dqn.loss in self.LOSSES, "dqn.loss", self.dqn.loss, "one of " + ", ".join(self.LOSSES))
@@ -303,8 +312,9 @@ def parse_filter(text: str) -> tuple[tuple[str, int], ...]:
     pairs = []
     for part in text.split(","):
         name, _, k = part.strip().partition(":")
-        if not k.isdigit():
-            raise InputError(f"must be heuristic:k pairs like best-fit:2,industrial:3, or none; got entry {part!r}")
+        if not k.isdigit() or not 1 <= int(k) <= 1000:
+            raise InputError(f"must be heuristic:k pairs like best-fit:2,industrial:3 (k from 1 to 1000), or none; "
+                             f"got entry {part!r}")  # fmt: skip
         pairs.append((name, int(k)))
     return tuple(pairs)
 
@@ -438,8 +448,9 @@ class RegimeTrainRun:
     def __post_init__(self) -> None:
         check_types(self)
         check(self.regime in REGIME_NAMES, "regime", self.regime, "one of " + ", ".join(REGIME_NAMES))
-        for name in ("epochs", "hidden", "pms"):
+        for name in ("epochs", "pms"):
             check(getattr(self, name) >= 1, name, getattr(self, name), "at least 1")
+        _check_width(self, "hidden")
         check(0 <= self.warm_start < 1, "warm_start", self.warm_start, "in [0, 1)")
 
 
@@ -482,8 +493,8 @@ class PadrlTrainRun(RegimeTrainRun):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in ("forecast_hidden", "horizon"):
-            check(getattr(self, name) >= 1, name, getattr(self, name), "at least 1")
+        check(self.horizon >= 1, "horizon", self.horizon, "at least 1")
+        _check_width(self, "forecast_hidden")
         _check_workers(self)
         check(self.dqn.loss in ("cluster", "machine"), "dqn.loss", self.dqn.loss, "cluster or machine")
         check(self.dqn.reward in REWARD_NAMES, "dqn.reward", self.dqn.reward, "one of " + ", ".join(REWARD_NAMES))

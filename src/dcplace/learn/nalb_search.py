@@ -20,6 +20,7 @@ per-pick policy gradient, and it cannot end below its start on the training obje
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -84,7 +85,7 @@ class SearchConfig:
             check(getattr(self, name) >= 1, name, getattr(self, name), "at least 1")
         check(self.elite <= self.pop, "elite", self.elite, f"at most pop ({self.pop})")
         check(self.requests >= 0, "requests", self.requests, "at least 0")
-        check(self.sigma > 0, "sigma", self.sigma, "positive")
+        check(0 < self.sigma < math.inf, "sigma", self.sigma, "a positive finite number")
         check(bool(self.cells()), "topologies", self.topologies, "at least one topology and request set")
 
     def cells(self) -> list[tuple[str, str]]:
