@@ -82,3 +82,36 @@ def test_cluster_commands_refuse_a_file_that_is_not_a_cluster_database(tmp_path:
     with sqlite3.connect(db) as conn:  # a real cluster database still opens
         assert conn.execute("SELECT count(*) FROM machines").fetchone() == (1,)
     assert runner.invoke(app, ["cluster", "reoptimise", "--db", str(db), "--dry-run"]).exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["cluster", "reoptimise", "--db", "DB", "--dry-run", "--migration-weight", "1e308"],
+         "--migration-weight: must be from 0 to 1e6"),  # it blamed a --migration-cost flag that does not exist
+        (["reproduce", "reopt", "--traces", "nope", "--out", "OUT"], "error: --traces: trace must be one of"),
+        (["reproduce", "reopt", "--report-only", "--out", "OUT"], "error: --out OUT holds no records.jsonl"),
+        (["train", "nara", "--topology", "alpha,,beta", "--out", "OUT"], "--topology must be comma-separated names"),
+    ],
+)  # fmt: skip
+def test_errors_name_the_flag_the_user_gave(tmp_path: Path, args: list[str], said: str) -> None:
+    db = tmp_path / "c.db"
+    e = PlacementEngine.open(db)
+    e.add_machine("m0", 16, 32)
+    e.close()
+    out = tmp_path / "out"
+    args = [str(db) if a == "DB" else str(out) if a == "OUT" else a for a in args]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 2 and said.replace("OUT", str(out)) in res.output, res.output
+
+
+def test_running_out_of_memory_is_one_sentence(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the memory guard off (--force) a size the system cannot map was a MemoryError traceback."""
+    import dcplace.cluster.numa as numa
+
+    def too_big(*args: object, **kw: object) -> None:
+        raise MemoryError("Unable to allocate 59.6 GiB")
+
+    monkeypatch.setattr(numa.NumaCluster, "__init__", too_big)
+    res = runner.invoke(app, ["simulate", "numa", "--episodes", "1"])
+    assert res.exit_code == 2 and "error: out of memory (Unable to allocate 59.6 GiB)" in res.output, res.output

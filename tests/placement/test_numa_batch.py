@@ -150,6 +150,16 @@ def test_bad_files_are_one_sentence_with_file_line_field(tmp_path, column, value
     assert res.exit_code == 2 and needle in res.output
 
 
+def test_a_host_listed_twice_in_the_topology_is_refused(tmp_path):
+    """The last of two rows for one host won silently (found by a CLI walkthrough, 2026-11-27)."""
+    path = write_dataset(tmp_path / "d", 1, vms=4)
+    with open(path.parent / "topology.csv", "a") as fh:
+        fh.write("host-0,3\n")
+    with pytest.raises(InputError, match=r"host 'host-0' is listed twice \(first on line 2\)") as err:
+        load_numa_batch(str(path))
+    assert "topology.csv" in str(err.value) and "field 'host_id'" in str(err.value)
+
+
 def test_cli_solves_a_batch_file(tmp_path):
     path = write_dataset(tmp_path / "d", 3)
     res = CliRunner().invoke(app, ["solve", "--instance", str(path), "--time-limit", "20", "--json"])

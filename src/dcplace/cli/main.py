@@ -92,6 +92,10 @@ class LazyGroup(TyperGroup):
         except Terminated:
             typer.echo("error: terminated (SIGTERM); unfinished outputs were discarded", err=True)
             raise typer.Exit(143) from None
+        except MemoryError as exc:  # the memory guard was off (--force) or wrong: one sentence, not a traceback
+            typer.echo(f"error: out of memory ({exc or 'MemoryError'}); use smaller sizes (unfinished outputs were "
+                       "discarded)", err=True)  # fmt: skip
+            raise typer.Exit(2) from None
         finally:
             if main:
                 signal.signal(signal.SIGTERM, previous)

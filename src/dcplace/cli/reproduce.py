@@ -432,7 +432,7 @@ def reproduce_reopt(
 
     if cfg.report_only:
         if not (out / "records.jsonl").is_file():
-            raise InputError(f"{out} holds no records.jsonl to report on", field="out")
+            raise InputError(f"--out {out} holds no records.jsonl to report on")
         typer.echo(render_folder(out))  # the run's config.toml stays as it was
         console.print(f"table and figures redrawn in {out}/")
         return
@@ -451,8 +451,13 @@ def reproduce_reopt(
                 tasks[what] = int(bar.add_task(what, total=1.0))
             bar.update(tasks[what], completed=frac)  # type: ignore[arg-type]
 
-        with _output(out, cfg, "dcplace reproduce reopt") as folder:
-            md = run_reproduction(traces, hours, folder, quick=cfg.quick, seed=cfg.seed, progress=tick)
+        try:
+            with _output(out, cfg, "dcplace reproduce reopt") as folder:
+                md = run_reproduction(traces, hours, folder, quick=cfg.quick, seed=cfg.seed, progress=tick)
+        except InputError as exc:  # a trace's own check names its field "trace"; the flag is --traces
+            if exc.field == "trace":
+                exc.field = "traces"
+            raise
     _finish(md, out, "records, events, timeline, table and figures")
 
 

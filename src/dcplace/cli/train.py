@@ -108,6 +108,12 @@ def _check_width(cfg: Any, name: str, least: int = 1) -> None:
     check(least <= getattr(cfg, name) <= MAX_WIDTH, name, getattr(cfg, name), f"from {least} to {MAX_WIDTH}")
 
 
+def _check_names(cfg: Any, name: str) -> None:
+    """A comma-separated list has no empty entry (``alpha,,beta`` read "" as the current folder, a topology file)."""
+    value = getattr(cfg, name)
+    check(all(part.strip() for part in value.split(",")), name, value, "comma-separated names, none empty")
+
+
 def _check_workers(cfg: Any) -> None:
     check(cfg.workers >= 1, "workers", cfg.workers, "at least 1")
     check_ray_address(cfg.ray_address)
@@ -154,6 +160,7 @@ class NaraTrainRun:
         check_types(self)
         check(self.dataset in NARA_DATASETS, "dataset", self.dataset, "one of " + ", ".join(NARA_DATASETS))
         check(self.iterations >= 1, "iterations", self.iterations, "at least 1")
+        _check_names(self, "topology")
         _check_width(self, "p2_hidden", least=0)
         _check_workers(self)
 
@@ -586,6 +593,8 @@ def train_nalb_learned(cfg: SearchConfig, out: Annotated[Path | None, typer.Opti
     from dcplace.policies.netalloc_scored import FEATURES, rule_json
     from dcplace.workload.netreq import DATASETS
 
+    _check_names(cfg, "topologies")
+    _check_names(cfg, "datasets")
     for t in cfg.topologies.split(","):
         try:
             load_topology(t)

@@ -104,8 +104,8 @@ class ReoptPolicy:
         check(0 < self.underused_below <= 1, "underused_below", self.underused_below, "in (0, 1]")
         check(self.cooldown_s >= 0 and math.isfinite(self.cooldown_s), "cooldown_s", self.cooldown_s,
               "a finite number >= 0")  # fmt: skip
-        check(self.migration_weight >= 0 and math.isfinite(self.migration_weight), "migration_weight",
-              self.migration_weight, "a finite number >= 0")  # fmt: skip
+        check(0 <= self.migration_weight <= 1e6, "migration_weight", self.migration_weight,
+              "from 0 to 1e6 (1e308 overflowed the costs)")  # fmt: skip
         check(self.max_moves is None or self.max_moves >= 0, "max_moves", self.max_moves, "at least 0")
         check(self.max_gb is None or self.max_gb >= 0, "max_gb", self.max_gb, "at least 0")
         check(self.time_limit_s > 0 and math.isfinite(self.time_limit_s), "time_limit_s", self.time_limit_s,

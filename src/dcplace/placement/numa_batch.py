@@ -151,8 +151,14 @@ def read_huawei(folder: Path, sequence: int, name: str | None = None, vm_path: P
         node_free.append([[v[0], v[1]], [v[2], v[3]]])
     topo_path = folder / "topology.csv"
     rack_of: dict[str, int] = {}
+    first: dict[str, int] = {}
     for line, row in _rows(topo_path, ("host_id", "rack_id")):
-        rack_of[row["host_id"]] = int(_num(row["rack_id"], topo_path, line, "rack_id", integer=True))
+        host = row["host_id"]
+        if host in first:  # the last row won silently
+            raise InputError(f"host {host!r} is listed twice (first on line {first[host]})", path=topo_path,
+                             line=line, field="host_id")  # fmt: skip
+        first[host] = line
+        rack_of[host] = int(_num(row["rack_id"], topo_path, line, "rack_id", integer=True))
     racks = []
     for i in range(len(node_free)):
         if f"host-{i}" not in rack_of:

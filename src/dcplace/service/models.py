@@ -144,7 +144,9 @@ class ReoptIn(BaseModel):
     selection: Literal["all", "underused"] = Field(default="all", description="which VMs may move")
     underused_below: float = Field(default=0.5, gt=0, le=1, description="fill below which a machine is underused")
     cooldown_s: float = Field(default=0.0, ge=0, description="VMs moved less than this long ago stay")
-    migration_weight: float = Field(default=1.0, ge=0, description="cost of a move: weight x memory / a machine's")
+    migration_weight: float = Field(
+        default=1.0, ge=0, le=1e6, description="cost of a move: weight x memory / a machine's"
+    )
     max_moves: int | None = Field(default=None, ge=0, description="budget: moves per event")
     max_gb: float | None = Field(default=None, ge=0, description="budget: GB copied per event")
     time_limit_s: float = Field(default=10.0, gt=0, le=3600, description="optimiser wall-clock limit")
