@@ -159,3 +159,12 @@ def test_a_table_built_in_python_is_checked_and_frozen():
     with pytest.raises(ValueError, match="read-only"):
         t.cpu[0] = 999
     assert np.array_equal(t.cpu, [1, 2])
+
+
+@pytest.mark.parametrize(("text", "gap"), [("0 0\n600 2\n", 1), ("0 0\n300 1\n600 2147483647\n", 2), ("5 1\n", 0)])
+def test_a_missing_lifetime_bin_is_named_without_allocating_every_bin(tmp_path, text, gap):
+    """A bin number of 2,147,483,647 made an array of that many bins (16 GiB, a MemoryError traceback)."""
+    path = tmp_path / "v1.interval_map.txt"
+    path.write_text(text)
+    with pytest.raises(InputError, match=f"bin {gap} has no duration"):
+        lifetime_bins(path)

@@ -71,9 +71,10 @@ def lifetime_bins(path: Path) -> npt.NDArray[np.float64]:
         bins.append(int(number(parts[1], Range(0, MAX_QUANTITY, integer=True), path=path, line=ln, field="bin")))
     dur, b = np.asarray(durations), np.asarray(bins, dtype=np.int64)
     nb = int(b.max()) + 1
-    missing = np.setdiff1d(np.arange(nb), b)
-    if len(missing):
-        raise InputError(f"bin {int(missing[0])} has no duration (bins must be 0..{nb - 1})", path=path, field="bin")
+    seen = np.unique(b)  # sorted; every bin 0..nb-1 present iff there are nb of them (no array of nb: a bin number
+    if len(seen) != nb:  # of 2,147,483,647 allocated 16 GiB)
+        gap = int(np.flatnonzero(seen != np.arange(len(seen)))[0])  # there is one: seen[-1] = nb - 1 > len - 1
+        raise InputError(f"bin {gap} has no duration (bins must be 0..{nb - 1})", path=path, field="bin")
     lo = np.full(nb, np.inf)
     np.minimum.at(lo, b, dur)
     hi = np.empty(nb)
