@@ -67,6 +67,13 @@ def test_an_out_that_cannot_be_written_is_refused_before_the_run(tmp_path: Path)
     assert list(ro.iterdir()) == []
 
 
+def test_an_out_folder_with_a_folder_where_the_result_goes_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "o" / "result.json").mkdir(parents=True)
+    res = runner.invoke(app, ["solve", "--instance", "exp1", "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2 and "result.json is a folder, where the run writes its result.json" in res.output
+    assert [p.name for p in (tmp_path / "o").iterdir()] == ["result.json"]  # config.toml was left beside it
+
+
 def test_cluster_commands_refuse_a_file_that_is_not_a_cluster_database(tmp_path: Path) -> None:
     empty, text = tmp_path / "e.txt", tmp_path / "t.txt"
     empty.write_bytes(b"")

@@ -301,6 +301,9 @@ def check_out(out: object) -> None:
     made_in = out if out.is_dir() else next((p for p in out.parents if p.is_dir()), Path("."))
     if not os.access(made_in, os.W_OK | os.X_OK):
         raise InputError(f"--out {out}: cannot write in {made_in} (permission denied)")
+    for name in ("result.json", "config.toml"):  # the files a run writes there: a folder in their place was a
+        if (out / name).is_dir():  # traceback after the run
+            raise InputError(f"--out {out}: {out / name} is a folder, where the run writes its {name}")
 
 
 def _from_flag(opt: _Option, value: Any) -> Any:
