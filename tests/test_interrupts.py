@@ -198,10 +198,13 @@ def test_sigint_during_reproduce_all_leaves_no_unfinished_reproduction(tmp_path:
     drawn without their records: now every reproduction it did not finish is removed, and what is left holds its
     records."""
     out = tmp_path / "all"
+    (out / "reopt").mkdir(parents=True)  # an earlier run's finished reproduction, which this run never reaches
+    (out / "reopt" / "records.jsonl").write_text("earlier\n")
     p = _dcplace(["reproduce", "all", "--quick", "--out", str(out)], signal.SIGINT, 25, timeout=120)
     assert p.returncode == 130, p.stderr
     assert "unfinished outputs were discarded" in p.stderr
+    assert (out / "reopt" / "records.jsonl").read_text() == "earlier\n"  # kept: a Ctrl-C must not delete it
     left = sorted(x.name for x in out.iterdir()) if out.exists() else []
-    assert "report.html" not in left and "run.json" not in left
+    assert "report.html" not in left and "run.json" not in left and "nara" not in left  # nara begins at once
     for name in left:  # a finished reproduction keeps its records; nothing else is left
         assert (out / name / "records.jsonl").exists() or (out / name / "table.md").exists(), (name, left)

@@ -314,7 +314,8 @@ def check_types(obj: object) -> None:
     Rules that hold for every config: a field named ``seed`` is a whole number from 0 to ``2**63 - 1`` (what numpy's
     and torch's generators accept); any other whole number is at most ``2**31 - 1`` in size (a count beyond it was
     an OverflowError inside numpy or torch, not an answer); a field named ``workers`` is from 1 to
-    :data:`MAX_WORKERS` (``--workers 100000`` forked thousands of processes and filled the memory); and no float
+    :data:`MAX_WORKERS` (``--workers 100000`` forked thousands of processes and filled the memory), unless the config
+    sends its work to a Ray cluster (``ray_address``); and no float
     field is NaN (``inf`` stays allowed where a field means "no limit"; each config checks its own ranges)."""
     cls = type(obj)
     for name, tp in field_types(cls).items():
@@ -329,7 +330,8 @@ def check_types(obj: object) -> None:
             raise InputError(f"must be {exc.expected}, got {value!r}", field=name) from None
         if name == "seed" and isinstance(fixed, int) and not 0 <= fixed < 2**63:
             raise InputError(f"must be a whole number from 0 to 2**63 - 1, got {value!r}", field=name)
-        if name == "workers" and isinstance(fixed, int) and not 1 <= fixed <= MAX_WORKERS:
+        local = not getattr(obj, "ray_address", "")  # a Ray cluster's workers are its machines' CPUs, not ours
+        if name == "workers" and isinstance(fixed, int) and not 1 <= fixed <= (MAX_WORKERS if local else 2**31 - 1):
             raise InputError(f"must be a whole number from 1 to {MAX_WORKERS}, got {value!r}", field=name)
         if name != "seed" and isinstance(fixed, int) and not isinstance(fixed, bool) and abs(fixed) > 2**31 - 1:
             raise InputError(f"must be at most 2147483647 in size, got {value!r}", field=name)

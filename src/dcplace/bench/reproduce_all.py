@@ -136,10 +136,6 @@ def reopt_traces(s: AllSettings) -> tuple[str, ...]:
     return auto_traces(("huawei-east-1",) if s.quick else ("huawei-east-1", "azure-v1"))
 
 
-SUBFOLDERS = ("nara", "cvd-heuristics", "cvd-rl-paper", "cvd-rl", "hmip", "reopt")
-"""The reproductions' folders under ``out``."""
-
-
 def run_all(
     out: Path, settings: AllSettings, command: str, say: Callable[[str], None] = lambda s: None
 ) -> tuple[Path, list[Any]]:
@@ -180,9 +176,10 @@ def run_all(
     reader = threading.Thread(target=pump, daemon=True)
     reader.start()
     sections = []
-    done: set[str] = set()  # the reproductions this run finished: an interrupted run removes the others' folders
+    begun, done = {"nara"}, set()  # an interrupted run removes the folders it began and did not finish
     try:
         regime = resolve_regime("auto", s.trace)
+        begun.add("cvd-heuristics")
         cvd_heuristics.run_reproduction(s.trace, s.cvd_episodes, s.seed, out / "cvd-heuristics", quick=s.quick,
                                         regime=regime, progress=tagged("cvd-heuristics"))  # fmt: skip
         say(f"cvd-heuristics ({regime} regime) done ({time.perf_counter() - t0:.0f} s)")
@@ -191,6 +188,7 @@ def run_all(
             shutil.rmtree(out / "cvd-rl-paper", ignore_errors=True)
             done.add("cvd-rl-paper")
         else:
+            begun.add("cvd-rl-paper")
             cvd_reproduction.run_regime_tables(
                 s.trace,
                 3 if s.quick else cvd_reproduction.REGIME_EPISODES,
@@ -203,6 +201,7 @@ def run_all(
             )
             say(f"cvd-rl-paper done ({time.perf_counter() - t0:.0f} s)")
             done.add("cvd-rl-paper")
+        begun.add("cvd-rl")
         cvd_reproduction.run_reproduction(
             s.trace,
             3 if s.quick else s.cvd_episodes,
@@ -216,9 +215,11 @@ def run_all(
         )
         say(f"cvd-rl done ({time.perf_counter() - t0:.0f} s)")
         done.add("cvd-rl")
+        begun.add("hmip")
         hmip.run_reproduction(out / "hmip", quick=s.quick, workers=s.workers, seed=s.seed, progress=tagged("hmip"))
         say(f"hmip done ({time.perf_counter() - t0:.0f} s)")
         done.add("hmip")
+        begun.add("reopt")
         reopt.run_reproduction(reopt_traces(s), 24.0 if s.quick else 0.0, out / "reopt", quick=s.quick, seed=s.seed)
         say(f"reopt done ({time.perf_counter() - t0:.0f} s)")
         done.add("reopt")
@@ -229,9 +230,8 @@ def run_all(
     except BaseException:
         nara.kill()
         nara.wait()
-        for name in SUBFOLDERS:  # figures without records must not outlive the run that left them unfinished
-            if name not in done:
-                shutil.rmtree(out / name, ignore_errors=True)
+        for name in begun - done:  # figures without records must not outlive the run that left them unfinished;
+            shutil.rmtree(out / name, ignore_errors=True)  # folders it never reached keep an earlier run's results
         raise
     if nara.returncode != 0:
         raise RuntimeError(f"the Nara reproduction failed (exit {nara.returncode}):\n{''.join(log[-40:])}")

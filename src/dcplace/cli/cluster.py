@@ -34,7 +34,7 @@ def _open(db: Path) -> Any:
     import sqlite3
 
     try:  # read-only first: an empty or foreign file must not get dcplace's tables (it did, even with --dry-run)
-        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+        with contextlib.closing(sqlite3.connect(db.resolve().as_uri() + "?mode=ro", uri=True)) as conn:
             tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     except sqlite3.DatabaseError as e:
         raise InputError(f"{db} is not a SQLite database ({e})", field="db") from None

@@ -917,6 +917,7 @@ def close_by_cpsat(b: NumaBatch, server: list[int], node: list[int], stop: Stop,
         for v in moving:
             packer._unassign(st, v)
         st.opened[s0] = False
+        grid = 4 if moves is None else 1000  # the catalogue's quarter units; the engine's sizes are any floats
         m = cp_model.CpModel()
         x: dict[tuple[int, int, int], cp_model.IntVar] = {}
         for v in moving:
@@ -937,15 +938,16 @@ def close_by_cpsat(b: NumaBatch, server: list[int], node: list[int], stop: Stop,
                     for res, demand in ((0, b.cpu), (1, b.ram)):
                         terms = [(float(demand[v]) * (0.5 if j == -1 else 1.0), var) for (v, s2, j), var in x.items()
                                  if s2 == sv and j in (q, -1)]  # fmt: skip
-                        if terms:  # on the quarter grid (catalogue), halves included: times 4 is whole
-                            m.add(sum(round(4 * w) * var for w, var in terms) <= math.floor(4 * st.free[sv, q, res]
-                                                                                            + 1e-6))  # fmt: skip
-            if moves is not None:  # the cheapest moves, and only a close that pays for them
-                scale = 1000
-                cost = {v: round(scale * float(moves.cost[v])) for v in moving}
+                        if terms:  # demands rounded up, room down, on the grid: never more than fits (the
+                            # catalogue's sizes, halves included, are whole on the quarter grid: exact there)
+                            m.add(sum(math.ceil(grid * w - 1e-6) * var for w, var in terms)
+                                  <= math.floor(grid * st.free[sv, q, res] + 1e-6))  # fmt: skip
+            if moves is not None:  # the cheapest moves, and only a close that pays for them (rechecked exactly below)
+                unit = 1000
+                cost = {v: round(unit * float(moves.cost[v])) for v in moving}
                 away = [(cost[v], var) for (v, sv, _), var in x.items() if sv != moves.current[v] and cost[v]]
                 before = sum(cost[v] for v in moving if was[v][0] != moves.current[v])
-                m.add(sum(c * var for c, var in away) <= before + scale - 1)
+                m.add(sum(c * var for c, var in away) <= before + unit - 1)
                 m.minimize(sum(c * var for c, var in away))
             ans = run_cp(m, stop.share(1.0, most=2.0), seed=seed, least=0.1)
             placed = ans.found
@@ -953,12 +955,16 @@ def close_by_cpsat(b: NumaBatch, server: list[int], node: list[int], stop: Stop,
             for (v, sv, j), var in x.items():
                 if ans.solver.value(var):
                     packer._assign(st, v, sv, j)
-            if moves.fits(st.server):
+            # exactly, in floats: every node within capacity, one server fewer worth more than the moves it adds
+            # (the model's rounded costs could accept a close that raises the objective by a hair), the budget kept
+            cur = moves.current
+            added = sum(float(moves.cost[v]) * (int(st.server[v] != cur[v]) - int(was[v][0] != cur[v])) for v in moving)
+            if (st.free[hosts] >= -1e-9).all() and added < 1.0 - 1e-9 and moves.fits(st.server):
                 closed += 1
                 tried.clear()
                 tried.add(s0)
                 continue
-            for v in moving:  # over the budget: undone
+            for v in moving:  # undone
                 packer._unassign(st, v)
             placed = False
         if placed:
