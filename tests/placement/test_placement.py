@@ -454,7 +454,7 @@ def test_result_is_immutable():
         (HierarchicalParams, {"split": "rows"}, "split must be random or topology, got 'rows'"),
         (HierarchicalParams, {"rack_size": -1}, "rack_size must be at least 0, got -1"),
         (GreedyParams, {"runs": 0}, "runs must be at least 1, got 0"),
-        (CompactParams, {"workers": 0}, "workers must be at least 1, got 0"),
+        (CompactParams, {"workers": 0}, "workers must be a whole number from 1 to 256, got 0"),
         (PatternParams, {"master_share": 1.0}, "master_share must be in (0, 1), got 1.0"),
         (AutoParams, {"compact_max_pms": 0}, "compact_max_pms must be at least 1, got 0"),
         (NumaBatchParams, {"rounds": -1}, "rounds must be at least 0, got -1"),

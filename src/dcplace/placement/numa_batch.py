@@ -40,9 +40,10 @@ B. Constraint-aware first-fit decreasing for everything left: affinity groups (l
 C. Consolidation: try to empty the least-filled servers into the others.
 
 From a current placement (:func:`with_current`: each VM's server and node now, per-VM migration cost in servers,
-default RAM / the largest server's RAM, pinned VMs), method ``consolidate`` (:func:`solve_consolidate`) minimises
-servers used + migration cost: it starts from the current placement, places the new VMs, and empties servers only
-where that pays; the checker also verifies pinned VMs and recomputes the migration cost.
+default RAM / the largest server's RAM, pinned VMs), method ``consolidate`` (:func:`solve_consolidate`, the
+heuristic; with ``improve_s``, CP-SAT after it: :func:`dcplace.placement.numa_pattern.solve_consolidate_improved`)
+lowers servers used + migration cost: it starts from the current placement, places the new VMs, and empties servers
+only where that pays; the checker also verifies pinned VMs and recomputes the migration cost.
 
 Every answer is re-checked by :func:`check`, which shares no code with the packing. Measured on C1-C4 in
 ``docs/benchmarks.md`` (all four within 5 % of the bound).
@@ -819,15 +820,6 @@ def solve_consolidate(batch: NumaBatch, stop: Stop, seed: int, params: Consolida
     keep = set() if batch.pinned is None else {int(cur[i]) for i in np.flatnonzero(batch.pinned)}
     cap = batch.node_free.sum(axis=1)
     closed = tried = over_budget = 0
-    had = np.flatnonzero(cur >= 0)
-
-    def within_budget(server: list[int] | None = None) -> bool:
-        if params.max_moves is None and params.max_gb is None:
-            return True
-        gone = had[np.asarray(st.server if server is None else server, np.int64)[had] != cur[had]]
-        return (params.max_moves is None or len(gone) <= params.max_moves) and (
-            params.max_gb is None or float(batch.ram[gone].sum()) <= params.max_gb + 1e-9
-        )
 
     while not stop.expired():
         opened = np.flatnonzero(st.opened)
@@ -843,7 +835,7 @@ def solve_consolidate(batch: NumaBatch, stop: Stop, seed: int, params: Consolida
             if not packer._close(st, s):
                 continue
             delta = -1.0 + sum(float(mig[i]) * (int(st.server[i] != cur[i]) - int(s != cur[i])) for i in was)
-            if delta < 0 and within_budget():
+            if delta < 0 and within_budget(batch, params, st.server):
                 closed += 1
                 continue
             over_budget += delta < 0  # it paid, but the budget had no room for its moves
@@ -852,21 +844,34 @@ def solve_consolidate(batch: NumaBatch, stop: Stop, seed: int, params: Consolida
                 packer._assign(st, i, sv, j)
         if closed == before:
             break
-    servers, nodes, by_cpsat = st.server, st.node, 0
-    if params.improve_s > 0 and not stop.expired():
-        from dcplace.placement.numa_pattern import Moves, close_by_cpsat  # that module imports this one
+    stats = {"bound_proven": proven, "closed": closed, "close_attempts": tried, "over_budget": over_budget,
+             "constraints": {k: len(batch.groups(k)) for k in STRATEGIES[1:]}}  # fmt: skip
+    return consolidated(batch, st.server, st.node, float(bound), stats)
 
-        fixed = np.zeros(batch.vms, np.bool_) if batch.pinned is None else np.asarray(batch.pinned, np.bool_)
-        budget = stop.share(1.0, most=params.improve_s)
-        servers, nodes, by_cpsat = close_by_cpsat(batch, list(servers), list(nodes), budget, seed, fixed=fixed,
-                                                  moves=Moves(cur, mig, within_budget))  # fmt: skip
-    server = np.asarray(servers, np.int64)
-    moved = (cur >= 0) & (server != cur)
-    cost = float(len(set(servers))) + float(mig[moved].sum())
-    stats = {"bound_proven": proven, "closed": closed + by_cpsat, "closed_by_cpsat": by_cpsat, "close_attempts": tried,
-             "over_budget": over_budget, "constraints": {k: len(batch.groups(k)) for k in STRATEGIES[1:]}}  # fmt: skip
-    return Result(batch.name, "consolidate", "feasible", cost, float(bound), vms=batch.vms, vm_pm=server,
-                  vm_node=np.asarray(nodes), stats=stats)  # fmt: skip
+
+def consolidated(batch: NumaBatch, server: list[int], node: list[int], bound: float, stats: dict[str, Any]) -> Result:
+    """``consolidate``'s answer for a placement: servers used + the migration cost of the VMs away from their
+    current servers."""
+    where = np.asarray(server, np.int64)
+    cur = batch.current_server
+    moved = (cur >= 0) & (where != cur) if cur is not None else np.zeros(batch.vms, np.bool_)
+    cost = float(len(set(server))) + float(batch.migration_costs()[moved].sum())
+    return Result(batch.name, "consolidate", "feasible", cost, bound, vms=batch.vms, vm_pm=where,
+                  vm_node=np.asarray(node), stats=stats)  # fmt: skip
+
+
+def within_budget(batch: NumaBatch, params: ConsolidateParams, server: list[int]) -> bool:
+    """Whether ``server`` (a placement of ``batch``) keeps ``params``' budget: at most ``max_moves`` VMs and
+    ``max_gb`` of RAM away from their current servers."""
+    if params.max_moves is None and params.max_gb is None:
+        return True
+    cur = batch.current_server
+    assert cur is not None
+    had = np.flatnonzero(cur >= 0)
+    gone = had[np.asarray(server, np.int64)[had] != cur[had]]
+    return (params.max_moves is None or len(gone) <= params.max_moves) and (
+        params.max_gb is None or float(batch.ram[gone].sum()) <= params.max_gb + 1e-9
+    )
 
 
 def summary_of(res: Result) -> dict[str, Any]:

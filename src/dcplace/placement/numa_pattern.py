@@ -84,8 +84,10 @@ from dcplace.placement.numa_batch import (
     _node_for,
     _State,
     _take,
+    consolidated,
     solve_consolidate,
     solve_relaxation_guided,
+    within_budget,
 )
 from dcplace.placement.params import Params
 from dcplace.placement.result import Result
@@ -979,3 +981,22 @@ def close_by_cpsat(b: NumaBatch, server: list[int], node: list[int], stop: Stop,
         for v in moving:
             packer._assign(st, v, *was[v])
     return st.server, st.node, closed
+
+
+def solve_consolidate_improved(batch: NumaBatch, stop: Stop, seed: int, params: ConsolidateParams) -> Result:
+    """The ``consolidate`` method: :func:`~dcplace.placement.numa_batch.solve_consolidate`'s heuristic, then, with
+    ``params.improve_s``, up to that many seconds of :func:`close_by_cpsat` from its answer (pinned VMs fixed, the
+    migration costs and the budget of ``params``): the paper's integer programming on one server's neighbourhood at
+    a time. Here rather than in ``numa_batch`` because this module imports that one."""
+    res = solve_consolidate(batch, stop, seed, params)
+    if params.improve_s <= 0 or stop.expired() or res.vm_pm is None or res.vm_node is None:
+        return res
+    cur = batch.current_server
+    assert cur is not None
+    fixed = np.zeros(batch.vms, np.bool_) if batch.pinned is None else np.asarray(batch.pinned, np.bool_)
+    moves = Moves(cur, batch.migration_costs(), lambda server: within_budget(batch, params, server))
+    budget = stop.share(1.0, most=params.improve_s)
+    server, node, closed = close_by_cpsat(batch, [int(x) for x in res.vm_pm], [int(x) for x in res.vm_node], budget,
+                                          seed, fixed=fixed, moves=moves)  # fmt: skip
+    stats = {**res.stats, "closed": int(res.stats["closed"]) + closed, "closed_by_cpsat": closed}
+    return consolidated(batch, server, node, float(res.bound or 0.0), stats)

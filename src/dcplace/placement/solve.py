@@ -57,5 +57,5 @@ register_method("relaxation-guided", solve_relaxation_guided, NumaBatchParams, N
 register_method("pattern", numa_pattern.solve_numa_pattern, numa_pattern.NumaPatternParams, NumaBatch,
                 constraints=True)  # fmt: skip
 register_method("auto", numa_pattern.solve_numa_auto, NumaBatchParams, NumaBatch, constraints=True, current=True)
-register_method("consolidate", numa_batch.solve_consolidate, numa_batch.ConsolidateParams, NumaBatch, constraints=True,
-                current=True)  # fmt: skip
+register_method("consolidate", numa_pattern.solve_consolidate_improved, numa_batch.ConsolidateParams, NumaBatch,
+                constraints=True, current=True)  # fmt: skip
