@@ -318,6 +318,8 @@ def check_types(obj: object) -> None:
     sends its work to a Ray cluster (``ray_address``); and no float
     field is NaN (``inf`` stays allowed where a field means "no limit"; each config checks its own ranges)."""
     cls = type(obj)
+    # a Ray cluster's workers are its machines' CPUs, not processes here
+    most_workers = MAX_WORKERS if not getattr(obj, "ray_address", "") else 2**31 - 1
     for name, tp in field_types(cls).items():
         value = getattr(obj, name)
         if is_config(tp):
@@ -330,9 +332,8 @@ def check_types(obj: object) -> None:
             raise InputError(f"must be {exc.expected}, got {value!r}", field=name) from None
         if name == "seed" and isinstance(fixed, int) and not 0 <= fixed < 2**63:
             raise InputError(f"must be a whole number from 0 to 2**63 - 1, got {value!r}", field=name)
-        local = not getattr(obj, "ray_address", "")  # a Ray cluster's workers are its machines' CPUs, not ours
-        if name == "workers" and isinstance(fixed, int) and not 1 <= fixed <= (MAX_WORKERS if local else 2**31 - 1):
-            raise InputError(f"must be a whole number from 1 to {MAX_WORKERS}, got {value!r}", field=name)
+        if name == "workers" and isinstance(fixed, int) and not 1 <= fixed <= most_workers:
+            raise InputError(f"must be a whole number from 1 to {most_workers}, got {value!r}", field=name)
         if name != "seed" and isinstance(fixed, int) and not isinstance(fixed, bool) and abs(fixed) > 2**31 - 1:
             raise InputError(f"must be at most 2147483647 in size, got {value!r}", field=name)
         if isinstance(fixed, float) and math.isnan(fixed):

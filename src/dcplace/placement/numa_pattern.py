@@ -869,6 +869,15 @@ class Moves:
     fits: Callable[[list[int]], bool]
 
 
+def _pays(moves: Moves, st: _State, was: dict[int, tuple[int, int]], hosts: list[int]) -> bool:
+    """Re-optimisation's test of a close, exactly in floats: every host node within capacity, one server fewer worth
+    more than the migration cost the moves add (the model's rounded costs could accept a close that raises the
+    objective by a hair), and the budget kept."""
+    cur = moves.current
+    added = sum(float(moves.cost[v]) * (int(st.server[v] != cur[v]) - int(was[v][0] != cur[v])) for v in was)
+    return bool((st.free[hosts] >= -1e-9).all()) and added < 1.0 - 1e-9 and moves.fits(st.server)
+
+
 def close_by_cpsat(b: NumaBatch, server: list[int], node: list[int], stop: Stop, seed: int, targets: int = 40, *,
                    fixed: npt.NDArray[np.bool_] | None = None, moves: Moves | None = None, reshuffle: int = 3,
                    ) -> tuple[list[int], list[int], int]:  # fmt: skip
@@ -953,30 +962,17 @@ def close_by_cpsat(b: NumaBatch, server: list[int], node: list[int], stop: Stop,
                 m.minimize(sum(c * var for c, var in away))
             ans = run_cp(m, stop.share(1.0, most=2.0), seed=seed, least=0.1)
             placed = ans.found
-        if placed and moves is not None:
-            for (v, sv, j), var in x.items():
-                if ans.solver.value(var):
-                    packer._assign(st, v, sv, j)
-            # exactly, in floats: every node within capacity, one server fewer worth more than the moves it adds
-            # (the model's rounded costs could accept a close that raises the objective by a hair), the budget kept
-            cur = moves.current
-            added = sum(float(moves.cost[v]) * (int(st.server[v] != cur[v]) - int(was[v][0] != cur[v])) for v in moving)
-            if (st.free[hosts] >= -1e-9).all() and added < 1.0 - 1e-9 and moves.fits(st.server):
-                closed += 1
-                tried.clear()
-                tried.add(s0)
-                continue
-            for v in moving:  # undone
-                packer._unassign(st, v)
-            placed = False
         if placed:
             for (v, sv, j), var in x.items():
                 if ans.solver.value(var):
                     packer._assign(st, v, sv, j)
-            closed += 1
-            tried.clear()  # the neighbourhoods changed: servers tried before may close now
-            tried.add(s0)
-            continue
+            if moves is None or _pays(moves, st, was, hosts):
+                closed += 1
+                tried.clear()  # the neighbourhoods changed: servers tried before may close now
+                tried.add(s0)
+                continue
+            for v in moving:  # undone
+                packer._unassign(st, v)
         st.opened[s0] = True
         for v in moving:
             packer._assign(st, v, *was[v])
