@@ -28,6 +28,11 @@ PADRL = Path(__file__).resolve().parents[2] / "src" / "dcplace" / "data" / "cvd"
         # 100000 hung at start-up (the warm-up), and a new database kept numa = 0 or 100000 for good
         (["--numa", "100000"], "--numa: must be a whole number from 1 to 256, got 100000"),
         (["--numa", "0"], "--numa: must be a whole number from 1 to 256, got 0"),
+        # inf passed the check and was an OverflowError traceback after the database was made
+        (["--max-body-mb", "inf"], "--max-body-mb: must be above 0 and at most 1048576 MiB, not inf"),
+        (["--max-body-mb", "nan"], "--max-body-mb: must be above 0 and at most 1048576 MiB, not nan"),
+        # started, then every background event reported an error, for good
+        (["--numa", "4", "--reoptimise-every", "60"], "--reoptimise-every: re-optimises double-NUMA machines only"),
         # a refused --import file left an empty new database behind
         (["--import", "IMPORT"], "line 2, field 'machine': no machine 'nosuch' is registered"),
     ],

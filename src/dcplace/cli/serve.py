@@ -63,7 +63,7 @@ def serve(
         str, typer.Option(help="HTTP/1.1 parser: auto (httptools, compiled, when installed), httptools or h11")
     ] = "auto",
     reoptimise_every: Annotated[
-        float | None, typer.Option(help="re-optimise in the background every this many seconds")
+        float | None, typer.Option(help="re-optimise in the background every this many seconds (double-NUMA clusters)")
     ] = None,
     reoptimise_below: Annotated[
         float | None, typer.Option(help="re-optimise when the efficiency of the machines in use drops below this")
@@ -98,8 +98,8 @@ def serve(
         _fail(InputError(f"must be one of {', '.join(LOG_LEVELS)}, not {log_level!r}", field="log_level"))
     if not 1 <= port <= 65535:
         _fail(InputError(f"must be a TCP port from 1 to 65535, not {port}", field="port"))
-    if not max_body_mb > 0:
-        _fail(InputError(f"must be positive, not {max_body_mb!r}", field="max_body_mb"))
+    if not 0 < max_body_mb <= 2**20:  # inf was an OverflowError traceback after the database was made
+        _fail(InputError(f"must be above 0 and at most {2**20} MiB, not {max_body_mb!r}", field="max_body_mb"))
     _check_listen(host, port)
     reopt = None
     try:
@@ -110,6 +110,13 @@ def serve(
         chosen = get_policy(policy, None if checkpoint is None else str(checkpoint))
         new_db = not db.exists()
         engine = PlacementEngine.open(db, numa=numa, policy=chosen)
+        if reopt is not None and engine.numa != 2:  # every background event would fail, for good
+            engine.close()
+            if new_db:
+                remove_database(db)
+            flag = "reoptimise_every" if reoptimise_every is not None else "reoptimise_below"
+            raise InputError(f"re-optimises double-NUMA machines only; this cluster has {engine.numa} NUMA nodes "
+                             "per machine", field=flag)  # fmt: skip
         if import_allocations is not None:
             try:
                 _import_once(engine, import_allocations, db)

@@ -33,18 +33,20 @@ acknowledged before it is durable.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import csv
 import io
 import json
 import math
+import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -218,6 +220,9 @@ MAX_AMOUNT = 2**31 - 1
 2**31 - 1): ledgers of such amounts stay exact in float64, where 1e308 made a released VM's cores vanish."""
 
 
+_T = TypeVar("_T")
+
+
 def _positive(value: Any, name: str) -> float:
     try:
         x = float(value)
@@ -228,10 +233,25 @@ def _positive(value: Any, name: str) -> float:
     return x
 
 
-def _ident(value: Any, name: str) -> str:
-    if not isinstance(value, str) or not value or len(value) > 256 or value != value.strip():
-        raise InputError(f"must be a non-empty string of at most 256 characters without surrounding spaces, got "
-                         f"{value!r}", field=name)  # fmt: skip
+_NOT_IN_IDS = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
+"""What an id must not hold, whichever way it came in (HTTP, the extender, Python, a CSV import): control characters
+(NUL, newline, tab, DEL broke logs and CSV exports) and lone surrogates (not UTF-8: the database cannot store them,
+and one such record failed the commit of every change beside it)."""
+
+
+def check_id(value: Any, name: str) -> str:
+    """``value`` if it is a valid machine or VM id (1-256 characters, no surrounding spaces, no control characters or
+    lone surrogates), else an InputError naming ``name``."""
+    if (
+        not isinstance(value, str)
+        or not value
+        or len(value) > 256
+        or value != value.strip()
+        or _NOT_IN_IDS.search(value) is not None
+    ):
+        shown = repr(value) if len(repr(value)) <= 80 else f"{repr(value)[:60]}... ({len(value)} characters)"
+        raise InputError(f"must be a non-empty string of at most 256 characters without surrounding spaces or "
+                         f"control characters, got {shown}", field=name)  # fmt: skip
     return value
 
 
@@ -383,10 +403,10 @@ class PlacementEngine:
     ) -> MachineInfo:
         """Register a machine with ``cpu`` cores and ``mem`` GB per NUMA node (a number for every node, or a list
         with one value per node), active."""
-        _ident(machine_id, "id")
+        check_id(machine_id, "id")
         cap = self._capacity(cpu, mem)
         if rack is not None:
-            _ident(rack, "rack")
+            check_id(rack, "rack")
         with self.lock:
             self.check_store()
             if machine_id in self.state.slot_of_machine:
@@ -492,10 +512,11 @@ class PlacementEngine:
             and 0.0 < mem <= MAX_AMOUNT
             and 0 < len(vid) <= 256
             and vid == vid.strip()
+            and _NOT_IN_IDS.search(vid) is None
         ):
             return request  # the common case, checked without building anything
         return VmRequest(
-            _ident(request.id, "id"),
+            check_id(request.id, "id"),
             _positive(request.cpu, "cpu"),
             _positive(request.mem, "mem"),
             _flag(request.multi, "multi"),
@@ -518,12 +539,31 @@ class PlacementEngine:
     ) -> Decision:
         """:meth:`place` for an event loop: decides at once, awaits durability without blocking the loop."""
         request = self._validate(request)
-        with self.lock:
-            ticket = self._place_locked(request, policy, explain)
-            decision = self._last
+
+        def step() -> tuple[int, Decision]:
+            return self._place_locked(request, policy, explain), self._last
+
+        ticket, decision = await self._locked_async(step)
         if self.store is not None and ticket:
             await self.store.wait_async(ticket)
         return decision
+
+    async def _locked_async(self, step: Callable[[], _T]) -> _T:
+        """``step()`` under the engine's lock, for an event loop: at once when the lock is free (the common case, no
+        thread hop), else in a worker thread. Taking it on the loop while a long call held it (an integer-programming
+        re-optimisation, a large batch) stalled the loop itself: reads, health checks and metrics waited seconds
+        behind one placement."""
+        if self.lock.acquire(blocking=False):
+            try:
+                return step()
+            finally:
+                self.lock.release()
+
+        def locked() -> _T:
+            with self.lock:
+                return step()
+
+        return await asyncio.to_thread(locked)
 
     def _place_locked(self, request: VmRequest, policy: str | NumaPolicy | None, explain: bool) -> int:
         self.check_store()
@@ -551,7 +591,7 @@ class PlacementEngine:
         self, requests: list[VmRequest], policy: str | NumaPolicy | None = None
     ) -> list[Decision]:
         """:meth:`place_batch` for an event loop (awaits durability without blocking it)."""
-        out, ticket = self._place_batch_locked(requests, policy)
+        out, ticket = await self._locked_async(lambda: self._place_batch_locked(requests, policy))
         if self.store is not None and ticket:
             await self.store.wait_async(ticket)
         return out
@@ -676,7 +716,7 @@ class PlacementEngine:
                                  f"{ids[bad[0]]!r}", field=name)  # fmt: skip
         for vid in ids:
             if type(vid) is not str or not 0 < len(vid) <= 256 or vid != vid.strip():
-                _ident(vid, "id")
+                check_id(vid, "id")
         if len(set(ids)) != n:
             raise Conflict("the batch names a VM id twice", field="id")
         pol = self.policy(policy)
@@ -869,9 +909,10 @@ class PlacementEngine:
         return rec
 
     async def release_async(self, vm_id: str) -> VmRecord:
-        with self.lock:
-            ticket = self._release_locked(vm_id)
-            rec = self._last_release
+        def step() -> tuple[int, VmRecord]:
+            return self._release_locked(vm_id), self._last_release
+
+        ticket, rec = await self._locked_async(step)
         if self.store is not None and ticket:
             await self.store.wait_async(ticket)
         return rec
@@ -1092,10 +1133,13 @@ class PlacementEngine:
         with self.lock:
             return [self.state.record(int(v)) for v in np.flatnonzero(self.state.pm_of >= 0)]
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self, wait_s: float | None = None) -> dict[str, Any]:
         """Cluster totals: machines by status, VMs, CPU / memory capacity (every registered machine: active,
-        drained or failed) and allocation, and the :attr:`counters`."""
-        with self.lock:
+        drained or failed) and allocation, and the :attr:`counters`. ``wait_s``: wait at most that long for the
+        engine's lock, then read without it (a number may be caught mid-change): what a Prometheus scrape uses, so
+        that it never waits behind a long call holding the lock."""
+        got = self.lock.acquire(timeout=-1 if wait_s is None else wait_s)
+        try:
             s = self.state
             st = s.status[: s.active]
             present = st != ABSENT
@@ -1108,6 +1152,16 @@ class PlacementEngine:
                 "allocated": {"cpu": float(s.used[0]), "mem": float(s.used[1])},
                 "counters": dict(self.counters),
             }
+        finally:
+            if got:
+                self.lock.release()
+
+    def health(self) -> dict[str, int]:
+        """Machines registered and VMs placed, read without the engine's lock (so a probe never waits behind a long
+        call holding it, such as a re-optimisation event); raises :class:`StoreError` once the database failed."""
+        self.check_store()
+        s = self.state
+        return {"machines": int(np.count_nonzero(s.status[: s.active] != ABSENT)), "vms": len(s.slot_of_vm)}
 
     def check_invariants(self) -> None:
         """Raise AssertionError if the state and the ledger disagree (:meth:`ClusterState.check_invariants`), or

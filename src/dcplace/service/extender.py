@@ -28,13 +28,16 @@ multi-NUMA. Node names are the engine's machine ids.
 
 from __future__ import annotations
 
+import json
+import math
 import re
+import threading
 from collections import OrderedDict
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Response
 
-from dcplace.engine import PlacementEngine, VmRequest
+from dcplace.engine import PlacementEngine, VmRequest, check_id
 from dcplace.errors import InputError, PolicyError
 
 MAX_PRIORITY = 10
@@ -53,7 +56,12 @@ def quantity(value: Any, what: str) -> float:
     m = _QTY.match(str(value).strip())
     if m is None:
         raise InputError(f"is not a Kubernetes quantity: {value!r}", field=what)
-    x = float(m.group(1)) * (10.0 ** int(m.group(2)[1:]) if m.group(2) else _SUFFIX[m.group(3) or ""])
+    try:  # an exponent of 400 overflowed, one of 5,000 digits is more than int() reads: both were 500s
+        x = float(m.group(1)) * (10.0 ** int(m.group(2)[1:]) if m.group(2) else _SUFFIX[m.group(3) or ""])
+    except (OverflowError, ValueError):
+        x = math.inf
+    if not math.isfinite(x):
+        raise InputError(f"is too large a quantity: {str(value)[:40]!r}", field=what)
     if x < 0:
         raise InputError(f"must not be negative: {value!r}", field=what)
     return x if what == "cpu" else x / 2.0**30
@@ -121,7 +129,7 @@ def pod_request(pod: Any) -> VmRequest:
     cpu, mem = pod_requests(pod)
     annotations = _obj(meta.get("annotations"), "Pod.metadata.annotations")
     multi = str(annotations.get("dcplace.io/multi-numa", "")).lower() == "true"
-    name = f"{meta.get('namespace', 'default')}/{meta.get('name', '?')}"
+    name = check_id(f"{meta.get('namespace', 'default')}/{meta.get('name', '?')}", "Pod.metadata.name")
     # A pod without requests asks for a token amount (the engine needs positive demands).
     return VmRequest(name, max(cpu, 1e-3), max(mem, 1e-3), multi)
 
@@ -145,9 +153,11 @@ there for this one); capacity reasons (cpu, mem, numa) go to ``FailedNodes``."""
 
 def add_extender_routes(app: FastAPI, engine: PlacementEngine) -> None:
     seen: OrderedDict[str, tuple[VmRequest, str]] = OrderedDict()  # pod id -> its request and UID, for bind
+    seen_lock = threading.Lock()  # the routes run in the thread pool: an eviction could race a move_to_end
+    bind_lock = threading.Lock()  # a bind's check and its assign as one step: two retries, one success each
 
     @app.post("/extender/filter", tags=["kubernetes"])
-    def extender_filter(args: dict[str, Any]) -> dict[str, Any]:
+    def extender_filter(args: dict[str, Any]) -> Response:
         """kube-scheduler extender filter: feasible nodes, and the reason for every other. In ``Nodes`` mode
         (``nodeCacheCapable: false``) the kept nodes come back as ``Nodes`` (the scheduler reads only that field
         then), in ``NodeNames`` mode as ``NodeNames``."""
@@ -157,13 +167,17 @@ def add_extender_routes(app: FastAPI, engine: PlacementEngine) -> None:
             names = _node_names(args)
             pod = _obj(args.get("Pod"), "Pod")
             req = pod_request(pod)
+            uid = str(_obj(pod.get("metadata"), "Pod.metadata").get("uid", ""))
+            if len(uid) > 256:  # kept for bind: a 20 MB one stayed in memory
+                raise InputError(f"must be at most 256 characters, got {len(uid)}", field="Pod.metadata.uid")
             verdict, _ = engine.assess(req)
-            seen[req.id] = (req, str(_obj(pod.get("metadata"), "Pod.metadata").get("uid", "")))
-            seen.move_to_end(req.id)
-            if len(seen) > 10_000:
-                seen.popitem(last=False)
+            with seen_lock:
+                seen[req.id] = (req, uid)
+                seen.move_to_end(req.id)
+                if len(seen) > 10_000:
+                    seen.popitem(last=False)
         except InputError as e:
-            return {"NodeNames": [], "FailedNodes": {}, "FailedAndUnresolvableNodes": {}, "Error": str(e)}
+            return _answer({"NodeNames": [], "FailedNodes": {}, "FailedAndUnresolvableNodes": {}, "Error": str(e)})
         keep: list[int] = []
         failed: dict[str, str] = {}
         unresolvable: dict[str, str] = {}
@@ -179,10 +193,10 @@ def add_extender_routes(app: FastAPI, engine: PlacementEngine) -> None:
             out |= {"Nodes": {"items": [items[i] for i in keep]}, "NodeNames": None}
         else:
             out |= {"Nodes": None, "NodeNames": [names[i] for i in keep]}
-        return out
+        return _answer(out)
 
     @app.post("/extender/prioritize", tags=["kubernetes"])
-    def extender_prioritize(args: dict[str, Any]) -> list[dict[str, Any]]:
+    def extender_prioritize(args: dict[str, Any]) -> Response:
         """kube-scheduler extender prioritize: the policy's order as scores 10 (best) .. 1, 0 if not ranked."""
         names = _node_names(args)  # malformed: a 422 (a priority list has no field for an error)
         engine.check_store()
@@ -191,30 +205,35 @@ def add_extender_routes(app: FastAPI, engine: PlacementEngine) -> None:
         except PolicyError:
             raise  # the policy's own failure: a 422 saying so (all-zero scores with 200 hid it)
         except InputError:  # a pod the filter already refused with its Error: no preference
-            return [{"Host": n, "Score": 0} for n in names]
+            return _answer([{"Host": n, "Score": 0} for n in names])
         order: list[str] = []
         for machine, _node, _score in ranked:
             if machine not in order:
                 order.append(machine)
         pos = {m: i for i, m in enumerate(order)}
         last = max(len(order) - 1, 1)  # the best gets 10, the last ranked 1 (it got 2 with many nodes)
-        return [
-            {"Host": h, "Score": (MAX_PRIORITY - (MAX_PRIORITY - 1) * pos[h] // last) if h in pos else 0} for h in names
-        ]
+        scores = [(MAX_PRIORITY - (MAX_PRIORITY - 1) * pos[h] // last) if h in pos else 0 for h in names]
+        return _answer([{"Host": h, "Score": score} for h, score in zip(names, scores, strict=True)])
 
     @app.post("/extender/bind", tags=["kubernetes"])
-    def extender_bind(args: dict[str, Any]) -> dict[str, Any]:
+    def extender_bind(args: dict[str, Any]) -> Response:
         """kube-scheduler extender bind: record the pod on the chosen node (the policy's best NUMA node there).
         Idempotent: a retry of a bind already recorded on that node succeeds (the scheduler retries after its
         timeout). The pod must have been filtered by this process, with the same ``PodUID``."""
         pod_id = f"{args.get('PodNamespace', 'default')}/{args.get('PodName', '?')}"
         node, uid = str(args.get("Node", "")), str(args.get("PodUID", "") or "")
-        known = seen.get(pod_id)
+        with seen_lock:
+            known = seen.get(pod_id)
         if known is None:
-            return {"Error": f"dcplace: pod {pod_id} was not filtered by this extender, so its requests are unknown"}
+            return _answer({"Error": f"dcplace: pod {pod_id} was not filtered by this extender, so its requests are "
+                                     "unknown"})  # fmt: skip
         r, filtered_uid = known
         if uid and filtered_uid and uid != filtered_uid:
-            return {"Error": f"dcplace: pod {pod_id} has UID {uid}, but the one filtered had {filtered_uid}"}
+            return _answer({"Error": f"dcplace: pod {pod_id} has UID {uid}, but the one filtered had {filtered_uid}"})
+        with bind_lock:
+            return _answer(_bind(pod_id, node, r))
+
+    def _bind(pod_id: str, node: str, r: VmRequest) -> dict[str, Any]:
         try:
             try:
                 there = engine.vm(pod_id)
@@ -232,3 +251,15 @@ def add_extender_routes(app: FastAPI, engine: PlacementEngine) -> None:
         except InputError as e:
             return {"Error": str(e)}
         return {"Error": ""}
+
+
+def _answer(out: Any) -> Response:
+    """An extender answer as JSON, written with the standard encoder: the framework's serializer stopped at depth 100
+    (the filter echoes the scheduler's own node objects back) and could not encode a lone surrogate (a name the
+    scheduler sent, echoed in an error): both were 500s. ``json.dumps`` escapes it as ``\\ud800``, as it came."""
+    try:
+        body = json.dumps(out)
+    except RecursionError:
+        body = json.dumps({"NodeNames": [], "FailedNodes": {}, "FailedAndUnresolvableNodes": {},
+                           "Error": "Nodes.items: a node object is nested too deeply to echo back"})  # fmt: skip
+    return Response(body, media_type="application/json")
