@@ -32,7 +32,7 @@ test: $(STAMP) browser
 	$(BIN)/ruff format --check src tests benchmarks scripts
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	$(BIN)/pytest
+	$(BIN)/pytest -n auto
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks scripts
