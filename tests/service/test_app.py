@@ -228,7 +228,7 @@ def test_kube_scheduler_extender(client: TestClient) -> None:
     assert client.post("/extender/bind", json=bind).json() == {"Error": ""}
     assert client.post("/extender/bind", json=bind).json() == {"Error": ""}  # a retry after a timeout: idempotent
     other = client.post("/extender/bind", json={**bind, "Node": "pm0"}).json()
-    assert "already bound to node pm1" in other["Error"]
+    assert other["Error"] == "dcplace: VM 'prod/web' is already placed on machine 'pm1'"
     vms = client.get("/vms").json()
     assert [(v["id"], v["machine"], v["cpu"]) for v in vms] == [("prod/web", "pm1", 1.5)]
 

@@ -283,6 +283,7 @@ class PlacementEngine:
         self.store = store
         self.top = top
         self._policies: dict[str, NumaPolicy] = {}
+        self._decided_with: set[str] = set()  # policy names that have decided once (built, compiled)
         self.default_policy = self.policy(policy) if isinstance(policy, str) else policy
         if isinstance(policy, NumaPolicy):
             self._policies[policy.name] = policy
@@ -541,19 +542,25 @@ class PlacementEngine:
         request = self._validate(request)
 
         def step() -> tuple[int, Decision]:
-            return self._place_locked(request, policy, explain), self._last
+            out = self._place_locked(request, policy, explain), self._last
+            if isinstance(policy, str):
+                self._decided_with.add(policy)
+            return out
 
-        ticket, decision = await self._locked_async(step)
+        # a policy's first decision builds it and compiles its code (3-25 s for a learned one): never on the loop
+        inline = policy is None or (isinstance(policy, str) and policy in self._decided_with)
+        ticket, decision = await self._locked_async(step, inline)
         if self.store is not None and ticket:
             await self.store.wait_async(ticket)
         return decision
 
-    async def _locked_async(self, step: Callable[[], _T]) -> _T:
-        """``step()`` under the engine's lock, for an event loop: at once when the lock is free (the common case, no
-        thread hop), else in a worker thread. Taking it on the loop while a long call held it (an integer-programming
-        re-optimisation, a large batch) stalled the loop itself: reads, health checks and metrics waited seconds
-        behind one placement."""
-        if self.lock.acquire(blocking=False):
+    async def _locked_async(self, step: Callable[[], _T], inline: bool = True) -> _T:
+        """``step()`` under the engine's lock, for an event loop: at once when ``inline`` and the lock is free (the
+        common case, no thread hop), else in a worker thread. Taking it on the loop while a long call held it (an
+        integer-programming re-optimisation, a large batch) stalled the loop itself: reads, health checks and
+        metrics waited seconds behind one placement. ``inline=False`` for work that may itself take long. The
+        order in which waiting calls get the lock is not their arrival order."""
+        if inline and self.lock.acquire(blocking=False):
             try:
                 return step()
             finally:
@@ -591,7 +598,7 @@ class PlacementEngine:
         self, requests: list[VmRequest], policy: str | NumaPolicy | None = None
     ) -> list[Decision]:
         """:meth:`place_batch` for an event loop (awaits durability without blocking it)."""
-        out, ticket = await self._locked_async(lambda: self._place_batch_locked(requests, policy))
+        out, ticket = await self._locked_async(lambda: self._place_batch_locked(requests, policy), inline=False)
         if self.store is not None and ticket:
             await self.store.wait_async(ticket)
         return out
@@ -946,6 +953,41 @@ class PlacementEngine:
         self._wait(ticket)
         return Placement(vm_id, machine_id, node)
 
+    def bind(self, request: VmRequest, machine_id: str, policy: str | NumaPolicy | None = None) -> Placement:
+        """Record ``request`` on ``machine_id``, which a scheduler chose (the extender's bind), at the NUMA node
+        ``policy`` ranks best there (every node for a multi-NUMA VM). Choice and record are one hold of the lock,
+        so nothing comes between them (an evacuation emptied a machine, then a bind placed on it). The machine
+        must be active. Idempotent: a VM already recorded on that machine is answered once its record is durable
+        (a retry answered at once, before the first bind's commit, or after it had failed). Conflict if the VM is
+        on another machine or does not fit; durable on return."""
+        req = self._validate(request)
+        with self.lock:
+            self.check_store()
+            s = self.state
+            v = s.slot_of_vm.get(req.id)
+            if v is not None:
+                there = s.record(v)
+                if there.machine != machine_id:
+                    raise Conflict(f"VM {req.id!r} is already placed on machine {there.machine!r}", field="vm")
+                placement = Placement(req.id, machine_id, there.node)
+                ticket = self._commit([])  # a barrier: durable once everything before it is, its own record too
+            else:
+                m = self._machine_slot(machine_id)
+                if s.status[m] != ACTIVE:
+                    raise Conflict(f"machine {machine_id!r} is {STATUS_NAMES[int(s.status[m])]}: it takes no new VMs",
+                                   field="machine")  # fmt: skip
+                _, ranked = self.assess(req, policy)
+                node = next((k for mm, k, _ in ranked if mm == machine_id), -2)
+                if node == -2:
+                    raise Conflict(f"VM {req.id!r} ({req.cpu:g} cores, {req.mem:g} GB) does not fit on machine "
+                                   f"{machine_id!r}", field="machine")  # fmt: skip
+                self._assign_locked(req, machine_id, node)
+                self.counters["placed"] += 1
+                placement = Placement(req.id, machine_id, node)
+                ticket = self._commit([VmRow(req.id, machine_id, node, req.cpu, req.mem, req.multi, req.pinned)])
+        self._wait(ticket)
+        return placement
+
     def _assign_locked(self, req: VmRequest, machine_id: str, node: int | None) -> VmRow:
         s = self.state
         if req.id in s.slot_of_vm:
@@ -986,35 +1028,50 @@ class PlacementEngine:
         if not isinstance(pol, ReoptPolicy):  # "best-fit" was an AttributeError
             raise InputError(f"must be a ReoptPolicy, got {policy!r}", field="policy")
         with self.lock:
-            self.check_store()
-            s = self.state
-            snap = reopt.snapshot(s, self.pinned)
-            may = reopt.movable(s, snap, pol, self.moved_at, now)
-            answer = reopt.consolidation_target(snap, may, pol)
-            plan = plan_migrations(snap.placement, answer.target, max_moves=pol.max_moves, max_gb=pol.max_gb)
-            moves, changes = self._apply_plan(snap, plan, now) if execute else (self._planned(snap, plan), [])
-            if execute:  # a dry run changes nothing: neither the counters nor the timer's last event
-                self.counters["reoptimisations"] += 1
-                if now is not None:
-                    self.last_reoptimisation = now
-            report = ReoptReport(
-                trigger=trigger, time=now, vms=snap.placement.vms, movable=int(may.sum()),
-                machines_before=answer.machines_before, machines_target=answer.machines_after,
-                machines_after=int(np.count_nonzero((s.vm_count[: s.active] > 0) & (s.status[: s.active] == ACTIVE))),
-                bound=answer.bound, bound_proven=answer.bound_proven, migration_cost=answer.migration_cost,
-                verified=bool(answer.verified and plan.verified), gb_moved=plan.gb_moved,
-                applied=len(moves) if execute else 0,
-                solve_s=answer.solve_s, moves=moves, **reopt.plan_summary(plan),
-            )  # fmt: skip
-            ticket = self._commit(changes)
+            report, ticket = self._reoptimise_locked(pol, now, execute, trigger)
         self._wait(ticket)
         return report
 
+    def _reoptimise_locked(
+        self, pol: ReoptPolicy, now: float | None, execute: bool, trigger: str
+    ) -> tuple[ReoptReport, int]:
+        """:meth:`reoptimise` under the engine's lock (the caller holds it): the report and the ticket to wait for."""
+        self.check_store()
+        s = self.state
+        snap = reopt.snapshot(s, self.pinned)
+        may = reopt.movable(s, snap, pol, self.moved_at, now)
+        answer = reopt.consolidation_target(snap, may, pol)
+        plan = plan_migrations(snap.placement, answer.target, max_moves=pol.max_moves, max_gb=pol.max_gb)
+        moves, changes = self._apply_plan(snap, plan, now) if execute else (self._planned(snap, plan), [])
+        if execute:  # a dry run changes nothing: neither the counters nor the timer's last event
+            self.counters["reoptimisations"] += 1
+            if now is not None:
+                self.last_reoptimisation = now
+        report = ReoptReport(
+            trigger=trigger, time=now, vms=snap.placement.vms, movable=int(may.sum()),
+            machines_before=answer.machines_before, machines_target=answer.machines_after,
+            machines_after=int(np.count_nonzero((s.vm_count[: s.active] > 0) & (s.status[: s.active] == ACTIVE))),
+            bound=answer.bound, bound_proven=answer.bound_proven, migration_cost=answer.migration_cost,
+            verified=bool(answer.verified and plan.verified), gb_moved=plan.gb_moved,
+            applied=len(moves) if execute else 0,
+            solve_s=answer.solve_s, moves=moves, **reopt.plan_summary(plan),
+        )  # fmt: skip
+        ticket = self._commit(changes)
+        return report, ticket
+
     def reoptimise_if_due(self, policy: ReoptPolicy, now: float) -> ReoptReport | None:
-        """Run :meth:`reoptimise` when ``policy``'s timer or threshold says it is due at ``now`` (else None)."""
+        """Run :meth:`reoptimise` when ``policy``'s timer or threshold says it is due at ``now`` (else None). The
+        check and the event are one hold of the lock; the wait for the commit comes after it (it was inside, so
+        every other call waited out the event's fsync too)."""
+        if not isinstance(policy, ReoptPolicy):
+            raise InputError(f"must be a ReoptPolicy, got {policy!r}", field="policy")
         with self.lock:
             why = policy.due(self.state, now, self.last_reoptimisation)
-            return None if why is None else self.reoptimise(policy, now, trigger=why)
+            if why is None:
+                return None
+            report, ticket = self._reoptimise_locked(policy, now, True, why)
+        self._wait(ticket)
+        return report
 
     def evacuate(self, machine_id: str, failed: bool = False, now: float | None = None) -> ReoptReport:
         """Drain (``failed=False``: its VMs live-migrate away) or fail the machine and re-home its VMs with the

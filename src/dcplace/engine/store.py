@@ -229,9 +229,26 @@ class SqliteStore:
                 return
             self.check()
             self._async.append((ticket, loop, fut))
-        await fut
+        try:
+            await fut
+        except asyncio.CancelledError:  # its loop may close before the commit: the committer must not call it
+            with self._cv:
+                self._async = [w for w in self._async if w[2] is not fut]
+            raise
 
     def _committer(self) -> None:
+        """The committer thread. Whatever stops it stops the store: an unexpected error (a bug, not a database
+        failure) used to end the thread silently, and every later call waited for a commit that never came."""
+        try:
+            self._commit_loop()
+        except BaseException as e:
+            with self._cv:
+                if self._error is None:
+                    self._error = e
+                self._cv.notify_all()
+                self._wake_async(error=True)
+
+    def _commit_loop(self) -> None:
         while True:
             with self._cv:
                 while not self._pending and not self._closing:
@@ -275,7 +292,10 @@ class SqliteStore:
         self._async = keep
         err = StoreError(f"the database {self.path} failed ({self._error})") if error else None
         for loop, futs in woken.items():
-            loop.call_soon_threadsafe(_settle, futs, err)
+            try:
+                loop.call_soon_threadsafe(_settle, futs, err)
+            except RuntimeError:  # that loop is closed, and its waiters with it: nobody is left to wake
+                pass
 
     def _write(self, c: Change) -> None:
         ex = self._conn.execute

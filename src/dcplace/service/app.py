@@ -20,6 +20,7 @@ import asyncio
 import json
 import sys
 import time
+import traceback
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import asdict
@@ -108,6 +109,10 @@ async def _reoptimiser(engine: PlacementEngine, policy: ReoptPolicy, every_s: fl
         except (InputError, StoreError) as e:  # a cluster the batch model cannot take: say so, keep serving
             last["report"] = {"error": str(e)}
             continue
+        except Exception as e:  # a bug in an event: it ended background re-optimisation silently, for good
+            last["report"] = {"error": f"the re-optimisation event failed ({type(e).__name__}: {e}); see the log"}
+            traceback.print_exc(file=sys.stderr)
+            continue
         if rep is not None:
             last["report"] = rep.as_dict()
             print(f"dcplace serve: re-optimisation ({rep.trigger}): {rep.applied} move(s), machines in use "
@@ -190,20 +195,22 @@ def create_app(
     READ = [Depends(readable)]
 
     @app.get("/healthz", tags=["operations"], responses={503: ERRORS[503]})
-    def healthz() -> Response:
-        """200 while the engine can take writes; 503 once the database failed. Never waits for the engine's lock:
-        a liveness probe answered only after a long re-optimisation event (it took the lock to count)."""
+    async def healthz() -> Response:
+        """200 while the engine can take writes; 503 once the database failed. Answered on the event loop without
+        the engine's lock: a liveness probe waited behind a long re-optimisation event, first for the lock and then
+        for a worker thread (those were all waiting for the lock too)."""
         return _json({"status": "ok", **engine.health()})
 
     @app.head("/healthz", include_in_schema=False)
-    def healthz_head() -> Response:
+    async def healthz_head() -> Response:
         """The same check for probes that send HEAD (no body)."""
-        healthz()
+        await healthz()
         return Response(status_code=200)
 
     @app.get("/metrics", tags=["operations"], response_class=PlainTextResponse)
-    def prometheus() -> Response:
-        """Prometheus text format."""
+    async def prometheus() -> Response:
+        """Prometheus text format; read on the event loop, with the engine's lock when it is free and without it
+        otherwise (EngineCollector), so a scrape never waits behind a long call."""
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/state", dependencies=READ, tags=["operations"])

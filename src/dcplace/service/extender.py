@@ -37,7 +37,7 @@ from typing import Any
 
 from fastapi import FastAPI, Response
 
-from dcplace.engine import PlacementEngine, VmRequest, check_id
+from dcplace.engine import Conflict, PlacementEngine, VmRequest, check_id
 from dcplace.errors import InputError, PolicyError
 
 MAX_PRIORITY = 10
@@ -154,7 +154,6 @@ there for this one); capacity reasons (cpu, mem, numa) go to ``FailedNodes``."""
 def add_extender_routes(app: FastAPI, engine: PlacementEngine) -> None:
     seen: OrderedDict[str, tuple[VmRequest, str]] = OrderedDict()  # pod id -> its request and UID, for bind
     seen_lock = threading.Lock()  # the routes run in the thread pool: an eviction could race a move_to_end
-    bind_lock = threading.Lock()  # a bind's check and its assign as one step: two retries, one success each
 
     @app.post("/extender/filter", tags=["kubernetes"])
     def extender_filter(args: dict[str, Any]) -> Response:
@@ -230,27 +229,13 @@ def add_extender_routes(app: FastAPI, engine: PlacementEngine) -> None:
         r, filtered_uid = known
         if uid and filtered_uid and uid != filtered_uid:
             return _answer({"Error": f"dcplace: pod {pod_id} has UID {uid}, but the one filtered had {filtered_uid}"})
-        with bind_lock:
-            return _answer(_bind(pod_id, node, r))
-
-    def _bind(pod_id: str, node: str, r: VmRequest) -> dict[str, Any]:
-        try:
-            try:
-                there = engine.vm(pod_id)
-            except InputError:  # not placed yet (NotFound)
-                there = None
-            if there is not None:
-                if there.machine == node:
-                    return {"Error": ""}  # a retry of a bind that was recorded
-                return {"Error": f"dcplace: pod {pod_id} is already bound to node {there.machine}"}
-            _, ranked = engine.assess(r)
-            numa = next((k for m, k, _ in ranked if m == node), -2)
-            if numa == -2:
-                return {"Error": f"dcplace: pod {pod_id} does not fit on node {node}"}
-            engine.assign(pod_id, node, numa, r.cpu, r.mem)
+        try:  # the engine checks, chooses the node and records in one step (PlacementEngine.bind)
+            engine.bind(VmRequest(pod_id, r.cpu, r.mem, r.multi), node)
+        except Conflict as e:  # on another node, does not fit, or the node is drained or failed
+            return _answer({"Error": f"dcplace: {e.detail}"})
         except InputError as e:
-            return {"Error": str(e)}
-        return {"Error": ""}
+            return _answer({"Error": str(e)})
+        return _answer({"Error": ""})
 
 
 def _answer(out: Any) -> Response:

@@ -21,7 +21,7 @@ class EngineCollector(Collector):
         self.engine = engine
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        s = self.engine.stats(wait_s=0.5)  # a scrape during a long re-optimisation event reads without the lock
+        s = self.engine.stats(wait_s=0.0)  # the lock if free, else a read without it: scrapes run on the event loop
         g = GaugeMetricFamily("dcplace_machines", "Machines by status", labels=["status"])
         for status, n in s["machines"].items():
             g.add_metric([status], n)

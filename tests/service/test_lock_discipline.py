@@ -1,0 +1,212 @@
+"""Lock discipline (a review of the engine, store and service, 2026-11-28): nothing waits on the event loop, the
+committer never dies silently, a bind is one step and acknowledged only when durable, probes and scrapes never wait
+behind a long call, and no commit is waited for while the engine's lock is held."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from dcplace.engine import Conflict, PlacementEngine, ReoptPolicy, StoreError, VmRequest
+from dcplace.service import create_app
+
+from .conftest import server_thread
+
+POD = {"spec": {"containers": [{"resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}
+
+
+def _engine(tmp_path, name: str = "c.db") -> PlacementEngine:
+    engine = PlacementEngine.open(tmp_path / name)
+    for i in range(2):
+        engine.add_machine(f"m{i}", [8, 8], [16, 16])
+    return engine
+
+
+def test_a_cancelled_waiter_whose_loop_closes_does_not_kill_the_committer(tmp_path) -> None:
+    """A ``place_async`` cancelled while its commit was slow left its loop registered; once that loop had closed,
+    waking it raised in the committer thread, which died without failing the store: every later call hung."""
+    engine = _engine(tmp_path)
+    store = engine.store
+    assert store is not None
+    write = store._write
+
+    def slow(c: object) -> None:
+        time.sleep(0.3)
+        write(c)  # type: ignore[arg-type]
+
+    store._write = slow  # type: ignore[method-assign]
+
+    async def impatient() -> None:
+        await asyncio.wait_for(engine.place_async(VmRequest("a", 1, 1)), 0.05)
+
+    with pytest.raises(asyncio.TimeoutError):
+        asyncio.run(impatient())  # the loop closes here, while the commit is still being written
+    store._write = write  # type: ignore[method-assign]
+    done = threading.Event()
+    threading.Thread(target=lambda: (engine.place(VmRequest("b", 1, 1)), done.set()), daemon=True).start()
+    assert done.wait(10), "the committer died: a placement waits for a commit that never comes"
+    engine.check_store()
+    engine.close()
+    reopened = PlacementEngine.open(tmp_path / "c.db")
+    assert {v.id for v in reopened.vms()} == {"a", "b"}  # the cancelled one was decided, then made durable
+    reopened.close()
+
+
+def test_an_unexpected_error_in_the_committer_stops_the_store_not_silently(tmp_path) -> None:
+    engine = _engine(tmp_path)
+    store = engine.store
+    assert store is not None
+    wake = store._wake_async
+    calls = []
+
+    def buggy(error: bool) -> None:
+        calls.append(error)
+        if len(calls) == 1:
+            raise RuntimeError("a bug in the committer")
+        wake(error)
+
+    store._wake_async = buggy  # type: ignore[method-assign]
+    engine.place(VmRequest("a", 1, 1))  # its commit is durable; waking raised after it
+    deadline = time.time() + 5
+    while time.time() < deadline and not calls[-1:] == [True]:
+        time.sleep(0.01)
+    with pytest.raises(StoreError, match="a bug in the committer"):
+        engine.place(VmRequest("b", 1, 1))
+    engine.close()
+
+
+def test_bind_is_one_step_refuses_drained_machines_and_is_idempotent(tmp_path) -> None:
+    engine = _engine(tmp_path)
+    p = engine.bind(VmRequest("ns/p", 1, 1), "m1")
+    assert p.machine == "m1" and engine.vm("ns/p").machine == "m1"
+    assert engine.bind(VmRequest("ns/p", 1, 1), "m1") == p  # a retry
+    with pytest.raises(Conflict, match="already placed on machine 'm1'"):
+        engine.bind(VmRequest("ns/p", 1, 1), "m0")
+    engine.evacuate("m0")  # drained: an evacuation emptied it, and a bind must not refill it
+    with pytest.raises(Conflict, match="machine 'm0' is drained: it takes no new VMs"):
+        engine.bind(VmRequest("ns/q", 1, 1), "m0")
+    with pytest.raises(Conflict, match="does not fit on machine 'm1'"):
+        engine.bind(VmRequest("ns/big", 100, 1), "m1")
+    engine.check_invariants()
+    engine.close()
+
+
+def test_a_bind_retry_after_a_failed_commit_is_not_acknowledged(tmp_path) -> None:
+    """The first bind's commit failed (503); its retry found the pod in memory on that node and answered success,
+    while the database never held it."""
+    engine = _engine(tmp_path)
+    with TestClient(create_app(engine), raise_server_exceptions=False) as c:
+        pod = {**POD, "metadata": {"name": "p", "namespace": "ns", "uid": "u"}}
+        assert c.post("/extender/filter", json={"Pod": pod, "NodeNames": ["m0"]}).json()["Error"] == ""
+
+        def broken(_: object) -> None:
+            raise OSError("disk full")
+
+        engine.store._write = broken  # type: ignore[union-attr, method-assign]
+        bind = {"PodName": "p", "PodNamespace": "ns", "PodUID": "u", "Node": "m0"}
+        assert c.post("/extender/bind", json=bind).status_code == 503
+        retry = c.post("/extender/bind", json=bind)
+        assert retry.status_code == 503 and "disk full" in retry.json()["detail"]
+    engine.close()
+
+
+def test_probes_and_scrapes_do_not_wait_behind_the_lock_or_the_thread_pool(tmp_path) -> None:
+    """With the engine's lock held and the worker threads all taken by reads waiting for it, ``/healthz`` waited
+    for a worker thread (2.5 s, and then for the lock). Both are answered on the event loop now."""
+    engine = _engine(tmp_path)
+    with server_thread(engine) as url:
+        held, done = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with engine.lock:
+                held.set()
+                done.wait(30)
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        held.wait(5)
+        with ThreadPoolExecutor(45) as pool:
+            reads = [pool.submit(httpx.get, f"{url}/machines", timeout=60) for _ in range(45)]
+            time.sleep(0.5)  # the pool's 40 threads wait for the lock
+            t0 = time.perf_counter()
+            health = httpx.get(f"{url}/healthz", timeout=10)
+            scrape = httpx.get(f"{url}/metrics", timeout=10)
+            took = time.perf_counter() - t0
+            done.set()
+            assert all(r.result().status_code == 200 for r in reads)
+        holder.join()
+    assert health.status_code == 200 and scrape.status_code == 200 and took < 3.0, took
+    assert "dcplace_machines" in scrape.text
+    engine.close()
+
+
+def test_a_policys_first_decision_is_not_made_on_the_event_loop(tmp_path) -> None:
+    """Building a policy and compiling its code took 3-25 s on the loop for a learned one: the first decision with
+    a policy goes to a worker thread, later ones are decided in place."""
+    engine = _engine(tmp_path)
+    seen: list[bool] = []
+    place = engine._place_locked
+
+    def watched(*args: object) -> int:
+        seen.append(threading.current_thread() is threading.main_thread())
+        return place(*args)  # type: ignore[arg-type]
+
+    engine._place_locked = watched  # type: ignore[method-assign]
+
+    async def three() -> None:
+        await engine.place_async(VmRequest("a", 1, 1))  # the default policy: warm, decided on the loop
+        await engine.place_async(VmRequest("b", 1, 1), "first-fit")  # never used: built in a worker thread
+        await engine.place_async(VmRequest("c", 1, 1), "first-fit")  # used: on the loop
+
+    asyncio.run(three())
+    assert seen == [True, False, True]
+    engine.close()
+
+
+def test_the_fast_path_does_not_parse_a_huge_placement_body(tmp_path) -> None:
+    engine = _engine(tmp_path)
+    with TestClient(create_app(engine), raise_server_exceptions=False) as c:
+        r = c.post("/vms", content=b"[" + b"0," * 50_000 + b"0]", headers={"content-type": "application/json"})
+        assert r.status_code == 413 and "POST /vms/batch" in r.json()["detail"]
+    engine.close()
+
+
+def test_a_background_event_waits_for_its_commit_without_the_lock(tmp_path) -> None:
+    engine = _engine(tmp_path)
+    for i in range(4):
+        engine.place(VmRequest(f"v{i}", 1, 1))
+    held_while_waiting: list[bool] = []
+    wait = engine._wait
+
+    def watched(ticket: int) -> None:
+        held_while_waiting.append(engine.lock._is_owned())  # type: ignore[attr-defined]
+        wait(ticket)
+
+    engine._wait = watched  # type: ignore[method-assign]
+    rep = engine.reoptimise_if_due(ReoptPolicy(every_s=1.0), now=1e9)
+    assert rep is not None and held_while_waiting == [False]
+    engine.close()
+
+
+def test_a_bug_in_a_background_event_is_reported_and_the_timer_goes_on(tmp_path) -> None:
+    engine = _engine(tmp_path)
+    calls = []
+
+    def buggy(policy: ReoptPolicy, now: float) -> None:
+        calls.append(now)
+        raise RuntimeError("solver bug")
+
+    engine.reoptimise_if_due = buggy  # type: ignore[method-assign]
+    with TestClient(create_app(engine, ReoptPolicy(every_s=1.0), check_every_s=0.05)) as c:
+        deadline = time.time() + 10
+        while time.time() < deadline and len(calls) < 3:
+            time.sleep(0.02)
+        last = c.get("/reoptimise/last").json()
+    assert len(calls) >= 3 and "RuntimeError: solver bug" in last["error"]
+    engine.close()
