@@ -7,7 +7,6 @@ nothing.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from dcplace.cli.serve import _fail
+from dcplace.engine.store import StoreError
 from dcplace.errors import InputError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n", 1)[0], rich_markup_mode=None)
@@ -31,18 +31,17 @@ def _open(db: Path) -> Any:
         raise InputError(f"{db} does not exist (a cluster's database is made by `dcplace serve --db`)", field="db")
     if not db.is_file():
         raise InputError(f"{db} is not a database file", field="db")
-    import sqlite3
-
-    try:  # read-only first: an empty or foreign file must not get dcplace's tables (it did, even with --dry-run)
-        with contextlib.closing(sqlite3.connect(db.resolve().as_uri() + "?mode=ro", uri=True)) as conn:
-            tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    except sqlite3.DatabaseError as e:
-        raise InputError(f"{db} is not a SQLite database ({e})", field="db") from None
-    if not {"machines", "vms", "meta"} <= tables:
-        raise InputError(f"{db} is not a dcplace cluster database (made by `dcplace serve --db`)", field="db")
     if not os.access(db, os.W_OK) or not os.access(db.parent, os.W_OK | os.X_OK):
         raise InputError(f"cannot write {db} (permission denied): the cluster command changes it", field="db")
+    # an empty or foreign file is refused before anything is written to it (SqliteStore)
     return PlacementEngine.open(db)
+
+
+def _unwritten(db: Path, exc: StoreError) -> InputError:
+    """A commit that failed (a full disk): one sentence; the transaction was rolled back, so the file is as it was
+    (it was a traceback that told the operator to restart a service there is none of)."""
+    return InputError(f"the change could not be written to {db} ({exc.reason or exc}); nothing was changed: free "
+                      "space on its disk or make it writable, then run the command again", field="db")  # fmt: skip
 
 
 def _report(rep: Any, json_out: bool, dry_run: bool = False) -> None:
@@ -95,6 +94,8 @@ def reoptimise(
     except InputError as exc:
         exc.field = {"time_limit_s": "time_limit", "improve_s": "improve"}.get(exc.field or "", exc.field)
         _fail(exc)
+    except StoreError as exc:
+        _fail(_unwritten(db, exc))
     _report(rep, json_out, dry_run)
 
 
@@ -117,4 +118,47 @@ def evacuate(
         if exc.field == "machine":  # the positional argument, not a flag
             exc = InputError(f"MACHINE: {exc.detail}")
         _fail(exc)
+    except StoreError as exc:
+        _fail(_unwritten(db, exc))
     _report(rep, json_out)
+
+
+@app.command("backup")
+def backup(
+    out: Annotated[Path, typer.Argument(help="the copy to write (must not exist)", metavar="OUT")],
+    db: Db,
+) -> None:  # fmt: skip
+    """Copy the cluster database to OUT consistently, also while `dcplace serve` runs on it (SQLite's online
+    backup; copying the file alone misses what is still in its -wal file). The copy passes SQLite's integrity
+    check before it is put in place. To restore: stop the service, remove DB-wal and DB-shm, copy OUT over DB."""
+    import contextlib
+    import sqlite3
+
+    from dcplace.engine.store import check_existing
+
+    try:
+        if not db.is_file():
+            raise InputError(f"{db} does not exist or is not a file", field="db")
+        check_existing(db)
+        if out.exists() or out.is_symlink():
+            raise InputError(f"OUT: {out} already exists; choose another name")
+        if not out.parent.is_dir():
+            raise InputError(f"OUT: the folder {out.parent} does not exist")
+        partial = out.with_name(f".{out.name}.partial")
+        try:
+            with contextlib.closing(sqlite3.connect(db.resolve().as_uri() + "?mode=ro", uri=True)) as src:
+                with contextlib.closing(sqlite3.connect(partial)) as dst:
+                    src.backup(dst)
+                    check = dst.execute("PRAGMA integrity_check(1)").fetchone()[0]
+                    machines = dst.execute("SELECT count(*) FROM machines").fetchone()[0]
+                    vms = dst.execute("SELECT count(*) FROM vms").fetchone()[0]
+            if check != "ok":
+                raise InputError(f"{db} fails SQLite's integrity check ({check}); no copy was made", field="db")
+            os.replace(partial, out)
+        except sqlite3.Error as e:
+            raise InputError(f"the copy of {db} to {out} failed ({e}); no copy was made", field="db") from None
+        finally:
+            partial.unlink(missing_ok=True)
+    except InputError as exc:
+        _fail(exc)
+    typer.echo(f"backed up {machines} machines and {vms} VMs from {db} to {out}")

@@ -222,6 +222,9 @@ MAX_AMOUNT = 2**31 - 1
 
 _T = TypeVar("_T")
 
+MAX_SLOTS = 2**20
+"""The most machine slots a database may hold (slots are reused, so this is the most machines at once)."""
+
 
 def _positive(value: Any, name: str) -> float:
     try:
@@ -316,8 +319,13 @@ class PlacementEngine:
         """An engine on the SQLite database ``path`` (created if new), its state loaded exactly. A bad argument
         leaves no new database behind (``numa`` was recorded in a new file before it was checked)."""
         _check_numa(numa)
-        new = not Path(path).exists()
-        store = SqliteStore(path)
+        new = not Path(path).exists() and not Path(path).is_symlink()
+        try:
+            store = SqliteStore(path)
+        except BaseException:  # refused (a full disk, a folder it cannot write): no empty new file left behind
+            if new:
+                remove_database(path)
+            raise
         try:
             stored_numa, machines, vms = store.load()
             if stored_numa is None:
@@ -1265,13 +1273,26 @@ class PlacementEngine:
             if cap.shape != (self.numa, 2) or row.status not in STATUS_CODES or row.status == "absent":
                 raise InputError(f"machine {row.id!r} has capacity shape {cap.shape} or status {row.status!r}",
                                  field="machines")  # fmt: skip
+            if not (np.isfinite(cap).all() and (cap > 0).all() and (cap <= MAX_AMOUNT).all()):
+                raise InputError(f"machine {row.id!r} has capacity {row.capacity}, not numbers above 0 and at most "
+                                 f"{MAX_AMOUNT}", field="machines")  # fmt: skip
+            if row.slot >= MAX_SLOTS:  # one damaged integer asked for lists of that length
+                raise InputError(f"machine {row.id!r} has slot {row.slot}, above {MAX_SLOTS - 1}", field="machines")
+            check_id(row.id, "machines")
             s.add_machine(row.id, cap, row.rack, row.slot, ACTIVE)
         for vm in vms:
+            if (vm.node is None) != bool(vm.multi):
+                raise InputError(f"VM {vm.id!r} is {'' if vm.multi else 'not '}split over every node but its node is "
+                                 f"{vm.node!r}", field="vms")  # fmt: skip
             self._assign_locked(self._validate(VmRequest(vm.id, vm.cpu, vm.mem, vm.multi)), vm.machine, vm.node)
             if vm.pinned:
                 self.pinned.add(vm.id)
         for row in machines:
-            s.set_status(s.slot_of_machine[row.id], STATUS_CODES[row.status])
+            slot = s.slot_of_machine[row.id]
+            if row.status == "failed" and s.vm_count[slot]:
+                raise InputError(f"machine {row.id!r} has failed but hosts {int(s.vm_count[slot])} VMs",
+                                 field="machines")  # fmt: skip
+            s.set_status(slot, STATUS_CODES[row.status])
         self._loaded = len(s.slot_of_vm)
 
     def export_allocations(self) -> list[dict[str, Any]]:

@@ -26,6 +26,7 @@ the ``?`` placeholders (``%s`` in psycopg) and the WAL pragmas (PostgreSQL commi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sqlite3
@@ -38,7 +39,17 @@ from dcplace.errors import InputError
 
 
 class StoreError(RuntimeError):
-    """The database failed (a commit did not succeed): the state is no longer known to be durable."""
+    """The database failed (a commit did not succeed): the state is no longer known to be durable. ``reason``: the
+    database's own error (a full disk, a file made read-only)."""
+
+    def __init__(self, message: str, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def _failed(path: Path, error: BaseException | None) -> StoreError:
+    return StoreError(f"the database {path} failed ({error}); fix that (free space on its disk, make it writable) "
+                      "and restart the service, which reloads exactly what is durable", str(error))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -137,6 +148,48 @@ CREATE TABLE IF NOT EXISTS vms (
 """
 
 
+SCHEMA_VERSION = 1
+"""The tables' layout, in SQLite's ``user_version``: 0 is a database from before versions were recorded (upgraded
+on open: the ``pinned`` column added), 1 the tables above. A newer one is refused, not read wrongly."""
+
+
+def _why(path: Path, e: sqlite3.DatabaseError) -> str:
+    """What an SQLite error at open means for the operator, as the rest of a sentence after the path: a full disk
+    or a file that cannot be written read as "not a SQLite database", which invites deleting a good file."""
+    text = str(e)
+    if "not a database" in text:
+        return f"is not a SQLite database ({text})"
+    if "malformed" in text:
+        return f'is damaged ({text}): restore a backup (docs/engine.md, "Backups")'
+    if "full" in text or "disk I/O" in text:
+        return f"cannot be written ({text}): is the disk full? Free space in {path.parent.resolve()}"
+    if "readonly" in text or "unable to open" in text:
+        for side in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+            if side.exists() and not os.access(side, os.R_OK | os.W_OK):
+                return f"cannot be opened for writing ({text}): {side} is not readable and writable by this user"
+        if not os.access(path.parent, os.W_OK | os.X_OK):
+            return f"cannot be written ({text}): its folder {path.parent.resolve()} is not writable by this user"
+        return f"cannot be opened for writing ({text})"
+    return f"is not a usable SQLite database ({text})"
+
+
+def check_existing(path: Path) -> None:
+    """Refuse an existing file that is not a dcplace database, looking at it read-only (opening it would switch
+    it to WAL mode and add the tables): an empty file, another program's database, or a crashed database whose
+    ``-wal`` file was lost (its tables were only in the WAL). Each of these was opened as a new, empty cluster,
+    and the VMs it had acknowledged were forgotten."""
+    try:
+        with contextlib.closing(sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)) as conn:
+            tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.DatabaseError as e:
+        raise InputError(f"{path} {_why(path, e)}", field="db") from None
+    if not {"machines", "vms", "meta"} <= tables:
+        what = "is empty" if path.stat().st_size == 0 else "has no dcplace tables"
+        raise InputError(f"{path} {what}, so it is not a dcplace cluster database (another program's database, or "
+                         "a crashed one whose -wal file was lost?): remove it to start a new cluster, or restore a "
+                         "backup", field="db")  # fmt: skip
+
+
 class SqliteStore:
     """The embedded default store: SQLite in WAL mode, ``synchronous=FULL``, group commit (module docstring)."""
 
@@ -144,19 +197,25 @@ class SqliteStore:
         self.path = Path(path)
         if self.path.parent and not self.path.parent.exists():
             raise InputError(f"the directory {self.path.parent} does not exist", field="db")
+        if self.path.is_symlink() and not self.path.exists():
+            raise InputError(f"{self.path} is a symbolic link to nothing (or to itself)", field="db")
+        if self.path.exists():
+            if not self.path.is_file():
+                raise InputError(f"{self.path} is not a database file", field="db")
+            check_existing(self.path)  # before anything is written to a file that is not a dcplace database
+        self._lock_fd: int | None = None
         try:
             self._conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
-            mode = self._conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-            self._conn.execute("PRAGMA synchronous=FULL")
-            self._conn.executescript(_SCHEMA)
-            columns = {row[1] for row in self._conn.execute("PRAGMA table_info(vms)")}
-            if "pinned" not in columns:  # a database written before VMs could be pinned
-                self._conn.execute("ALTER TABLE vms ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0")
         except sqlite3.DatabaseError as e:
-            raise InputError(f"{self.path} is not a usable SQLite database ({e})", field="db") from None
-        if str(mode).lower() != "wal":
-            raise InputError(f"{self.path}: SQLite refused WAL mode (got {mode})", field="db")
-        self._lock_fd = _hold(self.path, self._conn)
+            raise InputError(f"{self.path} {_why(self.path, e)}", field="db") from None
+        try:
+            self._lock_fd = _hold(self.path, self._conn)  # before any change: a refused second engine changes nothing
+            self._prepare()
+        except BaseException:
+            self._conn.close()
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+            raise
         self._cv = threading.Condition()
         self._pending: list[list[Change]] = []
         self._submitted = 0
@@ -169,8 +228,46 @@ class SqliteStore:
         self._thread = threading.Thread(target=self._committer, name="dcplace-store-commit", daemon=True)
         self._thread.start()
 
+    def _prepare(self) -> None:
+        """WAL mode, FULL sync, the tables, the schema version (refusing a newer one, upgrading an older one), the
+        integrity check, and one write: a database that cannot be written (read-only, a full disk) is refused here,
+        where it started and then failed at its first placement, taking the service down."""
+        try:
+            version = int(self._conn.execute("PRAGMA user_version").fetchone()[0])
+            if version > SCHEMA_VERSION:
+                raise InputError(f"{self.path} was written by a newer dcplace (schema version {version}; this one "
+                                 f"reads up to {SCHEMA_VERSION}): upgrade dcplace", field="db")  # fmt: skip
+            mode = self._conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise InputError(f"{self.path}: SQLite refused WAL mode (got {mode})", field="db")
+            self._conn.execute("PRAGMA synchronous=FULL")
+            check = self._conn.execute("PRAGMA integrity_check(1)").fetchone()[0]
+            if check != "ok":
+                raise InputError(f"{self.path} fails SQLite's integrity check ({check}): restore a backup (docs/"
+                                 "engine.md, \"Backups\")", field="db")  # fmt: skip
+            self._conn.execute("BEGIN IMMEDIATE")
+            for statement in _SCHEMA.split(";"):  # one by one: executescript would commit the transaction first
+                if statement.strip():
+                    self._conn.execute(statement)
+            columns = {row[1] for row in self._conn.execute("PRAGMA table_info(vms)")}
+            if "pinned" not in columns:  # schema 0: a database written before VMs could be pinned
+                self._conn.execute("ALTER TABLE vms ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0")
+            self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            self._conn.execute("COMMIT")
+        except sqlite3.DatabaseError as e:
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+            raise InputError(f"{self.path} {_why(self.path, e)}", field="db") from None
+
     # -- reading --------------------------------------------------------------------------------------------
     def load(self) -> tuple[int | None, list[MachineRow], list[VmRow]]:
+        try:
+            return self._load()
+        except (sqlite3.DatabaseError, ValueError, TypeError) as e:  # a damaged or hand-edited row: was a traceback
+            raise InputError(f"{self.path} holds rows dcplace cannot read ({type(e).__name__}: {e}): restore a "
+                             "backup (docs/engine.md, \"Backups\")", field="db") from None  # fmt: skip
+
+    def _load(self) -> tuple[int | None, list[MachineRow], list[VmRow]]:
         with self._cv:  # no commit runs while we read (the committer takes the lock only between transactions)
             row = self._conn.execute("SELECT value FROM meta WHERE key = 'numa'").fetchone()
             machines = [
@@ -210,7 +307,7 @@ class SqliteStore:
 
     def check(self) -> None:
         if self._error is not None:
-            raise StoreError(f"the database {self.path} failed ({self._error}); restart the service to reload it")
+            raise _failed(self.path, self._error)
         if self._closing:
             raise StoreError(f"the database {self.path} is closed")
 
@@ -290,7 +387,7 @@ class SqliteStore:
             else:
                 keep.append((ticket, loop, fut))
         self._async = keep
-        err = StoreError(f"the database {self.path} failed ({self._error})") if error else None
+        err = _failed(self.path, self._error) if error else None
         for loop, futs in woken.items():
             try:
                 loop.call_soon_threadsafe(_settle, futs, err)

@@ -1,0 +1,224 @@
+"""Opening a cluster database (a review of day-2 operations, 2026-11-28): a file that is not a dcplace database is
+refused unchanged, never opened as a new empty cluster; damaged or impossible rows are one sentence, not a traceback
+or a silently wrong state; the schema version is recorded; a database that cannot be written is refused at open,
+and a full disk during a ``cluster`` command is one sentence with the file unchanged."""
+
+from __future__ import annotations
+
+import math
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from dcplace.cli.main import app
+from dcplace.engine import PlacementEngine, VmRequest
+from dcplace.engine.store import SCHEMA_VERSION
+from dcplace.errors import InputError
+
+runner = CliRunner()
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+
+
+def _cluster(path: Path, vms: int = 6) -> None:
+    e = PlacementEngine.open(path)
+    e.add_machine("m0", [16, 16], [32, 32])
+    e.add_machine("m1", [16, 16], [32, 32])
+    for i in range(vms):
+        e.place(VmRequest(f"vm-{i:02d}", 1, 2))
+    e.close()
+
+
+def _refused(path: Path, words: str, unchanged: bool = True) -> str:
+    """``unchanged``: a file that is not a dcplace database is only looked at (a dcplace one gets the open's
+    write probe, which leaves its rows as they were)."""
+    before = path.read_bytes()
+    with pytest.raises(InputError, match=words) as err:
+        PlacementEngine.open(path)
+    if unchanged:
+        assert path.read_bytes() == before
+    res = runner.invoke(app, ["cluster", "reoptimise", "--db", str(path), "--dry-run"])
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    return str(err.value)
+
+
+def test_an_empty_file_or_another_programs_database_is_not_a_new_cluster(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    _refused(empty, "is empty, so it is not a dcplace cluster database")
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE users (name TEXT)")
+    conn.close()
+    _refused(other, "has no dcplace tables")
+    with sqlite3.connect(other) as conn:  # still the other program's, in its own journal mode
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    conn.close()
+
+
+def test_a_crashed_database_whose_wal_was_lost_is_refused_not_emptied(tmp_path: Path) -> None:
+    """The tables of a database that never checkpointed are only in its -wal file: without it, it was opened as
+    a new cluster with 0 machines and 0 VMs, forgetting everything it had acknowledged."""
+    db = tmp_path / "crash.db"
+    script = (
+        "import os, sys; from dcplace.engine import PlacementEngine, VmRequest\n"
+        f"e = PlacementEngine.open({str(db)!r}); e.add_machine('m0', [16, 16], [32, 32])\n"
+        "e.place(VmRequest('a', 1, 1)); os._exit(0)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": SRC, "OMP_NUM_THREADS": "1"}
+    subprocess.run([sys.executable, "-c", script], env=env, check=True, timeout=120)
+    Path(f"{db}-wal").unlink()
+    Path(f"{db}-shm").unlink(missing_ok=True)
+    _refused(db, "crashed one whose -wal file was lost")
+
+
+def test_the_schema_version_is_recorded_a_newer_one_refused_an_older_one_upgraded(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    _cluster(db)
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.close()
+    _refused(db, "was written by a newer dcplace")  # refused before anything is written
+    old = tmp_path / "old.db"  # schema 0: before VMs could be pinned, before versions were recorded
+    with sqlite3.connect(old) as conn:
+        conn.executescript(
+            "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+            "CREATE TABLE machines (id TEXT PRIMARY KEY, slot INTEGER NOT NULL UNIQUE, rack TEXT, status TEXT NOT "
+            "NULL, capacity TEXT NOT NULL);"
+            "CREATE TABLE vms (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, machine TEXT NOT NULL,"
+            " node INTEGER, cpu REAL NOT NULL, mem REAL NOT NULL, multi INTEGER NOT NULL);"
+            "INSERT INTO meta VALUES ('numa', '2');"
+            "INSERT INTO machines VALUES ('m0', 0, NULL, 'active', '[[16, 32], [16, 32]]');"
+            "INSERT INTO vms (id, machine, node, cpu, mem, multi) VALUES ('a', 'm0', 0, 1, 2, 0);"
+        )
+    conn.close()
+    e = PlacementEngine.open(old)
+    assert [v.id for v in e.vms()] == ["a"]
+    e.close()
+    with sqlite3.connect(old) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    conn.close()
+
+
+@pytest.mark.parametrize(
+    ("sql", "words"),
+    [
+        ("UPDATE machines SET capacity = '[[NaN, 32], [16, 32]]' WHERE id = 'm1'", "not numbers above 0"),
+        ("UPDATE machines SET capacity = '[[-16, 32], [16, 32]]' WHERE id = 'm1'", "not numbers above 0"),
+        ("UPDATE machines SET status = 'failed' WHERE id = 'm0'", "has failed but hosts 6 VMs"),
+        ("UPDATE vms SET node = NULL WHERE id = 'vm-00'", "is not split over every node but its node is None"),
+        ("UPDATE machines SET slot = 3000000 WHERE id = 'm1'", "has slot 3000000"),
+        ("UPDATE machines SET capacity = '[[16, 32' WHERE id = 'm1'", "holds rows dcplace cannot read"),
+        ("UPDATE meta SET value = 'abc' WHERE key = 'numa'", "holds rows dcplace cannot read"),
+        ("ALTER TABLE vms DROP COLUMN multi", "holds rows dcplace cannot read"),
+        ("UPDATE vms SET id = 'bad' || char(10) || 'id' WHERE id = 'vm-01'", "control characters"),
+    ],
+)
+def test_impossible_or_unreadable_rows_are_one_sentence(tmp_path: Path, sql: str, words: str) -> None:
+    db = tmp_path / "c.db"
+    _cluster(db)
+    with sqlite3.connect(db) as conn:
+        conn.execute(sql)
+    conn.close()
+    said = _refused(db, words, unchanged=False)
+    assert str(db) in said
+
+
+def test_a_flipped_byte_that_renames_a_vm_fails_the_integrity_check(tmp_path: Path) -> None:
+    """A VM whose id changed on disk could never be released; the index still holds the old id, which SQLite's
+    integrity check sees (its quick check does not)."""
+    db = tmp_path / "c.db"
+    _cluster(db, vms=30)
+    data = bytearray(db.read_bytes())
+    at = data.find(b"vm-18")
+    assert at > 0
+    data[at] ^= 0x5A  # 'v' -> ',' in one copy of the id
+    db.write_bytes(bytes(data))
+    _refused(db, "fails SQLite's integrity check")  # refused before anything is written
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path):
+    """A 2 MiB tmpfs (a full disk, really): root only, skipped where mounting is not allowed."""
+    where = tmp_path / "disk"
+    where.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2M", "tmpfs", str(where)],
+                                           capture_output=True).returncode != 0:  # fmt: skip
+        pytest.skip("needs root and mount to make a small disk")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], capture_output=True)
+
+
+def test_a_full_disk_is_said_at_open_and_by_cluster_commands(small_disk: Path) -> None:
+    db = small_disk / "c.db"
+    e = PlacementEngine.open(db)
+    for m in range(4):
+        e.add_machine(f"m{m}", [64, 64], [256, 256])
+    e.place_batch([VmRequest(f"v{i}", 1, 1) for i in range(120)])  # one commit: the WAL stays small
+    e.close()
+    filler = small_disk / "filler"
+    free = os.statvfs(small_disk).f_bavail * os.statvfs(small_disk).f_frsize
+    filler.write_bytes(b"\0" * max(free - 4096, 0))
+    before = db.read_bytes()
+    res = runner.invoke(app, ["cluster", "evacuate", "m0", "--db", str(db)])
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    said = res.output.lower()
+    assert "free space" in said and ("could not be written" in said or "cannot be written" in said), res.output
+    assert db.read_bytes() == before
+    filler.unlink()
+    e = PlacementEngine.open(db)  # space again: everything there was is there
+    assert len(e.vms()) == 120 and math.isclose(e.stats()["allocated"]["cpu"], 120)
+    e.close()
+
+
+def test_a_commit_that_fails_in_a_cluster_command_is_one_sentence_and_changes_nothing(tmp_path, monkeypatch) -> None:
+    """It was a traceback ending in "restart the service to reload it", with no service there."""
+    from dcplace.engine.store import SqliteStore
+
+    db = tmp_path / "c.db"
+    _cluster(db)
+
+    def full(self: SqliteStore, c: object) -> None:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    e = PlacementEngine.open(db)
+    before = {v.id: (v.machine, v.node) for v in e.vms()}
+    e.close()
+    monkeypatch.setattr(SqliteStore, "_write", full)
+    res = runner.invoke(app, ["cluster", "evacuate", "m0", "--db", str(db)])
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    assert f"the change could not be written to {db} (database or disk is full); nothing was changed" in res.output
+    monkeypatch.undo()
+    e = PlacementEngine.open(db)
+    assert {v.id: (v.machine, v.node) for v in e.vms()} == before and e.machine("m0").status == "active"
+    e.close()
+
+
+def test_backup_of_a_live_database_reloads_to_the_same_cluster(tmp_path: Path) -> None:
+    """``cp`` of the .db alone missed what was still in the -wal (an older state); the online backup does not, and
+    runs while an engine holds the database."""
+    db, copy = tmp_path / "c.db", tmp_path / "copy.db"
+    live = PlacementEngine.open(db)
+    live.add_machine("m0", [16, 16], [32, 32])
+    live.place_batch([VmRequest(f"v{i}", 1, 1) for i in range(10)])  # in the -wal, not yet in the .db file
+    res = runner.invoke(app, ["cluster", "backup", str(copy), "--db", str(db)])
+    assert res.exit_code == 0 and "backed up 1 machines and 10 VMs" in res.output, res.output
+    again = runner.invoke(app, ["cluster", "backup", str(copy), "--db", str(db)])
+    assert again.exit_code == 2 and "OUT: " in again.output and "already exists" in again.output
+    live.release("v0")
+    live.close()
+    restored = PlacementEngine.open(copy)
+    assert sorted(v.id for v in restored.vms()) == sorted(f"v{i}" for i in range(10))
+    restored.check_invariants()
+    restored.close()
+    foreign = tmp_path / "f.db"
+    foreign.write_bytes(b"")
+    res = runner.invoke(app, ["cluster", "backup", str(tmp_path / "x.db"), "--db", str(foreign)])
+    assert res.exit_code == 2 and "is empty" in res.output and not (tmp_path / "x.db").exists()
