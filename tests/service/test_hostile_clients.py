@@ -157,3 +157,16 @@ def test_a_placement_waiting_for_the_lock_does_not_stall_the_event_loop(tmp_path
         assert [a.status_code for a in answers] == [200, 200, 200] and took < 3.0, took
         assert again.status_code == 200 and again.json()["vms"] == 0  # answered while both waited
     engine.close()
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/metrics", "/vms", "/state", "/machines/m0", "/openapi.json"])
+def test_head_answers_as_get_without_the_body(tmp_path, path) -> None:
+    """HEAD is required of every GET resource; only /healthz had it (405 elsewhere)."""
+    engine = PlacementEngine.open(tmp_path / "h.db")
+    engine.add_machine("m0", [8, 8], [16, 16])
+    with server_thread(engine) as url:
+        get, head = httpx.get(url + path), httpx.head(url + path)
+        assert head.status_code == get.status_code == 200 and head.content == b""
+        assert head.headers["content-type"] == get.headers["content-type"]
+        assert httpx.head(url + "/nope").status_code == 404
+    engine.close()

@@ -120,6 +120,26 @@ async def _reoptimiser(engine: PlacementEngine, policy: ReoptPolicy, every_s: fl
                   file=sys.stderr, flush=True)  # fmt: skip
 
 
+class HeadAsGet:
+    """ASGI middleware: ``HEAD`` on any route answered as its ``GET`` without the body (HTTP requires it of every GET
+    resource; FastAPI routes answered 405), headers included, so a client learns the status and the length."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            await self.app(scope, receive, send)
+            return
+
+        async def no_body(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.body":
+                message = {**message, "body": b""}
+            await send(message)
+
+        await self.app({**scope, "method": "GET"}, receive, no_body)
+
+
 class _VmId(Convertor[str]):
     """A VM or machine id in a path: one or more characters, "/" included (Kubernetes' namespace/name; a machine
     registered as ``rack1/m0`` was placed on but unreachable under /machines); never empty, so ``DELETE /vms/``
@@ -172,6 +192,7 @@ def create_app(
         app.add_exception_handler(exc_type, _answer_with(status))
     if fast_path:
         app.add_middleware(HotPaths, engine=engine, metrics=metrics)
+    app.add_middleware(HeadAsGet)
     app.add_middleware(BodyLimit, limit=max_body)  # added last: the outermost, before anything reads a body
 
     @app.exception_handler(RequestValidationError)
@@ -200,12 +221,6 @@ def create_app(
         the engine's lock: a liveness probe waited behind a long re-optimisation event, first for the lock and then
         for a worker thread (those were all waiting for the lock too)."""
         return _json({"status": "ok", **engine.health()})
-
-    @app.head("/healthz", include_in_schema=False)
-    async def healthz_head() -> Response:
-        """The same check for probes that send HEAD (no body)."""
-        await healthz()
-        return Response(status_code=200)
 
     @app.get("/metrics", tags=["operations"], response_class=PlainTextResponse)
     async def prometheus() -> Response:
