@@ -121,6 +121,8 @@ def test_no_id_with_a_control_character_or_surrogate_reaches_the_engine(before, 
         engine.assign(vid, "m0", 0, 1, 1)
     with pytest.raises(InputError, match="control characters"):
         engine.add_machine(vid, [8, 8], [16, 16])
+    with pytest.raises(InputError, match="control characters"):  # its own quick id check let them through
+        engine.place_arrays(["ok", vid], [1, 1], [1, 1])
     assert engine.stats()["vms"] == 0
 
 

@@ -730,18 +730,22 @@ class PlacementEngine:
                 raise InputError(f"must be a number above 0 and at most {MAX_AMOUNT}, got {arr[bad[0]]!r} for VM "
                                  f"{ids[bad[0]]!r}", field=name)  # fmt: skip
         for vid in ids:
-            if type(vid) is not str or not 0 < len(vid) <= 256 or vid != vid.strip():
+            if type(vid) is not str or not 0 < len(vid) <= 256 or vid != vid.strip() or _NOT_IN_IDS.search(vid):
                 check_id(vid, "id")
         if len(set(ids)) != n:
             raise Conflict("the batch names a VM id twice", field="id")
         pol = self.policy(policy)
         if type(pol) is not Heuristic:
-            out = self.place_batch([VmRequest(i, float(x), float(y), bool(z)) for i, x, y, z in
-                                    zip(ids, c.tolist(), m.tolist(), mu.tolist(), strict=True)], policy)  # fmt: skip
-            slot = {mid: k for k, mid in enumerate(self.state.machine_ids)}
-            actions = np.array([slot[d.machine] * self.numa + (d.node or 0) if isinstance(d, Placement) else -1
-                                for d in out], np.int64)  # fmt: skip
-            return BulkPlacement(actions, mu, self.numa, list(self.state.machine_ids))
+            reqs = [VmRequest(i, float(x), float(y), bool(z))
+                    for i, x, y, z in zip(ids, c.tolist(), m.tolist(), mu.tolist(), strict=True)]  # fmt: skip
+            with self.lock:  # the slots read in the same hold as the decisions (a machine removed between: KeyError)
+                out, ticket = self._place_batch_locked(reqs, policy)
+                slot = {mid: k for k, mid in enumerate(self.state.machine_ids)}
+                actions = np.array([slot[d.machine] * self.numa + (d.node or 0) if isinstance(d, Placement) else -1
+                                    for d in out], np.int64)  # fmt: skip
+                names = list(self.state.machine_ids)
+            self._wait(ticket)
+            return BulkPlacement(actions, mu, self.numa, names)
         with self.lock:
             self.check_store()
             taken = self.state.slot_of_vm.keys() & set(ids)
