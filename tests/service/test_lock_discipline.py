@@ -210,3 +210,32 @@ def test_a_bug_in_a_background_event_is_reported_and_the_timer_goes_on(tmp_path)
         last = c.get("/reoptimise/last").json()
     assert len(calls) >= 3 and "RuntimeError: solver bug" in last["error"]
     engine.close()
+
+
+def test_a_slow_policy_decides_off_the_event_loop_until_it_is_fast_again(tmp_path) -> None:
+    engine = _engine(tmp_path)
+    engine.slow_s = 0.1  # far above a fast decision's time even on a loaded machine
+    seen: list[bool] = []
+    place = engine._place_locked
+    slow = {"next": False}
+
+    def watched(*args: object) -> int:
+        seen.append(threading.current_thread() is threading.main_thread())
+        if slow["next"]:
+            time.sleep(0.3)  # a user's policy taking 300 ms a decision
+        return place(*args)  # type: ignore[arg-type]
+
+    engine._place_locked = watched  # type: ignore[method-assign]
+
+    async def run() -> None:
+        await engine.place_async(VmRequest("a", 1, 1))
+        slow["next"] = True
+        await engine.place_async(VmRequest("b", 1, 1))  # on the loop: nothing said it was slow yet
+        await engine.place_async(VmRequest("c", 1, 1))  # slow last time: a worker thread
+        slow["next"] = False
+        await engine.place_async(VmRequest("d", 1, 1))  # still in a thread (its last decision was slow)
+        await engine.place_async(VmRequest("e", 1, 1))  # fast again: back on the loop
+
+    asyncio.run(run())
+    assert seen == [True, True, False, False, True]
+    engine.close()

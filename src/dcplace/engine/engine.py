@@ -222,6 +222,9 @@ MAX_AMOUNT = 2**31 - 1
 
 _T = TypeVar("_T")
 
+SLOW_S = 0.02
+"""A policy whose last decision took longer than this (seconds) decides in a worker thread, off the event loop."""
+
 MAX_SLOTS = 2**20
 """The most machine slots a database may hold (slots are reused, so this is the most machines at once)."""
 
@@ -287,6 +290,8 @@ class PlacementEngine:
         self.top = top
         self._policies: dict[str, NumaPolicy] = {}
         self._decided_with: set[str] = set()  # policy names that have decided once (built, compiled)
+        self._slow: set[str | None] = set()  # policies (None: the default) whose last decision took over slow_s
+        self.slow_s = SLOW_S
         self.default_policy = self.policy(policy) if isinstance(policy, str) else policy
         if isinstance(policy, NumaPolicy):
             self._policies[policy.name] = policy
@@ -550,14 +555,19 @@ class PlacementEngine:
         request = self._validate(request)
 
         def step() -> tuple[int, Decision]:
+            t0 = time.perf_counter()
             out = self._place_locked(request, policy, explain), self._last
+            key = policy if isinstance(policy, str) else None
+            (self._slow.add if time.perf_counter() - t0 > self.slow_s else self._slow.discard)(key)
             if isinstance(policy, str):
                 self._decided_with.add(policy)
             return out
 
-        # a policy's first decision builds it and compiles its code (3-25 s for a learned one): never on the loop
-        inline = policy is None or (isinstance(policy, str) and policy in self._decided_with)
-        ticket, decision = await self._locked_async(step, inline)
+        # a policy's first decision builds it and compiles its code (3-25 s for a learned one), and a slow policy
+        # (a user's, a network on many machines) decides for as long each time: neither on the loop
+        key = policy if isinstance(policy, str) else None
+        known = policy is None or (isinstance(policy, str) and policy in self._decided_with)
+        ticket, decision = await self._locked_async(step, known and key not in self._slow)
         if self.store is not None and ticket:
             await self.store.wait_async(ticket)
         return decision
