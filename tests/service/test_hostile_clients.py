@@ -143,16 +143,18 @@ def test_a_placement_waiting_for_the_lock_does_not_stall_the_event_loop(tmp_path
         holder = threading.Thread(target=hold)
         holder.start()
         held.wait(5)
-        with ThreadPoolExecutor(1) as pool:
+        with ThreadPoolExecutor(2) as pool:
             waiting = pool.submit(c.post, "/vms", json={"id": "v", "cpu": 1, "mem": 1})
             time.sleep(0.5)  # the placement is in, waiting for the lock
             t0 = time.perf_counter()
             answers = [httpx.get(f"{url}{path}", timeout=10) for path in ("/healthz", "/metrics", "/openapi.json")]
             took = time.perf_counter() - t0
             assert not waiting.done()
-            batch = pool.submit(c.post, "/vms/batch", json={"vms": [{"id": "b", "cpu": 1, "mem": 1}]})
+            batch = pool.submit(httpx.post, f"{url}/vms/batch", json={"vms": [{"id": "b", "cpu": 1, "mem": 1}]},
+                                timeout=30)  # fmt: skip
             time.sleep(0.3)
             again = httpx.get(f"{url}/healthz", timeout=10)
+            assert not batch.done() and not waiting.done()  # both wait for the lock, off the event loop
             done.set()
             assert waiting.result().status_code == 201 and batch.result().status_code == 200, batch.result().text
         holder.join()

@@ -34,7 +34,10 @@ def _open(db: Path) -> Any:
     if not os.access(db, os.W_OK) or not os.access(db.parent, os.W_OK | os.X_OK):
         raise InputError(f"cannot write {db} (permission denied): the cluster command changes it", field="db")
     # an empty or foreign file is refused before anything is written to it (SqliteStore)
-    return PlacementEngine.open(db)
+    engine = PlacementEngine.open(db)
+    for warning in engine.load_warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    return engine
 
 
 def _unwritten(db: Path, exc: StoreError) -> InputError:

@@ -129,6 +129,8 @@ def serve(
         if exc.field in ("every_s", "below"):
             exc.field = {"every_s": "reoptimise_every", "below": "reoptimise_below"}[exc.field]
         _fail(exc)
+    for warning in engine.load_warnings:
+        typer.echo(f"dcplace serve: warning: {warning}", err=True)
     warm_up_jit()
     warm_s = engine.warm_up()  # the default policy compiled before the first request, not during it
     s = engine.stats()

@@ -83,6 +83,7 @@ from dcplace.engine.store import (
     Store,
     VmDelete,
     VmRow,
+    create_new,
     remove_database,
 )
 from dcplace.errors import InputError
@@ -312,6 +313,8 @@ class PlacementEngine:
         machine's VMs placed again); the ledger: VMs now = VMs loaded at start + placed + imported - released -
         dropped (:meth:`check_invariants`)."""
         self._loaded = 0
+        self.load_warnings: list[str] = []
+        """What :meth:`open` loaded but would not write today (a failed machine hosting VMs), with what to do."""
         self.pinned: set[str] = set()
         """VMs that re-optimisation never moves (durable with the VM)."""
         self.moved_at: dict[str, float] = {}
@@ -324,12 +327,12 @@ class PlacementEngine:
         """An engine on the SQLite database ``path`` (created if new), its state loaded exactly. A bad argument
         leaves no new database behind (``numa`` was recorded in a new file before it was checked)."""
         _check_numa(numa)
-        new = not Path(path).exists() and not Path(path).is_symlink()
+        made = create_new(path)  # the file, if this call made it: only then is it ours to remove on failure
         try:
-            store = SqliteStore(path)
+            store = SqliteStore(path, created=made is not None)
         except BaseException:  # refused (a full disk, a folder it cannot write): no empty new file left behind
-            if new:
-                remove_database(path)
+            if made is not None:
+                remove_database(made)
             raise
         try:
             stored_numa, machines, vms = store.load()
@@ -344,8 +347,8 @@ class PlacementEngine:
                 raise InputError(f"{path} does not hold a consistent cluster: {e.detail}", field="db") from None
         except BaseException:
             store.close()
-            if new:
-                remove_database(path)
+            if made is not None:
+                remove_database(made)
             raise
         engine.store = store
         return engine
@@ -426,6 +429,8 @@ class PlacementEngine:
             if machine_id in self.state.slot_of_machine:
                 raise Conflict(f"a machine {machine_id!r} is already registered", field="id")
             slot = self.state.free_machine_slot()
+            if slot >= MAX_SLOTS:  # what a database may hold (open refuses more)
+                raise Conflict(f"the cluster holds at most {MAX_SLOTS:,} machines", field="id")
             self.state.add_machine(machine_id, cap, rack, slot)
             ticket = self._commit([self._machine_row(slot)])
             info = self._info(slot)
@@ -526,7 +531,7 @@ class PlacementEngine:
             and 0.0 < mem <= MAX_AMOUNT
             and 0 < len(vid) <= 256
             and vid == vid.strip()
-            and _NOT_IN_IDS.search(vid) is None
+            and ((vid.isascii() and vid.isprintable()) or _NOT_IN_IDS.search(vid) is None)
         ):
             return request  # the common case, checked without building anything
         return VmRequest(
@@ -1220,9 +1225,10 @@ class PlacementEngine:
         got = self.lock.acquire(timeout=-1 if wait_s is None else wait_s)
         try:
             s = self.state
-            st = s.status[: s.active]
+            active = s.active  # read once: without the lock a machine added between two reads misaligned them
+            st = s.status[:active]
             present = st != ABSENT
-            cap = s.cap[: s.active][present].sum(axis=(0, 1))
+            cap = s.cap[:active][present].sum(axis=(0, 1))
             return {
                 "machines": {name: int(np.sum(st == code)) for code, name in STATUS_NAMES.items() if code != ABSENT},
                 "machines_in_use": s.machines_in_use,
@@ -1292,20 +1298,24 @@ class PlacementEngine:
                                  f"{MAX_AMOUNT}", field="machines")  # fmt: skip
             if row.slot >= MAX_SLOTS:  # one damaged integer asked for lists of that length
                 raise InputError(f"machine {row.id!r} has slot {row.slot}, above {MAX_SLOTS - 1}", field="machines")
-            check_id(row.id, "machines")
             s.add_machine(row.id, cap, row.rack, row.slot, ACTIVE)
         for vm in vms:
             if (vm.node is None) != bool(vm.multi):
                 raise InputError(f"VM {vm.id!r} is {'' if vm.multi else 'not '}split over every node but its node is "
                                  f"{vm.node!r}", field="vms")  # fmt: skip
-            self._assign_locked(self._validate(VmRequest(vm.id, vm.cpu, vm.mem, vm.multi)), vm.machine, vm.node)
+            if not (isinstance(vm.id, str) and 0 < len(vm.id) <= 256):  # ids written before today's rule stay
+                raise InputError(f"VM id {vm.id!r} is not 1-256 characters", field="vms")
+            req = VmRequest(vm.id, _positive(vm.cpu, "cpu"), _positive(vm.mem, "mem"), bool(vm.multi))
+            self._assign_locked(req, vm.machine, vm.node)
             if vm.pinned:
                 self.pinned.add(vm.id)
         for row in machines:
             slot = s.slot_of_machine[row.id]
-            if row.status == "failed" and s.vm_count[slot]:
-                raise InputError(f"machine {row.id!r} has failed but hosts {int(s.vm_count[slot])} VMs",
-                                 field="machines")  # fmt: skip
+            if row.status == "failed" and s.vm_count[slot]:  # an import could put VMs there until 2026-11-27
+                self.load_warnings.append(
+                    f"machine {row.id!r} has failed but hosts {int(s.vm_count[slot])} VMs (a database written before "
+                    f"2026-11-27): `dcplace cluster evacuate {row.id} --failed` places them elsewhere or drops them"
+                )
             s.set_status(slot, STATUS_CODES[row.status])
         self._loaded = len(s.slot_of_vm)
 

@@ -173,6 +173,32 @@ def _why(path: Path, e: sqlite3.DatabaseError) -> str:
     return f"is not a usable SQLite database ({text})"
 
 
+def _real(path: Path) -> Path:
+    """``path`` with its symbolic links followed (a link to a file not made yet: that file); a loop is refused."""
+    try:
+        return path.resolve(strict=True)
+    except FileNotFoundError:
+        return Path(os.path.realpath(path))
+    except RuntimeError:  # "Symlink loop"
+        raise InputError(f"{path} is a symbolic link that leads back to itself", field="db") from None
+
+
+def create_new(path: str | Path) -> Path | None:
+    """Make ``path`` (the file its links lead to) as an empty file if it does not exist, atomically: the real path
+    when this call made it, None when it was there already. Only a database this call made may be removed when the
+    open fails: two starts racing on a new path had the loser remove the winner's live database."""
+    real = _real(Path(path))
+    if real.exists() or not real.parent.is_dir():
+        return None
+    try:
+        os.close(os.open(real, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+    except FileExistsError:
+        return None
+    except OSError as e:
+        raise InputError(f"cannot create {path} ({e.strerror})", field="db") from None
+    return real
+
+
 def check_existing(path: Path) -> None:
     """Refuse an existing file that is not a dcplace database, looking at it read-only (opening it would switch
     it to WAL mode and add the tables): an empty file, another program's database, or a crashed database whose
@@ -193,14 +219,15 @@ def check_existing(path: Path) -> None:
 class SqliteStore:
     """The embedded default store: SQLite in WAL mode, ``synchronous=FULL``, group commit (module docstring)."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, created: bool = False) -> None:
+        """``created``: the caller has just made ``path`` (empty) for this store (:func:`create_new`); any other
+        existing file must already be a dcplace database."""
         self.path = Path(path)
-        if self.path.parent and not self.path.parent.exists():
-            raise InputError(f"the directory {self.path.parent} does not exist", field="db")
-        if self.path.is_symlink() and not self.path.exists():
-            raise InputError(f"{self.path} is a symbolic link to nothing (or to itself)", field="db")
-        if self.path.exists():
-            if not self.path.is_file():
+        real = _real(self.path)
+        if not real.parent.exists():
+            raise InputError(f"the directory {real.parent} does not exist", field="db")
+        if real.exists() and not created:
+            if not real.is_file():
                 raise InputError(f"{self.path} is not a database file", field="db")
             check_existing(self.path)  # before anything is written to a file that is not a dcplace database
         self._lock_fd: int | None = None

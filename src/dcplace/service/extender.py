@@ -233,8 +233,8 @@ def add_extender_routes(app: FastAPI, engine: PlacementEngine) -> None:
             engine.bind(VmRequest(pod_id, r.cpu, r.mem, r.multi), node)
         except Conflict as e:  # on another node, does not fit, or the node is drained or failed
             return _answer({"Error": f"dcplace: {e.detail}"})
-        except InputError as e:
-            return _answer({"Error": str(e)})
+        except InputError as e:  # an unknown node
+            return _answer({"Error": f"dcplace: {e.detail}"})
         return _answer({"Error": ""})
 
 
