@@ -30,10 +30,12 @@ def free_port() -> int:
 @contextmanager
 def server_thread(engine: PlacementEngine, app: FastAPI | None = None) -> Iterator[str]:
     """Serve ``engine`` (or the given ``app`` over it) with uvicorn in a thread; yield its base URL."""
-    port = free_port()
+    sock = socket.socket()  # bound here and handed to uvicorn: no other test process can take the port between
+    sock.bind(("127.0.0.1", 0))
+    port = int(sock.getsockname()[1])
     app = create_app(engine) if app is None else app
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    t = threading.Thread(target=server.run, daemon=True)
+    t = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     t.start()
     deadline = time.time() + 20
     while not server.started:
@@ -45,6 +47,7 @@ def server_thread(engine: PlacementEngine, app: FastAPI | None = None) -> Iterat
     finally:
         server.should_exit = True
         t.join(10)
+        sock.close()
 
 
 def start_serve(db: Path, port: int) -> subprocess.Popen[bytes]:
