@@ -469,3 +469,14 @@ def test_resuming_another_trainers_run_names_the_file(tmp_path):
     with pytest.raises(InputError) as err:
         SchedRlTrainer.resume(TRACE, sc, 7, tmp_path / "a", "synthetic")
     assert str(err.value).startswith(f"{tmp_path / 'a' / 'checkpoint.pt'}: field 'config.kind' is 'cvd'")
+
+
+def test_the_per_machine_loss_refuses_a_reward_it_does_not_act_on(tmp_path) -> None:
+    """Acting adds the delta reward to V's differences; trained on another reward, the policy that ran was not the
+    one whose V was learned (a review of the learning code, 2026-11-28)."""
+    out = tmp_path / "run"
+    res = CliRunner().invoke(
+        app, ["train", "cvd-rl", "--trace", "synthetic", "--loss", "machine", "--reward", "vmagent", "--out", str(out)]
+    )
+    assert res.exit_code == 2 and "--reward: the per-machine loss acts on the delta reward" in res.output
+    assert not out.exists()

@@ -180,6 +180,10 @@ class CvdRlTrainer(DoubleDQN):
         if isinstance(self.td, MachineTD):
             if not model.decompose:
                 raise InputError("the per-machine loss needs the decomposed network (decompose on)", field="loss")
+            if dqn.reward != "delta":  # acting adds the delta reward to V's differences: V must have learned on it
+                raise InputError(f"the per-machine loss acts on the delta reward (r + gamma V(after) - V(now) with r "
+                                 f"the delta reward), so it trains on that reward only, got {dqn.reward!r}",
+                                 field="reward")  # fmt: skip
             model = replace(model, machine_td=True)
         return model, replace(dqn, loss=self.td.name)
 

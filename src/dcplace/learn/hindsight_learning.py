@@ -231,7 +231,7 @@ class HindsightTrainer(DoubleDQN):
             for a in plan.actions[: plan.value]:
                 self.record(sim, int(a))
                 actions.append(int(a))
-                seen.append(None)  # planned decisions are not planned again
+                seen.append(None)  # unrestricted: a later window that overlaps may plan them again (labels kept)
                 status = sim.step(int(a))
                 if status != K.DECIDE:
                     break
