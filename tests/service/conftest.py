@@ -69,3 +69,38 @@ def start_serve(db: Path, port: int) -> subprocess.Popen[bytes]:
         time.sleep(0.1)
     proc.send_signal(signal.SIGKILL)
     raise RuntimeError("dcplace serve did not answer /healthz")
+
+
+@contextmanager
+def lock_held(engine: PlacementEngine, seconds: float = 30) -> Iterator[threading.Event]:
+    """The engine's lock held by another thread, as a long call (a re-optimisation event) holds it, until the block
+    ends or the yielded event is set."""
+    held, done = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with engine.lock:
+            held.set()
+            done.wait(seconds)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(5)
+    try:
+        yield done
+    finally:
+        done.set()
+        holder.join()
+
+
+def record_threads(engine: PlacementEngine, method: str) -> list[bool]:
+    """Wrap ``engine.<method>`` to note, per call, whether it ran on the main thread (the event loop's, in tests
+    that ``asyncio.run``); the list it returns fills as it is called."""
+    seen: list[bool] = []
+    inner = getattr(engine, method)
+
+    def watched(*args: object, **kw: object) -> object:
+        seen.append(threading.current_thread() is threading.main_thread())
+        return inner(*args, **kw)
+
+    setattr(engine, method, watched)
+    return seen

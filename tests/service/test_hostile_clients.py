@@ -3,7 +3,6 @@ an extender ``Error`` for that request alone, and the service keeps serving ever
 
 from __future__ import annotations
 
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -17,7 +16,7 @@ from dcplace.engine import PlacementEngine, VmRequest, check_id
 from dcplace.errors import InputError
 from dcplace.service import create_app
 
-from .conftest import server_thread
+from .conftest import lock_held, server_thread
 
 POD = {"spec": {"containers": [{"resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}
 
@@ -132,17 +131,7 @@ def test_a_placement_waiting_for_the_lock_does_not_stall_the_event_loop(tmp_path
     and ``/healthz`` itself waited for the lock to count machines."""
     engine = PlacementEngine.open(tmp_path / "l.db")
     engine.add_machine("m0", [8, 8], [16, 16])
-    with server_thread(engine) as url, httpx.Client(base_url=url, timeout=30) as c:
-        held, done = threading.Event(), threading.Event()
-
-        def hold() -> None:
-            with engine.lock:
-                held.set()
-                done.wait(20)
-
-        holder = threading.Thread(target=hold)
-        holder.start()
-        held.wait(5)
+    with server_thread(engine) as url, httpx.Client(base_url=url, timeout=30) as c, lock_held(engine) as done:
         with ThreadPoolExecutor(2) as pool:
             waiting = pool.submit(c.post, "/vms", json={"id": "v", "cpu": 1, "mem": 1})
             time.sleep(0.5)  # the placement is in, waiting for the lock
@@ -157,7 +146,6 @@ def test_a_placement_waiting_for_the_lock_does_not_stall_the_event_loop(tmp_path
             assert not batch.done() and not waiting.done()  # both wait for the lock, off the event loop
             done.set()
             assert waiting.result().status_code == 201 and batch.result().status_code == 200, batch.result().text
-        holder.join()
         assert [a.status_code for a in answers] == [200, 200, 200] and took < 3.0, took
         assert again.status_code == 200 and again.json()["vms"] == 0  # answered while both waited
     engine.close()

@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from dcplace.engine import Conflict, PlacementEngine, ReoptPolicy, StoreError, VmRequest
 from dcplace.service import create_app
 
-from .conftest import server_thread
+from .conftest import lock_held, record_threads, server_thread
 
 POD = {"spec": {"containers": [{"resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}
 
@@ -120,17 +120,7 @@ def test_probes_and_scrapes_do_not_wait_behind_the_lock_or_the_thread_pool(tmp_p
     """With the engine's lock held and the worker threads all taken by reads waiting for it, ``/healthz`` waited
     for a worker thread (2.5 s, and then for the lock). Both are answered on the event loop now."""
     engine = _engine(tmp_path)
-    with server_thread(engine) as url:
-        held, done = threading.Event(), threading.Event()
-
-        def hold() -> None:
-            with engine.lock:
-                held.set()
-                done.wait(30)
-
-        holder = threading.Thread(target=hold)
-        holder.start()
-        held.wait(5)
+    with server_thread(engine) as url, lock_held(engine) as done:
         with ThreadPoolExecutor(45) as pool:
             reads = [pool.submit(httpx.get, f"{url}/machines", timeout=60) for _ in range(45)]
             time.sleep(0.5)  # the pool's 40 threads wait for the lock
@@ -140,7 +130,6 @@ def test_probes_and_scrapes_do_not_wait_behind_the_lock_or_the_thread_pool(tmp_p
             took = time.perf_counter() - t0
             done.set()
             assert all(r.result().status_code == 200 for r in reads)
-        holder.join()
     assert health.status_code == 200 and scrape.status_code == 200 and took < 3.0, took
     assert "dcplace_machines" in scrape.text
     engine.close()
@@ -150,14 +139,7 @@ def test_a_policys_first_decision_is_not_made_on_the_event_loop(tmp_path) -> Non
     """Building a policy and compiling its code took 3-25 s on the loop for a learned one: the first decision with
     a policy goes to a worker thread, later ones are decided in place."""
     engine = _engine(tmp_path)
-    seen: list[bool] = []
-    place = engine._place_locked
-
-    def watched(*args: object) -> int:
-        seen.append(threading.current_thread() is threading.main_thread())
-        return place(*args)  # type: ignore[arg-type]
-
-    engine._place_locked = watched  # type: ignore[method-assign]
+    seen = record_threads(engine, "_place_locked")
 
     async def three() -> None:
         await engine.place_async(VmRequest("a", 1, 1))  # the default policy: warm, decided on the loop
@@ -166,14 +148,7 @@ def test_a_policys_first_decision_is_not_made_on_the_event_loop(tmp_path) -> Non
 
     asyncio.run(three())
     assert seen == [True, False, True]
-    batch_threads: list[bool] = []
-    batch = engine._place_batch_locked
-
-    def watched_batch(*args: object) -> object:
-        batch_threads.append(threading.current_thread() is threading.main_thread())
-        return batch(*args)  # type: ignore[arg-type]
-
-    engine._place_batch_locked = watched_batch  # type: ignore[method-assign]
+    batch_threads = record_threads(engine, "_place_batch_locked")
     asyncio.run(engine.place_batch_async([VmRequest("d", 1, 1), VmRequest("e", 1, 1)]))
     assert batch_threads == [False]  # a batch always decides in a worker thread
     engine.close()
