@@ -38,6 +38,16 @@ def _sibling(path: Path, tag: str) -> Path:
     return path.with_name(f".{path.name}.{tag}-{os.getpid()}")
 
 
+def _own(tmp: Path) -> Path:
+    """Make ``tmp`` an empty regular file of ours: whatever was at that predictable name (a link planted by someone
+    who can write the folder) is removed first, and the file is created exclusively without following links, so
+    the writes that follow can never go through a link into another file."""
+    if tmp.is_symlink() or tmp.is_file():
+        tmp.unlink()
+    os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0), 0o666))
+    return tmp
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -92,7 +102,7 @@ def atomic_path(path: Path | str) -> Iterator[Path]:
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale(target)
-    tmp = _sibling(target, "tmp")
+    tmp = _own(_sibling(target, "tmp"))
     try:
         yield tmp
         tmp.replace(target)
@@ -125,9 +135,11 @@ def atomic_dir(path: Path | str, *, carry: bool = False) -> Iterator[Path]:
     target = Path(path)
     _remove_stale(target)
     tmp = _sibling(target, "tmp")
-    if tmp.exists():
+    if tmp.is_symlink():  # planted: removing the link, never what it points at
+        tmp.unlink()
+    elif tmp.exists():
         shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
+    tmp.mkdir(parents=True)  # mkdir never follows a link (one planted in between makes it fail)
     try:
         yield tmp
         if carry and target.is_dir():

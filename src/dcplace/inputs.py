@@ -262,12 +262,19 @@ def import_user_module(module: str, said: str = "", field: str | None = None) ->
     runs, is one InputError (``said`` prefixes its sentence; ``field`` names the flag): the user's code is at fault,
     not dcplace's, so no traceback. The current folder is searched too, as ``python -m`` does (the console script
     ``dcplace`` searched only its own folder and PYTHONPATH, so a module beside the user was not found); it stays
-    on ``sys.path``, last, so the module's own later imports and worker processes find its siblings."""
+    on ``sys.path``, last, so the module's own later imports and worker processes find its siblings. Only for a
+    module not found otherwise: naming a built-in learned policy (``cvd-rl`` is ``dcplace....:CvdPolicy``) put the
+    current folder on ``sys.path`` for good, and a ``pyarrow.py`` there then ran at the next ``import pyarrow``."""
     import importlib
+    import importlib.util
     import sys
 
+    try:  # dcplace's own learned policies are named this way too: they must not put the current folder on sys.path
+        installed = importlib.util.find_spec(module.split(".")[0]) is not None
+    except (ImportError, ValueError):
+        installed = False
     here = str(Path.cwd())
-    if here not in sys.path and "" not in sys.path:
+    if not installed and here not in sys.path and "" not in sys.path:
         sys.path.append(here)  # last: never shadows an installed module
     try:
         return importlib.import_module(module)

@@ -136,6 +136,7 @@ def backup(
     check before it is put in place. To restore: stop the service, remove DB-wal and DB-shm, copy OUT over DB."""
     import contextlib
     import sqlite3
+    import tempfile
 
     from dcplace.engine.store import check_existing
 
@@ -147,7 +148,9 @@ def backup(
             raise InputError(f"OUT: {out} already exists; choose another name")
         if not out.parent.is_dir():
             raise InputError(f"OUT: the folder {out.parent} does not exist")
-        partial = out.with_name(f".{out.name}.partial")
+        fd, name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent)  # never a planted link
+        os.close(fd)
+        partial = Path(name)
         try:
             with contextlib.closing(sqlite3.connect(db.resolve().as_uri() + "?mode=ro", uri=True)) as src:
                 with contextlib.closing(sqlite3.connect(partial)) as dst:

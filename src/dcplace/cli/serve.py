@@ -50,7 +50,20 @@ def serve(
     checkpoint: Annotated[
         Path | None, typer.Option(help="a learned policy's weights (from `dcplace train`); default: the shipped ones")
     ] = None,
-    host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
+    host: Annotated[
+        str,
+        typer.Option(
+            help="address to listen on (there is no authentication: anyone who reaches it can change the "
+            "cluster; docs/engine.md, Security)"
+        ),
+    ] = "127.0.0.1",
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="a Host name the service answers to, besides localhost when it listens on a loopback "
+            "address (any name otherwise); repeat for several"
+        ),
+    ] = None,
     port: Annotated[int, typer.Option(help="TCP port")] = 8000,
     numa: Annotated[int, typer.Option(help="NUMA nodes per machine (fixed per database)")] = 2,
     import_allocations: Annotated[
@@ -139,7 +152,13 @@ def serve(
                err=True)  # fmt: skip
     try:
         uvicorn.run(
-            create_app(engine, reopt, check_every_s=10.0, max_body=int(max_body_mb * 2**20)),
+            create_app(
+                engine,
+                reopt,
+                check_every_s=10.0,
+                max_body=int(max_body_mb * 2**20),
+                allowed_hosts=_allowed_hosts(host, allowed_host or []),
+            ),
             host=host,
             port=port,
             log_level=log_level,
@@ -213,3 +232,15 @@ def stream(
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None)
 app.command("serve")(serve)
+
+
+def _allowed_hosts(host: str, extra: list[str]) -> tuple[str, ...] | None:
+    """The ``Host`` names the service answers to: on a loopback address localhost's names and ``extra`` (a web page
+    rebinding its DNS name to 127.0.0.1 is refused); elsewhere ``extra`` if given, else any (the address is exposed
+    anyway, and kube-scheduler calls it by its Service's name)."""
+    from dcplace.service.app import LOOPBACK_HOSTS
+
+    names = tuple(h.strip().lower() for h in extra if h.strip())
+    if host.strip("[]").lower() in LOOPBACK_HOSTS:
+        return (*LOOPBACK_HOSTS, *names)
+    return (*names, host) if names else None

@@ -184,14 +184,15 @@ def _real(path: Path) -> Path:
 
 
 def create_new(path: str | Path) -> Path | None:
-    """Make ``path`` (the file its links lead to) as an empty file if it does not exist, atomically: the real path
-    when this call made it, None when it was there already. Only a database this call made may be removed when the
+    """Make ``path`` (the file its links lead to) as an empty file if it does not exist, atomically and readable by
+    its owner only (it holds the cluster's inventory; SQLite gives its -wal and -shm files the same mode): the real
+    path when this call made it, None when it was there already. Only a database this call made may be removed when the
     open fails: two starts racing on a new path had the loser remove the winner's live database."""
     real = _real(Path(path))
     if real.exists() or not real.parent.is_dir():
         return None
     try:
-        os.close(os.open(real, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        os.close(os.open(real, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
     except FileExistsError:
         return None
     except OSError as e:

@@ -120,6 +120,56 @@ async def _reoptimiser(engine: PlacementEngine, policy: ReoptPolicy, every_s: fl
                   file=sys.stderr, flush=True)  # fmt: skip
 
 
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+"""The names a service bound to a loopback address answers to (``serve``'s default): any other ``Host`` is a page
+that rebound its own DNS name to 127.0.0.1 to reach it."""
+
+
+def _host_name(netloc: str) -> str:
+    """``host`` of ``host[:port]`` (``[::1]:8000`` -> ``::1``), lower-cased."""
+    netloc = netloc.strip().lower()
+    if netloc.startswith("["):
+        return netloc[1 : netloc.find("]")] if "]" in netloc else netloc
+    return netloc.rsplit(":", 1)[0] if netloc.count(":") == 1 else netloc
+
+
+class BrowserGuard:
+    """ASGI middleware against web pages reaching the service through the operator's browser (there is no
+    authentication: docs/engine.md, "Security"). A request that changes something (POST, PUT, PATCH, DELETE) and
+    carries an ``Origin`` other than the service's own is refused 403: a page on any site could otherwise drain,
+    fail or evacuate machines with a body-less ``fetch`` (no preflight), and clients that are not browsers send no
+    ``Origin``. With ``hosts``, a ``Host`` header naming another host is refused 421 (DNS rebinding: a page whose
+    name now points at 127.0.0.1 is same-origin with the service as far as the browser knows)."""
+
+    def __init__(self, app: Any, hosts: tuple[str, ...] | None = None) -> None:
+        self.app = app
+        self.hosts = None if hosts is None else {h.lower().strip("[]") for h in hosts}
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = {k.decode(): v.decode("latin-1") for k, v in scope["headers"] if k in (b"host", b"origin")}
+            host = headers.get("host", "")
+            if self.hosts is not None and _host_name(host) not in self.hosts:
+                await _send_json(send, 421, f"this service answers to {', '.join(sorted(self.hosts))}, not to host "
+                                            f"{host!r} (serve --allowed-host adds names)")  # fmt: skip
+                return
+            origin = headers.get("origin")
+            if origin is not None and scope["method"] in ("POST", "PUT", "PATCH", "DELETE"):
+                same = origin.split("://", 1)[-1].rstrip("/").lower() == host.lower()
+                if not same:
+                    await _send_json(send, 403, f"a request from the web page at {origin} may not change the "
+                                                "cluster; call the service directly")  # fmt: skip
+                    return
+        await self.app(scope, receive, send)
+
+
+async def _send_json(send: Any, status: int, sentence: str) -> None:
+    body = json.dumps({"detail": sentence}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
 class HeadAsGet:
     """ASGI middleware: ``HEAD`` on any route answered as its ``GET`` without the body (HTTP requires it of every GET
     resource; FastAPI routes answered 405), headers included, so a client learns the status and the length."""
@@ -163,11 +213,13 @@ def create_app(
     check_every_s: float = 60.0,
     fast_path: bool = True,
     max_body: int = MAX_BODY,
+    allowed_hosts: tuple[str, ...] | None = None,
 ) -> FastAPI:
     """The service over ``engine`` (which it does not close). ``reopt``: re-optimise in the background whenever its
     timer or threshold is due (checked every ``check_every_s`` seconds, wall clock); the last event's report is at
     ``GET /reoptimise/last``. ``fast_path``: answer ``POST /vms`` and ``DELETE /vms/{id}`` in
-    :class:`~dcplace.service.hotpath.HotPaths` (same answers, less CPU) instead of FastAPI's routes."""
+    :class:`~dcplace.service.hotpath.HotPaths` (same answers, less CPU) instead of FastAPI's routes.
+    ``allowed_hosts``: the ``Host`` names answered (None: any; :class:`BrowserGuard`)."""
     last: dict[str, Any] = {}
 
     @asynccontextmanager
@@ -193,7 +245,8 @@ def create_app(
     if fast_path:
         app.add_middleware(HotPaths, engine=engine, metrics=metrics)
     app.add_middleware(HeadAsGet)
-    app.add_middleware(BodyLimit, limit=max_body)  # added last: the outermost, before anything reads a body
+    app.add_middleware(BodyLimit, limit=max_body)
+    app.add_middleware(BrowserGuard, hosts=allowed_hosts)  # added last: the outermost, before anything reads a body
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> Response:
