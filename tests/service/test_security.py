@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import stat
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -21,7 +23,7 @@ from dcplace.cli.serve import _allowed_hosts
 from dcplace.engine import PlacementEngine
 from dcplace.service import create_app
 
-from .conftest import server_thread
+from .conftest import lock_held, server_thread
 
 
 @pytest.fixture
@@ -116,3 +118,16 @@ def test_naming_a_built_in_policy_does_not_put_the_current_folder_on_sys_path(tm
     (tmp_path / "mine_for_test.py").write_text("def f():\n    return 1\n")
     assert user_callable("mine_for_test:f", "policy")() == 1  # a user's module beside them is still found
     assert str(Path(tmp_path)) in sys.path
+
+
+def test_one_reoptimisation_asked_for_over_http_at_a_time(engine) -> None:
+    """Each event holds the engine's lock while it solves, for up to an hour: requests queued without limit."""
+    with server_thread(engine) as url, lock_held(engine) as done:
+        with ThreadPoolExecutor(1) as pool:
+            first = pool.submit(httpx.post, f"{url}/reoptimise", json={"execute": False}, timeout=30)
+            time.sleep(0.5)  # the first waits for the engine's lock
+            second = httpx.post(f"{url}/reoptimise", json={"execute": False}, timeout=10)
+            assert second.status_code == 409 and "already running" in second.json()["detail"]
+            done.set()
+            assert first.result().status_code == 200
+        assert httpx.post(f"{url}/reoptimise", json={"execute": False}, timeout=30).status_code == 200

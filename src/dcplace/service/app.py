@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import threading
 import time
 import traceback
 from collections.abc import AsyncIterator
@@ -335,13 +336,21 @@ def create_app(
         drained machine."""
         return _json(engine.evacuate(machine_id, failed=failed, now=time.time()).as_dict())
 
+    manual = threading.Lock()  # one event asked for over HTTP at a time: they queued without limit, each solving
+
     @app.post("/reoptimise", response_model=ReoptOut, tags=["machines"], responses=ERRORS)
     def reoptimise(body: ReoptIn | None = None) -> Response:
         """One re-optimisation event now: select the VMs that may move, re-solve the machines in use with
         migration costs, and apply the verified migration plan (``execute=false``: plan only)."""
         fields = (body or ReoptIn()).model_dump()  # no body: every field's default
         execute = fields.pop("execute")
-        return _json(engine.reoptimise(ReoptPolicy(**fields), now=time.time(), execute=execute).as_dict())
+        if not manual.acquire(blocking=False):  # each event holds the engine's lock while it solves (up to an hour)
+            return _json({"detail": "a re-optimisation event asked for over HTTP is already running; ask again "
+                                    "when it has answered"}, 409)  # fmt: skip
+        try:
+            return _json(engine.reoptimise(ReoptPolicy(**fields), now=time.time(), execute=execute).as_dict())
+        finally:
+            manual.release()
 
     @app.get("/reoptimise/last", dependencies=READ, tags=["machines"])
     def last_reoptimisation() -> Response:
