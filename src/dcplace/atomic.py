@@ -41,7 +41,8 @@ def _sibling(path: Path, tag: str) -> Path:
 def _own(tmp: Path) -> Path:
     """Make ``tmp`` an empty regular file of ours: whatever was at that predictable name (a link planted by someone
     who can write the folder) is removed first, and the file is created exclusively without following links, so
-    the writes that follow can never go through a link into another file."""
+    writes cannot go through a link planted before the run (one swapped in during it, in a folder others may write
+    and that is not sticky, is beyond this). A block that writes nothing leaves the target empty."""
     if tmp.is_symlink() or tmp.is_file():
         tmp.unlink()
     os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0), 0o666))

@@ -270,7 +270,8 @@ def import_user_module(module: str, said: str = "", field: str | None = None) ->
     import sys
 
     try:  # dcplace's own learned policies are named this way too: they must not put the current folder on sys.path
-        installed = importlib.util.find_spec(module.split(".")[0]) is not None
+        spec = importlib.util.find_spec(module.split(".")[0])
+        installed = spec is not None and spec.origin is not None  # a namespace package may live here too
     except (ImportError, ValueError):
         installed = False
     here = str(Path.cwd())

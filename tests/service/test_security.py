@@ -59,8 +59,27 @@ def test_dns_rebinding_is_refused_on_a_loopback_service(engine) -> None:
         assert httpx.get(f"{url}/allocations", headers={"host": "attacker.example:80"}).status_code == 421
         assert httpx.get(f"{url}/state", headers={"host": "localhost:8000"}).status_code == 200
     assert _allowed_hosts("0.0.0.0", []) is None  # exposed anyway; kube-scheduler calls it by its Service name
-    assert _allowed_hosts("0.0.0.0", ["dcplace.kube-system.svc"]) == ("dcplace.kube-system.svc", "0.0.0.0")
+    assert _allowed_hosts("0.0.0.0", ["dcplace.kube-system.svc"]) == ("dcplace.kube-system.svc",)
     assert "dcplace.example" in (_allowed_hosts("localhost", ["dcplace.example"]) or ())
+    assert "127.0.0.2" in (_allowed_hosts("127.0.0.2", []) or ())  # every loopback address is checked
+
+
+def test_a_proxy_in_front_keeps_working_when_named(engine) -> None:
+    """A proxy that passes its public name as Host, or rewrites Host to the service's and keeps the browser's
+    Origin: refused (421, 403) until the operator names it with serve --allowed-host, then served."""
+    guarded = create_app(engine, allowed_hosts=_allowed_hosts("127.0.0.1", []))
+    with TestClient(guarded, raise_server_exceptions=False, base_url="http://127.0.0.1:8000") as c:
+        public = {"host": "dcplace.example.com"}
+        assert c.get("/state", headers=public).status_code == 421
+        rewritten = {"origin": "https://dcplace.example.com"}  # nginx's default: Host is the upstream's
+        assert c.post("/machines/pm0/drain", headers=rewritten).status_code == 403
+        assert c.get("/state", headers={"host": "localhost.:8000"}).status_code == 200  # a trailing dot
+    named = create_app(engine, allowed_hosts=_allowed_hosts("127.0.0.1", ["dcplace.example.com"]),
+                       allowed_origins=("dcplace.example.com",))  # fmt: skip
+    with TestClient(named, raise_server_exceptions=False, base_url="http://127.0.0.1:8000") as c:
+        assert c.get("/state", headers={"host": "dcplace.example.com"}).status_code == 200
+        assert c.post("/machines/pm0/drain", headers={"origin": "https://dcplace.example.com"}).status_code == 200
+        assert c.post("/machines/pm0/activate", headers={"origin": "https://evil.example"}).status_code == 403
 
 
 def test_writes_never_follow_a_link_planted_at_the_temporary_name(tmp_path) -> None:

@@ -60,8 +60,9 @@ def serve(
     allowed_host: Annotated[
         list[str] | None,
         typer.Option(
-            help="a Host name the service answers to, besides localhost when it listens on a loopback "
-            "address (any name otherwise); repeat for several"
+            help="a name the service answers to and whose web pages may change it (a proxy's public name), "
+            "besides localhost's on a loopback address; on any other address these names only (any name without "
+            "the flag); repeat for several"
         ),
     ] = None,
     port: Annotated[int, typer.Option(help="TCP port")] = 8000,
@@ -158,6 +159,7 @@ def serve(
                 check_every_s=10.0,
                 max_body=int(max_body_mb * 2**20),
                 allowed_hosts=_allowed_hosts(host, allowed_host or []),
+                allowed_origins=tuple(allowed_host or []),
             ),
             host=host,
             port=port,
@@ -235,12 +237,13 @@ app.command("serve")(serve)
 
 
 def _allowed_hosts(host: str, extra: list[str]) -> tuple[str, ...] | None:
-    """The ``Host`` names the service answers to: on a loopback address localhost's names and ``extra`` (a web page
-    rebinding its DNS name to 127.0.0.1 is refused); elsewhere ``extra`` if given, else any (the address is exposed
+    """The ``Host`` names the service answers to: on a loopback address localhost's names, the address and ``extra``
+    (a web page rebinding its DNS name to the loopback address is refused); elsewhere exactly ``extra`` if given
+    (then every name and address clients use, probes and scrapes included), else any (the address is exposed
     anyway, and kube-scheduler calls it by its Service's name)."""
-    from dcplace.service.app import LOOPBACK_HOSTS
+    from dcplace.service.app import LOOPBACK_HOSTS, is_loopback
 
     names = tuple(h.strip().lower() for h in extra if h.strip())
-    if host.strip("[]").lower() in LOOPBACK_HOSTS:
-        return (*LOOPBACK_HOSTS, *names)
-    return (*names, host) if names else None
+    if is_loopback(host):
+        return (*LOOPBACK_HOSTS, host.strip("[]").lower(), *names)
+    return names or None

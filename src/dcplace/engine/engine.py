@@ -51,6 +51,7 @@ from typing import Any, Literal, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from dcplace.atomic import write_text
 from dcplace.config import check_seed
 from dcplace.engine import reopt
 from dcplace.engine.cluster_state import (
@@ -1464,7 +1465,7 @@ def write_allocations(rows: list[dict[str, Any]], path: str | Path) -> None:
     """Write allocation records as ``.json`` or ``.csv`` (by the suffix); CSV writes ``all`` for a split VM."""
     p = Path(path)
     if p.suffix.lower() == ".json":
-        p.write_text(json.dumps(rows, indent=1) + "\n")
+        write_text(p, json.dumps(rows, indent=1) + "\n")  # atomic: whole or not at all
         return
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=["vm", "machine", "node", "cpu", "mem", "pinned"], lineterminator="\n")
@@ -1473,4 +1474,4 @@ def write_allocations(rows: list[dict[str, Any]], path: str | Path) -> None:
         w.writerow(
             {**r, "node": "all" if r["node"] is None else r["node"], "pinned": str(bool(r.get("pinned"))).lower()}
         )
-    p.write_text(buf.getvalue())
+    write_text(p, buf.getvalue())

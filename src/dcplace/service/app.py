@@ -122,16 +122,32 @@ async def _reoptimiser(engine: PlacementEngine, policy: ReoptPolicy, every_s: fl
 
 
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
-"""The names a service bound to a loopback address answers to (``serve``'s default): any other ``Host`` is a page
-that rebound its own DNS name to 127.0.0.1 to reach it."""
+"""The names a service bound to a loopback address answers to (``serve``'s default, with the address itself): any
+other ``Host`` is a page that rebound its own DNS name to the loopback address to reach it, unless an operator named
+it (``serve --allowed-host``: a proxy in front that passes its own name on)."""
 
 
 def _host_name(netloc: str) -> str:
-    """``host`` of ``host[:port]`` (``[::1]:8000`` -> ``::1``), lower-cased."""
+    """``host`` of ``host[:port]`` (``[::1]:8000`` -> ``::1``), lower-cased, without a trailing dot."""
     netloc = netloc.strip().lower()
     if netloc.startswith("["):
-        return netloc[1 : netloc.find("]")] if "]" in netloc else netloc
-    return netloc.rsplit(":", 1)[0] if netloc.count(":") == 1 else netloc
+        netloc = netloc[1 : netloc.find("]")] if "]" in netloc else netloc
+    elif netloc.count(":") == 1:
+        netloc = netloc.rsplit(":", 1)[0]
+    return netloc.rstrip(".")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a name or an address, brackets allowed) is this machine only: localhost, 127.0.0.0/8, ::1."""
+    import ipaddress
+
+    name = host.strip("[]").lower().rstrip(".")
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
 
 
 class BrowserGuard:
@@ -142,24 +158,26 @@ class BrowserGuard:
     ``Origin``. With ``hosts``, a ``Host`` header naming another host is refused 421 (DNS rebinding: a page whose
     name now points at 127.0.0.1 is same-origin with the service as far as the browser knows)."""
 
-    def __init__(self, app: Any, hosts: tuple[str, ...] | None = None) -> None:
+    def __init__(self, app: Any, hosts: tuple[str, ...] | None = None, origins: tuple[str, ...] = ()) -> None:
         self.app = app
-        self.hosts = None if hosts is None else {h.lower().strip("[]") for h in hosts}
+        self.hosts = None if hosts is None else {_host_name(h) for h in hosts}
+        self.origins = {_host_name(h) for h in origins}  # names an operator declared (a proxy's public name)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             headers = {k.decode(): v.decode("latin-1") for k, v in scope["headers"] if k in (b"host", b"origin")}
             host = headers.get("host", "")
-            if self.hosts is not None and _host_name(host) not in self.hosts:
+            if self.hosts is not None and host and _host_name(host) not in self.hosts:  # no Host: not a browser
                 await _send_json(send, 421, f"this service answers to {', '.join(sorted(self.hosts))}, not to host "
                                             f"{host!r} (serve --allowed-host adds names)")  # fmt: skip
                 return
             origin = headers.get("origin")
             if origin is not None and scope["method"] in ("POST", "PUT", "PATCH", "DELETE"):
-                same = origin.split("://", 1)[-1].rstrip("/").lower() == host.lower()
-                if not same:
+                netloc = origin.split("://", 1)[-1].rstrip("/").lower()
+                if netloc != host.lower() and _host_name(netloc) not in self.origins:
                     await _send_json(send, 403, f"a request from the web page at {origin} may not change the "
-                                                "cluster; call the service directly")  # fmt: skip
+                                                "cluster; call the service directly, or name a proxy in front with "
+                                                "serve --allowed-host")  # fmt: skip
                     return
         await self.app(scope, receive, send)
 
@@ -215,12 +233,14 @@ def create_app(
     fast_path: bool = True,
     max_body: int = MAX_BODY,
     allowed_hosts: tuple[str, ...] | None = None,
+    allowed_origins: tuple[str, ...] = (),
 ) -> FastAPI:
     """The service over ``engine`` (which it does not close). ``reopt``: re-optimise in the background whenever its
     timer or threshold is due (checked every ``check_every_s`` seconds, wall clock); the last event's report is at
     ``GET /reoptimise/last``. ``fast_path``: answer ``POST /vms`` and ``DELETE /vms/{id}`` in
     :class:`~dcplace.service.hotpath.HotPaths` (same answers, less CPU) instead of FastAPI's routes.
-    ``allowed_hosts``: the ``Host`` names answered (None: any; :class:`BrowserGuard`)."""
+    ``allowed_hosts``: the ``Host`` names answered (None: any); ``allowed_origins``: host names whose web pages may
+    change the cluster besides the service's own (a proxy's public name; :class:`BrowserGuard`)."""
     last: dict[str, Any] = {}
 
     @asynccontextmanager
@@ -247,7 +267,7 @@ def create_app(
         app.add_middleware(HotPaths, engine=engine, metrics=metrics)
     app.add_middleware(HeadAsGet)
     app.add_middleware(BodyLimit, limit=max_body)
-    app.add_middleware(BrowserGuard, hosts=allowed_hosts)  # added last: the outermost, before anything reads a body
+    app.add_middleware(BrowserGuard, hosts=allowed_hosts, origins=allowed_origins)  # outermost: before any body
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> Response:
