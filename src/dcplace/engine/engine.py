@@ -247,20 +247,24 @@ _NOT_IN_IDS = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
 and one such record failed the commit of every change beside it)."""
 
 
+def _id_ok(value: Any) -> bool:
+    """The id rule (:func:`check_id`) as a test, cheap for the usual ASCII id (no regex)."""
+    return (
+        type(value) is str
+        and 0 < len(value) <= 256
+        and value == value.strip()
+        and ((value.isascii() and value.isprintable()) or _NOT_IN_IDS.search(value) is None)
+    )
+
+
 def check_id(value: Any, name: str) -> str:
     """``value`` if it is a valid machine or VM id (1-256 characters, no surrounding spaces, no control characters or
     lone surrogates), else an InputError naming ``name``."""
-    if (
-        not isinstance(value, str)
-        or not value
-        or len(value) > 256
-        or value != value.strip()
-        or _NOT_IN_IDS.search(value) is not None
-    ):
+    if not _id_ok(value):
         shown = repr(value) if len(repr(value)) <= 80 else f"{repr(value)[:60]}... ({len(value)} characters)"
         raise InputError(f"must be a non-empty string of at most 256 characters without surrounding spaces or "
                          f"control characters, got {shown}", field=name)  # fmt: skip
-    return value
+    return str(value)
 
 
 class PlacementEngine:
@@ -291,8 +295,7 @@ class PlacementEngine:
         self.store = store
         self.top = top
         self._policies: dict[str, NumaPolicy] = {}
-        self._decided_with: set[str] = set()  # policy names that have decided once (built, compiled)
-        self._slow: set[str | None] = set()  # policies (None: the default) whose last decision took over slow_s
+        self._decision_s: dict[str | None, float] = {}  # each policy name's (None: the default's) last decision time
         self.slow_s = SLOW_S
         self.default_policy = self.policy(policy) if isinstance(policy, str) else policy
         if isinstance(policy, NumaPolicy):
@@ -530,9 +533,7 @@ class PlacementEngine:
             and type(request.pinned) is bool
             and 0.0 < cpu <= MAX_AMOUNT
             and 0.0 < mem <= MAX_AMOUNT
-            and 0 < len(vid) <= 256
-            and vid == vid.strip()
-            and ((vid.isascii() and vid.isprintable()) or _NOT_IN_IDS.search(vid) is None)
+            and _id_ok(vid)
         ):
             return request  # the common case, checked without building anything
         return VmRequest(
@@ -560,20 +561,21 @@ class PlacementEngine:
         """:meth:`place` for an event loop: decides at once, awaits durability without blocking the loop."""
         request = self._validate(request)
 
+        named = policy is None or isinstance(policy, str)  # a policy object: always in a worker thread, as before
+        key = policy if isinstance(policy, str) else None
+
         def step() -> tuple[int, Decision]:
             t0 = time.perf_counter()
             out = self._place_locked(request, policy, explain), self._last
-            key = policy if isinstance(policy, str) else None
-            (self._slow.add if time.perf_counter() - t0 > self.slow_s else self._slow.discard)(key)
-            if isinstance(policy, str):
-                self._decided_with.add(policy)
+            if named:
+                self._decision_s[key] = time.perf_counter() - t0
             return out
 
         # a policy's first decision builds it and compiles its code (3-25 s for a learned one), and a slow policy
         # (a user's, a network on many machines) decides for as long each time: neither on the loop
-        key = policy if isinstance(policy, str) else None
-        known = policy is None or (isinstance(policy, str) and policy in self._decided_with)
-        ticket, decision = await self._locked_async(step, known and key not in self._slow)
+        last = self._decision_s.get(key) if named else None
+        inline = (policy is None or last is not None) and (last is None or last <= self.slow_s)
+        ticket, decision = await self._locked_async(step, inline)
         if self.store is not None and ticket:
             await self.store.wait_async(ticket)
         return decision
@@ -746,7 +748,7 @@ class PlacementEngine:
                 raise InputError(f"must be a number above 0 and at most {MAX_AMOUNT}, got {arr[bad[0]]!r} for VM "
                                  f"{ids[bad[0]]!r}", field=name)  # fmt: skip
         for vid in ids:
-            if type(vid) is not str or not 0 < len(vid) <= 256 or vid != vid.strip() or _NOT_IN_IDS.search(vid):
+            if not _id_ok(vid):
                 check_id(vid, "id")
         if len(set(ids)) != n:
             raise Conflict("the batch names a VM id twice", field="id")

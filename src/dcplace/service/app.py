@@ -57,7 +57,7 @@ from dcplace.service.answers import (
     vm_json,
 )
 from dcplace.service.extender import add_extender_routes
-from dcplace.service.hotpath import MAX_BODY, BodyLimit, HotPaths
+from dcplace.service.hotpath import MAX_BODY, BodyLimit, HotPaths, send_json
 from dcplace.service.metrics import ServiceMetrics
 from dcplace.service.models import (
     AllocationIn,
@@ -168,25 +168,19 @@ class BrowserGuard:
             headers = {k.decode(): v.decode("latin-1") for k, v in scope["headers"] if k in (b"host", b"origin")}
             host = headers.get("host", "")
             if self.hosts is not None and host and _host_name(host) not in self.hosts:  # no Host: not a browser
-                await _send_json(send, 421, f"this service answers to {', '.join(sorted(self.hosts))}, not to host "
-                                            f"{host!r} (serve --allowed-host adds names)")  # fmt: skip
+                said = (f"this service answers to {', '.join(sorted(self.hosts))}, not to host {host!r} (serve "
+                        "--allowed-host adds names)")  # fmt: skip
+                await send_json(send, (421, {"detail": said}))
                 return
             origin = headers.get("origin")
             if origin is not None and scope["method"] in ("POST", "PUT", "PATCH", "DELETE"):
                 netloc = origin.split("://", 1)[-1].rstrip("/").lower()
                 if netloc != host.lower() and _host_name(netloc) not in self.origins:
-                    await _send_json(send, 403, f"a request from the web page at {origin} may not change the "
-                                                "cluster; call the service directly, or name a proxy in front with "
-                                                "serve --allowed-host")  # fmt: skip
+                    said = (f"a request from the web page at {origin} may not change the cluster; call the "
+                            "service directly, or name a proxy in front with serve --allowed-host")  # fmt: skip
+                    await send_json(send, (403, {"detail": said}))
                     return
         await self.app(scope, receive, send)
-
-
-async def _send_json(send: Any, status: int, sentence: str) -> None:
-    body = json.dumps({"detail": sentence}).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
 
 
 class HeadAsGet:

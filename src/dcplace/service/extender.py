@@ -37,7 +37,7 @@ from typing import Any
 
 from fastapi import FastAPI, Response
 
-from dcplace.engine import Conflict, PlacementEngine, VmRequest, check_id
+from dcplace.engine import PlacementEngine, VmRequest, check_id
 from dcplace.errors import InputError, PolicyError
 
 MAX_PRIORITY = 10
@@ -231,9 +231,7 @@ def add_extender_routes(app: FastAPI, engine: PlacementEngine) -> None:
             return _answer({"Error": f"dcplace: pod {pod_id} has UID {uid}, but the one filtered had {filtered_uid}"})
         try:  # the engine checks, chooses the node and records in one step (PlacementEngine.bind)
             engine.bind(VmRequest(pod_id, r.cpu, r.mem, r.multi), node)
-        except Conflict as e:  # on another node, does not fit, or the node is drained or failed
-            return _answer({"Error": f"dcplace: {e.detail}"})
-        except InputError as e:  # an unknown node
+        except InputError as e:  # on another node, does not fit, a node drained, failed or unknown
             return _answer({"Error": f"dcplace: {e.detail}"})
         return _answer({"Error": ""})
 

@@ -57,10 +57,10 @@ class HotPaths:
                 ctype = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"content-type"), "")
                 # a body not sent as JSON: answered as FastAPI's routes answer it (they do not read it as JSON)
                 answer = await self._place(raw) if not raw or is_json_type(ctype) else (422, {"detail": NOT_JSON_TYPE})
-                await _answer(send, answer)
+                await send_json(send, answer)
                 return
             if method == "DELETE" and path.startswith("/vms/") and len(path) > 5:  # an id may hold "/" (namespace/name)
-                await _answer(send, await self._guard(release_vm(self.engine, self.metrics, path[5:])))
+                await send_json(send, await self._guard(release_vm(self.engine, self.metrics, path[5:])))
                 return
         await self.app(scope, receive, send)
 
@@ -91,8 +91,8 @@ class HotPaths:
             return answer
 
 
-async def _answer(send: Any, answer: tuple[int, dict[str, Any]]) -> None:
-    """Send ``(status, payload)`` as a JSON response."""
+async def send_json(send: Any, answer: tuple[int, dict[str, Any]]) -> None:
+    """Send ``(status, payload)`` as a JSON response (ASGI: for middleware answering before the application)."""
     status, payload = answer
     body = json.dumps(payload).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
@@ -141,7 +141,7 @@ class BodyLimit:
         length = next((v for k, v in scope["headers"] if k == b"content-length"), None)
         if length is not None:
             if length.isdigit() and int(length) > limit:
-                await _answer(send, self._refusal(one_vm, int(length)))
+                await send_json(send, self._refusal(one_vm, int(length)))
                 return
             await self.app(scope, receive, send)
             return
@@ -153,7 +153,7 @@ class BodyLimit:
                 break
             seen += len(message.get("body", b""))
             if seen > limit:
-                await _answer(send, self._refusal(one_vm, seen))
+                await send_json(send, self._refusal(one_vm, seen))
                 return
             if not message.get("more_body", False):
                 break
