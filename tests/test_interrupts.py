@@ -208,3 +208,45 @@ def test_sigint_during_reproduce_all_leaves_no_unfinished_reproduction(tmp_path:
     assert "report.html" not in left and "run.json" not in left and "nara" not in left  # nara begins at once
     for name in left:  # a finished reproduction keeps its records; nothing else is left
         assert (out / name / "records.jsonl").exists() or (out / name / "table.md").exists(), (name, left)
+
+
+# --- a signal that lands in a callback from C ------------------------------------------------------------------------
+
+_IN_A_CALLBACK = """
+import ctypes, os, signal, sys, time
+from dcplace.cli.main import _terminate, redelivering_signals
+from dcplace.errors import Terminated
+
+signal.signal(signal.SIGTERM, _terminate)
+calls = [0]
+
+def compare(a, b):  # qsort calls this from C, as llvmlite calls numba's object-cache hook while it compiles
+    calls[0] += 1
+    if calls[0] == 1:
+        os.kill(os.getpid(), signal.SIGTERM)  # handled here, inside the callback: ctypes swallows the exception
+    time.sleep(0.0002)
+    return a[0] - b[0]
+
+CMP = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int))
+values = (ctypes.c_int * 3000)(*range(3000, 0, -1))
+guard = redelivering_signals() if sys.argv[1] == "guarded" else __import__("contextlib").nullcontext()
+try:
+    with guard:
+        ctypes.CDLL(None).qsort(values, 3000, 4, CMP(compare))
+        time.sleep(1.0)  # the signal, sent again, lands here
+    print("went on")
+except Terminated:
+    print("terminated")
+"""
+
+
+@pytest.mark.parametrize(("mode", "expected"), [("guarded", "terminated"), ("bare", "went on")])
+def test_a_signal_swallowed_in_a_c_callback_is_sent_again(mode: str, expected: str) -> None:
+    """SIGTERM sent to `dcplace serve` while numba compiled its warm-up (callbacks from llvmlite through ctypes) was
+    swallowed: the service started anyway. The bare run shows Python's behaviour the guard exists for."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    p = subprocess.run([sys.executable, "-c", _IN_A_CALLBACK, mode], env=env, capture_output=True, text=True,
+                       timeout=60)  # fmt: skip
+    assert p.stdout.strip() == expected, p.stdout + p.stderr
+    if mode == "guarded":
+        assert "Exception ignored" not in p.stderr

@@ -16,12 +16,14 @@ single-command app becomes the command itself) and list it in ``COMMANDS``.
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib
 import importlib.util
 import os
 import signal
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -81,7 +83,8 @@ class LazyGroup(TyperGroup):
         main = threading.current_thread() is threading.main_thread()
         previous = signal.signal(signal.SIGTERM, _terminate) if main else None
         try:
-            return super().invoke(ctx)
+            with redelivering_signals() if main else contextlib.nullcontext():
+                return super().invoke(ctx)
         except UsageError as exc:
             if isinstance(exc, NoArgsIsHelpError):
                 raise
@@ -130,6 +133,45 @@ def usage_error(exc: UsageError) -> int:
 
 def _terminate(signum: int, frame: object) -> None:
     raise Terminated(signum)
+
+
+REDELIVER_S = 0.05
+"""How long after a swallowed signal it is sent again (:func:`redelivering_signals`)."""
+
+
+@contextlib.contextmanager
+def redelivering_signals() -> Iterator[None]:
+    """Within the block, a SIGINT or SIGTERM whose exception was swallowed is sent again until it lands.
+
+    Python runs a signal handler in whatever Python code the main thread executes next. When that is a callback
+    from C (numba's compiler calls llvmlite's object-cache callback through ctypes while it compiles, for seconds),
+    the ``KeyboardInterrupt`` / :class:`Terminated` it raises ends that callback only: ctypes reports it as
+    "Exception ignored on calling ctypes callback function" and the command went on, so ``kill`` on a starting
+    ``dcplace serve`` left it serving. Such an exception reaches ``sys.unraisablehook``; here that hook signals the
+    process again ``REDELIVER_S`` later (from a timer thread, so not inside the hook), and again if that one lands in
+    a callback too, until the exception is raised where it unwinds the command. Main thread only."""
+    previous = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        exc = unraisable.exc_value
+        if not isinstance(exc, KeyboardInterrupt | Terminated):
+            previous(unraisable)
+            return
+        signum = exc.signum if isinstance(exc, Terminated) else signal.SIGINT
+        for _ in range(100):  # a signal landing here, while the timer is armed, is caught and armed again
+            try:
+                timer = threading.Timer(REDELIVER_S, os.kill, (os.getpid(), signum))
+                timer.daemon = True
+                timer.start()
+                return
+            except (KeyboardInterrupt, Terminated):
+                continue
+
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        sys.unraisablehook = previous
 
 
 app = typer.Typer(cls=LazyGroup, add_completion=False, no_args_is_help=True, rich_markup_mode=None)
