@@ -297,3 +297,49 @@ def test_batch_placement_decides_as_single_calls(client: TestClient) -> None:
     assert dup.status_code == 409 and "already placed" in one_sentence(dup)
     assert client.get("/vms/new").status_code == 404
     assert client.post("/vms/batch", json={"vms": []}).status_code == 422
+
+
+def test_listings_page_with_a_link_header_and_filter_by_machine(client: TestClient) -> None:
+    """At a million VMs `GET /vms` built every record under the engine's lock (25 s, every placement waiting) and
+    could only come whole: `limit` and the `Link` header page it, `machine` filters it, and an unpaged listing
+    still returns everything."""
+    assert (
+        client.post("/vms/batch", json={"vms": [{"id": f"v{i}", "cpu": 1, "mem": 1} for i in range(25)]}).json()[
+            "placed"
+        ]
+        == 25
+    )
+    client.put("/vms/v3/pinned", json={"pinned": True})
+    client.delete("/vms/v5")
+    whole = client.get("/vms").json()
+    assert len(whole) == 24 and "link" not in client.get("/vms").headers
+    for path, key in (("/vms", "id"), ("/allocations", "vm")):
+        seen, url = [], f"{path}?limit=7"
+        while url:
+            r = client.get(url)
+            assert r.status_code == 200 and len(r.json()) <= 7
+            seen += r.json()
+            link = r.headers.get("link")
+            url = link[1 : link.index(">")] if link else None
+            assert link is None or link.endswith('; rel="next"') and "limit=7" in link
+        assert [x[key] for x in seen] == [x["id"] for x in whole]
+        assert [x["pinned"] for x in seen] == [x["id"] == "v3" for x in whole]
+    assert client.get("/allocations").json() == [
+        {"vm": x["id"], "machine": x["machine"], "node": x["node"], "cpu": x["cpu"], "mem": x["mem"],
+         "pinned": x["pinned"]} for x in whole
+    ]  # fmt: skip
+    on_pm0 = client.get("/vms?machine=pm0").json()
+    assert on_pm0 and on_pm0 == [x for x in whole if x["machine"] == "pm0"]
+    assert client.get("/vms?machine=pm9").status_code == 404
+    for bad in ("limit=0", "limit=x", "after=-2"):
+        r = client.get(f"/vms?{bad}")
+        assert r.status_code == 422 and one_sentence(r), bad
+
+
+def test_an_import_is_at_most_ten_thousand_rows(client: TestClient) -> None:
+    """300,000 rows were parsed and validated on the event loop for 24 s, every request waiting."""
+    rows = [{"vm": f"v{i}", "machine": "pm0", "node": 0, "cpu": 0.001, "mem": 0.001} for i in range(10_001)]
+    r = client.post("/allocations", json=rows)
+    assert r.status_code == 422 and "10000" in one_sentence(r).replace(",", "")
+    assert client.get("/state").json()["vms"] == 0
+    assert client.post("/allocations", json=rows[:10_000]).json() == {"imported": 10_000, "already_recorded": 0}

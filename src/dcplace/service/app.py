@@ -25,9 +25,9 @@ import traceback
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import asdict
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import PlainTextResponse, Response
@@ -41,7 +41,9 @@ from dcplace.engine import (
     PlacementEngine,
     ReoptPolicy,
     StoreError,
+    VmPage,
     VmRequest,
+    allocation_rows,
 )
 from dcplace.errors import InputError
 from dcplace.service.answers import (
@@ -61,6 +63,7 @@ from dcplace.service.hotpath import MAX_BODY, BodyLimit, HotPaths, send_json
 from dcplace.service.metrics import ServiceMetrics
 from dcplace.service.models import (
     AllocationIn,
+    AllocationsIn,
     BatchOut,
     ErrorOut,
     ExplainIn,
@@ -98,6 +101,19 @@ def _answer_with(status: int) -> Any:
 
 def _json(data: Any, status: int = 200) -> Response:
     return Response(json.dumps(data), status_code=status, media_type="application/json")
+
+
+Limit = Annotated[int | None, Query(ge=1, description="at most this many (none: all)")]
+After = Annotated[int, Query(ge=-1, description="the cursor of the page before, from its Link header")]
+
+
+def _paged(rows: list[dict[str, Any]], page: VmPage, request: Request) -> Response:
+    """One page of a listing; a ``Link`` header (RFC 8288, as GitHub's API pages) names the next one."""
+    out = _json(rows)
+    if page.next is not None:
+        url = request.url.include_query_params(after=page.next)
+        out.headers["Link"] = f'<{url.path}?{url.query}>; rel="next"'
+    return out
 
 
 async def _reoptimiser(engine: PlacementEngine, policy: ReoptPolicy, every_s: float, last: dict[str, Any]) -> None:
@@ -415,9 +431,12 @@ def create_app(
         results = [placement_json(d) if isinstance(d, Placement) else rejection_json(d) for d in out]
         return _json({"placed": placed, "rejected": len(out) - placed, "results": results})
 
-    @app.get("/vms", dependencies=READ, response_model=list[VmOut], tags=["vms"])
-    def vms() -> Response:
-        return _json([vm_json(r, r.id in engine.pinned) for r in engine.vms()])
+    @app.get("/vms", dependencies=READ, response_model=list[VmOut], tags=["vms"], responses=ERRORS)
+    def vms(request: Request, machine: str | None = None, limit: Limit = None, after: After = -1) -> Response:
+        """Placed VMs in ledger order (``machine``: those on that machine). ``limit``: at most that many, with a
+        ``Link: <...>; rel="next"`` header while more remain (follow it; without ``limit``, every VM at once)."""
+        page = engine.vm_page(limit, after, machine)
+        return _paged([vm_json(r, p) for r, p in zip(page.vms, page.pinned, strict=True)], page, request)
 
     @app.get(
         "/vms/{vm_id:vmid}/explanation",
@@ -447,13 +466,16 @@ def create_app(
         return _json(explanation_json(engine.explain(VmRequest("?", body.cpu, body.mem, body.multi_numa), body.policy)))
 
     # -- allocations --------------------------------------------------------------------------------------------
-    @app.get("/allocations", dependencies=READ, response_model=list[AllocationIn], tags=["allocations"])
-    def export_allocations() -> Response:
-        """Every allocation (vm, machine, node, cpu, mem)."""
-        return _json(engine.export_allocations())
+    @app.get("/allocations", dependencies=READ, response_model=list[AllocationIn], tags=["allocations"],
+             responses=ERRORS)  # fmt: skip
+    def export_allocations(request: Request, limit: Limit = None, after: After = -1) -> Response:
+        """Every allocation (vm, machine, node, cpu, mem, pinned); ``limit`` and ``after`` page it as ``GET /vms``
+        does."""
+        page = engine.vm_page(limit, after)
+        return _paged(allocation_rows(page), page, request)
 
     @app.post("/allocations", tags=["allocations"], responses=ERRORS)
-    def import_allocations(body: list[AllocationIn]) -> Response:
+    def import_allocations(body: AllocationsIn) -> Response:
         """Record existing allocations, all or nothing; rows already recorded exactly so are skipped (a retried
         request changes nothing) and counted in ``already_recorded``."""
         n = engine.import_allocations([b.model_dump() for b in body], "request body")

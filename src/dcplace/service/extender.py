@@ -205,10 +205,7 @@ def add_extender_routes(app: FastAPI, engine: PlacementEngine) -> None:
             raise  # the policy's own failure: a 422 saying so (all-zero scores with 200 hid it)
         except InputError:  # a pod the filter already refused with its Error: no preference
             return _answer([{"Host": n, "Score": 0} for n in names])
-        order: list[str] = []
-        for machine, _node, _score in ranked:
-            if machine not in order:
-                order.append(machine)
+        order = list(dict.fromkeys(machine for machine, _node, _score in ranked))  # a list's `in`: O(M^2)
         pos = {m: i for i, m in enumerate(order)}
         last = max(len(order) - 1, 1)  # the best gets 10, the last ranked 1 (it got 2 with many nodes)
         scores = [(MAX_PRIORITY - (MAX_PRIORITY - 1) * pos[h] // last) if h in pos else 0 for h in names]

@@ -194,6 +194,12 @@ class ErrorOut(BaseModel):
     detail: str = Field(description="one sentence")
 
 
+MAX_ROWS = 10_000
+"""The most VMs one ``POST /vms/batch`` places or one ``POST /allocations`` records: a request's body is parsed and
+validated on the event loop, and 300,000 allocations held every other request for 24 s (``serve --import FILE``
+records a file of any size before serving)."""
+
+
 class AllocationIn(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
     vm: str = Ident
@@ -204,11 +210,14 @@ class AllocationIn(BaseModel):
     pinned: bool = Field(default=False, description="never moved by re-optimisation")
 
 
+AllocationsIn = Annotated[list[AllocationIn], Field(max_length=MAX_ROWS)]
+
+
 class VmBatchIn(BaseModel):
     """Several VMs placed in order, as one ``POST /vms`` each would place them, with one commit."""
 
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
-    vms: list[VmBatchItem] = Field(min_length=1, max_length=10_000)
+    vms: list[VmBatchItem] = Field(min_length=1, max_length=MAX_ROWS)
     policy: PolicyName | None = Field(default=None, description="a registered policy; default: the service's")
 
 
