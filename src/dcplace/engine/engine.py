@@ -190,15 +190,17 @@ class _VmColumns:
     multi: np.ndarray
     machine_ids: list[str]
     pinned: list[bool] | None
+    next: int | None
 
-    def records(self) -> list[VmRecord]:
+    def page(self) -> VmPage:
         names = self.machine_ids
-        return [
+        vms = [
             VmRecord(i, names[m], None if k < 0 else k, c, r, bool(x))
             for i, m, k, (c, r), x in zip(
                 self.ids, self.pm.tolist(), self.node.tolist(), self.demand.tolist(), self.multi.tolist(), strict=True
             )
         ]
+        return VmPage(vms, self.pinned or [False] * len(vms), self.next)
 
 
 @dataclass(frozen=True)
@@ -1270,19 +1272,25 @@ class PlacementEngine:
         if isinstance(after, bool) or not isinstance(after, int) or after < -1:
             raise InputError(f"must be a cursor from an earlier page, got {after!r}", field="after")
         with self.lock:
-            s = self.state
-            start = after + 1
-            placed = s.pm_of[start:] >= 0
-            if machine is not None:
-                placed &= s.pm_of[start:] == self._machine_slot(machine)
-            idx = np.flatnonzero(placed) + start
-            more = limit is not None and len(idx) > limit
-            idx = idx[:limit]
-            cols = _VmColumns(
-                [s.vm_ids[v] for v in idx.tolist()], s.pm_of[idx], s.node_of[idx], s.demand[idx], s.multi[idx],
-                list(s.machine_ids), [s.vm_ids[v] in self.pinned for v in idx.tolist()] if self.pinned else None,
-            )  # fmt: skip
-        return VmPage(cols.records(), cols.pinned or [False] * len(cols.ids), int(idx[-1]) if more else None)
+            cols = self._vm_columns(limit, after, machine)
+        return cols.page()
+
+    def _vm_columns(self, limit: int | None, after: int, machine: str | None) -> _VmColumns:
+        """:meth:`vm_page`'s copy of the ledger (the caller holds the lock; it builds the page after)."""
+        s = self.state
+        start = after + 1
+        placed = s.pm_of[start:] >= 0
+        if machine is not None:
+            placed &= s.pm_of[start:] == self._machine_slot(machine)
+        idx = np.flatnonzero(placed) + start
+        more = limit is not None and len(idx) > limit
+        idx = idx[:limit]
+        slots = idx.tolist()
+        return _VmColumns(
+            [s.vm_ids[v] for v in slots], s.pm_of[idx], s.node_of[idx], s.demand[idx], s.multi[idx],
+            list(s.machine_ids), [s.vm_ids[v] in self.pinned for v in slots] if self.pinned else None,
+            slots[-1] if more else None,
+        )  # fmt: skip
 
     def stats(self, wait_s: float | None = None) -> dict[str, Any]:
         """Cluster totals: machines by status, VMs, CPU / memory capacity (every registered machine: active,
@@ -1334,7 +1342,8 @@ class PlacementEngine:
         with self.lock:
             s = self.state
             machines = [asdict(self._machine_row(int(m))) for m in np.flatnonzero(s.status != ABSENT)]
-            page = self.vm_page()
+            cols = self._vm_columns(None, -1, None)
+        page = cols.page()
         order = sorted(range(len(page.vms)), key=lambda i: page.vms[i].id)
         vms = [{**vars(page.vms[i]), "pinned": page.pinned[i]} for i in order]
         return {"numa": self.numa, "machines": machines, "vms": vms}
