@@ -515,3 +515,29 @@ def test_serve_import_records_a_file_once_per_database(tmp_path, capsys) -> None
     assert {r.id for r in e.vms()} == {"b"} and "was imported into" in capsys.readouterr().err
     e.check_invariants()
     e.close()
+
+
+def test_a_copy_of_the_state_is_whole_and_independent() -> None:
+    """`fail` and `evacuate` keep a copy of the state to undo a half-done change; copy.deepcopy walked every id
+    (0.45 s at 300,000 VMs, with the lock held). The copy has every attribute, equal, and shares nothing mutable."""
+    import copy
+
+    e = PlacementEngine()
+    for m in range(3):
+        e.add_machine(f"m{m}", [8, 8], [16, 16], rack="r0")
+    for i in range(10):
+        e.place(VmRequest(f"v{i}", 1, 2, multi=i % 3 == 0), explain=False)
+    s = e.state
+    c = copy.deepcopy(s)
+    assert type(c) is type(s) and vars(c).keys() == vars(s).keys()
+    for name, value in vars(s).items():
+        other = getattr(c, name)
+        if isinstance(value, np.ndarray):
+            assert np.array_equal(other, value) and other is not value, name
+        else:
+            assert other == value, name
+            assert other is not value or not isinstance(value, list | dict), name
+    e.release("v1")
+    e.add_machine("m9", 4, 4)
+    assert "v1" in c.slot_of_vm and "v1" not in s.slot_of_vm
+    assert "m9" not in c.slot_of_machine and c.vm_count.sum() == 10 and s.vm_count.sum() == 9

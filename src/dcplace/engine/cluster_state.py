@@ -28,6 +28,7 @@ and releases with the simulator's own ``place`` / ``release`` and a policy sees 
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any
 
@@ -226,6 +227,21 @@ class ClusterState:
         self.ctr = np.zeros(K.N_CTR, np.int64)
         self.chg = K.change_log(m)  # (1 + L,) machines whose capacity or usability changed (indexes read it)
         self._capacities_changed = False  # a machine was added or removed since the log was made
+
+    def __deepcopy__(self, memo: dict[int, object]) -> ClusterState:
+        """An independent copy: arrays copied, lists and dicts copied one level (they hold only strings, ints and
+        None). ``copy.deepcopy`` walked every element of the id lists and dicts: a failure or an evacuation, which
+        keep a copy to undo a half-done change, spent seconds on it at a million VMs with the lock held."""
+        out = object.__new__(type(self))
+        for name, value in vars(self).items():
+            if isinstance(value, np.ndarray):
+                value = value.copy()
+            elif isinstance(value, list | dict):
+                value = value.copy()
+            elif not isinstance(value, int | float | bool | str):  # a new kind of attribute: copy it the slow way
+                value = copy.deepcopy(value, memo)
+            setattr(out, name, value)
+        return out
 
     # -- machines -------------------------------------------------------------------------------------------
     @property
