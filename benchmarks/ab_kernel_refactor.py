@@ -40,7 +40,7 @@ def old_kernel() -> Any:
     src = subprocess.run(["git", "show", f"{BEFORE}:src/dcplace/sim/numa_kernel.py"], capture_output=True,
                          text=True, check=True, cwd=Path(__file__).parent).stdout  # fmt: skip
     path = Path(tempfile.mkdtemp()) / "old_numa_kernel.py"
-    path.write_text(src)
+    path.write_text(src, encoding="utf-8")
     spec = importlib.util.spec_from_file_location("old_numa_kernel", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

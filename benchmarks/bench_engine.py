@@ -42,7 +42,7 @@ from dcplace.workload.traces import load_trace, trace_available
 
 
 def rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
+    for line in Path("/proc/self/status").read_text(encoding="utf-8").splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
@@ -244,7 +244,7 @@ def main() -> None:
     if args.check:
         rec["replay_identical"] = check_replay(trace, 400)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(rec, indent=1) + "\n")
+    args.out.write_text(json.dumps(rec, indent=1) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ def main() -> None:
         "| above bound | unconstrained optimum | verified | wall s |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    out = open(args.records, "a") if args.records else None
+    out = open(args.records, "a", encoding="utf-8") if args.records else None
     for spec in args.instances.split(","):
         batch = load_numa_batch(spec)
         d = describe(batch)

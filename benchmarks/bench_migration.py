@@ -227,7 +227,7 @@ def main() -> None:
         recs.append(quality(args.quality))
         _print(recs[-1])
     if args.json:
-        with open(args.json, "w") as f:
+        with open(args.json, "w", encoding="utf-8") as f:
             json.dump(recs, f, indent=1)
 
 

@@ -101,7 +101,7 @@ class RawResponse:
 
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of process ``pid`` so far (Linux ``/proc/PID/stat``), in seconds."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    fields = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 

@@ -296,7 +296,7 @@ def main() -> None:
     hi = sum(r["L_star"][1] for r in rows) / sum(r["H"] for r in rows) - 1
     print(f"summed over these episodes, L* is between {lo:+.2%} and {hi:+.2%} of H")
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=1))
+        args.json.write_text(json.dumps(rows, indent=1), encoding="utf-8")
 
 
 if __name__ == "__main__":

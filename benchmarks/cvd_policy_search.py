@@ -118,7 +118,7 @@ def main() -> None:
         "held_out_vs_industrial": paired(test["searched-rule"], test["industrial"]),
         "held_out_episodes": args.test_episodes,
     }  # fmt: skip
-    args.out.write_text(spec.with_weights(w).to_json(search=out))
+    args.out.write_text(spec.with_weights(w).to_json(search=out), encoding="utf-8")
     print(f"picked {pick}: " + ", ".join(f"{n}={x:.3f}" for n, x in zip(names, w, strict=True)))
     for k, v in test.items():
         print(f"held out {k}: {v.mean():.1f}")

@@ -116,7 +116,7 @@ def main() -> None:
             print(f"| {method} | {len(gains)} | {per} | {np.mean(gains):+.2%} ± {sd:.2%} |")
             out[f"seeds:{method}"] = {"seeds": list(seeds), "gains": gains}
     if args.json:
-        args.json.write_text(json.dumps(out, indent=1))
+        args.json.write_text(json.dumps(out, indent=1), encoding="utf-8")
 
 
 if __name__ == "__main__":

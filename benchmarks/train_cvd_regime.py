@@ -69,7 +69,7 @@ def main() -> None:
     info = dict(wall_s=trainer.wall_s, best_validation=trainer.best_validation, curves=trainer.curves,
                 rows=args.rows, lr=args.lr, kind=args.kind, loss=loss, zero_init=args.zero_init, epochs=args.epochs,
                 **refs)  # fmt: skip
-    (args.out / "validation.json").write_text(json.dumps(info, indent=1))
+    (args.out / "validation.json").write_text(json.dumps(info, indent=1), encoding="utf-8")
     if args.skip_eval:
         return
     cluster = PAPER_REGIME.cluster(scenario.pms)
@@ -86,7 +86,7 @@ def main() -> None:
         "wall_s": trainer.wall_s, "best_validation": trainer.best_validation,
         "mean_length": {k: float(np.mean(v)) for k, v in rows.items()}, "lengths": rows,
     }  # fmt: skip
-    (args.out / "eval.json").write_text(json.dumps(summary, indent=1))
+    (args.out / "eval.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
     best = max(summary["mean_length"][h] for h in ("first-fit", "best-fit", "industrial"))
     for k, v in summary["mean_length"].items():
         print(f"{k:28s} {v:8.1f}  {v / best - 1:+.1%} vs the best heuristic")

@@ -29,7 +29,7 @@ def anchors(page: Path) -> set[str]:
     seen: Counter[str] = Counter()
     out: set[str] = set()
     fenced = False
-    for line in page.read_text().splitlines():
+    for line in page.read_text(encoding="utf-8").splitlines():
         if line.startswith("```"):
             fenced = not fenced
             continue
@@ -38,13 +38,13 @@ def anchors(page: Path) -> set[str]:
             base = slug(m.group(1))
             out.add(base if not seen[base] else f"{base}-{seen[base]}")
             seen[base] += 1
-    out |= set(re.findall(r'<a id="([^"]+)"', page.read_text()))
+    out |= set(re.findall(r'<a id="([^"]+)"', page.read_text(encoding="utf-8")))
     return out
 
 
 def links(page: Path) -> list[tuple[int, str]]:
     found, fenced = [], False
-    for n, line in enumerate(page.read_text().splitlines(), 1):
+    for n, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
         if line.startswith("```"):
             fenced = not fenced
         elif not fenced:

@@ -59,7 +59,7 @@ def _latin1(path: Path, text: str) -> None:
 
 
 def _empty(path: Path, text: str) -> None:
-    path.write_text("")
+    path.write_text("", encoding="utf-8")
 
 
 def _folder(path: Path, text: str) -> None:

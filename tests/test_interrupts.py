@@ -115,13 +115,13 @@ class _Toy(TrainingRun[_Net]):
         (folder / "side.txt").write_text(str(self.done))
 
     def plot(self, path: Path) -> None:
-        path.write_text(str(self.done))
+        path.write_text(str(self.done), encoding="utf-8")
 
 
 def _state(out: Path) -> dict[str, Any]:
     blob = checkpoint.read(out / "checkpoint.pt", "dcplace-toy", "toy")
     policy = checkpoint.read(out / "policy.pt", "dcplace-toy", "toy")
-    with open(out / "curves.csv") as fh:
+    with open(out / "curves.csv", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
     return {
         "checkpoint": blob["meta"]["steps"],

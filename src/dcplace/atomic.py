@@ -21,8 +21,8 @@ Example::
 
     write_text(out / "result.json", json.dumps(result))
     with atomic_dir(out / "run") as tmp:
-        (tmp / "records.jsonl").write_text(records)
-        (tmp / "report.md").write_text(report)
+        (tmp / "records.jsonl").write_text(records, encoding="utf-8")
+        (tmp / "report.md").write_text(report, encoding="utf-8")
 """
 
 from __future__ import annotations

@@ -260,7 +260,7 @@ def test_the_training_table_reads_the_last_epoch_not_the_last_line(results: Path
             "nara",
             lambda r: None if r["policy"] == "nara" and r["topology"] == "gamma" else r,
             "holds no nara records for gamma, uniform",
-        ),  # fmt: skip
+        ),
         ("hmip", lambda r: None if r["table"] == "III" and r["method"] == "greedy" else r, "holds no greedy record"),
     ],
 )

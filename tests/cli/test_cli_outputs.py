@@ -18,7 +18,7 @@ runner = CliRunner()
 
 
 def _csv(path: Path) -> list[dict[str, str]]:
-    with open(path, newline="") as fh:
+    with open(path, encoding="utf-8", newline="") as fh:
         return list(csv.DictReader(fh))
 
 

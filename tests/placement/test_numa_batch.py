@@ -27,18 +27,18 @@ def write_dataset(folder: Path, seed: int, servers: int = 16, racks: int = 4, vm
     """A small dataset in the real one's layout: servers with random free nodes, racks, VMs with constraints."""
     rng = np.random.default_rng(seed)
     folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / "PM_res.csv", "w", newline="") as fh:
+    with open(folder / "PM_res.csv", "w", encoding="utf-8", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["CPU1", "RAM1", "CPU2", "RAM2"])
         for _ in range(servers):
             w.writerow([int(rng.integers(16, 49)), int(rng.integers(32, 129)),
                         int(rng.integers(16, 49)), int(rng.integers(32, 129))])  # fmt: skip
-    with open(folder / "topology.csv", "w", newline="") as fh:
+    with open(folder / "topology.csv", "w", encoding="utf-8", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["host_id", "rack_id"])
         for i in range(servers + 3):
             w.writerow([f"host-{i}", i * racks // (servers + 3)])
-    with open(folder / "VM_data_C1.csv", "w", newline="") as fh:
+    with open(folder / "VM_data_C1.csv", "w", encoding="utf-8", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["flavor_vcpus", "flavor_ram", "numa", "strategy", "group", "domain"])
         i = 0
@@ -79,7 +79,7 @@ def test_every_answer_passes_the_checker_and_respects_the_bound(tmp_path_factory
 def test_checker_catches_each_violation(tmp_path):
     path = tmp_path / "d"
     write_dataset(path, 0, servers=6, racks=3, vms=0)
-    with open(path / "VM_data_C1.csv", "a", newline="") as fh:
+    with open(path / "VM_data_C1.csv", "a", encoding="utf-8", newline="") as fh:
         w = csv.writer(fh)
         w.writerows([
             [2, 4, 1, "affinity", "a", ""], [2, 4, 1, "affinity", "a", ""],
@@ -115,9 +115,9 @@ def test_bound_counts_node_fit_not_just_totals(tmp_path):
     cores), though the totals (32 cores) would cover them."""
     path = tmp_path / "d"
     write_dataset(path, 0, servers=2, racks=1, vms=0)
-    with open(path / "PM_res.csv", "w") as fh:
+    with open(path / "PM_res.csv", "w", encoding="utf-8") as fh:
         fh.write("CPU1,RAM1,CPU2,RAM2\n8,64,8,64\n8,64,8,64\n")
-    with open(path / "VM_data_C1.csv", "a") as fh:
+    with open(path / "VM_data_C1.csv", "a", encoding="utf-8") as fh:
         fh.write("10,8,1,,,\n10,8,1,,,\n")
     with pytest.raises(InputError, match="fits no server"):
         lower_bound(read_huawei(path, 1), Deadline(60))
@@ -134,11 +134,11 @@ def test_bound_counts_node_fit_not_just_totals(tmp_path):
 )
 def test_bad_files_are_one_sentence_with_file_line_field(tmp_path, column, value, needle):
     path = write_dataset(tmp_path / "d", 1, vms=4)
-    rows = list(csv.DictReader(open(path)))
+    rows = list(csv.DictReader(open(path, encoding="utf-8")))
     rows[1]["strategy"] = "anti-affinity"
     rows[1]["group"] = "g"
     rows[1][column] = value
-    with open(path, "w", newline="") as fh:
+    with open(path, "w", encoding="utf-8", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
@@ -153,7 +153,7 @@ def test_bad_files_are_one_sentence_with_file_line_field(tmp_path, column, value
 def test_a_host_listed_twice_in_the_topology_is_refused(tmp_path):
     """The last of two rows for one host won silently (found by a CLI walkthrough, 2026-11-27)."""
     path = write_dataset(tmp_path / "d", 1, vms=4)
-    with open(path.parent / "topology.csv", "a") as fh:
+    with open(path.parent / "topology.csv", "a", encoding="utf-8") as fh:
         fh.write("host-0,3\n")
     with pytest.raises(InputError, match=r"host 'host-0' is listed twice \(first on line 2\)") as err:
         load_numa_batch(str(path))

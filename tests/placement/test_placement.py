@@ -500,7 +500,7 @@ def test_hierarchical_solves_its_swads_through_the_registry(tmp_path):
     real = get_method("compact")
 
     def counting(problem, stop, seed, params):
-        with open(log, "a") as fh:
+        with open(log, "a", encoding="utf-8") as fh:
             fh.write(f"{problem.n_vms}\n")
         return real.run(problem, stop, seed, params)
 

@@ -321,7 +321,7 @@ def test_listings_page_with_a_link_header_and_filter_by_machine(client: TestClie
             seen += r.json()
             link = r.headers.get("link")
             url = link[1 : link.index(">")] if link else None
-            assert link is None or link.endswith('; rel="next"') and "limit=7" in link
+            assert link is None or (link.endswith('; rel="next"') and "limit=7" in link)
         assert [x[key] for x in seen] == [x["id"] for x in whole]
         assert [x["pinned"] for x in seen] == [x["id"] == "v3" for x in whole]
     assert client.get("/allocations").json() == [

@@ -187,7 +187,7 @@ def run_calibration(episodes: int, seed: int, out: Path, quick: bool = False, to
                     by_key[(trace, reg.label)] = (trace, reg)
     write_records(records, out)
     md = render_markdown(records, episodes)
-    (out / "table.md").write_text(md)
+    (out / "table.md").write_text(md, encoding="utf-8")
     return md
 
 

@@ -96,7 +96,7 @@ def write_records(records: list[dict[str, Any]], out: Path) -> None:
     """``out/records.jsonl``, one JSON object per line, replaced whole (never half-written)."""
     out.mkdir(parents=True, exist_ok=True)
     tmp = out / "records.jsonl.tmp"
-    with open(tmp, "w") as fh:
+    with open(tmp, "w", encoding="utf-8") as fh:
         for rec in records:
             fh.write(json.dumps(rec) + "\n")
     tmp.replace(out / "records.jsonl")
@@ -139,7 +139,7 @@ def run_reproduction(
     records = [rec for recs, _ in cells for rec in recs]
     write_records(records, out)
     md = render_markdown(records, trace, n, None if regime == "today" else reg, also)
-    (out / "table.md").write_text(md)
+    (out / "table.md").write_text(md, encoding="utf-8")
     return md
 
 

@@ -206,13 +206,13 @@ def run_reproduction(
                 rows.append(dict(run=run.name, group=run.group, kind=run.kind, pms=run.pms, epoch=c["epoch"],
                                  validation_length=c["validation_length"], best_fit=ref,
                                  ratio=c["validation_length"] / ref, wall_s=c["wall_s"]))  # fmt: skip
-    with open(out / "curves.csv", "w", newline="") as fh:
+    with open(out / "curves.csv", "w", encoding="utf-8", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
     plot_curves(rows, out)
     md = render_markdown(records, rows, trace, episodes, epochs)
-    (out / "table.md").write_text(md)
+    (out / "table.md").write_text(md, encoding="utf-8")
     return md
 
 
@@ -379,7 +379,7 @@ def run_regime_tables(
             say(f"seed {s} {key} warm {warm:.0%}: done")
     write_records(records, out)
     md = render_regime_markdown(records, trace, episodes, reg.label)
-    (out / "table.md").write_text(md)
+    (out / "table.md").write_text(md, encoding="utf-8")
     return md
 
 

@@ -117,9 +117,9 @@ def run_reproduction(
         md.append(f"| {name} | {res.cost:,.0f} | {res.bound:,.0f} | {res.gap:.2%} | {res.wall_s:.1f} | "
                   f"{heur.stats['cost_mean']:,.0f} ({PAPER_HEURISTIC[name]:,}) | {res.verified} |")  # fmt: skip
 
-    with open(out / "records.jsonl", "w") as fh:
+    with open(out / "records.jsonl", "w", encoding="utf-8") as fh:
         for r in records:
             fh.write(json.dumps(r) + "\n")
     text = "\n".join(md) + "\n"
-    (out / "table.md").write_text(text)
+    (out / "table.md").write_text(text, encoding="utf-8")
     return text

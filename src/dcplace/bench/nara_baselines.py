@@ -130,7 +130,7 @@ def run_reproduction(
     runs = run_cells(out, episodes, seed, topologies, progress, policies, per_topology, setting)
     bounds = run_bounds(out, runs, seed, setting, progress)
     md = _markdown(runs, topologies, episodes, seed, policies, setting, bounds)
-    (out / "table.md").write_text(md)
+    (out / "table.md").write_text(md, encoding="utf-8")
     return md
 
 
@@ -146,9 +146,9 @@ def run_bounds(
     env = get_setting(setting)
     bounds: dict[tuple[str, str], float] = {}
     if env.on_full != "reject":  # the bound relaxes the rejecting simulator; where requests wait it bounds nothing
-        (out / "bounds.jsonl").write_text("")
+        (out / "bounds.jsonl").write_text("", encoding="utf-8")
         return bounds
-    with open(out / "bounds.jsonl", "w") as fh:
+    with open(out / "bounds.jsonl", "w", encoding="utf-8") as fh:
         for (t, d), run in {(t, d): r for (t, d, _p), r in runs.items()}.items():
             found = episode_bounds(preset(t), env.dataset(d), run.requests, seed, len(run.results))
             bounds[(t, d)] = float(sum(b.ratio for b in found) / len(found))
@@ -216,7 +216,7 @@ def run_cells(
                     out / f"fig2_{topo_name}_{dataset}.png",
                     f"{topo_name}, {dataset}: utilisation, locality, servers per allocation",
                 )
-    with open(out / "records.jsonl", "w") as fh:
+    with open(out / "records.jsonl", "w", encoding="utf-8") as fh:
         for r in records:
             fh.write(json.dumps(r) + "\n")
     return runs

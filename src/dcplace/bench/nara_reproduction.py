@@ -120,7 +120,7 @@ def run_reproduction(
         for agent in nb.DATASETS
         for d in nb.DATASETS
     }
-    with open(out / "records_cross.jsonl", "w") as fh:
+    with open(out / "records_cross.jsonl", "w", encoding="utf-8") as fh:
         for run in table6.values():
             fh.write(json.dumps({"table": 6, **run.summary()}) + "\n")
         for (agent, _d), run in table7.items():
@@ -132,7 +132,7 @@ def run_reproduction(
     md = nb._markdown(runs, topologies, episodes, seed, POLICIES, setting, bounds)
     md += _margins(runs, bounds) + _learned(runs, topologies) + (_table6(runs, table6) if table6 else "")
     md += _table7(runs, table7)
-    (out / "table.md").write_text(md)
+    (out / "table.md").write_text(md, encoding="utf-8")
     return md
 
 

@@ -202,9 +202,9 @@ def run_reproduction(
 
 def render_folder(out: Path) -> str:
     """``table.md``, ``machines.png`` and ``savings.png`` from the records in ``out`` alone; returns the Markdown."""
-    records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines() if line]
-    events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines() if line]
-    with open(out / "timeline.csv", newline="") as fh:
+    records = [json.loads(line) for line in (out / "records.jsonl").read_text(encoding="utf-8").splitlines() if line]
+    events = [json.loads(line) for line in (out / "events.jsonl").read_text(encoding="utf-8").splitlines() if line]
+    with open(out / "timeline.csv", encoding="utf-8", newline="") as fh:
         timeline = [(r["trace"], r["variant"], float(r["hour"]), int(r["machines_in_use"])) for r in csv.DictReader(fh)]
     md = render(records, events)
     write_text(out / "table.md", md)
@@ -231,7 +231,7 @@ def _write_records(out: Path, records: list[dict[str, Any]], events: list[dict[s
                    timeline: list[tuple[str, str, float, int]]) -> None:  # fmt: skip
     write_text(out / "records.jsonl", "".join(json.dumps(r) + "\n" for r in records))
     write_text(out / "events.jsonl", "".join(json.dumps(e) + "\n" for e in events))
-    with atomic_path(out / "timeline.csv") as tmp, open(tmp, "w", newline="") as fh:
+    with atomic_path(out / "timeline.csv") as tmp, open(tmp, "w", encoding="utf-8", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["trace", "variant", "hour", "machines_in_use"])
         w.writerows(timeline)

@@ -115,7 +115,7 @@ def read_jsonl(path: Path) -> list[Record]:
     if not path.is_file():
         return []
     rows = []
-    for n, line in enumerate(path.read_text().splitlines(), 1):
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if line.strip():
             try:
                 rows.append(json.loads(line))
@@ -590,7 +590,7 @@ def cvd_rl_section(folder: Path, name: str = "cvd-rl") -> Section | None:
 def _read_csv(path: Path) -> list[dict[str, str]]:
     if not path.is_file():
         return []
-    with open(path, newline="") as fh:
+    with open(path, encoding="utf-8", newline="") as fh:
         return list(csv.DictReader(fh))
 
 
@@ -1177,7 +1177,7 @@ def provenance(results: Path) -> dict[str, Any]:
     """``run.json`` (written by ``reproduce all``), or what can be said without it."""
     path = results / "run.json"
     if path.is_file():
-        return dict(json.loads(path.read_text()))
+        return dict(json.loads(path.read_text(encoding="utf-8")))
     return {"command": "(records made elsewhere; run.json absent)"}
 
 

@@ -398,7 +398,7 @@ CONFIG_HEADER = "# The resolved settings of `"
 def made_by(out: Path) -> str | None:
     """The command whose resolved settings ``out/config.toml`` holds (its header, :func:`write_config`), or None."""
     try:
-        first = (out / "config.toml").read_text().split("\n", 1)[0]
+        first = (out / "config.toml").read_text(encoding="utf-8").split("\n", 1)[0]
     except (OSError, UnicodeDecodeError):
         return None
     rest = first[len(CONFIG_HEADER) :]

@@ -263,7 +263,7 @@ class RuleSpec:
     def load(cls, path: str | Path) -> RuleSpec:
         """Read a rule file written by :meth:`to_json`; a missing or foreign file is an :class:`InputError`."""
         try:
-            data = json.loads(Path(path).read_text())
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
         except (OSError, ValueError) as e:
             raise InputError(f"{path}: cannot read a searched rule ({e})") from None
         if not isinstance(data, dict) or data.get("format") != FORMAT:

@@ -142,7 +142,7 @@ def write_huawei_events(table: RequestTable, path: str | Path) -> None:
     kinds = np.concatenate([np.ones(int(fin.sum()), np.int64), np.zeros(len(table), np.int64)])
     rows = np.concatenate([np.flatnonzero(fin), np.arange(len(table))])
     order = np.lexsort((np.arange(len(times)), -kinds, times))
-    with open(path, "w") as fh:
+    with open(path, "w", encoding="utf-8") as fh:
         fh.write("vmid,cpu,memory,time,type\n")
         for j in order:
             r = rows[j]

@@ -186,7 +186,7 @@ def build_tables(dataset: str, data_dir: Path) -> dict[str, SizeTable]:
 
         flavours = read_flavour_map(data_dir / "azure-v1" / "flav_map.txt")
         letters: list[str] = []
-        with open(data_dir / "azure-v1" / "v1.train.txt") as fh:
+        with open(data_dir / "azure-v1" / "v1.train.txt", encoding="utf-8") as fh:
             for line in fh:
                 letters.extend(flavour_tokens(line)[1])
         cpu = np.array([flavours[t][0] for t in letters], dtype=np.float64)
@@ -210,13 +210,13 @@ def write_table_csv(tables: dict[str, SizeTable], path: Path, attribution: str) 
     rows.append("split,cpu,mem,count")
     for split, t in tables.items():
         rows.extend(f"{split},{c},{m},{n}" for c, m, n in zip(t.cpu, t.mem, t.count, strict=True))
-    path.write_text("\n".join(rows) + "\n")
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
 
 
 @functools.cache
 def shipped_table(dataset: str, split: str) -> SizeTable:
     """The (cpu, mem) table shipped in the package for a trace-derived ``dataset`` and ``split``."""
-    text = resources.files("dcplace").joinpath("data", f"netalloc_{dataset}.csv").read_text()
+    text = resources.files("dcplace").joinpath("data", f"netalloc_{dataset}.csv").read_text(encoding="utf-8")
     rows = [r.split(",") for r in text.splitlines() if r and not r.startswith("#")][1:]
     sel = [r for r in rows if r[0] == split]
     return SizeTable(
