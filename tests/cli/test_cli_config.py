@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 import tomllib
@@ -103,11 +104,18 @@ def test_solve_config_with_a_table_and_written_config(tmp_path):
 
 
 def test_reproduce_writes_its_config(tmp_path):
-    res = runner.invoke(app, ["reproduce", "cvd-heuristics", "--trace", "synthetic", "--quick", "--out", str(tmp_path)])
+    """The settings as they ran: `regime = "auto"` was written as is, so the file replayed in a folder with the
+    shared data ran the paper's regime on Huawei-East-1 instead. The header's command is quoted and absolute (a
+    folder named with a space split it)."""
+    out = tmp_path / "my runs"
+    res = runner.invoke(app, ["reproduce", "cvd-heuristics", "--trace", "synthetic", "--quick", "--out", str(out)])
     assert res.exit_code == 0, res.output
-    written = tomllib.loads((tmp_path / "config.toml").read_text())
-    assert written == {"trace": "synthetic", "episodes": 20, "seed": 0, "quick": True, "regime": "auto",
+    text = (out / "config.toml").read_text(encoding="utf-8")
+    written = tomllib.loads(text)
+    assert written == {"trace": "synthetic", "episodes": 20, "seed": 0, "quick": True, "regime": "today",
                        "workers": 1, "ray_address": "", "also": []}  # fmt: skip
+    line = text.splitlines()[1]
+    assert shlex.split(line.lstrip("# "))[-2:] == ["--config", str((out / "config.toml").absolute())], line
     res = runner.invoke(app, ["reproduce", "cvd-heuristics", "--ray-address", "head", "--out", str(tmp_path / "x")])
     assert res.exit_code == 2 and "--ray-address must be" in res.output, res.output
 

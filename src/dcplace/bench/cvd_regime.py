@@ -172,6 +172,16 @@ def resolve_regime(name: str, trace: str = "auto") -> str:
     return "paper" if trace in ("auto", "huawei-east-1") and trace_available("huawei-east-1") else "today"
 
 
+def resolve_trace(trace: str, regime: str) -> str:
+    """The trace a reproduction in ``regime`` (resolved, :func:`resolve_regime`) runs: ``trace`` itself, or for
+    ``auto`` Huawei-East-1 where it is here or the regime is the paper's (defined on it), else the synthetic trace.
+    The CLI writes it into a run's config.toml, so the file repeats the run wherever it is replayed ("auto" read
+    differently in a folder with the shared data)."""
+    if trace != "auto":
+        return trace
+    return "huawei-east-1" if regime == "paper" or trace_available("huawei-east-1") else "synthetic"
+
+
 def regime_named(name: str) -> Regime:
     """The regime called ``name`` in :data:`REGIMES`."""
     try:

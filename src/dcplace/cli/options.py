@@ -24,6 +24,7 @@ import functools
 import importlib.util
 import inspect
 import os
+import shlex
 import shutil
 import tomllib
 import types
@@ -412,7 +413,10 @@ def write_config(cfg: object, out: Path, command: str, final: Path | None = None
     out.mkdir(parents=True, exist_ok=True)
     path = out / "config.toml"
     shown = (final or out) / "config.toml"
-    header = f"{CONFIG_HEADER}{command}`; repeat the run with\n#   {command} --config {shown}"
+    # quoted and absolute: a folder named with a space split the line, and a relative one held only from here
+    header = (
+        f"{CONFIG_HEADER}{command}`; repeat the run with\n#   {command} --config {shlex.quote(str(shown.absolute()))}"
+    )
     config.write(anchored(cfg), path, header)
     return path
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 import typer
 
@@ -20,6 +20,9 @@ from dcplace.cli.options import check_out, config_command, made_by, write_config
 from dcplace.config import check, check_types
 from dcplace.errors import InputError
 from dcplace.parallel import check_ray_address
+
+Regime = Literal["auto", "today", "paper"]
+"""A reproduction's ``regime`` setting (``auto``: resolved before the run, :func:`resolve_regime`)."""
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n", 1)[0], rich_markup_mode=None)
 
@@ -111,7 +114,7 @@ class CvdHeuristicsRun:
     """same seed, same numbers"""
     quick: bool = False
     """5 episodes, 0 % and 50 % warm start only"""
-    regime: Literal["auto", "today", "paper"] = "auto"
+    regime: Regime = "auto"
     """paper: the calibration's closest reading (docs/cvd-rl.md), with the hindsight bound; today: releases off, the
     trace as read; auto: paper where Huawei-East-1 is here, else today"""
     workers: int = 1
@@ -138,12 +141,13 @@ def reproduce_cvd(
     """The heuristic columns of CVD-RL's Tables 2-4, ours beside the paper's (in the paper's regime where
     Huawei-East-1 is here: --regime)."""
     from dcplace.bench.cvd_heuristics import POLICIES, run_reproduction
-    from dcplace.bench.cvd_regime import resolve_regime
+    from dcplace.bench.cvd_regime import resolve_regime, resolve_trace
     from dcplace.policies import get_policy
 
     _check_also(cfg.also, POLICIES, lambda p: get_policy(p, seed=cfg.seed))
+    regime = resolve_regime(cfg.regime, cfg.trace)
+    cfg = replace(cfg, regime=cast(Regime, regime), trace=resolve_trace(cfg.trace, regime))  # config.toml: what ran
     with progress_lines("cvd-heuristics") as say, _output(out, cfg, "dcplace reproduce cvd-heuristics") as folder:
-        regime = resolve_regime(cfg.regime, cfg.trace)
         say(f"regime: {regime}")
         md = run_reproduction(trace=cfg.trace, episodes=5 if cfg.quick else cfg.episodes, seed=cfg.seed, out=folder,
                               quick=cfg.quick, regime=regime, progress=say, workers=cfg.workers,
@@ -204,7 +208,7 @@ class CvdRlRun:
     """same seed, same numbers"""
     quick: bool = False
     """50 % warm start, 3 episodes, 3-epoch runs on small clusters (paper regime: Table 2 at 50 %, 3 episodes)"""
-    regime: Literal["auto", "today", "paper"] = "auto"
+    regime: Regime = "auto"
     """paper: the calibration's reading (docs/cvd-rl.md), Tables 2-4 with the checkpoints trained there, PADRL,
     Hindsight Learning and the hindsight bound; today: releases off, tables + curves + ablations (Figures 6, 10-12);
     auto: paper where Huawei-East-1 is here, else today"""
@@ -242,10 +246,11 @@ def reproduce_cvd_rl(
     here): Tables 2-4, every learned method (PADRL and Hindsight Learning too) beside the heuristics and the
     hindsight bound, over --seeds seeds."""
     from dcplace.bench.cvd_heuristics import TABLES
-    from dcplace.bench.cvd_regime import resolve_regime
+    from dcplace.bench.cvd_regime import resolve_regime, resolve_trace
     from dcplace.bench.cvd_reproduction import REGIME_EPISODES, run_regime_tables, run_reproduction
 
     regime = resolve_regime(cfg.regime, cfg.trace)
+    cfg = replace(cfg, regime=cast(Regime, regime), trace=resolve_trace(cfg.trace, regime))  # config.toml: what ran
     if regime != "today":
         # the paper regime evaluates shipped checkpoints here: it trains nothing, so these would be silently ignored
         check(
@@ -439,6 +444,7 @@ def reproduce_reopt(
 
     if cfg.traces == "auto":
         traces = auto_traces()
+        cfg = replace(cfg, traces=",".join(traces))  # config.toml: what ran, not "auto"
     else:
         traces = tuple(t.strip() for t in cfg.traces.split(",") if t.strip())
     hours = 24.0 if cfg.quick and not cfg.hours else cfg.hours
@@ -504,8 +510,10 @@ def reproduce_all(
     """Every reproduction (CVD-RL heuristics and learned schedulers, Nara, batch placement), records first, then one
     self-contained report.html (and report.md): the papers' tables ours beside theirs with 95 % intervals, a figure
     per headline claim, and a claims table (held / beaten / inconclusive / missed) computed from the records."""
+    from dcplace.bench.cvd_regime import resolve_regime, resolve_trace
     from dcplace.bench.reproduce_all import AllSettings
 
+    cfg = replace(cfg, trace=resolve_trace(cfg.trace, resolve_regime("auto", cfg.trace)))  # config.toml: what ran
     if cfg.quick:
         settings = AllSettings.quick_form(cfg.seed, cfg.trace, 5, cfg.workers)
     else:
