@@ -171,10 +171,13 @@ def _sub(
 
 
 def first_level(
-    problem: Problem, split: Split, beta: float, objective: str, stop: Stop, all_resources: bool = False
-) -> list[int] | None:
+    problem: Problem, split: Split, beta: float, objective: str, stop: Stop, all_resources: bool = False,
+    cut: list[int] | None = None,
+) -> list[int] | None:  # fmt: skip
     """Swad of each pack, or None if the first level is infeasible. ``all_resources``: the margin ``beta`` applies to
-    vCPU, memory and disk space too (for swads that are split again below, so they keep room to re-pack)."""
+    vCPU, memory and disk space too (for swads that are split again below, so they keep room to re-pack). ``cut``:
+    its one entry counts the solves that stopped at their time limit without proving their answer best (the first
+    level's share of the time is wall clock, so such an answer can differ on a slower or busier machine)."""
     vts = [t for t, c in zip(problem.vm_types, problem.vm_counts, strict=True) for _ in range(c)]
     pms = [t for t, c in zip(problem.pm_types, problem.pm_counts, strict=True) for _ in range(c)]
 
@@ -217,6 +220,8 @@ def first_level(
     else:
         m.minimize(sum(used))
     ans = run_cp(m, stop)
+    if cut is not None and ans.status != "optimal":
+        cut[0] += 1
     if not ans.found:
         return None
     out = [0] * len(needs)
@@ -281,7 +286,7 @@ class _Leaf:
 
 def _descend(
     problem: Problem, vms: np.ndarray, node: Tree, beta: float, objective: str, per_child: int,
-    rng: np.random.Generator, stop: Stop, leaves: list[_Leaf], moves: list[int],
+    rng: np.random.Generator, stop: Stop, leaves: list[_Leaf], moves: list[int], cut: list[int] | None = None,
 ) -> bool:  # fmt: skip
     """Assign ``vms`` down the tree (random packs per child, first level per node); collect the leaves. A child whose
     own assignment fails hands its largest pack to an unused sibling that can take it (a pack move) and is retried."""
@@ -293,7 +298,7 @@ def _descend(
     swads = [leaf_pms(c) for c in node]
     leaf_parent = all(isinstance(c, np.ndarray) for c in node)
     sub_stop = stop.share(0.25, least=0.125, most=10.0)  # a quarter of what is left (of at least 0.5 s), <= 10 s
-    assign = first_level(problem, Split(packs, swads), beta, objective, sub_stop, not leaf_parent)
+    assign = first_level(problem, Split(packs, swads), beta, objective, sub_stop, not leaf_parent, cut)
     if assign is None:
         return False
     groups = [[packs[i] for i, s in enumerate(assign) if s == c] for c in range(len(node))]
@@ -308,7 +313,7 @@ def _descend(
         c = todo.pop(0)
         mark = len(leaves)
         if _descend(problem, np.concatenate(groups[c]), node[c], beta, objective, per_child, rng, stop, leaves,
-                    moves):  # fmt: skip
+                    moves, cut):  # fmt: skip
             continue
         del leaves[mark:]
         if len(groups[c]) < 2 or stop.expired():
@@ -412,11 +417,12 @@ def _decompose(
         tree, per_child = list(rs.swads), -(-packs // swads)
     b = beta
     total_moves = 0
+    cut = [0]
     while b >= 0.1 - 1e-9 and not stop.expired():
         rng = np.random.default_rng(seed)
         leaves: list[_Leaf] = []
         if split != "topology":  # the paper's one level: its random packs, as before
-            assign = first_level(problem, rs, b, objective, stop.share(0.25, most=10.0))
+            assign = first_level(problem, rs, b, objective, stop.share(0.25, most=10.0), cut=cut)
             if assign is not None:
                 kids = [_Leaf([rs.packs[i] for i, s in enumerate(assign) if s == c], rs.swads[c], [])
                         for c in range(len(rs.swads))]  # fmt: skip
@@ -426,7 +432,8 @@ def _decompose(
             ok = assign is not None
         else:
             moved = [0]
-            ok = _descend(problem, np.arange(problem.n_vms), tree, b, objective, per_child, rng, stop, leaves, moved)
+            ok = _descend(problem, np.arange(problem.n_vms), tree, b, objective, per_child, rng, stop, leaves, moved,
+                          cut)  # fmt: skip
             total_moves += moved[0]
         if not ok:
             b = round(b - 0.1, 2)
@@ -479,6 +486,7 @@ def _decompose(
             "swads_optimal": float(sum(r[0] == "optimal" for r in outs)),
             "pack_moves": float(total_moves),
             "levels": float(_depth(tree)),
+            "first_level_cut": float(cut[0]),
         }
         return vm_pm, vm_disks, stats
     if stop.expired():
