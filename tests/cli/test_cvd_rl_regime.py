@@ -110,3 +110,23 @@ def test_training_flags_in_the_paper_regime_are_errors_not_ignored(tmp_path):
         res = runner.invoke(app, ["reproduce", "cvd-rl", *flags, "--out", str(tmp_path / "out")])
         assert res.exit_code == 2 and "regime today" in res.output
         assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--regime", "paper", "--workers", "3"], "--workers must be left at 2 in the paper regime"),
+        (["--regime", "paper", "--curve-epochs", "5"], "--curve-epochs must be left at 40 in the paper regime"),
+        (["--regime", "today", "--seeds", "3"], "--seeds must be left at 5 in today's regime"),
+        (["--regime", "today", "--table", "table3"], "--table must be left at all in today's regime"),
+    ],
+)
+def test_a_flag_of_the_other_regime_is_an_error_not_ignored(tmp_path, flags, said):
+    """Each regime reads its own flags; the other's were silently ignored (a drift review, 2026-11-28)."""
+    from typer.testing import CliRunner
+
+    from dcplace.cli.main import app
+
+    res = CliRunner().invoke(app, ["reproduce", "cvd-rl", *flags, "--trace", "synthetic", "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2 and said in res.output, res.output
+    assert not (tmp_path / "o").exists()

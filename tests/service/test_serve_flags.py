@@ -33,6 +33,9 @@ PADRL = Path(__file__).resolve().parents[2] / "src" / "dcplace" / "data" / "cvd"
         (["--max-body-mb", "nan"], "--max-body-mb: must be above 0 and at most 1048576 MiB, not nan"),
         # started, then every background event reported an error, for good
         (["--numa", "4", "--reoptimise-every", "60"], "--reoptimise-every: re-optimises double-NUMA machines only"),
+        # they tune background events: given without a trigger they were silently dropped
+        (["--migration-weight", "2"], "--migration-weight: applies to background re-optimisation only"),
+        (["--max-moves", "5"], "--max-moves: applies to background re-optimisation only"),
         # a refused --import file left an empty new database behind
         (["--import", "IMPORT"], "line 2, field 'machine': no machine 'nosuch' is registered"),
     ],

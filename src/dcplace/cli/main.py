@@ -1,4 +1,4 @@
-"""The ``dcplace`` command line: simulate, train, solve, reproduce, serve, policies, demo.
+"""The ``dcplace`` command line: simulate, train, solve, reproduce, serve, cluster, policies, demo.
 
 This module only assembles the app. Each command group lives in its own module of :mod:`dcplace.cli` (the first line
 of the module's docstring is its line in ``dcplace --help``) and is imported only when it runs or shows its help, so

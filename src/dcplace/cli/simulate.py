@@ -288,7 +288,7 @@ class StreamRun:
     samples: int = 100
     """points of the timeline (machines in use, allocation) recorded over the stream"""
     seed: int = 0
-    """seed of the synthetic trace"""
+    """seed of the synthetic trace and of the engine's random stream (the random policy's draws)"""
 
     def __post_init__(self) -> None:
         check_types(self)

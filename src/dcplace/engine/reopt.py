@@ -299,12 +299,6 @@ class ReoptReport:
         return out
 
 
-def empty_report(trigger: str, now: float | None, vms: int, machines: int, reason: str) -> ReoptReport:
-    """A report for an event that moved nothing."""
-    return ReoptReport(trigger, now, vms, 0, machines, machines, machines, None, False, 0.0, True, True, False,
-                       reason, 0, 0, 0, 0.0, 0.0, 0.0, 0.0)  # fmt: skip
-
-
 def plan_summary(plan: MigrationPlan) -> dict[str, Any]:
     """The plan's outcome fields shared by every report."""
     return {"complete": plan.complete, "truncated": plan.truncated, "reason": plan.reason,

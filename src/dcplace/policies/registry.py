@@ -134,11 +134,6 @@ def get_net_policy(spec: str, seed: int = 0, dataset: str | None = None, checkpo
     return build_policy(spec, "netalloc", seed=seed, dataset=dataset, checkpoint=checkpoint)  # type: ignore[return-value]
 
 
-def is_learned(name: str, setting: str = "netalloc") -> bool:
-    entry = _REGISTRY[setting].get(name)
-    return entry is not None and entry.learned
-
-
 def policy_names(setting: str = "numa") -> list[str]:
     """Registered names in ``setting`` (entry points of installed packages included)."""
     names = set(_REGISTRY[setting])

@@ -234,8 +234,8 @@ class _Counted(_Static):
     ``r``-th shortest path from ``s`` in lexicographic node order follows, at each node, the neighbours one hop
     closer in increasing id, skipping whole subtrees of ``count[y]`` paths: per pair O(k x hops x degree), no
     Python object per path; :meth:`widest` checks the candidates' free bandwidth in the same pass and builds only
-    the chosen path. Subclasses say which graph (``_nodes``, ``_link_of`` over its node indices) and how a server
-    pair maps onto it (:meth:`_ends`)."""
+    the chosen path. Subclasses say which graph (by calling ``_build(n_nodes, link_of, cache)`` over its node
+    indices) and how a server pair maps onto it (:meth:`_ends`)."""
 
     k: int
     rule: PathRule
@@ -459,7 +459,6 @@ class WeightedRouting:
         self._leaves = servers_are_leaves(topology)
         full = topology.to_networkx()
         self.graph = full.subgraph(range(topology.n_servers, topology.n_nodes)).copy() if self._leaves else full
-        self._static = routing_for(topology, k, paths="ecmp") if self._leaves else None
         self._switch: list[int] = []
         self._uplink: list[int] = []
         self._seen: npt.NDArray[np.int64] | None = None  # the free bandwidth the memo was computed on
