@@ -172,6 +172,8 @@ def test_cli_solves_a_batch_file(tmp_path):
     assert res.exit_code == 2 and "must be one of relaxation-guided, pattern, auto, consolidate" in res.output
     res = CliRunner().invoke(app, ["solve", "--instance", str(path), "--method", "pattern", "--json"])
     assert res.exit_code == 0 and json.loads(res.output)["method"] == "pattern", res.output
+    res = CliRunner().invoke(app, ["solve", "--instance", str(path), "--workers", "4"])  # it was silently ignored
+    assert res.exit_code == 2 and "--workers: applies to exp/mix instances only" in res.output, res.output
 
 
 REAL = shared_data_dir()

@@ -47,7 +47,8 @@ class SolveRun:
     time_limit: float | None = None
     """seconds; the best solution and bound so far are returned (default 60; 300 for huawei-cN)"""
     workers: int = 2
-    """CP-SAT search workers (the hierarchical method's processes); every method table's workers is this"""
+    """CP-SAT search workers (the hierarchical method's processes); every method table's workers is this (exp and
+    mix instances; a topology-aware batch searches with one)"""
     seed: int = 0
     """same seed, same answer (greedy; CP-SAT with one worker)"""
     hierarchical: HierarchicalParams = field(default_factory=HierarchicalParams)
@@ -116,6 +117,9 @@ def solve_cmd(
     from dcplace.placement.numa_instances import is_numa_batch, load_numa_batch
 
     if is_numa_batch(cfg.instance):
+        if cfg.workers != 2:  # silently ignored: the topology-aware methods search with one CP-SAT worker
+            raise InputError("applies to exp/mix instances only (topology-aware batches search with one CP-SAT "
+                             "worker)", field="workers")  # fmt: skip
         limit = Deadline(300.0 if cfg.time_limit is None else cfg.time_limit)
         from dcplace.placement import get_method
         from dcplace.placement.numa_batch import NumaBatch

@@ -332,36 +332,36 @@ def with_current(
     return out
 
 
-def check_current(problem: Problem, path: Path | None = None) -> None:
-    """Raise :class:`InputError` (naming ``path`` and the field) unless the current placement is well formed: one
-    entry per VM, PMs and disks that exist, each VM's disks distinct, no PM or disk over capacity, migration costs
-    integers >= 0, pinned VMs distinct, existing and currently placed."""
+def check_current(problem: Problem) -> None:
+    """Raise :class:`InputError` (naming the field; a file's reader adds the file) unless the current placement is
+    well formed: one entry per VM, PMs and disks that exist, each VM's disks distinct, no PM or disk over capacity,
+    migration costs integers >= 0, pinned VMs distinct, existing and currently placed."""
     n, pms = problem.n_vms, [p for p, c in zip(problem.pm_types, problem.pm_counts, strict=True) for _ in range(c)]
     vms = [v for v, c in zip(problem.vm_types, problem.vm_counts, strict=True) for _ in range(c)]
     if not problem.current:
         if problem.pinned:
-            raise InputError("pinned VMs need a current placement", path=path, field="pinned")
+            raise InputError("pinned VMs need a current placement", field="pinned")
         if problem.migration_cost and len(problem.migration_cost) != n:
-            raise InputError(f"must hold {n} costs (one per VM)", path=path, field="migration_costs")
+            raise InputError(f"must hold {n} costs (one per VM)", field="migration_costs")
         return
     if len(problem.current) != n or len(problem.current_disks) != n:
-        raise InputError(f"must hold {n} entries (one per VM), got {len(problem.current)}", path=path, field="current")
+        raise InputError(f"must hold {n} entries (one per VM), got {len(problem.current)}", field="current")
     cpu, mem = [0] * len(pms), [0] * len(pms)
     used: dict[tuple[int, int], int] = {}
     for i, (j, disks) in enumerate(zip(problem.current, problem.current_disks, strict=True)):
         where = f"current[{i}]"
         if j == -1:
             if disks:
-                raise InputError("a new VM (no current PM) has no current disks", path=path, field=f"{where}.disks")
+                raise InputError("a new VM (no current PM) has no current disks", field=f"{where}.disks")
             continue
         if not 0 <= j < len(pms):
-            raise InputError(f"PM {j} does not exist (PMs are 0..{len(pms) - 1})", path=path, field=f"{where}.pm")
+            raise InputError(f"PM {j} does not exist (PMs are 0..{len(pms) - 1})", field=f"{where}.pm")
         if len(disks) != len(vms[i].disks):
             raise InputError(f"VM {i} ({vms[i].name}) has {len(vms[i].disks)} virtual disks, got {len(disks)} disk "
-                             "numbers", path=path, field=f"{where}.disks")  # fmt: skip
+                             "numbers", field=f"{where}.disks")  # fmt: skip
         if len(set(disks)) != len(disks) or not all(0 <= d < len(pms[j].disks) for d in disks):
             raise InputError(f"must be distinct disk numbers of PM {j} (0..{len(pms[j].disks) - 1}), got {list(disks)}",
-                             path=path, field=f"{where}.disks")  # fmt: skip
+                             field=f"{where}.disks")  # fmt: skip
         cpu[j] += vms[i].vcpu
         mem[j] += vms[i].mem
         for size, d in zip(vms[i].disks, disks, strict=True):
@@ -369,22 +369,22 @@ def check_current(problem: Problem, path: Path | None = None) -> None:
     for j, pm in enumerate(pms):
         if cpu[j] > pm.vcpu or mem[j] > pm.mem:
             raise InputError(f"the current placement puts {cpu[j]} vCPU and {mem[j] / MEM_UNIT} GiB on PM {j} "
-                             f"({pm.name}: {pm.vcpu} vCPU, {pm.mem / MEM_UNIT} GiB)", path=path,
+                             f"({pm.name}: {pm.vcpu} vCPU, {pm.mem / MEM_UNIT} GiB)",
                              field="current")  # fmt: skip
     for (j, d), gb in used.items():
         if gb > pms[j].disks[d]:
             raise InputError(f"the current placement puts {gb} GB on disk {d} of PM {j} (size {pms[j].disks[d]})",
-                             path=path, field="current")  # fmt: skip
+                             field="current")  # fmt: skip
     if problem.migration_cost and (
         len(problem.migration_cost) != n or not all(_whole(c, 0) for c in problem.migration_cost)
     ):
-        raise InputError(f"must hold {n} integers >= 0 (one per VM)", path=path, field="migration_costs")
+        raise InputError(f"must hold {n} integers >= 0 (one per VM)", field="migration_costs")
     pinned = problem.pinned
     if len(set(pinned)) != len(pinned) or not all(_whole(i, 0) and i < n for i in pinned):
-        raise InputError(f"must be distinct VM numbers in 0..{n - 1}, got {list(pinned)}", path=path, field="pinned")
+        raise InputError(f"must be distinct VM numbers in 0..{n - 1}, got {list(pinned)}", field="pinned")
     for i in pinned:
         if problem.current[i] < 0:
-            raise InputError(f"VM {i} is pinned but has no current PM", path=path, field="pinned")
+            raise InputError(f"VM {i} is pinned but has no current PM", field="pinned")
 
 
 def make(name: str, vms: dict[str, int], pms: dict[str, int]) -> Problem:
