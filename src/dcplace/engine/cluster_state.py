@@ -94,6 +94,27 @@ def place_by_heuristic(
 
 
 @nb.njit(cache=True, nogil=True)
+def place_all(
+    free: np.ndarray,
+    vm_count: np.ndarray,
+    used: np.ndarray,
+    pm_of: np.ndarray,
+    node_of: np.ndarray,
+    ctr: np.ndarray,
+    chg: np.ndarray,
+    demand: np.ndarray,
+    multi: np.ndarray,
+    slots: np.ndarray,
+    actions: np.ndarray,
+) -> None:
+    """The kernel's ``place`` of ledger slot ``slots[i]`` (its demand already recorded) at ``actions[i]``, in order,
+    without fit checks: a database's VMs at load (:meth:`ClusterState.load_placed`), which checks after."""
+    for i in range(len(slots)):
+        v = slots[i]
+        K.place(free, vm_count, used, pm_of, node_of, ctr, chg, demand[v], multi[v], v, actions[i])
+
+
+@nb.njit(cache=True, nogil=True)
 def place_many_by_heuristic(
     code: int,
     w: np.ndarray,
@@ -333,6 +354,25 @@ class ClusterState:
         while len(self._free_vm_slots) < n:
             self._grow_ledger()
         return np.array(self._free_vm_slots[len(self._free_vm_slots) - n :][::-1], np.int64)
+
+    def load_placed(
+        self, ids: list[str], cpu: npt.NDArray[np.float64], mem: npt.NDArray[np.float64],
+        multi: npt.NDArray[np.bool_], actions: npt.NDArray[np.int64],
+    ) -> bool:  # fmt: skip
+        """Record VMs already placed (a database's, at load): ``ids[i]`` at ``actions[i]``, in order into the lowest
+        free ledger slots, as :meth:`place` one by one would, in one compiled loop. The caller has checked the ids
+        (new, distinct) and the actions (machines and nodes that exist). Returns False when a node ends over its
+        capacity (to :data:`~dcplace.sim.numa_kernel.FIT_TOL`; the per-VM fit check passes exactly then, since free
+        capacity only falls); the state is then half-changed and the caller discards it."""
+        n = len(ids)
+        slots = self.reserve_slots(n)
+        self.demand[slots, 0] = cpu
+        self.demand[slots, 1] = mem
+        self.multi[slots] = multi
+        place_all(self.free, self.vm_count, self.used, self.pm_of, self.node_of, self.ctr, self.chg, self.demand,
+                  self.multi, slots, actions)  # fmt: skip
+        self.take_slots(ids, slots, np.ones(n, np.bool_))
+        return bool((self.free >= -K.FIT_TOL).all())
 
     def place(self, vm_id: str, v: int, cpu: float, mem: float, multi: bool, action: int) -> None:
         """Record VM ``vm_id`` in ledger slot ``v`` (from :meth:`vm_slot`) at a feasible ``action``: the kernel's
