@@ -50,9 +50,12 @@ def test_the_interval_holds_the_mean_and_is_symmetric(xs):
 
 
 def test_what_rounds_to_zero_prints_without_a_minus():
-    """-0.0001 as a percentage with one digit was "-0.0 %" in the report."""
+    """-0.0001 as a percentage with one digit was "-0.0 %" in the report; a percentage that is not zero takes up to
+    three more digits rather than print as zero ("[+0.0 %, +4.6 %]" stood beside "significantly ahead")."""
     iv = Interval(-0.00001, -0.0004, 0.0003, 5)
-    assert iv.fmt(1, pct=True) == "+0.0 % [+0.0 %, +0.0 %]"
+    assert iv.fmt(1, pct=True) == "-0.001 % [-0.04 %, +0.03 %]"
+    assert Interval(0.0, 0.0003, 0.046, 5).fmt(1, pct=True) == "+0.0 % [+0.03 %, +4.6 %]"
+    assert Interval(1e-9, -1e-9, 2e-9, 5).fmt(1, pct=True) == "+0.0 % [+0.0 %, +0.0 %]"  # below 0.0001 %: zero
     assert Interval(-0.01, -0.04, 0.02, 3).fmt(1) == "0.0 [0.0, 0.0]"
     assert Interval(-0.06, -0.09, -0.05, 3).fmt(1, pct=True) == "-6.0 % [-9.0 %, -5.0 %]"
 

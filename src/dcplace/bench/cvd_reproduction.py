@@ -287,6 +287,7 @@ def plot_curves(rows: list[dict[str, Any]], out: Path) -> None:
                 ax.axhline(1.0, color="grey", lw=0.8, ls="--")
                 ax.set_title(f"{n} PMs")
                 ax.set_xlabel("epoch")
+                ax.xaxis.get_major_locator().set_params(integer=True)  # epochs are whole
             axes[0][0].set_ylabel("validation length / Best-Fit")
             axes[0][0].legend()
         else:
@@ -300,6 +301,7 @@ def plot_curves(rows: list[dict[str, Any]], out: Path) -> None:
                 ax.plot([r["epoch"] for r in rr], [r["ratio"] for r in rr], "o-", ms=3, label=name)
             ax.axhline(1.0, color="grey", lw=0.8, ls="--")
             ax.set_xlabel("epoch")
+            ax.xaxis.get_major_locator().set_params(integer=True)  # epochs are whole
             ax.set_ylabel("validation length / Best-Fit")
             ax.legend(fontsize=7)
         fig.suptitle(title)

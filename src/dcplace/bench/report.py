@@ -52,6 +52,7 @@ from dcplace.bench import cvd_reproduction as cr
 from dcplace.bench import hmip as hm
 from dcplace.bench import nara_baselines as nb
 from dcplace.bench import nara_reproduction as nr
+from dcplace.bench.provenance import commit
 from dcplace.bench.stats import Interval, interval, interval_from_moments, paired_margin
 from dcplace.errors import InputError
 
@@ -198,7 +199,7 @@ def margin_claim(
     interval of it, where the paper states its precision; :func:`judge`). Inconclusive where the episodes cannot
     decide: one episode (no interval), a margin that is not a finite number (a baseline episode measured 0), or an
     interval that holds both the paper's margin and none."""
-    paper_text = f"{p:+.1%}" + (f" ± {paper_half:.1%}" if paper_half > 0 else "")
+    paper_text = f"{p:+.1%}" + (f" (± {paper_half:.1%} from its stated precision)" if paper_half > 0 else "")
     if not math.isfinite(m.mean) or (m.n >= 2 and not (math.isfinite(m.lo) and math.isfinite(m.hi))):
         why = f"the margin of {a} over {b} is not a finite number (a {b} episode measured 0?)"
         return Claim(paper, claim, paper_text, m.fmt(1, pct=True), "inconclusive", why, evidence)
@@ -221,9 +222,23 @@ def margin_claim(
 # --- figures ----------------------------------------------------------------------------------------------------
 
 
+def _figure_legend(fig: Any) -> None:
+    """One legend for every panel of ``fig``, above them (each label once; a legend on one panel covered its bars
+    and did not hold the series only the other panels have), then the layout below it."""
+    seen: dict[str, Any] = {}
+    for ax in fig.axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            seen.setdefault(label, handle)
+    rows = -(-len(seen) // 6)
+    if seen:
+        fig.legend(list(seen.values()), list(seen), loc="upper center", ncol=min(len(seen), 6), fontsize=8,
+                   frameon=False)  # fmt: skip
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.06 * rows - 0.02))
+
+
 def _png(fig: Any) -> bytes:
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=80)
+    fig.savefig(buf, format="png", dpi=110)
     import matplotlib.pyplot as plt
 
     plt.close(fig)
@@ -237,6 +252,20 @@ def _pyplot() -> Any:
     import matplotlib.pyplot as plt
 
     return plt
+
+
+_COLOURS: dict[str, str] = {}
+
+
+def colour_of(label: str) -> str:
+    """One colour per series label across every figure of a report (a panel without SchedRL drew CVD-RL in the
+    colour SchedRL had in the panel beside it, under that panel's legend): the tab10 colours in order of first
+    use."""
+    if label not in _COLOURS:
+        palette = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+                   "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39")  # fmt: skip
+        _COLOURS[label] = palette[len(_COLOURS) % len(palette)]
+    return _COLOURS[label]
 
 
 def grouped_bars(
@@ -257,7 +286,7 @@ def grouped_bars(
         pos = x - 0.4 + width * (i + 0.5)
         means = np.array([iv.mean for iv in ivs])
         err = np.array([[iv.mean - iv.lo, iv.hi - iv.mean] if iv.n >= 2 else [0.0, 0.0] for iv in ivs]).T
-        ax.bar(pos, means, width, yerr=np.nan_to_num(err), capsize=2, label=label)
+        ax.bar(pos, means, width, yerr=np.nan_to_num(err), capsize=2, label=label, color=colour_of(label))
         if label in paper:
             pv = [(p_, v) for p_, v in zip(pos, paper[label], strict=True) if v is not None]
             if pv:
@@ -333,8 +362,7 @@ def cvd_heuristics_section(folder: Path) -> Section | None:
         grouped_bars(ax, [f"{w:.0%}" for w in warms], series, paper, "length (requests)")
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("warm start")
-    axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
+    _figure_legend(fig)
     sec.figures.append(
         Figure(
             "cvd_heuristics_length",
@@ -493,8 +521,7 @@ def cvd_rl_section(folder: Path, name: str = "cvd-rl") -> Section | None:
         grouped_bars(ax, [f"{w:.0%}" for w in warms], series, paper_marks, "length (requests)")
         ax.set_title(ch.TABLES[key][0], fontsize=9)
         ax.set_xlabel("warm start")
-    axes[0][0].legend(fontsize=6)
-    fig.tight_layout()
+    _figure_legend(fig)
     sec.figures.append(
         Figure(
             f"{name.replace('-', '_')}_length",
@@ -622,6 +649,7 @@ def learning_curves(rows: list[dict[str, str]]) -> Figure:
         ax.axhline(1.0, color="grey", lw=0.8, ls="--")
         ax.set_title(f"{n} PMs", fontsize=9)
         ax.set_xlabel("epoch")
+        ax.xaxis.get_major_locator().set_params(integer=True)  # epochs are whole
     axes[0][0].set_ylabel("validation length / Best-Fit")
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()
@@ -699,8 +727,7 @@ def nara_section(folder: Path) -> Section | None:
         grouped_bars(ax, tops, series, paper, "acceptance ratio")
         ax.set_title(f"{d} requests", fontsize=9)
         ax.set_ylim(0, 1.05)
-    axes[0][0].legend(fontsize=7, ncol=2)
-    fig.tight_layout()
+    _figure_legend(fig)
     sec.figures.append(
         Figure(
             "nara_acceptance",
@@ -1170,6 +1197,7 @@ def build_section(results: Path, name: str) -> Section | None:
 
 def build_sections(results: Path) -> list[Section]:
     """Every section whose records exist under ``results``, in :data:`SECTIONS` order."""
+    _COLOURS.clear()  # the same colours in every report, whatever was drawn before in this process
     return [s for name in SECTIONS if (s := build_section(results, name)) is not None]
 
 
@@ -1190,6 +1218,7 @@ PROVENANCE_KEYS = (
     ("wall_s", "wall time (s)"),
     ("quick", "quick form"),
     ("rendered", "report rendered (UTC)"),
+    ("rendered_by", "report rendered by (commit: the verdict rules)"),
 )
 
 
@@ -1202,7 +1231,7 @@ def render_markdown(sections: list[Section], meta: dict[str, Any], files: str = 
         "## Claims",
         "",
         _md_table(
-            ["paper", "claim", "paper", "ours [95 %]", "outcome", "reason", "evidence"],
+            list(CLAIM_HEAD),
             [
                 [
                     c.paper,
@@ -1217,7 +1246,7 @@ def render_markdown(sections: list[Section], meta: dict[str, Any], files: str = 
             ],
         ),
     ]
-    out += ["", _counts(claims)]
+    out += ["", _counts(claims), "", OUTCOME_RULE]
     for s in sections:
         out += ["", f"## {s.title}", f'<a id="{s.id}"></a>', "", s.intro]
         for f in s.figures:
@@ -1234,6 +1263,13 @@ def _counts(claims: list[Claim]) -> str:
     theirs = [c for c in claims if c.paper != OWN_CHECK]
     n = {o: sum(c.outcome == o for c in theirs) for o in OUTCOMES}
     text = f"{len(theirs)} claims of the papers: " + ", ".join(f"{n[o]} {o}" for o in OUTCOMES) + "."
+    papers = list(dict.fromkeys(c.paper for c in theirs))
+    if len(papers) > 1:
+        text += " By paper: " + "; ".join(
+            f"{p}: " + ", ".join(f"{k} {o}" for o in OUTCOMES if (k := sum(c.paper == p and c.outcome == o
+                                                                          for c in theirs)))
+            for p in papers
+        ) + "."  # fmt: skip
     own = [c for c in claims if c.paper == OWN_CHECK]
     if own:
         text += (
@@ -1258,7 +1294,19 @@ th{background:#f2f2f2} td.held{background:#e8f4e8} td.beaten{background:#d4ecff}
 td.inconclusive{background:#fff4d6}
 figure{margin:1em 0} figure img{max-width:100%;border:1px solid #eee} figcaption{font-size:13px;color:#555}
 code{background:#f5f5f5;padding:0 3px}
+div.wide{overflow-x:auto} caption{caption-side:top;text-align:left;font-size:12px;color:#666;padding:2px 0}
+table.claims td:nth-child(2){min-width:16em}
 """
+CLAIM_HEAD = ("paper", "claim", "paper's value", "ours [95 % interval]", "outcome", "reason", "evidence")
+OUTCOME_RULE = (
+    "Outcome rule: beaten = our 95 % interval entirely on the better side of the paper's number; held = the paper's "
+    "number inside it (exact numbers: within 0.5 %); inconclusive = a margin whose interval holds both the paper's "
+    "number and zero, one measured on a single episode, or an exact solve stopped at our time limit with the "
+    "paper's optimum inside its proven range; missed = entirely on the worse side. Where a paper states the "
+    "precision of its own numbers (Nara: each value within ±5 % at 95 %), the paper's value carries the half-width "
+    "that precision allows (± after it, derived by us), and the two uncertainties are combined: held then means the "
+    "difference is within sqrt(ours² + paper's²)."
+)
 
 
 def render_html(sections: list[Section], meta: dict[str, Any]) -> str:
@@ -1272,6 +1320,7 @@ def render_html(sections: list[Section], meta: dict[str, Any]) -> str:
     out = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
         "<title>dcplace reproduction report</title>",
         f"<style>{CSS}</style></head><body>",
         "<h1>dcplace reproduction report</h1>",
@@ -1281,13 +1330,9 @@ def render_html(sections: list[Section], meta: dict[str, Any]) -> str:
     out += [
         "</table>",
         '<h2 id="claims">Claims</h2>',
-        f"<p>{e(_counts(claims))} Outcome rule: beaten = our 95 % "
-        "interval entirely on the better side of the paper's number, held = the paper's number inside it (exact "
-        "numbers: within 0.5 %), inconclusive = a margin whose interval holds both the paper's number and zero, "
-        "missed = entirely on the worse side.</p>",
-        '<table class="claims">',
-        "<tr><th>paper</th><th>claim</th><th>paper</th><th>ours [95 %]</th><th>outcome</th><th>reason</th>"
-        "<th>evidence</th></tr>",
+        f"<p>{e(_counts(claims))}</p><p>{e(OUTCOME_RULE)}</p>",
+        '<div class="wide"><table class="claims"><caption>The papers\' claims, ours beside each</caption>',
+        "<tr>" + "".join(f'<th scope="col">{h}</th>' for h in CLAIM_HEAD) + "</tr>",
     ]
     for c in claims:
         out.append(
@@ -1295,7 +1340,7 @@ def render_html(sections: list[Section], meta: dict[str, Any]) -> str:
             f'<td class="{a(c.outcome)}">{e(c.outcome)}</td><td>{e(c.reason)}</td>'
             f'<td><a href="#{a(c.evidence)}">{e(c.evidence)}</a></td></tr>'
         )
-    out.append("</table>")
+    out.append("</table></div>")
     for s in sections:
         out += [f'<h2 id="{a(s.id)}">{e(s.title)}</h2>', f"<p>{e(s.intro)}</p>"]
         for f in s.figures:
@@ -1305,9 +1350,10 @@ def render_html(sections: list[Section], meta: dict[str, Any]) -> str:
                 f"<figcaption><b>{e(f.title)}</b>: {e(f.caption)}</figcaption></figure>"
             )
         for t in s.tables:
-            out += [f"<h3>{e(t.title)}</h3>", "<table>", "<tr>" + "".join(f"<th>{e(h)}</th>" for h in t.head) + "</tr>"]
+            out += [f"<h3>{e(t.title)}</h3>", f'<div class="wide"><table><caption>{e(t.title)}</caption>',
+                    "<tr>" + "".join(f'<th scope="col">{e(h)}</th>' for h in t.head) + "</tr>"]  # fmt: skip
             out += ["<tr>" + "".join(f"<td>{e(str(c))}</td>" for c in r) + "</tr>" for r in t.rows]
-            out.append("</table>")
+            out.append("</table></div>")
             if t.note:
                 out.append(f"<p>{e(t.note)}</p>")
     out.append("</body></html>")
@@ -1323,6 +1369,7 @@ def write_report(
 
     meta = dict(meta if meta is not None else provenance(results))
     meta["rendered"] = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
+    meta["rendered_by"] = commit()  # the verdicts are computed now: the same records may be judged by newer rules
     for name in SECTIONS:  # a reproduction's folder without its records: a report without its section
         if (results / name).is_dir() and not (results / name / "records.jsonl").is_file():
             raise InputError(f"{results / name} has no records.jsonl, so the report would lack its claims; rerun "

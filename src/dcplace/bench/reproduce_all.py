@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 import platform
 import shutil
 import subprocess
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from dcplace.atomic import write_text
+from dcplace.bench.provenance import commit, machine
 
 LAYOUT = frozenset({"cvd-heuristics", "cvd-rl-paper", "cvd-rl", "nara", "hmip", "reopt", "run.json", "report.html",
                     "report.md", "report_files", "config.toml"})  # fmt: skip
@@ -100,32 +100,6 @@ class AllSettings:
             "re-optimisation on the first 24 hours of Huawei-East-1 every 6 hours and on the threshold. "
             "Fewer episodes give wider intervals"
         )
-
-
-def machine() -> str:
-    return f"{platform.node()} ({platform.machine()}, {os.cpu_count()} cores, {platform.platform()})"
-
-
-def commit() -> str:
-    """The git commit of the source tree this package runs from (``+dirty`` when it has changes), or 'unknown'."""
-    here = Path(__file__).resolve().parent
-    try:
-        rev = subprocess.run(
-            ["git", "-C", str(here), "rev-parse", "--short=12", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return rev + ("+dirty" if dirty else "")
 
 
 def reopt_traces(s: AllSettings) -> tuple[str, ...]:

@@ -58,8 +58,14 @@ class Interval:
         """``mean [lo, hi]`` (values times ``scale``; ``pct``: as signed percentages)."""
 
         def f(x: float) -> str:
-            v = round(x * 100 if pct else x * scale, digits) + 0.0  # + 0.0: what rounds to zero prints no sign
-            return f"{v:+.{digits}f} %" if pct else f"{v:,.{digits}f}"
+            raw = x * 100 if pct else x * scale
+            d = digits
+            while pct and round(raw, d) == 0 and raw != 0 and d < digits + 3:  # "+0.0 %" by "significantly ahead"
+                d += 1
+            if round(raw, d) == 0:  # zero at every precision tried: as zero, at the precision asked
+                d = digits
+            v = round(raw, d) + 0.0  # + 0.0: what rounds to zero prints no sign
+            return f"{v:+.{d}f} %" if pct else f"{v:,.{d}f}"
 
         if self.n < 2 or math.isnan(self.lo):
             return f"{f(self.mean)} (n={self.n})"
