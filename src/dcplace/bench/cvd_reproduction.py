@@ -267,6 +267,7 @@ def plot_curves(rows: list[dict[str, Any]], out: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     groups = {
         "figure6": "Figure 6: CVD-RL vs SchedRL by cluster size",
@@ -287,7 +288,7 @@ def plot_curves(rows: list[dict[str, Any]], out: Path) -> None:
                 ax.axhline(1.0, color="grey", lw=0.8, ls="--")
                 ax.set_title(f"{n} PMs")
                 ax.set_xlabel("epoch")
-                ax.xaxis.get_major_locator().set_params(integer=True)  # epochs are whole
+                ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # whole epochs
             axes[0][0].set_ylabel("validation length / Best-Fit")
             axes[0][0].legend()
         else:
@@ -301,7 +302,7 @@ def plot_curves(rows: list[dict[str, Any]], out: Path) -> None:
                 ax.plot([r["epoch"] for r in rr], [r["ratio"] for r in rr], "o-", ms=3, label=name)
             ax.axhline(1.0, color="grey", lw=0.8, ls="--")
             ax.set_xlabel("epoch")
-            ax.xaxis.get_major_locator().set_params(integer=True)  # epochs are whole
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # whole epochs
             ax.set_ylabel("validation length / Best-Fit")
             ax.legend(fontsize=7)
         fig.suptitle(title)

@@ -627,6 +627,8 @@ def learning_curves(rows: list[dict[str, str]]) -> Figure:
     import numpy as np
 
     plt = _pyplot()
+    from matplotlib.ticker import MaxNLocator
+
     sel = [r for r in rows if r["group"] == "figure6"]
     sizes = sorted({int(r["pms"]) for r in sel})
     fig, axes = plt.subplots(1, max(len(sizes), 1), figsize=(3.6 * max(len(sizes), 1), 3.2), squeeze=False)
@@ -649,7 +651,7 @@ def learning_curves(rows: list[dict[str, str]]) -> Figure:
         ax.axhline(1.0, color="grey", lw=0.8, ls="--")
         ax.set_title(f"{n} PMs", fontsize=9)
         ax.set_xlabel("epoch")
-        ax.xaxis.get_major_locator().set_params(integer=True)  # epochs are whole
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # whole epochs
     axes[0][0].set_ylabel("validation length / Best-Fit")
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()
