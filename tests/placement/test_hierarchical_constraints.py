@@ -168,3 +168,18 @@ def test_constrained_decomposition_inline_and_in_a_pool(workers):
     assert r.verified and r.cost is not None
     assert r.stats["pattern_bound"] <= r.cost <= 1.01 * r.stats["pattern_bound"]
     assert r.stats["swads_used"] >= 2
+
+
+def test_first_level_cut_counts_only_solves_stopped_by_the_clock():
+    """`first_level_cut` says an answer may differ on a slower machine; a proof of infeasibility (the beta search
+    meets them routinely) is the same on any machine and was counted too."""
+    from dcplace.placement import Deadline, load_problem
+    from dcplace.placement.hierarchical import first_level, random_split
+
+    p = load_problem("exp1")
+    split = random_split(p, 20, 4, 0)
+    cut = [0]
+    assert first_level(p, split, 0.2, "swads", Deadline(30.0), True, cut) is None
+    assert cut == [0]
+    assert first_level(p, split, 0.9, "swads", Deadline(30.0), False, cut) is not None
+    assert cut == [0]  # solved to a proof in time: the same answer anywhere

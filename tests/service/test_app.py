@@ -343,3 +343,12 @@ def test_an_import_is_at_most_ten_thousand_rows(client: TestClient) -> None:
     assert r.status_code == 422 and "10000" in one_sentence(r).replace(",", "")
     assert client.get("/state").json()["vms"] == 0
     assert client.post("/allocations", json=rows[:10_000]).json() == {"imported": 10_000, "already_recorded": 0}
+
+
+def test_a_cursor_past_the_ledger_is_an_empty_page_or_a_422(client: TestClient) -> None:
+    """`after=9223372036854775807` overflowed numpy's int64 in the slice: a 500."""
+    client.post("/vms", json={"id": "v", "cpu": 1, "mem": 1})
+    assert client.get("/vms?after=1000000").json() == []
+    for huge in (2**63 - 1, 10**20):
+        r = client.get(f"/vms?after={huge}")
+        assert r.status_code == 422 and one_sentence(r)

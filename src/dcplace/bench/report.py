@@ -58,9 +58,9 @@ from dcplace.errors import InputError
 
 Record = dict[str, Any]
 OUTCOMES = ("held", "beaten", "inconclusive", "missed")
+"""A claim's possible outcomes, in the order the counts name them (the module docstring defines each)."""
 OWN_CHECK = "dcplace (own check)"
 """The paper column of a claim that is our own invariant, not a sentence of a paper: listed, counted apart."""
-"""A claim's possible outcomes, in the order the counts name them (the module docstring defines each)."""
 SHARE = (0.0, 1.0)
 """The range of a share (an acceptance): its intervals are cut to it (:func:`dcplace.bench.stats.interval`)."""
 EXACT_TOLERANCE = 0.005
@@ -838,6 +838,11 @@ def nara_section(folder: Path) -> Section | None:
 # --- batch placement (hmip) -------------------------------------------------------------------------------------
 
 
+def _cost(cost: float | None) -> str:
+    """A cost in a table cell; "-" where a solve found no answer (a None was a TypeError)."""
+    return "-" if cost is None else f"{cost:,.0f}"
+
+
 def _unproven(exact: Record, p_cost: float, p_s: float) -> tuple[str, str, str, str]:
     """The verdicts on the paper's optimum and its solve time when our exact model stopped at its time limit without
     proving an optimum: what the solver's proven bound and its best answer say (lower cost is better). The paper's
@@ -900,7 +905,7 @@ def hmip_section(folder: Path) -> Section | None:
         rows.append(
             [
                 name,
-                f"{exact['cost']:,.0f}",
+                _cost(exact["cost"]),
                 f"{p_cost:,}",
                 exact["status"],
                 f"{exact['wall_s']:.1f}",
@@ -911,7 +916,7 @@ def hmip_section(folder: Path) -> Section | None:
             ]
         )
         names.append(name)
-        bars.append(Interval(exact["cost"] / p_cost, math.nan, math.nan, 1))
+        bars.append(Interval(math.nan if exact["cost"] is None else exact["cost"] / p_cost, math.nan, math.nan, 1))
         greedy_iv.append(Interval(giv.mean / p_cost, giv.lo / p_cost, giv.hi / p_cost, giv.n))
         marks.append(p_heur / p_cost)
         optimal = exact["status"] == "optimal"
@@ -921,7 +926,7 @@ def hmip_section(folder: Path) -> Section | None:
                 "HMIP",
                 f"Table III, {name}: the optimum costs {p_cost:,}",
                 f"{p_cost:,}",
-                f"{exact['cost']:,.0f} ({exact['status']})",
+                f"{_cost(exact['cost'])} ({exact['status']})",
                 judge_exact(float(exact["cost"]), p_cost) if optimal else cost_outcome,
                 "proven optimal by our exact model" if optimal else cost_why,
                 sec.id,

@@ -151,6 +151,7 @@ def redelivering_signals() -> Iterator[None]:
     process again ``REDELIVER_S`` later (from a timer thread, so not inside the hook), and again if that one lands in
     a callback too, until the exception is raised where it unwinds the command. Main thread only."""
     previous = sys.unraisablehook
+    armed: list[tuple[threading.Timer, int, list[bool]]] = []  # (timer, signal, whether it fired)
 
     def hook(unraisable: Any) -> None:
         exc = unraisable.exc_value
@@ -160,18 +161,34 @@ def redelivering_signals() -> Iterator[None]:
         signum = exc.signum if isinstance(exc, Terminated) else signal.SIGINT
         for _ in range(100):  # a signal landing here, while the timer is armed, is caught and armed again
             try:
-                timer = threading.Timer(REDELIVER_S, os.kill, (os.getpid(), signum))
+                fired: list[bool] = []
+
+                def send(fired: list[bool] = fired, signum: int = signum) -> None:
+                    fired.append(True)
+                    os.kill(os.getpid(), signum)
+
+                timer = threading.Timer(REDELIVER_S, send)
                 timer.daemon = True
+                armed.append((timer, signum, fired))
                 timer.start()
                 return
             except (KeyboardInterrupt, Terminated):
                 continue
 
     sys.unraisablehook = hook
+    failed = False
     try:
         yield
+    except BaseException:
+        failed = True
+        raise
     finally:
+        for timer, _, _ in armed:
+            timer.cancel()  # nothing is sent after the block: a late SIGTERM killed the process without a word
+        waiting = [signum for timer, signum, fired in armed if not fired]
         sys.unraisablehook = previous
+        if waiting and not failed:  # swallowed, and the block ended before it was sent again: it still ends the run
+            raise Terminated(waiting[-1]) if waiting[-1] != signal.SIGINT else KeyboardInterrupt
 
 
 app = typer.Typer(cls=LazyGroup, add_completion=False, no_args_is_help=True, rich_markup_mode=None)

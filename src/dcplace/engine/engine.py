@@ -189,7 +189,8 @@ class _VmColumns:
     demand: np.ndarray
     multi: np.ndarray
     machine_ids: list[str]
-    pinned: list[bool] | None
+    pinned: set[str] | None
+    """A copy of the pinned ids (None: none), looked up after the lock."""
     next: int | None
 
     def page(self) -> VmPage:
@@ -200,7 +201,8 @@ class _VmColumns:
                 self.ids, self.pm.tolist(), self.node.tolist(), self.demand.tolist(), self.multi.tolist(), strict=True
             )
         ]
-        return VmPage(vms, self.pinned or [False] * len(vms), self.next)
+        pinned = self.pinned
+        return VmPage(vms, [i in pinned for i in self.ids] if pinned else [False] * len(vms), self.next)
 
 
 @dataclass(frozen=True)
@@ -1278,7 +1280,7 @@ class PlacementEngine:
     def _vm_columns(self, limit: int | None, after: int, machine: str | None) -> _VmColumns:
         """:meth:`vm_page`'s copy of the ledger (the caller holds the lock; it builds the page after)."""
         s = self.state
-        start = after + 1
+        start = min(after + 1, len(s.pm_of))  # a cursor past the ledger: an empty page (int64 overflowed at 2**63)
         placed = s.pm_of[start:] >= 0
         if machine is not None:
             placed &= s.pm_of[start:] == self._machine_slot(machine)
@@ -1288,8 +1290,7 @@ class PlacementEngine:
         slots = idx.tolist()
         return _VmColumns(
             [s.vm_ids[v] for v in slots], s.pm_of[idx], s.node_of[idx], s.demand[idx], s.multi[idx],
-            list(s.machine_ids), [s.vm_ids[v] in self.pinned for v in slots] if self.pinned else None,
-            slots[-1] if more else None,
+            list(s.machine_ids), set(self.pinned) if self.pinned else None, slots[-1] if more else None,
         )  # fmt: skip
 
     def stats(self, wait_s: float | None = None) -> dict[str, Any]:

@@ -220,7 +220,7 @@ def first_level(
     else:
         m.minimize(sum(used))
     ans = run_cp(m, stop)
-    if cut is not None and ans.status != "optimal":
+    if cut is not None and ans.status in ("feasible", "unknown"):  # a proof of infeasibility is no cut
         cut[0] += 1
     if not ans.found:
         return None

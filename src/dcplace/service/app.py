@@ -104,7 +104,7 @@ def _json(data: Any, status: int = 200) -> Response:
 
 
 Limit = Annotated[int | None, Query(ge=1, description="at most this many (none: all)")]
-After = Annotated[int, Query(ge=-1, description="the cursor of the page before, from its Link header")]
+After = Annotated[int, Query(ge=-1, le=2**62, description="the cursor of the page before, from its Link header")]
 
 
 def _paged(rows: list[dict[str, Any]], page: VmPage, request: Request) -> Response:
