@@ -173,3 +173,19 @@ def test_reset_with_an_episode_replays_the_clis_episodes():
     assert len({r.start_request for r in results}) == 3  # three different episodes
     with pytest.raises(InputError, match="needs reset"):
         env.reset(options={"episode": 0})
+
+
+@pytest.mark.filterwarnings("ignore:.*render_mode")
+@pytest.mark.parametrize("env_id", ["dcplace/NetAlloc-v0", "dcplace/NumaVM-v0"])
+def test_tools_that_ask_for_a_render_mode_first_can_retry_without_one(env_id):
+    """Stable-Baselines3's make_vec_env asks for render_mode="rgb_array" and retries without one on a TypeError
+    only: it failed on both environments. The refusal is a TypeError too, and render() is None (it raised)."""
+    try:
+        gym.make(env_id, render_mode="rgb_array")
+    except TypeError:  # what such a tool catches
+        env = gym.make(env_id)
+    else:
+        raise AssertionError("an unknown render mode was accepted")
+    env.reset(seed=0)
+    assert env.render() is None
+    env.close()

@@ -688,7 +688,12 @@ def nara_section(folder: Path) -> Section | None:
         f"cell: {ep_text}"
         + (f"; setting {', '.join(settings)}{full}" if settings else "")
         + ". Acceptance is the share of requests placed (0-1); utilisation the mean share of CPU / memory in use. "
-        "Margins are paired over the same episodes.",
+        "Margins are paired over the same episodes."
+        + (
+            ""
+            if "nara" in pols
+            else " These records hold the baselines alone (no Nara agent): no Nara claim is judged."
+        ),
     )
 
     def acc(t: str, d: str, p: str) -> list[float]:
@@ -803,7 +808,7 @@ def nara_section(folder: Path) -> Section | None:
         ("alpha", nr.PAPER_MARGIN_ALPHA, None),
         ("gamma", nr.PAPER_MARGIN_GAMMA_TETRIS, "tetris"),
     ):
-        if t not in tops:
+        if t not in tops or "nara" not in pols:  # a folder of baselines alone: said in the intro below
             continue
         for d in nb.DATASETS:
             rivals = (over,) if over else nb.POLICIES

@@ -21,8 +21,14 @@ def checked_action(space: spaces.Discrete, action: Any) -> int:
     return int(action)
 
 
+class RenderModeError(InputError, TypeError):
+    """A ``render_mode`` the environments do not have: an :class:`InputError` (one sentence, exit 2 in the CLI) and a
+    ``TypeError``, the class tools catch to retry without one (Stable-Baselines3's ``make_vec_env`` asks for
+    ``"rgb_array"`` first and retried only on ``TypeError``: it failed on both environments)."""
+
+
 def check_render_mode(render_mode: object) -> None:
     """The environments draw nothing (``metadata["render_modes"]`` is empty): ``render_mode`` must be None."""
     if render_mode is not None:
-        raise InputError(f"must be None (this environment has no render modes), got {render_mode!r}",
-                         field="render_mode")  # fmt: skip
+        raise RenderModeError(f"must be None (this environment has no render modes), got {render_mode!r}",
+                              field="render_mode")  # fmt: skip

@@ -72,6 +72,11 @@ class NumaVMEnv(gym.Env[dict[str, npt.NDArray[Any]], int]):
 
     metadata = {"render_modes": []}  # noqa: RUF012
 
+    def render(self) -> None:
+        """Nothing to draw (no render modes): None, as Gymnasium's environments return with ``render_mode`` None
+        (the base class raised ``NotImplementedError``)."""
+        return None
+
     def __init__(
         self,
         trace: str | RequestTable = "synthetic",
