@@ -301,3 +301,14 @@ def test_the_verification_claim_counts_the_events_it_checked(results: Path, chan
     assert section is not None
     [claim] = [c for c in section.claims if "migration plan is feasible" in c.claim]
     assert claim.outcome == outcome and said in claim.ours, claim
+
+
+def test_nara_beta_margins_are_claims_where_beta_was_run(results: Path):
+    """Section 5.2's margins of the alpha-trained agent on beta ("13%, 22% and 17%") were run and never judged."""
+    from dcplace.bench.report import nara_section
+
+    section = nara_section(results / "nara")
+    assert section is not None
+    beta = [c for c in section.claims if c.claim.startswith("beta")]
+    assert [c.paper_value.split()[0] for c in beta] == ["+13.0%", "+22.0%", "+17.0%"]
+    assert all("trained on alpha" in c.claim for c in beta)

@@ -806,6 +806,7 @@ def nara_section(folder: Path) -> Section | None:
     # of it, so its margins are judged with both uncertainties (paper_margin_interval).
     for t, paper_margin, over in (
         ("alpha", nr.PAPER_MARGIN_ALPHA, None),
+        ("beta", nr.PAPER_MARGIN_BETA, None),  # the alpha-trained agent on beta (section 5.2)
         ("gamma", nr.PAPER_MARGIN_GAMMA_TETRIS, "tetris"),
     ):
         if t not in tops or "nara" not in pols:  # a folder of baselines alone: said in the intro below
@@ -819,7 +820,8 @@ def nara_section(folder: Path) -> Section | None:
             sec.claims.append(
                 margin_claim(
                     "Nara",
-                    f"{t}, {d}: Nara accepts more than {'Tetris' if over else 'the best baseline'}",
+                    f"{t}, {d}: Nara{' (trained on alpha)' if t == 'beta' else ''} accepts more than "
+                    f"{'Tetris' if over else 'the best baseline'}",
                     paper_margin[d],
                     paired_margin(accs["nara"], accs[best]),
                     "nara",
