@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from dcplace.bench.cvd_regime import TODAY, Regime, regime_named
+from dcplace.bench.cvd_regime import TODAY, Regime, regime_named, resolve_trace
 from dcplace.cluster.numa import NumaCluster
 from dcplace.parallel import executor
 from dcplace.policies import get_policy
@@ -27,7 +27,6 @@ from dcplace.policies.numa_heuristics import warm_up_jit
 from dcplace.sim.episodes import check_hostable, run_episodes
 from dcplace.sim.hindsight import episode_bounds
 from dcplace.sim.numa import PreparedTrace, Scenario
-from dcplace.workload.traces import trace_available
 
 WARM = (0.0, 0.3, 0.4, 0.5, 0.6)
 POLICIES = ("first-fit", "best-fit", "industrial", "random")
@@ -124,8 +123,7 @@ def run_reproduction(
     (:func:`dcplace.parallel.executor`; 1 and '': here, one after the other); the records are the same on every
     engine, in the same order, ``wall_s`` aside."""
     reg = regime_named(regime)
-    if trace == "auto":
-        trace = "huawei-east-1" if trace_available("huawei-east-1") else "synthetic"
+    trace = resolve_trace(trace, regime)
     n = reg.episodes(episodes)
     jobs = [(regime, trace, seed, n, key, warm, also) for key in TABLES for warm in ((0.0, 0.5) if quick else WARM)]
 

@@ -28,12 +28,13 @@ from typing import Any
 import numpy as np
 
 from dcplace.bench.cvd_heuristics import DOUBLE_THRESHOLD, PAPER, TABLES, WARM, table_cells, write_records
+from dcplace.bench.cvd_regime import resolve_trace
 from dcplace.parallel import executor
 from dcplace.policies import get_policy
 from dcplace.sim.episodes import prepare, run_episodes, start_seed
 from dcplace.sim.numa import NumaSim, PreparedTrace, Scenario
 from dcplace.sim.numa_kernel import DECIDE
-from dcplace.workload.traces import load_trace, trace_available
+from dcplace.workload.traces import load_trace
 
 #: The paper's learned columns (Tables 2-4): table -> method -> warm -> (length, income, CPU allocation %).
 PAPER_LEARNED_FULL: dict[str, dict[str, dict[float, tuple[float, float, float]]]] = {
@@ -166,8 +167,7 @@ def run_reproduction(
     (:func:`dcplace.parallel.executor`; on a remote Ray cluster each run's files stay on the node that trained it,
     its curves come back)."""
     say = progress or (lambda line: None)
-    if trace == "auto":
-        trace = "huawei-east-1" if trace_available("huawei-east-1") else "synthetic"
+    trace = resolve_trace(trace, "today")
     prepared = prepare(load_trace(trace, seed=0, synthetic_n=60_000), DOUBLE_THRESHOLD)
     records: list[dict[str, Any]] = []
     for key, warm, scenario, cluster in table_cells(prepared, (0.5,) if quick else WARM):
@@ -359,8 +359,7 @@ def run_regime_tables(
 
     say = progress or (lambda line: None)
     reg = regime_named(regime)
-    if trace == "auto":
-        trace = "huawei-east-1"
+    trace = resolve_trace(trace, "paper")  # the regime's tables are defined on Huawei-East-1
     policies = {p: get_policy(p) for p in HEURISTICS}
     policies |= {p: get_policy(p, checkpoint=str(shipped_path(p, regime))) for p in REGIME_LEARNED}
     records: list[dict[str, Any]] = []

@@ -41,6 +41,7 @@ import itertools
 import json
 import math
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -1273,24 +1274,21 @@ def render_markdown(sections: list[Section], meta: dict[str, Any], files: str = 
 
 
 def _counts(claims: list[Claim]) -> str:
-    """The papers' claims by outcome; our own checks (:data:`OWN_CHECK`) counted apart."""
+    """The papers' claims by outcome, and by paper; our own checks (:data:`OWN_CHECK`) counted apart."""
+
+    def by_outcome(cs: list[Claim], zeros: bool) -> str:
+        n = Counter(c.outcome for c in cs)
+        return ", ".join(f"{n[o]} {o}" for o in OUTCOMES if zeros or n[o])
+
     theirs = [c for c in claims if c.paper != OWN_CHECK]
-    n = {o: sum(c.outcome == o for c in theirs) for o in OUTCOMES}
-    text = f"{len(theirs)} claims of the papers: " + ", ".join(f"{n[o]} {o}" for o in OUTCOMES) + "."
+    text = f"{len(theirs)} claims of the papers: {by_outcome(theirs, True)}."
     papers = list(dict.fromkeys(c.paper for c in theirs))
     if len(papers) > 1:
-        text += " By paper: " + "; ".join(
-            f"{p}: " + ", ".join(f"{k} {o}" for o in OUTCOMES if (k := sum(c.paper == p and c.outcome == o
-                                                                          for c in theirs)))
-            for p in papers
-        ) + "."  # fmt: skip
+        text += " By paper: " + "; ".join(f"{p}: {by_outcome([c for c in theirs if c.paper == p], False)}"
+                                          for p in papers) + "."  # fmt: skip
     own = [c for c in claims if c.paper == OWN_CHECK]
     if own:
-        text += (
-            f" {len(own)} check(s) of our own: "
-            + ", ".join(f"{sum(c.outcome == o for c in own)} {o}" for o in OUTCOMES if any(c.outcome == o for c in own))
-            + "."
-        )
+        text += f" {len(own)} check(s) of our own: {by_outcome(own, False)}."
     return text
 
 

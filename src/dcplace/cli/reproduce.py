@@ -229,6 +229,14 @@ class CvdRlRun:
         check_ray_address(self.ray_address)
 
 
+def _at_default(cfg: CvdRlRun, names: tuple[str, ...], where: str) -> None:
+    """Refuse a setting of ``names`` given away from its default: the other regime's, which ``where`` ignores (it was
+    silently ignored)."""
+    for f in fields(cfg):
+        if f.name in names:
+            check(getattr(cfg, f.name) == f.default, f.name, getattr(cfg, f.name), f"left at {f.default} {where}")
+
+
 @app.command("cvd-rl")
 @config_command(CvdRlRun)
 def reproduce_cvd_rl(
@@ -261,10 +269,7 @@ def reproduce_cvd_rl(
         )
         if keep_replay:
             raise InputError("--keep-replay applies to --regime today only (the paper regime trains nothing)")
-        for name in ("workers", "curve_epochs"):  # they were silently ignored here
-            default = next(f.default for f in fields(CvdRlRun) if f.name == name)
-            check(getattr(cfg, name) == default, name, getattr(cfg, name),
-                  f"left at {default} in the paper regime (it trains nothing; use --regime today)")  # fmt: skip
+        _at_default(cfg, ("workers", "curve_epochs"), "in the paper regime (it trains nothing; use --regime today)")
         episodes = 3 if cfg.quick else cfg.episodes or REGIME_EPISODES
         with progress_lines("cvd-rl") as say, _output(out, cfg, "dcplace reproduce cvd-rl") as folder:
             say(f"regime: {regime}")
@@ -273,10 +278,7 @@ def reproduce_cvd_rl(
                                    tables=tuple(TABLES) if cfg.table == "all" else (cfg.table,))  # fmt: skip
         _finish(md, out, "records and table")
         return
-    for name in ("seeds", "table"):  # the paper regime's: they were silently ignored here
-        default = next(f.default for f in fields(CvdRlRun) if f.name == name)
-        check(getattr(cfg, name) == default, name, getattr(cfg, name),
-              f"left at {default} in today's regime (it applies to --regime paper)")  # fmt: skip
+    _at_default(cfg, ("seeds", "table"), "in today's regime (it applies to --regime paper)")
     with progress_lines("cvd-rl") as say, _output(out, cfg, "dcplace reproduce cvd-rl") as folder:
         say("regime: today")
         md = run_reproduction(trace=cfg.trace, episodes=3 if cfg.quick else cfg.episodes or 20, seed=cfg.seed,

@@ -115,12 +115,10 @@ def serve(
     if not 0 < max_body_mb <= 2**20:  # inf was an OverflowError traceback after the database was made
         _fail(InputError(f"must be above 0 and at most {2**20} MiB, not {max_body_mb!r}", field="max_body_mb"))
     if reoptimise_every is None and reoptimise_below is None:  # they tune background events, and none would run
-        if migration_weight != 1.0:
-            _fail(InputError("applies to background re-optimisation only: add --reoptimise-every or "
-                             "--reoptimise-below", field="migration_weight"))  # fmt: skip
-        if max_moves is not None:
-            _fail(InputError("applies to background re-optimisation only: add --reoptimise-every or "
-                             "--reoptimise-below", field="max_moves"))  # fmt: skip
+        for name, given in (("migration_weight", migration_weight != 1.0), ("max_moves", max_moves is not None)):
+            if given:
+                _fail(InputError("applies to background re-optimisation only: add --reoptimise-every or "
+                                 "--reoptimise-below", field=name))  # fmt: skip
     _check_listen(host, port)
     reopt = None
     try:

@@ -255,9 +255,7 @@ class ClusterState:
         keep a copy to undo a half-done change, spent seconds on it at a million VMs with the lock held."""
         out = object.__new__(type(self))
         for name, value in vars(self).items():
-            if isinstance(value, np.ndarray):
-                value = value.copy()
-            elif isinstance(value, list | dict):
+            if isinstance(value, np.ndarray | list | dict):
                 value = value.copy()
             elif not isinstance(value, int | float | bool | str):  # a new kind of attribute: copy it the slow way
                 value = copy.deepcopy(value, memo)

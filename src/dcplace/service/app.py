@@ -157,7 +157,7 @@ def is_loopback(host: str) -> bool:
     """Whether ``host`` (a name or an address, brackets allowed) is this machine only: localhost, 127.0.0.0/8, ::1."""
     import ipaddress
 
-    name = host.strip("[]").lower().rstrip(".")
+    name = _host_name(host)
     if name == "localhost":
         return True
     try:
