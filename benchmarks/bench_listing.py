@@ -1,10 +1,12 @@
-"""How long listing every VM holds placements up: ``PlacementEngine.vms()``, ``export_allocations()`` and
-``snapshot()`` on a large in-memory cluster while another thread places and releases one VM after another.
+"""How long listing every VM, or a re-optimisation event, holds placements up: ``PlacementEngine.vms()``,
+``export_allocations()`` and ``snapshot()`` on a large in-memory cluster while another thread places and releases
+one VM after another; with ``--reopt S``, then every other VM released and one ``reoptimise(ReoptPolicy(improve_s=S,
+migration_weight=0))`` timed the same way.
 
     OMP_NUM_THREADS=1 NUMBA_NUM_THREADS=1 python benchmarks/bench_listing.py [--machines 2000] [--vms 300000]
-        [--repeats 3] [--json]
+        [--repeats 3] [--reopt S] [--json]
 
-For each listing: its wall time and the longest single ``place`` + ``release`` the other thread saw while it ran
+For each operation: its wall time and the longest single ``place`` + ``release`` the other thread saw while it ran
 (the time a placement waited for the engine's lock, plus its own few microseconds and the interpreter's switches).
 Only the public API is used, so the same file times any version of the code: run it with ``PYTHONPATH`` pointing at
 each version's ``src`` in turn and compare in one session (docs/benchmarks.md).
@@ -17,10 +19,11 @@ import json
 import statistics
 import threading
 import time
+from collections.abc import Callable
 
 import numpy as np
 
-from dcplace.engine import PlacementEngine, VmRequest
+from dcplace.engine import PlacementEngine, ReoptPolicy, VmRequest
 
 
 def build(machines: int, vms: int) -> PlacementEngine:
@@ -32,8 +35,8 @@ def build(machines: int, vms: int) -> PlacementEngine:
     return e
 
 
-def stalls(e: PlacementEngine, listing: str) -> tuple[float, float]:
-    """(the listing's wall seconds, the longest place + release meanwhile, seconds)."""
+def stalls(e: PlacementEngine, operation: Callable[[], object]) -> tuple[float, float]:
+    """(the operation's wall seconds, the longest place + release meanwhile, seconds)."""
     done, worst = threading.Event(), [0.0]
 
     def prober() -> None:
@@ -50,7 +53,7 @@ def stalls(e: PlacementEngine, listing: str) -> tuple[float, float]:
     t.start()
     time.sleep(0.05)
     t0 = time.perf_counter()
-    getattr(e, listing)()
+    operation()
     wall = time.perf_counter() - t0
     done.set()
     t.join()
@@ -62,6 +65,7 @@ def main() -> None:
     ap.add_argument("--machines", type=int, default=2_000)
     ap.add_argument("--vms", type=int, default=300_000)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--reopt", type=float, default=None, metavar="S", help="also time a re-optimisation event")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     e = build(a.machines, a.vms)
@@ -69,11 +73,16 @@ def main() -> None:
     e.release("warm")
     out = {}
     for listing in ("vms", "export_allocations", "snapshot"):
-        runs = [stalls(e, listing) for _ in range(a.repeats)]
+        runs = [stalls(e, getattr(e, listing)) for _ in range(a.repeats)]
         out[listing] = {
             "wall_s": statistics.median(w for w, _ in runs),
             "stall_s": statistics.median(s for _, s in runs),
         }
+    if a.reopt is not None:  # one event: it changes the cluster, so it is not repeated
+        for i in range(0, a.vms, 2):
+            e.release(f"ns/vm-{i}")
+        wall, stall = stalls(e, lambda: e.reoptimise(ReoptPolicy(migration_weight=0.0, improve_s=a.reopt)))
+        out["reoptimise"] = {"wall_s": wall, "stall_s": stall}
     if a.json:
         print(json.dumps(out))
     else:

@@ -44,7 +44,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -335,6 +335,7 @@ class PlacementEngine:
         self.state = ClusterState(numa)
         self.numa = numa
         self.lock = threading.RLock()
+        self._reopt_lock = threading.Lock()  # one re-optimisation event at a time; the engine's lock only at its ends
         self.store = store
         self.top = top
         self._policies: dict[str, NumaPolicy] = {}
@@ -1096,53 +1097,75 @@ class PlacementEngine:
     ) -> ReoptReport:  # fmt: skip
         """One re-optimisation event (:mod:`dcplace.engine.reopt`): select the VMs that may move, solve the batch
         of the active machines in use with migration costs, plan verified moves within the budget and (``execute``)
-        apply them, durable on return. ``now``: the caller's clock (seconds), for the cool-down and the timer."""
+        apply them, durable on return. ``now``: the caller's clock (seconds), for the cool-down and the timer.
+
+        The engine's lock is held to take the snapshot and to apply the plan, not while the optimiser and the
+        planner work on the snapshot: placements and releases go on meanwhile. Each move is applied only if what it
+        was planned on still holds (:meth:`_apply_plan`); the first one that does not stops the event, and the
+        report's ``applied`` and ``reason`` say so. Events run one at a time."""
         pol = policy or ReoptPolicy()
         if not isinstance(pol, ReoptPolicy):  # "best-fit" was an AttributeError
             raise InputError(f"must be a ReoptPolicy, got {policy!r}", field="policy")
-        with self.lock:
-            report, ticket = self._reoptimise_locked(pol, now, execute, trigger)
+        with self._reopt_lock:
+            with self.lock:
+                snap, may = self._reopt_select(pol, now)
+            report, ticket = self._reopt_solve_apply(pol, snap, may, now, execute, trigger)
         self._wait(ticket)
         return report
 
-    def _reoptimise_locked(
-        self, pol: ReoptPolicy, now: float | None, execute: bool, trigger: str
-    ) -> tuple[ReoptReport, int]:
-        """:meth:`reoptimise` under the engine's lock (the caller holds it): the report and the ticket to wait for."""
+    def _reopt_select(self, pol: ReoptPolicy, now: float | None) -> tuple[reopt.Snapshot, npt.NDArray[np.bool_]]:
+        """Steps 1-2 under the engine's lock (the caller holds it): a copy of the placement and the VMs that may
+        move."""
         self.check_store()
-        s = self.state
-        snap = reopt.snapshot(s, self.pinned)
-        may = reopt.movable(s, snap, pol, self.moved_at, now)
+        snap = reopt.snapshot(self.state, self.pinned)
+        return snap, reopt.movable(self.state, snap, pol, self.moved_at, now)
+
+    def _reopt_solve_apply(
+        self, pol: ReoptPolicy, snap: reopt.Snapshot, may: npt.NDArray[np.bool_], now: float | None, execute: bool,
+        trigger: str,
+    ) -> tuple[ReoptReport, int]:  # fmt: skip
+        """Steps 3-5: the target and the plan on the snapshot without the engine's lock, then the plan applied
+        under it. The report and the ticket to wait for."""
         answer = reopt.consolidation_target(snap, may, pol)
         plan = plan_migrations(snap.placement, answer.target, max_moves=pol.max_moves, max_gb=pol.max_gb)
-        moves, changes = self._apply_plan(snap, plan, now) if execute else (self._planned(snap, plan), [])
-        if execute:  # a dry run changes nothing: neither the counters nor the timer's last event
-            self.counters["reoptimisations"] += 1
-            if now is not None:
-                self.last_reoptimisation = now
-        report = ReoptReport(
-            trigger=trigger, time=now, vms=snap.placement.vms, movable=int(may.sum()),
-            machines_before=answer.machines_before, machines_target=answer.machines_after,
-            machines_after=int(np.count_nonzero((s.vm_count[: s.active] > 0) & (s.status[: s.active] == ACTIVE))),
-            bound=answer.bound, bound_proven=answer.bound_proven, migration_cost=answer.migration_cost,
-            verified=bool(answer.verified and plan.verified), gb_moved=plan.gb_moved,
-            applied=len(moves) if execute else 0,
-            solve_s=answer.solve_s, moves=moves, **reopt.plan_summary(plan),
-        )  # fmt: skip
-        ticket = self._commit(changes)
+        summary = reopt.plan_summary(plan)
+        with self.lock:
+            self.check_store()
+            s = self.state
+            if execute:
+                moves, changes, stopped = self._apply_plan(snap, plan, now)
+                if stopped:
+                    summary.update(complete=False, reason=stopped)
+                self.counters["reoptimisations"] += 1  # a dry run changes nothing: the counters, the timer
+                if now is not None:
+                    self.last_reoptimisation = now
+            else:
+                moves, changes = self._planned(snap, plan), []
+            report = ReoptReport(
+                trigger=trigger, time=now, vms=snap.placement.vms, movable=int(may.sum()),
+                machines_before=answer.machines_before, machines_target=answer.machines_after,
+                machines_after=int(np.count_nonzero((s.vm_count[: s.active] > 0) & (s.status[: s.active] == ACTIVE))),
+                bound=answer.bound, bound_proven=answer.bound_proven, migration_cost=answer.migration_cost,
+                verified=bool(answer.verified and plan.verified), gb_moved=plan.gb_moved,
+                applied=len(moves) if execute else 0, solve_s=answer.solve_s, moves=moves, **summary,
+            )  # fmt: skip
+            ticket = self._commit(changes)
         return report, ticket
 
     def reoptimise_if_due(self, policy: ReoptPolicy, now: float) -> ReoptReport | None:
         """Run :meth:`reoptimise` when ``policy``'s timer or threshold says it is due at ``now`` (else None). The
-        check and the event are one hold of the lock; the wait for the commit comes after it (it was inside, so
-        every other call waited out the event's fsync too)."""
+        check and the snapshot are one hold of the lock; the solve runs outside it and the moves under it again, as
+        in :meth:`reoptimise`; the wait for the commit comes after (it was inside, so every other call waited out
+        the event's fsync too)."""
         if not isinstance(policy, ReoptPolicy):
             raise InputError(f"must be a ReoptPolicy, got {policy!r}", field="policy")
-        with self.lock:
-            why = policy.due(self.state, now, self.last_reoptimisation)
-            if why is None:
-                return None
-            report, ticket = self._reoptimise_locked(policy, now, True, why)
+        with self._reopt_lock:
+            with self.lock:
+                why = policy.due(self.state, now, self.last_reoptimisation)
+                if why is None:
+                    return None
+                snap, may = self._reopt_select(policy, now)
+            report, ticket = self._reopt_solve_apply(policy, snap, may, now, True, why)
         self._wait(ticket)
         return report
 
@@ -1166,14 +1189,13 @@ class PlacementEngine:
                 before = s.machines_in_use
                 ev = evacuate_machines(snap.placement, [slot], failed=failed)
                 s.set_status(slot, FAILED if failed else DRAINED)
-                snap = reopt.Snapshot(ev.state, snap.slots)
-                moves, changes = self._apply_plan(snap, ev.plan, now)
+                snap = replace(snap, placement=ev.state)
+                moves, changes, _ = self._apply_plan(snap, ev.plan, now)  # under the lock throughout: nothing stops
                 dropped: list[str] = []
                 if failed:
                     for i in ev.unplaced:
-                        v = int(snap.slots[i])
-                        dropped.append(s.vm_ids[v])
-                        s.release(v)
+                        dropped.append(snap.vm_ids[i])
+                        s.release(s.slot_of_vm[dropped[-1]])
                         changes.append(VmDelete(dropped[-1]))
             except BaseException:
                 self.state, self.counters, self.moved_at = saved, counted, moved
@@ -1201,31 +1223,68 @@ class PlacementEngine:
         return report
 
     def _planned(self, snap: reopt.Snapshot, plan: MigrationPlan) -> tuple[reopt.MoveRecord, ...]:
-        """``plan``'s moves as records, not applied (a dry run's answer: what executing it would do, in order)."""
+        """``plan``'s moves as records, not applied (a dry run's answer: what executing it would do, in order, each
+        from where the move before left the VM), in the snapshot's ids."""
+        cp = snap.placement
+        out = []
+        for mv in plan.moves:
+            src = "" if mv.src_machine < 0 else snap.machine_ids[mv.src_machine]
+            rec = VmRecord(snap.vm_ids[mv.vm], src, None if mv.src_node < 0 else mv.src_node,
+                           float(cp.demand[mv.vm, 0]), float(cp.demand[mv.vm, 1]), bool(cp.multi[mv.vm]))  # fmt: skip
+            out.append(_move_record(rec, mv, snap.machine_ids[mv.dst_machine]))
+        return tuple(out)
+
+    def _stale(self, snap: reopt.Snapshot, mv: Move) -> str | None:
+        """Why ``mv`` no longer applies to the live state (None: it does). A plan made on ``snap`` without the
+        engine's lock (:meth:`reoptimise`) meets a state that placements, releases, pins and machine changes may
+        have moved on: the VM must still exist, be where the move starts, have the size it was planned with and not
+        have been pinned since; the destination slot must still be the same machine, and active."""
         s = self.state
-        return tuple(_move_record(s.record(int(snap.slots[mv.vm])), mv, s.machine_ids[mv.dst_machine])
-                     for mv in plan.moves)  # fmt: skip
+        vm_id = snap.vm_ids[mv.vm]
+        v = s.slot_of_vm.get(vm_id)
+        if v is None:
+            return f"VM {vm_id!r} was released after the plan was made"
+        if vm_id in self.pinned and not snap.placement.pinned[mv.vm]:
+            return f"VM {vm_id!r} was pinned after the plan was made"
+        if mv.src_machine >= 0:
+            node = -1 if s.multi[v] else int(s.node_of[v])
+            if s.machine_ids[int(s.pm_of[v])] != snap.machine_ids[mv.src_machine] or node != mv.src_node:
+                return f"VM {vm_id!r} moved after the plan was made"
+        if not np.array_equal(s.demand[v], snap.placement.demand[mv.vm]):
+            return f"VM {vm_id!r} changed size after the plan was made"
+        dst = mv.dst_machine
+        if dst >= s.active or s.machine_ids[dst] != snap.machine_ids[dst] or s.status[dst] != ACTIVE:
+            return f"machine {snap.machine_ids[dst]!r} is no longer active as it was when the plan was made"
+        return None
 
     def _apply_plan(
         self, snap: reopt.Snapshot, plan: MigrationPlan, now: float | None
-    ) -> tuple[tuple[reopt.MoveRecord, ...], list[Change]]:
+    ) -> tuple[tuple[reopt.MoveRecord, ...], list[Change], str]:
         """Apply ``plan``'s moves in order through the kernel's transitions (release at the source, place at the
-        destination; the planner guarantees room); stop at a move that does not fit (reported by the count)."""
+        destination). The planner guarantees room on the snapshot; the live state is checked again move by move,
+        and the first move that is stale (:meth:`_stale`) or does not fit stops the execution: the moves before it
+        stay (every prefix of a plan is safe), and the third value says why it stopped ("" when it did not)."""
         s = self.state
         kn = self.numa
         done: list[reopt.MoveRecord] = []
         changes: list[Change] = []
+        stopped = ""
         for mv in plan.moves:
-            v = int(snap.slots[mv.vm])
+            why = self._stale(snap, mv)
+            if why is not None:
+                stopped = f"stopped after {len(done)} of {plan.n_moves} moves: {why}"
+                break
+            v = s.slot_of_vm[snap.vm_ids[mv.vm]]
             rec = s.record(v)
             node = max(mv.dst_node, 0)
             s.release(v)
             if not s.fits(mv.dst_machine, node, rec.cpu, rec.mem, rec.multi):
                 k = 0 if rec.node is None else rec.node
                 s.place(rec.id, s.vm_slot(), rec.cpu, rec.mem, rec.multi, s.slot_of_machine[rec.machine] * kn + k)
+                stopped = (f"stopped after {len(done)} of {plan.n_moves} moves: VM {rec.id!r} no longer fits on "
+                           f"machine {s.machine_ids[mv.dst_machine]!r}")  # fmt: skip
                 break
             s.place(rec.id, s.vm_slot(), rec.cpu, rec.mem, rec.multi, mv.dst_machine * kn + node)
-            snap.slots[mv.vm] = s.slot_of_vm[rec.id]
             self._explanations.pop(rec.id, None)  # it explained a machine the VM has left (GET said "chose ex1")
             done.append(_move_record(rec, mv, s.machine_ids[mv.dst_machine]))
             changes.append(VmRow(rec.id, done[-1].machine, done[-1].node, rec.cpu, rec.mem, rec.multi,
@@ -1233,7 +1292,7 @@ class PlacementEngine:
             if now is not None and not mv.staging:
                 self.moved_at[rec.id] = now
         self.counters["migrated"] += len(done)
-        return tuple(done), changes
+        return tuple(done), changes, stopped
 
     # -- reading --------------------------------------------------------------------------------------------
     def _info(self, slot: int) -> MachineInfo:

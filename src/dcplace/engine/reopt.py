@@ -10,7 +10,9 @@ requests are "handled immediately upon arrival" by an online heuristic.
 
 This module holds the parts that read the engine's :class:`~dcplace.engine.cluster_state.ClusterState`; the
 :class:`~dcplace.engine.engine.PlacementEngine` methods ``reoptimise``, ``reoptimise_if_due`` and ``evacuate``
-drive them under the engine's lock and apply the verified plan through the engine's transitions.
+take the snapshot under the engine's lock, solve and plan on it without the lock (placements go on meanwhile),
+and apply the verified plan under the lock again through the engine's transitions, each move re-checked against
+the live state.
 
 One event, step by step:
 
@@ -38,8 +40,10 @@ One event, step by step:
    over-fills a NUMA node, cut to the event's budget (``max_moves``, ``max_gb``) at a safe prefix, replayed by the
    independent checker (:func:`dcplace.placement.plan_check.check_plan`).
 5. **Execution**: the engine applies the moves in order (release at the source, place at the destination with the
-   kernel's transitions), durable as one commit; a move whose destination no longer fits (it cannot happen under
-   the lock) stops the execution and is reported.
+   kernel's transitions), durable as one commit. Steps 3-4 ran without the engine's lock, so each move is checked
+   against the live state first: the VM still exists, unpinned, with its size, where the move starts; the
+   destination is the same machine, active, with room. The first move that fails a check stops the execution (every
+   prefix of a plan is safe) and the report says which and why (``applied < planned``, ``reason``).
 
 Only machines with exactly 2 NUMA nodes are re-optimised by the batch model (the papers' double-NUMA servers);
 evacuation (drain and failure) works for any node count.
@@ -89,8 +93,8 @@ class ReoptPolicy:
     """Also prove the typed relaxation's lower bound on machines (SCIP; slower); otherwise the covering bound."""
     improve_s: float = 0.0
     """Seconds of integer programming after the heuristic, within ``time_limit_s`` (0: the heuristic alone): CP-SAT
-    empties one more machine at a time at the least migration cost (``ConsolidateParams.improve_s``). The engine
-    holds its lock while the event solves, so placements wait that long."""
+    empties one more machine at a time at the least migration cost (``ConsolidateParams.improve_s``). The engine's
+    lock is not held while the event solves: placements go on, and the plan is applied as far as it still holds."""
     every_s: float | None = None
     """Timer trigger: due when this many seconds passed since the last event (None: no timer)."""
     below: float | None = None
@@ -152,20 +156,26 @@ class Snapshot:
 
     placement: ClusterPlacement
     slots: npt.NDArray[np.int64]
-    """``(V,)`` ledger slot of each VM."""
+    """``(V,)`` ledger slot of each VM when the snapshot was taken."""
+    vm_ids: tuple[str, ...]
+    """``(V,)`` each VM's id: a plan made without the engine's lock is applied by id, since slots are reused."""
+    machine_ids: tuple[str, ...]
+    """Each machine slot's id when the snapshot was taken (a removed machine's slot can go to a new one)."""
 
 
 def snapshot(state: ClusterState, pinned: set[str]) -> Snapshot:
-    """Every live VM and every machine slot below ``state.active`` (usable = active status); costs are memory in GB."""
+    """Every live VM and every machine slot below ``state.active`` (usable = active status); costs are memory in GB.
+    Everything is copied: the snapshot stays as it was while the engine changes."""
     m = state.active
     slots = np.flatnonzero(state.pm_of >= 0).astype(np.int64)
     node = np.where(state.multi[slots], -1, state.node_of[slots])
-    pin = np.fromiter((state.vm_ids[int(v)] in pinned for v in slots), np.bool_, len(slots))
+    ids = tuple(state.vm_ids[int(v)] for v in slots)
+    pin = np.fromiter((i in pinned for i in ids), np.bool_, len(ids))
     cp = ClusterPlacement.build(
-        state.cap[:m], state.demand[slots], state.multi[slots], state.pm_of[slots], node,
+        state.cap[:m].copy(), state.demand[slots], state.multi[slots], state.pm_of[slots], node,
         usable=state.status[:m] == ACTIVE, pinned=pin,
     )  # fmt: skip
-    return Snapshot(cp, slots)
+    return Snapshot(cp, slots, ids, tuple(state.machine_ids[:m]))
 
 
 def movable(
@@ -180,8 +190,7 @@ def movable(
         ok &= fill(state)[np.maximum(where, 0)] < policy.underused_below
     if policy.cooldown_s > 0 and now is not None and moved_at:
         recent = np.fromiter(
-            (now - moved_at.get(state.vm_ids[int(v)], -math.inf) < policy.cooldown_s for v in snap.slots),
-            np.bool_, len(snap.slots),
+            (now - moved_at.get(i, -math.inf) < policy.cooldown_s for i in snap.vm_ids), np.bool_, len(snap.vm_ids),
         )  # fmt: skip
         ok &= ~recent
     return ok
