@@ -214,6 +214,20 @@ def test_generated_names_and_off_grid_fallback():
     assert res.verified and "unconstrained_servers" not in res.stats
 
 
+@pytest.mark.parametrize(("cap", "vm"), [(64.0, 4.00001), (63.9999, 4.0)])
+def test_values_just_off_the_grid_are_off_it(cap: float, vm: float) -> None:
+    """The grid test was ``np.allclose`` (relative 1e-5): 64 VMs of 4.00001 cores on 3 servers of 2 x 64 were taken
+    as 4, rounded, and ``pattern`` answered 2 servers (one node holding 64.0002) with a bound of 2. Now only exact
+    quarters are on the grid: ``pattern`` refuses, ``auto`` falls back, and the answer is verified at 3 servers."""
+    n = 64
+    b = NumaBatch("near-grid", np.tile(np.array([[cap, 256.0], [cap, 256.0]]), (3, 1, 1)), np.zeros(3, np.int64),
+                  np.full(n, vm), np.full(n, 4.0), np.ones(n, np.int64), ("",) * n, ("",) * n, ("",) * n)  # fmt: skip
+    with pytest.raises(InputError, match="multiples of 1/4"):
+        solve(b, "pattern", Deadline(30))
+    res = solve(b, "auto", Deadline(30))
+    assert res.verified and res.cost == 3
+
+
 REAL = shared_data_dir()
 
 

@@ -139,7 +139,7 @@ def catalogue(b: NumaBatch) -> Catalogue:
     half = kinds[:, :2] / np.where(kinds[:, 2:3] == 2, 2.0, 1.0)
     for scale in (1, 2, 4):
         vals = np.concatenate([keys.ravel(), half.ravel()]) * scale
-        if np.allclose(vals, np.round(vals)):
+        if np.array_equal(vals, np.round(vals)):  # exactly: allclose took 4.00001 for 4 (a plan over capacity)
             break
     else:
         raise OffGrid(f"{b.name}: capacities and demands are not multiples of 1/4 (the pattern model's grid)")
