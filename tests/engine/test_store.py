@@ -42,6 +42,30 @@ def test_reload_gives_the_same_state(tmp_path) -> None:
     assert "after" in {v["id"] for v in PlacementEngine.open(db).snapshot()["vms"]}
 
 
+def test_a_state_the_engine_accepted_opens_again(tmp_path) -> None:
+    """A numerical review's case: the fit check admits a VM that leaves a node at -FIT_TOL less one rounding
+    (-5.0000004e-10), every invariant holds and the row is committed, but opening the database checked -FIT_TOL and,
+    placing the rows in another order, refused it: the service could not restart. Loading now accepts what the
+    invariants accept, and so does restoring a snapshot (whose VMs come sorted by id)."""
+    path = tmp_path / "x.db"
+    e = PlacementEngine.open(path, numa=1)
+    e.add_machine("m", 10, 10)
+    for vid, cpu in [("v0", 0.7), ("v1", 1.9), ("v2", 1.4)]:
+        assert e.place(VmRequest(vid, cpu, 1), explain=False).accepted
+    e.release("v0")
+    assert e.place(VmRequest("v0", 0.7, 1), explain=False).accepted
+    assert e.place(VmRequest("last", 6.0000000005, 1), explain=False).accepted
+    assert e.machine("m").free_cpu[0] < -5e-10  # below -FIT_TOL, within the invariants' tolerance
+    e.check_invariants()
+    snap = e.snapshot()
+    e.close()
+    again = PlacementEngine.open(path, numa=1)
+    assert sorted(r.id for r in again.vms()) == ["last", "v0", "v1", "v2"]
+    again.check_invariants()
+    again.close()
+    PlacementEngine.restore(snap).check_invariants()
+
+
 def test_numa_mismatch_is_an_input_error(tmp_path) -> None:
     db = tmp_path / "c.db"
     PlacementEngine.open(db, numa=2).close()

@@ -43,6 +43,12 @@ from dcplace.sim import numa_kernel as K
 from dcplace.sim.arrays import read_only
 from dcplace.sim.numa import NumaView
 
+#: How far a node's free capacity may be below 0 or above its total, and the ledger's sum from it, before
+#: :meth:`ClusterState.check_invariants` fails: twice :data:`~dcplace.sim.numa_kernel.FIT_TOL`. A placement that the
+#: fit check admits leaves free at ``-FIT_TOL`` less the rounding of one subtraction, so a database holding it is
+#: loaded to this tolerance too (at ``-FIT_TOL`` a state the engine had accepted and committed refused to open).
+INVARIANT_TOL = 1e-9
+
 ABSENT = 0
 ACTIVE = 1
 DRAINED = 2
@@ -360,8 +366,9 @@ class ClusterState:
         """Record VMs already placed (a database's, at load): ``ids[i]`` at ``actions[i]``, in order into the lowest
         free ledger slots, as :meth:`place` one by one would, in one compiled loop. The caller has checked the ids
         (new, distinct) and the actions (machines and nodes that exist). Returns False when a node ends over its
-        capacity (to :data:`~dcplace.sim.numa_kernel.FIT_TOL`; the per-VM fit check passes exactly then, since free
-        capacity only falls); the state is then half-changed and the caller discards it."""
+        capacity by more than :data:`INVARIANT_TOL` (the tolerance its states were accepted under: the order of the
+        rows is not the order they were placed in, so the per-VM fit check is not repeated); the state is then
+        half-changed and the caller discards it."""
         n = len(ids)
         slots = self.reserve_slots(n)
         self.demand[slots, 0] = cpu
@@ -370,7 +377,7 @@ class ClusterState:
         place_all(self.free, self.vm_count, self.used, self.pm_of, self.node_of, self.ctr, self.chg, self.demand,
                   self.multi, slots, actions)  # fmt: skip
         self.take_slots(ids, slots, np.ones(n, np.bool_))
-        return bool((self.free >= -K.FIT_TOL).all())
+        return bool((self.free >= -INVARIANT_TOL).all())
 
     def place(self, vm_id: str, v: int, cpu: float, mem: float, multi: bool, action: int) -> None:
         """Record VM ``vm_id`` in ledger slot ``v`` (from :meth:`vm_slot`) at a feasible ``action``: the kernel's
@@ -546,11 +553,11 @@ class ClusterState:
         np.add.at(expect, (m[single], node[single]), d[single])
         for j in range(kk):
             np.add.at(expect, (m[~single], np.full(int((~single).sum()), j)), d[~single] / kk)
-        if np.any(self.free < -1e-9):
+        if np.any(self.free < -INVARIANT_TOL):
             raise AssertionError("a NUMA node has negative free capacity")
-        if np.any(self.free > self.cap + 1e-9):
+        if np.any(self.free > self.cap + INVARIANT_TOL):
             raise AssertionError("a NUMA node has more free capacity than its total")
-        if not np.allclose(self.cap - self.free, expect, rtol=0, atol=1e-9):
+        if not np.allclose(self.cap - self.free, expect, rtol=0, atol=INVARIANT_TOL):
             raise AssertionError("the ledger does not match the allocated capacity")
         if not np.array_equal(np.bincount(m, minlength=self.machine_slots), self.vm_count):
             raise AssertionError("VM counts per machine do not match the ledger")
