@@ -279,6 +279,15 @@ def test_malformed_request_file(tmp_path: Path, data: st.DataObject) -> None:
     assert_contract(code, err, str(f), out)
 
 
+def test_a_bandwidth_below_one_micro_unit_is_refused(tmp_path: Path) -> None:
+    """4e-7 was accepted (> 0), rounded to 0 micro-units and reserved nothing; the observer then divided by it."""
+    f = tmp_path / "req.csv"
+    f.write_text("cpu,mem,bw,hold\n3,4,0.5,2\n1,1,4e-7,1\n", encoding="utf-8")
+    code, err = run("simulate", "netalloc", "--dataset", str(f), "--episodes", "1", "--out", str(tmp_path / "out"))
+    assert_contract(code, err, str(f), tmp_path / "out")
+    assert "line 3" in err and "bw" in err and "1e-06" in err
+
+
 NOT_NUMBERS = [math.nan, math.inf, -math.inf, 1e308, 10**30, True, "10", None]
 """JSON values no numeric field accepts (NaN and Infinity are written as Python's JSON writes them)."""
 BAD_JSON = {

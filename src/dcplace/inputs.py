@@ -46,6 +46,9 @@ MAX_SECONDS = 1e12
 """Largest time (arrival, lifetime, timestamp, duration) in seconds read from a file."""
 MAX_BANDWIDTH = 1e9
 """Largest link capacity or bandwidth demand, in bandwidth units (one unit = a server-rack link of the presets)."""
+MIN_BANDWIDTH = 1e-6
+"""Smallest link capacity or bandwidth demand: one micro-unit (``BW_SCALE``), the grid bandwidth is counted in. A
+demand of 4e-7 rounded to 0 micro-units and reserved nothing (and the observer divided by it)."""
 MAX_ID = 2**53
 """Largest id (e.g. a VM id): every whole number up to it is exact in float64, in which CSV columns are parsed."""
 

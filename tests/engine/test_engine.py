@@ -51,7 +51,7 @@ def test_user_mistakes_are_input_errors() -> None:
         e.add_machine("pm0", 40, 90)
     with pytest.raises(InputError, match="one value per NUMA node"):
         e.add_machine("x", [1, 2, 3], 4)
-    with pytest.raises(InputError, match="above 0"):
+    with pytest.raises(InputError, match="at least 1e-06"):
         e.add_machine("x", -1, 4)
     with pytest.raises(InputError, match="field 'cpu'"):
         e.place(VmRequest("v", float("nan"), 1))
@@ -113,6 +113,24 @@ def test_fail_replaces_vms_through_the_policy_and_drops_what_fits_nowhere() -> N
     e.remove_machine("pm0")
     e.activate("pm1")
     e.check_invariants()
+
+
+def test_a_failure_re_homes_the_same_way_after_a_restart() -> None:
+    """A soak test's finding: ``fail`` re-placed a machine's VMs in ledger-slot order, and a restart (or a
+    restore, whose VMs come sorted by id) lays the ledger out anew, so the same failure on the same state kept
+    one VM and dropped another. Now the largest go first, ties by id."""
+    e = PlacementEngine(1, "first-fit")
+    e.add_machine("pm0", 48, 100)
+    e.add_machine("pm1", 20, 100)
+    for vid in ("y", "x", "z"):  # ledger slots y, x, z; the restored ledger x, y, z
+        e.place(VmRequest(vid, 16, 4))
+    e.place(VmRequest("small", 4, 1))  # pm1: room for one of x, y, z
+    assert {e.vm(v).machine for v in "xyz"} == {"pm0"} and e.vm("small").machine == "pm1"
+    restored = PlacementEngine.restore(e.snapshot(), "first-fit")
+    a, b = e.fail("pm0"), restored.fail("pm0")
+    assert [(p.vm, p.machine, p.node) for p in a.replaced] == [(p.vm, p.machine, p.node) for p in b.replaced]
+    assert [r.vm for r in a.dropped] == [r.vm for r in b.dropped]
+    assert [p.vm for p in a.replaced][:1] == ["x"]  # of the three equal VMs, the first by id gets the room
 
 
 class Exploding(ScoredNumaPolicy):
@@ -541,3 +559,22 @@ def test_a_copy_of_the_state_is_whole_and_independent() -> None:
     e.add_machine("m9", 4, 4)
     assert "v1" in c.slot_of_vm and "v1" not in s.slot_of_vm
     assert "m9" not in c.slot_of_machine and c.vm_count.sum() == 10 and s.vm_count.sum() == 9
+
+
+@pytest.mark.parametrize(("cpu", "said"), [(5e-324, "at least 1e-06"), (4e-10, "at least 1e-06"),
+                                           (10**400, "an integer of 401 digits")])  # fmt: skip
+def test_amounts_too_small_or_too_long_are_one_sentence(cpu: float, said: str) -> None:
+    """A full node took a thousand VMs of 5e-324 cores (each within the fit tolerance), and an integer of 400
+    digits was an OverflowError traceback from add_machine, place and serve --import."""
+    e = PlacementEngine(1, "best-fit")
+    e.add_machine("m", 4, 4)
+    with pytest.raises(InputError, match=said):
+        e.place(VmRequest("v", cpu, 1), explain=False)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match=said):
+        e.add_machine("n", cpu, 4)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match=said):
+        e.place(VmRequest("w", 1, cpu), explain=False)  # type: ignore[arg-type]
+    if isinstance(cpu, float):
+        with pytest.raises(InputError, match=said):
+            e.place_arrays(["w"], [cpu], [1.0])
+    assert not e.vms() and [m.id for m in e.machines()] == ["m"]

@@ -86,6 +86,11 @@ def test_bind_is_one_step_refuses_drained_machines_and_is_idempotent(tmp_path) -
     p = engine.bind(VmRequest("ns/p", 1, 1), "m1")
     assert p.machine == "m1" and engine.vm("ns/p").machine == "m1"
     assert engine.bind(VmRequest("ns/p", 1, 1), "m1") == p  # a retry
+    # a new pod under the old name (a StatefulSet recreated it before the old pod's DELETE came) is not a retry: it
+    # was answered as one, and its 3 extra cores went uncounted
+    with pytest.raises(Conflict, match="already placed on machine 'm1' with 1 cores and 1 GB, not the 4 and 8"):
+        engine.bind(VmRequest("ns/p", 4, 8), "m1")
+    assert engine.vm("ns/p").cpu == 1
     with pytest.raises(Conflict, match="already placed on machine 'm1'"):
         engine.bind(VmRequest("ns/p", 1, 1), "m0")
     engine.evacuate("m0")  # drained: an evacuation emptied it, and a bind must not refill it

@@ -40,10 +40,10 @@ import numpy as np
 import numpy.typing as npt
 
 from dcplace.errors import InputError
-from dcplace.inputs import COUNT, MAX_BANDWIDTH, Range, json_number, number, read_csv
+from dcplace.inputs import COUNT, MAX_BANDWIDTH, MIN_BANDWIDTH, Range, json_number, number, read_csv
 from dcplace.jsonio import read_json_object
 
-CAPACITY = Range(0, MAX_BANDWIDTH, lo_open=True)
+CAPACITY = Range(MIN_BANDWIDTH, MAX_BANDWIDTH)
 """A link capacity in bandwidth units."""
 TIER = Range(-1, 2, integer=True)
 

@@ -264,6 +264,14 @@ MAX_AMOUNT = 2**31 - 1
 """The largest core or GB count a machine's node or a VM may have (docs/errors.md: whole quantities at most
 2**31 - 1): ledgers of such amounts stay exact in float64, where 1e308 made a released VM's cores vanish."""
 
+MIN_AMOUNT = 1e-6
+"""The smallest core or GB count a machine's node or a VM may have, far above the fit tolerance
+(:data:`~dcplace.sim.numa_kernel.FIT_TOL`, 5e-10): a full node took a thousand VMs of 5e-324 cores, then more of
+4e-10 and 1e-10, each within the tolerance. (The kube-scheduler extender rounds pods up to 1e-3.) Databases written
+before this rule open as they are."""
+
+_AMOUNT_RULE = f"a number at least {MIN_AMOUNT:g} and at most {MAX_AMOUNT}"
+
 
 _T = TypeVar("_T")
 
@@ -279,8 +287,10 @@ def _positive(value: Any, name: str) -> float:
         x = float(value)
     except (TypeError, ValueError):
         raise InputError(f"must be a number, got {value!r}", field=name) from None
-    if not math.isfinite(x) or x <= 0 or x > MAX_AMOUNT or isinstance(value, bool):
-        raise InputError(f"must be a number above 0 and at most {MAX_AMOUNT}, got {value!r}", field=name)
+    except OverflowError:  # an int of 400 digits: a traceback from add_machine, place and serve --import
+        raise InputError(f"must be {_AMOUNT_RULE}, got an integer of {len(str(value))} digits", field=name) from None
+    if not math.isfinite(x) or not MIN_AMOUNT <= x <= MAX_AMOUNT or isinstance(value, bool):
+        raise InputError(f"must be {_AMOUNT_RULE}, got {value!r}", field=name)
     return x
 
 
@@ -504,8 +514,11 @@ class PlacementEngine:
         return self._set_status(machine_id, ACTIVE)
 
     def fail(self, machine_id: str, policy: str | NumaPolicy | None = None) -> FailReport:
-        """The machine failed: it receives nothing, and its VMs are placed again through the policy (slot order);
-        the ones that fit nowhere are dropped and reported."""
+        """The machine failed: it receives nothing, and its VMs are placed again through the policy, largest first
+        (cores, then GB; ties by id); the ones that fit nowhere are dropped and reported. The order was the ledger's
+        slots, which depend on the history of releases and which a restart lays out anew: the same failure on the
+        same state re-homed VMs differently after a restart. Largest first is also first-fit decreasing's order,
+        which drops fewer."""
         with self.lock:
             self.check_store()
             slot = self._machine_slot(machine_id)
@@ -517,7 +530,8 @@ class PlacementEngine:
                 s.set_status(slot, FAILED)
                 changes: list[Change] = [MachineStatus(machine_id, "failed")]
                 report = FailReport(machine_id)
-                for v in s.vms_on(slot):
+                on = s.vms_on(slot)
+                for v in sorted(on, key=lambda v: (-s.demand[v, 0], -s.demand[v, 1], s.vm_ids[v])):
                     rec = s.record(v)
                     s.release(v)
                     req = VmRequest(rec.id, rec.cpu, rec.mem, rec.multi)
@@ -575,8 +589,8 @@ class PlacementEngine:
             and type(vid) is str
             and type(request.multi) is bool
             and type(request.pinned) is bool
-            and 0.0 < cpu <= MAX_AMOUNT
-            and 0.0 < mem <= MAX_AMOUNT
+            and MIN_AMOUNT <= cpu <= MAX_AMOUNT
+            and MIN_AMOUNT <= mem <= MAX_AMOUNT
             and _id_ok(vid)
         ):
             return request  # the common case, checked without building anything
@@ -787,9 +801,9 @@ class PlacementEngine:
             if len(arr) != n:
                 raise InputError(f"has {len(arr)} values for {n} ids", field=name)
         for name, arr in (("cpu", c), ("mem", m)):
-            bad = np.flatnonzero(~(np.isfinite(arr) & (arr > 0) & (arr <= MAX_AMOUNT)))
+            bad = np.flatnonzero(~(np.isfinite(arr) & (arr >= MIN_AMOUNT) & (arr <= MAX_AMOUNT)))
             if len(bad):
-                raise InputError(f"must be a number above 0 and at most {MAX_AMOUNT}, got {arr[bad[0]]!r} for VM "
+                raise InputError(f"must be {_AMOUNT_RULE}, got {arr[bad[0]]!r} for VM "
                                  f"{ids[bad[0]]!r}", field=name)  # fmt: skip
         for vid in ids:
             if not _id_ok(vid):
@@ -977,8 +991,9 @@ class PlacementEngine:
             if expl is None:
                 self._vm_slot(vm_id)
                 raise NotFound(f"no placement explanation of VM {vm_id!r} is kept: it was placed without one (explain "
-                               "false, a batch, an import or bind), moved since (re-optimisation, evacuation), or "
-                               f"placed before the last {self._keep:,} kept", field="vm")  # fmt: skip
+                               "false, a batch, an import or bind), moved since (re-optimisation, evacuation), "
+                               f"placed before the last {self._keep:,} kept, or placed before the engine last "
+                               "started (explanations are kept in memory only)", field="vm")  # fmt: skip
             return expl
 
     def release(self, vm_id: str) -> VmRecord:
@@ -1031,9 +1046,10 @@ class PlacementEngine:
         """Record ``request`` on ``machine_id``, which a scheduler chose (the extender's bind), at the NUMA node
         ``policy`` ranks best there (every node for a multi-NUMA VM). Choice and record are one hold of the lock,
         so nothing comes between them (an evacuation emptied a machine, then a bind placed on it). The machine
-        must be active. Idempotent: a VM already recorded on that machine is answered once its record is durable
-        (a retry answered at once, before the first bind's commit, or after it had failed). Conflict if the VM is
-        on another machine or does not fit; durable on return."""
+        must be active. Idempotent: a VM already recorded on that machine with the same size is answered once its
+        record is durable (a retry answered at once, before the first bind's commit, or after it had failed).
+        Conflict if the VM is on another machine, there with another size (a new pod under an old name: its bind
+        was answered as a retry, and 3 cores went uncounted), or does not fit; durable on return."""
         req = self._validate(request)
         with self.lock:
             self.check_store()
@@ -1043,6 +1059,11 @@ class PlacementEngine:
                 there = s.record(v)
                 if there.machine != machine_id:
                     raise Conflict(f"VM {req.id!r} is already placed on machine {there.machine!r}", field="vm")
+                if (there.cpu, there.mem, there.multi) != (req.cpu, req.mem, req.multi):  # not a retry: a new VM
+                    raise Conflict(  # under an old name (a pod recreated before the old one's DELETE came)
+                        f"VM {req.id!r} is already placed on machine {machine_id!r} with {there.cpu:g} cores and "
+                        f"{there.mem:g} GB{' over every node' if there.multi else ''}, not the {req.cpu:g} and "
+                        f"{req.mem:g} asked for: release it first", field="vm")  # fmt: skip
                 placement = Placement(req.id, machine_id, there.node)
                 ticket = self._commit([])  # a barrier: durable once everything before it is, its own record too
             else:

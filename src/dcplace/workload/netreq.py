@@ -61,7 +61,7 @@ import numpy.typing as npt
 
 from dcplace.cluster.topology import BW_SCALE
 from dcplace.errors import InputError
-from dcplace.inputs import MAX_BANDWIDTH, WHOLE_POSITIVE, Range
+from dcplace.inputs import MAX_BANDWIDTH, MIN_BANDWIDTH, WHOLE_POSITIVE, Range
 from dcplace.limits import check_memory
 from dcplace.workload.csvio import read_numeric_csv
 
@@ -335,9 +335,9 @@ def request_file(dataset: str, requests: int | None = None) -> NetRequests | Non
 
 
 def read_requests(path: Path) -> NetRequests:
-    """A request file: CSV with header ``cpu,mem,bw,hold``; whole positive CPU, memory and hold, bw > 0 in link
-    units. Errors name the file, line and field."""
-    bw = Range(0, MAX_BANDWIDTH, lo_open=True)
+    """A request file: CSV with header ``cpu,mem,bw,hold``; whole positive CPU, memory and hold, bw in link units
+    from 1e-6 (one micro-unit). Errors name the file, line and field."""
+    bw = Range(MIN_BANDWIDTH, MAX_BANDWIDTH)
     ranges = {"cpu": WHOLE_POSITIVE, "mem": WHOLE_POSITIVE, "bw": bw, "hold": WHOLE_POSITIVE}
     cols = read_numeric_csv(path, ranges, "request file")
     hold = cols["hold"].astype(np.int64)
