@@ -39,6 +39,17 @@ def test_masked_episode_returns_scheduled_length():
     assert info["result"]["final_pms"] == 40 and not info["invalid_action"]
 
 
+def test_rounding_below_zero_stays_inside_the_observation_space():
+    """A numerical review: VMs of a third of a core, released, then a VM filling the node, leave free capacity at
+    -7.1e-15 (the fit tolerance admits it), and the observation left its own ``Box(low=0)``."""
+    env = gym.make("dcplace/NumaVM-v0", pms=4)
+    obs, _ = env.reset(seed=0)
+    sim = env.unwrapped.sim
+    sim.free[0, 0, 0] = -7.1e-15  # what the running sum leaves
+    obs = env.unwrapped._obs()
+    assert env.observation_space.contains(obs) and obs["machines"][0, 0, 0] == 0.0
+
+
 def test_double_numa_both_actions_of_a_machine_mean_the_machine():
     env = gym.make("dcplace/NumaVM-v0", pms=4, double_threshold=4.0, release=False)
     _obs, info = env.reset(seed=0)

@@ -187,7 +187,10 @@ class NumaVMEnv(gym.Env[dict[str, npt.NDArray[Any]], int]):
 
     # -- helpers --------------------------------------------------------------------------------------------
     def _obs(self) -> dict[str, npt.NDArray[Any]]:
-        machines = self.sim.free.astype(np.float32)
+        # free capacity is a float64 running sum: VMs of a third of a core leave -7e-15 on a node they filled, which
+        # is outside the observation space's Box(low=0) (the fit tolerance admits it); the space's bounds hold now
+        high = self.observation_space["machines"].high
+        machines = np.clip(self.sim.free, 0.0, high).astype(np.float32)
         machines[self.sim.n_active :] = 0.0
         self._mask[:] = self.sim.feasible_mask()
         req = np.zeros(3, np.float32)
