@@ -561,8 +561,10 @@ def test_a_copy_of_the_state_is_whole_and_independent() -> None:
     assert "m9" not in c.slot_of_machine and c.vm_count.sum() == 10 and s.vm_count.sum() == 9
 
 
-@pytest.mark.parametrize(("cpu", "said"), [(5e-324, "at least 1e-06"), (4e-10, "at least 1e-06"),
-                                           (10**400, "an integer of 401 digits")])  # fmt: skip
+@pytest.mark.parametrize(("cpu", "said"), [
+    (5e-324, "at least 1e-06"), (4e-10, "at least 1e-06"), pytest.param(10**400, "an integer of 1329 bits", id="1e400"),
+    pytest.param(10**5000, "16610 bits", id="1e5000"),  # str() of it raises: more than 4,300 digits
+])  # fmt: skip
 def test_amounts_too_small_or_too_long_are_one_sentence(cpu: float, said: str) -> None:
     """A full node took a thousand VMs of 5e-324 cores (each within the fit tolerance), and an integer of 400
     digits was an OverflowError traceback from add_machine, place and serve --import."""

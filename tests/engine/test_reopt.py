@@ -141,6 +141,23 @@ def test_placements_go_on_while_an_event_solves(monkeypatch: pytest.MonkeyPatch)
     assert out and out[0].verified and out[0].applied == out[0].planned > 0
 
 
+def test_a_failed_machine_with_a_pinned_vm_is_emptied() -> None:
+    """The review of the change that applies plans move by move: the evacuation of a failed machine unpins its VMs
+    for the planner (they must go), and the re-check took that for "pinned after the plan was made", stopped at the
+    pinned VM and left the rest on the dead machine, reported as complete. Pins are now compared with the
+    snapshot's own."""
+    e = PlacementEngine(2, "first-fit")
+    for m in "abc":
+        e.add_machine(m, 8, 32)
+    for i in range(4):
+        e.place(VmRequest(f"v{i}", 2, 4, pinned=i == 0), explain=False)
+    assert {e.vm(f"v{i}").machine for i in range(4)} == {"a"}
+    rep = e.evacuate("a", failed=True)
+    e.check_invariants()
+    assert e.machine("a").vms == 0 and rep.applied == rep.planned == 4 and rep.complete and not rep.dropped
+    assert "v0" in e.pinned and e.vm("v0").machine != "a"
+
+
 def test_a_second_event_waits_for_the_first() -> None:
     """Two events at once would each plan on the same snapshot; the second now starts after the first ended."""
     e = fragmented(5)
@@ -213,6 +230,8 @@ def test_a_plan_meets_a_changed_state_move_by_move(seed: int, ops: list[tuple[st
     after = where(e)
     assert rep.applied == len(rep.moves) <= rep.planned
     assert (rep.applied < rep.planned) == rep.reason.startswith("stopped after"), rep.reason
+    assert rep.gb_moved == pytest.approx(sum(m.gb for m in rep.moves))  # what was done, not what was planned
+    assert rep.staging == sum(m.staging for m in rep.moves)
     assert set(after) == set(state_before)  # no VM brought back, none lost
     assert e.pinned <= set(after)
     for vid in (changed["pinned"] | e.pinned) & set(after):

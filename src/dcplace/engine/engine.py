@@ -253,6 +253,11 @@ class FailReport:
     dropped: list[Rejection] = field(default_factory=list)
 
 
+def _applied_summary(moves: tuple[reopt.MoveRecord, ...]) -> dict[str, Any]:
+    """The report's counts of the moves done (a plan that stopped early did fewer than it planned)."""
+    return {"gb_moved": sum(m.gb for m in moves), "staging": sum(m.staging for m in moves)}
+
+
 def _move_record(rec: VmRecord, mv: Move, dst: str) -> reopt.MoveRecord:
     """A planned move of the VM ``rec`` (where it is before the move) to machine ``dst``, in the engine's ids."""
     unhomed = mv.src_machine < 0  # a failed machine's VM: it leaves nothing and copies nothing
@@ -288,7 +293,7 @@ def _positive(value: Any, name: str) -> float:
     except (TypeError, ValueError):
         raise InputError(f"must be a number, got {value!r}", field=name) from None
     except OverflowError:  # an int of 400 digits: a traceback from add_machine, place and serve --import
-        raise InputError(f"must be {_AMOUNT_RULE}, got an integer of {len(str(value))} digits", field=name) from None
+        raise InputError(f"must be {_AMOUNT_RULE}, got an integer of {value.bit_length()} bits", field=name) from None
     if not math.isfinite(x) or not MIN_AMOUNT <= x <= MAX_AMOUNT or isinstance(value, bool):
         raise InputError(f"must be {_AMOUNT_RULE}, got {value!r}", field=name)
     return x
@@ -1123,7 +1128,9 @@ class PlacementEngine:
         The engine's lock is held to take the snapshot and to apply the plan, not while the optimiser and the
         planner work on the snapshot: placements and releases go on meanwhile. Each move is applied only if what it
         was planned on still holds (:meth:`_apply_plan`); the first one that does not stops the event, and the
-        report's ``applied`` and ``reason`` say so. Events run one at a time."""
+        report's ``applied``, ``gb_moved``, ``staging`` and ``reason`` say so. Events run one at a time (a second
+        waits for the first). Not to be called with the engine's lock held: the event would keep it through the
+        solve, and a second event waiting for the first would wait for that lock too."""
         pol = policy or ReoptPolicy()
         if not isinstance(pol, ReoptPolicy):  # "best-fit" was an AttributeError
             raise InputError(f"must be a ReoptPolicy, got {policy!r}", field="policy")
@@ -1155,8 +1162,8 @@ class PlacementEngine:
             s = self.state
             if execute:
                 moves, changes, stopped = self._apply_plan(snap, plan, now)
-                if stopped:
-                    summary.update(complete=False, reason=stopped)
+                if stopped:  # what the report counts is what was done
+                    summary.update(complete=False, reason=stopped, **_applied_summary(moves))
                 self.counters["reoptimisations"] += 1  # a dry run changes nothing: the counters, the timer
                 if now is not None:
                     self.last_reoptimisation = now
@@ -1167,8 +1174,8 @@ class PlacementEngine:
                 machines_before=answer.machines_before, machines_target=answer.machines_after,
                 machines_after=int(np.count_nonzero((s.vm_count[: s.active] > 0) & (s.status[: s.active] == ACTIVE))),
                 bound=answer.bound, bound_proven=answer.bound_proven, migration_cost=answer.migration_cost,
-                verified=bool(answer.verified and plan.verified), gb_moved=plan.gb_moved,
-                applied=len(moves) if execute else 0, solve_s=answer.solve_s, moves=moves, **summary,
+                verified=bool(answer.verified and plan.verified), applied=len(moves) if execute else 0,
+                solve_s=answer.solve_s, moves=moves, **{"gb_moved": plan.gb_moved, **summary},
             )  # fmt: skip
             ticket = self._commit(changes)
         return report, ticket
@@ -1211,7 +1218,9 @@ class PlacementEngine:
                 ev = evacuate_machines(snap.placement, [slot], failed=failed)
                 s.set_status(slot, FAILED if failed else DRAINED)
                 snap = replace(snap, placement=ev.state)
-                moves, changes, _ = self._apply_plan(snap, ev.plan, now)  # under the lock throughout: nothing stops
+                moves, changes, stopped = self._apply_plan(snap, ev.plan, now)
+                if stopped:  # the lock is held throughout: a plan that stops here is a bug, and nothing is kept
+                    raise RuntimeError(f"evacuating machine {machine_id!r}: {stopped}")
                 dropped: list[str] = []
                 if failed:
                     for i in ev.unplaced:
@@ -1265,7 +1274,7 @@ class PlacementEngine:
         v = s.slot_of_vm.get(vm_id)
         if v is None:
             return f"VM {vm_id!r} was released after the plan was made"
-        if vm_id in self.pinned and not snap.placement.pinned[mv.vm]:
+        if vm_id in self.pinned and not snap.pinned[mv.vm]:
             return f"VM {vm_id!r} was pinned after the plan was made"
         if mv.src_machine >= 0:
             node = -1 if s.multi[v] else int(s.node_of[v])

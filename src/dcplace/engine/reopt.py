@@ -161,6 +161,9 @@ class Snapshot:
     """``(V,)`` each VM's id: a plan made without the engine's lock is applied by id, since slots are reused."""
     machine_ids: tuple[str, ...]
     """Each machine slot's id when the snapshot was taken (a removed machine's slot can go to a new one)."""
+    pinned: npt.NDArray[np.bool_]
+    """``(V,)`` each VM's pin when the snapshot was taken (``placement.pinned`` is the planner's: an evacuation of a
+    failed machine unpins its VMs there, since they must go)."""
 
 
 def snapshot(state: ClusterState, pinned: set[str]) -> Snapshot:
@@ -175,7 +178,7 @@ def snapshot(state: ClusterState, pinned: set[str]) -> Snapshot:
         state.cap[:m].copy(), state.demand[slots], state.multi[slots], state.pm_of[slots], node,
         usable=state.status[:m] == ACTIVE, pinned=pin,
     )  # fmt: skip
-    return Snapshot(cp, slots, ids, tuple(state.machine_ids[:m]))
+    return Snapshot(cp, slots, ids, tuple(state.machine_ids[:m]), pin)
 
 
 def movable(

@@ -113,6 +113,7 @@ class NumaVMEnv(gym.Env[dict[str, npt.NDArray[Any]], int]):
                            self.scenario)  # fmt: skip
         m, k = self.cluster.machines, self.cluster.numa
         high = float(max(node_cpu, node_mem))
+        self._high = high
         self.observation_space: spaces.Dict = spaces.Dict(  # type: ignore[assignment]
             {
                 "machines": spaces.Box(0.0, high, shape=(m, k, 2), dtype=np.float32),
@@ -189,8 +190,7 @@ class NumaVMEnv(gym.Env[dict[str, npt.NDArray[Any]], int]):
     def _obs(self) -> dict[str, npt.NDArray[Any]]:
         # free capacity is a float64 running sum: VMs of a third of a core leave -7e-15 on a node they filled, which
         # is outside the observation space's Box(low=0) (the fit tolerance admits it); the space's bounds hold now
-        high = self.observation_space["machines"].high
-        machines = np.clip(self.sim.free, 0.0, high).astype(np.float32)
+        machines = np.clip(self.sim.free, 0.0, self._high).astype(np.float32)
         machines[self.sim.n_active :] = 0.0
         self._mask[:] = self.sim.feasible_mask()
         req = np.zeros(3, np.float32)

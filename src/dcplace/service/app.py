@@ -118,7 +118,7 @@ def _paged(rows: list[dict[str, Any]], page: VmPage, request: Request) -> Respon
 
 async def _reoptimiser(engine: PlacementEngine, policy: ReoptPolicy, every_s: float, last: dict[str, Any]) -> None:
     """Check ``policy``'s triggers every ``every_s`` seconds; run a due event in a worker thread (it holds the
-    engine's lock while it solves, so placements wait for it)."""
+    engine's lock for its snapshot and its moves, not while it solves)."""
     while True:
         await asyncio.sleep(every_s)
         try:
@@ -374,7 +374,7 @@ def create_app(
         migration costs, and apply the verified migration plan (``execute=false``: plan only)."""
         fields = (body or ReoptIn()).model_dump()  # no body: every field's default
         execute = fields.pop("execute")
-        if not manual.acquire(blocking=False):  # each event holds the engine's lock while it solves (up to an hour)
+        if not manual.acquire(blocking=False):  # an event solves for up to an hour: one asked for over HTTP at a time
             return _json({"detail": "a re-optimisation event asked for over HTTP is already running; ask again "
                                     "when it has answered"}, 409)  # fmt: skip
         try:
