@@ -171,10 +171,16 @@ def test_threads_with_scarce_room_never_over_commit(tmp_path) -> None:
     again.close()
 
 
-def test_failed_commit_stops_the_engine(tmp_path) -> None:
+def test_failed_commit_stops_the_engine(tmp_path, caplog) -> None:
+    """Fail-stop; and an operator learns of it from the log (one critical line naming the file) and from /metrics
+    (``dcplace_store_healthy`` 0), not only from the next call's 503."""
+    from dcplace.service.metrics import ServiceMetrics
+
     e = PlacementEngine.open(tmp_path / "c.db")
     e.add_machine("pm0", 40, 90)
     store = e.store
+    scrape = ServiceMetrics(e).registry.get_sample_value
+    assert scrape("dcplace_store_healthy") == 1 and scrape("dcplace_store_pending_operations") == 0
 
     def broken(c: object) -> None:
         raise OSError("disk full")
@@ -184,6 +190,9 @@ def test_failed_commit_stops_the_engine(tmp_path) -> None:
         e.place(VmRequest("a", 1, 1))
     with pytest.raises(StoreError, match="restart"):
         e.place(VmRequest("b", 1, 1))
+    assert scrape("dcplace_store_healthy") == 0
+    said = [r for r in caplog.records if r.levelname == "CRITICAL"]
+    assert len(said) == 1 and "c.db failed (OSError: disk full)" in said[0].getMessage()
 
 
 def test_a_refused_open_leaves_no_new_database(tmp_path) -> None:

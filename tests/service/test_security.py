@@ -64,6 +64,20 @@ def test_dns_rebinding_is_refused_on_a_loopback_service(engine) -> None:
     assert "127.0.0.2" in (_allowed_hosts("127.0.0.2", []) or ())  # every loopback address is checked
 
 
+def test_probes_and_scrapes_by_pod_ip_are_answered_on_a_guarded_service(engine) -> None:
+    """An observability review: with --allowed-host naming the service, a kubelet's probe and a Prometheus scrape,
+    which address the pod by its (changing) IP, got 421, and the pod restarted in a loop. GET and HEAD of /healthz
+    and /metrics are answered whatever the Host; everything else keeps the check."""
+    guarded = create_app(engine, allowed_hosts=("sched.example",))
+    with TestClient(guarded, raise_server_exceptions=False, base_url="http://10.0.0.7:8000") as c:
+        pod_ip = {"host": "10.0.0.7:8000"}
+        assert c.get("/healthz", headers=pod_ip).status_code == 200
+        assert c.head("/healthz", headers=pod_ip).status_code == 200
+        assert c.get("/metrics", headers=pod_ip).status_code == 200
+        assert c.get("/state", headers=pod_ip).status_code == 421
+        assert c.post("/healthz", headers=pod_ip).status_code == 421  # only reads are exempt
+
+
 def test_a_proxy_in_front_keeps_working_when_named(engine) -> None:
     """A proxy that passes its public name as Host, or rewrites Host to the service's and keeps the browser's
     Origin: refused (421, 403) until the operator names it with serve --allowed-host, then served."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -36,6 +37,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from dcplace.errors import InputError
+
+log = logging.getLogger(__name__)
 
 
 class StoreError(RuntimeError):
@@ -372,7 +375,7 @@ class SqliteStore:
         except BaseException as e:
             with self._cv:
                 if self._error is None:
-                    self._error = e
+                    self._failed(e)
                 self._cv.notify_all()
                 self._wake_async(error=True)
 
@@ -397,7 +400,7 @@ class SqliteStore:
                 except sqlite3.Error:
                     pass
                 with self._cv:
-                    self._error = e
+                    self._failed(e)
                     self._cv.notify_all()
                     self._wake_async(error=True)
                 return
@@ -406,6 +409,14 @@ class SqliteStore:
                 self._durable = upto
                 self._cv.notify_all()
                 self._wake_async(error=False)
+
+    def _failed(self, e: BaseException) -> None:
+        """Fail-stop (the caller holds ``_cv``): remember why, and say so once in the log; an operator saw a 503
+        and nothing on stderr or in /metrics."""
+        self._error = e
+        log.critical("dcplace: the database %s failed (%s: %s); the engine stops writing and reading until it is "
+                     "restarted (fail-stop); nothing after the last commit was acknowledged", self.path,
+                     type(e).__name__, e)  # fmt: skip
 
     def _wake_async(self, error: bool) -> None:
         """Wake the event-loop waiters whose tickets are durable (or all of them, failed): one thread-safe call per
@@ -463,7 +474,8 @@ class SqliteStore:
             self._lock_fd = None
 
     def stats(self) -> dict[str, Any]:
-        return {"submitted": self._submitted, "durable": self._durable, "commits": self.commits}
+        return {"submitted": self._submitted, "durable": self._durable, "commits": self.commits,
+                "healthy": self._error is None}  # fmt: skip
 
 
 def remove_database(path: str | Path) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sys
 import threading
 import time
@@ -125,6 +126,7 @@ async def _reoptimiser(engine: PlacementEngine, policy: ReoptPolicy, every_s: fl
             rep = await asyncio.to_thread(engine.reoptimise_if_due, policy, time.time())
         except (InputError, StoreError) as e:  # a cluster the batch model cannot take: say so, keep serving
             last["report"] = {"error": str(e)}
+            log.warning("dcplace serve: a background re-optimisation event failed: %s", e)  # was /reoptimise/last only
             continue
         except Exception as e:  # a bug in an event: it ended background re-optimisation silently, for good
             last["report"] = {"error": f"the re-optimisation event failed ({type(e).__name__}: {e}); see the log"}
@@ -137,7 +139,13 @@ async def _reoptimiser(engine: PlacementEngine, policy: ReoptPolicy, every_s: fl
                   file=sys.stderr, flush=True)  # fmt: skip
 
 
+log = logging.getLogger(__name__)
+
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+PROBES = ("/healthz", "/metrics")
+"""Answered whatever the Host header names: a kubelet's probes and Prometheus' pod discovery address the pod by its
+IP, which changes and which no ``--allowed-host`` list can hold (they got 421, so the pod restarted in a loop). Both
+only read counts, which a page could learn nothing harmful from; everything else keeps the Host check."""
 """The names a service bound to a loopback address answers to (``serve``'s default, with the address itself): any
 other ``Host`` is a page that rebound its own DNS name to the loopback address to reach it, unless an operator named
 it (``serve --allowed-host``: a proxy in front that passes its own name on)."""
@@ -183,7 +191,9 @@ class BrowserGuard:
         if scope["type"] == "http":
             headers = {k.decode(): v.decode("latin-1") for k, v in scope["headers"] if k in (b"host", b"origin")}
             host = headers.get("host", "")
-            if self.hosts is not None and host and _host_name(host) not in self.hosts:  # no Host: not a browser
+            probe = scope["method"] in ("GET", "HEAD") and scope["path"] in PROBES  # by pod IP: kubelet, Prometheus
+            # no Host: not a browser
+            if self.hosts is not None and host and not probe and _host_name(host) not in self.hosts:
                 said = (f"this service answers to {', '.join(sorted(self.hosts))}, not to host {host!r} (serve "
                         "--allowed-host adds names)")  # fmt: skip
                 await send_json(send, (421, {"detail": said}))

@@ -56,6 +56,10 @@ class EngineCollector(Collector):
             yield CounterMetricFamily("dcplace_store_commits", "Transactions committed (one fsync each)",
                                       value=st["commits"])  # fmt: skip
             yield CounterMetricFamily("dcplace_store_changes", "Operations made durable", value=st["durable"])
+            yield GaugeMetricFamily("dcplace_store_pending_operations", "Operations submitted, not yet durable",
+                                    value=st["submitted"] - st["durable"])  # fmt: skip
+            yield GaugeMetricFamily("dcplace_store_healthy", "1 while the database takes commits, 0 after a failure "
+                                    "(fail-stop: restart the service)", value=int(st["healthy"]))  # fmt: skip
 
 
 class ServiceMetrics:
