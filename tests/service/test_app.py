@@ -352,3 +352,20 @@ def test_a_cursor_past_the_ledger_is_an_empty_page_or_a_422(client: TestClient) 
     for huge in (2**63 - 1, 10**20):
         r = client.get(f"/vms?after={huge}")
         assert r.status_code == 422 and one_sentence(r)
+
+
+def test_every_request_is_counted_timed_and_given_an_id(client: TestClient) -> None:
+    """An observability review: only successful places and releases were timed, nothing counted requests by status
+    (a 503 storm was invisible), and nothing tied a client's error to the log. Every answer now carries an
+    X-Request-ID (the client's when well-formed) and is counted by route, method and code."""
+    ok = client.post("/vms", json={"id": "a", "cpu": 1, "mem": 1}, headers={"x-request-id": "job-42.retry:1"})
+    assert ok.status_code == 201 and ok.headers["x-request-id"] == "job-42.retry:1"
+    dup = client.post("/vms", json={"id": "a", "cpu": 1, "mem": 1}, headers={"x-request-id": "bad id\twith space"})
+    assert dup.status_code == 409 and len(dup.headers["x-request-id"]) == 32  # not the client's: a new one
+    assert client.get("/no/such/route").status_code == 404
+    assert client.get(f"/{'x' * 300}").status_code == 404
+    text = client.get("/metrics").text
+    assert 'dcplace_http_requests_total{code="201",method="POST",route="/vms"} 1.0' in text
+    assert 'dcplace_http_requests_total{code="409",method="POST",route="/vms"} 1.0' in text
+    assert 'dcplace_http_requests_total{code="404",method="GET",route="other"} 2.0' in text  # paths stay few labels
+    assert 'dcplace_http_request_duration_seconds_count{method="POST",route="/vms"} 2.0' in text

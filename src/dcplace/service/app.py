@@ -61,7 +61,7 @@ from dcplace.service.answers import (
 )
 from dcplace.service.extender import add_extender_routes
 from dcplace.service.hotpath import MAX_BODY, BodyLimit, HotPaths, send_json
-from dcplace.service.metrics import ServiceMetrics
+from dcplace.service.metrics import Observed, ServiceMetrics
 from dcplace.service.models import (
     AllocationIn,
     AllocationsIn,
@@ -492,4 +492,7 @@ def create_app(
         return _json({"imported": n, "already_recorded": len(body) - n})
 
     add_extender_routes(app, engine)
+    paths = [str(getattr(r, "path", "")) for r in app.routes]
+    routes = frozenset(p.split("/", 2)[1] for p in paths if p.startswith("/"))
+    app.add_middleware(Observed, metrics=metrics, routes=routes)  # outermost: every answer, a 421 and a 413 too
     return app
