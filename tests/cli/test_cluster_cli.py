@@ -54,6 +54,25 @@ def test_reoptimise_dry_run_then_apply_then_evacuate(tmp_path: Path) -> None:
     e.close()
 
 
+def test_an_evacuation_that_leaves_vms_behind_or_drops_some_exits_3(tmp_path: Path) -> None:
+    """A review of the CLI in scripts: a drain that left VMs on the machine, and a failure that dropped VMs, exited
+    0 after their report, so a maintenance cron went on. Both now exit 3 (docs/errors.md), the report still on
+    stdout and one line on stderr."""
+    db = tmp_path / "full.db"
+    e = PlacementEngine.open(db, policy="first-fit")
+    for m in ("m0", "m1"):
+        e.add_machine(m, 8, 32)
+    for i in range(8):  # both machines full
+        e.place(VmRequest(f"v{i}", 4.0, 4.0))
+    e.close()
+    drain = dcplace("cluster", "evacuate", "m0", "--db", str(db), "--json")
+    assert drain.returncode == 3, drain.stderr
+    assert json.loads(drain.stdout)["complete"] is False and "fit nowhere else" in drain.stderr
+    fail = dcplace("cluster", "evacuate", "m1", "--failed", "--db", str(db))
+    assert fail.returncode == 3 and "VM(s) fit nowhere and were dropped" in fail.stderr, fail.stderr
+    assert "dropped (fit nowhere)" in fail.stdout
+
+
 def test_bad_input_is_one_sentence(tmp_path: Path) -> None:
     db = _db(tmp_path / "c.db")
     for args, flag in ((("reoptimise", "--db", str(db), "--max-moves", "-1"), "--max-moves"),

@@ -568,9 +568,9 @@ def test_the_cli_solves_with_a_users_method_by_module_name(tmp_path):
         assert "--method" in bad.stderr and said in bad.stderr, bad.stderr
 
 
-def test_the_cli_says_why_there_is_no_answer_and_writes_an_empty_assignment(tmp_path):
-    """No answer: the reason under the summary line, and an assignment file with the columns an answer would have
-    (it lost the disks column)."""
+def test_the_cli_says_why_there_is_no_answer_and_exits_3(tmp_path):
+    """No answer: the reason under the summary line, exit 3 and one line on stderr, and nothing in --out (a review
+    of the CLI in scripts: it exited 0 and wrote an assignment of a header alone, so a pipeline went on)."""
     inst = tmp_path / "over.json"
     inst.write_text(json.dumps({"name": "over", "vms": [{"type": "w", "count": 100, "vcpu": 2, "mem_gib": 4,
                                                          "disks_gb": [10]}],
@@ -578,9 +578,12 @@ def test_the_cli_says_why_there_is_no_answer_and_writes_an_empty_assignment(tmp_
                                          "cost": 120}]}))  # fmt: skip
     out = tmp_path / "a.csv"
     r = _dcplace("solve", "--instance", str(inst), "--out", str(out))
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 3, r.stderr
     assert "over / auto: infeasible" in r.stdout and "why: the VMs need 200 vCPU in all, the PMs have 32" in r.stdout
-    assert out.read_text() == "vm,machine,disks\n"
+    assert r.stderr.startswith("dcplace: no placement: the method's status is infeasible (the VMs need 200 vCPU")
+    assert "nothing was written to --out" in r.stderr and not out.exists()
+    j = _dcplace("solve", "--instance", str(inst), "--json")
+    assert j.returncode == 3 and json.loads(j.stdout)["status"] == "infeasible"  # stdout still one JSON object
 
 
 def test_an_answer_the_checker_rejects_is_invalid_in_the_record():
@@ -728,5 +731,5 @@ def test_a_users_method_that_misbehaves_is_named_and_its_answer_never_written(tm
     assert r.returncode == 2 and json.loads(r.stdout)["status"] == "invalid", r.stdout
     assert "fails the independent check" in r.stderr and "nothing was written to --out" in r.stderr, r.stderr
     assert not out.exists()
-    r = run("--method", "badmethods:liar")
-    assert r.returncode == 0 and "a claim the checker cannot verify" in r.stdout and "proven" not in r.stdout
+    r = run("--method", "badmethods:liar")  # no answer: exit 3 (OUTCOME_FAILED), the claim named, not proven
+    assert r.returncode == 3 and "a claim the checker cannot verify" in r.stdout and "proven" not in r.stdout

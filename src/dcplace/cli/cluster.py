@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
+from dcplace.cli.common import outcome_failed
 from dcplace.cli.serve import _fail
 from dcplace.engine.store import StoreError
 from dcplace.errors import InputError
@@ -67,6 +68,16 @@ def _report(rep: Any, json_out: bool, dry_run: bool = False) -> None:
     )
 
 
+def _judge(rep: Any) -> None:
+    """Exit 3 after the report when the event left work undone: a cron job went on after a drain that left VMs
+    behind, a failure that dropped VMs, or a plan that was not verified (exit 0 said all was well)."""
+    what = [*(["the plan was not verified"] if not rep.verified else []),
+            *([f"it did not finish ({rep.reason})"] if not rep.complete else []),
+            *([f"{len(rep.dropped)} VM(s) fit nowhere and were dropped"] if rep.dropped else [])]  # fmt: skip
+    if what:
+        outcome_failed(f"{rep.trigger}: " + "; ".join(what))
+
+
 @app.command("reoptimise")
 def reoptimise(
     db: Db,
@@ -100,6 +111,7 @@ def reoptimise(
     except StoreError as exc:
         _fail(_unwritten(db, exc))
     _report(rep, json_out, dry_run)
+    _judge(rep)
 
 
 @app.command("evacuate")
@@ -124,6 +136,7 @@ def evacuate(
     except StoreError as exc:
         _fail(_unwritten(db, exc))
     _report(rep, json_out)
+    _judge(rep)
 
 
 @app.command("backup")

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 from rich.console import Console
 
@@ -70,3 +70,17 @@ def save_result(result: dict[str, Any], cfg: object, out: Path, command: str) ->
     settings, so ``command --config out/config.toml`` repeats the run), each atomically (:mod:`dcplace.atomic`)."""
     write_config(cfg, out, command)
     write_text(out / "result.json", json.dumps(result, indent=2) + "\n")
+
+
+OUTCOME_FAILED = 3
+"""Exit code of a command that ran and reported its outcome, where the outcome is a failure an unattended caller must
+see (a script, a cron job, CI): a solve without an answer, an evacuation that left VMs behind or dropped some, a
+re-optimisation whose plan was not verified. 2 is bad input; 0 is success; 130 / 143 an interruption."""
+
+
+def outcome_failed(why: str) -> NoReturn:
+    """End the command with :data:`OUTCOME_FAILED` and one line on stderr, after its report was printed."""
+    import typer
+
+    typer.echo(f"dcplace: {why}", err=True)
+    raise typer.Exit(OUTCOME_FAILED)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from dcplace.cli.common import JSON_HELP, console, err_console, save_result
+from dcplace.cli.common import JSON_HELP, console, err_console, outcome_failed, save_result
 from dcplace.cli.options import Flag, config_command
 from dcplace.config import check, check_types
 from dcplace.errors import InputError
@@ -129,7 +129,7 @@ def solve_cmd(
         with err_console.status(f"solving {cfg.instance} with {cfg.method} (up to {limit.seconds:g} s)..."):
             res = solve(load_numa_batch(cfg.instance), cfg.method, limit, cfg.seed, own)
         summary = summary_of(res)
-        if not _rejected(res):
+        if not _rejected(res) and not _no_answer(res):
             _write_out(out, summary, res, cfg, "numa_node")
         if json_out:
             typer.echo(json.dumps(summary))
@@ -139,6 +139,7 @@ def solve_cmd(
                           f"{summary['wall_s']:.1f} s, verified {summary['verified']}")  # fmt: skip
             _notes(res)
         _refuse_rejected(res, cfg.method, out)
+        _refuse_no_answer(res, out)
         return
     problem = load_problem(cfg.instance)
     params: Params | None = getattr(cfg, cfg.method) if cfg.method in METHOD_TABLES else None  # else: defaults
@@ -146,11 +147,12 @@ def solve_cmd(
     with err_console.status(f"solving {cfg.instance} with {cfg.method} (up to {limit.seconds:g} s)..."):
         res = solve(problem, cfg.method, limit, cfg.seed, params)
     s = res.summary()
-    if not _rejected(res):
+    if not _rejected(res) and not _no_answer(res):
         _write_out(out, s, res, cfg)
     if json_out:
         typer.echo(json.dumps(s))
         _refuse_rejected(res, cfg.method, out)
+        _refuse_no_answer(res, out)
         return
     gap = f"{s['gap']:.2%}" if s["gap"] is not None else "-"
     console.print(f"{s['instance']} / {s['method']}: {s['status']}, cost {s['cost']}, bound {s['bound']}, gap {gap}, "
@@ -162,6 +164,21 @@ def solve_cmd(
         console.print(f"  why: {s['reason']}")
     _notes(res)
     _refuse_rejected(res, cfg.method, out)
+    _refuse_no_answer(res, out)
+
+
+def _no_answer(res: Result) -> bool:
+    """Whether the method found no placement: proven infeasible, or none within its limits."""
+    return res.status in ("infeasible", "unknown")
+
+
+def _refuse_no_answer(res: Result, out: Path | None) -> None:
+    """No answer ends the command with exit 3 after its summary: it exited 0 and --out held a header alone."""
+    if _no_answer(res):
+        reason = res.stats.get("reason")
+        why = f" ({reason})" if reason else ""
+        outcome_failed(f"no placement: the method's status is {res.status}{why}"
+                       f"{'; nothing was written to --out' if out is not None else ''}")  # fmt: skip
 
 
 def _rejected(res: Result) -> bool:
