@@ -172,3 +172,14 @@ def test_netalloc_bad_topology_file_exit_2(tmp_path):
     p = dcplace("simulate", "netalloc", "--topology", str(f))
     assert p.returncode == 2 and "line 3" in p.stderr and "capacity" in p.stderr and str(f) in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1 and p.stdout == ""
+
+
+def test_training_into_a_log_file_prints_a_line_per_iteration(tmp_path):
+    """A review of the CLI in scripts: with stderr a file (CI, cron, nohup), ``train`` printed one line when it
+    ended, cut at 80 columns, so a run of hours logged nothing until then. Now each row of the curves is a line."""
+    r = dcplace("train", "nara", "--topology", "alpha", "--dataset", "alibaba", "--iterations", "3", "--steps", "64",
+                "--eval-every", "2", "--eval-episodes", "1", "--out", str(tmp_path / "run"))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    lines = [x for x in r.stderr.splitlines() if x.startswith("nara alpha/alibaba ")]
+    assert [x.split()[2] for x in lines] == ["1/3", "2/3", "3/3"], r.stderr
+    assert "\x1b[" not in r.stderr and all(" val " in x for x in lines)

@@ -18,7 +18,7 @@ PIPE_WIDTH = 400
 """Columns of the console when stdout is not a terminal: wide enough that no table is cut (``termin...``)."""
 
 console = Console(width=None if sys.stdout.isatty() else PIPE_WIDTH)
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, width=None if sys.stderr.isatty() else PIPE_WIDTH)
 """Progress goes here, so that stdout keeps the tables or the one JSON object of ``--json``."""
 JSON_HELP = "print exactly one JSON object"
 NetSettingName = Literal["paper", "paper-reject", "paper-max", "v1"]

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal, cast
 import typer
 
 from dcplace.atomic import atomic_dir
-from dcplace.cli.common import NetSettingName, console, print_claims, progress_lines
+from dcplace.cli.common import NetSettingName, console, err_console, print_claims, progress_lines
 from dcplace.cli.options import check_out, config_command, made_by, write_config
 from dcplace.config import check, check_types
 from dcplace.errors import InputError
@@ -458,8 +458,9 @@ def reproduce_reopt(
     else:
         traces = tuple(t.strip() for t in cfg.traces.split(",") if t.strip())
     hours = 24.0 if cfg.quick and not cfg.hours else cfg.hours
-    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=console,
-                  transient=True) as bar:  # fmt: skip
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=err_console, transient=True
+    ) as bar:  # fmt: skip  (stderr: stdout keeps the tables)
         tasks: dict[str, int] = {}
 
         def tick(what: str, frac: float) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -85,6 +86,18 @@ def _train_with_bar(
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     t0 = time.perf_counter()
+    if not err_console.is_terminal:  # a log file (CI, cron, nohup): one plain line per row, as it comes
+        shown, count = dict(fields), [done]
+
+        def line(row: dict[str, float]) -> None:
+            shown.update(update(row))
+            count[0] += 1
+            said = re.sub(r"\{task\.fields\[(\w+)\]\}", lambda m: str(shown[m.group(1)]), columns)
+            print(f"{title} {count[0]}/{total} {unit} {said} {time.perf_counter() - t0:.0f} s", file=sys.stderr,
+                  flush=True)  # fmt: skip
+
+        train(line)
+        return time.perf_counter() - t0
     with Progress(
         TextColumn(f"[bold]{title}"),
         BarColumn(),
