@@ -183,3 +183,16 @@ def test_training_into_a_log_file_prints_a_line_per_iteration(tmp_path):
     lines = [x for x in r.stderr.splitlines() if x.startswith("nara alpha/alibaba ")]
     assert [x.split()[2] for x in lines] == ["1/3", "2/3", "3/3"], r.stderr
     assert "\x1b[" not in r.stderr and all(" val " in x for x in lines)
+
+
+def test_an_out_folder_of_another_command_is_refused(tmp_path):
+    """A review of the CLI in scripts: ``simulate --out F`` then ``solve --out F`` exited 0 and left episodes.csv
+    beside assignment.csv, and simulate into a reproduction's folder replaced its config.toml. Another command's
+    folder is refused now, nothing written; the same command still writes over its own."""
+    out = tmp_path / "F"
+    assert dcplace("simulate", "numa", "--pms", "5", "--episodes", "1", "--out", str(out)).returncode == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    r = dcplace("solve", "--instance", "exp1", "--method", "greedy", "--out", str(out))
+    assert r.returncode == 2 and "holds the output of `dcplace simulate numa`" in r.stderr, r.stderr
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert dcplace("simulate", "numa", "--pms", "5", "--episodes", "1", "--out", str(out)).returncode == 0

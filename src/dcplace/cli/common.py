@@ -12,7 +12,8 @@ from typing import Any, Literal, NoReturn
 from rich.console import Console
 
 from dcplace.atomic import write_text
-from dcplace.cli.options import write_config
+from dcplace.cli.options import made_by, write_config
+from dcplace.errors import InputError
 
 PIPE_WIDTH = 400
 """Columns of the console when stdout is not a terminal: wide enough that no table is cut (``termin...``)."""
@@ -67,7 +68,13 @@ def print_claims(claims: list[Any]) -> None:
 
 def save_result(result: dict[str, Any], cfg: object, out: Path, command: str) -> None:
     """Write ``out/result.json`` (the JSON the command prints with ``--json``) and ``out/config.toml`` (the resolved
-    settings, so ``command --config out/config.toml`` repeats the run), each atomically (:mod:`dcplace.atomic`)."""
+    settings, so ``command --config out/config.toml`` repeats the run), each atomically (:mod:`dcplace.atomic`). A
+    folder holding another command's output is refused, nothing written (``simulate`` then ``solve`` into one folder
+    left episodes.csv beside assignment.csv, and a reproduction's folder lost its config.toml)."""
+    other = made_by(out) if out.is_dir() else None
+    if other is not None and other != command:
+        raise InputError(f"--out {out} holds the output of `{other}`; `{command}` would mix its files with them: "
+                         "choose another folder or empty that one")  # fmt: skip
     write_config(cfg, out, command)
     write_text(out / "result.json", json.dumps(result, indent=2) + "\n")
 
