@@ -71,9 +71,13 @@ def _report(rep: Any, json_out: bool, dry_run: bool = False) -> None:
 def _judge(rep: Any) -> None:
     """Exit 3 after the report when the event left work undone: a cron job went on after a drain that left VMs
     behind, a failure that dropped VMs, or a plan that was not verified (exit 0 said all was well)."""
-    what = [*(["the plan was not verified"] if not rep.verified else []),
-            *([f"it did not finish ({rep.reason})"] if not rep.complete else []),
-            *([f"{len(rep.dropped)} VM(s) fit nowhere and were dropped"] if rep.dropped else [])]  # fmt: skip
+    what = []
+    if not rep.verified:
+        what.append("the plan was not verified")
+    if not rep.complete:
+        what.append(f"it did not finish ({rep.reason})")
+    if rep.dropped:
+        what.append(f"{len(rep.dropped)} VM(s) fit nowhere and were dropped")
     if what:
         outcome_failed(f"{rep.trigger}: " + "; ".join(what))
 

@@ -129,7 +129,7 @@ def solve_cmd(
         with err_console.status(f"solving {cfg.instance} with {cfg.method} (up to {limit.seconds:g} s)..."):
             res = solve(load_numa_batch(cfg.instance), cfg.method, limit, cfg.seed, own)
         summary = summary_of(res)
-        if not _rejected(res) and not _no_answer(res):
+        if not _rejected(res) and not _no_answer(res):  # an answer the checker passed
             _write_out(out, summary, res, cfg, "numa_node")
         if json_out:
             typer.echo(json.dumps(summary))
@@ -138,8 +138,7 @@ def solve_cmd(
                           f"{summary['vms']} VMs, bound {summary['bound']}, gap {summary['gap']:.2%}, "
                           f"{summary['wall_s']:.1f} s, verified {summary['verified']}")  # fmt: skip
             _notes(res)
-        _refuse_rejected(res, cfg.method, out)
-        _refuse_no_answer(res, out)
+        _refuse(res, cfg.method, out)
         return
     problem = load_problem(cfg.instance)
     params: Params | None = getattr(cfg, cfg.method) if cfg.method in METHOD_TABLES else None  # else: defaults
@@ -147,12 +146,11 @@ def solve_cmd(
     with err_console.status(f"solving {cfg.instance} with {cfg.method} (up to {limit.seconds:g} s)..."):
         res = solve(problem, cfg.method, limit, cfg.seed, params)
     s = res.summary()
-    if not _rejected(res) and not _no_answer(res):
+    if not _rejected(res) and not _no_answer(res):  # an answer the checker passed
         _write_out(out, s, res, cfg)
     if json_out:
         typer.echo(json.dumps(s))
-        _refuse_rejected(res, cfg.method, out)
-        _refuse_no_answer(res, out)
+        _refuse(res, cfg.method, out)
         return
     gap = f"{s['gap']:.2%}" if s["gap"] is not None else "-"
     console.print(f"{s['instance']} / {s['method']}: {s['status']}, cost {s['cost']}, bound {s['bound']}, gap {gap}, "
@@ -163,8 +161,7 @@ def solve_cmd(
     if s["status"] in ("infeasible", "unknown") and s.get("reason"):
         console.print(f"  why: {s['reason']}")
     _notes(res)
-    _refuse_rejected(res, cfg.method, out)
-    _refuse_no_answer(res, out)
+    _refuse(res, cfg.method, out)
 
 
 def _no_answer(res: Result) -> bool:
@@ -172,8 +169,10 @@ def _no_answer(res: Result) -> bool:
     return res.status in ("infeasible", "unknown")
 
 
-def _refuse_no_answer(res: Result, out: Path | None) -> None:
-    """No answer ends the command with exit 3 after its summary: it exited 0 and --out held a header alone."""
+def _refuse(res: Result, method: str, out: Path | None) -> None:
+    """After the summary: a rejected answer ends the command with exit 2 (:func:`_refuse_rejected`), no answer
+    with exit 3 (it exited 0 and --out held a header alone)."""
+    _refuse_rejected(res, method, out)
     if _no_answer(res):
         reason = res.stats.get("reason")
         why = f" ({reason})" if reason else ""

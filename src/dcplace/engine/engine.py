@@ -535,8 +535,7 @@ class PlacementEngine:
                 s.set_status(slot, FAILED)
                 changes: list[Change] = [MachineStatus(machine_id, "failed")]
                 report = FailReport(machine_id)
-                on = s.vms_on(slot)
-                for v in sorted(on, key=lambda v: (-s.demand[v, 0], -s.demand[v, 1], s.vm_ids[v])):
+                for v in sorted(s.vms_on(slot), key=lambda v: (-s.demand[v, 0], -s.demand[v, 1], s.vm_ids[v])):
                     rec = s.record(v)
                     s.release(v)
                     req = VmRequest(rec.id, rec.cpu, rec.mem, rec.multi)
@@ -1175,7 +1174,7 @@ class PlacementEngine:
                 machines_after=int(np.count_nonzero((s.vm_count[: s.active] > 0) & (s.status[: s.active] == ACTIVE))),
                 bound=answer.bound, bound_proven=answer.bound_proven, migration_cost=answer.migration_cost,
                 verified=bool(answer.verified and plan.verified), applied=len(moves) if execute else 0,
-                solve_s=answer.solve_s, moves=moves, **{"gb_moved": plan.gb_moved, **summary},
+                solve_s=answer.solve_s, moves=moves, **summary,
             )  # fmt: skip
             ticket = self._commit(changes)
         return report, ticket
@@ -1245,7 +1244,7 @@ class PlacementEngine:
                 trigger="failure" if failed else "drain", time=now, vms=snap.placement.vms,
                 movable=len(ev.evacuated) + len(ev.evicted), machines_before=before, machines_target=after,
                 machines_after=after, bound=None, bound_proven=False, migration_cost=0.0,
-                verified=bool(ev.plan.verified), gb_moved=ev.plan.gb_moved, applied=len(moves), solve_s=0.0,
+                verified=bool(ev.plan.verified), applied=len(moves), solve_s=0.0,
                 moves=moves, dropped=tuple(dropped), **summary,
             )  # fmt: skip
             ticket = self._commit(changes)

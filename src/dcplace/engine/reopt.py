@@ -152,11 +152,9 @@ def fill(state: ClusterState) -> npt.NDArray[np.float64]:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """The engine's VMs as the planner's :class:`ClusterPlacement` (index ``i`` is ledger slot ``slots[i]``)."""
+    """The engine's VMs as the planner's :class:`ClusterPlacement` (index ``i`` is VM ``vm_ids[i]``)."""
 
     placement: ClusterPlacement
-    slots: npt.NDArray[np.int64]
-    """``(V,)`` ledger slot of each VM when the snapshot was taken."""
     vm_ids: tuple[str, ...]
     """``(V,)`` each VM's id: a plan made without the engine's lock is applied by id, since slots are reused."""
     machine_ids: tuple[str, ...]
@@ -168,17 +166,18 @@ class Snapshot:
 
 def snapshot(state: ClusterState, pinned: set[str]) -> Snapshot:
     """Every live VM and every machine slot below ``state.active`` (usable = active status); costs are memory in GB.
-    Everything is copied: the snapshot stays as it was while the engine changes."""
+    Everything is copied (``ClusterPlacement.build`` copies its arrays): the snapshot stays as it was while the engine
+    changes."""
     m = state.active
     slots = np.flatnonzero(state.pm_of >= 0).astype(np.int64)
     node = np.where(state.multi[slots], -1, state.node_of[slots])
     ids = tuple(state.vm_ids[int(v)] for v in slots)
     pin = np.fromiter((i in pinned for i in ids), np.bool_, len(ids))
     cp = ClusterPlacement.build(
-        state.cap[:m].copy(), state.demand[slots], state.multi[slots], state.pm_of[slots], node,
+        state.cap[:m], state.demand[slots], state.multi[slots], state.pm_of[slots], node,
         usable=state.status[:m] == ACTIVE, pinned=pin,
     )  # fmt: skip
-    return Snapshot(cp, slots, ids, tuple(state.machine_ids[:m]), pin)
+    return Snapshot(cp, ids, tuple(state.machine_ids[:m]), pin)
 
 
 def movable(
@@ -314,5 +313,5 @@ class ReoptReport:
 def plan_summary(plan: MigrationPlan) -> dict[str, Any]:
     """The plan's outcome fields shared by every report."""
     return {"complete": plan.complete, "truncated": plan.truncated, "reason": plan.reason,
-            "planned": plan.n_moves, "staging": plan.staging_moves, "plan_s": plan.plan_s,
+            "planned": plan.n_moves, "staging": plan.staging_moves, "gb_moved": plan.gb_moved, "plan_s": plan.plan_s,
             "check_s": plan.check_s}  # fmt: skip
