@@ -28,6 +28,8 @@ import sys
 import time
 from pathlib import Path
 
+from dcplace.atomic import write_text
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -95,7 +97,7 @@ def main() -> None:
             name = f"lr{lr:g}-s{seed}"
             run = args.out / name
             run.mkdir(exist_ok=True)
-            (run / "sweep-config.toml").write_text(config_text(args, lr, seed), encoding="utf-8")
+            write_text(run / "sweep-config.toml", config_text(args, lr, seed))
             cmd = [
                 sys.executable,
                 "-m",
@@ -130,7 +132,7 @@ def main() -> None:
         best, at, done = best_validation(args.out / f"lr{lr:g}-s{seed}")
         rows.append({"lr": lr, "seed": seed, "best_validation": best, "at_iteration": at, "iterations_done": done})
     meta = {"command": " ".join(sys.argv), "wall_s": time.monotonic() - t0, "cpus": os.cpu_count(), "runs": rows}
-    (args.out / "sweep.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
+    write_text(args.out / "sweep.json", json.dumps(meta, indent=1))  # atomically: an interrupted sweep leaves none
     for r in sorted(rows, key=lambda r: -r["best_validation"] if not math.isnan(r["best_validation"]) else 0):
         print(
             f"lr {r['lr']:g} seed {r['seed']}: {r['best_validation']:.4f} (iteration {r['at_iteration']} of "
