@@ -580,3 +580,42 @@ def test_amounts_too_small_or_too_long_are_one_sentence(cpu: float, said: str) -
         with pytest.raises(InputError, match=said):
             e.place_arrays(["w"], [cpu], [1.0])
     assert not e.vms() and [m.id for m in e.machines()] == ["m"]
+
+
+class _Declines(ScoredNumaPolicy):
+    """Says no to everything (a learned policy may, where a machine could host the VM)."""
+
+    def choose(self, view: NumaView) -> int:
+        return -1
+
+    def score(self, view: NumaView) -> np.ndarray:
+        return np.zeros(view.free.shape[0] * view.free.shape[1])
+
+
+def test_rejections_are_counted_by_code_in_every_path(caplog) -> None:
+    """An observability review: a full cluster, a policy that declines and a policy that errs were one counter. They
+    are counted apart (``rejected`` stays their sum, which check_invariants holds), whichever path decided: one
+    place, a batch, arrays, a failure's re-placements (those are not counted as rejections at all: they are drops)."""
+    e = small(2)
+    assert e.place(VmRequest("big", 400, 1)).code == "no-fit"  # type: ignore[union-attr]
+    e.place_batch([VmRequest("b1", 400, 1), VmRequest("b2", 1, 1)])
+    e.place_arrays(["c1", "c2"], [400.0, 1.0], [1.0, 1.0])
+    d = e.place(VmRequest("d", 1, 1), policy=_Declines())
+    assert isinstance(d, Rejection) and d.code == "declined"
+    e.place_batch([VmRequest("d2", 1, 1)], policy=_Declines())
+    c = e.counters
+    assert (c["rejected_no_fit"], c["rejected_declined"], c["rejected_invalid"], c["rejected"]) == (3, 2, 0, 5)
+    e.check_invariants()
+    e = small(2)
+    for vm in ("x", "y"):
+        e.place(VmRequest(vm, 80, 180, multi=True))  # one whole machine each (half on each node)
+    before = dict(e.counters)
+    with caplog.at_level("INFO", logger="dcplace.engine"):
+        report = e.fail("pm0")  # its VMs fit nowhere: dropped, not rejected
+        e.drain("pm1")
+    assert report.dropped and e.counters["rejected"] == before["rejected"]
+    assert e.counters["dropped"] == before["dropped"] + len(report.dropped)
+    e.check_invariants()
+    said = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "dcplace.engine.engine"]
+    assert said[0] == ("WARNING", "machine pm0 failed: 0 VM(s) placed again, 1 dropped (they fit nowhere else)")
+    assert said[1] == ("INFO", "machine pm1 drained")

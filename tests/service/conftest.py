@@ -50,12 +50,12 @@ def server_thread(engine: PlacementEngine, app: FastAPI | None = None) -> Iterat
         sock.close()
 
 
-def start_serve(db: Path, port: int) -> subprocess.Popen[bytes]:
-    """``dcplace serve --db db`` as a subprocess, answering /healthz."""
+def start_serve(db: Path, port: int, *flags: str) -> subprocess.Popen[bytes]:
+    """``dcplace serve --db db [flags]`` as a subprocess, answering /healthz."""
     src = str(Path(__file__).resolve().parents[2] / "src")
     env = {**os.environ, "PYTHONPATH": src, "OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
     cmd = [sys.executable, "-c", "from dcplace.cli.main import main; main()", "serve", "--db", str(db),
-           "--port", str(port)]  # fmt: skip
+           "--port", str(port), *flags]  # fmt: skip
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.time() + 90
     while time.time() < deadline:

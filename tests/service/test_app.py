@@ -369,3 +369,31 @@ def test_every_request_is_counted_timed_and_given_an_id(client: TestClient) -> N
     assert 'dcplace_http_requests_total{code="409",method="POST",route="/vms"} 1.0' in text
     assert 'dcplace_http_requests_total{code="404",method="GET",route="other"} 2.0' in text  # paths stay few labels
     assert 'dcplace_http_request_duration_seconds_count{method="POST",route="/vms"} 2.0' in text
+
+
+def test_metrics_say_why_requests_fail_what_units_and_how_long_commits_take(client: TestClient, caplog) -> None:
+    """An observability review: rejections were one number (a full cluster and a policy that declines alike),
+    capacity mixed cores and GB in one family, commits were not timed, nothing named the process or the version,
+    and no log line per request carried its id and time."""
+    big = client.post("/vms", json={"id": "big", "cpu": 400, "mem": 1})
+    assert big.status_code == 409 and big.json()["code"] == "no-fit"
+    with caplog.at_level("INFO", logger="dcplace.service.access"):
+        ok = client.post("/vms", json={"id": "a", "cpu": 1, "mem": 2}, headers={"x-request-id": "r-7"})
+        assert ok.status_code == 201
+        assert client.get("/x%0Aforged").status_code == 404
+    lines = [r.getMessage() for r in caplog.records if r.name == "dcplace.service.access"]
+    assert len(lines) == 2 and lines[0].startswith("POST /vms 201 ") and lines[0].endswith(" ms request r-7")
+    assert lines[1].startswith("GET '/x\\nforged' 404")  # the client's newline cannot forge a log line
+    text = client.get("/metrics").text
+    assert 'dcplace_rejections_total{code="no-fit"} 1.0' in text
+    assert 'dcplace_rejections_total{code="declined"} 0.0' in text
+    assert 'dcplace_capacity{resource="cpu",unit="core"} 240.0' in text  # 3 machines x 2 nodes x 40 cores
+    assert 'dcplace_capacity{resource="mem",unit="GB"} 540.0' in text
+    assert 'dcplace_allocated{resource="mem",unit="GB"} 2.0' in text
+    values = dict(line.rsplit(" ", 1) for line in text.splitlines() if line and not line.startswith("#"))
+    commits = float(values["dcplace_store_commits_total"])
+    assert commits >= 4  # three machines and a VM
+    assert float(values['dcplace_store_commit_seconds_bucket{le="+Inf"}']) == commits
+    assert float(values["dcplace_store_commit_seconds_count"]) == commits
+    assert 0 < float(values["dcplace_store_commit_seconds_sum"]) < commits * 5
+    assert 'dcplace_build_info{version="' in text and "process_open_fds" in text and "python_info{" in text

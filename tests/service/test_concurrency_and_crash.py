@@ -107,19 +107,26 @@ def test_sigkill_under_load_loses_nothing_acknowledged(tmp_path) -> None:
 def test_sigterm_stops_the_server_cleanly(tmp_path) -> None:
     """How an operator (or systemd, or Kubernetes) stops the service: uvicorn shuts down, the database is closed with
     everything acknowledged in it, one line says so, exit code 0. (SIGINT takes the same path where the process
-    has Python's SIGINT handler; a process started in the background by a shell inherits SIGINT ignored.)"""
+    has Python's SIGINT handler; a process started in the background by a shell inherits SIGINT ignored.) With
+    ``--log-level info``, dcplace's own log is on stderr too: a line per request with its id, one per machine
+    change (``--log-level`` reached only uvicorn's log)."""
     sig = signal.SIGTERM
     port = free_port()
-    proc = start_serve(tmp_path / "s.db", port)
+    proc = start_serve(tmp_path / "s.db", port, "--log-level", "info")
     try:
         url = f"http://127.0.0.1:{port}"
         assert httpx.post(f"{url}/machines", json={"id": "pm", "cpu": 8, "mem": 16}).status_code == 201
-        assert httpx.post(f"{url}/vms", json={"id": "v", "cpu": 2, "mem": 4}).status_code == 201
+        r = httpx.post(f"{url}/vms", json={"id": "v", "cpu": 2, "mem": 4}, headers={"x-request-id": "op-1"})
+        assert r.status_code == 201
     finally:
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0, err.decode()
-    assert "stopped; every acknowledged change is durable" in err.decode()
+    said = err.decode()
+    assert proc.returncode == 0, said
+    assert "stopped; every acknowledged change is durable" in said
+    assert " INFO dcplace.engine.engine: machine pm registered: [8.0, 8.0] cores" in said
+    assert " INFO dcplace.service.access: POST /vms 201 " in said and " ms request op-1\n" in said
+    assert "machine m0 registered" not in said  # the warm-up's scratch machine is nobody's
     engine = PlacementEngine.open(tmp_path / "s.db")
     assert [r.id for r in engine.vms()] == ["v"]
     engine.close()

@@ -71,7 +71,11 @@ def serve(
         Path | None, typer.Option("--import", help="record the allocations in this CSV/JSON file first")
     ] = None,
     log_level: Annotated[
-        str, typer.Option(help="uvicorn log level: critical, error, warning, info, debug or trace")
+        str,
+        typer.Option(
+            help="log level of uvicorn and of dcplace's own log on stderr: critical, error, warning, info (a line "
+            "per request, with its time and X-Request-ID, and per machine change and re-optimisation), debug or trace"
+        ),
     ] = "warning",
     http: Annotated[
         str, typer.Option(help="HTTP/1.1 parser: auto (httptools, compiled, when installed), httptools or h11")
@@ -110,6 +114,7 @@ def serve(
 
     if log_level not in LOG_LEVELS:
         _fail(InputError(f"must be one of {', '.join(LOG_LEVELS)}, not {log_level!r}", field="log_level"))
+    _log_to_stderr(LOG_LEVELS[log_level])
     if not 1 <= port <= 65535:
         _fail(InputError(f"must be a TCP port from 1 to 65535, not {port}", field="port"))
     if not 0 < max_body_mb <= 2**20:  # inf was an OverflowError traceback after the database was made
@@ -176,6 +181,20 @@ def serve(
         typer.echo(f"dcplace serve: stopped; every acknowledged change is durable in {db}", err=True)
     finally:
         engine.close()
+
+
+def _log_to_stderr(level: int) -> None:
+    """dcplace's loggers at ``level``, one timestamped line each on stderr (uvicorn configures only its own)."""
+    import logging
+
+    root = logging.getLogger("dcplace")
+    root.setLevel(level)
+    if not any(getattr(h, "dcplace_serve", False) for h in root.handlers):  # once per process
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.dcplace_serve = True  # type: ignore[attr-defined]
+        root.addHandler(handler)
+    root.propagate = False
 
 
 def _import_once(engine: PlacementEngine, path: Path, db: Path) -> None:

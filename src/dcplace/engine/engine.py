@@ -38,6 +38,7 @@ import copy
 import csv
 import io
 import json
+import logging
 import math
 import re
 import threading
@@ -220,10 +221,28 @@ class Rejection:
 
 Decision = Placement | Rejection
 
+log = logging.getLogger(__name__)
+"""INFO: one line per change to a machine (registered, drained, activated, failed, removed, evacuated) and per
+re-optimisation event; placements and releases are the service's access log (``dcplace.service.access``)."""
+_QUIET = logging.Logger("dcplace.engine.scratch", logging.CRITICAL + 1)
+"""The log of :meth:`PlacementEngine.warm_up`'s scratch engine: its machine is nobody's."""
+
+REJECTION_COUNTER = {"no-fit": "rejected_no_fit", "declined": "rejected_declined", "invalid": "rejected_invalid"}
+"""A :class:`Rejection`'s code -> its key in :attr:`PlacementEngine.counters`."""
+
 
 MAX_NUMA = 256
 """NUMA nodes per machine at most: the largest shared-memory machines sold have 32 sockets of 1-4 nodes each; the
 warm-up at 1,024 nodes took 4.6 s and at 100,000 did not end (``serve --numa 100000`` hung at start-up)."""
+
+
+def _log_event(logger: logging.Logger, report: ReoptReport, what: str) -> None:
+    """One log line for an applied event: INFO, or WARNING where it stopped short or dropped VMs."""
+    short = not report.complete or report.dropped
+    (logger.warning if short else logger.info)(
+        "%s (%s): %d of %d move(s) applied, %.1f GB moved, machines in use %d -> %d, %d VM(s) dropped%s", what,
+        report.trigger, report.applied, report.planned, report.gb_moved, report.machines_before,
+        report.machines_after, len(report.dropped), f"; {report.reason}" if report.reason else "")  # fmt: skip
 
 
 def _check_numa(numa: object) -> None:
@@ -359,11 +378,15 @@ class PlacementEngine:
         self.default_policy = self.policy(policy) if isinstance(policy, str) else policy
         if isinstance(policy, NumaPolicy):
             self._policies[policy.name] = policy
+        self._log = log
         self._explanations: OrderedDict[str, Explanation] = OrderedDict()
         self._keep = keep_explanations
         self.counters = {
             "placed": 0,
             "rejected": 0,
+            "rejected_no_fit": 0,
+            "rejected_declined": 0,
+            "rejected_invalid": 0,
             "released": 0,
             "dropped": 0,
             "imported": 0,
@@ -371,7 +394,9 @@ class PlacementEngine:
             "reoptimisations": 0,
         }
         """Since this engine started: VMs ``placed`` (by a policy, or bound by the extender), placements
-        ``rejected``, VMs ``released`` by a client, ``dropped`` (their failed machine's VMs that fit nowhere),
+        ``rejected`` (and by :class:`Rejection` code, ``rejected_no_fit``, ``rejected_declined``,
+        ``rejected_invalid``: an operator alerts on a full cluster and on a policy that declines or errs, not on one
+        sum), VMs ``released`` by a client, ``dropped`` (their failed machine's VMs that fit nowhere),
         ``imported`` (existing allocations recorded), ``migrated`` (moves: re-optimisation, evacuation, and a failed
         machine's VMs placed again); the ledger: VMs now = VMs loaded at start + placed + imported - released -
         dropped (:meth:`check_invariants`)."""
@@ -498,6 +523,7 @@ class PlacementEngine:
             ticket = self._commit([self._machine_row(slot)])
             info = self._info(slot)
         self._wait(ticket)
+        self._log.info("machine %s registered: %s cores, %s GB per NUMA node", machine_id, info.cpu, info.mem)
         return info
 
     def _set_status(self, machine_id: str, status: int) -> MachineInfo:
@@ -508,6 +534,7 @@ class PlacementEngine:
             ticket = self._commit([MachineStatus(machine_id, STATUS_NAMES[status])])
             info = self._info(slot)
         self._wait(ticket)
+        self._log.info("machine %s %s", machine_id, {DRAINED: "drained", ACTIVE: "activated"}.get(status, info.status))
         return info
 
     def drain(self, machine_id: str) -> MachineInfo:
@@ -567,6 +594,9 @@ class PlacementEngine:
                 self._forget(r.vm)
             ticket = self._commit(changes)
         self._wait(ticket)
+        (self._log.warning if report.dropped else self._log.info)(
+            "machine %s failed: %d VM(s) placed again, %d dropped (they fit nowhere else)", machine_id,
+            len(report.replaced), len(report.dropped))  # fmt: skip
         return report
 
     def remove_machine(self, machine_id: str) -> None:
@@ -583,6 +613,7 @@ class PlacementEngine:
             self.state.remove_machine(slot)
             ticket = self._commit([MachineDelete(machine_id)])
         self._wait(ticket)
+        self._log.info("machine %s removed", machine_id)
 
     # -- VMs ------------------------------------------------------------------------------------------------
     def _validate(self, request: VmRequest) -> VmRequest:
@@ -781,6 +812,7 @@ class PlacementEngine:
         placed = int(taken.sum())
         self.counters["placed"] += placed
         self.counters["rejected"] += n - placed
+        self.counters["rejected_no_fit"] += n - placed  # a compiled heuristic declines only where nothing fits
         return actions
 
     def place_arrays(
@@ -860,8 +892,7 @@ class PlacementEngine:
             index = pol.index() if pol.code != FIRST_FIT else None  # First-Fit's scan stops early: it stays
             action = s.place_by_heuristic(req.id, pol.code, self._weights(pol), req.cpu, req.mem, req.multi, index)
             if action < 0:
-                self.counters["rejected"] += 1
-                return self._rejection(pol, req, np.array([req.cpu, req.mem]), action)
+                return self._rejected(pol, req, np.array([req.cpu, req.mem]), action)
             self.counters["placed"] += 1
             return Placement(req.id, s.machine_ids[action // kn], None if req.multi else action % kn)
         d = np.array([req.cpu, req.mem])
@@ -875,8 +906,7 @@ class PlacementEngine:
         m = action // kn if action >= 0 else -1
         ok = 0 <= m < s.active and bool(s.usable[m]) and s.fits(m, action % kn, req.cpu, req.mem, req.multi)
         if not ok:
-            self.counters["rejected"] += 1
-            return self._rejection(pol, req, d, action)
+            return self._rejected(pol, req, d, action)
         expl = self._explain(pol, req, d, action) if explain else None
         s.place(req.id, s.vm_slot(), req.cpu, req.mem, req.multi, action)
         self.counters["placed"] += 1
@@ -929,6 +959,13 @@ class PlacementEngine:
         code = "no-fit" if expl.feasible == 0 else ("declined" if action == -1 else "invalid")
         return Rejection(req.id, expl.summary, code, expl)
 
+    def _rejected(self, pol: NumaPolicy, req: VmRequest, d: npt.NDArray[np.float64], action: int) -> Rejection:
+        """:meth:`_rejection`, counted (in all and by its code)."""
+        r = self._rejection(pol, req, d, action)
+        self.counters["rejected"] += 1
+        self.counters[REJECTION_COUNTER[r.code]] += 1
+        return r
+
     def warm_up(self) -> float:
         """Compile the default policy's code before the first request, and return the seconds it took. numba
         compiles on first use (a learned policy's first placement took 15 s on a cold cache, 0.2 s on a warm one);
@@ -943,6 +980,7 @@ class PlacementEngine:
                                                                      [256.0 / self.numa] * self.numa)]  # fmt: skip
         try:  # a warm-up is an optimisation: nothing it meets may stop a service from starting
             scratch = PlacementEngine(self.numa, copy.deepcopy(self.default_policy), top=self.top)
+            scratch._log = _QUIET
             for k, (cpu, mem) in enumerate(shapes):
                 scratch.add_machine(f"m{k}", cpu, mem)
             small = VmRequest("warm-up", min(min(c) for c, _ in shapes) / 4, min(min(m) for _, m in shapes) / 4)
@@ -1138,6 +1176,8 @@ class PlacementEngine:
                 snap, may = self._reopt_select(pol, now)
             report, ticket = self._reopt_solve_apply(pol, snap, may, now, execute, trigger)
         self._wait(ticket)
+        if execute:
+            _log_event(self._log, report, "re-optimisation")
         return report
 
     def _reopt_select(self, pol: ReoptPolicy, now: float | None) -> tuple[reopt.Snapshot, npt.NDArray[np.bool_]]:
@@ -1194,6 +1234,7 @@ class PlacementEngine:
                 snap, may = self._reopt_select(policy, now)
             report, ticket = self._reopt_solve_apply(policy, snap, may, now, True, why)
         self._wait(ticket)
+        _log_event(self._log, report, "re-optimisation")
         return report
 
     def evacuate(self, machine_id: str, failed: bool = False, now: float | None = None) -> ReoptReport:
@@ -1249,6 +1290,7 @@ class PlacementEngine:
             )  # fmt: skip
             ticket = self._commit(changes)
         self._wait(ticket)
+        _log_event(self._log, report, f"machine {machine_id} evacuated")
         return report
 
     def _planned(self, snap: reopt.Snapshot, plan: MigrationPlan) -> tuple[reopt.MoveRecord, ...]:
@@ -1420,6 +1462,7 @@ class PlacementEngine:
             c = self.counters
             vms = len(self.state.slot_of_vm)
             assert vms == self._loaded + c["placed"] + c["imported"] - c["released"] - c["dropped"], (vms, c)
+            assert c["rejected"] == sum(c[k] for k in REJECTION_COUNTER.values()), c
             assert self.pinned <= self.state.slot_of_vm.keys(), "a pin outlived its VM"
 
     # -- snapshot / restore, import / export ----------------------------------------------------------------

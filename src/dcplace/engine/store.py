@@ -32,6 +32,8 @@ import logging
 import os
 import sqlite3
 import threading
+import time
+from bisect import bisect_left
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -39,6 +41,10 @@ from typing import Any, Protocol
 from dcplace.errors import InputError
 
 log = logging.getLogger(__name__)
+
+COMMIT_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0, 5.0, float("inf"))
+"""Upper bounds (s) of the commit-time histogram (:meth:`SqliteStore.stats`): an fsync takes 0.1-10 ms on a disk
+that is well, seconds on one that is failing."""
 
 
 class StoreError(RuntimeError):
@@ -256,6 +262,8 @@ class SqliteStore:
         self._async: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         self.commits = 0
         """Transactions committed (each one fsync); ``submitted / commits`` is the mean group size."""
+        self._commit_counts = [0] * len(COMMIT_BUCKETS)  # commits by the first bound their time is within
+        self._commit_s = 0.0
         self._thread = threading.Thread(target=self._committer, name="dcplace-store-commit", daemon=True)
         self._thread.start()
 
@@ -388,6 +396,7 @@ class SqliteStore:
                     return
                 batch, self._pending = self._pending, []
                 upto = self._submitted
+            t0 = time.perf_counter()
             try:
                 self._conn.execute("BEGIN")
                 for changes in batch:
@@ -404,8 +413,11 @@ class SqliteStore:
                     self._cv.notify_all()
                     self._wake_async(error=True)
                 return
+            took = time.perf_counter() - t0
             with self._cv:
                 self.commits += 1
+                self._commit_counts[bisect_left(COMMIT_BUCKETS, took)] += 1
+                self._commit_s += took
                 self._durable = upto
                 self._cv.notify_all()
                 self._wake_async(error=False)
@@ -474,8 +486,19 @@ class SqliteStore:
             self._lock_fd = None
 
     def stats(self) -> dict[str, Any]:
-        return {"submitted": self._submitted, "durable": self._durable, "commits": self.commits,
-                "healthy": self._error is None}  # fmt: skip
+        """Operations ``submitted`` and ``durable``, ``commits``, ``healthy`` (no failed commit), and
+        ``commit_seconds``: the commits' times as a cumulative histogram (``buckets``: ``(upper bound, commits
+        within it)`` over :data:`COMMIT_BUCKETS`) and their ``sum``."""
+        with self._cv:
+            counts, total = list(self._commit_counts), self._commit_s
+            out: dict[str, Any] = {"submitted": self._submitted, "durable": self._durable, "commits": self.commits,
+                   "healthy": self._error is None}  # fmt: skip
+        run, buckets = 0, []
+        for bound, n in zip(COMMIT_BUCKETS, counts, strict=True):
+            run += n
+            buckets.append((bound, run))
+        out["commit_seconds"] = {"buckets": buckets, "sum": total}
+        return out
 
 
 def remove_database(path: str | Path) -> None:

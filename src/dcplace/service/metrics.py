@@ -10,17 +10,21 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client import CollectorRegistry, Counter, Histogram, Info, PlatformCollector, ProcessCollector
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
+import dcplace
 from dcplace.engine import PlacementEngine
+from dcplace.engine.engine import REJECTION_COUNTER
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0)
 HTTP_BUCKETS = (*LATENCY_BUCKETS, 2.5, 5.0, 10.0, 60.0)
 """Every route: a batch, an import or a call waiting behind one takes seconds (in +Inf with ``LATENCY_BUCKETS``)."""
 
 log = logging.getLogger(__name__)
+access = logging.getLogger("dcplace.service.access")
+"""One INFO line per HTTP request: method, path, status, milliseconds, request id (``serve --log-level info``)."""
 
 
 class EngineCollector(Collector):
@@ -29,7 +33,7 @@ class EngineCollector(Collector):
     def __init__(self, engine: PlacementEngine) -> None:
         self.engine = engine
 
-    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily | HistogramMetricFamily]:
         s = self.engine.stats(wait_s=0.0)  # the lock if free, else a read without it: scrapes run on the event loop
         g = GaugeMetricFamily("dcplace_machines", "Machines by status", labels=["status"])
         for status, n in s["machines"].items():
@@ -39,11 +43,13 @@ class EngineCollector(Collector):
             "dcplace_machines_in_use", "Machines hosting at least one VM", value=s["machines_in_use"]
         )
         yield GaugeMetricFamily("dcplace_vms", "VMs placed", value=s["vms"])
-        cap = GaugeMetricFamily("dcplace_capacity", "Capacity of registered machines (cores, GB)", labels=["resource"])
-        used = GaugeMetricFamily("dcplace_allocated", "Allocated (cores, GB)", labels=["resource"])
-        for r in ("cpu", "mem"):
-            cap.add_metric([r], s["capacity"][r])
-            used.add_metric([r], s["allocated"][r])
+        # one family per quantity, its unit in a label, as kube-state-metrics' kube_node_status_capacity{resource,
+        # unit} does: a sum over resources is meaningless and a query names its resource anyway
+        cap = GaugeMetricFamily("dcplace_capacity", "Capacity of registered machines", labels=["resource", "unit"])
+        used = GaugeMetricFamily("dcplace_allocated", "Allocated", labels=["resource", "unit"])
+        for r, unit in (("cpu", "core"), ("mem", "GB")):
+            cap.add_metric([r, unit], s["capacity"][r])
+            used.add_metric([r, unit], s["allocated"][r])
         yield cap
         yield used
         # the engine's own counters, so Prometheus and /state agree whatever placed or removed a VM (the extender's
@@ -53,6 +59,12 @@ class EngineCollector(Collector):
         for result in ("placed", "rejected"):
             decisions.add_metric([result], c[result])
         yield decisions
+        why = CounterMetricFamily("dcplace_rejections", "Placements rejected, by code: no-fit (no machine can host "
+                                  "it), declined (the policy said no although one could), invalid (the policy chose "
+                                  "an infeasible action)", labels=["code"])  # fmt: skip
+        for code, key in REJECTION_COUNTER.items():
+            why.add_metric([code], c[key])
+        yield why
         yield CounterMetricFamily("dcplace_releases", "VMs released by a client", value=c["released"])
         for name, what in (("dropped", "VMs lost with their failed machine (they fit nowhere else)"),
                            ("imported", "Existing allocations recorded"), ("migrated", "VMs moved"),
@@ -69,13 +81,30 @@ class EngineCollector(Collector):
                                     value=st["submitted"] - st["durable"])  # fmt: skip
             yield GaugeMetricFamily("dcplace_store_healthy", "1 while the database takes commits, 0 after a failure "
                                     "(fail-stop: restart the service)", value=int(st["healthy"]))  # fmt: skip
+            if "commit_seconds" in st:
+                h = st["commit_seconds"]
+                yield HistogramMetricFamily("dcplace_store_commit_seconds", "Time to write and commit one "
+                                            "transaction (its fsync included): a slow disk shows here first",
+                                            buckets=[(_le(b), n) for b, n in h["buckets"]],
+                                            sum_value=h["sum"])  # fmt: skip
+
+
+def _le(bound: float) -> str:
+    return "+Inf" if bound == float("inf") else repr(bound)
 
 
 class ServiceMetrics:
-    """The service's registry (one per app, so several apps in one process do not collide)."""
+    """The service's registry (one per app, so several apps in one process do not collide): the engine's
+    collector, the process's (CPU seconds, resident memory, open file descriptors: what a soak watches), the
+    platform's (Python version) and ``dcplace_build_info{version}``."""
 
     def __init__(self, engine: PlacementEngine) -> None:
         self.registry = CollectorRegistry()
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        Info("dcplace_build", "The dcplace version serving", registry=self.registry).info(
+            {"version": dcplace.__version__}
+        )
         self.latency = Histogram(
             "dcplace_request_seconds",
             "Time to answer a place or release call, durability included",
@@ -98,6 +127,11 @@ class ServiceMetrics:
                                       registry=self.registry)  # fmt: skip
 
 
+def _printable(path: str) -> str:
+    """A request's path for a log line: percent-decoded, it is the client's, and a newline in it would forge a line."""
+    return path if path.isprintable() else ascii(path)
+
+
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 
@@ -106,8 +140,9 @@ class Observed:
     (``dcplace_http_requests_total``, ``dcplace_http_request_duration_seconds``: error rates and 503 storms were
     invisible, only successful places and releases were timed), answered with an ``X-Request-ID`` (the client's,
     if it is 1-128 of ``A-Za-z0-9._:-``, else a new one), and a request that ends in an exception logged with its
-    method, path and id. ``routes``: the first path segments that are labels; any other is ``other`` (a path is
-    the client's to choose: labels must stay few)."""
+    method, path and id; with INFO on, each request is one line of ``dcplace.service.access`` (uvicorn's own access
+    log is off: it has neither the time taken nor the id). ``routes``: the first path segments that are labels;
+    any other is ``other`` (a path is the client's to choose: labels must stay few)."""
 
     def __init__(self, app: Any, metrics: ServiceMetrics, routes: frozenset[str]) -> None:
         self.app = app
@@ -133,11 +168,15 @@ class Observed:
         try:
             await self.app(scope, receive, sending)
         except Exception:
-            log.exception("dcplace serve: %s %s failed (request %s)", scope["method"], scope["path"], rid)
+            log.exception("dcplace serve: %s %s failed (request %s)", scope["method"], _printable(scope["path"]), rid)
             raise
         finally:
             seg = scope["path"].split("/", 2)[1] if scope["path"].startswith("/") else ""
             route = f"/{seg}" if seg in self.routes else "other"
             method = scope["method"] if scope["method"] in ("GET", "HEAD", "POST", "PUT", "DELETE") else "other"
+            took = time.perf_counter() - t0
             self.metrics.http_requests.labels(route, method, str(status)).inc()
-            self.metrics.http_seconds.labels(route, method).observe(time.perf_counter() - t0)
+            self.metrics.http_seconds.labels(route, method).observe(took)
+            if access.isEnabledFor(logging.INFO):
+                access.info("%s %s %d %.1f ms request %s", method, _printable(scope["path"]), status, took * 1e3,
+                            rid)  # fmt: skip
