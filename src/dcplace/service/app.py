@@ -70,6 +70,9 @@ from dcplace.service.models import (
     ExplainIn,
     ExplanationOut,
     FailOut,
+    HealthOut,
+    ImportOut,
+    LastReoptOut,
     MachineIn,
     MachineOut,
     PinIn,
@@ -77,10 +80,13 @@ from dcplace.service.models import (
     RejectionOut,
     ReoptIn,
     ReoptOut,
+    SnapshotOut,
+    StateOut,
     VmBatchIn,
     VmIn,
     VmOut,
     check_policy,
+    served_policies,
 )
 
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -89,6 +95,87 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     422: {"model": ErrorOut, "description": "malformed body or bad number"},
     503: {"model": ErrorOut, "description": "the database failed; restart the service"},
 }
+
+
+REFUSALS: dict[str, str] = {
+    "403": "a web page's request (its Origin is another site) may not change the cluster",
+    "413": "the request body is over the service's limit (serve --max-body-mb; POST /vms: one VM's worth)",
+    "421": "the Host header names a host this service does not answer to (serve --allowed-host)",
+    "503": "the database failed; restart the service",
+}
+"""Answers middleware or a dependency gives before or around any route, added to each operation they apply to."""
+
+PAGED = ("/vms", "/allocations")
+
+
+def _complete_document(app: FastAPI, numa: int) -> None:
+    """Add to the generated OpenAPI document what the routes' declarations cannot say, once, when it is first
+    asked for: the refusals of :data:`REFUSALS` on the operations they apply to (403 on changing methods, 421 on
+    all but the probes, 413 on all, 503 on all but ``/metrics``); the one-sentence body of every 422 (FastAPI
+    declares its list-shaped error, which the service never sends); the ``X-Request-ID`` header of every answer
+    and the ``Link`` header of the paged listings; the NUMA node count of this cluster as the length of a
+    per-node list; the policy names the service takes. (A conformance review found each of these missing or
+    wrong: a client generated from the document met answers it did not know.)"""
+    from dcplace.service.models import ExtenderArgs, ExtenderBindingArgs
+
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        doc = generate()
+        schemas = doc["components"]["schemas"]
+        for body_model in (ExtenderArgs, ExtenderBindingArgs):
+            own = body_model.model_json_schema(ref_template="#/components/schemas/{model}")
+            schemas.update(own.pop("$defs", {}))
+            schemas[body_model.__name__] = own
+        error = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}}
+        request_id = {"X-Request-ID": {"description": "the client's X-Request-ID when well-formed (1-128 of "
+                                       "A-Za-z0-9._:-), else a new one; the log's line for the request names it",
+                                       "schema": {"type": "string"}}}  # fmt: skip
+        for path, ops in doc["paths"].items():
+            for method, op in ops.items():
+                answers = op["responses"]
+                refusals = ["413"] + (["503"] if path != "/metrics" else [])
+                refusals += [] if method == "get" and path in PROBES else ["421"]
+                refusals += ["403"] if method in ("post", "put", "patch", "delete") else []
+                for code in refusals:
+                    answers.setdefault(code, {"description": REFUSALS[code], "content": error})
+                if "422" in answers:
+                    answers["422"]["content"] = error
+                for code, answer in answers.items():
+                    answer["headers"] = {**answer.get("headers", {}), **request_id}
+                    if method == "get" and path in PAGED and code == "200":
+                        answer["headers"]["Link"] = {"description": '<next page>; rel="next" while more remain (with '
+                                                     "limit)", "schema": {"type": "string"}}  # fmt: skip
+        for name in ("HTTPValidationError", "ValidationError"):
+            schemas.pop(name, None)
+        for route, name in (("/extender/filter", "ExtenderArgs"), ("/extender/prioritize", "ExtenderArgs"),
+                            ("/extender/bind", "ExtenderBindingArgs")):  # fmt: skip
+            doc["paths"][route]["post"]["requestBody"] = {
+                "required": True,
+                "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}},
+            }
+        names = sorted(served_policies())
+        for name in ("VmIn", "ExplainIn", "VmBatchIn"):
+            _policy_names(schemas[name]["properties"]["policy"], names)
+        for param in doc["paths"]["/machines/{machine_id}/fail"]["post"].get("parameters", []):
+            if param["name"] == "policy":
+                _policy_names(param["schema"], names)
+        for field in ("cpu", "mem"):
+            for branch in schemas["MachineIn"]["properties"][field]["anyOf"]:
+                if branch.get("type") == "array":
+                    branch.update(minItems=numa, maxItems=numa)
+        return doc
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _policy_names(schema: dict[str, Any], names: list[str]) -> None:
+    """The string branch of an optional ``policy`` field lists the names the service takes (``served_policies``)."""
+    for branch in schema.get("anyOf", [schema]):
+        if branch.get("type") == "string":
+            branch["enum"] = names
 
 
 def _answer_with(status: int) -> Any:
@@ -309,7 +396,7 @@ def create_app(
 
     READ = [Depends(readable)]
 
-    @app.get("/healthz", tags=["operations"], responses={503: ERRORS[503]})
+    @app.get("/healthz", tags=["operations"], response_model=HealthOut, responses={503: ERRORS[503]})
     async def healthz() -> Response:
         """200 while the engine can take writes; 503 once the database failed. Answered on the event loop without
         the engine's lock: a liveness probe waited behind a long re-optimisation event, first for the lock and then
@@ -322,12 +409,12 @@ def create_app(
         otherwise (EngineCollector), so a scrape never waits behind a long call."""
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
-    @app.get("/state", dependencies=READ, tags=["operations"])
+    @app.get("/state", dependencies=READ, tags=["operations"], response_model=StateOut)
     def state() -> Response:
         """Cluster totals: machines by status, VMs, capacity and allocation, counters."""
         return _json(engine.stats())
 
-    @app.get("/state/snapshot", dependencies=READ, tags=["operations"])
+    @app.get("/state/snapshot", dependencies=READ, tags=["operations"], response_model=SnapshotOut)
     def snapshot() -> Response:
         """The whole state (machines with their slots, every VM)."""
         return _json(engine.snapshot())
@@ -392,7 +479,7 @@ def create_app(
         finally:
             manual.release()
 
-    @app.get("/reoptimise/last", dependencies=READ, tags=["machines"])
+    @app.get("/reoptimise/last", dependencies=READ, tags=["machines"], response_model=LastReoptOut)
     def last_reoptimisation() -> Response:
         """The last background re-optimisation event's report, its moves listed as ``POST /reoptimise`` lists them;
         ``{}`` before one, ``{"error": sentence}`` when the cluster could not be re-optimised."""
@@ -484,7 +571,7 @@ def create_app(
         page = engine.vm_page(limit, after)
         return _paged(allocation_rows(page), page, request)
 
-    @app.post("/allocations", tags=["allocations"], responses=ERRORS)
+    @app.post("/allocations", tags=["allocations"], response_model=ImportOut, responses=ERRORS)
     def import_allocations(body: AllocationsIn) -> Response:
         """Record existing allocations, all or nothing; rows already recorded exactly so are skipped (a retried
         request changes nothing) and counted in ``already_recorded``."""
@@ -492,6 +579,7 @@ def create_app(
         return _json({"imported": n, "already_recorded": len(body) - n})
 
     add_extender_routes(app, engine)
+    _complete_document(app, engine.numa)
     paths = [str(getattr(r, "path", "")) for r in app.routes]
     routes = frozenset(p.split("/", 2)[1] for p in paths if p.startswith("/"))
     app.add_middleware(Observed, metrics=metrics, routes=routes)  # outermost: every answer, a 421 and a 413 too

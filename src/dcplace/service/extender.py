@@ -39,6 +39,7 @@ from fastapi import FastAPI, Response
 
 from dcplace.engine import PlacementEngine, VmRequest, check_id
 from dcplace.errors import InputError, PolicyError
+from dcplace.service.models import ExtenderBindingResult, ExtenderFilterResult, HostPriority
 
 MAX_PRIORITY = 10
 _SUFFIX = {
@@ -155,7 +156,7 @@ def add_extender_routes(app: FastAPI, engine: PlacementEngine) -> None:
     seen: OrderedDict[str, tuple[VmRequest, str]] = OrderedDict()  # pod id -> its request and UID, for bind
     seen_lock = threading.Lock()  # the routes run in the thread pool: an eviction could race a move_to_end
 
-    @app.post("/extender/filter", tags=["kubernetes"])
+    @app.post("/extender/filter", tags=["kubernetes"], response_model=ExtenderFilterResult)
     def extender_filter(args: dict[str, Any]) -> Response:
         """kube-scheduler extender filter: feasible nodes, and the reason for every other. In ``Nodes`` mode
         (``nodeCacheCapable: false``) the kept nodes come back as ``Nodes`` (the scheduler reads only that field
@@ -194,7 +195,7 @@ def add_extender_routes(app: FastAPI, engine: PlacementEngine) -> None:
             out |= {"Nodes": None, "NodeNames": [names[i] for i in keep]}
         return _answer(out)
 
-    @app.post("/extender/prioritize", tags=["kubernetes"])
+    @app.post("/extender/prioritize", tags=["kubernetes"], response_model=list[HostPriority])
     def extender_prioritize(args: dict[str, Any]) -> Response:
         """kube-scheduler extender prioritize: the policy's order as scores 10 (best) .. 1, 0 if not ranked."""
         names = _node_names(args)  # malformed: a 422 (a priority list has no field for an error)
@@ -211,7 +212,7 @@ def add_extender_routes(app: FastAPI, engine: PlacementEngine) -> None:
         scores = [(MAX_PRIORITY - (MAX_PRIORITY - 1) * pos[h] // last) if h in pos else 0 for h in names]
         return _answer([{"Host": h, "Score": score} for h, score in zip(names, scores, strict=True)])
 
-    @app.post("/extender/bind", tags=["kubernetes"])
+    @app.post("/extender/bind", tags=["kubernetes"], response_model=ExtenderBindingResult)
     def extender_bind(args: dict[str, Any]) -> Response:
         """kube-scheduler extender bind: record the pod on the chosen node (the policy's best NUMA node there).
         Idempotent: a retry of a bind already recorded on that node succeeds (the scheduler retries after its

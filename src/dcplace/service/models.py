@@ -3,16 +3,30 @@
 from __future__ import annotations
 
 import functools
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PositiveFloat
 
-Ident = Field(
-    min_length=1,
-    max_length=256,
-    pattern=r"^[^\s\x00-\x1f\x7f]([^\x00-\x1f\x7f]*[^\s\x00-\x1f\x7f])?$",
-    description="A unique id (no surrounding spaces, no control characters such as NUL or a newline)",
-)
+from dcplace.engine.engine import MAX_AMOUNT, MIN_AMOUNT
+
+_SPACE = r" \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+"""Python's whitespace (``str.strip``, the engine's rule) outside the control characters, spelled out: ``\\s``
+means other sets in other regex engines (ECMA-262's, which a client's JSON Schema validator uses, holds U+FEFF and
+not U+0085), so an id one side took the other refused."""
+_CONTROL = r"\x00-\x1f\x7f"
+ID_PATTERN = rf"^[^{_SPACE}{_CONTROL}]([^{_CONTROL}]*[^{_SPACE}{_CONTROL}])?$"
+""":func:`dcplace.engine.check_id` as a regular expression with no class shorthand, so that every engine reads it
+alike (``tests/service/test_openapi_contract.py`` checks it against the engine character by character)."""
+ID_RULE = "1-256 characters, no surrounding spaces, no control characters such as NUL or a newline"
+
+Ident = Field(min_length=1, max_length=256, pattern=ID_PATTERN, description=f"A unique id ({ID_RULE})")
+
+Amount = Annotated[
+    PositiveFloat,
+    Field(json_schema_extra={"minimum": MIN_AMOUNT, "maximum": MAX_AMOUNT}),
+]
+"""Cores or GB: the engine's bounds (``MIN_AMOUNT``, ``MAX_AMOUNT``), stated in the schema and enforced by the engine,
+whose refusal names them."""
 
 
 @functools.cache
@@ -40,14 +54,15 @@ class MachineIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
     id: str = Ident
-    cpu: PositiveFloat | list[PositiveFloat] = Field(description="cores per NUMA node", examples=[40])
-    mem: PositiveFloat | list[PositiveFloat] = Field(description="GB per NUMA node", examples=[90])
-    rack: str | None = Field(default=None, max_length=256)
+    cpu: Amount | list[Amount] = Field(description="cores per NUMA node (a list: one per node)", examples=[40])
+    mem: Amount | list[Amount] = Field(description="GB per NUMA node (a list: one per node)", examples=[90])
+    rack: str | None = Field(default=None, min_length=1, max_length=256, pattern=ID_PATTERN,
+                             description=f"the machine's rack ({ID_RULE})")  # fmt: skip
 
 
 class MachineOut(BaseModel):
     id: str
-    status: str = Field(description="active, drained or failed")
+    status: Literal["active", "drained", "failed"]
     rack: str | None
     cpu: list[float]
     mem: list[float]
@@ -61,8 +76,8 @@ class VmBatchItem(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
     id: str = Ident
-    cpu: PositiveFloat = Field(description="cores", examples=[4])
-    mem: PositiveFloat = Field(description="GB", examples=[8])
+    cpu: Amount = Field(description="cores", examples=[4])
+    mem: Amount = Field(description="GB", examples=[8])
     multi_numa: bool = Field(default=False, description="split evenly over every NUMA node of one machine")
     pinned: bool = Field(default=False, description="never moved by re-optimisation")
 
@@ -78,8 +93,8 @@ class ExplainIn(BaseModel):
     """A dry run: where would this VM go now, and why."""
 
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
-    cpu: PositiveFloat
-    mem: PositiveFloat
+    cpu: Amount
+    mem: Amount
     multi_numa: bool = False
     policy: PolicyName | None = None
 
@@ -101,7 +116,8 @@ class ExplanationOut(BaseModel):
 
 
 class PlacementOut(BaseModel):
-    accepted: bool = True
+    model_config = ConfigDict(json_schema_serialization_defaults_required=True)  # always sent: clients branch on it
+    accepted: Literal[True] = True
     vm: str
     machine: str
     node: int | None = Field(description="NUMA node; null when the VM spans every node")
@@ -109,7 +125,8 @@ class PlacementOut(BaseModel):
 
 
 class RejectionOut(BaseModel):
-    accepted: bool = False
+    model_config = ConfigDict(json_schema_serialization_defaults_required=True)
+    accepted: Literal[False] = False
     vm: str
     detail: str = Field(description="one sentence: why")
     code: str = Field(description="no-fit, declined (by the policy) or invalid (the policy chose an infeasible action)")
@@ -151,7 +168,8 @@ class ReoptIn(BaseModel):
     max_gb: float | None = Field(default=None, ge=0, description="budget: GB copied per event")
     time_limit_s: float = Field(default=10.0, gt=0, le=3600, description="optimiser wall-clock limit")
     bound: bool = Field(default=False, description="also prove the typed relaxation's lower bound")
-    improve_s: float = Field(default=0.0, ge=0, le=3600, description="seconds of CP-SAT after the heuristic")
+    improve_s: float = Field(default=0.0, ge=0, le=3600,
+                             description="seconds of CP-SAT after the heuristic, at most time_limit_s")  # fmt: skip
     execute: bool = Field(default=True, description="false: plan only (a dry run)")
 
 
@@ -205,8 +223,8 @@ class AllocationIn(BaseModel):
     vm: str = Ident
     machine: str
     node: int | None = Field(description="NUMA node, or null: split over every node")
-    cpu: PositiveFloat
-    mem: PositiveFloat
+    cpu: Amount
+    mem: Amount
     pinned: bool = Field(default=False, description="never moved by re-optimisation")
 
 
@@ -225,3 +243,99 @@ class BatchOut(BaseModel):
     placed: int
     rejected: int
     results: list[PlacementOut | RejectionOut]
+
+
+class HealthOut(BaseModel):
+    status: Literal["ok"]
+    machines: int = Field(description="machines registered")
+    vms: int = Field(description="VMs placed")
+
+
+class Resources(BaseModel):
+    cpu: float = Field(description="cores")
+    mem: float = Field(description="GB")
+
+
+class StateOut(BaseModel):
+    machines: dict[str, int] = Field(description="machines by status: active, drained, failed")
+    machines_in_use: int
+    vms: int
+    capacity: Resources = Field(description="every registered machine, drained and failed included")
+    allocated: Resources
+    counters: dict[str, int] = Field(
+        description="since the service started (docs/engine.md): placed, rejected "
+        "(and by code), released, dropped, imported, migrated, reoptimisations"
+    )
+
+
+class SnapshotMachine(BaseModel):
+    id: str
+    slot: int
+    rack: str | None
+    status: Literal["active", "drained", "failed"]
+    capacity: list[list[float]] = Field(description="per NUMA node: [cores, GB]")
+
+
+class SnapshotOut(BaseModel):
+    numa: int = Field(description="NUMA nodes per machine")
+    machines: list[SnapshotMachine]
+    vms: list[VmOut] = Field(description="by id")
+
+
+class NoEventOut(BaseModel):
+    """``{}``: no background event has run yet."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class EventErrorOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    error: str = Field(description="one sentence: why the cluster could not be re-optimised")
+
+
+LastReoptOut = ReoptOut | NoEventOut | EventErrorOut
+
+
+class ImportOut(BaseModel):
+    imported: int = Field(description="rows recorded")
+    already_recorded: int = Field(description="rows skipped: recorded exactly so before (a retry)")
+
+
+# -- the kube-scheduler extender's bodies (k8s.io/kube-scheduler/extender/v1), for the document only: the routes read
+# them field by field, so that a malformed one is an Error naming its field where the scheduler reads errors
+
+K8sObject = dict[str, Any]
+
+
+class NodeList(BaseModel):
+    items: list[K8sObject] = Field(description="v1.Node objects")
+
+
+class ExtenderArgs(BaseModel):
+    Pod: K8sObject = Field(description="the v1.Pod being scheduled (its containers' resource requests are read)")
+    Nodes: NodeList | None = Field(default=None, description="nodeCacheCapable: false")
+    NodeNames: list[str] | None = Field(default=None, description="nodeCacheCapable: true")
+
+
+class ExtenderFilterResult(BaseModel):
+    Nodes: NodeList | None = None
+    NodeNames: list[str] | None = None
+    FailedNodes: dict[str, str] = Field(description="node -> why (capacity: preemption may help)")
+    FailedAndUnresolvableNodes: dict[str, str] = Field(description="node -> why (drained, failed, unknown)")
+    Error: str = Field(description="empty, or why the pod could not be assessed")
+
+
+class HostPriority(BaseModel):
+    Host: str
+    Score: int = Field(ge=0, le=10)
+
+
+class ExtenderBindingArgs(BaseModel):
+    PodName: str
+    PodNamespace: str
+    PodUID: str
+    Node: str
+
+
+class ExtenderBindingResult(BaseModel):
+    Error: str = Field(description="empty when bound")
