@@ -149,6 +149,14 @@ def run_all(
 
     reader = threading.Thread(target=pump, daemon=True)
     reader.start()
+
+    def nara_failed() -> None:
+        """Raise as soon as the Nara child has failed: it ran beside the other reproductions, and its failure was
+        said only after all of them (minutes later)."""
+        if nara.poll() not in (None, 0):
+            reader.join()
+            raise RuntimeError(f"the Nara reproduction failed (exit {nara.returncode}):\n{''.join(log[-40:])}")
+
     sections = []
     begun, done = {"nara"}, set()  # an interrupted run removes the folders it began and did not finish
     try:
@@ -157,6 +165,7 @@ def run_all(
         cvd_heuristics.run_reproduction(s.trace, s.cvd_episodes, s.seed, out / "cvd-heuristics", quick=s.quick,
                                         regime=regime, progress=tagged("cvd-heuristics"))  # fmt: skip
         say(f"cvd-heuristics ({regime} regime) done ({time.perf_counter() - t0:.0f} s)")
+        nara_failed()
         done.add("cvd-heuristics")
         if regime == "today":  # no paper regime here: a folder from an earlier run must not be reported as this one's
             shutil.rmtree(out / "cvd-rl-paper", ignore_errors=True)
@@ -174,6 +183,7 @@ def run_all(
                 progress=tagged("cvd-rl-paper"),
             )
             say(f"cvd-rl-paper done ({time.perf_counter() - t0:.0f} s)")
+            nara_failed()
             done.add("cvd-rl-paper")
         begun.add("cvd-rl")
         cvd_reproduction.run_reproduction(
@@ -188,14 +198,17 @@ def run_all(
             curve_seeds=s.curve_seeds,
         )
         say(f"cvd-rl done ({time.perf_counter() - t0:.0f} s)")
+        nara_failed()
         done.add("cvd-rl")
         begun.add("hmip")
         hmip.run_reproduction(out / "hmip", quick=s.quick, workers=s.workers, seed=s.seed, progress=tagged("hmip"))
         say(f"hmip done ({time.perf_counter() - t0:.0f} s)")
+        nara_failed()
         done.add("hmip")
         begun.add("reopt")
         reopt.run_reproduction(reopt_traces(s), 24.0 if s.quick else 0.0, out / "reopt", quick=s.quick, seed=s.seed)
         say(f"reopt done ({time.perf_counter() - t0:.0f} s)")
+        nara_failed()
         done.add("reopt")
         for name in ("cvd-heuristics", "cvd-rl-paper", "cvd-rl", "hmip", "reopt"):
             sections.append(build_section(out, name))
@@ -207,8 +220,7 @@ def run_all(
         for name in begun - done:  # figures without records must not outlive the run that left them unfinished;
             shutil.rmtree(out / name, ignore_errors=True)  # folders it never reached keep an earlier run's results
         raise
-    if nara.returncode != 0:
-        raise RuntimeError(f"the Nara reproduction failed (exit {nara.returncode}):\n{''.join(log[-40:])}")
+    nara_failed()
     say(f"nara done ({time.perf_counter() - t0:.0f} s)")
     sections.insert(3, build_section(out, "nara"))
     meta = {
