@@ -7,6 +7,8 @@ continued).
 from __future__ import annotations
 
 import json
+import logging
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
@@ -114,7 +116,6 @@ def serve(
 
     if log_level not in LOG_LEVELS:
         _fail(InputError(f"must be one of {', '.join(LOG_LEVELS)}, not {log_level!r}", field="log_level"))
-    _log_to_stderr(LOG_LEVELS[log_level])
     if not 1 <= port <= 65535:
         _fail(InputError(f"must be a TCP port from 1 to 65535, not {port}", field="port"))
     if not 0 < max_body_mb <= 2**20:  # inf was an OverflowError traceback after the database was made
@@ -161,6 +162,7 @@ def serve(
     typer.echo(f"dcplace serve: {sum(s['machines'].values())} machines, {s['vms']} VMs from {db}; policy "
                f"{engine.default_policy.name} (ready in {warm_s:.1f} s); http://{host}:{port} (docs at /docs)",
                err=True)  # fmt: skip
+    _log_to_stderr(LOG_LEVELS[log_level])
     try:
         uvicorn.run(
             create_app(
@@ -183,18 +185,29 @@ def serve(
         engine.close()
 
 
-def _log_to_stderr(level: int) -> None:
-    """dcplace's loggers at ``level``, one timestamped line each on stderr (uvicorn configures only its own)."""
-    import logging
+class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """A handler that writes to whatever ``sys.stderr`` is when a record comes (as logging's last resort does): one
+    bound to the stream of its creation wrote to a closed one after a test runner had swapped it back."""
 
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
+def _log_to_stderr(level: int) -> None:
+    """dcplace's loggers at ``level``, one timestamped line each on stderr (uvicorn configures only its own), once
+    the service is about to serve. They still propagate: the root logger has no handler unless an application
+    gave it one, and then it should see them too."""
     root = logging.getLogger("dcplace")
     root.setLevel(level)
-    if not any(getattr(h, "dcplace_serve", False) for h in root.handlers):  # once per process
-        handler = logging.StreamHandler()
+    if not any(isinstance(h, _Stderr) for h in root.handlers):  # once per process
+        handler = _Stderr()
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        handler.dcplace_serve = True  # type: ignore[attr-defined]
         root.addHandler(handler)
-    root.propagate = False
 
 
 def _import_once(engine: PlacementEngine, path: Path, db: Path) -> None:
