@@ -619,3 +619,40 @@ def test_rejections_are_counted_by_code_in_every_path(caplog) -> None:
     said = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "dcplace.engine.engine"]
     assert said[0] == ("WARNING", "machine pm0 failed: 0 VM(s) placed again, 1 dropped (they fit nowhere else)")
     assert said[1] == ("INFO", "machine pm1 drained")
+
+
+def test_machines_register_in_one_batch_all_or_nothing(tmp_path) -> None:
+    """10,000 machines took one fsync each (about 45 s over HTTP). A batch is one commit, checked whole before any
+    machine is added (an error names the machine by its index), and a retry of a batch that was applied changes
+    nothing; the same id with another shape is a conflict."""
+    from dcplace.engine import MachineSpec
+
+    e = PlacementEngine.open(tmp_path / "m.db")
+    one_by_one = PlacementEngine(2)
+    specs = [MachineSpec(f"m{i}", 8 + i, [16, 32], rack=f"r{i % 3}") for i in range(50)]
+    for sp in specs[:10]:
+        one_by_one.add_machine(sp.id, sp.cpu, sp.mem, sp.rack)
+    commits = e.store.stats()["commits"]  # type: ignore[union-attr]
+    added, skipped = e.add_machines(specs[:10])
+    assert (len(added), skipped) == (10, 0) and e.store.stats()["commits"] == commits + 1  # type: ignore[union-attr]
+    assert e.machines() == one_by_one.machines()
+    added, skipped = e.add_machines(specs)  # a retry that goes further: the first ten are skipped
+    assert (len(added), skipped) == (40, 10) and [m.id for m in added] == [sp.id for sp in specs[10:]]
+    before = e.snapshot()
+    for bad, field, kind in (
+        ([MachineSpec("n1", 4, 4), MachineSpec("n2", -1, 4)], "machines[1].cpu", InputError),
+        ([MachineSpec("n1", 4, 4), MachineSpec("n1", 4, 4)], "machines[1].id", Conflict),
+        ([MachineSpec("n1", 4, 4), MachineSpec("m3", 4, 4)], "machines[1].id", Conflict),  # m3 has another shape
+        ([MachineSpec("n1", 4, [1, 2, 3])], "machines[0].mem", InputError),
+        ([MachineSpec(" n", 4, 4)], "machines[0].id", InputError),
+        ([MachineSpec("n", 4, 4, rack="")], "machines[0].rack", InputError),
+    ):
+        with pytest.raises(kind) as err:
+            e.add_machines(bad)
+        assert err.value.field == field, (err.value, field)
+    assert e.snapshot() == before  # nothing of a refused batch was added
+    e.check_invariants()
+    e.close()
+    again = PlacementEngine.open(tmp_path / "m.db")
+    assert again.snapshot() == before and len(again.machines()) == 50
+    again.close()

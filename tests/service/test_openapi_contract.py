@@ -93,6 +93,11 @@ def test_every_operation_answers_as_documented(contract: Contract) -> None:
                 {"id": "x", "cpu": 4, "mem": 1, "rack": ""}, {"id": " x", "cpu": 4, "mem": 1},
                 {"id": "x", "cpu": 1e-9, "mem": 1}, {"id": "x", "cpu": 3e9, "mem": 1}):  # fmt: skip
         assert c.call("POST", "/machines", json=bad).status_code == 422, bad
+    rack = {"machines": [{"id": f"rk{i}", "cpu": 8, "mem": 32, "rack": "r2"} for i in range(3)]}
+    assert c.call("POST", "/machines/batch", json=rack).json()["registered"] == 3
+    assert c.call("POST", "/machines/batch", json=rack).json()["already_registered"] == 3  # a retry
+    assert c.call("POST", "/machines/batch", json={"machines": [{"id": "rk0", "cpu": 9, "mem": 32}]}).status_code == 409
+    assert c.call("POST", "/machines/batch", json={"machines": []}).status_code == 422
     assert c.call("GET", "/machines").status_code == 200
     assert c.call("GET", "/machines/pm0").status_code == 200
     assert c.call("GET", "/machines/none").status_code == 404
@@ -142,7 +147,8 @@ def test_every_operation_answers_as_documented(contract: Contract) -> None:
     assert c.call("POST", "/machines/pm2/fail").status_code == 200
     assert c.call("POST", "/machines/pm2/fail?policy=nope").status_code == 422
     assert c.call("POST", "/machines/none/drain").status_code == 404
-    assert c.call("DELETE", "/machines/pm0").status_code == 409  # it hosts VMs
+    busy = c.call("GET", "/vms/b").json()["machine"]
+    assert c.call("DELETE", f"/machines/{busy}").status_code == 409  # it hosts VMs
     assert c.call("DELETE", "/machines/pm2").status_code == 204
     assert c.call("DELETE", "/vms/a").status_code == 200
     assert c.call("DELETE", "/vms/a").status_code == 404

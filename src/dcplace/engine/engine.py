@@ -251,6 +251,17 @@ def _check_numa(numa: object) -> None:
 
 
 @dataclass(frozen=True)
+class MachineSpec:
+    """A machine to register (:meth:`PlacementEngine.add_machines`): ``cpu`` cores and ``mem`` GB per NUMA node (a
+    number for every node, or one value per node), its ``rack``."""
+
+    id: str
+    cpu: float | Sequence[float]
+    mem: float | Sequence[float]
+    rack: str | None = None
+
+
+@dataclass(frozen=True)
 class MachineInfo:
     id: str
     status: str
@@ -525,6 +536,51 @@ class PlacementEngine:
         self._wait(ticket)
         self._log.info("machine %s registered: %s cores, %s GB per NUMA node", machine_id, info.cpu, info.mem)
         return info
+
+    def add_machines(self, machines: Sequence[MachineSpec]) -> tuple[list[MachineInfo], int]:
+        """Register several machines with one commit (one fsync: 10,000 machines one request each took about 45 s
+        over HTTP), all or nothing: every machine is checked before any is added, and an error names the machine by
+        its index. A machine already registered exactly so (same capacity per node, same rack) is skipped, so a
+        retried batch changes nothing; the same id with another shape is a conflict. Returns the machines added,
+        active, and the number skipped."""
+        wanted: list[tuple[str, npt.NDArray[np.float64], str | None]] = []
+        seen: set[str] = set()
+        for i, m in enumerate(machines):
+            try:
+                if not isinstance(m, MachineSpec):
+                    raise InputError(f"must be a MachineSpec, got {type(m).__name__}")
+                mid = check_id(m.id, "id")
+                cap = self._capacity(m.cpu, m.mem)
+                rack = None if m.rack is None else check_id(m.rack, "rack")
+                if mid in seen:
+                    raise Conflict(f"the batch names machine {mid!r} twice", field="id")
+            except InputError as e:  # named by its place in the batch
+                raise type(e)(e.detail, field=f"machines[{i}]" + (f".{e.field}" if e.field else "")) from None
+            seen.add(mid)
+            wanted.append((mid, cap, rack))
+        with self.lock:
+            self.check_store()
+            s = self.state
+            new = []
+            for i, (mid, cap, rack) in enumerate(wanted):
+                slot = s.slot_of_machine.get(mid)
+                if slot is None:
+                    new.append((mid, cap, rack))
+                elif not (np.array_equal(s.cap[slot], cap) and s.rack[slot] == rack):
+                    raise Conflict(f"a machine {mid!r} is already registered with another capacity or rack",
+                                   field=f"machines[{i}].id")  # fmt: skip
+            if np.count_nonzero(s.status != ABSENT) + len(new) > MAX_SLOTS:
+                raise Conflict(f"the cluster holds at most {MAX_SLOTS:,} machines", field="id")
+            slots = []
+            for mid, cap, rack in new:
+                slots.append(s.free_machine_slot())
+                s.add_machine(mid, cap, rack, slots[-1])
+            ticket = self._commit([self._machine_row(k) for k in slots]) if slots else 0
+            infos = [self._info(k) for k in slots]
+        self._wait(ticket)
+        if infos:
+            self._log.info("%d machine(s) registered (%d already were)", len(infos), len(wanted) - len(infos))
+        return infos, len(wanted) - len(infos)
 
     def _set_status(self, machine_id: str, status: int) -> MachineInfo:
         with self.lock:

@@ -38,6 +38,7 @@ from starlette.convertors import Convertor, register_url_convertor
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from dcplace.engine import (
+    MachineSpec,
     Placement,
     PlacementEngine,
     ReoptPolicy,
@@ -75,6 +76,8 @@ from dcplace.service.models import (
     LastReoptOut,
     MachineIn,
     MachineOut,
+    MachinesIn,
+    MachinesOut,
     PinIn,
     PlacementOut,
     RejectionOut,
@@ -424,6 +427,14 @@ def create_app(
     def add_machine(body: MachineIn) -> Response:
         """Register a machine (active)."""
         return _json(asdict(engine.add_machine(body.id, body.cpu, body.mem, body.rack)), 201)
+
+    @app.post("/machines/batch", status_code=201, response_model=MachinesOut, tags=["machines"], responses=ERRORS)
+    def add_machines(body: MachinesIn) -> Response:
+        """Register several machines with one commit (one fsync), all or nothing (an error names the machine by
+        its index); a machine already registered exactly so is skipped, so a retried batch changes nothing."""
+        added, skipped = engine.add_machines([MachineSpec(m.id, m.cpu, m.mem, m.rack) for m in body.machines])
+        return _json({"registered": len(added), "already_registered": skipped,
+                      "machines": [asdict(m) for m in added]}, 201)  # fmt: skip
 
     @app.get("/machines", dependencies=READ, response_model=list[MachineOut], tags=["machines"])
     def machines() -> Response:

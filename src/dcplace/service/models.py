@@ -60,6 +60,13 @@ class MachineIn(BaseModel):
                              description=f"the machine's rack ({ID_RULE})")  # fmt: skip
 
 
+class MachinesIn(BaseModel):
+    """Machines registered with one commit, all or nothing; one already registered exactly so is skipped."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+    machines: list[MachineIn] = Field(min_length=1, max_length=10_000)
+
+
 class MachineOut(BaseModel):
     id: str
     status: Literal["active", "drained", "failed"]
@@ -339,3 +346,9 @@ class ExtenderBindingArgs(BaseModel):
 
 class ExtenderBindingResult(BaseModel):
     Error: str = Field(description="empty when bound")
+
+
+class MachinesOut(BaseModel):
+    registered: int = Field(description="machines added")
+    already_registered: int = Field(description="machines skipped: registered exactly so before (a retry)")
+    machines: list[MachineOut] = Field(description="the machines added, active")
