@@ -593,6 +593,30 @@ def test_episodes_that_never_reach_the_warm_start_are_said_to(tmp_path: Path) ->
     assert r.exit_code == 0 and "ran out of trace" not in r.stderr
 
 
+@pytest.mark.parametrize(
+    ("rows", "args", "said"),
+    [
+        ("vmid,cpu,mem,at,lt\n0,40,90,0,100\n1,40,100,5,50\n2,2,2,6,50\n",
+         ("simulate", "numa", "--pms", "1", "--episodes", "2", "--warm-start", "0.5"),
+         "warning: 2 of 2 episodes ended at their first scored request, which fit nowhere"),
+        ("vmid,cpu,mem,at,lt\n0,400,16,0,100\n1,400,2,5,50\n", ("simulate", "stream", "--pms", "1"),
+         "warning: no request was placed (by reason: cpu 2)"),
+        ("cpu,mem,bw,hold\n100000,1,1,5\n100000,1,1,5\n", ("simulate", "netalloc", "--episodes", "1"),
+         "warning: no request was allocated in any episode (rejected: capacity 2)"),
+    ],
+    ids=["numa", "stream", "netalloc"],
+)  # fmt: skip
+def test_a_run_that_accepts_nothing_says_so(tmp_path: Path, rows: str, args: tuple[str, ...], said: str) -> None:
+    """A CLI review: a run whose every request was refused printed a table of zeros and exited 0 without a word,
+    with --json too; the zeros read like a result."""
+    f = tmp_path / "t.csv"
+    f.write_text(rows)
+    where = "--dataset" if args[1] == "netalloc" else "--trace"
+    for extra in ((), ("--json",)):
+        r = CliRunner().invoke(app, [*args, where, str(f), *extra])
+        assert r.exit_code == 0 and said in r.stderr, r.output
+
+
 def test_an_out_inside_a_file_and_a_binary_rule_file_are_one_sentence(tmp_path: Path) -> None:
     """Both were tracebacks: mkdir's NotADirectoryError, and nalb-learned reading a .pt as UTF-8 text."""
     (tmp_path / "afile").write_text("x")

@@ -252,6 +252,10 @@ def stream(
         _fail(exc)
     rec: dict[str, Any] = {"trace": trace, "double_threshold": double_threshold, "release": release,
                            **res.as_record()}  # fmt: skip
+    if res.requests and not res.accepted:  # with --json too: a record of zeros read like a result
+        said = ", ".join(f"{k} {v}" for k, v in res.rejections.items())
+        typer.echo(f"warning: no request was placed (by reason: {said}): the cluster cannot host the trace's VMs; use "
+                   "more or larger --pms", err=True)  # fmt: skip
     if json_out:
         typer.echo(json.dumps(rec))
         return rec

@@ -127,6 +127,11 @@ def simulate_numa(
 def _numa_warnings(results: Any, summary: Any, sc: Any, policy: str) -> None:
     """What the numbers alone hide, on stderr (with --json too: it was said only in the table's mode)."""
     empty = sum(r.length == 0 and r.status == "truncated" for r in results)
+    full = sum(r.length == 0 and r.status == "terminated" for r in results)
+    if full:  # a length of 0 read like a policy that placed nothing
+        typer.echo(f"warning: {full} of {len(results)} episodes ended at their first scored request, which fit "
+                   f"nowhere: the cluster was already full at the warm start ({sc.warm_start:.0%} of its CPU in use); "
+                   "use more --pms or a lower --warm-start", err=True)  # fmt: skip
     if empty:  # they scored nothing, and a mean of zeros looked like a result
         typer.echo(f"warning: {empty} of {len(results)} episodes ran out of trace before their first scored request "
                    f"(the warm start, {sc.warm_start:.0%} of the CPU in use, was not reached: use a longer trace, "
@@ -264,6 +269,11 @@ def simulate_netalloc(
 
 def _net_warnings(s: dict[str, Any], policy: str) -> None:
     """What the numbers alone hide, on stderr (with --json too)."""
+    if s["acceptance_mean"] == 0:  # a table of zeros read like a result
+        why = ", ".join(f"{k} {v:,}" for k, v in s["rejected"].items() if v)
+        typer.echo(f"warning: no request was allocated in any episode (rejected: {why}): capacity means a request "
+                   "larger than the whole cluster's free CPU or memory, network a failed path check; are the "
+                   "request sizes in the topology's units (docs/netalloc.md)?", err=True)  # fmt: skip
     if s["rejected"].get("invalid"):
         typer.echo(f"warning: the policy {policy} picked {s['rejected']['invalid']:,} servers its view's mask did "
                    "not allow (each rejects its request: docs/policies.md)", err=True)  # fmt: skip
