@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from dcplace.bench.report import OUTCOMES, build_sections, judge, judge_exact, margin_claim, write_report
+from dcplace.bench.report import OUTCOMES, OWN_CHECK, build_sections, judge, judge_exact, margin_claim, write_report
 from dcplace.bench.stats import Interval
 from dcplace.cli.main import app
 
@@ -91,7 +91,7 @@ def test_an_exact_solve_cut_short_is_judged_by_its_bounds(record, cost, time):
 
 
 def test_own_checks_are_counted_apart_from_the_papers_claims(results: Path):
-    from dcplace.bench.report import OWN_CHECK, render_markdown
+    from dcplace.bench.report import render_markdown
 
     sections = build_sections(results)
     claims = [c for s in sections for c in s.claims]
@@ -103,6 +103,10 @@ def test_own_checks_are_counted_apart_from_the_papers_claims(results: Path):
 
 def test_report_has_every_section_table_figure_and_claim(results: Path):
     path, claims = write_report(results)
+    record = json.loads((results / "claims.json").read_text())  # for scripts: the table's claims and their counts
+    assert record["claims"] == [vars(c) for c in claims] and "rendered_by" in record["provenance"]
+    assert sum(sum(by.values()) for by in record["counts"].values()) == len(claims)
+    assert record["counts"][OWN_CHECK] == {"held": 1, "beaten": 0, "inconclusive": 0, "missed": 0}
     html, md = path.read_text(), (results / "report.md").read_text()
     sections = build_sections(results)
     assert [s.id for s in sections] == ["cvd-heuristics", "cvd-rl-paper", "cvd-rl", "nara", "hmip", "reopt"]

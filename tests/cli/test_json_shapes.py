@@ -55,6 +55,12 @@ def test_simulate_prints_the_documented_keys(heading: str, args: tuple[str, ...]
     assert set(printed(*args)) == keys
 
 
+def test_policies_prints_the_documented_keys() -> None:
+    keys, _ = documented("`policies --json`")
+    out = printed("policies")
+    assert set(out) == keys and "best-fit" in out["numa"] and "nara" in out["netalloc"]  # type: ignore[operator]
+
+
 def test_solve_prints_the_documented_keys(tmp_path: Path) -> None:
     sys.path.insert(0, str(Path(__file__).parents[1] / "placement"))
     from test_numa_batch import write_dataset

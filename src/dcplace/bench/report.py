@@ -1398,6 +1398,19 @@ def write_report(
         for s in sections:
             for f in s.figures:
                 (tmp / f"{f.name}.png").write_bytes(f.png)
+    claims = [c for s in sections for c in s.claims]
+    write_text(results / "claims.json", json.dumps(claims_record(claims, meta), indent=1) + "\n")
     write_text(results / "report.md", render_markdown(sections, meta))
     write_text(results / "report.html", render_html(sections, meta))
-    return results / "report.html", [c for s in sections for c in s.claims]
+    return results / "report.html", claims
+
+
+def claims_record(claims: Sequence[Claim], meta: Mapping[str, Any]) -> dict[str, Any]:
+    """``claims.json`` beside the report, for scripts (a CI job that watches the outcomes): the run's provenance,
+    the counts by paper and outcome (our own checks apart), and every claim as the table shows it."""
+    counts: dict[str, dict[str, int]] = {}
+    for c in claims:
+        counts.setdefault(c.paper, dict.fromkeys(OUTCOMES, 0))[c.outcome] += 1
+    keep = ("command", "commit", "date", "machine", "quick", "rendered", "rendered_by")
+    return {"provenance": {k: meta[k] for k in keep if k in meta}, "counts": counts,
+            "claims": [vars(c) for c in claims]}  # fmt: skip

@@ -5,6 +5,7 @@ Layout of ``out``::
     cvd-heuristics/  cvd-rl-paper/  cvd-rl/  nara/  hmip/  reopt/     each reproduction's records, tables, figures
     run.json                                   command, commit, date, machine, wall time, the quick settings
     report.html  report.md  report_files/      the report (:mod:`dcplace.bench.report`)
+    claims.json                                its claims and their outcomes, for scripts
 
 CVD-RL runs in the paper's regime (:func:`dcplace.bench.cvd_regime.resolve_regime`; today's reading where
 Huawei-East-1 is absent): the heuristic columns in ``cvd-heuristics/`` and Tables 2-4 with every learned method in
@@ -35,7 +36,7 @@ from dcplace.atomic import write_text
 from dcplace.bench.provenance import commit, machine
 
 LAYOUT = frozenset({"cvd-heuristics", "cvd-rl-paper", "cvd-rl", "nara", "hmip", "reopt", "run.json", "report.html",
-                    "report.md", "report_files", "config.toml"})  # fmt: skip
+                    "report.md", "report_files", "claims.json", "config.toml"})  # fmt: skip
 """Every name :func:`run_all` (and ``reproduce all``'s config.toml) writes into its folder (the module docstring's
 layout): an ``--out`` holding only these is an earlier run, finished or not."""
 
