@@ -59,7 +59,7 @@ def test_place_explain_release(client: TestClient) -> None:
         ("post", "/vms", {"id": "v", "cpu": 400, "mem": 8}, 409, "no machine can host"),
         ("post", "/vms", [1, 2], 422, "valid dictionary"),
         ("post", "/vms", None, 422, "the request needs a JSON body"),
-        ("delete", "/vms/", None, 405, "Method Not Allowed"),
+        ("delete", "/vms/", None, 405, "DELETE is not allowed on /vms; it takes GET, HEAD, OPTIONS, POST"),
         ("delete", "/vms/nope", None, 404, "no VM 'nope'"),
         ("get", "/vms/nope/explanation", None, 404, "no VM 'nope'"),
         ("post", "/allocations", [{"vm": "a", "machine": "pm9", "node": 0, "cpu": 1, "mem": 1}], 404, "[0]"),
@@ -397,3 +397,15 @@ def test_metrics_say_why_requests_fail_what_units_and_how_long_commits_take(clie
     assert float(values["dcplace_store_commit_seconds_count"]) == commits
     assert 0 < float(values["dcplace_store_commit_seconds_sum"]) < commits * 5
     assert 'dcplace_build_info{version="' in text and "process_open_fds" in text and "python_info{" in text
+
+
+def test_allow_names_every_method_a_path_takes(client: TestClient) -> None:
+    """A conformance review: ``OPTIONS /vms`` answered 405 with ``Allow: POST`` (GET exists too), and
+    ``/machines/m1/drain`` named only GET (``GET /machines/{id}`` matched first: ids may hold "/"). OPTIONS now
+    answers 204 with every method the path takes, and a 405 names them all."""
+    r = client.options("/vms")
+    assert r.status_code == 204 and r.headers["allow"] == "GET, HEAD, OPTIONS, POST"
+    assert client.options("/machines/pm0/drain").headers["allow"] == "DELETE, GET, HEAD, OPTIONS, POST"
+    assert client.options("/vms/a").headers["allow"] == "DELETE, GET, HEAD, OPTIONS"
+    r = client.put("/machines")
+    assert r.status_code == 405 and r.headers["allow"] == "GET, HEAD, OPTIONS, POST" and one_sentence(r)

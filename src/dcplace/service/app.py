@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, MutableMapping
 from contextlib import asynccontextmanager
 from dataclasses import asdict
 from typing import Annotated, Any
@@ -36,6 +36,7 @@ from fastapi_offline import FastAPIOffline
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.convertors import Convertor, register_url_convertor
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match, Route
 
 from dcplace.engine import (
     MachineSpec,
@@ -172,6 +173,18 @@ def _complete_document(app: FastAPI, numa: int) -> None:
         return doc
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _methods_at(app: FastAPI, scope: MutableMapping[str, Any]) -> list[str]:
+    """The methods the routes take at ``scope``'s path, with HEAD beside GET (:class:`HeadAsGet`) and OPTIONS:
+    ``/machines/m1/drain`` is matched by ``GET /machines/{id}`` (ids hold "/") and ``POST .../drain`` alike."""
+    methods = {"OPTIONS"}
+    for route in app.router.routes:
+        if isinstance(route, Route) and route.matches(scope)[0] != Match.NONE:
+            methods |= route.methods or set()
+    if "GET" in methods:
+        methods.add("HEAD")
+    return sorted(methods)
 
 
 def _policy_names(schema: dict[str, Any], names: list[str]) -> None:
@@ -389,7 +402,13 @@ def create_app(
         422 and sentence every other malformed body gets, on every route (the fast path's included)."""
         if exc.status_code == 400 and str(exc.detail).startswith("There was an error parsing the body"):
             return _json({"detail": unparsed(exc.__cause__)}, 422)
-        return await http_exception_handler(request, exc)  # with its headers (405's Allow)
+        if exc.status_code == 405:  # Starlette's Allow named the methods of the first route that matched the path
+            allow = ", ".join(_methods_at(app, request.scope))
+            if request.method == "OPTIONS":
+                return Response(status_code=204, headers={"Allow": allow})
+            said = f"{request.method} is not allowed on {request.url.path}; it takes {allow}"
+            return Response(json.dumps({"detail": said}), 405, {"Allow": allow}, media_type="application/json")
+        return await http_exception_handler(request, exc)
 
     # -- health and metrics -------------------------------------------------------------------------------------
     async def readable() -> None:
