@@ -112,9 +112,12 @@ def test_sigterm_stops_the_server_cleanly(tmp_path) -> None:
     change (``--log-level`` reached only uvicorn's log)."""
     sig = signal.SIGTERM
     port = free_port()
-    proc = start_serve(tmp_path / "s.db", port, "--log-level", "info")
+    listed = tmp_path / "machines.csv"
+    listed.write_text("id,cpu,mem,rack\nrk0,16;16,64;64,r1\nrk1,8,32,r1\n")
+    proc = start_serve(tmp_path / "s.db", port, "--log-level", "info", "--machines", str(listed))
     try:
         url = f"http://127.0.0.1:{port}"
+        assert [m["id"] for m in httpx.get(f"{url}/machines").json()] == ["rk0", "rk1"]  # --machines, one commit
         assert httpx.post(f"{url}/machines", json={"id": "pm", "cpu": 8, "mem": 16}).status_code == 201
         r = httpx.post(f"{url}/vms", json={"id": "v", "cpu": 2, "mem": 4}, headers={"x-request-id": "op-1"})
         assert r.status_code == 201
@@ -127,6 +130,7 @@ def test_sigterm_stops_the_server_cleanly(tmp_path) -> None:
     assert " INFO dcplace.engine.engine: machine pm registered: [8.0, 8.0] cores" in said
     assert " INFO dcplace.service.access: POST /vms 201 " in said and " ms request op-1\n" in said
     assert "machine m0 registered" not in said  # the warm-up's scratch machine is nobody's
+    assert f"registered 2 machine(s) from {listed}" in said
     engine = PlacementEngine.open(tmp_path / "s.db")
     assert [r.id for r in engine.vms()] == ["v"]
     engine.close()

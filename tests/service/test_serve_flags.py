@@ -38,15 +38,30 @@ PADRL = Path(__file__).resolve().parents[2] / "src" / "dcplace" / "data" / "cvd"
         (["--max-moves", "5"], "--max-moves: applies to background re-optimisation only"),
         # a refused --import file left an empty new database behind
         (["--import", "IMPORT"], "line 2, field 'machine': no machine 'nosuch' is registered"),
+        # --machines: a refused file names its line and field, and leaves no database
+        (["--machines", "BAD_CPU"], "m.csv, line 3, field 'cpu': must be a number or numbers separated by ';'"),
+        (["--machines", "BAD_NODES"], "m.csv, line 2, field 'mem': must give one value per NUMA node (2), got 3"),
+        (["--machines", "TWICE"], "m.csv, line 3, field 'id': the batch names machine 'pm0' twice"),
+        (["--machines", "JSON"], "m.json, field '[1].cpu': must be a number at least 1e-06"),
+        (["--machines", "GOOD", "--import", "IMPORT"], "line 2, field 'machine': no machine 'nosuch' is registered"),
     ],
 )
 def test_bad_address_flags_are_refused_before_the_database(tmp_path, flags, said):
     db = tmp_path / "c.db"
-    (tmp_path / "a.csv").write_text("vm,machine,cpu,mem\nv1,nosuch,1,1\n")
-    flags = [str(tmp_path / "a.csv") if f == "IMPORT" else f for f in flags]
+    files = {"IMPORT": ("a.csv", "vm,machine,cpu,mem\nv1,nosuch,1,1\n"),
+             "BAD_CPU": ("m.csv", "id,cpu,mem\npm0,8,16\npm1,eight,16\n"),
+             "BAD_NODES": ("m.csv", "id,cpu,mem,rack\npm0,8,16;16;16,r1\n"),
+             "TWICE": ("m.csv", "id,cpu,mem\npm0,8,16\npm0,8,16\n"),
+             "JSON": ("m.json", '[{"id": "pm0", "cpu": 8, "mem": 16}, {"id": "pm1", "cpu": 0, "mem": 16}]'),
+             "GOOD": ("g.csv", "id,cpu,mem\npm0,8,16\n")}  # fmt: skip
+    for f in flags:
+        if f in files:
+            (tmp_path / files[f][0]).write_text(files[f][1])
+    given = {tmp_path / files[f][0] for f in flags if f in files}
+    flags = [str(tmp_path / files[f][0]) if f in files else f for f in flags]
     res = runner.invoke(app, ["serve", "--db", str(db), *flags])
-    assert res.exit_code == 2 and said in res.output and "Traceback" not in res.output
-    assert not db.exists() and list(tmp_path.iterdir()) == [tmp_path / "a.csv"]
+    assert res.exit_code == 2 and said in res.output and "Traceback" not in res.output, res.output
+    assert not db.exists() and set(tmp_path.iterdir()) == given
 
 
 def test_a_port_in_use_is_refused(tmp_path):

@@ -69,6 +69,13 @@ def serve(
     ] = None,
     port: Annotated[int, typer.Option(help="TCP port")] = 8000,
     numa: Annotated[int, typer.Option(help="NUMA nodes per machine (fixed per database)")] = 2,
+    machines: Annotated[
+        Path | None,
+        typer.Option(
+            help="register the machines in this CSV (id,cpu,mem[,rack]; per-node values ';'-separated) or JSON file "
+            "first, with one commit; those already registered so are skipped"
+        ),
+    ] = None,
     import_allocations: Annotated[
         Path | None, typer.Option("--import", help="record the allocations in this CSV/JSON file first")
     ] = None,
@@ -142,9 +149,12 @@ def serve(
             flag = "reoptimise_every" if reoptimise_every is not None else "reoptimise_below"
             raise InputError(f"re-optimises double-NUMA machines only; this cluster has {engine.numa} NUMA nodes "
                              "per machine", field=flag)  # fmt: skip
-        if import_allocations is not None:
+        if machines is not None or import_allocations is not None:
             try:
-                _import_once(engine, import_allocations, db)
+                if machines is not None:
+                    _register(engine, machines)
+                if import_allocations is not None:
+                    _import_once(engine, import_allocations, db)
             except InputError:  # a refused file on a new database leaves no empty database behind
                 engine.close()
                 if new_db:
@@ -208,6 +218,27 @@ def _log_to_stderr(level: int) -> None:
         handler = _Stderr()
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         root.addHandler(handler)
+
+
+def _register(engine: PlacementEngine, path: Path) -> None:
+    """``--machines``: register the file's machines with one commit; an error names the file, line and field."""
+    import re
+
+    from dcplace.engine import read_machines_at
+
+    specs, lines = read_machines_at(path)
+    try:
+        added, skipped = engine.add_machines(specs)
+    except InputError as exc:  # machines[i].field: the file's line (a CSV's) or index (JSON's)
+        m = re.fullmatch(r"machines\[(\d+)\]\.?(.*)", exc.field or "")
+        if m is None:
+            raise
+        i, fld = int(m.group(1)), m.group(2) or None
+        if lines is None:  # JSON: the machine's index
+            raise InputError(exc.detail, path=path, field=f"[{i}]" + (f".{fld}" if fld else "")) from None
+        raise InputError(exc.detail, path=path, line=lines[i], field=fld) from None
+    again = f" ({skipped} already registered)" if skipped else ""
+    typer.echo(f"registered {len(added)} machine(s) from {path}{again}", err=True)
 
 
 def _import_once(engine: PlacementEngine, path: Path, db: Path) -> None:

@@ -20,6 +20,7 @@ from dcplace.engine.engine import (
     check_id,
     read_allocations,
     read_allocations_at,
+    read_machines_at,
     write_allocations,
 )
 from dcplace.engine.explain import Candidate, Explanation
@@ -54,5 +55,6 @@ __all__ = [
     "efficiency",
     "read_allocations",
     "read_allocations_at",
+    "read_machines_at",
     "write_allocations",
 ]

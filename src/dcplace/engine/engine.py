@@ -1744,6 +1744,48 @@ def _flag(value: object, name: str) -> bool:
     raise InputError(f"must be True or False, got {value!r}", field=name)
 
 
+def read_machines_at(path: str | Path) -> tuple[list[MachineSpec], list[int] | None]:
+    """Machines to register (:meth:`PlacementEngine.add_machines`) from a ``.csv`` (header ``id,cpu,mem`` and an
+    optional ``rack``; ``cpu`` and ``mem`` one number for every NUMA node or one per node, ``;``-separated) or a
+    ``.json`` file (a list of ``{"id", "cpu", "mem", "rack"?}``, numbers or lists); and each machine's line (a CSV's;
+    None for JSON, whose machines are named by their index). A value that is not a number names its line and
+    field; the engine checks the rest."""
+    p = Path(path)
+    if p.suffix.lower() == ".json":
+        text = read_text(p, "machines file")
+        try:
+            data = json.loads(text)
+        except (json.JSONDecodeError, RecursionError) as e:
+            raise InputError(f"not valid JSON ({json_problem(e)})", path=p, line=getattr(e, "lineno", None)) from None
+        if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+            raise InputError("must be a JSON list of machine objects", path=p)
+        specs = []
+        for i, r in enumerate(data):
+            unknown = set(r) - {"id", "cpu", "mem", "rack"}
+            missing = {"id", "cpu", "mem"} - set(r)
+            if unknown or missing:
+                said = f"unknown key {sorted(unknown)[0]!r}" if unknown else f"missing key {sorted(missing)[0]!r}"
+                raise InputError(f"{said} (a machine has id, cpu, mem and rack)", path=p, field=f"[{i}]")
+            specs.append(MachineSpec(r["id"], r["cpu"], r["mem"], r.get("rack")))
+        return specs, None
+    table = read_csv(p, ("id", "cpu", "mem"), "machines file")
+    specs, k = [], table.header.index
+
+    def numbers(cells: list[str], col: str, line: int) -> float | list[float]:
+        values = cells[k(col)].split(";")
+        try:
+            got = [float(v) for v in values]
+        except ValueError:
+            raise InputError(f"must be a number or numbers separated by ';', got {cells[k(col)]!r}", path=p,
+                             line=line, field=col) from None  # fmt: skip
+        return got[0] if len(got) == 1 else got
+
+    for cells, line in zip(table.rows, table.lines, strict=True):
+        rack = cells[k("rack")] if "rack" in table.header and cells[k("rack")] else None
+        specs.append(MachineSpec(cells[k("id")], numbers(cells, "cpu", line), numbers(cells, "mem", line), rack))
+    return specs, list(table.lines)
+
+
 def read_allocations(path: str | Path) -> list[dict[str, Any]]:
     """Allocation records from a ``.json`` (a list of objects) or ``.csv`` file (header ``vm,machine,node,cpu,mem``)."""
     return read_allocations_at(path)[0]
