@@ -269,7 +269,8 @@ def simulate_netalloc(
 
 def _net_warnings(s: dict[str, Any], policy: str) -> None:
     """What the numbers alone hide, on stderr (with --json too)."""
-    if s["acceptance_mean"] == 0:  # a table of zeros read like a result
+    if s["acceptance_mean"] == 0 and any(v for k, v in s["rejected"].items() if k != "invalid"):
+        # a table of zeros read like a result (a policy's own invalid picks have their warning below)
         why = ", ".join(f"{k} {v:,}" for k, v in s["rejected"].items() if v)
         typer.echo(f"warning: no request was allocated in any episode (rejected: {why}): capacity means a request "
                    "larger than the whole cluster's free CPU or memory, network a failed path check; are the "
