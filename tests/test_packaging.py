@@ -18,9 +18,20 @@ PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 
 
 def test_every_data_file_is_package_data() -> None:
+    """Every file git tracks under src/dcplace that is not Python source (what a wheel built from a clone holds;
+    every file outside ``__pycache__`` where git is absent)."""
+    import shutil
+    import subprocess
+
     globs = PROJECT["tool"]["setuptools"]["package-data"]["dcplace"]
     shipped = {p for g in globs for p in PACKAGE.glob(g)}
-    data = {p for p in PACKAGE.rglob("*") if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".py"}
+    tracked = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "src/dcplace"], capture_output=True,
+                             check=False) if shutil.which("git") else None  # fmt: skip
+    if tracked is not None and tracked.returncode == 0 and tracked.stdout:
+        files = {ROOT / f for f in tracked.stdout.decode().split("\0") if f}
+    else:
+        files = {p for p in PACKAGE.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+    data = {p for p in files if p.suffix != ".py"}
     assert data, "no data files found: the test looks in the wrong place"
     missing = sorted(str(p.relative_to(PACKAGE)) for p in data - shipped)
     assert not missing, f"read at run time but not in the wheel (add a glob to package-data): {missing}"

@@ -115,6 +115,7 @@ class CsvText:
     header: list[str]
     rows: list[list[str]]
     lines: list[int]  # 1-based file line of each row
+    header_line: int = 1
 
     def column(self, name: str) -> list[str]:
         i = self.header.index(name)
@@ -136,7 +137,7 @@ def read_csv(path: str | Path, required: Sequence[str], what: str = "file", *, m
                 continue
             cells = [c.strip() for c in cells]
             if header is None:
-                header = cells
+                header, header_line = cells, reader.line_num
                 for col in required:
                     if col not in header:
                         raise InputError(
@@ -153,7 +154,7 @@ def read_csv(path: str | Path, required: Sequence[str], what: str = "file", *, m
     assert header is not None  # read_text refused an empty file
     if len(rows) < min_rows:
         raise InputError(f"the {what} has a header but no data rows", path=p, line=1)
-    return CsvText(p, header, rows, lines)
+    return CsvText(p, header, rows, lines, header_line)
 
 
 @dataclass(frozen=True)

@@ -617,8 +617,8 @@ def test_rejections_are_counted_by_code_in_every_path(caplog) -> None:
     assert e.counters["dropped"] == before["dropped"] + len(report.dropped)
     e.check_invariants()
     said = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "dcplace.engine.engine"]
-    assert said[0] == ("WARNING", "machine pm0 failed: 0 VM(s) placed again, 1 dropped (they fit nowhere else)")
-    assert said[1] == ("INFO", "machine pm1 drained")
+    assert said[0] == ("WARNING", "machine 'pm0' failed: 0 VM(s) placed again, 1 dropped (they fit nowhere else)")
+    assert said[1] == ("INFO", "machine 'pm1' drained")
 
 
 def test_machines_register_in_one_batch_all_or_nothing(tmp_path) -> None:
@@ -656,3 +656,22 @@ def test_machines_register_in_one_batch_all_or_nothing(tmp_path) -> None:
     again = PlacementEngine.open(tmp_path / "m.db")
     assert again.snapshot() == before and len(again.machines()) == 50
     again.close()
+
+
+def test_a_batch_takes_the_slots_one_by_one_would_take() -> None:
+    """Slots break ties for every policy, so a batch must lay machines out as adding them one by one does: lowest
+    empty slot first (holes left by removed machines), then new ones past the end (one scan, not one per machine)."""
+    from dcplace.engine import MachineSpec
+
+    batch, single = PlacementEngine(2), PlacementEngine(2)
+    for e in (batch, single):
+        for i in range(5):
+            e.add_machine(f"m{i}", 8, 8)
+        e.remove_machine("m1")
+        e.remove_machine("m3")
+    specs = [MachineSpec(f"n{i}", 4 + i, 8) for i in range(70)]  # past the arrays' first growth
+    batch.add_machines(specs)
+    for sp in specs:
+        single.add_machine(sp.id, sp.cpu, sp.mem)
+    assert batch.snapshot() == single.snapshot()
+    batch.check_invariants()

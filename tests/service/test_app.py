@@ -399,7 +399,7 @@ def test_metrics_say_why_requests_fail_what_units_and_how_long_commits_take(clie
     assert 'dcplace_build_info{version="' in text and "process_open_fds" in text and "python_info{" in text
 
 
-def test_allow_names_every_method_a_path_takes(client: TestClient) -> None:
+def test_allow_names_every_method_a_path_takes(client: TestClient, caplog) -> None:
     """A conformance review: ``OPTIONS /vms`` answered 405 with ``Allow: POST`` (GET exists too), and
     ``/machines/m1/drain`` named only GET (``GET /machines/{id}`` matched first: ids may hold "/"). OPTIONS now
     answers 204 with every method the path takes, and a 405 names them all."""
@@ -409,3 +409,9 @@ def test_allow_names_every_method_a_path_takes(client: TestClient) -> None:
     assert client.options("/vms/a").headers["allow"] == "DELETE, GET, HEAD, OPTIONS"
     r = client.put("/machines")
     assert r.status_code == 405 and r.headers["allow"] == "GET, HEAD, OPTIONS, POST" and one_sentence(r)
+    with caplog.at_level("INFO", logger="dcplace.service.access"):
+        client.options("/vms")
+    assert caplog.records[-1].getMessage().startswith("OPTIONS /vms 204 ")  # the method as sent ("other" is a label)
+    for method in ("OPTIONS", "POST"):  # the docs' files: Starlette's StaticFiles answers for itself
+        assert client.request(method, "/docs-static/swagger-ui.css").headers["allow"] == "GET, HEAD"
+    assert client.options("/nope").status_code == 404  # no such resource: no methods to name

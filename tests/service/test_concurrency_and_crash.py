@@ -127,7 +127,7 @@ def test_sigterm_stops_the_server_cleanly(tmp_path) -> None:
     said = err.decode()
     assert proc.returncode == 0, said
     assert "stopped; every acknowledged change is durable" in said
-    assert " INFO dcplace.engine.engine: machine pm registered: [8.0, 8.0] cores" in said
+    assert " INFO dcplace.engine.engine: machine 'pm' registered: [8.0, 8.0] cores" in said
     assert " INFO dcplace.service.access: POST /vms 201 " in said and " ms request op-1\n" in said
     assert "machine m0 registered" not in said  # the warm-up's scratch machine is nobody's
     assert f"registered 2 machine(s) from {listed}" in said

@@ -43,6 +43,8 @@ PADRL = Path(__file__).resolve().parents[2] / "src" / "dcplace" / "data" / "cvd"
         (["--machines", "BAD_NODES"], "m.csv, line 2, field 'mem': must give one value per NUMA node (2), got 3"),
         (["--machines", "TWICE"], "m.csv, line 3, field 'id': the batch names machine 'pm0' twice"),
         (["--machines", "JSON"], "m.json, field '[1].cpu': must be a number at least 1e-06"),
+        # a misspelt column dropped every rack without a word
+        (["--machines", "RACK_ID"], "m.csv, line 1, field 'rack_id': unknown column"),
         (["--machines", "GOOD", "--import", "IMPORT"], "line 2, field 'machine': no machine 'nosuch' is registered"),
     ],
 )
@@ -52,6 +54,7 @@ def test_bad_address_flags_are_refused_before_the_database(tmp_path, flags, said
              "BAD_CPU": ("m.csv", "id,cpu,mem\npm0,8,16\npm1,eight,16\n"),
              "BAD_NODES": ("m.csv", "id,cpu,mem,rack\npm0,8,16;16;16,r1\n"),
              "TWICE": ("m.csv", "id,cpu,mem\npm0,8,16\npm0,8,16\n"),
+             "RACK_ID": ("m.csv", "id,cpu,mem,rack_id\npm0,8,16,r1\n"),
              "JSON": ("m.json", '[{"id": "pm0", "cpu": 8, "mem": 16}, {"id": "pm1", "cpu": 0, "mem": 16}]'),
              "GOOD": ("g.csv", "id,cpu,mem\npm0,8,16\n")}  # fmt: skip
     for f in flags:
@@ -82,3 +85,25 @@ def test_an_empty_host_means_every_interface_not_an_error():
         probe.bind(("", 0))
         port = probe.getsockname()[1]
     _check_listen("", port)  # free again: no exception
+
+
+def test_machines_file_is_registered_once_per_content(tmp_path):
+    """``--machines`` registered the file at every start, so a machine removed since came back, active (a review
+    of the change). The file is marked by its hash in the same commit; the same file is skipped, a changed one
+    registers what it adds."""
+    from dcplace.cli.serve import _register
+    from dcplace.engine import PlacementEngine
+
+    f = tmp_path / "m.csv"
+    f.write_text("id,cpu,mem\npm0,8,16\npm1,8,16\n")
+    e = PlacementEngine.open(tmp_path / "c.db")
+    _register(e, f)
+    e.remove_machine("pm1")  # decommissioned
+    e.close()
+    e = PlacementEngine.open(tmp_path / "c.db")
+    _register(e, f)  # the next start, same flag
+    assert [m.id for m in e.machines()] == ["pm0"]
+    f.write_text("id,cpu,mem\npm0,8,16\npm2,4,8\n")  # the operator's file, edited
+    _register(e, f)
+    assert [m.id for m in e.machines()] == ["pm0", "pm2"]
+    e.close()

@@ -152,8 +152,9 @@ def run_all(
     reader.start()
 
     def nara_failed() -> None:
-        """Raise as soon as the Nara child has failed: it ran beside the other reproductions, and its failure was
-        said only after all of them (minutes later)."""
+        """Raise, between two reproductions, once the Nara child has failed: it runs beside them, and its failure
+        was said only after all of them (minutes later in the quick form). The reproductions finished so far keep
+        their records; only ``nara/`` and one begun and not finished are removed."""
         if nara.poll() not in (None, 0):
             reader.join()
             raise RuntimeError(f"the Nara reproduction failed (exit {nara.returncode}):\n{''.join(log[-40:])}")
@@ -166,8 +167,8 @@ def run_all(
         cvd_heuristics.run_reproduction(s.trace, s.cvd_episodes, s.seed, out / "cvd-heuristics", quick=s.quick,
                                         regime=regime, progress=tagged("cvd-heuristics"))  # fmt: skip
         say(f"cvd-heuristics ({regime} regime) done ({time.perf_counter() - t0:.0f} s)")
-        nara_failed()
         done.add("cvd-heuristics")
+        nara_failed()
         if regime == "today":  # no paper regime here: a folder from an earlier run must not be reported as this one's
             shutil.rmtree(out / "cvd-rl-paper", ignore_errors=True)
             done.add("cvd-rl-paper")
@@ -184,8 +185,8 @@ def run_all(
                 progress=tagged("cvd-rl-paper"),
             )
             say(f"cvd-rl-paper done ({time.perf_counter() - t0:.0f} s)")
-            nara_failed()
             done.add("cvd-rl-paper")
+            nara_failed()
         begun.add("cvd-rl")
         cvd_reproduction.run_reproduction(
             s.trace,
@@ -199,18 +200,18 @@ def run_all(
             curve_seeds=s.curve_seeds,
         )
         say(f"cvd-rl done ({time.perf_counter() - t0:.0f} s)")
-        nara_failed()
         done.add("cvd-rl")
+        nara_failed()
         begun.add("hmip")
         hmip.run_reproduction(out / "hmip", quick=s.quick, workers=s.workers, seed=s.seed, progress=tagged("hmip"))
         say(f"hmip done ({time.perf_counter() - t0:.0f} s)")
-        nara_failed()
         done.add("hmip")
+        nara_failed()
         begun.add("reopt")
         reopt.run_reproduction(reopt_traces(s), 24.0 if s.quick else 0.0, out / "reopt", quick=s.quick, seed=s.seed)
         say(f"reopt done ({time.perf_counter() - t0:.0f} s)")
-        nara_failed()
         done.add("reopt")
+        nara_failed()
         for name in ("cvd-heuristics", "cvd-rl-paper", "cvd-rl", "hmip", "reopt"):
             sections.append(build_section(out, name))
         nara.wait()

@@ -221,14 +221,24 @@ def _log_to_stderr(level: int) -> None:
 
 
 def _register(engine: PlacementEngine, path: Path) -> None:
-    """``--machines``: register the file's machines with one commit; an error names the file, line and field."""
+    """``--machines``: register the file's machines with one commit, once per content of the file: it is marked by
+    its hash in the same commit, so a restart with the same file skips it (registering it again would bring back
+    the machines removed since); a changed file registers the machines it adds. An error names the file, line and
+    field."""
+    import hashlib
     import re
 
     from dcplace.engine import read_machines_at
 
     specs, lines = read_machines_at(path)
+    mark = "machines:" + hashlib.sha256(path.read_bytes()).hexdigest()
+    when = engine.imported_before(mark)
+    if when is not None:
+        typer.echo(f"--machines {path}: this file was registered at {when}; skipped (POST /machines/batch adds "
+                   "others)", err=True)  # fmt: skip
+        return
     try:
-        added, skipped = engine.add_machines(specs)
+        added, skipped = engine.add_machines(specs, mark=mark)
     except InputError as exc:  # machines[i].field: the file's line (a CSV's) or index (JSON's)
         m = re.fullmatch(r"machines\[(\d+)\]\.?(.*)", exc.field or "")
         if m is None:

@@ -120,71 +120,80 @@ def _complete_document(app: FastAPI, numa: int) -> None:
     and the ``Link`` header of the paged listings; the NUMA node count of this cluster as the length of a
     per-node list; the policy names the service takes. (A conformance review found each of these missing or
     wrong: a client generated from the document met answers it did not know.)"""
-    from dcplace.service.models import ExtenderArgs, ExtenderBindingArgs
-
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is not None:
             return app.openapi_schema
-        doc = generate()
-        schemas = doc["components"]["schemas"]
-        for body_model in (ExtenderArgs, ExtenderBindingArgs):
-            own = body_model.model_json_schema(ref_template="#/components/schemas/{model}")
-            schemas.update(own.pop("$defs", {}))
-            schemas[body_model.__name__] = own
-        error = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}}
-        request_id = {"X-Request-ID": {"description": "the client's X-Request-ID when well-formed (1-128 of "
-                                       "A-Za-z0-9._:-), else a new one; the log's line for the request names it",
-                                       "schema": {"type": "string"}}}  # fmt: skip
-        for path, ops in doc["paths"].items():
-            for method, op in ops.items():
-                answers = op["responses"]
-                refusals = ["413"] + (["503"] if path != "/metrics" else [])
-                refusals += [] if method == "get" and path in PROBES else ["421"]
-                refusals += ["403"] if method in ("post", "put", "patch", "delete") else []
-                for code in refusals:
-                    answers.setdefault(code, {"description": REFUSALS[code], "content": error})
-                if "422" in answers:
-                    answers["422"]["content"] = error
-                for code, answer in answers.items():
-                    answer["headers"] = {**answer.get("headers", {}), **request_id}
-                    if method == "get" and path in PAGED and code == "200":
-                        answer["headers"]["Link"] = {"description": '<next page>; rel="next" while more remain (with '
-                                                     "limit)", "schema": {"type": "string"}}  # fmt: skip
-        for name in ("HTTPValidationError", "ValidationError"):
-            schemas.pop(name, None)
-        for route, name in (("/extender/filter", "ExtenderArgs"), ("/extender/prioritize", "ExtenderArgs"),
-                            ("/extender/bind", "ExtenderBindingArgs")):  # fmt: skip
-            doc["paths"][route]["post"]["requestBody"] = {
-                "required": True,
-                "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}},
-            }
-        names = sorted(served_policies())
-        for name in ("VmIn", "ExplainIn", "VmBatchIn"):
-            _policy_names(schemas[name]["properties"]["policy"], names)
-        for param in doc["paths"]["/machines/{machine_id}/fail"]["post"].get("parameters", []):
-            if param["name"] == "policy":
-                _policy_names(param["schema"], names)
-        for field in ("cpu", "mem"):
-            for branch in schemas["MachineIn"]["properties"][field]["anyOf"]:
-                if branch.get("type") == "array":
-                    branch.update(minItems=numa, maxItems=numa)
-        return doc
+        try:
+            return _completed(generate(), numa)
+        except BaseException:  # generate() cached the document: a half-completed one must not be served later
+            app.openapi_schema = None
+            raise
 
     app.openapi = openapi  # type: ignore[method-assign]
 
 
+def _completed(doc: dict[str, Any], numa: int) -> dict[str, Any]:
+    """:func:`_complete_document`'s additions, made to ``doc`` in place."""
+    from dcplace.service.models import ExtenderArgs, ExtenderBindingArgs
+
+    schemas = doc["components"]["schemas"]
+    for body_model in (ExtenderArgs, ExtenderBindingArgs):
+        own = body_model.model_json_schema(ref_template="#/components/schemas/{model}")
+        schemas.update(own.pop("$defs", {}))
+        schemas[body_model.__name__] = own
+    error = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}}
+    request_id = {"X-Request-ID": {"description": "the client's X-Request-ID when well-formed (1-128 of "
+                                   "A-Za-z0-9._:-), else a new one; the log's line for the request names it",
+                                   "schema": {"type": "string"}}}  # fmt: skip
+    for path, ops in doc["paths"].items():
+        for method, op in ops.items():
+            answers = op["responses"]
+            refusals = ["413"] + (["503"] if path != "/metrics" else [])
+            refusals += [] if method == "get" and path in PROBES else ["421"]
+            refusals += ["403"] if method in ("post", "put", "patch", "delete") else []
+            for code in refusals:
+                answers.setdefault(code, {"description": REFUSALS[code], "content": error})
+            if "422" in answers:
+                answers["422"]["content"] = error
+            for code, answer in answers.items():
+                answer["headers"] = {**answer.get("headers", {}), **request_id}
+                if method == "get" and path in PAGED and code == "200":
+                    answer["headers"]["Link"] = {"description": '<next page>; rel="next" while more remain (with '
+                                                 "limit)", "schema": {"type": "string"}}  # fmt: skip
+    for name in ("HTTPValidationError", "ValidationError"):
+        schemas.pop(name, None)
+    for route, name in (("/extender/filter", "ExtenderArgs"), ("/extender/prioritize", "ExtenderArgs"),
+                        ("/extender/bind", "ExtenderBindingArgs")):  # fmt: skip
+        doc["paths"][route]["post"]["requestBody"] = {
+            "required": True,
+            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}},
+        }
+    names = sorted(served_policies())
+    for name in ("VmIn", "ExplainIn", "VmBatchIn"):
+        _policy_names(schemas[name]["properties"]["policy"], names)
+    for param in doc["paths"]["/machines/{machine_id}/fail"]["post"].get("parameters", []):
+        if param["name"] == "policy":
+            _policy_names(param["schema"], names)
+    for field in ("cpu", "mem"):
+        for branch in schemas["MachineIn"]["properties"][field]["anyOf"]:
+            if branch.get("type") == "array":
+                branch.update(minItems=numa, maxItems=numa)
+    return doc
+
+
 def _methods_at(app: FastAPI, scope: MutableMapping[str, Any]) -> list[str]:
     """The methods the routes take at ``scope``'s path, with HEAD beside GET (:class:`HeadAsGet`) and OPTIONS:
-    ``/machines/m1/drain`` is matched by ``GET /machines/{id}`` (ids hold "/") and ``POST .../drain`` alike."""
-    methods = {"OPTIONS"}
+    ``/machines/m1/drain`` is matched by ``GET /machines/{id}`` (ids hold "/") and ``POST .../drain`` alike. None
+    where no route matches (a 404; the docs' files under ``/docs-static`` answer for themselves)."""
+    methods: set[str] = set()
     for route in app.router.routes:
         if isinstance(route, Route) and route.matches(scope)[0] != Match.NONE:
             methods |= route.methods or set()
     if "GET" in methods:
         methods.add("HEAD")
-    return sorted(methods)
+    return sorted(methods | {"OPTIONS"}) if methods else []
 
 
 def _policy_names(schema: dict[str, Any], names: list[str]) -> None:
@@ -237,6 +246,8 @@ async def _reoptimiser(engine: PlacementEngine, policy: ReoptPolicy, every_s: fl
             continue
         if rep is not None:
             last["report"] = rep.as_dict()
+            if logging.getLogger("dcplace.engine").isEnabledFor(logging.INFO):
+                continue  # the engine's own line says it (serve --log-level info)
             print(f"dcplace serve: re-optimisation ({rep.trigger}): {rep.applied} move(s), machines in use "
                   f"{rep.machines_before} -> {rep.machines_after}, verified: {'yes' if rep.verified else 'NO'}",
                   file=sys.stderr, flush=True)  # fmt: skip
@@ -402,8 +413,9 @@ def create_app(
         422 and sentence every other malformed body gets, on every route (the fast path's included)."""
         if exc.status_code == 400 and str(exc.detail).startswith("There was an error parsing the body"):
             return _json({"detail": unparsed(exc.__cause__)}, 422)
-        if exc.status_code == 405:  # Starlette's Allow named the methods of the first route that matched the path
-            allow = ", ".join(_methods_at(app, request.scope))
+        allowed = _methods_at(app, request.scope) if exc.status_code == 405 else []
+        if allowed:  # Starlette's Allow named the methods of the first route that matched the path
+            allow = ", ".join(allowed)
             if request.method == "OPTIONS":
                 return Response(status_code=204, headers={"Allow": allow})
             said = f"{request.method} is not allowed on {request.url.path}; it takes {allow}"

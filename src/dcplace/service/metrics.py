@@ -178,5 +178,5 @@ class Observed:
             self.metrics.http_requests.labels(route, method, str(status)).inc()
             self.metrics.http_seconds.labels(route, method).observe(took)
             if access.isEnabledFor(logging.INFO):
-                access.info("%s %s %d %.1f ms request %s", method, _printable(scope["path"]), status, took * 1e3,
-                            rid)  # fmt: skip
+                access.info("%s %s %d %.1f ms request %s", _printable(scope["method"]), _printable(scope["path"]),
+                            status, took * 1e3, rid)  # fmt: skip
