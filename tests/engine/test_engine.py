@@ -675,3 +675,47 @@ def test_a_batch_takes_the_slots_one_by_one_would_take() -> None:
         single.add_machine(sp.id, sp.cpu, sp.mem)
     assert batch.snapshot() == single.snapshot()
     batch.check_invariants()
+
+
+def test_findings_of_the_stateful_review(tmp_path) -> None:
+    """A model-based review (2026-11-28) found: a bind with pinned=True wrote the pin to the database but not to
+    memory; assign(node=True) was a numba traceback; an import took node 1.5 or true as node 1; an explanation under
+    the random policy drew from whatever the process had drawn before (two engines built alike explained
+    differently)."""
+    db = tmp_path / "e.db"
+    e = PlacementEngine.open(db)
+    e.add_machine("m0", 4, 8)
+    e.bind(VmRequest("v0", 1.0, 1.0, pinned=True), "m0")
+    assert e.pinned == {"v0"} and e.snapshot()["vms"][0]["pinned"]
+    e.close()
+    e = PlacementEngine.open(db)
+    assert e.pinned == {"v0"}
+    with pytest.raises(InputError) as err:
+        e.assign("v1", "m0", True, 1.0, 1.0)  # type: ignore[arg-type]
+    assert err.value.field == "node"
+    for bad in (1.5, True, "1.5", "one"):
+        with pytest.raises(InputError) as err:
+            e.import_allocations([{"vm": "v2", "machine": "m0", "node": bad, "cpu": 1, "mem": 1}])
+        assert err.value.field == "[0].node", bad
+    assert e.import_allocations([{"vm": "v2", "machine": "m0", "node": " 1 ", "cpu": 1, "mem": 1}]) == 1
+    assert e.vm("v2").node == 1
+    e.close()
+
+    def explained(noise: int) -> list[str | None]:
+        engine = small(4, policy="random")
+        from dcplace.sim import numa_kernel
+
+        numa_kernel.seed_rng(noise)  # what else the process drew
+        said = [engine.explain(VmRequest("?", 1, 1)).chosen for _ in range(5)]
+        placed = [engine.place(VmRequest(f"p{i}", 1, 1)).machine for i in range(5)]  # type: ignore[union-attr]
+        return [c.machine if c else None for c in said] + placed
+
+    assert explained(1) == explained(2)
+    quiet = small(4, policy="random")
+    asked = small(4, policy="random")
+    for _ in range(3):
+        asked.explain(VmRequest("?", 1, 1))  # a dry run changes no later placement
+    assert [quiet.place(VmRequest(f"p{i}", 1, 1)).machine for i in range(8)] == [  # type: ignore[union-attr]
+        asked.place(VmRequest(f"p{i}", 1, 1)).machine
+        for i in range(8)  # type: ignore[union-attr]
+    ]

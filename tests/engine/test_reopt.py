@@ -420,3 +420,29 @@ def test_the_cpsat_step_with_sizes_off_the_quarter_grid(seed: int) -> None:
     rep = e.reoptimise(ReoptPolicy(migration_weight=0, improve_s=3, time_limit_s=5))
     assert rep.verified and rep.machines_after <= alone.machines_after
     e.check_invariants()
+
+
+@pytest.mark.parametrize("failed", [True, False])
+def test_an_evacuation_decides_the_same_after_a_restart(tmp_path, failed) -> None:
+    """The planner breaks ties by VM index, and the snapshot listed VMs in the ledger's slot order, which a restart
+    lays out anew: the same failed evacuation dropped v2 on the live engine and v4 after a reopen (a stateful
+    review). Snapshots are now in id order."""
+
+    def run(reopen: bool) -> tuple[list[tuple[str, str]], tuple[str, ...]]:
+        db = tmp_path / f"{reopen}-{failed}.db"
+        e = PlacementEngine.open(db, numa=1, policy="first-fit")
+        e.add_machine("a", 4, 4)
+        e.add_machine("b", 2, 2)
+        for v in ("v1", "v2", "v3"):
+            e.place(VmRequest(v, 2.0, 2.0))  # v1, v2 on a; v3 on b
+        e.release("v3")
+        e.release("v1")
+        e.place(VmRequest("v4", 2.0, 2.0))  # on a, in v1's ledger slot (before v2); its database row after v2
+        if reopen:
+            e.close()
+            e = PlacementEngine.open(db, numa=1, policy="first-fit")
+        r = e.evacuate("a", failed=failed)
+        e.close()
+        return [(m.vm, m.machine) for m in r.moves], r.dropped
+
+    assert run(False) == run(True)

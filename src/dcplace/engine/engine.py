@@ -345,6 +345,18 @@ def _id_ok(value: Any) -> bool:
     )
 
 
+def _node_of(raw: Any) -> int | None:
+    """An allocation row's ``node``: None for a VM split over every node (empty, ``all``, null), else a whole number
+    as an int or its digits (``1.5`` and ``true`` were taken as node 1); ValueError otherwise."""
+    if raw is None or (isinstance(raw, str) and raw.strip() in ("", "all")):
+        return None
+    if type(raw) is int:
+        return raw
+    if isinstance(raw, str) and raw.strip().isdigit():
+        return int(raw.strip())
+    raise ValueError(f"must be a NUMA node number, or empty or 'all' for a VM split over every node, got {raw!r}")
+
+
 def check_id(value: Any, name: str) -> str:
     """``value`` if it is a valid machine or VM id (1-256 characters, no surrounding spaces, no control characters or
     lone surrogates), else an InputError naming ``name``."""
@@ -377,6 +389,7 @@ class PlacementEngine:
         check_seed(seed)
         self.seed = seed
         self._rng = np.random.default_rng(seed)
+        self._dry_rng = np.random.default_rng([seed, 1])  # dry runs' draws: reproducible, and they leave _rng alone
         self.state = ClusterState(numa)
         self.numa = numa
         self.lock = threading.RLock()
@@ -936,11 +949,13 @@ class PlacementEngine:
         self._wait(ticket)
         return result
 
-    def _draws(self, pol: NumaPolicy) -> None:
+    def _draws(self, pol: NumaPolicy, dry: bool = False) -> None:
         """Before a compiled policy that draws decides: seed the compiled generator (the process's, per thread) from
-        this engine's own stream, so the engine's decisions depend on its seed alone."""
+        this engine's own stream, so the engine's decisions depend on its seed alone. ``dry``: for a dry run
+        (:meth:`explain`), from a stream of its own, so that asking changes no later placement (an explanation
+        drew from whatever the process had drawn before: two engines built alike explained differently)."""
         if type(pol) is Heuristic and pol.code == RANDOM:
-            numa_kernel.seed_rng(int(self._rng.integers(0, 2**31 - 1)))
+            numa_kernel.seed_rng(int((self._dry_rng if dry else self._rng).integers(0, 2**31 - 1)))
 
     def _decide_and_place(self, pol: NumaPolicy, req: VmRequest, explain: bool) -> Decision:
         """Decide with ``pol`` and apply (no durability here); counts and keeps explanations."""
@@ -1058,6 +1073,7 @@ class PlacementEngine:
             pol = self.policy(policy)
             s = self.state
             d = np.array([request.cpu, request.mem])
+            self._draws(pol, dry=True)
             action = as_action(pol, decide(pol, s.view(request.cpu, request.mem, request.multi)))
             kn = self.numa
             m = action // kn if action >= 0 else -1
@@ -1180,6 +1196,8 @@ class PlacementEngine:
                                    f"{machine_id!r}", field="machine")  # fmt: skip
                 self._assign_locked(req, machine_id, node)
                 self.counters["placed"] += 1
+                if req.pinned:  # it was written to the database only: memory and disk disagreed until a restart
+                    self.pinned.add(req.id)
                 placement = Placement(req.id, machine_id, node)
                 ticket = self._commit([VmRow(req.id, machine_id, node, req.cpu, req.mem, req.multi, req.pinned)])
         self._wait(ticket)
@@ -1192,7 +1210,7 @@ class PlacementEngine:
         m = self._machine_slot(machine_id)
         if s.status[m] == FAILED:  # it was recorded, leaving a failed machine that hosts a VM
             raise Conflict(f"machine {machine_id!r} has failed: it hosts nothing", field="machine")
-        if node is not None and not (isinstance(node, int) and 0 <= node < self.numa):
+        if node is not None and not (type(node) is int and 0 <= node < self.numa):  # True was node 1, in numba
             raise InputError(f"must be a NUMA node from 0 to {self.numa - 1}, or empty for all, got {node!r}",
                              field="node")  # fmt: skip
         k = 0 if node is None else node
@@ -1253,6 +1271,7 @@ class PlacementEngine:
     ) -> tuple[ReoptReport, int]:  # fmt: skip
         """Steps 3-5: the target and the plan on the snapshot without the engine's lock, then the plan applied
         under it. The report and the ticket to wait for."""
+        snap, (may,) = reopt.in_id_order(snap, may)  # the same decisions whatever the ledger's layout
         answer = reopt.consolidation_target(snap, may, pol)
         plan = plan_migrations(snap.placement, answer.target, max_moves=pol.max_moves, max_gb=pol.max_gb)
         summary = reopt.plan_summary(plan)
@@ -1313,7 +1332,7 @@ class PlacementEngine:
                                    field="machine")  # fmt: skip
             saved, counted, moved = copy.deepcopy(self.state), dict(self.counters), dict(self.moved_at)
             try:
-                snap = reopt.snapshot(s, self.pinned)
+                snap, _ = reopt.in_id_order(reopt.snapshot(s, self.pinned))  # decisions independent of the ledger
                 before = s.machines_in_use
                 ev = evacuate_machines(snap.placement, [slot], failed=failed)
                 s.set_status(slot, FAILED if failed else DRAINED)
@@ -1663,8 +1682,7 @@ class PlacementEngine:
         parsed: list[tuple[VmRequest, str, int | None]] = []
         for i, row in enumerate(rows, 1):
             try:
-                node_raw = row.get("node")
-                node = None if node_raw in (None, "", "all") else int(node_raw)
+                node = _node_of(row.get("node"))
                 req = VmRequest(str(row["vm"]), row["cpu"], row["mem"], node is None, _pinned(row.get("pinned")))
                 parsed.append((self._validate(req), str(row["machine"]), node))
             except KeyError as e:
