@@ -55,6 +55,26 @@ def test_simulate_prints_the_documented_keys(heading: str, args: tuple[str, ...]
     assert set(printed(*args)) == keys
 
 
+@pytest.mark.parametrize(
+    ("args", "context"),
+    [
+        (("compare", "numa", "--policies", "first-fit", "--policies", "random", "--pms", "5", "--episodes", "2"),
+         {"trace", "pms", "mode", "warm_start", "release", "double_threshold", "seed"}),
+        (("compare", "netalloc", "--policies", "tetris", "--policies", "random", "--requests", "16", "--episodes",
+          "2"), {"topology", "dataset", "requests", "split", "setting", "seed"}),
+    ],
+    ids=["numa", "netalloc"],
+)  # fmt: skip
+def test_compare_prints_the_documented_keys(args: tuple[str, ...], context: set[str]) -> None:
+    keys, _ = documented("`compare numa --json`, `compare netalloc --json`")
+    out = printed(*args)
+    assert context <= keys and set(out) == keys - ({"trace", "pms", "mode", "warm_start", "release",
+                                                     "double_threshold", "topology", "dataset", "requests", "split",
+                                                     "setting", "seed"} - context)  # fmt: skip
+    row = out["rows"][1]  # type: ignore[index]
+    assert {"policy", "mean", "margin", "difference", "verdict", "wins", "ties", "losses", "values"} <= set(row)
+
+
 def test_policies_prints_the_documented_keys() -> None:
     keys, _ = documented("`policies --json`")
     out = printed("policies")

@@ -1,4 +1,4 @@
-"""The ``dcplace`` command line: simulate, train, solve, reproduce, serve, cluster, policies, demo.
+"""The ``dcplace`` command line: simulate, compare, train, solve, reproduce, serve, cluster, policies, demo.
 
 This module only assembles the app. Each command group lives in its own module of :mod:`dcplace.cli` (the first line
 of the module's docstring is its line in ``dcplace --help``) and is imported only when it runs or shows its help, so
@@ -41,6 +41,7 @@ COMMANDS = {
     "policies": "dcplace.cli.info",
     "demo": "dcplace.cli.demo",
     "simulate": "dcplace.cli.simulate",
+    "compare": "dcplace.cli.compare",
     "train": "dcplace.cli.train",
     "reproduce": "dcplace.cli.reproduce",
     "serve": "dcplace.cli.serve",

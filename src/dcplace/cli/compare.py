@@ -1,0 +1,143 @@
+"""Compare placement policies on the same episodes, each against a baseline, with paired 95 % intervals."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import typer
+
+from dcplace.atomic import write_text
+from dcplace.cli.common import JSON_HELP, NetSettingName, console, err_console, save_result
+from dcplace.cli.options import config_command
+from dcplace.config import check, check_types
+from dcplace.sim.numa import Scenario
+
+app = typer.Typer(add_completion=False, rich_markup_mode=None)
+
+OUT_HELP = "a folder: result.json (what --json prints), episodes.csv (policy, episode, value) and config.toml"
+
+
+@dataclass(frozen=True)
+class CompareNuma:
+    """``compare numa``: policies on the same seeded episodes of a trace (CVD-RL's setting)."""
+
+    policies: tuple[str, ...] = ("first-fit", "best-fit", "industrial")
+    """the policies, registered names or your own as package.module:ClassName (repeat the flag for each)"""
+    baseline: str | None = None
+    """the policy the others are measured against (default: the first)"""
+    trace: str = "synthetic"
+    """huawei-east-1, azure-v1, synthetic, a trace file, or your own as package.module:function (docs/workloads.md)"""
+    episodes: int = 10
+    """episodes, each from its own seeded start, the same for every policy"""
+    seed: int = 0
+    """same seed, same numbers"""
+    double_threshold: float = 32.0
+    """VMs with memory above this many GB are double-NUMA"""
+    oversize: Literal["error", "skip"] = "error"
+    """a VM no machine can host: refuse the trace, or count and skip"""
+    scenario: Scenario = field(default_factory=Scenario)
+    """the episode dynamics"""
+
+    def __post_init__(self) -> None:
+        check_types(self)
+        check(self.episodes >= 1, "episodes", self.episodes, "at least 1")
+
+
+@dataclass(frozen=True)
+class CompareNetalloc:
+    """``compare netalloc``: policies on the same seeded request sequences (Nara's setting)."""
+
+    policies: tuple[str, ...] = ("random", "tetris", "nalb-strict")
+    """the policies, registered names or your own as package.module:ClassName (repeat the flag for each)"""
+    baseline: str | None = None
+    """the policy the others are measured against (default: the first)"""
+    topology: str = "alpha"
+    """alpha, beta, gamma, delta, or a .json / .csv topology file"""
+    dataset: str = "uniform"
+    """uniform, azure, alibaba, or a request CSV (cpu,mem,bw,hold)"""
+    requests: int = 0
+    """requests per episode (0: the paper's length for the topology, 128 otherwise)"""
+    episodes: int = 10
+    """episodes, each its own seeded request sequence, the same for every policy"""
+    seed: int = 0
+    """same seed, same numbers"""
+    split: Literal["train", "test"] = "test"
+    """train or test part of the trace-derived sets"""
+    setting: NetSettingName = "paper"
+    """the environment's reading (docs/netalloc.md, Settings)"""
+
+    def __post_init__(self) -> None:
+        check_types(self)
+        check(self.episodes >= 1, "episodes", self.episodes, "at least 1")
+        check(self.requests >= 0, "requests", self.requests, "at least 0")
+
+
+def _report(table: Any, cfg: object, json_out: bool, out: Path | None, command: str) -> None:
+    """Print the comparison (a table, or one JSON object) and write ``--out``."""
+    from rich.table import Table
+
+    record = table.as_dict()
+    if out is not None:
+        save_result(record, cfg, out, command)
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(["policy", "episode", table.metric])
+        for r in table.rows:
+            w.writerows([r.policy, i, v] for i, v in enumerate(r.values))
+        write_text(out / "episodes.csv", buf.getvalue())
+    if json_out:
+        typer.echo(json.dumps(record))
+        return
+    pct = table.metric == "acceptance"
+    t = Table(title=f"{table.metric} over {table.episodes} episodes, the same for every policy; baseline "
+                    f"{table.baseline} (95 % intervals, paired on the episodes)")  # fmt: skip
+    for col in ("policy", table.metric, "vs baseline", "difference", "verdict", "wins / ties / losses"):
+        t.add_column(col, justify="left" if col in ("policy", "verdict") else "right")
+    for r in table.rows:
+        t.add_row(r.policy, r.mean.fmt(3 if pct else 1), "" if r.margin is None else r.margin.fmt(1, pct=True),
+                  "" if r.difference is None else r.difference.fmt(3 if pct else 1), r.verdict,
+                  "" if r.difference is None else f"{r.wins} / {r.ties} / {r.losses}")  # fmt: skip
+    console.print(t)
+    if table.episodes < 2:
+        err_console.print("note: one episode gives no interval; run --episodes 2 or more to compare")
+
+
+@app.command("numa")
+@config_command(CompareNuma)
+def compare_numa_cmd(
+    cfg: CompareNuma,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    out: Annotated[Path | None, typer.Option(help=OUT_HELP)] = None,
+) -> None:
+    """Policies on the same episodes of a trace on double-NUMA machines: each one's scheduled length against the
+    baseline's (the paired margin and difference with 95 % intervals; ahead / behind where the difference's
+    interval leaves zero)."""
+    from dcplace.bench.compare import compare_numa
+
+    table = compare_numa(cfg.policies, cfg.trace, cfg.scenario, cfg.episodes, cfg.seed, cfg.double_threshold,
+                         cfg.oversize, cfg.baseline,
+                         on_policy=lambda p: err_console.print(f"{p}: {cfg.episodes} episodes"))  # fmt: skip
+    _report(table, cfg, json_out, out, "dcplace compare numa")
+
+
+@app.command("netalloc")
+@config_command(CompareNetalloc)
+def compare_netalloc_cmd(
+    cfg: CompareNetalloc,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    out: Annotated[Path | None, typer.Option(help=OUT_HELP)] = None,
+) -> None:
+    """Policies on the same request sequences of a datacenter network: each one's acceptance against the
+    baseline's (the paired margin and difference with 95 % intervals; ahead / behind where the difference's
+    interval leaves zero)."""
+    from dcplace.bench.compare import compare_netalloc
+
+    table = compare_netalloc(cfg.policies, cfg.topology, cfg.dataset, cfg.episodes, cfg.seed, cfg.requests or None,
+                             cfg.split, cfg.setting, cfg.baseline,
+                             on_policy=lambda p: err_console.print(f"{p}: {cfg.episodes} episodes"))  # fmt: skip
+    _report(table, cfg, json_out, out, "dcplace compare netalloc")

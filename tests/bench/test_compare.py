@@ -1,0 +1,91 @@
+"""``dcplace compare``: policies on the same episodes, each against a baseline with paired intervals."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from dcplace.bench.compare import compare, compare_numa
+from dcplace.bench.stats import interval
+from dcplace.cli.main import app
+from dcplace.errors import InputError
+from dcplace.sim.numa import Scenario
+
+runner = CliRunner()
+
+
+def test_the_paired_statistics_are_those_of_the_differences() -> None:
+    t = compare({"base": [10, 20, 30, 40], "better": [11, 22, 33, 44], "same": [10, 20, 30, 40],
+                 "worse": [5, 10, 15, 20]})  # fmt: skip
+    rows = {r.policy: r for r in t.rows}
+    assert t.baseline == "base" and rows["base"].verdict == "baseline" and rows["base"].margin is None
+    better = rows["better"]
+    assert better.margin is not None and better.difference is not None
+    assert math.isclose(better.margin.mean, 0.10) and math.isclose(better.margin.lo, 0.10)  # +10 % every episode
+    assert better.difference == interval([1, 2, 3, 4]) and (better.wins, better.ties, better.losses) == (4, 0, 0)
+    assert better.verdict == "ahead" and rows["worse"].verdict == "behind" and rows["same"].verdict == "level"
+    assert (rows["same"].wins, rows["same"].ties) == (0, 4)
+    zero = compare({"a": [0, 2], "b": [1, 3]})  # a baseline episode at 0: no relative margin, a difference still
+    assert zero.rows[1].margin is None and zero.rows[1].difference is not None
+    one = compare({"a": [3], "b": [4]})
+    assert one.rows[1].verdict == "n/a"  # one episode: no interval
+    with pytest.raises(InputError, match="must be one of the policies compared"):
+        compare({"a": [1], "b": [2]}, baseline="c")
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.integers(1, 1000), min_size=2, max_size=12), st.lists(st.integers(-50, 50), min_size=12,
+                                                                           max_size=12))  # fmt: skip
+def test_a_policy_ahead_on_every_episode_is_never_called_behind(base: list[int], shift: list[int]) -> None:
+    other = [b + abs(s) + 1 for b, s in zip(base, shift, strict=False)]
+    row = compare({"base": base, "other": other}).rows[1]
+    assert row.wins == len(base) and row.verdict in ("ahead", "level")
+    assert row.difference is not None and row.difference.mean > 0
+
+
+def test_compare_numa_plays_the_same_episodes_as_simulate(tmp_path: Path) -> None:
+    """The values are what ``simulate numa`` gives each policy alone with the same seed (the same episodes)."""
+    sc = Scenario(pms=5)
+    t = compare_numa(["first-fit", "random"], "synthetic", sc, episodes=3, seed=4)
+    for policy in ("first-fit", "random"):
+        alone = runner.invoke(app, ["simulate", "numa", "--policy", policy, "--pms", "5", "--episodes", "3",
+                                    "--seed", "4", "--out", str(tmp_path / f"{policy}.csv")])  # fmt: skip
+        assert alone.exit_code == 0, alone.output
+        with open(tmp_path / f"{policy}.csv", encoding="utf-8") as fh:
+            lengths = [float(r["length"]) for r in csv.DictReader(fh)]
+        assert next(r for r in t.rows if r.policy == policy).values == lengths
+
+
+def test_the_command_prints_writes_and_refuses(tmp_path: Path) -> None:
+    args = ["compare", "numa", "--policies", "first-fit", "--policies", "random", "--pms", "5", "--episodes", "3"]
+    res = runner.invoke(app, [*args, "--json", "--out", str(tmp_path / "o")])
+    assert res.exit_code == 0, res.output
+    record = json.loads(res.stdout)
+    assert record["baseline"] == "first-fit" and [r["policy"] for r in record["rows"]] == ["first-fit", "random"]
+    assert json.loads((tmp_path / "o" / "result.json").read_text()) == record
+    with open(tmp_path / "o" / "episodes.csv", encoding="utf-8") as fh:
+        assert len(list(csv.DictReader(fh))) == 6
+    table = runner.invoke(app, [*args, "--baseline", "random"])
+    assert table.exit_code == 0 and "baseline random" in table.stdout.replace("\n", " ")
+    for bad, said in ((["--policies", "first-fit"], "--policies: needs at least two policies"),
+                      (["--policies", "random", "--policies", "random"], "--policies: names 'random' twice"),
+                      (["--policies", "random", "--policies", "nope"], "--policies must be one of"),
+                      (["--policies", "random", "--policies", "first-fit", "--baseline", "x"],
+                       "--baseline must be one of --policies")):  # fmt: skip
+        r = runner.invoke(app, ["compare", "numa", *bad, "--pms", "5"])
+        assert r.exit_code == 2 and said in r.output and "Traceback" not in r.output, r.output
+
+
+def test_compare_netalloc_runs_on_the_same_request_sequences() -> None:
+    res = runner.invoke(app, ["compare", "netalloc", "--policies", "tetris", "--policies", "random",
+                              "--requests", "16", "--episodes", "2", "--json"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    record = json.loads(res.stdout)
+    assert record["metric"] == "acceptance" and len(record["rows"][1]["values"]) == 2
