@@ -40,13 +40,30 @@ def test_the_paired_statistics_are_those_of_the_differences() -> None:
         compare({"a": [1], "b": [2]}, baseline="c")
 
 
+def test_verdicts_a_reviewer_found_misleading() -> None:
+    """The same gap on every episode gave an interval of zero width and a confident verdict from 2 episodes; a
+    lower-is-better metric must flip the verdict; a metric every policy ties on says nothing (a researcher's
+    review of the command)."""
+    two = compare({"a": [10, 12], "b": [11, 13]}).rows[1]
+    assert two.difference is not None and two.difference.lo == two.difference.hi and two.verdict == "no spread"
+    six = compare({"a": [10, 12, 14, 9, 8, 30], "b": [11, 13, 15, 10, 9, 31]}).rows[1]
+    assert six.verdict == "ahead"  # all 6 one way: the sign test decides (p = 0.031)
+    fewer = compare({"a": [10, 12, 14, 3], "b": [9, 11, 13, 1]}, better=-1).rows[1]  # machines in use: lower wins
+    assert fewer.verdict == "ahead" and fewer.wins == 4
+    tied = compare({"a": [5, 6], "b": [5, 6], "c": [5, 6]})
+    assert tied.saturated and not compare({"a": [5, 6], "b": [5, 7]}).saturated
+    share = compare({"a": [0.5, 0.9], "b": [0.1, 0.98]}, within=(0.0, 1.0)).rows[1]
+    assert 0 <= share.mean.lo and share.mean.hi <= 1 and share.difference is not None
+    assert -1 <= share.difference.lo and share.difference.hi <= 1
+
+
 @settings(max_examples=50, deadline=None)
 @given(st.lists(st.integers(1, 1000), min_size=2, max_size=12), st.lists(st.integers(-50, 50), min_size=12,
                                                                            max_size=12))  # fmt: skip
 def test_a_policy_ahead_on_every_episode_is_never_called_behind(base: list[int], shift: list[int]) -> None:
     other = [b + abs(s) + 1 for b, s in zip(base, shift, strict=False)]
     row = compare({"base": base, "other": other}).rows[1]
-    assert row.wins == len(base) and row.verdict in ("ahead", "level")
+    assert row.wins == len(base) and row.verdict in ("ahead", "level", "no spread")
     assert row.difference is not None and row.difference.mean > 0
 
 
@@ -74,13 +91,25 @@ def test_the_command_prints_writes_and_refuses(tmp_path: Path) -> None:
         assert len(list(csv.DictReader(fh))) == 6
     table = runner.invoke(app, [*args, "--baseline", "random"])
     assert table.exit_code == 0 and "baseline random" in table.stdout.replace("\n", " ")
-    for bad, said in ((["--policies", "first-fit"], "--policies: needs at least two policies"),
+    for bad, said in ((["--policies", "first-fit"], "needs at least two policies to compare, got 1 (repeat --policies"),
+                      (["--policies", "best-fit", "--policies", "schedrl"], "schedrl: this SchedRL checkpoint"),
+                      (["--policies", "best-fit", "--policies", "cvd-rl=nope.pt"], "cvd-rl=nope.pt:"),
                       (["--policies", "random", "--policies", "random"], "--policies: names 'random' twice"),
-                      (["--policies", "random", "--policies", "nope"], "--policies must be one of"),
+                      (["--policies", "random", "--policies", "nope"], "--policies: nope: must be one of"),
                       (["--policies", "random", "--policies", "first-fit", "--baseline", "x"],
                        "--baseline must be one of --policies")):  # fmt: skip
         r = runner.invoke(app, ["compare", "numa", *bad, "--pms", "5"])
         assert r.exit_code == 2 and said in r.output and "Traceback" not in r.output, r.output
+        assert ": 10 episodes" not in r.output  # refused before any policy's episodes ran
+    expansion = runner.invoke(app, ["compare", "numa", "--policies", "best-fit", "--policies", "random", "--pms", "5",
+                                    "--mode", "expansion", "--max-pms", "40", "--max-requests", "300", "--episodes",
+                                    "2", "--json"])  # fmt: skip
+    assert expansion.exit_code == 0 and "cannot tell them apart here" in expansion.stderr, expansion.output
+    by_machines = runner.invoke(app, ["compare", "numa", "--policies", "best-fit", "--policies", "random", "--pms", "5",
+                                      "--mode", "expansion", "--max-pms", "40", "--max-requests", "300", "--episodes",
+                                      "2", "--metric", "pms_in_use", "--json"])  # fmt: skip
+    record = json.loads(by_machines.stdout)
+    assert record["metric"] == "pms_in_use" and record["better"] == "lower"
 
 
 def test_compare_netalloc_runs_on_the_same_request_sequences() -> None:

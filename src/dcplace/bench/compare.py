@@ -11,9 +11,14 @@ count the episodes. A policy is anything ``--policy`` takes: a registered name o
     table = compare_numa(["first-fit", "best-fit", "mypkg.policies:MyPolicy"], trace="synthetic", episodes=20)
     print(table.as_dict()["rows"][2]["margin"])
 
-The metric is the papers' headline one: the scheduled length (requests placed until the first that fits nowhere) for
-NUMA scheduling, the acceptance for network-aware allocation; the others' means ride along (income, allocation,
-utilisation).
+The metric is by default the papers' headline one: the scheduled length (requests placed until the first that fits
+nowhere) for NUMA scheduling, the acceptance for network-aware allocation; ``metric`` picks another of
+:data:`NUMA_METRICS` / :data:`NET_METRICS` (in Expansion mode every policy places every request, so the length ties:
+compare machines in use there). The verdict tests the paired *difference* (``ahead`` / ``behind`` where its interval
+leaves zero, in the metric's better direction); the margin beside it is descriptive (an interval of ratios, which can
+leave zero where the difference's does not). A difference with no spread over the episodes (every episode the same
+gap, as discrete metrics give over few episodes) has an interval of zero width, which says nothing: its verdict is
+``no spread`` unless a sign test decides it (all of at least 6 episodes the same way, p < 0.05).
 """
 
 from __future__ import annotations
@@ -23,9 +28,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dcplace.bench.stats import Interval, interval, paired_margin
+from dcplace.bench.stats import Interval, interval
 from dcplace.errors import InputError
 from dcplace.sim.numa import Scenario
+
+NUMA_METRICS = {"length": 1, "income": 1, "cpu_alloc": 1, "mem_alloc": 1, "pms_in_use": -1, "final_pms": -1}
+"""``compare numa``'s metrics and their better direction (1: higher is better)."""
+NET_METRICS = {"acceptance": 1, "cpu_util": 1, "mem_util": 1, "servers_per_allocation": -1}
+"""``compare netalloc``'s metrics (shares in [0, 1] but the servers per allocation) and their better direction."""
+SIGN_TEST_EPISODES = 6
+"""The fewest episodes all won (or lost) that a two-sided sign test calls at 5 % (2 x 0.5**6 = 0.031)."""
 
 
 @dataclass(frozen=True)
@@ -44,18 +56,30 @@ class PolicyRow:
     ties: int
     losses: int
     extra: dict[str, float] = field(default_factory=dict)
-    """Other metrics' means over the episodes."""
+    """Every metric's mean over the episodes (and ``invalid``: episodes ended on an infeasible action)."""
+    better: int = 1
+    """The metric's better direction (1: higher)."""
 
     @property
     def verdict(self) -> str:
-        """``ahead`` / ``behind`` where the paired difference's interval leaves zero, ``level`` where it holds it,
-        ``baseline`` for the baseline, ``n/a`` with one episode (no interval)."""
+        """``ahead`` / ``behind`` (in the metric's better direction) where the paired difference's interval leaves
+        zero, ``level`` where it holds it, ``no spread`` where it has zero width and no sign test decides (module
+        docstring), ``baseline`` for the baseline, ``n/a`` with one episode (no interval)."""
         d = self.difference
         if d is None:
             return "baseline"
         if math.isnan(d.lo):
             return "n/a"
-        return "ahead" if d.lo > 0 else "behind" if d.hi < 0 else "level"
+        n = self.wins + self.ties + self.losses
+        if d.lo == d.hi and d.mean != 0:  # the same gap on every episode: the t-interval has nothing to say
+            if n >= SIGN_TEST_EPISODES and (self.wins == n or self.losses == n):
+                return "ahead" if self.wins == n else "behind"
+            return "no spread"
+        if d.lo > 0:
+            return "ahead" if self.better > 0 else "behind"
+        if d.hi < 0:
+            return "behind" if self.better > 0 else "ahead"
+        return "level"
 
 
 @dataclass(frozen=True)
@@ -68,6 +92,18 @@ class Comparison:
     rows: list[PolicyRow]
     context: dict[str, Any] = field(default_factory=dict)
     """What was run (trace, scenario, topology, ...), as given."""
+    episode_metrics: dict[str, list[dict[str, float]]] = field(default_factory=dict)
+    """Policy -> every metric of each episode (``--out``'s episodes.csv)."""
+
+    @property
+    def saturated(self) -> bool:
+        """Every policy tied the baseline on every episode: the metric cannot tell them apart here (Expansion mode's
+        length, every episode cut at ``max_requests``)."""
+        return len(self.rows) > 1 and all(r.ties == self.episodes for r in self.rows if r.difference is not None)
+
+    @property
+    def _better(self) -> int:
+        return self.rows[0].better if self.rows else 1
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON of ``dcplace compare ... --json`` (docs/cli.md)."""
@@ -77,8 +113,8 @@ class Comparison:
                 return None
             return {k: None if math.isnan(v) else v for k, v in (("mean", x.mean), ("lo", x.lo), ("hi", x.hi))}
 
-        return {"simulator": self.simulator, "metric": self.metric, "baseline": self.baseline,
-                "episodes": self.episodes, **self.context,
+        return {"simulator": self.simulator, "metric": self.metric, "better": "higher" if self._better > 0 else
+                "lower", "baseline": self.baseline, "episodes": self.episodes, **self.context,
                 "rows": [{"policy": r.policy, "mean": iv(r.mean), "margin": iv(r.margin),
                           "difference": iv(r.difference), "verdict": r.verdict, "wins": r.wins, "ties": r.ties,
                           "losses": r.losses, "values": r.values, **r.extra} for r in self.rows]}  # fmt: skip
@@ -92,9 +128,12 @@ def compare(
     metric: str = "",
     extras: Mapping[str, Mapping[str, float]] | None = None,
     context: Mapping[str, Any] | None = None,
+    better: int = 1,
+    within: tuple[float, float] | None = None,
 ) -> Comparison:
     """The comparison of per-episode ``values`` (policy -> the metric on each of the same episodes) with
-    ``baseline`` (default: the first policy)."""
+    ``baseline`` (default: the first policy). ``better``: 1 where higher is better, -1 where lower is;
+    ``within``: the range the metric cannot leave (a share's ``(0, 1)``), to which intervals are cut."""
     if not values:
         raise InputError("needs at least one policy", field="policies")
     base = next(iter(values)) if baseline is None else baseline
@@ -107,32 +146,53 @@ def compare(
         if len(a) != len(b):
             raise ValueError(f"{name}: {len(a)} episodes against the baseline's {len(b)}")
         mine = name == base
+        span = None if within is None else (within[0] - within[1], within[1] - within[0])
+        ahead = [(x - y) * better > 0 for x, y in zip(a, b, strict=True)]
+        behind = [(x - y) * better < 0 for x, y in zip(a, b, strict=True)]
+        ratios = None if mine or min(b, default=0.0) <= 0 else [x / y - 1 for x, y in zip(a, b, strict=True)]
         rows.append(PolicyRow(
-            policy=name, values=a, mean=interval(a),
-            margin=None if mine or min(b, default=0.0) <= 0 else paired_margin(a, b),
-            difference=None if mine else interval([x - y for x, y in zip(a, b, strict=True)]),
-            wins=sum(x > y for x, y in zip(a, b, strict=True)), ties=sum(x == y for x, y in zip(a, b, strict=True)),
-            losses=sum(x < y for x, y in zip(a, b, strict=True)), extra=dict((extras or {}).get(name, {})),
+            policy=name, values=a, mean=interval(a, within),
+            margin=None if ratios is None else interval(ratios, (-1.0, math.inf)),
+            difference=None if mine else interval([x - y for x, y in zip(a, b, strict=True)], span),
+            wins=sum(ahead), ties=len(a) - sum(ahead) - sum(behind), losses=sum(behind),
+            extra=dict((extras or {}).get(name, {})), better=better,
         ))  # fmt: skip
     return Comparison(simulator, metric, base, len(b), rows, dict(context or {}))
 
 
-def _checked(policies: Sequence[str], baseline: str | None) -> None:
+def _checked(policies: Sequence[str], baseline: str | None, metric: str, metrics: Mapping[str, int]) -> None:
     if len(policies) < 2:
-        raise InputError(f"needs at least two policies to compare, got {len(policies)}", field="policies")
+        raise InputError(f"needs at least two policies to compare, got {len(policies)} (repeat --policies for each)",
+                         field="policies")  # fmt: skip
     twice = sorted({p for p in policies if list(policies).count(p) > 1})
     if twice:
         raise InputError(f"names {twice[0]!r} twice", field="policies")
     if baseline is not None and baseline not in policies:
         raise InputError(f"must be one of --policies ({', '.join(policies)}), got {baseline!r}", field="baseline")
+    if metric not in metrics:
+        raise InputError(f"must be one of {', '.join(metrics)}, got {metric!r}", field="metric")
 
 
-def _built(build: Callable[..., Any], policy: str, seed: int) -> Any:
-    """``build(policy)``, its refusal naming ``policies`` (the field the name came in)."""
+def split_checkpoint(spec: str) -> tuple[str, str | None]:
+    """``name=path`` (a learned policy with its own weights, e.g. ``cvd-rl=runs/a/policy.pt``) -> (name, path);
+    a plain name -> (name, None)."""
+    name, sep, path = spec.partition("=")
+    if sep and not (name and path):
+        raise InputError(f"must be a policy or policy=checkpoint, got {spec!r}", field="policies")
+    return name, (path or None)
+
+
+def _built(build: Callable[..., Any], spec: str, seed: int, **kw: Any) -> Any:
+    """The policy ``spec`` names, its refusal naming ``policies`` (the field the name came in)."""
+    name, checkpoint = split_checkpoint(spec)
     try:
-        return build(policy, seed=seed)
+        return build(name, checkpoint=checkpoint, seed=seed, **kw)
     except InputError as e:
-        raise InputError(e.detail, field="policies") from None
+        raise InputError(f"{spec}: {e.detail}", field="policies") from None
+
+
+NUMA_FIELDS = {"length": "length", "income": "income", "cpu_alloc": "cpu_alloc_mean", "mem_alloc": "mem_alloc_mean",
+               "pms_in_use": "pms_in_use_mean", "final_pms": "final_pms"}  # fmt: skip
 
 
 def compare_numa(
@@ -145,36 +205,57 @@ def compare_numa(
     oversize: str = "error",
     baseline: str | None = None,
     on_policy: Callable[[str], None] | None = None,
+    metric: str = "length",
 ) -> Comparison:
-    """``policies`` on the same seeded episodes of ``trace`` under ``scenario`` (CVD-RL's setting); the metric is
-    the scheduled length. ``on_policy(name)`` is called as each policy starts (progress)."""
+    """``policies`` (names, ``package.module:Class`` or ``name=checkpoint``) on the same seeded episodes of
+    ``trace`` under ``scenario`` (CVD-RL's setting), compared on ``metric`` (:data:`NUMA_METRICS`). Every policy
+    first plays 64 requests of one episode on a copy (a name, a checkpoint or a model size that cannot run here is
+    refused before any policy's episodes). ``on_policy(name)`` is called as each policy starts (progress)."""
+    import copy
+    from dataclasses import replace
+
     from dcplace.cluster.numa import NumaCluster
     from dcplace.policies import get_policy
     from dcplace.policies.numa_heuristics import warm_up_jit
     from dcplace.sim.episodes import check_hostable, prepare, run_episodes
     from dcplace.workload.traces import load_trace
 
-    _checked(policies, baseline)
+    _checked(policies, baseline, metric, NUMA_METRICS)
     sc = scenario or Scenario()
-    built = {p: _built(get_policy, p, seed) for p in policies}  # every name checked before any episode runs
+    built = {p: _built(get_policy, p, seed) for p in policies}
     prepared = prepare(load_trace(trace, seed=seed), double_threshold)
     cluster = NumaCluster.uniform(sc.machines)
     if oversize == "error":
         check_hostable(cluster, prepared)
     warm_up_jit()
+    for spec, pol in built.items():  # what fails at its first decision (a model size) fails before any run
+        try:
+            twin = copy.deepcopy(pol)
+        except (TypeError, copy.Error):
+            continue
+        try:
+            run_episodes(twin, cluster, prepared, replace(sc, max_requests=64), 1, seed)
+        except InputError as e:
+            raise InputError(f"{spec}: {e.detail}", field="policies") from None
     values: dict[str, list[float]] = {}
     extras: dict[str, dict[str, float]] = {}
+    per_episode: dict[str, list[dict[str, float]]] = {}
     for name, pol in built.items():
         if on_policy is not None:
             on_policy(name)
         results, _, _ = run_episodes(pol, cluster, prepared, sc, episodes, seed)
-        values[name] = [float(r.length) for r in results]
-        extras[name] = {k: sum(getattr(r, k) for r in results) / len(results)
-                        for k in ("income", "cpu_alloc_mean", "mem_alloc_mean", "pms_in_use_mean")}  # fmt: skip
-        extras[name]["invalid"] = float(sum(r.status == "invalid" for r in results))
+        rows = [{k: float(getattr(r, f)) for k, f in NUMA_FIELDS.items()} | {"invalid": float(r.status == "invalid"),
+                "truncated": float(r.status == "truncated")} for r in results]  # fmt: skip
+        per_episode[name] = rows
+        values[name] = [r[metric] for r in rows]
+        extras[name] = {k: sum(r[k] for r in rows) / len(rows) for k in NUMA_FIELDS}
+        extras[name]["invalid"] = sum(r["invalid"] for r in rows)
     context = {"trace": trace, "pms": sc.pms, "mode": sc.mode, "warm_start": sc.warm_start, "release": sc.release,
                "double_threshold": double_threshold, "seed": seed}  # fmt: skip
-    return compare(values, baseline, simulator="numa", metric="length", extras=extras, context=context)
+    shares = (0.0, 1.0) if metric in ("cpu_alloc", "mem_alloc") else (0.0, math.inf)
+    out = compare(values, baseline, simulator="numa", metric=metric, extras=extras, context=context,
+                  better=NUMA_METRICS[metric], within=shares)  # fmt: skip
+    return replace(out, episode_metrics=per_episode)
 
 
 def compare_netalloc(
@@ -188,25 +269,43 @@ def compare_netalloc(
     setting: str = "paper",
     baseline: str | None = None,
     on_policy: Callable[[str], None] | None = None,
+    metric: str = "acceptance",
 ) -> Comparison:
-    """``policies`` on the same seeded request sequences of ``dataset`` on ``topology`` (Nara's setting); the metric
-    is the acceptance."""
-    from dcplace.bench.netalloc_runner import run_policy
-    from dcplace.policies import get_net_policy
+    """``policies`` (names, ``package.module:Class`` or ``name=checkpoint``) on the same seeded request sequences
+    of ``dataset`` on ``topology`` (Nara's setting), compared on ``metric`` (:data:`NET_METRICS`). Every policy
+    first plays one episode of 8 requests (a name, a checkpoint, a topology or a request set that cannot run is
+    refused before any policy's episodes)."""
+    from dataclasses import replace
 
-    _checked(policies, baseline)
-    for p in policies:  # every name checked before any episode runs
-        _built(get_net_policy, p, seed)
+    from dcplace.bench.netalloc_runner import run_policy
+
+    _checked(policies, baseline, metric, NET_METRICS)
+    for spec in policies:
+        name, checkpoint = split_checkpoint(spec)
+        try:
+            run_policy(topology, dataset, name, 8, 1, seed, split, checkpoint=checkpoint, setting=setting)
+        except InputError as e:
+            raise InputError(f"{spec}: {e.detail}", field=e.field or "policies") from None
     values: dict[str, list[float]] = {}
     extras: dict[str, dict[str, float]] = {}
-    for name in policies:
+    per_episode: dict[str, list[dict[str, float]]] = {}
+    n = 0
+    for spec in policies:
         if on_policy is not None:
-            on_policy(name)
-        run = run_policy(topology, dataset, name, requests, episodes, seed, split, setting=setting)
-        s = run.summary()
-        values[name] = list(s["acceptance_per_episode"])
-        extras[name] = {"cpu_util_mean": s["cpu_util_mean"], "mem_util_mean": s["mem_util_mean"],
-                        "servers_per_allocation_mean": s["servers_per_allocation_mean"]}  # fmt: skip
-    context = {"topology": topology, "dataset": dataset, "requests": run.requests, "split": split, "setting": setting,
+            on_policy(spec)
+        name, checkpoint = split_checkpoint(spec)
+        run = run_policy(topology, dataset, name, requests, episodes, seed, split, checkpoint=checkpoint,
+                         setting=setting)  # fmt: skip
+        n = run.requests
+        rows = [{"acceptance": r.acceptance, "cpu_util": r.cpu_util, "mem_util": r.mem_util,
+                 "servers_per_allocation": (sum(r.servers_per_allocation) / len(r.servers_per_allocation)
+                                            if r.servers_per_allocation else 0.0)} for r in run.results]  # fmt: skip
+        per_episode[spec] = rows
+        values[spec] = [r[metric] for r in rows]
+        extras[spec] = {k: sum(r[k] for r in rows) / len(rows) for k in NET_METRICS}
+    context = {"topology": topology, "dataset": dataset, "requests": n, "split": split, "setting": setting,
                "seed": seed}  # fmt: skip
-    return compare(values, baseline, simulator="netalloc", metric="acceptance", extras=extras, context=context)
+    shares = (0.0, math.inf) if metric == "servers_per_allocation" else (0.0, 1.0)
+    out = compare(values, baseline, simulator="netalloc", metric=metric, extras=extras, context=context,
+                  better=NET_METRICS[metric], within=shares)  # fmt: skip
+    return replace(out, episode_metrics=per_episode)

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 import typer
 
 from dcplace.atomic import write_text
+from dcplace.bench.compare import SIGN_TEST_EPISODES
 from dcplace.cli.common import JSON_HELP, NetSettingName, console, err_console, save_result
 from dcplace.cli.options import config_command
 from dcplace.config import check, check_types
@@ -19,7 +20,8 @@ from dcplace.sim.numa import Scenario
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None)
 
-OUT_HELP = "a folder: result.json (what --json prints), episodes.csv (policy, episode, value) and config.toml"
+OUT_HELP = ("a folder: result.json (what --json prints), episodes.csv (policy, episode and every metric of each "
+            "episode) and config.toml")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -27,7 +29,11 @@ class CompareNuma:
     """``compare numa``: policies on the same seeded episodes of a trace (CVD-RL's setting)."""
 
     policies: tuple[str, ...] = ("first-fit", "best-fit", "industrial")
-    """the policies, registered names or your own as package.module:ClassName (repeat the flag for each)"""
+    """the policies, registered names or your own as package.module:ClassName, a learned one with its own weights as
+    name=checkpoint (repeat the flag for each)"""
+    metric: Literal["length", "income", "cpu_alloc", "mem_alloc", "pms_in_use", "final_pms"] = "length"
+    """what to compare: length (requests placed until the first that fits nowhere), income, cpu_alloc / mem_alloc
+    (higher is better), pms_in_use / final_pms (lower is better: Expansion mode, where every length ties)"""
     baseline: str | None = None
     """the policy the others are measured against (default: the first)"""
     trace: str = "synthetic"
@@ -53,7 +59,10 @@ class CompareNetalloc:
     """``compare netalloc``: policies on the same seeded request sequences (Nara's setting)."""
 
     policies: tuple[str, ...] = ("random", "tetris", "nalb-strict")
-    """the policies, registered names or your own as package.module:ClassName (repeat the flag for each)"""
+    """the policies, registered names or your own as package.module:ClassName, a learned one with its own weights as
+    name=checkpoint (repeat the flag for each)"""
+    metric: Literal["acceptance", "cpu_util", "mem_util", "servers_per_allocation"] = "acceptance"
+    """what to compare (servers_per_allocation: lower is better)"""
     baseline: str | None = None
     """the policy the others are measured against (default: the first)"""
     topology: str = "alpha"
@@ -85,17 +94,28 @@ def _report(table: Any, cfg: object, json_out: bool, out: Path | None, command: 
     if out is not None:
         save_result(record, cfg, out, command)
         buf = io.StringIO()
+        columns = list(next(iter(table.episode_metrics.values()), [{}])[0])
         w = csv.writer(buf, lineterminator="\n")
-        w.writerow(["policy", "episode", table.metric])
-        for r in table.rows:
-            w.writerows([r.policy, i, v] for i, v in enumerate(r.values))
+        w.writerow(["policy", "episode", *columns])
+        for policy, episodes in table.episode_metrics.items():
+            w.writerows([policy, i, *(e[c] for c in columns)] for i, e in enumerate(episodes))
         write_text(out / "episodes.csv", buf.getvalue())
+    for r in table.rows:  # what the numbers alone hide, on stderr (with --json too)
+        if r.extra.get("invalid"):
+            err_console.print(f"warning: {r.policy} ended {r.extra['invalid']:.0f} of {table.episodes} episodes on an "
+                              "infeasible action (an episode stops at the first one: docs/policies.md)")  # fmt: skip
+    if table.saturated:
+        err_console.print(f"warning: every policy tied the baseline on every episode: {table.metric} cannot tell "
+                          "them apart here (in Expansion mode every request is placed: try --metric "
+                          "pms_in_use)")  # fmt: skip
     if json_out:
         typer.echo(json.dumps(record))
         return
-    pct = table.metric == "acceptance"
-    t = Table(title=f"{table.metric} over {table.episodes} episodes, the same for every policy; baseline "
-                    f"{table.baseline} (95 % intervals, paired on the episodes)")  # fmt: skip
+    pct = table.metric in ("acceptance", "cpu_util", "mem_util", "cpu_alloc", "mem_alloc")
+    better = "higher" if table.as_dict()["better"] == "higher" else "lower"
+    t = Table(title=f"{table.metric} ({better} is better) over {table.episodes} episodes, the same for every policy; "
+                    f"baseline {table.baseline}; 95 % intervals paired on the episodes; the verdict tests the "
+                    "difference (the margin is descriptive)")  # fmt: skip
     for col in ("policy", table.metric, "vs baseline", "difference", "verdict", "wins / ties / losses"):
         t.add_column(col, justify="left" if col in ("policy", "verdict") else "right")
     for r in table.rows:
@@ -105,6 +125,14 @@ def _report(table: Any, cfg: object, json_out: bool, out: Path | None, command: 
     console.print(t)
     if table.episodes < 2:
         err_console.print("note: one episode gives no interval; run --episodes 2 or more to compare")
+    elif any(r.verdict == "no spread" for r in table.rows):
+        err_console.print("note: 'no spread': the same gap on every episode gives an interval of zero width, "
+                          f"which says nothing; a sign test decides from {SIGN_TEST_EPISODES} episodes all one "
+                          "way")  # fmt: skip
+
+
+def _progress(episodes: int) -> Any:
+    return lambda p: err_console.print(f"{p}: {episodes} episode{'' if episodes == 1 else 's'}")
 
 
 @app.command("numa")
@@ -120,8 +148,7 @@ def compare_numa_cmd(
     from dcplace.bench.compare import compare_numa
 
     table = compare_numa(cfg.policies, cfg.trace, cfg.scenario, cfg.episodes, cfg.seed, cfg.double_threshold,
-                         cfg.oversize, cfg.baseline,
-                         on_policy=lambda p: err_console.print(f"{p}: {cfg.episodes} episodes"))  # fmt: skip
+                         cfg.oversize, cfg.baseline, on_policy=_progress(cfg.episodes), metric=cfg.metric)  # fmt: skip
     _report(table, cfg, json_out, out, "dcplace compare numa")
 
 
@@ -138,6 +165,6 @@ def compare_netalloc_cmd(
     from dcplace.bench.compare import compare_netalloc
 
     table = compare_netalloc(cfg.policies, cfg.topology, cfg.dataset, cfg.episodes, cfg.seed, cfg.requests or None,
-                             cfg.split, cfg.setting, cfg.baseline,
-                             on_policy=lambda p: err_console.print(f"{p}: {cfg.episodes} episodes"))  # fmt: skip
+                             cfg.split, cfg.setting, cfg.baseline, on_policy=_progress(cfg.episodes),
+                             metric=cfg.metric)  # fmt: skip
     _report(table, cfg, json_out, out, "dcplace compare netalloc")
