@@ -225,17 +225,13 @@ def _register(engine: PlacementEngine, path: Path) -> None:
     its hash in the same commit, so a restart with the same file skips it (registering it again would bring back
     the machines removed since); a changed file registers the machines it adds. An error names the file, line and
     field."""
-    import hashlib
     import re
 
     from dcplace.engine import read_machines_at
 
     specs, lines = read_machines_at(path)
-    mark = "machines:" + hashlib.sha256(path.read_bytes()).hexdigest()
-    when = engine.imported_before(mark)
-    if when is not None:
-        typer.echo(f"--machines {path}: this file was registered at {when}; skipped (POST /machines/batch adds "
-                   "others)", err=True)  # fmt: skip
+    mark = _new_file(engine, path, "machines", "--machines", "registered", "POST /machines/batch")
+    if mark is None:
         return
     try:
         added, skipped = engine.add_machines(specs, mark=mark)
@@ -251,20 +247,28 @@ def _register(engine: PlacementEngine, path: Path) -> None:
     typer.echo(f"registered {len(added)} machine(s) from {path}{again}", err=True)
 
 
+def _new_file(engine: PlacementEngine, path: Path, kind: str, flag: str, done: str, route: str) -> str | None:
+    """The mark of ``path``'s content (its hash) to commit with what it records, or None, said on stderr, when a
+    file of that content was recorded before."""
+    import hashlib
+
+    mark = f"{kind}:" + hashlib.sha256(path.read_bytes()).hexdigest()
+    when = engine.imported_before(mark)
+    if when is None:
+        return mark
+    typer.echo(f"{flag} {path}: this file was {done} at {when}; skipped ({route} adds others)", err=True)
+    return None
+
+
 def _import_once(engine: PlacementEngine, path: Path, db: Path) -> None:
     """``--import``: record the file's allocations once per database. The file is marked by its hash in the same
     commit as its VMs, so a restart with the flag skips it: importing it again would bring back the VMs released
     since (and fail on those moved or on a machine failed since)."""
-    import hashlib
-
     from dcplace.engine import read_allocations_at
 
     rows, lines = read_allocations_at(path)
-    mark = "imported:" + hashlib.sha256(path.read_bytes()).hexdigest()
-    when = engine.imported_before(mark)
-    if when is not None:
-        typer.echo(f"--import {path}: this file was imported into {db} at {when}; skipped (POST /allocations adds "
-                   "others)", err=True)  # fmt: skip
+    mark = _new_file(engine, path, "imported", "--import", f"imported into {db}", "POST /allocations")
+    if mark is None:
         return
     n = engine.import_allocations(rows, str(path), lines, mark=mark)
     again = f" ({len(rows) - n} already recorded)" if n < len(rows) else ""
