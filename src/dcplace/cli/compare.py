@@ -112,14 +112,14 @@ def _report(table: Any, cfg: object, json_out: bool, out: Path | None, command: 
         typer.echo(json.dumps(record))
         return
     pct = table.metric in ("acceptance", "cpu_util", "mem_util", "cpu_alloc", "mem_alloc")
-    better = "higher" if table.as_dict()["better"] == "higher" else "lower"
-    t = Table(title=f"{table.metric} ({better} is better) over {table.episodes} episodes, the same for every policy; "
-                    f"baseline {table.baseline}; 95 % intervals paired on the episodes; the verdict tests the "
-                    "difference (the margin is descriptive)")  # fmt: skip
+    t = Table(title=f"{table.metric} ({record['better']} is better) over {table.episodes} episodes, the same for "
+                    f"every policy; baseline {table.baseline}; 95 % intervals paired on the episodes; the verdict "
+                    "tests the difference (the margin is descriptive)")  # fmt: skip
     for col in ("policy", table.metric, "vs baseline", "difference", "verdict", "wins / ties / losses"):
         t.add_column(col, justify="left" if col in ("policy", "verdict") else "right")
     for r in table.rows:
-        t.add_row(r.policy, r.mean.fmt(3 if pct else 1), "" if r.margin is None else r.margin.fmt(1, pct=True),
+        margin = "" if r.difference is None else "n/a (a baseline episode is 0)" if r.margin is None else None
+        t.add_row(r.policy, r.mean.fmt(3 if pct else 1), margin if margin is not None else r.margin.fmt(1, pct=True),
                   "" if r.difference is None else r.difference.fmt(3 if pct else 1), r.verdict,
                   "" if r.difference is None else f"{r.wins} / {r.ties} / {r.losses}")  # fmt: skip
     console.print(t)
