@@ -3,10 +3,10 @@ the same as without the warm-up (a policy with state of its own included)."""
 
 from __future__ import annotations
 
-from dcplace.cli.simulate import _warm_up_policy
 from dcplace.cluster.numa import NumaCluster
 from dcplace.policies import get_policy
 from dcplace.sim.episodes import prepare, run_episodes
+from dcplace.sim.episodes import warm_up as _warm_up_policy
 from dcplace.sim.numa import Scenario
 from dcplace.workload.traces import load_trace
 

@@ -23,9 +23,10 @@ gap, as discrete metrics give over few episodes) has an interval of zero width, 
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dcplace.bench.stats import Interval, interval
@@ -140,13 +141,13 @@ def compare(
     if base not in values:
         raise InputError(f"must be one of the policies compared ({', '.join(values)}), got {base!r}", field="baseline")
     b = [float(v) for v in values[base]]
+    span = None if within is None else (within[0] - within[1], within[1] - within[0])  # of a difference
     rows = []
     for name, vals in values.items():
         a = [float(v) for v in vals]
         if len(a) != len(b):
             raise ValueError(f"{name}: {len(a)} episodes against the baseline's {len(b)}")
         mine = name == base
-        span = None if within is None else (within[0] - within[1], within[1] - within[0])
         ahead = [(x - y) * better > 0 for x, y in zip(a, b, strict=True)]
         behind = [(x - y) * better < 0 for x, y in zip(a, b, strict=True)]
         ratios = None if mine or min(b, default=0.0) <= 0 else [x / y - 1 for x, y in zip(a, b, strict=True)]
@@ -182,13 +183,36 @@ def split_checkpoint(spec: str) -> tuple[str, str | None]:
     return name, (path or None)
 
 
-def _built(build: Callable[..., Any], spec: str, seed: int, **kw: Any) -> Any:
+def _built(build: Callable[..., Any], spec: str, seed: int) -> Any:
     """The policy ``spec`` names, its refusal naming ``policies`` (the field the name came in)."""
     name, checkpoint = split_checkpoint(spec)
+    with _named(spec):
+        return build(name, checkpoint=checkpoint, seed=seed)
+
+
+@contextlib.contextmanager
+def _named(spec: str, field: str | None = None) -> Iterator[None]:
+    """A refusal inside the block as one naming the policy ``spec`` (and ``field``, default ``policies``)."""
     try:
-        return build(name, checkpoint=checkpoint, seed=seed, **kw)
+        yield
     except InputError as e:
-        raise InputError(f"{spec}: {e.detail}", field="policies") from None
+        raise InputError(f"{spec}: {e.detail}", field=field or "policies") from None
+
+
+def _tabled(
+    per_episode: dict[str, list[dict[str, float]]], metric: str, metrics: Mapping[str, int], baseline: str | None,
+    simulator: str, context: dict[str, Any], within: tuple[float, float],
+) -> Comparison:  # fmt: skip
+    """The comparison on ``metric`` of each policy's episode table (every metric of each episode), the tables kept,
+    every metric's mean beside."""
+    values = {p: [e[metric] for e in rows] for p, rows in per_episode.items()}
+    extras = {p: {k: sum(e[k] for e in rows) / len(rows) for k in metrics} for p, rows in per_episode.items()}
+    for p, rows in per_episode.items():
+        if "invalid" in rows[0]:
+            extras[p]["invalid"] = sum(e["invalid"] for e in rows)
+    out = compare(values, baseline, simulator=simulator, metric=metric, extras=extras, context=context,
+                  better=metrics[metric], within=within)  # fmt: skip
+    return replace(out, episode_metrics=per_episode)
 
 
 NUMA_FIELDS = {"length": "length", "income": "income", "cpu_alloc": "cpu_alloc_mean", "mem_alloc": "mem_alloc_mean",
@@ -211,13 +235,10 @@ def compare_numa(
     ``trace`` under ``scenario`` (CVD-RL's setting), compared on ``metric`` (:data:`NUMA_METRICS`). Every policy
     first plays 64 requests of one episode on a copy (a name, a checkpoint or a model size that cannot run here is
     refused before any policy's episodes). ``on_policy(name)`` is called as each policy starts (progress)."""
-    import copy
-    from dataclasses import replace
-
     from dcplace.cluster.numa import NumaCluster
     from dcplace.policies import get_policy
     from dcplace.policies.numa_heuristics import warm_up_jit
-    from dcplace.sim.episodes import check_hostable, prepare, run_episodes
+    from dcplace.sim.episodes import check_hostable, prepare, run_episodes, warm_up
     from dcplace.workload.traces import load_trace
 
     _checked(policies, baseline, metric, NUMA_METRICS)
@@ -229,33 +250,20 @@ def compare_numa(
         check_hostable(cluster, prepared)
     warm_up_jit()
     for spec, pol in built.items():  # what fails at its first decision (a model size) fails before any run
-        try:
-            twin = copy.deepcopy(pol)
-        except (TypeError, copy.Error):
-            continue
-        try:
-            run_episodes(twin, cluster, prepared, replace(sc, max_requests=64), 1, seed)
-        except InputError as e:
-            raise InputError(f"{spec}: {e.detail}", field="policies") from None
-    values: dict[str, list[float]] = {}
-    extras: dict[str, dict[str, float]] = {}
+        with _named(spec):
+            warm_up(pol, cluster, prepared, sc, seed)
     per_episode: dict[str, list[dict[str, float]]] = {}
     for name, pol in built.items():
         if on_policy is not None:
             on_policy(name)
         results, _, _ = run_episodes(pol, cluster, prepared, sc, episodes, seed)
-        rows = [{k: float(getattr(r, f)) for k, f in NUMA_FIELDS.items()} | {"invalid": float(r.status == "invalid"),
-                "truncated": float(r.status == "truncated")} for r in results]  # fmt: skip
-        per_episode[name] = rows
-        values[name] = [r[metric] for r in rows]
-        extras[name] = {k: sum(r[k] for r in rows) / len(rows) for k in NUMA_FIELDS}
-        extras[name]["invalid"] = sum(r["invalid"] for r in rows)
+        per_episode[name] = [{k: float(getattr(r, f)) for k, f in NUMA_FIELDS.items()}
+                             | {"invalid": float(r.status == "invalid"), "truncated": float(r.status == "truncated")}
+                             for r in results]  # fmt: skip
     context = {"trace": trace, "pms": sc.pms, "mode": sc.mode, "warm_start": sc.warm_start, "release": sc.release,
                "double_threshold": double_threshold, "seed": seed}  # fmt: skip
     shares = (0.0, 1.0) if metric in ("cpu_alloc", "mem_alloc") else (0.0, math.inf)
-    out = compare(values, baseline, simulator="numa", metric=metric, extras=extras, context=context,
-                  better=NUMA_METRICS[metric], within=shares)  # fmt: skip
-    return replace(out, episode_metrics=per_episode)
+    return _tabled(per_episode, metric, NUMA_METRICS, baseline, "numa", context, shares)
 
 
 def compare_netalloc(
@@ -275,8 +283,6 @@ def compare_netalloc(
     of ``dataset`` on ``topology`` (Nara's setting), compared on ``metric`` (:data:`NET_METRICS`). Every policy
     first plays one episode of 8 requests (a name, a checkpoint, a topology or a request set that cannot run is
     refused before any policy's episodes)."""
-    from dataclasses import replace
-
     from dcplace.bench.netalloc_runner import run_policy
 
     _checked(policies, baseline, metric, NET_METRICS)
@@ -284,10 +290,8 @@ def compare_netalloc(
         name, checkpoint = split_checkpoint(spec)
         try:
             run_policy(topology, dataset, name, 8, 1, seed, split, checkpoint=checkpoint, setting=setting)
-        except InputError as e:
+        except InputError as e:  # a topology or request set names its own field
             raise InputError(f"{spec}: {e.detail}", field=e.field or "policies") from None
-    values: dict[str, list[float]] = {}
-    extras: dict[str, dict[str, float]] = {}
     per_episode: dict[str, list[dict[str, float]]] = {}
     n = 0
     for spec in policies:
@@ -297,15 +301,11 @@ def compare_netalloc(
         run = run_policy(topology, dataset, name, requests, episodes, seed, split, checkpoint=checkpoint,
                          setting=setting)  # fmt: skip
         n = run.requests
-        rows = [{"acceptance": r.acceptance, "cpu_util": r.cpu_util, "mem_util": r.mem_util,
-                 "servers_per_allocation": (sum(r.servers_per_allocation) / len(r.servers_per_allocation)
-                                            if r.servers_per_allocation else 0.0)} for r in run.results]  # fmt: skip
-        per_episode[spec] = rows
-        values[spec] = [r[metric] for r in rows]
-        extras[spec] = {k: sum(r[k] for r in rows) / len(rows) for k in NET_METRICS}
+        per_episode[spec] = [{"acceptance": r.acceptance, "cpu_util": r.cpu_util, "mem_util": r.mem_util,
+                              "servers_per_allocation": (sum(r.servers_per_allocation) / len(r.servers_per_allocation)
+                                                         if r.servers_per_allocation else 0.0)}
+                             for r in run.results]  # fmt: skip
     context = {"topology": topology, "dataset": dataset, "requests": n, "split": split, "setting": setting,
                "seed": seed}  # fmt: skip
     shares = (0.0, math.inf) if metric == "servers_per_allocation" else (0.0, 1.0)
-    out = compare(values, baseline, simulator="netalloc", metric=metric, extras=extras, context=context,
-                  better=NET_METRICS[metric], within=shares)  # fmt: skip
-    return replace(out, episode_metrics=per_episode)
+    return _tabled(per_episode, metric, NET_METRICS, baseline, "netalloc", context, shares)

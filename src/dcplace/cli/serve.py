@@ -225,24 +225,13 @@ def _register(engine: PlacementEngine, path: Path) -> None:
     its hash in the same commit, so a restart with the same file skips it (registering it again would bring back
     the machines removed since); a changed file registers the machines it adds. An error names the file, line and
     field."""
-    import re
-
     from dcplace.engine import read_machines_at
 
     specs, lines = read_machines_at(path)
     mark = _new_file(engine, path, "machines", "--machines", "registered", "POST /machines/batch")
     if mark is None:
         return
-    try:
-        added, skipped = engine.add_machines(specs, mark=mark)
-    except InputError as exc:  # machines[i].field: the file's line (a CSV's) or index (JSON's)
-        m = re.fullmatch(r"machines\[(\d+)\]\.?(.*)", exc.field or "")
-        if m is None:
-            raise
-        i, fld = int(m.group(1)), m.group(2) or None
-        if lines is None:  # JSON: the machine's index
-            raise InputError(exc.detail, path=path, field=f"[{i}]" + (f".{fld}" if fld else "")) from None
-        raise InputError(exc.detail, path=path, line=lines[i], field=fld) from None
+    added, skipped = engine.add_machines(specs, mark=mark, source=str(path), lines=lines)
     again = f" ({skipped} already registered)" if skipped else ""
     typer.echo(f"registered {len(added)} machine(s) from {path}{again}", err=True)
 

@@ -85,7 +85,7 @@ def simulate_numa(
     from dcplace.cluster.numa import NumaCluster
     from dcplace.policies import get_policy
     from dcplace.policies.numa_heuristics import warm_up_jit
-    from dcplace.sim.episodes import check_hostable, prepare, run_episodes
+    from dcplace.sim.episodes import check_hostable, prepare, run_episodes, warm_up
     from dcplace.workload.traces import load_trace
 
     sc = cfg.scenario
@@ -96,7 +96,7 @@ def simulate_numa(
     if cfg.oversize == "error":
         check_hostable(cluster, prepared)
     warm_up_jit()
-    _warm_up_policy(pol, cluster, prepared, sc, cfg.seed)
+    warm_up(pol, cluster, prepared, sc, cfg.seed)  # its one-off costs out of the decisions/s figure
     with progress_bar(f"{cfg.policy} on {cfg.trace}", cfg.episodes, "episodes") as advance:
         results, wall, decisions = run_episodes(pol, cluster, prepared, sc, cfg.episodes, cfg.seed, check=cfg.check,
                                                 on_episode=advance)  # fmt: skip
@@ -140,23 +140,6 @@ def _numa_warnings(results: Any, summary: Any, sc: Any, policy: str) -> None:
         typer.echo(f"warning: {summary.invalid} of {len(results)} episodes ended on an infeasible action of the "
                    f"policy {policy} (status invalid: an episode stops at the first one, docs/policies.md)",
                    err=True)  # fmt: skip
-
-
-def _warm_up_policy(pol: Any, cluster: Any, prepared: Any, sc: Any, seed: int) -> None:
-    """Let a copy of ``pol`` play the first 64 requests of one episode before anything is timed, so a policy's
-    one-off costs (compiling its kernels on a fresh install: 15 s for cvd-rl) stay out of the decisions/s figure.
-    The copy plays, so a policy's own state (counters, caches, a generator of its own) is untouched; a policy that
-    cannot be copied is timed as it is."""
-    import copy
-    from dataclasses import replace
-
-    from dcplace.sim.episodes import run_episodes
-
-    try:
-        twin = copy.deepcopy(pol)
-    except (TypeError, copy.Error):  # holds something that cannot be copied (a lock, an open file)
-        return
-    run_episodes(twin, cluster, prepared, replace(sc, max_requests=64), 1, seed)
 
 
 @dataclass(frozen=True)

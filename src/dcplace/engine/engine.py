@@ -345,6 +345,14 @@ def _id_ok(value: Any) -> bool:
     )
 
 
+def _where(i: int, fld: str | None, source: str | None, lines: Sequence[int] | None, name: str = "") -> dict[str, Any]:
+    """Where item ``i`` (from 0) of a batch is, as :class:`InputError`'s keywords: its line in ``source`` (a CSV's,
+    ``lines``), else its index (``name[i].field``)."""
+    if lines is not None:
+        return {"path": source, "line": lines[i], "field": fld}
+    return {"path": source, "field": f"{name}[{i}]" + (f".{fld}" if fld else "")}
+
+
 def _node_of(raw: Any) -> int | None:
     """An allocation row's ``node``: None for a VM split over every node (empty, ``all``, null), else a whole number
     as an int or its digits (``1.5`` and ``true`` were taken as node 1); ValueError otherwise."""
@@ -550,13 +558,22 @@ class PlacementEngine:
         self._log.info("machine %r registered: %s cores, %s GB per NUMA node", machine_id, info.cpu, info.mem)
         return info
 
-    def add_machines(self, machines: Sequence[MachineSpec], mark: str | None = None) -> tuple[list[MachineInfo], int]:
+    def add_machines(
+        self,
+        machines: Sequence[MachineSpec],
+        mark: str | None = None,
+        source: str | None = None,
+        lines: Sequence[int] | None = None,
+    ) -> tuple[list[MachineInfo], int]:
         """Register several machines with one commit (one fsync: 10,000 machines one request each took 27 s over
-        HTTP), all or nothing: every machine is checked before any is added, and an error names the machine by its
-        index. A machine already registered exactly so (same capacity per node, same rack) is skipped, so a retried
-        batch changes nothing; the same id with another shape is a conflict. ``mark``: a note committed with the
-        machines (:meth:`imported_before`; ``serve --machines`` marks each file by its hash, so a restart does not
-        bring back machines removed since). Returns the machines added, active, and the number skipped."""
+        HTTP), all or nothing: every machine is checked before any is added, and an error names the machine: its
+        line in ``source`` (``lines``: each machine's, as :func:`read_machines_at` gives for a CSV file), its index
+        there, or without a source its index in the batch (``machines[3]``). A machine already registered exactly
+        so (same capacity per node, same rack) is skipped, so a retried batch changes nothing; the same id with
+        another shape is a conflict. ``mark``: a note committed with the machines (:meth:`imported_before`;
+        ``serve --machines`` marks each file by its hash, so a restart does not bring back machines removed since).
+        Returns the machines added, active, and the number skipped."""
+        name = "" if source is not None else "machines"
         wanted: list[tuple[str, npt.NDArray[np.float64], str | None]] = []
         seen: set[str] = set()
         for i, m in enumerate(machines):
@@ -569,7 +586,7 @@ class PlacementEngine:
                 if mid in seen:
                     raise Conflict(f"the batch names machine {mid!r} twice", field="id")
             except InputError as e:  # named by its place in the batch
-                raise type(e)(e.detail, field=f"machines[{i}]" + (f".{e.field}" if e.field else "")) from None
+                raise type(e)(e.detail, **_where(i, e.field, source, lines, name)) from None
             seen.add(mid)
             wanted.append((mid, cap, rack))
         with self.lock:
@@ -582,7 +599,7 @@ class PlacementEngine:
                     new.append((mid, cap, rack))
                 elif not (np.array_equal(s.cap[slot], cap) and s.rack[slot] == rack):
                     raise Conflict(f"a machine {mid!r} is already registered with another capacity or rack",
-                                   field=f"machines[{i}].id")  # fmt: skip
+                                   **_where(i, "id", source, lines, name))  # fmt: skip
             if np.count_nonzero(s.status != ABSENT) + len(new) > MAX_SLOTS:
                 raise Conflict(f"the cluster holds at most {MAX_SLOTS:,} machines", field="id")
             slots = s.free_machine_slots(len(new))  # one scan of the slots, not one per machine
@@ -1674,10 +1691,8 @@ class PlacementEngine:
         restart does not import it again and bring back VMs released since). Returns how many were newly
         recorded."""
 
-        def at(i: int, fld: str | None) -> dict[str, Any]:
-            if lines is not None:
-                return {"path": source, "line": lines[i - 1], "field": fld}
-            return {"path": source, "field": f"[{i - 1}]" + (f".{fld}" if fld else "")}
+        def at(i: int, fld: str | None) -> dict[str, Any]:  # i: 1-based
+            return _where(i - 1, fld, source, lines)
 
         parsed: list[tuple[VmRequest, str, int | None]] = []
         for i, row in enumerate(rows, 1):

@@ -107,3 +107,20 @@ def run_episodes(
         if on_episode is not None:
             on_episode(i)
     return results, wall, decisions
+
+
+def warm_up(policy: Decider, cluster: NumaCluster, trace: PreparedTrace, scenario: Scenario, seed: int,
+            requests: int = 64) -> None:  # fmt: skip
+    """Let a copy of ``policy`` play the first ``requests`` requests of one episode: a policy's one-off costs
+    (compiling its kernels on a fresh install: 15 s for cvd-rl) stay out of a timed run, and what cannot act on this
+    cluster (a model size) fails here, before any episode counts. The copy plays, so the policy's own state
+    (counters, caches, a generator of its own) is untouched; a policy that cannot be copied (it holds a lock or an
+    open file) is left as it is."""
+    import copy
+    from dataclasses import replace
+
+    try:
+        twin = copy.deepcopy(policy)
+    except (TypeError, copy.Error):
+        return
+    run_episodes(twin, cluster, trace, replace(scenario, max_requests=requests), 1, seed)
