@@ -157,6 +157,25 @@ def test_greedy_is_seeded_and_checked():
     assert a.stats["runs"] == 50 and a.stats["cost_min"] == a.cost
 
 
+@given(
+    st.lists(st.integers(-1, 9), min_size=1, max_size=6),
+    st.lists(st.integers(1, 9), min_size=0, max_size=4).map(lambda xs: sorted(xs, reverse=True)),
+)
+def test_greedy_puts_each_disk_on_the_first_free_physical_disk_with_room(free, sizes):
+    # greedy.py's rule, largest first: distinct disks, each the first in index order with room; None when one fails
+    from dcplace.placement.greedy import _disks_for
+
+    picks = _disks_for(np.array(free, dtype=np.int64), sizes)
+    expected: list[int] | None = []
+    for s in sizes:
+        room = [d for d, f in enumerate(free) if f >= s and d not in expected]
+        if not room:
+            expected = None
+            break
+        expected.append(room[0])
+    assert picks == expected
+
+
 def test_checker_catches_each_violation():
     p = make("t", {"m3.xlarge": 2}, {"s3": 1, "s1": 1})  # m3.xlarge: 4 vCPU, 15 GiB, 2 x 40 GB
     ok, cost = check(p, [0, 0], [[0, 1], [0, 1]])

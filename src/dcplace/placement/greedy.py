@@ -293,14 +293,18 @@ class _Rules:
 
 
 def _disks_for(free: np.ndarray, sizes: list[int]) -> list[int] | None:
-    """Distinct physical disks for the sizes (largest first), each the first in index order with room."""
+    """Distinct physical disks for the sizes (largest first), each the first in index order with room. A PM has a
+    handful of disks: a loop over a list is several times faster here than numpy's calls on such short arrays (the
+    greedy heuristic's 50 runs on a 1,000-VM mix spent half their time in this function)."""
+    row = free.tolist()
     taken: list[int] = []
     for s in sizes:
-        room = np.flatnonzero(free >= s)
-        room = room[~np.isin(room, taken)]
-        if not len(room):
+        for d, room in enumerate(row):
+            if room >= s and d not in taken:
+                taken.append(d)
+                break
+        else:
             return None
-        taken.append(int(room[0]))
     return taken
 
 
