@@ -60,8 +60,8 @@ def test_user_mistakes_are_input_errors() -> None:
     with pytest.raises(NotFound, match="no VM 'nope'"):
         e.release("nope")
     e.place(VmRequest("v", 1, 1))
-    with pytest.raises(Conflict, match="already placed"):
-        e.place(VmRequest("v", 1, 1))
+    with pytest.raises(Conflict, match="already placed with 1 cores and 1 GB; a retry asks for the same"):
+        e.place(VmRequest("v", 2, 1))
     with pytest.raises(Conflict, match="still hosts 1 VMs"):
         e.remove_machine("pm0")
     e.check_invariants()

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from hypothesis import HealthCheck, Phase, event, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from dcplace.engine import (
     Conflict,
@@ -177,7 +177,7 @@ def one_line(e: BaseException) -> None:
 def norm(x: Any) -> Any:
     """An answer in comparable form (engine-independent)."""
     if isinstance(x, Placement):
-        return ("P", x.vm, x.machine, x.node)
+        return ("P", x.vm, x.machine, x.node, x.replayed)
     if isinstance(x, Rejection):
         return ("R", x.vm, x.code)
     if isinstance(x, FailReport):
@@ -406,9 +406,21 @@ class EngineModel(RuleBasedStateMachine):
             else:
                 assert (mid, k) in cand, f"{policy} chose {(mid, k)}, model's near-ties {cand} (keys {keys})"
 
+    def is_retry(self, req: VmRequest) -> bool:
+        """``req`` asks for exactly what its id holds: answered with that placement, replayed, nothing changed."""
+        x = self.model.v[req.id]
+        return (x.cpu, x.mem, x.multi, x.pinned) == (req.cpu, req.mem, req.multi, req.pinned)
+
     def apply_decision(self, policy: str, req: VmRequest, d: Any) -> None:
         md = self.model
+        if req.id in md.v:  # a retry (anything else under a placed id was refused)
+            x = md.v[req.id]
+            assert isinstance(d, Placement) and d.replayed and (d.machine, d.node) == (x.machine, x.node), norm(d)
+            assert d.explanation is None
+            event("place replayed")
+            return
         if isinstance(d, Placement):
+            assert not d.replayed
             self.check_choice(policy, req.cpu, req.mem, req.multi, d.machine, d.node)
             if d.explanation is not None:
                 self.check_explanation(d.explanation, req, placed=True)
@@ -445,7 +457,7 @@ class EngineModel(RuleBasedStateMachine):
         if bad is not None:
             expect = InputError
         elif vid in md.v:
-            expect = Conflict
+            expect = None if self.is_retry(req) else Conflict
         before = md.copy()
         d, err = self.both(f"place({req!r}, {policy!r}, explain={explain})",
                            lambda e: e.place(req, self.pol(e, policy), explain=explain), expect)  # fmt: skip
@@ -462,7 +474,8 @@ class EngineModel(RuleBasedStateMachine):
         rs = [VmRequest(i, c, m, x, p and not arrays) for i, c, m, x, p in reqs]
         ids = [r.id for r in rs]
         expect: Any = None
-        if len(set(ids)) != len(ids) or set(ids) & set(md.v):
+        taken = [r for r in rs if r.id in md.v]
+        if len(set(ids)) != len(ids) or (taken and arrays) or not all(self.is_retry(r) for r in taken):
             expect = Conflict
         if arrays:
             fn = lambda e: e.place_arrays(ids, [r.cpu for r in rs], [r.mem for r in rs], [r.multi for r in rs],  # noqa: E731
@@ -484,6 +497,23 @@ class EngineModel(RuleBasedStateMachine):
         else:
             for r, d in zip(rs, out, strict=True):
                 self.apply_decision(policy, r, d)
+
+    @precondition(lambda self: self.model.v)
+    @rule(pick=st.integers(0, 9), change=st.sampled_from([None, None, "cpu", "multi", "pinned"]),
+          batch=st.booleans(), policy=st.sampled_from(POLICIES))  # fmt: skip
+    def retry(self, pick: int, change: str | None, batch: bool, policy: str) -> None:
+        """A placed VM asked for again (a client's retry; exactly the same request is rare in :meth:`place`), or
+        with one thing changed (a Conflict)."""
+        vid = sorted(self.model.v)[pick % len(self.model.v)]
+        x = self.model.v[vid]
+        req = VmRequest(vid, x.cpu + (change == "cpu"), x.mem, x.multi ^ (change == "multi"),
+                        x.pinned ^ (change == "pinned"))  # fmt: skip
+        expect = None if change is None else Conflict
+        fn = (lambda e: e.place_batch([req], self.pol(e, policy))[0]) if batch else \
+            (lambda e: e.place(req, self.pol(e, policy)))  # fmt: skip
+        d, err = self.both(f"retry({req!r}, batch={batch})", fn, expect)
+        if err is None:
+            self.apply_decision(policy, req, d)
 
     @rule(vid=st.sampled_from(VM_IDS))
     def release(self, vid: str) -> None:

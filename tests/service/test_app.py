@@ -89,9 +89,36 @@ def test_rejection_carries_reason_and_explanation(client: TestClient) -> None:
     }  # fmt: skip
 
 
+def test_a_retried_placement_gets_its_placement_back_and_changes_nothing(client: TestClient) -> None:
+    """A client whose answer was lost cannot tell whether its VM was placed: a retry was a 409 that read like a
+    refusal. The same request again is now 200 with the placement, ``replayed``; anything else under that id stays
+    409, and nothing is placed twice (one by one or in a batch)."""
+    first = client.post("/vms", json={"id": "a", "cpu": 30, "mem": 8, "pinned": True})
+    assert first.status_code == 201 and first.json()["replayed"] is False
+    state = client.get("/state").json()
+    again = client.post("/vms", json={"id": "a", "cpu": 30, "mem": 8, "pinned": True, "explain": False})
+    assert again.status_code == 200, again.text
+    assert again.json() == {**first.json(), "explanation": None, "replayed": True}
+    for other in ({"cpu": 30, "mem": 9}, {"cpu": 30, "mem": 8}, {"cpu": 30, "mem": 8, "multi_numa": True}):
+        r = client.post("/vms", json={"id": "a", "pinned": "multi_numa" in other, **other})
+        assert r.status_code == 409 and "a retry asks for the same" in one_sentence(r)
+    batch = {"vms": [{"id": "a", "cpu": 30, "mem": 8, "pinned": True}, {"id": "b", "cpu": 30, "mem": 8}]}
+    one = client.post("/vms/batch", json=batch).json()
+    assert one["placed"] == 2 and [x["replayed"] for x in one["results"]] == [True, False]
+    assert (one["results"][0]["machine"], one["results"][0]["node"]) == (first.json()["machine"], first.json()["node"])
+    two = client.post("/vms/batch", json=batch).json()
+    assert [x["replayed"] for x in two["results"]] == [True, True]
+    assert [x["machine"] for x in two["results"]] == [x["machine"] for x in one["results"]]
+    bad = client.post("/vms/batch", json={"vms": [{"id": "c", "cpu": 1, "mem": 1}, {"id": "b", "cpu": 1, "mem": 1}]})
+    assert bad.status_code == 409 and "'b' is already placed" in one_sentence(bad)
+    assert client.get("/vms/c").status_code == 404  # all or nothing
+    after = client.get("/state").json()
+    assert after["vms"] == state["vms"] + 1 and client.get("/vms/a").json()["pinned"] is True
+
+
 def test_duplicate_vm_and_non_empty_machine_are_409(client: TestClient) -> None:
     assert client.post("/vms", json={"id": "a", "cpu": 1, "mem": 1}).status_code == 201
-    assert "already placed" in one_sentence(client.post("/vms", json={"id": "a", "cpu": 1, "mem": 1}))
+    assert "already placed" in one_sentence(client.post("/vms", json={"id": "a", "cpu": 2, "mem": 1}))
     r = client.delete("/machines/pm0")
     assert r.status_code == 409 and "still hosts 1 VMs" in one_sentence(r)
     fail = client.post("/machines/pm0/fail").json()
@@ -360,7 +387,7 @@ def test_every_request_is_counted_timed_and_given_an_id(client: TestClient) -> N
     X-Request-ID (the client's when well-formed) and is counted by route, method and code."""
     ok = client.post("/vms", json={"id": "a", "cpu": 1, "mem": 1}, headers={"x-request-id": "job-42.retry:1"})
     assert ok.status_code == 201 and ok.headers["x-request-id"] == "job-42.retry:1"
-    dup = client.post("/vms", json={"id": "a", "cpu": 1, "mem": 1}, headers={"x-request-id": "bad id\twith space"})
+    dup = client.post("/vms", json={"id": "a", "cpu": 2, "mem": 1}, headers={"x-request-id": "bad id\twith space"})
     assert dup.status_code == 409 and len(dup.headers["x-request-id"]) == 32  # not the client's: a new one
     assert client.get("/no/such/route").status_code == 404
     assert client.get(f"/{'x' * 300}").status_code == 404

@@ -121,6 +121,49 @@ def test_a_bind_retry_after_a_failed_commit_is_not_acknowledged(tmp_path) -> Non
     engine.close()
 
 
+def test_a_placement_retry_after_a_failed_commit_is_not_acknowledged(tmp_path) -> None:
+    """A retried ``POST /vms`` is answered with the VM's placement (``replayed``) only once that placement is
+    durable: after its commit failed, the retry is 503 like the first answer, never 200."""
+    engine = _engine(tmp_path)
+    with TestClient(create_app(engine), raise_server_exceptions=False) as c:
+
+        def broken(_: object) -> None:
+            raise OSError("disk full")
+
+        engine.store._write = broken  # type: ignore[union-attr, method-assign]
+        vm = {"id": "v", "cpu": 1, "mem": 1}
+        assert c.post("/vms", json=vm).status_code == 503
+        for retry in (c.post("/vms", json=vm), c.post("/vms/batch", json={"vms": [vm]})):
+            assert retry.status_code == 503 and "disk full" in retry.json()["detail"]
+    engine.close()
+
+
+def test_a_placement_retry_waits_for_the_first_commit(tmp_path) -> None:
+    """The retry of a placement whose commit is still under way (the first answer lost meanwhile) is answered once
+    that commit is durable, not before: the retry is a barrier behind it."""
+    engine = _engine(tmp_path)
+    release = threading.Event()
+    write = engine.store._write  # type: ignore[union-attr]
+
+    def slow(batch: object) -> None:
+        release.wait(10)
+        write(batch)
+
+    engine.store._write = slow  # type: ignore[union-attr, method-assign]
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(engine.place, VmRequest("v", 1, 1))
+        time.sleep(0.2)
+        retry = pool.submit(engine.place, VmRequest("v", 1, 1))
+        time.sleep(0.3)
+        assert not first.done() and not retry.done()  # neither is durable yet
+        release.set()
+        assert retry.result(10).replayed and retry.result().machine == first.result(10).machine
+    engine.close()
+    reopened = PlacementEngine.open(tmp_path / "c.db")
+    assert reopened.vm("v").machine == first.result().machine
+    reopened.close()
+
+
 def test_probes_and_scrapes_do_not_wait_behind_the_lock_or_the_thread_pool(tmp_path) -> None:
     """With the engine's lock held and the worker threads all taken by reads waiting for it, ``/healthz`` waited
     for a worker thread (2.5 s, and then for the lock). Both are answered on the event loop now."""

@@ -109,6 +109,7 @@ def test_every_operation_answers_as_documented(contract: Contract) -> None:
     assert c.call("POST", "/vms", json={"id": "m", "cpu": 2, "mem": 4, "multi_numa": True}).status_code == 201
     assert c.call("POST", "/vms", json={"id": "big", "cpu": 400, "mem": 4}).status_code == 409
     assert c.call("POST", "/vms", json={"id": "a", "cpu": 1, "mem": 1}).status_code == 409
+    assert c.call("POST", "/vms", json={"id": "a", "cpu": 2, "mem": 4}).status_code == 200  # a retry: replayed
     assert c.call("POST", "/vms", json={"id": "z", "cpu": 1, "mem": 1, "policy": "no-such"}).status_code == 422
     assert c.call("POST", "/vms", content=b"{", headers={"content-type": "application/json"}).status_code == 422
     batch = {"vms": [{"id": "c", "cpu": 1, "mem": 1}, {"id": "huge", "cpu": 999, "mem": 1}], "policy": "first-fit"}

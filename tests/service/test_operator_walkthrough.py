@@ -157,18 +157,21 @@ def test_a_batch_keeps_its_items_pinned_and_refuses_what_it_would_ignore(client)
 
 
 def test_the_openapi_409_of_a_placement_names_both_answers(client):
-    """A 409 of ``POST /vms`` is a rejection (reason, code, explanation) or a duplicate id (the sentence only); the
-    OpenAPI document named only the first."""
+    """A 409 of ``POST /vms`` is a rejection (reason, code, explanation) or another request under a placed id (the
+    sentence only); the OpenAPI document named only the first."""
     from dcplace.service.models import ErrorOut, RejectionOut
 
     schema = client.get("/openapi.json").json()["paths"]["/vms"]["post"]["responses"]["409"]
     refs = {x["$ref"].rsplit("/", 1)[1] for x in schema["content"]["application/json"]["schema"]["anyOf"]}
     assert refs == {"RejectionOut", "ErrorOut"}
     client.post("/vms", json={"id": "d", "cpu": 1, "mem": 1})
-    dup = client.post("/vms", json={"id": "d", "cpu": 1, "mem": 1})
+    dup = client.post("/vms", json={"id": "d", "cpu": 1, "mem": 1, "pinned": True})
     big = client.post("/vms", json={"id": "e", "cpu": 1000, "mem": 1})
     assert dup.status_code == big.status_code == 409
-    assert ErrorOut.model_validate(dup.json()).detail == "field 'id': a VM 'd' is already placed"
+    assert ErrorOut.model_validate(dup.json()).detail == (
+        "field 'id': a VM 'd' is already placed with 1 cores and 1 GB; a retry asks for the same, another VM needs "
+        "another id"
+    )
     assert RejectionOut.model_validate(big.json()).code
 
 

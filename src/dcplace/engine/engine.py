@@ -130,6 +130,9 @@ class Placement:
     node: int | None
     explanation: Explanation | None = None
     accepted: Literal[True] = True
+    replayed: bool = False
+    """True: the VM was already placed exactly so (a client's retry after a lost answer); nothing changed, and the
+    answer came once the first placement was durable."""
 
 
 @dataclass(frozen=True)
@@ -379,6 +382,9 @@ class PlacementEngine:
     """The live cluster (module docstring). ``numa``: NUMA nodes per machine; ``policy``: the default policy's
     registry name (or a policy object); ``store``: durable storage (None: in memory only); ``top``: candidates in
     each explanation; ``keep_explanations``: how many recent placement explanations :meth:`explanation` keeps."""
+
+    _last: Decision
+    """The decision of the last :meth:`place` step (read under the lock that made it)."""
 
     def __init__(
         self,
@@ -730,7 +736,9 @@ class PlacementEngine:
     def place(self, request: VmRequest, policy: str | NumaPolicy | None = None, explain: bool = True) -> Decision:
         """Place ``request`` with ``policy`` (default: the engine's): a :class:`Placement`, durable on return, or a
         :class:`Rejection` (nothing changed). ``explain``: attach an :class:`Explanation` (a rejection always has
-        one)."""
+        one). A VM already placed exactly so (a retry) gets its placement back, ``replayed`` and without an
+        explanation (:meth:`explanation` keeps the first one's); another request under a placed id is a
+        :class:`Conflict`."""
         request = self._validate(request)
         with self.lock:
             ticket = self._place_locked(request, policy, explain)
@@ -781,10 +789,27 @@ class PlacementEngine:
 
         return await asyncio.to_thread(locked)
 
+    def _replay(self, request: VmRequest) -> Placement:
+        """A request for a VM already placed: a retry (same size, NUMA span and pin) gets the placement it had, a
+        different request under the same id is a :class:`Conflict`. A client whose answer was lost (a timeout, a
+        dropped connection) cannot tell whether its VM was placed; a retry now says, where it was a 409 that read
+        like a refusal."""
+        there = self.state.record(self.state.slot_of_vm[request.id])
+        pinned = request.id in self.pinned
+        if (there.cpu, there.mem, there.multi, pinned) != (request.cpu, request.mem, request.multi, request.pinned):
+            raise Conflict(
+                f"a VM {request.id!r} is already placed with {there.cpu:g} cores and {there.mem:g} GB"
+                f"{' over every node' if there.multi else ''}{', pinned' if pinned else ''}; a retry asks for the "
+                "same, another VM needs another id",
+                field="id",
+            )
+        return Placement(request.id, there.machine, there.node, replayed=True)
+
     def _place_locked(self, request: VmRequest, policy: str | NumaPolicy | None, explain: bool) -> int:
         self.check_store()
         if request.id in self.state.slot_of_vm:
-            raise Conflict(f"a VM {request.id!r} is already placed", field="id")
+            self._last = self._replay(request)
+            return self._commit([])  # a barrier: answered once the first placement's commit is durable
         decision = self._decide_and_place(self.policy(policy), request, explain)
         self._last = decision
         if isinstance(decision, Rejection):
@@ -798,7 +823,9 @@ class PlacementEngine:
         """Place ``requests`` in order: the same decisions as one :meth:`place` call each (``explain=False``), under
         one lock hold and one commit. For a compiled heuristic the decisions run in one compiled loop (the
         function :meth:`place` uses, request after request); a rejection comes back with its explanation. Bulk
-        admission and replays; a duplicate or invalid request fails the whole batch before anything is placed."""
+        admission and replays. A VM already placed exactly so (a retried batch) is answered with its placement,
+        ``replayed``; an id twice in the batch, another request under a placed id, or an invalid request fails the
+        whole batch before anything is placed."""
         out, ticket = self._place_batch_locked(requests, policy)
         self._wait(ticket)
         return out
@@ -822,19 +849,20 @@ class PlacementEngine:
         with self.lock:
             self.check_store()
             s = self.state
-            taken = ids & s.slot_of_vm.keys()
-            if taken:
-                raise Conflict(f"a VM {sorted(taken)[0]!r} is already placed", field="id")
+            replays = {r.id: self._replay(r) for r in reqs if r.id in s.slot_of_vm}  # a Conflict places nothing
+            new = [r for r in reqs if r.id not in replays]
             pol = self.policy(policy)
-            out: list[Decision] = []
-            if type(pol) is Heuristic and reqs:
-                self._batch_heuristic(pol, reqs, out)
+            decided: list[Decision] = []
+            if type(pol) is Heuristic and new:
+                self._batch_heuristic(pol, new, decided)
             else:
-                self._batch_policy(pol, reqs, out)
+                self._batch_policy(pol, new, decided)
             rows: list[Change] = [VmRow(d.vm, d.machine, d.node, r.cpu, r.mem, r.multi, r.pinned)
-                                  for d, r in zip(out, reqs, strict=True) if isinstance(d, Placement)]  # fmt: skip
-            self.pinned.update(r.id for d, r in zip(out, reqs, strict=True) if r.pinned and isinstance(d, Placement))
-            ticket = self._commit(rows) if rows else 0
+                                  for d, r in zip(decided, new, strict=True) if isinstance(d, Placement)]  # fmt: skip
+            self.pinned.update(r.id for d, r in zip(decided, new, strict=True) if r.pinned and isinstance(d, Placement))
+            ticket = self._commit(rows) if rows or replays else 0  # replays only: a barrier, as for one retry
+            fresh = iter(decided)
+            out = [replays[r.id] if r.id in replays else next(fresh) for r in reqs]
         return out, ticket
 
     def _batch_policy(self, pol: NumaPolicy, reqs: list[VmRequest], out: list[Decision]) -> None:

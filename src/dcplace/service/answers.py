@@ -96,7 +96,7 @@ def explanation_json(x: Explanation | None) -> dict[str, Any] | None:
 
 def placement_json(p: Placement) -> dict[str, Any]:
     return {"accepted": True, "vm": p.vm, "machine": p.machine, "node": p.node,
-            "explanation": explanation_json(p.explanation)}  # fmt: skip
+            "explanation": explanation_json(p.explanation), "replayed": p.replayed}  # fmt: skip
 
 
 def rejection_json(r: Rejection) -> dict[str, Any]:
@@ -116,14 +116,14 @@ def fail_json(rep: FailReport) -> dict[str, Any]:
 
 
 async def place_vm(engine: PlacementEngine, metrics: ServiceMetrics, body: VmIn) -> tuple[int, dict[str, Any]]:
-    """``POST /vms``: 201 and the placement, or 409 and the rejection (reason, code, explanation); raises the
-    engine's errors (:func:`error_answer`)."""
+    """``POST /vms``: 201 and the placement (200 for a retry, ``replayed``), or 409 and the rejection (reason,
+    code, explanation); raises the engine's errors (:func:`error_answer`)."""
     t0 = time.perf_counter()
     d = await engine.place_async(VmRequest(body.id, body.cpu, body.mem, body.multi_numa, body.pinned), body.policy,
                                  body.explain)  # fmt: skip
     metrics.place_latency.observe(time.perf_counter() - t0)
     if isinstance(d, Placement):
-        return 201, placement_json(d)
+        return 200 if d.replayed else 201, placement_json(d)
     return 409, rejection_json(d)
 
 

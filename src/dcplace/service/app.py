@@ -546,16 +546,19 @@ def create_app(
         tags=["vms"],
         responses={
             **ERRORS,
+            200: {"model": PlacementOut, "description": "a retry: the VM was already placed exactly so (`replayed`)"},
             409: {
                 "model": RejectionOut | ErrorOut,
                 "description": "rejected (no fit: the reason, code and "
-                "explanation), or a duplicate id (the sentence only)",
+                "explanation), or another request under a placed id (the sentence only)",
             },
         },
     )
     async def place(body: VmIn) -> Response:
         """Place a VM with the service's policy (or ``policy``); durable when answered. A VM that fits nowhere is
-        409 with the reason and the explanation."""
+        409 with the reason and the explanation. A retry (the same id, size, span and pin as a placed VM: the
+        first answer was lost) is 200 with that VM's placement, ``replayed``; the same id with another request
+        is 409."""
         status, payload = await place_vm(engine, metrics, body)
         return _json(payload, status)
 
@@ -563,7 +566,9 @@ def create_app(
     async def place_batch(body: VmBatchIn) -> Response:
         """Place several VMs in order (the decisions of one ``POST /vms`` each, without explanations, rejections
         with theirs), durable when answered, with one commit: bulk admission. 200 even when some are rejected
-        (each result says); a duplicate id or a bad body is 409 / 422 and places nothing."""
+        (each result says); a VM already placed exactly so is answered with its placement, ``replayed`` (a
+        retried batch places nothing twice); an id twice, another request under a placed id, or a bad body is 409 /
+        422 and places nothing."""
         reqs = [VmRequest(v.id, v.cpu, v.mem, v.multi_numa, v.pinned) for v in body.vms]
         out = await engine.place_batch_async(reqs, body.policy)
         placed = sum(1 for d in out if isinstance(d, Placement))

@@ -129,6 +129,11 @@ class PlacementOut(BaseModel):
     machine: str
     node: int | None = Field(description="NUMA node; null when the VM spans every node")
     explanation: ExplanationOut | None
+    replayed: bool = Field(
+        False,
+        description="true: the VM was already placed exactly so (a retry after a lost answer): nothing changed, "
+        "answered once the first placement was durable, 200 instead of 201",
+    )
 
 
 class RejectionOut(BaseModel):
