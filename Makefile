@@ -2,14 +2,15 @@
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 export OMP_NUM_THREADS := 1
 export NUMBA_NUM_THREADS := 1
 # pip byte-compiles every installed file, one at a time: half of a fresh install (about 45 of 95 s here). Installing
 # with --no-compile and compiling once on every core, leaving out the packages' own test suites (a quarter of the
 # source, never imported), took 26 s; without compiled files, each process would compile torch anew at import where
-# PYTHONDONTWRITEBYTECODE is set (11.9 s against 4.7 s for the imports of a reproduction).
+# PYTHONDONTWRITEBYTECODE is set (11.9 s against 4.7 s for the imports of a reproduction). compile_dir's answer is
+# not checked, as pip does not check its own: a file in torch uses Python 3.12 syntax and never compiles on 3.11.
 COMPILE = $(BIN)/python -c "import compileall, re; compileall.compile_dir('$(VENV)/lib', quiet=2, workers=0, \
 	rx=re.compile('/tests?/'))"
 PIP_INSTALL = $(BIN)/pip install -q --no-compile -c constraints.txt
@@ -18,7 +19,8 @@ PIP_INSTALL = $(BIN)/pip install -q --no-compile -c constraints.txt
 
 setup: $(DEV_STAMP)
 
-# The demo needs only what dcplace runs with; the tests and linters add the dev extras.
+# The demo needs only what dcplace runs with; the tests and linters add the dev extras. (Not the `.installed` of older
+# commits, which meant the dev extras too: an older commit's `make test` in a venv the demo made installs them.)
 $(STAMP): pyproject.toml constraints.txt
 	test -d $(VENV) || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip

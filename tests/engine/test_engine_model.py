@@ -407,9 +407,10 @@ class EngineModel(RuleBasedStateMachine):
                 assert (mid, k) in cand, f"{policy} chose {(mid, k)}, model's near-ties {cand} (keys {keys})"
 
     def is_retry(self, req: VmRequest) -> bool:
-        """``req`` asks for exactly what its id holds: answered with that placement, replayed, nothing changed."""
+        """``req`` asks for the size and span its id holds (the pin is not compared: it may have changed since):
+        answered with that placement, replayed, nothing changed."""
         x = self.model.v[req.id]
-        return (x.cpu, x.mem, x.multi, x.pinned) == (req.cpu, req.mem, req.multi, req.pinned)
+        return (x.cpu, x.mem, x.multi) == (req.cpu, req.mem, req.multi)
 
     def apply_decision(self, policy: str, req: VmRequest, d: Any) -> None:
         md = self.model
@@ -499,19 +500,24 @@ class EngineModel(RuleBasedStateMachine):
                 self.apply_decision(policy, r, d)
 
     @precondition(lambda self: self.model.v)
-    @rule(pick=st.integers(0, 9), change=st.sampled_from([None, None, "cpu", "multi", "pinned"]),
+    @rule(pick=st.integers(0, 9), change=st.sampled_from([None, None, "cpu", "multi", "pinned", "pinned-arrays"]),
           batch=st.booleans(), policy=st.sampled_from(POLICIES))  # fmt: skip
     def retry(self, pick: int, change: str | None, batch: bool, policy: str) -> None:
-        """A placed VM asked for again (a client's retry; exactly the same request is rare in :meth:`place`), or
-        with one thing changed (a Conflict)."""
+        """A placed VM asked for again (a client's retry; the same request is rare in :meth:`place`), with its pin
+        flipped (still a retry), with its size or span changed (a Conflict), or through ``place_arrays`` (which
+        takes no replays: a Conflict whatever the policy)."""
         vid = sorted(self.model.v)[pick % len(self.model.v)]
         x = self.model.v[vid]
         req = VmRequest(vid, x.cpu + (change == "cpu"), x.mem, x.multi ^ (change == "multi"),
                         x.pinned ^ (change == "pinned"))  # fmt: skip
-        expect = None if change is None else Conflict
-        fn = (lambda e: e.place_batch([req], self.pol(e, policy))[0]) if batch else \
-            (lambda e: e.place(req, self.pol(e, policy)))  # fmt: skip
-        d, err = self.both(f"retry({req!r}, batch={batch})", fn, expect)
+        expect = None if change in (None, "pinned") else Conflict
+        if change == "pinned-arrays":
+            fn = lambda e: e.place_arrays([vid], [x.cpu], [x.mem], [x.multi], self.pol(e, policy))  # noqa: E731
+        elif batch:
+            fn = lambda e: e.place_batch([req], self.pol(e, policy))[0]  # noqa: E731
+        else:
+            fn = lambda e: e.place(req, self.pol(e, policy))  # noqa: E731
+        d, err = self.both(f"retry({req!r}, {change=}, batch={batch})", fn, expect)
         if err is None:
             self.apply_decision(policy, req, d)
 

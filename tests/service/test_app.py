@@ -91,23 +91,28 @@ def test_rejection_carries_reason_and_explanation(client: TestClient) -> None:
 
 def test_a_retried_placement_gets_its_placement_back_and_changes_nothing(client: TestClient) -> None:
     """A client whose answer was lost cannot tell whether its VM was placed: a retry was a 409 that read like a
-    refusal. The same request again is now 200 with the placement, ``replayed``; anything else under that id stays
-    409, and nothing is placed twice (one by one or in a batch)."""
+    refusal. The same request again is now 200 with the placement, ``replayed``, even after the VM's pin changed;
+    another size or span under that id stays 409, and nothing is placed twice (one by one or in a batch)."""
     first = client.post("/vms", json={"id": "a", "cpu": 30, "mem": 8, "pinned": True})
     assert first.status_code == 201 and first.json()["replayed"] is False
     state = client.get("/state").json()
     again = client.post("/vms", json={"id": "a", "cpu": 30, "mem": 8, "pinned": True, "explain": False})
     assert again.status_code == 200, again.text
     assert again.json() == {**first.json(), "explanation": None, "replayed": True}
-    for other in ({"cpu": 30, "mem": 9}, {"cpu": 30, "mem": 8}, {"cpu": 30, "mem": 8, "multi_numa": True}):
-        r = client.post("/vms", json={"id": "a", "pinned": "multi_numa" in other, **other})
+    for other in ({"cpu": 30, "mem": 9}, {"cpu": 29, "mem": 8}, {"cpu": 30, "mem": 8, "multi_numa": True}):
+        r = client.post("/vms", json={"id": "a", **other})
         assert r.status_code == 409 and "a retry asks for the same" in one_sentence(r)
+    assert client.put("/vms/a/pinned", json={"pinned": False}).status_code == 200  # an operator unpins it
+    unpinned = client.post("/vms", json={"id": "a", "cpu": 30, "mem": 8, "pinned": True})
+    assert unpinned.status_code == 200 and unpinned.json()["replayed"]  # still a retry; the pin stays as it is
+    assert client.get("/vms/a").json()["pinned"] is False
+    assert client.put("/vms/a/pinned", json={"pinned": True}).status_code == 200
     batch = {"vms": [{"id": "a", "cpu": 30, "mem": 8, "pinned": True}, {"id": "b", "cpu": 30, "mem": 8}]}
     one = client.post("/vms/batch", json=batch).json()
-    assert one["placed"] == 2 and [x["replayed"] for x in one["results"]] == [True, False]
+    assert (one["placed"], one["replayed"]) == (1, 1) and [x["replayed"] for x in one["results"]] == [True, False]
     assert (one["results"][0]["machine"], one["results"][0]["node"]) == (first.json()["machine"], first.json()["node"])
     two = client.post("/vms/batch", json=batch).json()
-    assert [x["replayed"] for x in two["results"]] == [True, True]
+    assert (two["placed"], two["replayed"]) == (0, 2) and [x["replayed"] for x in two["results"]] == [True, True]
     assert [x["machine"] for x in two["results"]] == [x["machine"] for x in one["results"]]
     bad = client.post("/vms/batch", json={"vms": [{"id": "c", "cpu": 1, "mem": 1}, {"id": "b", "cpu": 1, "mem": 1}]})
     assert bad.status_code == 409 and "'b' is already placed" in one_sentence(bad)

@@ -142,17 +142,18 @@ def test_a_placement_retry_waits_for_the_first_commit(tmp_path) -> None:
     """The retry of a placement whose commit is still under way (the first answer lost meanwhile) is answered once
     that commit is durable, not before: the retry is a barrier behind it."""
     engine = _engine(tmp_path)
-    release = threading.Event()
+    committing, release = threading.Event(), threading.Event()
     write = engine.store._write  # type: ignore[union-attr]
 
     def slow(batch: object) -> None:
+        committing.set()  # the first placement is in memory and its commit has begun
         release.wait(10)
         write(batch)
 
     engine.store._write = slow  # type: ignore[union-attr, method-assign]
     with ThreadPoolExecutor(2) as pool:
         first = pool.submit(engine.place, VmRequest("v", 1, 1))
-        time.sleep(0.2)
+        assert committing.wait(10)
         retry = pool.submit(engine.place, VmRequest("v", 1, 1))
         time.sleep(0.3)
         assert not first.done() and not retry.done()  # neither is durable yet
@@ -162,6 +163,17 @@ def test_a_placement_retry_waits_for_the_first_commit(tmp_path) -> None:
     reopened = PlacementEngine.open(tmp_path / "c.db")
     assert reopened.vm("v").machine == first.result().machine
     reopened.close()
+
+
+def test_a_replay_tells_nothing_of_a_policys_decision_time(tmp_path) -> None:
+    """``place_async`` decides on the event loop only for a policy whose last decision was fast. A retry naming a
+    policy never used (answered in microseconds, the policy never built) recorded that time, and the policy's
+    first real decision (building it, compiling a learned one: seconds) then ran on the loop."""
+    engine = _engine(tmp_path)
+    engine.place(VmRequest("v", 1, 1), "first-fit")
+    again = asyncio.run(engine.place_async(VmRequest("v", 1, 1), "industrial"))
+    assert again.replayed and "industrial" not in engine._decision_s and "industrial" not in engine._policies
+    engine.close()
 
 
 def test_probes_and_scrapes_do_not_wait_behind_the_lock_or_the_thread_pool(tmp_path) -> None:

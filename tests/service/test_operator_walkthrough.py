@@ -165,7 +165,7 @@ def test_the_openapi_409_of_a_placement_names_both_answers(client):
     refs = {x["$ref"].rsplit("/", 1)[1] for x in schema["content"]["application/json"]["schema"]["anyOf"]}
     assert refs == {"RejectionOut", "ErrorOut"}
     client.post("/vms", json={"id": "d", "cpu": 1, "mem": 1})
-    dup = client.post("/vms", json={"id": "d", "cpu": 1, "mem": 1, "pinned": True})
+    dup = client.post("/vms", json={"id": "d", "cpu": 1, "mem": 2})
     big = client.post("/vms", json={"id": "e", "cpu": 1000, "mem": 1})
     assert dup.status_code == big.status_code == 409
     assert ErrorOut.model_validate(dup.json()).detail == (

@@ -736,9 +736,9 @@ class PlacementEngine:
     def place(self, request: VmRequest, policy: str | NumaPolicy | None = None, explain: bool = True) -> Decision:
         """Place ``request`` with ``policy`` (default: the engine's): a :class:`Placement`, durable on return, or a
         :class:`Rejection` (nothing changed). ``explain``: attach an :class:`Explanation` (a rejection always has
-        one). A VM already placed exactly so (a retry) gets its placement back, ``replayed`` and without an
-        explanation (:meth:`explanation` keeps the first one's); another request under a placed id is a
-        :class:`Conflict`."""
+        one). A VM already placed with this size and span (a retry) gets its placement back, ``replayed`` and
+        without an explanation (:meth:`explanation` keeps the first one's); another size or span under a placed id
+        is a :class:`Conflict` (:meth:`_replay`)."""
         request = self._validate(request)
         with self.lock:
             ticket = self._place_locked(request, policy, explain)
@@ -758,8 +758,8 @@ class PlacementEngine:
         def step() -> tuple[int, Decision]:
             t0 = time.perf_counter()
             out = self._place_locked(request, policy, explain), self._last
-            if named:
-                self._decision_s[key] = time.perf_counter() - t0
+            if named and not (isinstance(out[1], Placement) and out[1].replayed):  # a replay decides nothing, and
+                self._decision_s[key] = time.perf_counter() - t0  # never builds the policy: it says nothing of it
             return out
 
         # a policy's first decision builds it and compiles its code (3-25 s for a learned one), and a slow policy
@@ -790,17 +790,19 @@ class PlacementEngine:
         return await asyncio.to_thread(locked)
 
     def _replay(self, request: VmRequest) -> Placement:
-        """A request for a VM already placed: a retry (same size, NUMA span and pin) gets the placement it had, a
-        different request under the same id is a :class:`Conflict`. A client whose answer was lost (a timeout, a
-        dropped connection) cannot tell whether its VM was placed; a retry now says, where it was a 409 that read
-        like a refusal."""
+        """A request for a VM already placed: a retry (the same size and NUMA span) gets the VM's placement as it is
+        now (re-optimisation may have moved it), a different request under the same id is a :class:`Conflict`. A
+        client whose answer was lost (a timeout, a dropped connection) cannot tell whether its VM was placed; a
+        retry now says, where it was a 409 that read like a refusal. The pin is not compared: an operator may have
+        pinned or unpinned the VM since, and a 409 then would have a client place it again under a new id (its pin
+        stays as it is now, as :meth:`bind`'s retries leave it). The same id and size from another VM (a pod
+        recreated under its old name before the old one's DELETE came) is indistinguishable from a retry, as for
+        :meth:`bind`."""
         there = self.state.record(self.state.slot_of_vm[request.id])
-        pinned = request.id in self.pinned
-        if (there.cpu, there.mem, there.multi, pinned) != (request.cpu, request.mem, request.multi, request.pinned):
+        if (there.cpu, there.mem, there.multi) != (request.cpu, request.mem, request.multi):
             raise Conflict(
                 f"a VM {request.id!r} is already placed with {there.cpu:g} cores and {there.mem:g} GB"
-                f"{' over every node' if there.multi else ''}{', pinned' if pinned else ''}; a retry asks for the "
-                "same, another VM needs another id",
+                f"{' over every node' if there.multi else ''}; a retry asks for the same, another VM needs another id",
                 field="id",
             )
         return Placement(request.id, there.machine, there.node, replayed=True)
@@ -823,9 +825,9 @@ class PlacementEngine:
         """Place ``requests`` in order: the same decisions as one :meth:`place` call each (``explain=False``), under
         one lock hold and one commit. For a compiled heuristic the decisions run in one compiled loop (the
         function :meth:`place` uses, request after request); a rejection comes back with its explanation. Bulk
-        admission and replays. A VM already placed exactly so (a retried batch) is answered with its placement,
-        ``replayed``; an id twice in the batch, another request under a placed id, or an invalid request fails the
-        whole batch before anything is placed."""
+        admission and replays. A VM already placed with its size and span (a retried batch) is answered with its
+        placement, ``replayed``; an id twice in the batch, another size or span under a placed id, or an invalid
+        request fails the whole batch before anything is placed."""
         out, ticket = self._place_batch_locked(requests, policy)
         self._wait(ticket)
         return out
@@ -969,6 +971,7 @@ class PlacementEngine:
             reqs = [VmRequest(i, float(x), float(y), bool(z))
                     for i, x, y, z in zip(ids, c.tolist(), m.tolist(), mu.tolist(), strict=True)]  # fmt: skip
             with self.lock:  # the slots read in the same hold as the decisions (a machine removed between: KeyError)
+                self._refuse_placed(ids)  # the arrays' contract: no replays (place_batch answers those)
                 out, ticket = self._place_batch_locked(reqs, policy)
                 slot = {mid: k for k, mid in enumerate(self.state.machine_ids)}
                 actions = np.array([slot[d.machine] * self.numa + (d.node or 0) if isinstance(d, Placement) else -1
@@ -978,9 +981,7 @@ class PlacementEngine:
             return BulkPlacement(actions, mu, self.numa, names)
         with self.lock:
             self.check_store()
-            taken = self.state.slot_of_vm.keys() & set(ids)
-            if taken:
-                raise Conflict(f"a VM {sorted(taken)[0]!r} is already placed", field="id")
+            self._refuse_placed(ids)
             actions = self._heuristic_batch(pol, ids, c, m, mu)
             ticket = 0
             if self.store is not None:
@@ -993,6 +994,11 @@ class PlacementEngine:
             result = BulkPlacement(actions, mu, self.numa, list(self.state.machine_ids))
         self._wait(ticket)
         return result
+
+    def _refuse_placed(self, ids: list[str]) -> None:
+        taken = self.state.slot_of_vm.keys() & set(ids)
+        if taken:
+            raise Conflict(f"a VM {sorted(taken)[0]!r} is already placed", field="id")
 
     def _draws(self, pol: NumaPolicy, dry: bool = False) -> None:
         """Before a compiled policy that draws decides: seed the compiled generator (the process's, per thread) from

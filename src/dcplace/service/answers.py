@@ -121,9 +121,11 @@ async def place_vm(engine: PlacementEngine, metrics: ServiceMetrics, body: VmIn)
     t0 = time.perf_counter()
     d = await engine.place_async(VmRequest(body.id, body.cpu, body.mem, body.multi_numa, body.pinned), body.policy,
                                  body.explain)  # fmt: skip
+    if isinstance(d, Placement) and d.replayed:  # decided nothing: not a placement's latency
+        return 200, placement_json(d)
     metrics.place_latency.observe(time.perf_counter() - t0)
     if isinstance(d, Placement):
-        return 200 if d.replayed else 201, placement_json(d)
+        return 201, placement_json(d)
     return 409, rejection_json(d)
 
 

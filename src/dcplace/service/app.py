@@ -546,7 +546,7 @@ def create_app(
         tags=["vms"],
         responses={
             **ERRORS,
-            200: {"model": PlacementOut, "description": "a retry: the VM was already placed exactly so (`replayed`)"},
+            200: {"model": PlacementOut, "description": "a retry: the VM was already placed so (`replayed`)"},
             409: {
                 "model": RejectionOut | ErrorOut,
                 "description": "rejected (no fit: the reason, code and "
@@ -556,9 +556,9 @@ def create_app(
     )
     async def place(body: VmIn) -> Response:
         """Place a VM with the service's policy (or ``policy``); durable when answered. A VM that fits nowhere is
-        409 with the reason and the explanation. A retry (the same id, size, span and pin as a placed VM: the
-        first answer was lost) is 200 with that VM's placement, ``replayed``; the same id with another request
-        is 409."""
+        409 with the reason and the explanation. A retry (the same id, size and span as a placed VM: the first
+        answer was lost) is 200 with that VM's placement as it is now, ``replayed``; the same id with another size
+        or span is 409."""
         status, payload = await place_vm(engine, metrics, body)
         return _json(payload, status)
 
@@ -566,14 +566,16 @@ def create_app(
     async def place_batch(body: VmBatchIn) -> Response:
         """Place several VMs in order (the decisions of one ``POST /vms`` each, without explanations, rejections
         with theirs), durable when answered, with one commit: bulk admission. 200 even when some are rejected
-        (each result says); a VM already placed exactly so is answered with its placement, ``replayed`` (a
-        retried batch places nothing twice); an id twice, another request under a placed id, or a bad body is 409 /
-        422 and places nothing."""
+        (each result says); a VM already placed with its size and span is answered with its placement,
+        ``replayed`` and counted apart (a retried batch places nothing twice); an id twice, another size or span
+        under a placed id, or a bad body is 409 / 422 and places nothing."""
         reqs = [VmRequest(v.id, v.cpu, v.mem, v.multi_numa, v.pinned) for v in body.vms]
         out = await engine.place_batch_async(reqs, body.policy)
         placed = sum(1 for d in out if isinstance(d, Placement))
+        replayed = sum(1 for d in out if isinstance(d, Placement) and d.replayed)
         results = [placement_json(d) if isinstance(d, Placement) else rejection_json(d) for d in out]
-        return _json({"placed": placed, "rejected": len(out) - placed, "results": results})
+        return _json({"placed": placed - replayed, "rejected": len(out) - placed, "replayed": replayed,
+                      "results": results})  # fmt: skip
 
     @app.get("/vms", dependencies=READ, response_model=list[VmOut], tags=["vms"], responses=ERRORS)
     def vms(request: Request, machine: str | None = None, limit: Limit = None, after: After = -1) -> Response:

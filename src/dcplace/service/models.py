@@ -131,8 +131,8 @@ class PlacementOut(BaseModel):
     explanation: ExplanationOut | None
     replayed: bool = Field(
         False,
-        description="true: the VM was already placed exactly so (a retry after a lost answer): nothing changed, "
-        "answered once the first placement was durable, 200 instead of 201",
+        description="true: the VM was already placed with this size and span (a retry after a lost answer): its "
+        "placement as it is now, nothing changed, answered once the first placement was durable, 200 instead of 201",
     )
 
 
@@ -252,8 +252,9 @@ class VmBatchIn(BaseModel):
 
 
 class BatchOut(BaseModel):
-    placed: int
+    placed: int = Field(description="VMs placed by this request (replays not counted)")
     rejected: int
+    replayed: int = Field(description="VMs that were already placed so (a retried batch): answered, not placed again")
     results: list[PlacementOut | RejectionOut]
 
 
