@@ -118,3 +118,39 @@ def test_compare_netalloc_runs_on_the_same_request_sequences() -> None:
     assert res.exit_code == 0, res.output
     record = json.loads(res.stdout)
     assert record["metric"] == "acceptance" and len(record["rows"][1]["values"]) == 2
+
+
+@pytest.mark.parametrize("topology", ["alpha", "beta"])
+def test_the_bound_row_is_above_every_policy_on_every_episode(topology: str, tmp_path: Path) -> None:
+    """``--bound`` adds each episode's clairvoyant acceptance bound: no policy accepts more of that episode, which
+    holds only if the bound was computed on the episodes the policies played (a bound of other requests would
+    cross them)."""
+    from dcplace.bench.compare import BOUND_ROW, compare_netalloc
+
+    policies = ["random", "tetris", "nalb-strict"]
+    table = compare_netalloc(policies, topology, "azure", episodes=3, requests=48, setting="paper-reject", bound=True)
+    rows = {r.policy: r for r in table.rows}
+    assert list(rows) == [*policies, BOUND_ROW] and rows[BOUND_ROW].extra == {"acceptance": rows[BOUND_ROW].mean.mean}
+    for p in policies:
+        assert all(b >= a for a, b in zip(rows[p].values, rows[BOUND_ROW].values, strict=True)), p
+    res = runner.invoke(app, ["compare", "netalloc", "--policies", "tetris", "--policies", "random", "--requests",
+                              "16", "--episodes", "2", "--setting", "paper-reject", "--bound", "--json", "--out",
+                              str(tmp_path / "o")])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["rows"][-1]["policy"] == BOUND_ROW
+    with open(tmp_path / "o" / "episodes.csv", encoding="utf-8") as fh:
+        last = list(csv.DictReader(fh))[-1]
+    assert last["policy"] == BOUND_ROW and last["acceptance"] and last["cpu_util"] == ""
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        ([], "--bound: needs a setting that rejects what does not fit"),
+        (["--setting", "paper-reject", "--metric", "cpu_util"], "--bound: bounds the acceptance only, not cpu_util"),
+    ],
+)
+def test_a_bound_where_there_is_none_is_refused(flags: list[str], said: str) -> None:
+    res = runner.invoke(app, ["compare", "netalloc", "--policies", "tetris", "--policies", "random", "--episodes",
+                              "2", "--bound", *flags])  # fmt: skip
+    assert res.exit_code == 2 and said in res.output, res.output

@@ -37,6 +37,8 @@ NUMA_METRICS = {"length": 1, "income": 1, "cpu_alloc": 1, "mem_alloc": 1, "pms_i
 """``compare numa``'s metrics and their better direction (1: higher is better)."""
 NET_METRICS = {"acceptance": 1, "cpu_util": 1, "mem_util": 1, "servers_per_allocation": -1}
 """``compare netalloc``'s metrics (shares in [0, 1] but the servers per allocation) and their better direction."""
+BOUND_ROW = "bound (clairvoyant)"
+"""``compare netalloc --bound``'s last row (the name no policy can take: it holds a space and parentheses)."""
 SIGN_TEST_EPISODES = 6
 """The fewest episodes all won (or lost) that a two-sided sign test calls at 5 % (2 x 0.5**6 = 0.031)."""
 
@@ -206,7 +208,9 @@ def _tabled(
     """The comparison on ``metric`` of each policy's episode table (every metric of each episode), the tables kept,
     every metric's mean beside."""
     values = {p: [e[metric] for e in rows] for p, rows in per_episode.items()}
-    extras = {p: {k: sum(e[k] for e in rows) / len(rows) for k in metrics} for p, rows in per_episode.items()}
+    extras = {
+        p: {k: sum(e[k] for e in rows) / len(rows) for k in metrics if k in rows[0]} for p, rows in per_episode.items()
+    }  # fmt: skip (a bound row has its metric only)
     for p, rows in per_episode.items():
         if "invalid" in rows[0]:
             extras[p]["invalid"] = sum(e["invalid"] for e in rows)
@@ -278,14 +282,26 @@ def compare_netalloc(
     baseline: str | None = None,
     on_policy: Callable[[str], None] | None = None,
     metric: str = "acceptance",
+    bound: bool = False,
 ) -> Comparison:
     """``policies`` (names, ``package.module:Class`` or ``name=checkpoint``) on the same seeded request sequences
     of ``dataset`` on ``topology`` (Nara's setting), compared on ``metric`` (:data:`NET_METRICS`). Every policy
     first plays one episode of 8 requests (a name, a checkpoint, a topology or a request set that cannot run is
-    refused before any policy's episodes)."""
+    refused before any policy's episodes). ``bound``: a last row, :data:`BOUND_ROW`, the clairvoyant acceptance
+    bound of each episode (:func:`dcplace.sim.netalloc_bound.episode_bounds`: no policy, online or not, accepts
+    more of that episode), measured against the baseline like a policy: how much any policy could still gain. Only
+    for acceptance, and only where the cluster rejects what does not fit (a setting whose requests wait for room
+    has no such bound)."""
     from dcplace.bench.netalloc_runner import run_policy
+    from dcplace.sim.netalloc_episodes import get_setting
 
     _checked(policies, baseline, metric, NET_METRICS)
+    if bound and metric != "acceptance":
+        raise InputError(f"bounds the acceptance only, not {metric}", field="bound")
+    if bound and get_setting(setting).on_full != "reject":
+        raise InputError(f"needs a setting that rejects what does not fit (paper-reject, paper-max, v1); in "
+                         f"{setting!r} requests wait for room, and the bound relaxes the rejecting cluster",
+                         field="bound")  # fmt: skip
     for spec in policies:
         name, checkpoint = split_checkpoint(spec)
         try:
@@ -305,6 +321,15 @@ def compare_netalloc(
                               "servers_per_allocation": (sum(r.servers_per_allocation) / len(r.servers_per_allocation)
                                                          if r.servers_per_allocation else 0.0)}
                              for r in run.results]  # fmt: skip
+    if bound:
+        from dcplace.cluster.topology import load_topology
+        from dcplace.sim.netalloc_bound import episode_bounds
+
+        if on_policy is not None:
+            on_policy(BOUND_ROW)
+        found = episode_bounds(load_topology(topology), get_setting(setting).dataset(dataset), n, seed, episodes,
+                               split)  # fmt: skip
+        per_episode[BOUND_ROW] = [{"acceptance": b.ratio} for b in found]
     context = {"topology": topology, "dataset": dataset, "requests": n, "split": split, "setting": setting,
                "seed": seed}  # fmt: skip
     shares = (0.0, math.inf) if metric == "servers_per_allocation" else (0.0, 1.0)

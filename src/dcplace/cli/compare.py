@@ -79,6 +79,9 @@ class CompareNetalloc:
     """train or test part of the trace-derived sets"""
     setting: NetSettingName = "paper"
     """the environment's reading (docs/netalloc.md, Settings)"""
+    bound: bool = False
+    """add a last row: each episode's clairvoyant acceptance bound (no policy accepts more of it), against the
+    baseline like a policy (acceptance only; a setting that rejects what does not fit, e.g. paper-reject)"""
 
     def __post_init__(self) -> None:
         check_types(self)
@@ -98,7 +101,7 @@ def _report(table: Any, cfg: object, json_out: bool, out: Path | None, command: 
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(["policy", "episode", *columns])
         for policy, episodes in table.episode_metrics.items():
-            w.writerows([policy, i, *(e[c] for c in columns)] for i, e in enumerate(episodes))
+            w.writerows([policy, i, *(e.get(c, "") for c in columns)] for i, e in enumerate(episodes))  # bound: 1
         write_text(out / "episodes.csv", buf.getvalue())
     for r in table.rows:  # what the numbers alone hide, on stderr (with --json too)
         if r.extra.get("invalid"):
@@ -166,5 +169,5 @@ def compare_netalloc_cmd(
 
     table = compare_netalloc(cfg.policies, cfg.topology, cfg.dataset, cfg.episodes, cfg.seed, cfg.requests or None,
                              cfg.split, cfg.setting, cfg.baseline, on_policy=_progress(cfg.episodes),
-                             metric=cfg.metric)  # fmt: skip
+                             metric=cfg.metric, bound=cfg.bound)  # fmt: skip
     _report(table, cfg, json_out, out, "dcplace compare netalloc")
