@@ -341,3 +341,18 @@ def test_evacuation_plans_are_verified(inst, machine: int, failed: bool) -> None
         assert v in ev.unplaced or ev.target.machine[v] != machine
     moved = {mv.vm for mv in ev.plan.moves}
     assert moved <= set(ev.evacuated) | set(ev.evicted)
+
+
+SIZES = st.sampled_from([-1.0, 0.0, 1 / 3, 0.5, 2.0, 1e-6])
+
+
+@given(st.integers(1, 3).flatmap(lambda r: st.lists(st.lists(SIZES, min_size=r, max_size=r), min_size=1, max_size=40)))
+def test_the_checkers_grouping_of_equal_rows_is_exact(rows: list[list[float]]) -> None:
+    # plan_check groups VMs of one size (and one node) to add them at once: every row in exactly one group, each
+    # group's rows equal, groups distinct, as np.unique(axis=0) would find them
+    from dcplace.placement.plan_check import _distinct_rows
+
+    a = np.array(rows)
+    first, group = _distinct_rows(a)
+    assert len(first) == len(np.unique(a, axis=0))
+    assert np.array_equal(a[first][group], a) and len({tuple(r) for r in a[first].tolist()}) == len(first)

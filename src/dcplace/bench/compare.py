@@ -208,9 +208,9 @@ def _tabled(
     """The comparison on ``metric`` of each policy's episode table (every metric of each episode), the tables kept,
     every metric's mean beside."""
     values = {p: [e[metric] for e in rows] for p, rows in per_episode.items()}
-    extras = {
-        p: {k: sum(e[k] for e in rows) / len(rows) for k in metrics if k in rows[0]} for p, rows in per_episode.items()
-    }  # fmt: skip (a bound row has its metric only)
+    # every metric's mean (a bound row has its own metric only)
+    extras = {p: {k: sum(e[k] for e in rows) / len(rows) for k in metrics if k in rows[0]}
+              for p, rows in per_episode.items()}  # fmt: skip
     for p, rows in per_episode.items():
         if "invalid" in rows[0]:
             extras[p]["invalid"] = sum(e["invalid"] for e in rows)
