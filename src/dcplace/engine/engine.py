@@ -131,8 +131,8 @@ class Placement:
     explanation: Explanation | None = None
     accepted: Literal[True] = True
     replayed: bool = False
-    """True: the VM was already placed exactly so (a client's retry after a lost answer); nothing changed, and the
-    answer came once the first placement was durable."""
+    """True: the VM was already placed with this size and span (a client's retry after a lost answer): its
+    placement as it is now, nothing changed, answered once the first placement was durable."""
 
 
 @dataclass(frozen=True)
