@@ -3,6 +3,9 @@ random operation sequences (hypothesis)."""
 
 from __future__ import annotations
 
+import copy
+from typing import Any
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -719,3 +722,59 @@ def test_findings_of_the_stateful_review(tmp_path) -> None:
         asked.place(VmRequest(f"p{i}", 1, 1)).machine
         for i in range(8)  # type: ignore[union-attr]
     ]
+
+
+def _corrupt_state(field: str) -> Any:
+    """The live cluster's state with ``field`` damaged (one at a time; the rest as the engine left it)."""
+    from dcplace.engine.cluster_state import ABSENT
+    from dcplace.sim import numa_kernel as K
+
+    e = PlacementEngine(numa=2)
+    for i in range(3):
+        e.add_machine(f"pm{i}", [8, 8], [16, 16])
+    for i in range(4):
+        e.place(VmRequest(f"v{i}", 2, 3, multi=i == 3))
+    e.check_invariants()
+    s = copy.deepcopy(e.state)
+    v = s.slot_of_vm["v0"]
+    m = int(s.pm_of[v])
+    damage = {
+        "negative free": lambda: s.free.__setitem__((m, 0, 0), -1.0),
+        "above total": lambda: s.free.__setitem__((m, 0, 0), s.cap[m, 0, 0] + 1),
+        "ledger": lambda: s.free.__setitem__((m, 0, 0), s.free[m, 0, 0] - 0.5),
+        "vm count": lambda: s.vm_count.__setitem__(m, s.vm_count[m] + 1),
+        "used": lambda: s.used.__setitem__(0, s.used[0] + 1),
+        "in use": lambda: s.ctr.__setitem__(K.C_IN_USE, s.ctr[K.C_IN_USE] + 1),
+        "absent slot": lambda: s.status.__setitem__(m, ABSENT),
+        "span": lambda: s.multi.__setitem__(v, not s.multi[v]),
+        "usable": lambda: s.usable.__setitem__(2, not s.usable[2]),
+        "vm index": lambda: s.slot_of_vm.pop("v1"),
+        "machine index": lambda: s.slot_of_machine.__setitem__("pm9", 2),
+        "active": lambda: setattr(s, "active", s.active + 1),
+    }
+    damage[field]()
+    return s
+
+
+@pytest.mark.parametrize(
+    ("field", "said"),
+    [
+        ("negative free", "negative free capacity"),
+        ("above total", "more free capacity than its total"),
+        ("ledger", "the ledger does not match the allocated capacity"),
+        ("vm count", "VM counts per machine do not match"),
+        ("used", "allocated totals do not match"),
+        ("in use", "machines-in-use counter does not match"),
+        ("absent slot", "a VM sits on an absent machine slot"),
+        ("span", "NUMA span in the ledger differs"),
+        ("usable", "usable differs from the status"),
+        ("vm index", "the VM id index does not match"),
+        ("machine index", "the machine id index does not match"),
+        ("active", "active does not match the highest occupied slot"),
+    ],
+)
+def test_check_invariants_catches_each_kind_of_damage(field: str, said: str) -> None:
+    """A mutation review (2026-11-28): any one of these checks could be deleted with every test passing, since no
+    test handed check_invariants a damaged state. Each damage is now caught, and by its own check."""
+    with pytest.raises(AssertionError, match=said):
+        _corrupt_state(field).check_invariants()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -356,3 +357,61 @@ def test_the_checkers_grouping_of_equal_rows_is_exact(rows: list[list[float]]) -
     first, group = _distinct_rows(a)
     assert len(first) == len(np.unique(a, axis=0))
     assert np.array_equal(a[first][group], a) and len({tuple(r) for r in a[first].tolist()}) == len(first)
+
+
+def _guarded(over_start: bool = False) -> ClusterPlacement:
+    """3 machines x 2 nodes of 8 cores and 8 GB: VM 0 (2, 6) at (0, 0), VM 1 split (4, 4) on machine 1, VM 2 (1, 3)
+    at (2, 1), VM 3 (8, 1) filling the cores of (2, 0) (``over_start``: VM 0 takes 9 GB, over from the start)."""
+    demand = [[2, 9 if over_start else 6], [4, 4], [1, 3], [8, 1]]
+    return ClusterPlacement.build(np.full((3, 2, 2), 8.0), demand, [False, True, False, False], [0, 1, 2, 2],
+                                  [0, -1, 1, 0])  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("moves", "goal", "kw", "needle"),
+    [
+        # a mutation review (2026-11-28): each guard below could be removed with every test still passing
+        (
+            [(0, 0, 0, 2, 1, False)],
+            {0: (2, 1)},
+            {"gb_moved": 6.0, "cost": 6.0},
+            "puts machine 2 node 1 over capacity in resource 1",
+        ),  # memory only: 3 GB + 6 on 8
+        (
+            [(1, 1, -1, 2, -1, False)],
+            {1: (2, -1)},
+            {"gb_moved": 4.0, "cost": 4.0},
+            "puts machine 2 node 0 over capacity in resource 0",
+        ),  # a split VM loads every node, node 0 included
+        ([(1, 1, -1, 0, 1, False)], {1: (0, -1)}, {}, "multi-NUMA VM 1 needs node -1, got 1"),
+        ([(0, 0, 0, 1, 2, False)], {0: (1, 0)}, {}, "node 2 does not exist"),
+        ([(0, 0, 0, 1, -1, False)], {0: (1, 0)}, {}, "node -1 does not exist"),
+        ([(0, 0, 1, 1, 0, False)], {0: (1, 0)}, {"gb_moved": 6.0, "cost": 6.0}, "VM 0 is at (0, 0), the move says"),
+        ([(0, 0, 0, 0, 0, False)], {}, {"gb_moved": 6.0, "cost": 6.0}, "VM 0 does not change place"),
+        (
+            [(0, 0, 0, 0, 1, True)],
+            {0: (1, 0)},
+            {"complete": False, "left": (0,), "gb_moved": 6.0, "cost": 6.0},
+            "VM 0 ends at (0, 1), neither its target nor where it started",
+        ),
+        ([], {}, {"complete": False, "left": (0,)}, "0 VMs are not at their target but the plan reports 1 left"),
+        ([(0, 0, 0, 1, 0, False)], {0: (1, 0)}, {"gb_moved": 6.0, "cost": 7.0}, "summary"),
+    ],
+)
+def test_the_plan_checker_catches_each_bad_move(moves: list[Any], goal: dict[int, Any], kw: dict[str, Any],
+                                                needle: str) -> None:  # fmt: skip
+    state = _guarded()
+    m, k = state.current.machine.copy(), state.current.node.copy()
+    for v, (mm, kk) in goal.items():
+        m[v], k[v] = mm, kk
+    report = check_plan(state, Placement(m, k), _plan_of(moves, **kw))
+    assert not report.ok and any(needle in e for e in report.errors), report.errors
+    ok = _plan_of([(0, 0, 0, 1, 0, False)], gb_moved=6.0, cost=6.0)  # the same checker passes a good plan
+    tgt = Placement(np.array([1, 1, 2, 2]), state.current.node.copy())
+    assert check_plan(state, tgt, ok).ok, check_plan(state, tgt, ok).errors
+
+
+def test_the_plan_checker_refuses_a_start_over_capacity() -> None:
+    state = _guarded(over_start=True)
+    report = check_plan(state, state.current, _plan_of([]))
+    assert not report.ok and "the current state is over capacity on machine 0 node 0" in report.errors

@@ -188,6 +188,13 @@ def test_checker_catches_each_violation():
     assert any("does not exist" in e for e in errors)
     errors, _ = check(p, [0, 0], [[0, 1], [0, 7]])
     assert any("has 2" in e for e in errors)
+    # a mutation review (2026-11-28): the vCPU and the physical-disk checks could be weakened unnoticed
+    cpu_only = make("c", {"c3.2xlarge": 2}, {"s3": 1})  # 16 vCPU on 8, 30 of 64 GiB, 160 GB on each 512 GB disk
+    assert check(cpu_only, [0, 0], [[0, 1], [0, 1]])[0] == ["PM 0 (s3) has 16 vCPU assigned, capacity 8"]
+    disks = make("d", {"i2.2xlarge": 2}, {"l1": 1})  # two 800 GB disks each; l1: four of 1000 GB
+    assert check(disks, [0, 0], [[0, 1], [2, 3]])[0] == []
+    assert check(disks, [0, 0], [[0, 1], [0, 1]])[0] == ["disk 0 of PM 0 holds 1600 GB, size 1000",
+                                                         "disk 1 of PM 0 holds 1600 GB, size 1000"]  # fmt: skip
 
 
 def test_infeasible_instance_reports_the_reason():

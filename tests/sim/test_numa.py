@@ -159,6 +159,18 @@ def test_invalid_action_ends_the_episode():
     assert sim.result().status == "invalid" and sim.result().length == 0
 
 
+def test_a_machine_outside_the_active_cluster_is_an_invalid_action():
+    # a mutation review (2026-11-28): `m >= n_active` could become `m > n_active` unnoticed; in Expansion mode the
+    # first machine past the active ones has room, so only that bound refuses it
+    table = make_table([(0.0, 1e9, 1.0, 1.0), (1.0, 1e9, 1.0, 1.0)])
+    sc = Scenario(pms=1, mode="expansion", max_pms=3, expand_step=1, release=False, start_range=(0, 1))
+    sim = NumaSim(NumaCluster.uniform(3), PreparedTrace.build(table), sc)
+    sim.reset(0)
+    assert sim.n_active == 1 and sim.step(2) == K.INVALID  # machine 1, node 0
+    sim.reset(0)
+    assert sim.step(1) != K.INVALID  # machine 0, node 1: inside
+
+
 def test_expansion_grows_then_terminates():
     table = make_table([(float(i), 1e9, 40.0, 80.0) for i in range(10)])  # each VM fills a node
     sc = Scenario(pms=1, mode="expansion", max_pms=3, expand_step=1, release=False, start_range=(0, 1))
