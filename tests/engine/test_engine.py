@@ -778,3 +778,15 @@ def test_check_invariants_catches_each_kind_of_damage(field: str, said: str) -> 
     test handed check_invariants a damaged state. Each damage is now caught, and by its own check."""
     with pytest.raises(AssertionError, match=said):
         _corrupt_state(field).check_invariants()
+
+
+def test_a_released_ledger_slot_is_taken_again() -> None:
+    # a mutation review (2026-11-28): a release that kept its slot off the free list leaked the ledger under churn
+    # (it grows, doubling, without bound) and no test noticed
+    e = PlacementEngine(numa=2)
+    e.add_machine("pm0", [8, 8], [16, 16])
+    for i in range(1000):
+        e.place(VmRequest(f"v{i}", 1, 1))
+        e.release(f"v{i}")
+    e.check_invariants()
+    assert len(e.state.pm_of) <= 64

@@ -281,3 +281,45 @@ def test_a_mixed_cluster_larger_than_the_scenario_is_refused():
         NumaSim(NumaCluster(cap), trace, Scenario(pms=15, release=False))
     NumaSim(NumaCluster(cap), trace, Scenario(pms=25, release=False))  # equal: fine
     NumaSim(NumaCluster.uniform(25), trace, Scenario(pms=15, release=False))  # uniform: the first 15, as before
+
+
+@pytest.mark.parametrize(
+    ("damage", "said"),
+    [
+        ("negative", "negative free capacity"),
+        ("above", "more free capacity than its total"),
+        ("ledger", "the ledger does not match the allocated capacity"),
+        ("count", "VM counts per machine do not match"),
+        ("used", "allocated totals do not match"),
+        ("outside", "a machine outside the active cluster hosts VMs"),
+        ("in use", "machines-in-use counter does not match"),
+    ],
+)
+def test_the_simulators_invariants_catch_each_kind_of_damage(damage: str, said: str) -> None:
+    """A mutation review (2026-11-28): the simulator's own check_invariants had no test handing it a damaged state
+    either; each damage is caught by its own check."""
+    table = make_table([(float(i), 1e9, 2.0, 4.0) for i in range(6)])
+    sc = Scenario(pms=2, mode="expansion", max_pms=3, expand_step=1, release=False, start_range=(0, 1))
+    sim = NumaSim(NumaCluster.uniform(3), PreparedTrace.build(table), sc)
+    sim.reset(0)
+    for _ in range(3):
+        sim.step(0)  # machine 0, node 0
+    sim.check_invariants()
+    if damage == "negative":
+        sim.free[0, 0, 0] = -1.0
+    elif damage == "above":
+        sim.free[1, 0, 0] = sim.cap[1, 0, 0] + 1
+    elif damage == "ledger":
+        sim.free[0, 0, 0] -= 0.5
+    elif damage == "count":
+        sim.vm_count[0] += 1
+    elif damage == "used":
+        sim.used[0] += 1
+    elif damage == "outside":
+        sim.pm_of[sim.pm_of >= 0] = 2  # every VM on machine 2, outside the 2 active, with its ledger moved along
+        sim.free[2], sim.free[0] = sim.free[0].copy(), sim.cap[0].copy()
+        sim.vm_count[2], sim.vm_count[0] = sim.vm_count[0], 0
+    else:
+        sim.ctr[K.C_IN_USE] += 1
+    with pytest.raises(AssertionError, match=said):
+        sim.check_invariants()
