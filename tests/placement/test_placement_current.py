@@ -248,6 +248,22 @@ def test_checker_catches_a_moved_pinned_vm_and_a_wrong_cost():
     assert any("pinned VM 0 moved" in e for e in errors)
     wrong = verify(problem, replace(res, cost=res.cost - 1, verified=False))
     assert not wrong.verified and any("checker computes" in v for v in wrong.violations)
+    # a mutation review (2026-11-28): an over-claimed cost and a pinned VM moved to another physical disk of its own
+    # PM passed unnoticed when those comparisons were weakened
+    high = verify(problem, replace(res, cost=res.cost + 1, verified=False))
+    assert not high.verified and any("checker computes" in v for v in high.violations)
+
+
+def test_a_pinned_vm_moved_to_another_disk_of_its_pm_is_caught(tmp_path: Path) -> None:
+    spec = json.loads(EXAMPLE.read_text(encoding="utf-8"))
+    spec["pinned"] = [3]  # VM 3: an m3.xlarge on PM 2 (four disks), its disks 0 and 1
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(spec), encoding="utf-8")
+    problem = load_problem(str(path))
+    vm_pm, vm_disks = [0, 1, 3, 2, 3], [[0], [0], [0], [0, 1], [2, 3]]
+    assert check(problem, vm_pm, vm_disks)[0] == []
+    vm_disks[3] = [2, 3]  # the same PM, other disks
+    assert check(problem, vm_pm, vm_disks)[0] == ["pinned VM 3 moved from PM 2 disks [0, 1] to PM 2 disks [2, 3]"]
 
 
 def test_scratch_problems_are_unchanged_by_the_new_fields():
