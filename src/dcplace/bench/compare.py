@@ -298,7 +298,8 @@ def compare_netalloc(
     _checked(policies, baseline, metric, NET_METRICS)
     if bound and metric != "acceptance":
         raise InputError(f"bounds the acceptance only, not {metric}", field="bound")
-    if bound and get_setting(setting).on_full != "reject":
+    env = get_setting(setting) if bound else None  # a bad setting without --bound is refused by the policies' run
+    if env is not None and env.on_full != "reject":
         raise InputError(f"needs a setting that rejects what does not fit (paper-reject, paper-max, v1); in "
                          f"{setting!r} requests wait for room, and the bound relaxes the rejecting cluster",
                          field="bound")  # fmt: skip
@@ -321,14 +322,13 @@ def compare_netalloc(
                               "servers_per_allocation": (sum(r.servers_per_allocation) / len(r.servers_per_allocation)
                                                          if r.servers_per_allocation else 0.0)}
                              for r in run.results]  # fmt: skip
-    if bound:
+    if env is not None:
         from dcplace.cluster.topology import load_topology
         from dcplace.sim.netalloc_bound import episode_bounds
 
         if on_policy is not None:
             on_policy(BOUND_ROW)
-        found = episode_bounds(load_topology(topology), get_setting(setting).dataset(dataset), n, seed, episodes,
-                               split)  # fmt: skip
+        found = episode_bounds(load_topology(topology), env.dataset(dataset), n, seed, episodes, split)
         per_episode[BOUND_ROW] = [{"acceptance": b.ratio} for b in found]
     context = {"topology": topology, "dataset": dataset, "requests": n, "split": split, "setting": setting,
                "seed": seed}  # fmt: skip

@@ -101,7 +101,8 @@ def _report(table: Any, cfg: object, json_out: bool, out: Path | None, command: 
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(["policy", "episode", *columns])
         for policy, episodes in table.episode_metrics.items():
-            w.writerows([policy, i, *(e.get(c, "") for c in columns)] for i, e in enumerate(episodes))  # bound: 1
+            # the bound row has its acceptance only: its other columns stay empty
+            w.writerows([policy, i, *(e.get(c, "") for c in columns)] for i, e in enumerate(episodes))
         write_text(out / "episodes.csv", buf.getvalue())
     for r in table.rows:  # what the numbers alone hide, on stderr (with --json too)
         if r.extra.get("invalid"):

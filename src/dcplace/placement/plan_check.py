@@ -240,7 +240,8 @@ def check_plan(state: ClusterPlacement, target: Placement, plan: MigrationPlan) 
     n_vms = len(loc)
     if len(goal) != n_vms:
         return PlanCheck(False, (f"target covers {len(goal)} VMs, state has {n_vms}",), 0, 0.0)
-    c.add_placed(np.asarray(state.current.machine), np.asarray(state.current.node))
+    cur_m, cur_n = np.asarray(state.current.machine), np.asarray(state.current.node)
+    c.add_placed(cur_m, cur_n)
     peak = 0.0
     for m in range(c.n_machines):
         for k in range(c.n_nodes):
@@ -291,7 +292,6 @@ def check_plan(state: ClusterPlacement, target: Placement, plan: MigrationPlan) 
         replayed += 1
     # Not at the target: of the VMs never moved, those whose start is not (in arrays: most VMs stay), and of the
     # moved ones those whose last move did not end there.
-    cur_m, cur_n = np.asarray(state.current.machine), np.asarray(state.current.node)
     goal_m, goal_n = np.asarray(target.machine), np.asarray(target.node)
     off = (cur_m != goal_m) | (~c.multi_arr & (cur_n != goal_n))
     away = {v for v in np.flatnonzero(off).tolist() if v not in moved}
