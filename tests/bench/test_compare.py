@@ -7,6 +7,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -30,7 +31,13 @@ def test_the_paired_statistics_are_those_of_the_differences() -> None:
     assert better.margin is not None and better.difference is not None
     assert math.isclose(better.margin.mean, 0.10) and math.isclose(better.margin.lo, 0.10)  # +10 % every episode
     assert better.difference == interval([1, 2, 3, 4]) and (better.wins, better.ties, better.losses) == (4, 0, 0)
-    assert better.verdict == "ahead" and rows["worse"].verdict == "behind" and rows["same"].verdict == "level"
+    # each alone is called (p = 0.031 on 4 episodes) ...
+    assert compare({"base": [10, 20, 30, 40], "better": [11, 22, 33, 44]}).rows[1].verdict == "ahead"
+    assert compare({"base": [10, 20, 30, 40], "worse": [5, 10, 15, 20]}).rows[1].verdict == "behind"
+    # ... but not as a family of three: Holm multiplies the smallest of 3 p-values by 3 (0.091)
+    assert math.isclose(better.p, 0.0305, abs_tol=1e-4) and math.isclose(better.p_holm, 3 * better.p)
+    assert better.verdict == "level" and rows["worse"].verdict == "level" and rows["same"].verdict == "level"
+    assert rows["same"].p == 1.0 and math.isnan(rows["base"].p) and math.isnan(rows["base"].p_holm)
     assert (rows["same"].wins, rows["same"].ties) == (0, 4)
     zero = compare({"a": [0, 2], "b": [1, 3]})  # a baseline episode at 0: no relative margin, a difference still
     assert zero.rows[1].margin is None and zero.rows[1].difference is not None
@@ -55,6 +62,32 @@ def test_verdicts_a_reviewer_found_misleading() -> None:
     share = compare({"a": [0.5, 0.9], "b": [0.1, 0.98]}, within=(0.0, 1.0)).rows[1]
     assert 0 <= share.mean.lo and share.mean.hi <= 1 and share.difference is not None
     assert -1 <= share.difference.lo and share.difference.hi <= 1
+
+
+def test_the_verdicts_hold_for_the_table_not_each_row() -> None:
+    """Five policies that are the baseline in disguise (the same distribution, seeded): with each row tested at 5 %,
+    a fifth of the tables call one of them ahead or behind; Holm keeps that at 5 %. Seeded, so not a flaky
+    test: the counts are fixed numbers, and the point is which side of 5 % each lands on."""
+    rng = np.random.default_rng(7)
+    tables, fluke, fluke_alone = 400, 0, 0
+    for _ in range(tables):
+        base = rng.normal(100, 10, 10)
+        values = {"base": base, **{f"p{i}": base + rng.normal(0, 3, 10) for i in range(5)}}
+        table = compare(values)
+        fluke += any(r.verdict in ("ahead", "behind") for r in table.rows)
+        fluke_alone += any(r.difference is not None and (r.difference.lo > 0 or r.difference.hi < 0)
+                           for r in table.rows)  # fmt: skip
+    assert fluke / tables <= 0.06 and fluke_alone / tables >= 0.15, (fluke, fluke_alone)
+
+
+def test_a_bound_row_is_shown_but_not_tested() -> None:
+    """A descriptive row (compare netalloc's bound) has no p-value and does not enlarge the family: the policy's
+    adjusted p-value is its own."""
+    t = compare({"a": [1.0, 2, 3, 4, 5], "b": [1.5, 2.4, 3.6, 4.4, 5.7], "bound": [2.0, 3, 4, 5, 6]},
+                descriptive=["bound"])  # fmt: skip
+    b, bound = t.rows[1], t.rows[2]
+    assert b.p_holm == b.p and math.isnan(bound.p) and bound.verdict == "no spread"
+    assert t.as_dict()["rows"][2]["p"] is None
 
 
 @settings(max_examples=50, deadline=None)

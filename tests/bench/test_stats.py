@@ -9,7 +9,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dcplace.bench.stats import Interval, interval, interval_from_moments, paired_margin, t975
+from dcplace.bench.stats import (
+    Interval,
+    betainc,
+    holm,
+    interval,
+    interval_from_moments,
+    paired_margin,
+    paired_p,
+    t975,
+    t_two_sided_p,
+)
 
 
 @pytest.mark.parametrize(("df", "want"), [(1, 12.706), (4, 2.776), (30, 2.042), (31, 2.0395), (60, 2.0003),
@@ -66,3 +76,57 @@ def test_a_share_interval_stays_within_zero_and_one():
     assert raw.hi > 1 and raw.lo < 0
     assert cut.mean == raw.mean and (cut.lo, cut.hi) == (0.0, 1.0) and cut.n == 2
     assert interval([0.5, 0.52, 0.51], within=(0.0, 1.0)) == interval([0.5, 0.52, 0.51])
+
+
+@given(st.floats(0, 1), st.floats(0.2, 20))
+def test_the_incomplete_beta_function_where_it_has_a_closed_form(x, a):
+    assert betainc(1, 1, x) == pytest.approx(x, abs=1e-12)
+    assert betainc(a, 1, x) == pytest.approx(x**a, abs=1e-10)
+    assert betainc(1, a, x) == pytest.approx(1 - (1 - x) ** a, abs=1e-10)
+    # I_x(a, b) = 1 - I_(1-x)(b, a)
+    assert betainc(a, a + 1, x) + betainc(a + 1, a, 1 - x, x) == pytest.approx(1, abs=1e-10)
+    assert betainc(2, 3, 0.4) == pytest.approx(0.5248, abs=1e-12)  # sum of binomial terms, by hand
+
+
+@pytest.mark.parametrize("df", [*range(1, 61), 120, 10_000])
+def test_the_p_value_at_the_tables_quantile_is_five_percent(df):
+    """The p-value and the interval are one test: at t975(df) the two-sided p-value is 0.05 (the table's 3 decimals
+    leave at most 5e-5 of it)."""
+    assert t_two_sided_p(t975(df), df) == pytest.approx(0.05, abs=5e-5)
+
+
+@given(st.floats(-1e3, 1e3))
+def test_the_p_value_where_student_t_has_a_closed_form(t):
+    assert t_two_sided_p(t, 1) == pytest.approx(1 - 2 / math.pi * math.atan(abs(t)), abs=1e-10)  # Cauchy
+    assert t_two_sided_p(t, 2) == pytest.approx(1 - abs(t) / math.sqrt(2 + t * t), abs=1e-10)
+
+
+def test_paired_p_by_hand_and_its_edges():
+    assert paired_p([1, 2, 3, 4]) == pytest.approx(0.030466, abs=1e-6)  # t = 3.873, df = 3
+    assert paired_p([0, 0, 0]) == 1.0 and paired_p([2, 2, 2]) == 0.0 and math.isnan(paired_p([1.0]))
+
+
+@given(st.lists(st.floats(-5, 5, allow_nan=False), min_size=2, max_size=30))
+def test_a_lone_comparison_p_value_says_what_its_interval_says(diffs):
+    """p < 0.05 exactly where the 95 % interval leaves zero (but within the t table's rounding of the boundary)."""
+    p, iv = paired_p(diffs), interval(diffs)
+    if iv.lo == iv.hi or abs(p - 0.05) < 1e-4:
+        return
+    assert (p < 0.05) == (iv.lo > 0 or iv.hi < 0)
+
+
+@given(st.lists(st.one_of(st.floats(0, 1), st.just(math.nan)), max_size=12))
+def test_holm_adjusts_up_keeps_the_order_and_skips_what_is_not_a_test(ps):
+    q = holm(ps)
+    tested = [(p, a) for p, a in zip(ps, q, strict=True) if not math.isnan(p)]
+    assert all(math.isnan(a) for p, a in zip(ps, q, strict=True) if math.isnan(p))
+    assert all(p <= a <= 1 for p, a in tested)
+    assert all(a1 <= a2 for p1, a1 in tested for p2, a2 in tested if p1 < p2)  # the order of the p-values is kept
+    if len(tested) == 1:
+        assert tested[0][1] == tested[0][0]  # one test: nothing to adjust
+    # Bonferroni is the most it ever asks: never above m x p
+    assert all(a <= min(1.0, len(tested) * p) + 1e-12 for p, a in tested)
+
+
+def test_holm_by_hand():
+    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])  # 3 x 0.01, max(0.03, 2 x 0.03), then 0.04

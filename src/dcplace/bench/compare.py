@@ -19,6 +19,14 @@ leaves zero, in the metric's better direction); the margin beside it is descript
 leave zero where the difference's does not). A difference with no spread over the episodes (every episode the same
 gap, as discrete metrics give over few episodes) has an interval of zero width, which says nothing: its verdict is
 ``no spread`` unless a sign test decides it (all of at least 6 episodes the same way, p < 0.05).
+
+Several policies against one baseline are a family of tests, and the verdicts hold for the family: each row's
+p-value (the paired t-test whose interval is shown; the sign test's for a row with no spread) is adjusted by Holm's
+step-down over the rows that are policies (:func:`dcplace.bench.stats.holm`; not the baseline, not a bound row), and a
+row is ``ahead`` or ``behind`` only where its interval leaves zero *and* its adjusted p-value is below 0.05. So the
+chance that any ``ahead`` or ``behind`` of one table is a fluke of the episodes drawn stays at 5 %, however many
+policies it compares. A lone comparison is unchanged (its adjusted p-value is its own); with more, a row whose
+interval just leaves zero can read ``level``, and its ``p`` and ``p_holm`` (in ``--json``) say why.
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from dcplace.bench.stats import Interval, interval
+from dcplace.bench.stats import Interval, holm, interval, paired_p
 from dcplace.errors import InputError
 from dcplace.sim.numa import Scenario
 
@@ -41,6 +49,8 @@ BOUND_ROW = "bound (clairvoyant)"
 """``compare netalloc --bound``'s last row (the name no policy can take: it holds a space and parentheses)."""
 SIGN_TEST_EPISODES = 6
 """The fewest episodes all won (or lost) that a two-sided sign test calls at 5 % (2 x 0.5**6 = 0.031)."""
+ALPHA = 0.05
+"""The family-wise error rate of one table's verdicts."""
 
 
 @dataclass(frozen=True)
@@ -62,25 +72,38 @@ class PolicyRow:
     """Every metric's mean over the episodes (and ``invalid``: episodes ended on an infeasible action)."""
     better: int = 1
     """The metric's better direction (1: higher)."""
+    p: float = math.nan
+    """The two-sided p-value of the paired difference (the t-test; the sign test where the difference has no
+    spread); nan for the baseline, one episode or a descriptive row."""
+    p_holm: float = math.nan
+    """``p`` adjusted by Holm over the table's policy rows (module docstring); nan where ``p`` is."""
+
+    @property
+    def no_spread(self) -> bool:
+        """The same gap on every episode: the t-interval has zero width and nothing to say."""
+        d = self.difference
+        return d is not None and d.lo == d.hi and d.mean != 0
 
     @property
     def verdict(self) -> str:
         """``ahead`` / ``behind`` (in the metric's better direction) where the paired difference's interval leaves
-        zero, ``level`` where it holds it, ``no spread`` where it has zero width and no sign test decides (module
-        docstring), ``baseline`` for the baseline, ``n/a`` with one episode (no interval)."""
+        zero and the Holm-adjusted p-value is below :data:`ALPHA`, ``level`` otherwise, ``no spread`` where the
+        interval has zero width and no sign test decides (module docstring), ``baseline`` for the baseline, ``n/a``
+        with one episode (no interval). A descriptive row (no p-value: a bound) is judged by its interval alone."""
         d = self.difference
         if d is None:
             return "baseline"
         if math.isnan(d.lo):
             return "n/a"
-        n = self.wins + self.ties + self.losses
-        if d.lo == d.hi and d.mean != 0:  # the same gap on every episode: the t-interval has nothing to say
-            if n >= SIGN_TEST_EPISODES and (self.wins == n or self.losses == n):
+        family_ok = math.isnan(self.p_holm) or self.p_holm < ALPHA
+        if self.no_spread:
+            n = self.wins + self.ties + self.losses
+            if n >= SIGN_TEST_EPISODES and (self.wins == n or self.losses == n) and family_ok:
                 return "ahead" if self.wins == n else "behind"
             return "no spread"
-        if d.lo > 0:
+        if d.lo > 0 and family_ok:
             return "ahead" if self.better > 0 else "behind"
-        if d.hi < 0:
+        if d.hi < 0 and family_ok:
             return "behind" if self.better > 0 else "ahead"
         return "level"
 
@@ -119,8 +142,22 @@ class Comparison:
         return {"simulator": self.simulator, "metric": self.metric, "better": "higher" if self._better > 0 else
                 "lower", "baseline": self.baseline, "episodes": self.episodes, **self.context,
                 "rows": [{"policy": r.policy, "mean": iv(r.mean), "margin": iv(r.margin),
-                          "difference": iv(r.difference), "verdict": r.verdict, "wins": r.wins, "ties": r.ties,
-                          "losses": r.losses, "values": r.values, **r.extra} for r in self.rows]}  # fmt: skip
+                          "difference": iv(r.difference), "verdict": r.verdict, "p": _num(r.p),
+                          "p_holm": _num(r.p_holm), "wins": r.wins, "ties": r.ties, "losses": r.losses,
+                          "values": r.values, **r.extra} for r in self.rows]}  # fmt: skip
+
+
+def _num(x: float) -> float | None:
+    return None if math.isnan(x) else x
+
+
+def sign_test_p(wins: int, losses: int) -> float:
+    """The two-sided sign test's p-value of ``wins`` against ``losses`` (ties dropped): ``2 P(X <= min)`` for X
+    binomial(wins + losses, 1/2), at most 1."""
+    n, k = wins + losses, min(wins, losses)
+    if n == 0:
+        return 1.0
+    return min(1.0, 2.0 * sum(math.comb(n, i) for i in range(k + 1)) * 0.5**n)
 
 
 def compare(
@@ -133,10 +170,12 @@ def compare(
     context: Mapping[str, Any] | None = None,
     better: int = 1,
     within: tuple[float, float] | None = None,
+    descriptive: Sequence[str] = (),
 ) -> Comparison:
     """The comparison of per-episode ``values`` (policy -> the metric on each of the same episodes) with
     ``baseline`` (default: the first policy). ``better``: 1 where higher is better, -1 where lower is;
-    ``within``: the range the metric cannot leave (a share's ``(0, 1)``), to which intervals are cut."""
+    ``within``: the range the metric cannot leave (a share's ``(0, 1)``), to which intervals are cut;
+    ``descriptive``: rows shown beside the policies but not tested (a bound): no p-value, not in Holm's family."""
     if not values:
         raise InputError("needs at least one policy", field="policies")
     base = next(iter(values)) if baseline is None else baseline
@@ -160,7 +199,17 @@ def compare(
             wins=sum(ahead), ties=len(a) - sum(ahead) - sum(behind), losses=sum(behind),
             extra=dict((extras or {}).get(name, {})), better=better,
         ))  # fmt: skip
+    ps = [_row_p(r, b) if r.policy != base and r.policy not in descriptive else math.nan for r in rows]
+    rows = [replace(r, p=p, p_holm=q) for r, p, q in zip(rows, ps, holm(ps), strict=True)]
     return Comparison(simulator, metric, base, len(b), rows, dict(context or {}))
+
+
+def _row_p(row: PolicyRow, base: Sequence[float]) -> float:
+    """The row's p-value against the baseline's values ``base``: the sign test's where the difference has no spread
+    (the t-test's is 0 there and says nothing), the paired t-test's otherwise (nan with one episode)."""
+    if row.no_spread:
+        return sign_test_p(row.wins, row.losses)
+    return paired_p([x - y for x, y in zip(row.values, base, strict=True)])
 
 
 def _checked(policies: Sequence[str], baseline: str | None, metric: str, metrics: Mapping[str, int]) -> None:
@@ -215,7 +264,7 @@ def _tabled(
         if "invalid" in rows[0]:
             extras[p]["invalid"] = sum(e["invalid"] for e in rows)
     out = compare(values, baseline, simulator=simulator, metric=metric, extras=extras, context=context,
-                  better=metrics[metric], within=within)  # fmt: skip
+                  better=metrics[metric], within=within, descriptive=[BOUND_ROW])  # fmt: skip
     return replace(out, episode_metrics=per_episode)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -116,15 +117,18 @@ def _report(table: Any, cfg: object, json_out: bool, out: Path | None, command: 
         typer.echo(json.dumps(record))
         return
     pct = table.metric in ("acceptance", "cpu_util", "mem_util", "cpu_alloc", "mem_alloc")
+    tests = sum(1 for r in table.rows if not math.isnan(r.p))
+    family = f"Holm over the {tests} comparisons" if tests > 1 else "one comparison"
     t = Table(title=f"{table.metric} ({record['better']} is better) over {table.episodes} episodes, the same for "
                     f"every policy; baseline {table.baseline}; 95 % intervals paired on the episodes; the verdict "
-                    "tests the difference (the margin is descriptive)")  # fmt: skip
-    for col in ("policy", table.metric, "vs baseline", "difference", "verdict", "wins / ties / losses"):
+                    f"tests the difference, at 5 % for the whole table ({family}; the margin is "
+                    "descriptive)")  # fmt: skip
+    for col in ("policy", table.metric, "vs baseline", "difference", "p (Holm)", "verdict", "wins / ties / losses"):
         t.add_column(col, justify="left" if col in ("policy", "verdict") else "right")
     for r in table.rows:
         margin = "" if r.difference is None else "n/a (a baseline episode is 0)" if r.margin is None else None
         t.add_row(r.policy, r.mean.fmt(3 if pct else 1), margin if margin is not None else r.margin.fmt(1, pct=True),
-                  "" if r.difference is None else r.difference.fmt(3 if pct else 1), r.verdict,
+                  "" if r.difference is None else r.difference.fmt(3 if pct else 1), _p(r.p_holm), r.verdict,
                   "" if r.difference is None else f"{r.wins} / {r.ties} / {r.losses}")  # fmt: skip
     console.print(t)
     if table.episodes < 2:
@@ -133,6 +137,13 @@ def _report(table: Any, cfg: object, json_out: bool, out: Path | None, command: 
         err_console.print("note: 'no spread': the same gap on every episode gives an interval of zero width, "
                           f"which says nothing; a sign test decides from {SIGN_TEST_EPISODES} episodes all one "
                           "way")  # fmt: skip
+
+
+def _p(p: float) -> str:
+    """A p-value for the table: empty where there is none, ``< 0.001`` below that."""
+    if math.isnan(p):
+        return ""
+    return "< 0.001" if p < 0.001 else f"{p:.3f}"
 
 
 def _progress(episodes: int) -> Any:
@@ -148,7 +159,7 @@ def compare_numa_cmd(
 ) -> None:
     """Policies on the same episodes of a trace on double-NUMA machines: each one's scheduled length against the
     baseline's (the paired margin and difference with 95 % intervals; ahead / behind where the difference's
-    interval leaves zero)."""
+    interval leaves zero and its p-value, adjusted by Holm over the policies compared, is below 0.05)."""
     from dcplace.bench.compare import compare_numa
 
     table = compare_numa(cfg.policies, cfg.trace, cfg.scenario, cfg.episodes, cfg.seed, cfg.double_threshold,
@@ -165,7 +176,7 @@ def compare_netalloc_cmd(
 ) -> None:
     """Policies on the same request sequences of a datacenter network: each one's acceptance against the
     baseline's (the paired margin and difference with 95 % intervals; ahead / behind where the difference's
-    interval leaves zero)."""
+    interval leaves zero and its p-value, adjusted by Holm over the policies compared, is below 0.05)."""
     from dcplace.bench.compare import compare_netalloc
 
     table = compare_netalloc(cfg.policies, cfg.topology, cfg.dataset, cfg.episodes, cfg.seed, cfg.requests or None,
