@@ -215,9 +215,11 @@ def test_place_batch_decides_as_consecutive_places(policy: str) -> None:
 def test_snapshot_restore_and_allocations_round_trip(tmp_path) -> None:
     e = small(3)
     for i in range(20):
-        e.place(VmRequest(f"v{i}", 1 + i % 5, 2 + i % 7, multi=i % 4 == 0, pinned=i % 6 == 0))
+        e.place(VmRequest(f"v{i}", 1 + i % 5, 2 + i % 7, multi=i % 4 == 0, pinned=i % 6 == 0,
+                          uid=f"u{i}" if i % 3 else None))  # fmt: skip
     e.drain("pm1")
     snap = e.snapshot()
+    assert {v["id"]: v["uid"] for v in snap["vms"]} == {f"v{i}": f"u{i}" if i % 3 else None for i in range(20)}
     r = PlacementEngine.restore(snap)
     assert r.snapshot() == snap
     assert np.array_equal(r.state.free, e.state.free)
@@ -229,6 +231,7 @@ def test_snapshot_restore_and_allocations_round_trip(tmp_path) -> None:
         assert fresh.import_allocations(read_allocations(path), str(path)) == 20
         assert fresh.export_allocations() == e.export_allocations()  # pinned VMs too (the flag was dropped)
         assert fresh.pinned == e.pinned == {"v0", "v6", "v12", "v18"}
+        assert fresh.uids == e.uids and len(e.uids) == 13  # and the uids (an empty CSV cell: none)
         fresh.check_invariants()
         # again (serve --import at every start): every row is already recorded, nothing changes
         assert fresh.import_allocations(read_allocations(path), str(path)) == 0

@@ -48,6 +48,8 @@ EPS = 1e-12
 TOL = 1e-9
 MACHINES = ["m0", "m1", "m2", "m3"]
 VM_IDS = [f"v{i}" for i in range(10)]
+UIDS: list[str | None] = [None, None, "u1", "u2"]
+"""A VM's uid: often none, else one of two incarnations (a retry names its own, another VM the other)."""
 CAP = [1e-6, 0.5, 1.0, 2.5, 4.0, 6.0, 16 / 3]
 SIZE = [1e-6, 0.1, 0.25, 1 / 3, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0]
 BAD = [0.0, -1.0, 1e-7, math.nan, math.inf, 2.0**31, True, None.__class__]  # "2" is taken (see notes)
@@ -80,6 +82,7 @@ class MV:
     cpu: float
     mem: float
     pinned: bool
+    uid: str | None = None
 
     @property
     def multi(self) -> bool:
@@ -304,7 +307,7 @@ class EngineModel(RuleBasedStateMachine):
         for j, (c, m) in enumerate(first):
             self.add_machine(MACHINES[j], c, m, False, c, None, None)
         for j, (c, m, multi, pol) in enumerate(vms):
-            self.place(VM_IDS[j], c, m, multi, False, pol, False, None)
+            self.place(VM_IDS[j], c, m, multi, False, pol, False, None, None)
 
     # -- machines -------------------------------------------------------------------------------------------
     @rule(mid=st.sampled_from(MACHINES), cpu=st.sampled_from(CAP), mem=st.sampled_from(CAP),
@@ -366,7 +369,7 @@ class EngineModel(RuleBasedStateMachine):
             else:
                 p = replaced[i]
                 self.check_choice(policy, x.cpu, x.mem, x.multi, p.machine, p.node)
-                md.v[i] = MV(p.machine, p.node, x.cpu, x.mem, x.pinned)
+                md.v[i] = MV(p.machine, p.node, x.cpu, x.mem, x.pinned, x.uid)
         event(f"fail: {len(replaced)} replaced, {len(dropped)} dropped")
 
     # -- the policy oracle ----------------------------------------------------------------------------------
@@ -407,10 +410,10 @@ class EngineModel(RuleBasedStateMachine):
                 assert (mid, k) in cand, f"{policy} chose {(mid, k)}, model's near-ties {cand} (keys {keys})"
 
     def is_retry(self, req: VmRequest) -> bool:
-        """``req`` asks for the size and span its id holds (the pin is not compared: it may have changed since):
-        answered with that placement, replayed, nothing changed."""
+        """``req`` asks for the size and span its id holds (the pin is not compared: it may have changed since), and
+        for its uid if it names one: answered with that placement, replayed, nothing changed."""
         x = self.model.v[req.id]
-        return (x.cpu, x.mem, x.multi) == (req.cpu, req.mem, req.multi)
+        return (x.cpu, x.mem, x.multi) == (req.cpu, req.mem, req.multi) and req.uid in (None, x.uid)
 
     def apply_decision(self, policy: str, req: VmRequest, d: Any) -> None:
         md = self.model
@@ -425,7 +428,7 @@ class EngineModel(RuleBasedStateMachine):
             self.check_choice(policy, req.cpu, req.mem, req.multi, d.machine, d.node)
             if d.explanation is not None:
                 self.check_explanation(d.explanation, req, placed=True)
-            md.v[req.id] = MV(d.machine, d.node, req.cpu, req.mem, req.pinned)
+            md.v[req.id] = MV(d.machine, d.node, req.cpu, req.mem, req.pinned, req.uid)
         else:
             assert isinstance(d, Rejection) and d.code == "no-fit", norm(d)
             assert "\n" not in d.reason
@@ -449,11 +452,11 @@ class EngineModel(RuleBasedStateMachine):
     # -- VMs ------------------------------------------------------------------------------------------------
     @rule(vid=st.sampled_from(VM_IDS), cpu=st.sampled_from(SIZE), mem=st.sampled_from(SIZE), multi=st.booleans(),
           pinned=st.booleans(), policy=st.sampled_from(POLICIES), explain=st.booleans(),
-          bad=st.sampled_from([None] * 56 + BAD))  # fmt: skip
+          bad=st.sampled_from([None] * 56 + BAD), uid=st.sampled_from(UIDS))  # fmt: skip
     def place(self, vid: str, cpu: float, mem: float, multi: bool, pinned: bool, policy: str, explain: bool,
-              bad: Any) -> None:  # fmt: skip
+              bad: Any, uid: str | None) -> None:  # fmt: skip
         md = self.model
-        req = VmRequest(vid, cpu if bad is None else bad, mem, multi, pinned)
+        req = VmRequest(vid, cpu if bad is None else bad, mem, multi, pinned, uid)
         expect: Any = None
         if bad is not None:
             expect = InputError
@@ -468,11 +471,12 @@ class EngineModel(RuleBasedStateMachine):
             event(f"place {'accepted' if d.accepted else 'rejected'}")
 
     @rule(reqs=st.lists(st.tuples(st.sampled_from(VM_IDS), st.sampled_from(SIZE), st.sampled_from(SIZE),
-                                  st.booleans(), st.booleans()), min_size=0, max_size=4),
+                                  st.booleans(), st.booleans(), st.sampled_from(UIDS)), min_size=0, max_size=4),
           policy=st.sampled_from(POLICIES), arrays=st.booleans())  # fmt: skip
-    def place_batch(self, reqs: list[tuple[str, float, float, bool, bool]], policy: str, arrays: bool) -> None:
+    def place_batch(self, reqs: list[tuple[str, float, float, bool, bool, str | None]], policy: str,
+                    arrays: bool) -> None:  # fmt: skip
         md = self.model
-        rs = [VmRequest(i, c, m, x, p and not arrays) for i, c, m, x, p in reqs]
+        rs = [VmRequest(i, c, m, x, p and not arrays, None if arrays else u) for i, c, m, x, p, u in reqs]
         ids = [r.id for r in rs]
         expect: Any = None
         taken = [r for r in rs if r.id in md.v]
@@ -500,17 +504,20 @@ class EngineModel(RuleBasedStateMachine):
                 self.apply_decision(policy, r, d)
 
     @precondition(lambda self: self.model.v)
-    @rule(pick=st.integers(0, 9), change=st.sampled_from([None, None, "cpu", "multi", "pinned", "pinned-arrays"]),
+    @rule(pick=st.integers(0, 9),
+          change=st.sampled_from([None, None, "cpu", "multi", "pinned", "pinned-arrays", "uid", "no-uid"]),
           batch=st.booleans(), policy=st.sampled_from(POLICIES))  # fmt: skip
     def retry(self, pick: int, change: str | None, batch: bool, policy: str) -> None:
         """A placed VM asked for again (a client's retry; the same request is rare in :meth:`place`), with its pin
-        flipped (still a retry), with its size or span changed (a Conflict), or through ``place_arrays`` (which
-        takes no replays: a Conflict whatever the policy)."""
+        flipped (still a retry), without its uid (not checked: still a retry), with its size, span or uid changed
+        (another VM under the id: a Conflict), or through ``place_arrays`` (which takes no replays: a Conflict
+        whatever the policy)."""
         vid = sorted(self.model.v)[pick % len(self.model.v)]
         x = self.model.v[vid]
+        uid = None if change == "no-uid" else (f"{x.uid}-other" if change == "uid" else x.uid)
         req = VmRequest(vid, x.cpu + (change == "cpu"), x.mem, x.multi ^ (change == "multi"),
-                        x.pinned ^ (change == "pinned"))  # fmt: skip
-        expect = None if change in (None, "pinned") else Conflict
+                        x.pinned ^ (change == "pinned"), uid)  # fmt: skip
+        expect = None if change in (None, "pinned", "no-uid") else Conflict
         if change == "pinned-arrays":
             fn = lambda e: e.place_arrays([vid], [x.cpu], [x.mem], [x.multi], self.pol(e, policy))  # noqa: E731
         elif batch:
@@ -521,11 +528,12 @@ class EngineModel(RuleBasedStateMachine):
         if err is None:
             self.apply_decision(policy, req, d)
 
-    @rule(vid=st.sampled_from(VM_IDS))
-    def release(self, vid: str) -> None:
+    @rule(vid=st.sampled_from(VM_IDS), uid=st.sampled_from(UIDS))
+    def release(self, vid: str, uid: str | None) -> None:
+        """A release; one naming a uid frees only the VM placed with it (a late DELETE of an old incarnation)."""
         md = self.model
-        expect = NotFound if vid not in md.v else None
-        rec, err = self.both(f"release({vid!r})", lambda e: e.release(vid), expect)
+        expect = NotFound if vid not in md.v else (Conflict if uid not in (None, md.v[vid].uid) else None)
+        rec, err = self.both(f"release({vid!r}, {uid!r})", lambda e: e.release(vid, uid), expect)
         if err is None:
             x = md.v.pop(vid)
             assert (rec.machine, rec.node, rec.cpu, rec.mem, rec.multi) == (x.machine, x.node, x.cpu, x.mem, x.multi)
@@ -566,14 +574,14 @@ class EngineModel(RuleBasedStateMachine):
             md.v[vid] = MV(mid, node, cpu, mem, False)
 
     @rule(vid=st.sampled_from(VM_IDS), mid=st.sampled_from(MACHINES), cpu=st.sampled_from(SIZE),
-          mem=st.sampled_from(SIZE), multi=st.booleans(), pinned=st.booleans())  # fmt: skip
-    def bind(self, vid: str, mid: str, cpu: float, mem: float, multi: bool, pinned: bool) -> None:
+          mem=st.sampled_from(SIZE), multi=st.booleans(), pinned=st.booleans(), uid=st.sampled_from(UIDS))  # fmt: skip
+    def bind(self, vid: str, mid: str, cpu: float, mem: float, multi: bool, pinned: bool, uid: str | None) -> None:
         md = self.model
-        req = VmRequest(vid, cpu, mem, multi, pinned)
+        req = VmRequest(vid, cpu, mem, multi, pinned, uid)
         expect: Any = None
         if vid in md.v:
             x = md.v[vid]
-            if x.machine != mid or (x.cpu, x.mem, x.multi) != (cpu, mem, multi):
+            if x.machine != mid or (x.cpu, x.mem, x.multi) != (cpu, mem, multi) or uid not in (None, x.uid):
                 expect = Conflict
         elif mid not in md.m:
             expect = NotFound
@@ -588,12 +596,13 @@ class EngineModel(RuleBasedStateMachine):
                 assert p.node == md.v[vid].node
             else:
                 assert md.fits(mid, 0 if p.node is None else p.node, cpu, mem, multi) is not False
-                md.v[vid] = MV(mid, p.node, cpu, mem, pinned)
+                md.v[vid] = MV(mid, p.node, cpu, mem, pinned, uid)
 
     @rule(rows=st.lists(st.fixed_dictionaries({
         "vm": st.sampled_from(VM_IDS), "machine": st.sampled_from([*MACHINES, "nope"]),
         "node": st.sampled_from([0, 1, None, "all", "", 2, "x"]), "cpu": st.sampled_from([*SIZE, *SIZE, 0.0, "1.5"]),
-        "mem": st.sampled_from(SIZE), "pinned": st.sampled_from([False, True, None, "true", "maybe"])}),
+        "mem": st.sampled_from(SIZE), "pinned": st.sampled_from([False, True, None, "true", "maybe"]),
+        "uid": st.sampled_from([*UIDS, ""])}),
         min_size=1, max_size=3))  # fmt: skip
     def import_allocations(self, rows: list[dict[str, Any]]) -> None:
         md = self.model
@@ -606,16 +615,17 @@ class EngineModel(RuleBasedStateMachine):
                 break
             node = None if node in (None, "", "all") else int(node)
             cpu = float(r["cpu"])  # "1.5": _validate takes a str? see the review's notes
-            parsed.append((r["vm"], r["machine"], node, cpu, float(r["mem"]), r["pinned"] in (True, "true")))
+            parsed.append((r["vm"], r["machine"], node, cpu, float(r["mem"]), r["pinned"] in (True, "true"),
+                           r["uid"] or None))  # fmt: skip
         if expect is None and len({p[0] for p in parsed}) != len(parsed):
             expect = InputError
         trial = md.copy()
         if expect is None:
-            for vid, mid, node, cpu, mem, pinned in parsed:
+            for vid, mid, node, cpu, mem, pinned, uid in parsed:
                 if vid in trial.v:
                     x = trial.v[vid]
                     if (x.machine, x.node, x.cpu, x.mem) == (mid, node, cpu, mem):
-                        if x.pinned != pinned:
+                        if x.pinned != pinned or uid not in (None, x.uid):
                             expect = Conflict
                             break
                         continue
@@ -637,15 +647,15 @@ class EngineModel(RuleBasedStateMachine):
                 if not v:
                     expect = Conflict
                     break
-                trial.v[vid] = MV(mid, node, cpu, mem, pinned)
+                trial.v[vid] = MV(mid, node, cpu, mem, pinned, uid)
         n, err = self.both(f"import_allocations({rows!r})", lambda e: e.import_allocations(rows), expect)
         if err is None and expect is None:
             assert n == len(trial.v) - len(md.v), (n, len(trial.v), len(md.v))
             self.model = trial
         elif err is None:  # "any": take what the engine recorded
-            for vid, mid, node, cpu, mem, pinned in parsed:
+            for vid, mid, node, cpu, mem, pinned, uid in parsed:
                 if vid not in md.v:
-                    md.v[vid] = MV(mid, node, cpu, mem, pinned)
+                    md.v[vid] = MV(mid, node, cpu, mem, pinned, uid)
 
     # -- evacuation, re-optimisation -----------------------------------------------------------------------
     def apply_moves(self, report: ReoptReport, evacuated: str | None, failed: bool) -> None:
@@ -664,7 +674,7 @@ class EngineModel(RuleBasedStateMachine):
             assert (mv.node is None) == x.multi
             saved = md.v.pop(mv.vm)
             assert md.fits(mv.machine, mv.node or 0, x.cpu, x.mem, x.multi) is not False, (mv, md.free(mv.machine))
-            md.v[mv.vm] = MV(mv.machine, mv.node, saved.cpu, saved.mem, saved.pinned)
+            md.v[mv.vm] = MV(mv.machine, mv.node, saved.cpu, saved.mem, saved.pinned, saved.uid)
         for vid in report.dropped:
             assert failed and md.v[vid].machine == evacuated
             del md.v[vid]
@@ -793,8 +803,9 @@ class EngineModel(RuleBasedStateMachine):
             snap = e.snapshot()
             assert [m["id"] for m in snap["machines"]] == md.order()
             assert [m["slot"] for m in snap["machines"]] == [md.m[i].slot for i in md.order()]
-            got = {v["id"]: (v["machine"], v["node"], v["cpu"], v["mem"], v["multi"], v["pinned"]) for v in snap["vms"]}
-            want = {i: (x.machine, x.node, x.cpu, x.mem, x.multi, x.pinned) for i, x in md.v.items()}
+            got = {v["id"]: (v["machine"], v["node"], v["cpu"], v["mem"], v["multi"], v["pinned"], v["uid"])
+                   for v in snap["vms"]}  # fmt: skip
+            want = {i: (x.machine, x.node, x.cpu, x.mem, x.multi, x.pinned, x.uid) for i, x in md.v.items()}
             assert got == want, (got, want)
             exp = {r["vm"]: r for r in e.export_allocations()}
             assert set(exp) == set(md.v)

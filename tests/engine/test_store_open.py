@@ -105,6 +105,37 @@ def test_the_schema_version_is_recorded_a_newer_one_refused_an_older_one_upgrade
     conn.close()
 
 
+def test_a_schema_1_database_gets_the_uid_column_and_keeps_its_vms(tmp_path: Path) -> None:
+    """Schema 1 (pinned, no uid; written until 2026-11-28): opened, its VMs have no uid, and a VM placed with one
+    keeps it through a restart."""
+    old = tmp_path / "one.db"
+    with sqlite3.connect(old) as conn:
+        conn.executescript(
+            "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+            "CREATE TABLE machines (id TEXT PRIMARY KEY, slot INTEGER NOT NULL UNIQUE, rack TEXT, status TEXT NOT "
+            "NULL, capacity TEXT NOT NULL);"
+            "CREATE TABLE vms (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, machine TEXT NOT NULL,"
+            " node INTEGER, cpu REAL NOT NULL, mem REAL NOT NULL, multi INTEGER NOT NULL, pinned INTEGER NOT NULL "
+            "DEFAULT 0);"
+            "INSERT INTO meta VALUES ('numa', '2');"
+            "INSERT INTO machines VALUES ('m0', 0, NULL, 'active', '[[16, 32], [16, 32]]');"
+            "INSERT INTO vms (id, machine, node, cpu, mem, multi, pinned) VALUES ('a', 'm0', 0, 1, 2, 0, 1);"
+            "PRAGMA user_version = 1;"
+        )
+    conn.close()
+    e = PlacementEngine.open(old)
+    assert e.vm_page().uids == [None] and e.pinned == {"a"}
+    e.place(VmRequest("b", 1.0, 2.0, uid="pod-uid-1"))
+    e.close()
+    e = PlacementEngine.open(old)
+    page = e.vm_page()
+    assert [v.id for v in page.vms] == ["a", "b"] and page.uids == [None, "pod-uid-1"]
+    e.close()
+    with sqlite3.connect(old) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    conn.close()
+
+
 @pytest.mark.parametrize(
     ("sql", "words"),
     [

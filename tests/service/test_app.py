@@ -121,6 +121,35 @@ def test_a_retried_placement_gets_its_placement_back_and_changes_nothing(client:
     assert after["vms"] == state["vms"] + 1 and client.get("/vms/a").json()["pinned"] is True
 
 
+def test_a_uid_tells_a_retry_from_another_vm_under_the_same_id(client: TestClient) -> None:
+    """A pod recreated under its old name before the old pod's DELETE arrived was answered as the old one's retry,
+    and the late DELETE then freed what the new pod used. With a uid: the same uid is a retry, another is a 409
+    until the old VM is released, and a DELETE naming the old uid frees only the old VM."""
+    vm = {"id": "ns/p", "cpu": 4, "mem": 8}
+    first = client.post("/vms", json={**vm, "uid": "uid-1"})
+    assert first.status_code == 201 and client.get("/vms/ns/p").json()["uid"] == "uid-1"
+    assert client.post("/vms", json={**vm, "uid": "uid-1"}).json()["replayed"] is True  # a retry
+    assert client.post("/vms", json=vm).json()["replayed"] is True  # no uid: judged by its size, as before
+    new = client.post("/vms", json={**vm, "uid": "uid-2"})  # the recreated pod
+    assert new.status_code == 409 and "was placed with uid 'uid-1', not uid 'uid-2'" in one_sentence(new)
+    batch = client.post("/vms/batch", json={"vms": [{"id": "q", "cpu": 1, "mem": 1}, {**vm, "uid": "uid-2"}]})
+    assert batch.status_code == 409 and client.get("/vms/q").status_code == 404  # all or nothing
+    late = client.delete("/vms/ns/p?uid=uid-2")  # a DELETE for an incarnation that is not the one recorded
+    assert late.status_code == 409 and "nothing was freed" in one_sentence(late)
+    assert client.get("/vms/ns/p").status_code == 200
+    bad = client.delete("/vms/ns/p?uid=")
+    assert bad.status_code == 422 and "uid" in one_sentence(bad)
+    assert client.delete("/vms/ns/p?uid=uid-1").status_code == 200  # the old pod's DELETE
+    again = client.post("/vms", json={**vm, "uid": "uid-2"})
+    assert again.status_code == 201 and not again.json()["replayed"]
+    assert [x["uid"] for x in client.get("/vms").json()] == ["uid-2"]
+    assert client.get("/allocations").json()[0]["uid"] == "uid-2"
+    clash = [{"vm": "ns/p", "machine": again.json()["machine"], "node": again.json()["node"], "cpu": 4, "mem": 8,
+              "uid": "uid-3"}]  # fmt: skip
+    assert client.post("/allocations", json=clash).status_code == 409
+    assert client.post("/allocations", json=[{**clash[0], "uid": "uid-2"}]).json()["imported"] == 0  # recorded
+
+
 def test_duplicate_vm_and_non_empty_machine_are_409(client: TestClient) -> None:
     assert client.post("/vms", json={"id": "a", "cpu": 1, "mem": 1}).status_code == 201
     assert "already placed" in one_sentence(client.post("/vms", json={"id": "a", "cpu": 2, "mem": 1}))
@@ -226,7 +255,7 @@ def test_health_metrics_openapi_and_allocations(client: TestClient) -> None:
     assert "dcplace_store_commits_total" in text
     assert "/vms" in client.get("/openapi.json").json()["paths"]
     alloc = client.get("/allocations").json()
-    assert alloc == [{"vm": "a", "machine": "pm0", "node": 0, "cpu": 2.0, "mem": 4.0, "pinned": False}]
+    assert alloc == [{"vm": "a", "machine": "pm0", "node": 0, "cpu": 2.0, "mem": 4.0, "pinned": False, "uid": None}]
     rows = [{"vm": "c", "machine": "pm2", "node": None, "cpu": 2, "mem": 4}]
     r = client.post("/allocations", json=rows)
     assert r.json() == {"imported": 1, "already_recorded": 0} and client.get("/vms/c").json()["multi"] is True
@@ -266,6 +295,33 @@ def test_kube_scheduler_extender(client: TestClient) -> None:
     assert other["Error"] == "dcplace: VM 'prod/web' is already placed on machine 'pm1'"
     vms = client.get("/vms").json()
     assert [(v["id"], v["machine"], v["cpu"]) for v in vms] == [("prod/web", "pm1", 1.5)]
+
+
+def test_a_pod_recreated_under_its_old_name_is_not_taken_for_its_retry(client: TestClient) -> None:
+    """The bind records the pod's UID. A new pod under the name of one still recorded (its DELETE not yet come)
+    was answered as the old one's retry: both ran on 1.5 cores counted once, and the late DELETE freed the new
+    pod's. Now its bind is refused until the old pod is released, and a DELETE naming the old UID frees only it."""
+
+    def pod(uid: str) -> dict:
+        return {"metadata": {"name": "web", "namespace": "prod", "uid": uid},
+                "spec": {"containers": [{"resources": {"requests": {"cpu": "1500m", "memory": "4Gi"}}}]}}  # fmt: skip
+
+    def bind(uid: str) -> str:
+        f = client.post("/extender/filter", json={"Pod": pod(uid), "NodeNames": ["pm0"]}).json()
+        assert f["NodeNames"] == ["pm0"], f
+        out = client.post("/extender/bind", json={"PodName": "web", "PodNamespace": "prod", "PodUID": uid,
+                                                   "Node": "pm0"}).json()  # fmt: skip
+        return str(out["Error"])
+
+    assert bind("old") == "" and bind("old") == ""  # placed, then a retry
+    assert client.get("/vms/prod/web").json()["uid"] == "old"
+    refused = bind("new")
+    assert "was placed with uid 'old', not uid 'new'" in refused and client.get("/state").json()["vms"] == 1
+    assert client.delete("/vms/prod/web?uid=new").status_code == 409  # not the one recorded: nothing freed
+    assert client.delete("/vms/prod/web?uid=old").status_code == 200  # the old pod's DELETE
+    assert bind("new") == "" and client.get("/vms/prod/web").json()["uid"] == "new"
+    assert client.delete("/vms/prod/web?uid=old").status_code == 409  # a duplicate of the old pod's DELETE
+    assert client.get("/vms/prod/web").status_code == 200
 
 
 def test_a_pods_request_is_kube_schedulers():
@@ -358,7 +414,7 @@ def test_listings_page_with_a_link_header_and_filter_by_machine(client: TestClie
         assert [x["pinned"] for x in seen] == [x["id"] == "v3" for x in whole]
     assert client.get("/allocations").json() == [
         {"vm": x["id"], "machine": x["machine"], "node": x["node"], "cpu": x["cpu"], "mem": x["mem"],
-         "pinned": x["pinned"]} for x in whole
+         "pinned": x["pinned"], "uid": x["uid"]} for x in whole
     ]  # fmt: skip
     on_pm0 = client.get("/vms?machine=pm0").json()
     assert on_pm0 and on_pm0 == [x for x in whole if x["machine"] == "pm0"]

@@ -119,6 +119,11 @@ class VmRequest:
     multi: bool = False
     pinned: bool = False
     """Never moved by re-optimisation (paper 004: VMs "that have very large migration costs")."""
+    uid: str | None = None
+    """The client's id of this incarnation of the VM (a Kubernetes pod's UID, a request id; the id rule applies),
+    kept with it: a retry carries the same uid and gets its placement back, another VM under a reused id (a pod
+    recreated under its old name) carries another and is a :class:`Conflict`, and :meth:`PlacementEngine.release`
+    given a uid frees only that incarnation. None: not checked (a request without one is judged by its size)."""
 
 
 @dataclass(frozen=True)
@@ -173,14 +178,16 @@ class VmPage:
 
     vms: list[VmRecord]
     pinned: list[bool]
+    uids: list[str | None]
+    """Each VM's uid (:attr:`VmRequest.uid`; None: placed without one)."""
     next: int | None
 
 
 def allocation_rows(page: VmPage) -> list[dict[str, Any]]:
-    """A page's VMs as allocation records (``vm, machine, node, cpu, mem, pinned``: what ``import_allocations``
-    reads back)."""
-    return [{"vm": r.id, "machine": r.machine, "node": r.node, "cpu": r.cpu, "mem": r.mem, "pinned": p}
-            for r, p in zip(page.vms, page.pinned, strict=True)]  # fmt: skip
+    """A page's VMs as allocation records (``vm, machine, node, cpu, mem, pinned, uid``: what
+    ``import_allocations`` reads back)."""
+    return [{"vm": r.id, "machine": r.machine, "node": r.node, "cpu": r.cpu, "mem": r.mem, "pinned": p, "uid": u}
+            for r, p, u in zip(page.vms, page.pinned, page.uids, strict=True)]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -195,6 +202,8 @@ class _VmColumns:
     machine_ids: list[str]
     pinned: set[str] | None
     """A copy of the pinned ids (None: none), looked up after the lock."""
+    uids: dict[str, str] | None
+    """A copy of the VMs' uids (None: none), looked up after the lock."""
     next: int | None
 
     def page(self) -> VmPage:
@@ -205,8 +214,9 @@ class _VmColumns:
                 self.ids, self.pm.tolist(), self.node.tolist(), self.demand.tolist(), self.multi.tolist(), strict=True
             )
         ]
-        pinned = self.pinned
-        return VmPage(vms, [i in pinned for i in self.ids] if pinned else [False] * len(vms), self.next)
+        pinned, uids = self.pinned, self.uids
+        return VmPage(vms, [i in pinned for i in self.ids] if pinned else [False] * len(vms),
+                      [uids.get(i) for i in self.ids] if uids else [None] * len(vms), self.next)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -443,6 +453,8 @@ class PlacementEngine:
         """What :meth:`open` loaded but would not write today (a failed machine hosting VMs), with what to do."""
         self.pinned: set[str] = set()
         """VMs that re-optimisation never moves (durable with the VM)."""
+        self.uids: dict[str, str] = {}
+        """Each VM's uid where it was placed with one (:attr:`VmRequest.uid`; durable with the VM)."""
         self.moved_at: dict[str, float] = {}
         """When each VM last moved, in the caller's clock (``now`` of :meth:`reoptimise`); in memory only."""
         self.last_reoptimisation: float | None = None
@@ -674,6 +686,7 @@ class PlacementEngine:
                                 rec.mem,
                                 rec.multi,
                                 rec.id in self.pinned,
+                                self.uids.get(rec.id),
                             )
                         )
                     else:
@@ -723,6 +736,7 @@ class PlacementEngine:
             and MIN_AMOUNT <= cpu <= MAX_AMOUNT
             and MIN_AMOUNT <= mem <= MAX_AMOUNT
             and _id_ok(vid)
+            and (request.uid is None or _id_ok(request.uid))
         ):
             return request  # the common case, checked without building anything
         return VmRequest(
@@ -731,6 +745,7 @@ class PlacementEngine:
             _positive(request.mem, "mem"),
             _flag(request.multi, "multi"),
             _flag(request.pinned, "pinned"),
+            None if request.uid is None else check_id(request.uid, "uid"),
         )
 
     def place(self, request: VmRequest, policy: str | NumaPolicy | None = None, explain: bool = True) -> Decision:
@@ -795,10 +810,11 @@ class PlacementEngine:
         client whose answer was lost (a timeout, a dropped connection) cannot tell whether its VM was placed; a
         retry now says, where it was a 409 that read like a refusal. The pin is not compared: an operator may have
         pinned or unpinned the VM since, and a 409 then would have a client place it again under a new id (its pin
-        stays as it is now, as :meth:`bind`'s retries leave it). The same id and size from another VM (a pod
-        recreated under its old name before the old one's DELETE came) is indistinguishable from a retry, as for
-        :meth:`bind`."""
+        stays as it is now, as :meth:`bind`'s retries leave it). A request with a uid is a retry only where the VM
+        was placed with that uid (:meth:`_same_incarnation`); without one, the same id and size from another VM
+        (a pod recreated under its old name before the old one's DELETE came) cannot be told from a retry."""
         there = self.state.record(self.state.slot_of_vm[request.id])
+        self._same_incarnation(request.id, request.uid)
         if (there.cpu, there.mem, there.multi) != (request.cpu, request.mem, request.multi):
             raise Conflict(
                 f"a VM {request.id!r} is already placed with {there.cpu:g} cores and {there.mem:g} GB"
@@ -806,6 +822,21 @@ class PlacementEngine:
                 field="id",
             )
         return Placement(request.id, there.machine, there.node, replayed=True)
+
+    def _same_incarnation(self, vm_id: str, uid: str | None, release: bool = False) -> None:
+        """A :class:`Conflict` where ``uid`` is given and the VM placed under ``vm_id`` was placed with another, or
+        with none (a VM recorded before uids, or by a client that sent none, is not the one ``uid`` names)."""
+        if uid is None:
+            return
+        held = self.uids.get(vm_id)
+        if held != uid:
+            had = "without a uid" if held is None else f"with uid {held!r}"
+            what = (
+                "this release names another VM under the same id, so nothing was freed"
+                if release
+                else "another VM under the same id (release the old one first; a retry sends the same uid)"
+            )
+            raise Conflict(f"VM {vm_id!r} was placed {had}, not uid {uid!r}: {what}", field="uid")
 
     def _place_locked(self, request: VmRequest, policy: str | NumaPolicy | None, explain: bool) -> int:
         self.check_store()
@@ -818,8 +849,10 @@ class PlacementEngine:
             return 0
         if request.pinned:
             self.pinned.add(request.id)
+        if request.uid is not None:
+            self.uids[request.id] = request.uid
         return self._commit([VmRow(request.id, decision.machine, decision.node, request.cpu, request.mem,
-                                   request.multi, request.pinned)])  # fmt: skip
+                                   request.multi, request.pinned, request.uid)])  # fmt: skip
 
     def place_batch(self, requests: list[VmRequest], policy: str | NumaPolicy | None = None) -> list[Decision]:
         """Place ``requests`` in order: the same decisions as one :meth:`place` call each (``explain=False``), under
@@ -859,9 +892,11 @@ class PlacementEngine:
                 self._batch_heuristic(pol, new, decided)
             else:
                 self._batch_policy(pol, new, decided)
-            rows: list[Change] = [VmRow(d.vm, d.machine, d.node, r.cpu, r.mem, r.multi, r.pinned)
+            rows: list[Change] = [VmRow(d.vm, d.machine, d.node, r.cpu, r.mem, r.multi, r.pinned, r.uid)
                                   for d, r in zip(decided, new, strict=True) if isinstance(d, Placement)]  # fmt: skip
             self.pinned.update(r.id for d, r in zip(decided, new, strict=True) if r.pinned and isinstance(d, Placement))
+            self.uids.update((r.id, r.uid) for d, r in zip(decided, new, strict=True)
+                             if r.uid is not None and isinstance(d, Placement))  # fmt: skip
             ticket = self._commit(rows) if rows or replays else 0  # replays only: a barrier, as for one retry
             fresh = iter(decided)
             out = [replays[r.id] if r.id in replays else next(fresh) for r in reqs]
@@ -1165,17 +1200,19 @@ class PlacementEngine:
                                "started (explanations are kept in memory only)", field="vm")  # fmt: skip
             return expl
 
-    def release(self, vm_id: str) -> VmRecord:
-        """Free what VM ``vm_id`` holds; durable on return."""
+    def release(self, vm_id: str, uid: str | None = None) -> VmRecord:
+        """Free what VM ``vm_id`` holds; durable on return. ``uid``: only if the VM under that id was placed with
+        this uid, else a :class:`Conflict` and nothing freed (a late DELETE of a pod's old incarnation must not free
+        what the new one under its name holds)."""
         with self.lock:
-            ticket = self._release_locked(vm_id)
+            ticket = self._release_locked(vm_id, uid)
             rec = self._last_release
         self._wait(ticket)
         return rec
 
-    async def release_async(self, vm_id: str) -> VmRecord:
+    async def release_async(self, vm_id: str, uid: str | None = None) -> VmRecord:
         def step() -> tuple[int, VmRecord]:
-            return self._release_locked(vm_id), self._last_release
+            return self._release_locked(vm_id, uid), self._last_release
 
         ticket, rec = await self._locked_async(step)
         if self.store is not None and ticket:
@@ -1187,11 +1224,13 @@ class PlacementEngine:
         new VM with its id starts clean."""
         self._explanations.pop(vm_id, None)
         self.pinned.discard(vm_id)
+        self.uids.pop(vm_id, None)
         self.moved_at.pop(vm_id, None)
 
-    def _release_locked(self, vm_id: str) -> int:
+    def _release_locked(self, vm_id: str, uid: str | None = None) -> int:
         self.check_store()
         v = self._vm_slot(vm_id)
+        self._same_incarnation(vm_id, None if uid is None else check_id(uid, "uid"), release=True)
         self._last_release = self.state.record(v)
         self.state.release(v)
         self._forget(vm_id)
@@ -1226,6 +1265,7 @@ class PlacementEngine:
             v = s.slot_of_vm.get(req.id)
             if v is not None:
                 there = s.record(v)
+                self._same_incarnation(req.id, req.uid)  # a pod recreated under its old name: not a retry
                 if there.machine != machine_id:
                     raise Conflict(f"VM {req.id!r} is already placed on machine {there.machine!r}", field="vm")
                 if (there.cpu, there.mem, there.multi) != (req.cpu, req.mem, req.multi):  # not a retry: a new VM
@@ -1249,8 +1289,11 @@ class PlacementEngine:
                 self.counters["placed"] += 1
                 if req.pinned:  # it was written to the database only: memory and disk disagreed until a restart
                     self.pinned.add(req.id)
+                if req.uid is not None:
+                    self.uids[req.id] = req.uid
                 placement = Placement(req.id, machine_id, node)
-                ticket = self._commit([VmRow(req.id, machine_id, node, req.cpu, req.mem, req.multi, req.pinned)])
+                ticket = self._commit([VmRow(req.id, machine_id, node, req.cpu, req.mem, req.multi, req.pinned,
+                                             req.uid)])  # fmt: skip
         self._wait(ticket)
         return placement
 
@@ -1269,7 +1312,7 @@ class PlacementEngine:
             raise Conflict(f"VM {req.id!r} ({req.cpu:g} cores, {req.mem:g} GB) does not fit on machine "
                            f"{machine_id!r} node {'all' if node is None else node}", field="vm")  # fmt: skip
         s.place(req.id, s.vm_slot(), req.cpu, req.mem, req.multi, m * self.numa + k)
-        return VmRow(req.id, machine_id, node, req.cpu, req.mem, req.multi, req.pinned)
+        return VmRow(req.id, machine_id, node, req.cpu, req.mem, req.multi, req.pinned, req.uid)
 
     # -- re-optimisation, migration, evacuation (module dcplace.engine.reopt) ---------------------------------
     def pin(self, vm_id: str, pinned: bool = True) -> VmRecord:
@@ -1489,7 +1532,7 @@ class PlacementEngine:
             self._explanations.pop(rec.id, None)  # it explained a machine the VM has left (GET said "chose ex1")
             done.append(_move_record(rec, mv, s.machine_ids[mv.dst_machine]))
             changes.append(VmRow(rec.id, done[-1].machine, done[-1].node, rec.cpu, rec.mem, rec.multi,
-                                 rec.id in self.pinned))  # fmt: skip
+                                 rec.id in self.pinned, self.uids.get(rec.id)))  # fmt: skip
             if now is not None and not mv.staging:
                 self.moved_at[rec.id] = now
         self.counters["migrated"] += len(done)
@@ -1550,7 +1593,8 @@ class PlacementEngine:
         slots = idx.tolist()
         return _VmColumns(
             [s.vm_ids[v] for v in slots], s.pm_of[idx], s.node_of[idx], s.demand[idx], s.multi[idx],
-            list(s.machine_ids), set(self.pinned) if self.pinned else None, slots[-1] if more else None,
+            list(s.machine_ids), set(self.pinned) if self.pinned else None, dict(self.uids) if self.uids else None,
+            slots[-1] if more else None,
         )  # fmt: skip
 
     def stats(self, wait_s: float | None = None) -> dict[str, Any]:
@@ -1594,6 +1638,7 @@ class PlacementEngine:
             assert vms == self._loaded + c["placed"] + c["imported"] - c["released"] - c["dropped"], (vms, c)
             assert c["rejected"] == sum(c[k] for k in REJECTION_COUNTER.values()), c
             assert self.pinned <= self.state.slot_of_vm.keys(), "a pin outlived its VM"
+            assert self.uids.keys() <= self.state.slot_of_vm.keys(), "a uid outlived its VM"
 
     # -- snapshot / restore, import / export ----------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
@@ -1607,12 +1652,12 @@ class PlacementEngine:
             cols = self._vm_columns(None, -1, None)
         page = cols.page()
         order = sorted(range(len(page.vms)), key=lambda i: page.vms[i].id)
-        vms = [{**vars(page.vms[i]), "pinned": page.pinned[i]} for i in order]
+        vms = [{**vars(page.vms[i]), "pinned": page.pinned[i], "uid": page.uids[i]} for i in order]
         return {"numa": self.numa, "machines": machines, "vms": vms}
 
     def _vm_row(self, v: int) -> VmRow:
         r = self.state.record(v)
-        return VmRow(r.id, r.machine, r.node, r.cpu, r.mem, r.multi, r.id in self.pinned)
+        return VmRow(r.id, r.machine, r.node, r.cpu, r.mem, r.multi, r.id in self.pinned, self.uids.get(r.id))
 
     @classmethod
     def restore(cls, snapshot: dict[str, Any], policy: str | NumaPolicy = "best-fit", **kw: Any) -> PlacementEngine:
@@ -1645,6 +1690,7 @@ class PlacementEngine:
         if not self._load_vms_at_once(vms):  # a row it cannot take: one by one, where the error names the row
             self.state = s = before
             self.pinned.clear()
+            self.uids.clear()
             self._load_vms_one_by_one(vms)
         self._set_loaded_status(machines)
 
@@ -1657,6 +1703,8 @@ class PlacementEngine:
             return True
         ids = [v.id for v in vms]
         if not all(type(i) is str and 0 < len(i) <= 256 for i in ids) or len(set(ids)) != n or s.slot_of_vm:
+            return False
+        if not all(v.uid is None or _id_ok(v.uid) for v in vms):
             return False
         nodes = [v.node for v in vms]
         if not all(k is None or (type(k) is int and 0 <= k < numa) for k in nodes):
@@ -1678,6 +1726,7 @@ class PlacementEngine:
         if not s.load_placed(ids, cpu_mem[:, 0].copy(), cpu_mem[:, 1].copy(), multi, actions):
             return False
         self.pinned.update(v.id for v in vms if v.pinned)
+        self.uids.update((v.id, v.uid) for v in vms if v.uid is not None)
         return True
 
     def _load_vms_one_by_one(self, vms: list[VmRow]) -> None:
@@ -1688,9 +1737,12 @@ class PlacementEngine:
             if not (isinstance(vm.id, str) and 0 < len(vm.id) <= 256):  # ids written before today's rule stay
                 raise InputError(f"VM id {vm.id!r} is not 1-256 characters", field="vms")
             req = VmRequest(vm.id, _positive(vm.cpu, "cpu"), _positive(vm.mem, "mem"), bool(vm.multi))
+            uid = None if vm.uid is None else check_id(vm.uid, "uid")
             self._assign_locked(req, vm.machine, vm.node)
             if vm.pinned:
                 self.pinned.add(vm.id)
+            if uid is not None:
+                self.uids[vm.id] = uid
 
     def _set_loaded_status(self, machines: list[MachineRow]) -> None:
         s = self.state
@@ -1715,14 +1767,14 @@ class PlacementEngine:
         lines: Sequence[int] | None = None,
         mark: str | None = None,
     ) -> int:
-        """Record existing allocations (``vm, machine, node, cpu, mem``, optional ``pinned``; node empty or ``all``:
-        split over every node) all or nothing. An error names the row: its line in ``source`` (``lines``: each
-        row's line, as :func:`read_allocations_at` gives for a CSV file), else its index in the list (``[0]`` is the
-        first).
+        """Record existing allocations (``vm, machine, node, cpu, mem``, optional ``pinned`` and ``uid``; node
+        empty or ``all``: split over every node) all or nothing. An error names the row: its line in ``source``
+        (``lines``: each row's line, as :func:`read_allocations_at` gives for a CSV file), else its index in the
+        list (``[0]`` is the first).
         A row the ledger already holds exactly (same machine, node and size) is skipped, so a retried request
-        changes nothing; a VM recorded elsewhere or with another size is a conflict. ``mark``: a note committed
-        with the rows (:meth:`imported_before` finds it; ``serve --import`` marks each file by its hash, so a
-        restart does not import it again and bring back VMs released since). Returns how many were newly
+        changes nothing; a VM recorded elsewhere, with another size or another uid is a conflict. ``mark``: a note
+        committed with the rows (:meth:`imported_before` finds it; ``serve --import`` marks each file by its hash,
+        so a restart does not import it again and bring back VMs released since). Returns how many were newly
         recorded."""
 
         def at(i: int, fld: str | None) -> dict[str, Any]:  # i: 1-based
@@ -1732,7 +1784,9 @@ class PlacementEngine:
         for i, row in enumerate(rows, 1):
             try:
                 node = _node_of(row.get("node"))
-                req = VmRequest(str(row["vm"]), row["cpu"], row["mem"], node is None, _pinned(row.get("pinned")))
+                uid = row.get("uid")
+                req = VmRequest(str(row["vm"]), row["cpu"], row["mem"], node is None, _pinned(row.get("pinned")),
+                                None if uid in (None, "") else uid)  # fmt: skip
                 parsed.append((self._validate(req), str(row["machine"]), node))
             except KeyError as e:
                 raise InputError(f"missing column {e}", **at(i, None)) from None
@@ -1758,12 +1812,15 @@ class PlacementEngine:
                         changes.append(self._assign_locked(req, machine, node))
                         if req.pinned:
                             self.pinned.add(req.id)
+                        if req.uid is not None:
+                            self.uids[req.id] = req.uid
                     except InputError as e:
                         raise type(e)(e.detail, **at(i, e.field)) from None
                     done.append(self.state.slot_of_vm[req.id])
             except InputError:
                 for v in reversed(done):
                     self.pinned.discard(self.state.record(v).id)
+                    self.uids.pop(self.state.record(v).id, None)
                     self.state.release(v)
                 raise
             self.counters["imported"] += len(done)
@@ -1788,6 +1845,7 @@ class PlacementEngine:
             if (req.id in self.pinned) != req.pinned:
                 raise Conflict(f"a VM {req.id!r} is already recorded {'' if req.id in self.pinned else 'un'}pinned; "
                                "this row says otherwise (PUT /vms/{id}/pinned changes it)", field="pinned")  # fmt: skip
+            self._same_incarnation(req.id, req.uid)  # a row without a uid is not checked
             return True
         said = "all" if node is None else node
         held = "all" if rec.node is None else rec.node
@@ -1894,10 +1952,10 @@ def write_allocations(rows: list[dict[str, Any]], path: str | Path) -> None:
         write_text(p, json.dumps(rows, indent=1) + "\n")  # atomic: whole or not at all
         return
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=["vm", "machine", "node", "cpu", "mem", "pinned"], lineterminator="\n")
+    w = csv.DictWriter(buf, fieldnames=["vm", "machine", "node", "cpu", "mem", "pinned", "uid"],
+                       lineterminator="\n")  # fmt: skip
     w.writeheader()
     for r in rows:
-        w.writerow(
-            {**r, "node": "all" if r["node"] is None else r["node"], "pinned": str(bool(r.get("pinned"))).lower()}
-        )
+        node, pinned = "all" if r["node"] is None else r["node"], str(bool(r.get("pinned"))).lower()
+        w.writerow({**r, "node": node, "pinned": pinned, "uid": r.get("uid") or ""})
     write_text(p, buf.getvalue())

@@ -80,6 +80,8 @@ class VmRow:
     mem: float
     multi: bool
     pinned: bool = False
+    uid: str | None = None
+    """The client's id of this incarnation of the VM (a pod's UID; None: not given): kept from its placement on."""
 
 
 @dataclass(frozen=True)
@@ -152,14 +154,15 @@ CREATE TABLE IF NOT EXISTS machines (
 );
 CREATE TABLE IF NOT EXISTS vms (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, machine TEXT NOT NULL, node INTEGER,
-    cpu REAL NOT NULL, mem REAL NOT NULL, multi INTEGER NOT NULL, pinned INTEGER NOT NULL DEFAULT 0
+    cpu REAL NOT NULL, mem REAL NOT NULL, multi INTEGER NOT NULL, pinned INTEGER NOT NULL DEFAULT 0, uid TEXT
 );
 """
 
 
-SCHEMA_VERSION = 1
-"""The tables' layout, in SQLite's ``user_version``: 0 is a database from before versions were recorded (upgraded
-on open: the ``pinned`` column added), 1 the tables above. A newer one is refused, not read wrongly."""
+SCHEMA_VERSION = 2
+"""The tables' layout, in SQLite's ``user_version``: 0 is a database from before versions were recorded, 1 one
+without the ``uid`` column (2026-11-28), 2 the tables above; an older one is upgraded on open (the ``pinned`` and
+``uid`` columns added: every VM it holds has no uid). A newer one is refused, not read wrongly."""
 
 
 def _why(path: Path, e: sqlite3.DatabaseError) -> str:
@@ -294,6 +297,8 @@ class SqliteStore:
             columns = {row[1] for row in self._conn.execute("PRAGMA table_info(vms)")}
             if "pinned" not in columns:  # schema 0: a database written before VMs could be pinned
                 self._conn.execute("ALTER TABLE vms ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0")
+            if "uid" not in columns:  # schema 0 or 1: before VMs carried their client's uid
+                self._conn.execute("ALTER TABLE vms ADD COLUMN uid TEXT")
             self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             self._conn.execute("COMMIT")
         except sqlite3.DatabaseError as e:
@@ -319,9 +324,9 @@ class SqliteStore:
                 )
             ]
             vms = [
-                VmRow(i, m, n, c, me, bool(mu), bool(p))
-                for i, m, n, c, me, mu, p in self._conn.execute(
-                    "SELECT id, machine, node, cpu, mem, multi, pinned FROM vms ORDER BY seq"
+                VmRow(i, m, n, c, me, bool(mu), bool(p), u)
+                for i, m, n, c, me, mu, p, u in self._conn.execute(
+                    "SELECT id, machine, node, cpu, mem, multi, pinned, uid FROM vms ORDER BY seq"
                 )
             ]
         return (None if row is None else int(row[0])), machines, vms
@@ -452,10 +457,10 @@ class SqliteStore:
         ex = self._conn.execute
         if isinstance(c, VmRow):
             ex(
-                "INSERT INTO vms (id, machine, node, cpu, mem, multi, pinned) VALUES (?, ?, ?, ?, ?, ?, ?) "
+                "INSERT INTO vms (id, machine, node, cpu, mem, multi, pinned, uid) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (id) DO UPDATE SET machine = excluded.machine, node = excluded.node, "
                 "pinned = excluded.pinned",
-                (c.id, c.machine, c.node, c.cpu, c.mem, int(c.multi), int(c.pinned)),
+                (c.id, c.machine, c.node, c.cpu, c.mem, int(c.multi), int(c.pinned), c.uid),
             )
         elif isinstance(c, VmDelete):
             ex("DELETE FROM vms WHERE id = ?", (c.id,))

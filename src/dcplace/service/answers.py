@@ -104,10 +104,10 @@ def rejection_json(r: Rejection) -> dict[str, Any]:
             "explanation": explanation_json(r.explanation)}  # fmt: skip
 
 
-def vm_json(r: VmRecord, pinned: bool = False) -> dict[str, Any]:
-    """The record's fields (flat: ``vars`` gives what ``asdict`` does without its recursive copy) and whether
-    re-optimisation may move it."""
-    return {**vars(r), "pinned": pinned}
+def vm_json(r: VmRecord, pinned: bool = False, uid: str | None = None) -> dict[str, Any]:
+    """The record's fields (flat: ``vars`` gives what ``asdict`` does without its recursive copy), whether
+    re-optimisation may move it and its uid."""
+    return {**vars(r), "pinned": pinned, "uid": uid}
 
 
 def fail_json(rep: FailReport) -> dict[str, Any]:
@@ -119,8 +119,8 @@ async def place_vm(engine: PlacementEngine, metrics: ServiceMetrics, body: VmIn)
     """``POST /vms``: 201 and the placement (200 for a retry, ``replayed``), or 409 and the rejection (reason,
     code, explanation); raises the engine's errors (:func:`error_answer`)."""
     t0 = time.perf_counter()
-    d = await engine.place_async(VmRequest(body.id, body.cpu, body.mem, body.multi_numa, body.pinned), body.policy,
-                                 body.explain)  # fmt: skip
+    d = await engine.place_async(VmRequest(body.id, body.cpu, body.mem, body.multi_numa, body.pinned, body.uid),
+                                 body.policy, body.explain)  # fmt: skip
     if isinstance(d, Placement) and d.replayed:  # decided nothing: not a placement's latency
         return 200, placement_json(d)
     metrics.place_latency.observe(time.perf_counter() - t0)
@@ -129,9 +129,12 @@ async def place_vm(engine: PlacementEngine, metrics: ServiceMetrics, body: VmIn)
     return 409, rejection_json(d)
 
 
-async def release_vm(engine: PlacementEngine, metrics: ServiceMetrics, vm_id: str) -> tuple[int, dict[str, Any]]:
-    """``DELETE /vms/{id}``: 200 and what the VM held; raises the engine's errors (:func:`error_answer`)."""
+async def release_vm(
+    engine: PlacementEngine, metrics: ServiceMetrics, vm_id: str, uid: str | None = None
+) -> tuple[int, dict[str, Any]]:
+    """``DELETE /vms/{id}[?uid=U]``: 200 and what the VM held (``uid``: only if it was placed with that uid, else a
+    409); raises the engine's errors (:func:`error_answer`)."""
     t0 = time.perf_counter()
-    rec = await engine.release_async(vm_id)
+    rec = await engine.release_async(vm_id, uid)
     metrics.release_latency.observe(time.perf_counter() - t0)
     return 200, vm_json(rec)

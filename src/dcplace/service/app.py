@@ -218,6 +218,8 @@ def _json(data: Any, status: int = 200) -> Response:
 
 Limit = Annotated[int | None, Query(ge=1, description="at most this many (none: all)")]
 After = Annotated[int, Query(ge=-1, le=2**62, description="the cursor of the page before, from its Link header")]
+# checked by the engine, so that the fast path (which has no FastAPI validation) answers with the same sentence
+UidQuery = Annotated[str | None, Query(description="free the VM only if it was placed with this uid (else a 409)")]
 
 
 def _paged(rows: list[dict[str, Any]], page: VmPage, request: Request) -> Response:
@@ -530,7 +532,7 @@ def create_app(
     @app.put("/vms/{vm_id:vmid}/pinned", response_model=VmOut, tags=["vms"], responses=ERRORS)
     def pin(vm_id: str, body: PinIn) -> Response:
         """Pin (or unpin) a VM: re-optimisation never moves a pinned VM."""
-        return _json(vm_json(engine.pin(vm_id, body.pinned), body.pinned))
+        return _json(vm_json(engine.pin(vm_id, body.pinned), body.pinned, engine.uids.get(vm_id)))
 
     @app.delete("/machines/{machine_id:vmid}", status_code=204, tags=["machines"], responses=ERRORS)
     def remove(machine_id: str) -> Response:
@@ -569,7 +571,7 @@ def create_app(
         (each result says); a VM already placed with its size and span is answered with its placement,
         ``replayed`` and counted apart (a retried batch places nothing twice); an id twice, another size or span
         under a placed id, or a bad body is 409 / 422 and places nothing."""
-        reqs = [VmRequest(v.id, v.cpu, v.mem, v.multi_numa, v.pinned) for v in body.vms]
+        reqs = [VmRequest(v.id, v.cpu, v.mem, v.multi_numa, v.pinned, v.uid) for v in body.vms]
         out = await engine.place_batch_async(reqs, body.policy)
         placed = sum(1 for d in out if isinstance(d, Placement))
         replayed = sum(1 for d in out if isinstance(d, Placement) and d.replayed)
@@ -582,7 +584,8 @@ def create_app(
         """Placed VMs in ledger order (``machine``: those on that machine). ``limit``: at most that many, with a
         ``Link: <...>; rel="next"`` header while more remain (follow it; without ``limit``, every VM at once)."""
         page = engine.vm_page(limit, after, machine)
-        return _paged([vm_json(r, p) for r, p in zip(page.vms, page.pinned, strict=True)], page, request)
+        return _paged([vm_json(r, p, u) for r, p, u in zip(page.vms, page.pinned, page.uids, strict=True)], page,
+                      request)  # fmt: skip
 
     @app.get(
         "/vms/{vm_id:vmid}/explanation",
@@ -598,12 +601,13 @@ def create_app(
 
     @app.get("/vms/{vm_id:vmid}", dependencies=READ, response_model=VmOut, tags=["vms"], responses=ERRORS)
     def vm(vm_id: str) -> Response:
-        return _json(vm_json(engine.vm(vm_id), vm_id in engine.pinned))
+        return _json(vm_json(engine.vm(vm_id), vm_id in engine.pinned, engine.uids.get(vm_id)))
 
     @app.delete("/vms/{vm_id:vmid}", response_model=VmOut, tags=["vms"], responses=ERRORS)
-    async def release(vm_id: str) -> Response:
-        """Release a VM; durable when answered. Returns what it held."""
-        status, payload = await release_vm(engine, metrics, vm_id)
+    async def release(vm_id: str, uid: UidQuery = None) -> Response:
+        """Release a VM; durable when answered. Returns what it held. ``uid``: only if the VM under this id was
+        placed with that uid, else a 409 and nothing freed (a late DELETE of a pod's old incarnation)."""
+        status, payload = await release_vm(engine, metrics, vm_id, uid)
         return _json(payload, status)
 
     @app.post("/explain", dependencies=READ, response_model=ExplanationOut, tags=["vms"], responses=ERRORS)

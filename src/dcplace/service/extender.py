@@ -216,7 +216,9 @@ def add_extender_routes(app: FastAPI, engine: PlacementEngine) -> None:
     def extender_bind(args: dict[str, Any]) -> Response:
         """kube-scheduler extender bind: record the pod on the chosen node (the policy's best NUMA node there).
         Idempotent: a retry of a bind already recorded on that node succeeds (the scheduler retries after its
-        timeout). The pod must have been filtered by this process, with the same ``PodUID``."""
+        timeout). The pod must have been filtered by this process, with the same ``PodUID``, which is recorded as
+        the VM's uid: a new pod under a name whose old pod is still recorded is refused until that one is
+        released (``DELETE /vms/{namespace/name}?uid=<old UID>`` frees only the old one)."""
         pod_id = f"{args.get('PodNamespace', 'default')}/{args.get('PodName', '?')}"
         node, uid = str(args.get("Node", "")), str(args.get("PodUID", "") or "")
         with seen_lock:
@@ -227,8 +229,9 @@ def add_extender_routes(app: FastAPI, engine: PlacementEngine) -> None:
         r, filtered_uid = known
         if uid and filtered_uid and uid != filtered_uid:
             return _answer({"Error": f"dcplace: pod {pod_id} has UID {uid}, but the one filtered had {filtered_uid}"})
-        try:  # the engine checks, chooses the node and records in one step (PlacementEngine.bind)
-            engine.bind(VmRequest(pod_id, r.cpu, r.mem, r.multi), node)
+        try:  # the engine checks, chooses the node and records in one step (PlacementEngine.bind); the pod's UID
+            # goes with it, so a pod recreated under its old name is not taken for the old one's retry
+            engine.bind(VmRequest(pod_id, r.cpu, r.mem, r.multi, uid=uid or filtered_uid or None), node)
         except InputError as e:  # on another node, does not fit, a node drained, failed or unknown
             return _answer({"Error": f"dcplace: {e.detail}"})
         return _answer({"Error": ""})

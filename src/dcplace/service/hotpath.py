@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import parse_qsl
 
 from pydantic import ValidationError
 
@@ -60,7 +61,8 @@ class HotPaths:
                 await send_json(send, answer)
                 return
             if method == "DELETE" and path.startswith("/vms/") and len(path) > 5:  # an id may hold "/" (namespace/name)
-                await send_json(send, await self._guard(release_vm(self.engine, self.metrics, path[5:])))
+                uid = _uid(scope.get("query_string", b""))
+                await send_json(send, await self._guard(release_vm(self.engine, self.metrics, path[5:], uid)))
                 return
         await self.app(scope, receive, send)
 
@@ -89,6 +91,13 @@ class HotPaths:
             if answer is None:
                 raise
             return answer
+
+
+def _uid(query: bytes) -> str | None:
+    """``DELETE /vms/{id}``'s ``uid`` query parameter as FastAPI's route reads it (the last one given; other
+    parameters ignored, as there)."""
+    found = [v for k, v in parse_qsl(query.decode("latin-1"), keep_blank_values=True) if k == "uid"]
+    return found[-1] if found else None
 
 
 async def send_json(send: Any, answer: tuple[int, dict[str, Any]]) -> None:

@@ -20,6 +20,10 @@ alike (``tests/service/test_openapi_contract.py`` checks it against the engine c
 ID_RULE = "1-256 characters, no surrounding spaces, no control characters such as NUL or a newline"
 
 Ident = Field(min_length=1, max_length=256, pattern=ID_PATTERN, description=f"A unique id ({ID_RULE})")
+Uid = Field(default=None, min_length=1, max_length=256, pattern=ID_PATTERN,
+            description="this incarnation's id, e.g. a pod's UID (optional): a retry sends the same and gets its "
+                        "placement back, another VM under a reused id sends another and is a 409; DELETE "
+                        f"/vms/{{id}}?uid= frees only it ({ID_RULE})")  # fmt: skip
 
 Amount = Annotated[
     PositiveFloat,
@@ -87,6 +91,7 @@ class VmBatchItem(BaseModel):
     mem: Amount = Field(description="GB", examples=[8])
     multi_numa: bool = Field(default=False, description="split evenly over every NUMA node of one machine")
     pinned: bool = Field(default=False, description="never moved by re-optimisation")
+    uid: str | None = Uid
 
 
 class VmIn(VmBatchItem):
@@ -153,6 +158,8 @@ class VmOut(BaseModel):
     mem: float
     multi: bool
     pinned: bool = Field(description="never moved by re-optimisation (false in a release's answer)")
+    uid: str | None = Field(default=None, description="the uid it was placed with (null: none; null in a release's "
+                                                       "answer)")  # fmt: skip
 
 
 class FailOut(BaseModel):
@@ -238,6 +245,7 @@ class AllocationIn(BaseModel):
     cpu: Amount
     mem: Amount
     pinned: bool = Field(default=False, description="never moved by re-optimisation")
+    uid: str | None = Uid
 
 
 AllocationsIn = Annotated[list[AllocationIn], Field(max_length=MAX_ROWS)]
