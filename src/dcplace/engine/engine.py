@@ -202,8 +202,9 @@ class _VmColumns:
     machine_ids: list[str]
     pinned: set[str] | None
     """A copy of the pinned ids (None: none), looked up after the lock."""
-    uids: dict[str, str] | None
-    """A copy of the VMs' uids (None: none), looked up after the lock."""
+    uids: list[str | None] | None
+    """Each VM's uid, looked up under the lock (a page's worth: copying every uid for each page cost more at a
+    million VMs); None: no VM has one."""
     next: int | None
 
     def page(self) -> VmPage:
@@ -214,9 +215,9 @@ class _VmColumns:
                 self.ids, self.pm.tolist(), self.node.tolist(), self.demand.tolist(), self.multi.tolist(), strict=True
             )
         ]
-        pinned, uids = self.pinned, self.uids
+        pinned = self.pinned
         return VmPage(vms, [i in pinned for i in self.ids] if pinned else [False] * len(vms),
-                      [uids.get(i) for i in self.ids] if uids else [None] * len(vms), self.next)  # fmt: skip
+                      self.uids if self.uids is not None else [None] * len(vms), self.next)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -1591,10 +1592,11 @@ class PlacementEngine:
         more = limit is not None and len(idx) > limit
         idx = idx[:limit]
         slots = idx.tolist()
+        ids = [s.vm_ids[v] for v in slots]
+        uids = [self.uids.get(i) for i in ids] if self.uids else None
         return _VmColumns(
-            [s.vm_ids[v] for v in slots], s.pm_of[idx], s.node_of[idx], s.demand[idx], s.multi[idx],
-            list(s.machine_ids), set(self.pinned) if self.pinned else None, dict(self.uids) if self.uids else None,
-            slots[-1] if more else None,
+            ids, s.pm_of[idx], s.node_of[idx], s.demand[idx], s.multi[idx],
+            list(s.machine_ids), set(self.pinned) if self.pinned else None, uids, slots[-1] if more else None,
         )  # fmt: skip
 
     def stats(self, wait_s: float | None = None) -> dict[str, Any]:
