@@ -80,6 +80,38 @@ def test_the_verdicts_hold_for_the_table_not_each_row() -> None:
     assert fluke / tables <= 0.06 and fluke_alone / tables >= 0.15, (fluke, fluke_alone)
 
 
+def test_what_a_review_of_the_holm_change_found() -> None:
+    """A constant gap with rounding noise got p = 0 and a verdict from 2 episodes (it now goes to the sign test,
+    as an exactly constant one does); a nan value crashed the p-value (the row is n/a, as before)."""
+    for base, other in (([0.5, 0.7], [0.7, 0.9]), ([0.3, 0.5, 0.6], [0.4, 0.6, 0.7])):
+        row = compare({"b": base, "x": other}).rows[1]
+        assert row.no_spread and row.verdict == "no spread" and row.p == 2 * 0.5 ** len(base), (row.p, row.verdict)
+    assert compare({"b": [1.0, 2, 3], "x": [1, math.nan, 2]}).rows[1].verdict == "n/a"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(-10, 10), min_size=2, max_size=8), st.lists(st.floats(-3, 3), min_size=8, max_size=8))
+def test_a_lone_comparison_is_judged_by_its_interval_alone(base: list[float], gap: list[float]) -> None:
+    """Holm changes nothing for one comparison: the verdict is the interval's, even where the t table's 3 decimals
+    and the exact p-value disagree at the edge."""
+    other = [b + g for b, g in zip(base, gap, strict=False)]
+    row = compare({"b": base, "x": other}).rows[1]
+    d = row.difference
+    assert d is not None and row.family == 1
+    if row.no_spread:
+        return
+    want = "ahead" if d.lo > 0 else "behind" if d.hi < 0 else "level"
+    assert row.verdict == want
+
+
+def test_at_the_edge_one_comparison_keeps_the_intervals_verdict() -> None:
+    """n = 4, the interval's lower end 6e-5 above zero, the exact p-value 0.050009: ahead, as before Holm."""
+    other = [11 + 0.5443, 11 - 0.5443, 11 + 0.5443, 11 - 0.5443]
+    row = compare({"b": [10.0] * 4, "x": other}).rows[1]
+    assert row.difference is not None and row.difference.lo > 0 and 0.05 < row.p < 0.0501, (row.difference, row.p)
+    assert row.verdict == "ahead"
+
+
 def test_a_bound_row_is_shown_but_not_tested() -> None:
     """A descriptive row (compare netalloc's bound) has no p-value and does not enlarge the family: the policy's
     adjusted p-value is its own."""

@@ -89,6 +89,11 @@ class MV:
         return self.node is None
 
 
+def same_uid(asked: str | None, held: str | None) -> bool:
+    """A request's uid matches the VM's: either is none (not checked), or they are equal."""
+    return asked is None or held is None or asked == held
+
+
 class Model:
     def __init__(self, numa: int) -> None:
         self.k = numa
@@ -413,7 +418,7 @@ class EngineModel(RuleBasedStateMachine):
         """``req`` asks for the size and span its id holds (the pin is not compared: it may have changed since), and
         for its uid if it names one: answered with that placement, replayed, nothing changed."""
         x = self.model.v[req.id]
-        return (x.cpu, x.mem, x.multi) == (req.cpu, req.mem, req.multi) and req.uid in (None, x.uid)
+        return (x.cpu, x.mem, x.multi) == (req.cpu, req.mem, req.multi) and same_uid(req.uid, x.uid)
 
     def apply_decision(self, policy: str, req: VmRequest, d: Any) -> None:
         md = self.model
@@ -517,7 +522,7 @@ class EngineModel(RuleBasedStateMachine):
         uid = None if change == "no-uid" else (f"{x.uid}-other" if change == "uid" else x.uid)
         req = VmRequest(vid, x.cpu + (change == "cpu"), x.mem, x.multi ^ (change == "multi"),
                         x.pinned ^ (change == "pinned"), uid)  # fmt: skip
-        expect = None if change in (None, "pinned", "no-uid") else Conflict
+        expect = None if change in (None, "pinned", "no-uid") or (change == "uid" and x.uid is None) else Conflict
         if change == "pinned-arrays":
             fn = lambda e: e.place_arrays([vid], [x.cpu], [x.mem], [x.multi], self.pol(e, policy))  # noqa: E731
         elif batch:
@@ -532,7 +537,7 @@ class EngineModel(RuleBasedStateMachine):
     def release(self, vid: str, uid: str | None) -> None:
         """A release; one naming a uid frees only the VM placed with it (a late DELETE of an old incarnation)."""
         md = self.model
-        expect = NotFound if vid not in md.v else (Conflict if uid not in (None, md.v[vid].uid) else None)
+        expect = NotFound if vid not in md.v else (None if same_uid(uid, md.v[vid].uid) else Conflict)
         rec, err = self.both(f"release({vid!r}, {uid!r})", lambda e: e.release(vid, uid), expect)
         if err is None:
             x = md.v.pop(vid)
@@ -581,7 +586,7 @@ class EngineModel(RuleBasedStateMachine):
         expect: Any = None
         if vid in md.v:
             x = md.v[vid]
-            if x.machine != mid or (x.cpu, x.mem, x.multi) != (cpu, mem, multi) or uid not in (None, x.uid):
+            if x.machine != mid or (x.cpu, x.mem, x.multi) != (cpu, mem, multi) or not same_uid(uid, x.uid):
                 expect = Conflict
         elif mid not in md.m:
             expect = NotFound
@@ -625,7 +630,7 @@ class EngineModel(RuleBasedStateMachine):
                 if vid in trial.v:
                     x = trial.v[vid]
                     if (x.machine, x.node, x.cpu, x.mem) == (mid, node, cpu, mem):
-                        if x.pinned != pinned or uid not in (None, x.uid):
+                        if x.pinned != pinned or not same_uid(uid, x.uid):
                             expect = Conflict
                             break
                         continue

@@ -130,6 +130,8 @@ def test_a_schema_1_database_gets_the_uid_column_and_keeps_its_vms(tmp_path: Pat
     e = PlacementEngine.open(old)
     page = e.vm_page()
     assert [v.id for v in page.vms] == ["a", "b"] and page.uids == [None, "pod-uid-1"]
+    # the pod watch sends its DELETE with the pod's UID: a VM recorded before uids has none to check, so it is freed
+    assert e.release("a", uid="pod-uid-0").id == "a"
     e.close()
     with sqlite3.connect(old) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2

@@ -124,7 +124,8 @@ def test_a_retried_placement_gets_its_placement_back_and_changes_nothing(client:
 def test_a_uid_tells_a_retry_from_another_vm_under_the_same_id(client: TestClient) -> None:
     """A pod recreated under its old name before the old pod's DELETE arrived was answered as the old one's retry,
     and the late DELETE then freed what the new pod used. With a uid: the same uid is a retry, another is a 409
-    until the old VM is released, and a DELETE naming the old uid frees only the old VM."""
+    until the old VM is released, and a DELETE naming the old uid frees only the old VM. A VM placed without a uid
+    (before uids, or by a client that sends none) matches any uid, as before."""
     vm = {"id": "ns/p", "cpu": 4, "mem": 8}
     first = client.post("/vms", json={**vm, "uid": "uid-1"})
     assert first.status_code == 201 and client.get("/vms/ns/p").json()["uid"] == "uid-1"
@@ -139,10 +140,16 @@ def test_a_uid_tells_a_retry_from_another_vm_under_the_same_id(client: TestClien
     assert client.get("/vms/ns/p").status_code == 200
     bad = client.delete("/vms/ns/p?uid=")
     assert bad.status_code == 422 and "uid" in one_sentence(bad)
+    for typo in ("UID=uid-2", "uid=uid-1&force=1", ";uid=uid-2"):  # a misspelled check must not free the VM
+        r = client.delete(f"/vms/ns/p?{typo}")
+        assert r.status_code == 422 and "takes only the query parameter uid" in one_sentence(r), (typo, r.text)
     assert client.delete("/vms/ns/p?uid=uid-1").status_code == 200  # the old pod's DELETE
     again = client.post("/vms", json={**vm, "uid": "uid-2"})
     assert again.status_code == 201 and not again.json()["replayed"]
     assert [x["uid"] for x in client.get("/vms").json()] == ["uid-2"]
+    assert client.post("/vms", json={"id": "legacy", "cpu": 1, "mem": 1}).status_code == 201
+    assert client.post("/vms", json={"id": "legacy", "cpu": 1, "mem": 1, "uid": "any"}).json()["replayed"] is True
+    assert client.delete("/vms/legacy?uid=any").status_code == 200  # nothing to check it against: freed
     assert client.get("/allocations").json()[0]["uid"] == "uid-2"
     clash = [{"vm": "ns/p", "machine": again.json()["machine"], "node": again.json()["node"], "cpu": 4, "mem": 8,
               "uid": "uid-3"}]  # fmt: skip

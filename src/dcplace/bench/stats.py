@@ -90,16 +90,24 @@ def t_two_sided_p(t: float, df: int) -> float:
 def paired_p(differences: Sequence[float] | np.ndarray) -> float:
     """The two-sided p-value of the paired t-test that the mean of ``differences`` is 0 (the test whose 95 %
     interval :func:`interval` gives: it leaves zero exactly when p < 0.05, up to the t table's 3 decimals). nan with
-    fewer than 2 values; 1 where every difference is 0, 0 where they are all equal and not 0 (no spread: the t-test
-    has nothing to say there, and callers decide such rows otherwise)."""
+    fewer than 2 values or any that is not finite; 1 where every difference is 0, 0 where they are all equal and not
+    0 (:func:`no_spread`: the t-test has nothing to say there, and callers decide such rows otherwise)."""
     x = np.asarray(differences, dtype=float)
     n = len(x)
-    if n < 2:
+    if n < 2 or not np.isfinite(x).all():
         return math.nan
     mean, sd = float(x.mean()), float(x.std(ddof=1))
-    if sd == 0 or sd <= 1e-12 * abs(mean):
+    if no_spread(sd, mean):
         return 1.0 if mean == 0 else 0.0
     return t_two_sided_p(mean / (sd / math.sqrt(n)), n - 1)
+
+
+def no_spread(spread: float, mean: float) -> bool:
+    """Whether values with this spread (a standard deviation or an interval's width) about ``mean`` are all the
+    same but for rounding (0.1 + 0.2 against 0.3): what a t-test cannot judge. The one rule for :func:`paired_p`
+    and :class:`dcplace.bench.compare.PolicyRow`, which send such rows to a sign test (with exact zero alone, a
+    constant gap with rounding noise got p = 0 from 2 episodes)."""
+    return spread <= 1e-9 * abs(mean)
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:

@@ -123,7 +123,8 @@ class VmRequest:
     """The client's id of this incarnation of the VM (a Kubernetes pod's UID, a request id; the id rule applies),
     kept with it: a retry carries the same uid and gets its placement back, another VM under a reused id (a pod
     recreated under its old name) carries another and is a :class:`Conflict`, and :meth:`PlacementEngine.release`
-    given a uid frees only that incarnation. None: not checked (a request without one is judged by its size)."""
+    given a uid frees only that incarnation. None: not checked (a request without one is judged by its size);
+    likewise a VM recorded without one matches any uid."""
 
 
 @dataclass(frozen=True)
@@ -383,7 +384,11 @@ def check_id(value: Any, name: str) -> str:
     """``value`` if it is a valid machine or VM id (1-256 characters, no surrounding spaces, no control characters or
     lone surrogates), else an InputError naming ``name``."""
     if not _id_ok(value):
-        shown = repr(value) if len(repr(value)) <= 80 else f"{repr(value)[:60]}... ({len(value)} characters)"
+        text = repr(value)
+        if not isinstance(value, str):  # a number (10**100 in a JSON file) has no len(): it was a TypeError
+            shown = f"{type(value).__name__} {text if len(text) <= 80 else text[:60] + '...'}"
+            raise InputError(f"must be a string, got {shown}", field=name)
+        shown = text if len(text) <= 80 else f"{text[:60]}... ({len(value)} characters)"
         raise InputError(f"must be a non-empty string of at most 256 characters without surrounding spaces or "
                          f"control characters, got {shown}", field=name)  # fmt: skip
     return str(value)
@@ -825,19 +830,21 @@ class PlacementEngine:
         return Placement(request.id, there.machine, there.node, replayed=True)
 
     def _same_incarnation(self, vm_id: str, uid: str | None, release: bool = False) -> None:
-        """A :class:`Conflict` where ``uid`` is given and the VM placed under ``vm_id`` was placed with another, or
-        with none (a VM recorded before uids, or by a client that sent none, is not the one ``uid`` names)."""
+        """A :class:`Conflict` where ``uid`` is given and the VM placed under ``vm_id`` was placed with another. A
+        VM recorded without one (placed before uids existed, by a client that sent none, or imported so) is not
+        checked: any uid matches it, as before uids. Refusing there left every VM of a database upgraded from
+        schema 1 impossible to free with a uid-carrying DELETE, and a retry spanning the upgrade refused forever
+        (a review of the change)."""
         if uid is None:
             return
         held = self.uids.get(vm_id)
-        if held != uid:
-            had = "without a uid" if held is None else f"with uid {held!r}"
+        if held is not None and held != uid:
             what = (
                 "this release names another VM under the same id, so nothing was freed"
                 if release
                 else "another VM under the same id (release the old one first; a retry sends the same uid)"
             )
-            raise Conflict(f"VM {vm_id!r} was placed {had}, not uid {uid!r}: {what}", field="uid")
+            raise Conflict(f"VM {vm_id!r} was placed with uid {held!r}, not uid {uid!r}: {what}", field="uid")
 
     def _place_locked(self, request: VmRequest, policy: str | NumaPolicy | None, explain: bool) -> int:
         self.check_store()
@@ -1739,7 +1746,10 @@ class PlacementEngine:
             if not (isinstance(vm.id, str) and 0 < len(vm.id) <= 256):  # ids written before today's rule stay
                 raise InputError(f"VM id {vm.id!r} is not 1-256 characters", field="vms")
             req = VmRequest(vm.id, _positive(vm.cpu, "cpu"), _positive(vm.mem, "mem"), bool(vm.multi))
-            uid = None if vm.uid is None else check_id(vm.uid, "uid")
+            try:
+                uid = None if vm.uid is None else check_id(vm.uid, "uid")
+            except InputError as e:
+                raise InputError(f"VM {vm.id!r} has a bad uid: {e.detail}", field="vms") from None
             self._assign_locked(req, vm.machine, vm.node)
             if vm.pinned:
                 self.pinned.add(vm.id)
@@ -1759,7 +1769,7 @@ class PlacementEngine:
         self._loaded = len(s.slot_of_vm)
 
     def export_allocations(self) -> list[dict[str, Any]]:
-        """Every allocation as a record: ``vm, machine, node (None: all nodes), cpu, mem, pinned``."""
+        """Every allocation as a record: ``vm, machine, node (None: all nodes), cpu, mem, pinned, uid``."""
         return allocation_rows(self.vm_page())
 
     def import_allocations(

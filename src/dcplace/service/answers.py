@@ -129,6 +129,17 @@ async def place_vm(engine: PlacementEngine, metrics: ServiceMetrics, body: VmIn)
     return 409, rejection_json(d)
 
 
+def release_uid(query: list[tuple[str, str]]) -> str | None:
+    """``DELETE /vms/{id}``'s query, as ``(name, value)`` pairs: its ``uid`` (the last one given; None: none), and a
+    parameter of another name refused (422). Ignoring them made ``?UID=...``, a misspelled uid, free the VM without
+    the check it asked for."""
+    other = next((k for k, _ in query if k != "uid"), None)
+    if other is not None:
+        raise InputError(f"DELETE /vms/{{id}} takes only the query parameter uid, got {other[:80]!r}", field=other[:80])
+    uids = [v for _, v in query]
+    return uids[-1] if uids else None
+
+
 async def release_vm(
     engine: PlacementEngine, metrics: ServiceMetrics, vm_id: str, uid: str | None = None
 ) -> tuple[int, dict[str, Any]]:

@@ -56,6 +56,7 @@ from dcplace.service.answers import (
     place_vm,
     placement_json,
     rejection_json,
+    release_uid,
     release_vm,
     unparsed,
     validation_sentence,
@@ -604,10 +605,11 @@ def create_app(
         return _json(vm_json(engine.vm(vm_id), vm_id in engine.pinned, engine.uids.get(vm_id)))
 
     @app.delete("/vms/{vm_id:vmid}", response_model=VmOut, tags=["vms"], responses=ERRORS)
-    async def release(vm_id: str, uid: UidQuery = None) -> Response:
+    async def release(vm_id: str, request: Request, uid: UidQuery = None) -> Response:  # uid: declared for /docs
         """Release a VM; durable when answered. Returns what it held. ``uid``: only if the VM under this id was
-        placed with that uid, else a 409 and nothing freed (a late DELETE of a pod's old incarnation)."""
-        status, payload = await release_vm(engine, metrics, vm_id, uid)
+        placed with that uid, else a 409 and nothing freed (a late DELETE of a pod's old incarnation); any other
+        query parameter is a 422."""
+        status, payload = await release_vm(engine, metrics, vm_id, release_uid(request.query_params.multi_items()))
         return _json(payload, status)
 
     @app.post("/explain", dependencies=READ, response_model=ExplanationOut, tags=["vms"], responses=ERRORS)

@@ -28,6 +28,7 @@ from dcplace.service.answers import (
     error_answer,
     is_json_type,
     place_vm,
+    release_uid,
     release_vm,
     unparsed,
     validation_sentence,
@@ -61,8 +62,8 @@ class HotPaths:
                 await send_json(send, answer)
                 return
             if method == "DELETE" and path.startswith("/vms/") and len(path) > 5:  # an id may hold "/" (namespace/name)
-                uid = _uid(scope.get("query_string", b""))
-                await send_json(send, await self._guard(release_vm(self.engine, self.metrics, path[5:], uid)))
+                query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+                await send_json(send, await self._guard(self._release(path[5:], query)))
                 return
         await self.app(scope, receive, send)
 
@@ -82,6 +83,9 @@ class HotPaths:
             return 422, {"detail": validation_sentence(e.errors())}
         return await self._guard(place_vm(self.engine, self.metrics, body))
 
+    async def _release(self, vm_id: str, query: list[tuple[str, str]]) -> tuple[int, dict[str, Any]]:
+        return await release_vm(self.engine, self.metrics, vm_id, release_uid(query))
+
     @staticmethod
     async def _guard(call: Any) -> tuple[int, dict[str, Any]]:
         try:
@@ -91,13 +95,6 @@ class HotPaths:
             if answer is None:
                 raise
             return answer
-
-
-def _uid(query: bytes) -> str | None:
-    """``DELETE /vms/{id}``'s ``uid`` query parameter as FastAPI's route reads it (the last one given; other
-    parameters ignored, as there)."""
-    found = [v for k, v in parse_qsl(query.decode("latin-1"), keep_blank_values=True) if k == "uid"]
-    return found[-1] if found else None
 
 
 async def send_json(send: Any, answer: tuple[int, dict[str, Any]]) -> None:
