@@ -50,8 +50,9 @@ def server_thread(engine: PlacementEngine, app: FastAPI | None = None) -> Iterat
         sock.close()
 
 
-def start_serve(db: Path, port: int, *flags: str) -> subprocess.Popen[bytes]:
-    """``dcplace serve --db db [flags]`` as a subprocess, answering /healthz."""
+def start_serve(db: Path, port: int, *flags: str, probe: httpx.Client | None = None) -> subprocess.Popen[bytes]:
+    """``dcplace serve --db db [flags]`` as a subprocess, answering /healthz (asked with ``probe``, a client whose
+    base URL is the server's, for HTTPS; default plain HTTP)."""
     src = str(Path(__file__).resolve().parents[2] / "src")
     env = {**os.environ, "PYTHONPATH": src, "OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
     cmd = [sys.executable, "-c", "from dcplace.cli.main import main; main()", "serve", "--db", str(db),
@@ -62,7 +63,9 @@ def start_serve(db: Path, port: int, *flags: str) -> subprocess.Popen[bytes]:
         if proc.poll() is not None:
             raise RuntimeError(f"dcplace serve exited: {proc.stderr.read().decode() if proc.stderr else ''}")
         try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+            answer = probe.get("/healthz", timeout=1) if probe else httpx.get(f"http://127.0.0.1:{port}/healthz",
+                                                                                timeout=1)  # fmt: skip
+            if answer.status_code == 200:
                 return proc
         except httpx.TransportError:
             pass

@@ -31,6 +31,8 @@ PADRL = Path(__file__).resolve().parents[2] / "src" / "dcplace" / "data" / "cvd"
         # inf passed the check and was an OverflowError traceback after the database was made
         (["--max-body-mb", "inf"], "--max-body-mb: must be above 0 and at most 1048576 MiB, not inf"),
         (["--max-body-mb", "nan"], "--max-body-mb: must be above 0 and at most 1048576 MiB, not nan"),
+        (["--stop-timeout", "0"], "--stop-timeout: must be from 1 to 86400 seconds, not 0"),
+        (["--stop-timeout", "1.5"], "Invalid value for '--stop-timeout'"),
         # started, then every background event reported an error, for good
         (["--numa", "4", "--reoptimise-every", "60"], "--reoptimise-every: re-optimises double-NUMA machines only"),
         # they tune background events: given without a trigger they were silently dropped

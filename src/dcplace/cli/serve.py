@@ -55,8 +55,8 @@ def serve(
     host: Annotated[
         str,
         typer.Option(
-            help="address to listen on (there is no authentication: anyone who reaches it can change the "
-            "cluster; docs/engine.md, Security)"
+            help="address to listen on (without --token-file or --tls-client-ca, anyone who reaches it can change "
+            "the cluster; docs/engine.md, Security)"
         ),
     ] = "127.0.0.1",
     allowed_host: Annotated[
@@ -65,6 +65,22 @@ def serve(
             help="a name the service answers to and whose web pages may change it (a proxy's public name), "
             "besides localhost's on a loopback address; on any other address these names only (any name without "
             "the flag); repeat for several"
+        ),
+    ] = None,
+    token_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="bearer tokens, one per line (mode 600): every request but /healthz and the docs page must send "
+            "Authorization: Bearer <one of them>, else 401"
+        ),
+    ] = None,
+    tls_cert: Annotated[Path | None, typer.Option(help="serve HTTPS with this PEM certificate (chain)")] = None,
+    tls_key: Annotated[Path | None, typer.Option(help="the PEM private key of --tls-cert")] = None,
+    tls_client_ca: Annotated[
+        Path | None,
+        typer.Option(
+            help="require a client certificate signed by this PEM CA (mutual TLS: how kube-scheduler's extender "
+            "client authenticates)"
         ),
     ] = None,
     port: Annotated[int, typer.Option(help="TCP port")] = 8000,
@@ -99,6 +115,13 @@ def serve(
         float, typer.Option(help="background re-optimisation: a move costs this x its VM's memory / its machine's")
     ] = 1.0,
     max_moves: Annotated[int | None, typer.Option(help="background re-optimisation: moves per event")] = None,
+    stop_timeout: Annotated[
+        int,
+        typer.Option(
+            help="on SIGTERM, wait at most this many seconds for requests in flight and open connections, then "
+            "close them (every acknowledged change is durable already); an idle TLS connection held a stop 30 s"
+        ),
+    ] = 10,
     max_body_mb: Annotated[
         float,
         typer.Option(
@@ -125,6 +148,15 @@ def serve(
         _fail(InputError(f"must be one of {', '.join(LOG_LEVELS)}, not {log_level!r}", field="log_level"))
     if not 1 <= port <= 65535:
         _fail(InputError(f"must be a TCP port from 1 to 65535, not {port}", field="port"))
+    from dcplace.service.auth import read_tokens, tls_context
+
+    try:  # before the database: a refused secret leaves no new file behind
+        tokens = () if token_file is None else read_tokens(token_file)
+        tls = tls_context(tls_cert, tls_key, tls_client_ca)
+    except InputError as exc:
+        _fail(exc)
+    if not 1 <= stop_timeout <= 86400:
+        _fail(InputError(f"must be from 1 to 86400 seconds, not {stop_timeout}", field="stop_timeout"))
     if not 0 < max_body_mb <= 2**20:  # inf was an OverflowError traceback after the database was made
         _fail(InputError(f"must be above 0 and at most {2**20} MiB, not {max_body_mb!r}", field="max_body_mb"))
     if reoptimise_every is None and reoptimise_below is None:  # they tune background events, and none would run
@@ -169,9 +201,11 @@ def serve(
     warm_up_jit()
     warm_s = engine.warm_up()  # the default policy compiled before the first request, not during it
     s = engine.stats()
+    scheme = "http" if tls is None else "https"
+    guard = [what for what, on in (("tokens", tokens), ("client certificates", tls_client_ca)) if on]
     typer.echo(f"dcplace serve: {sum(s['machines'].values())} machines, {s['vms']} VMs from {db}; policy "
-               f"{engine.default_policy.name} (ready in {warm_s:.1f} s); http://{host}:{port} (docs at /docs)",
-               err=True)  # fmt: skip
+               f"{engine.default_policy.name} (ready in {warm_s:.1f} s); {scheme}://{host}:{port} (docs at /docs); "
+               f"{' and '.join(guard) if guard else 'no authentication'}", err=True)  # fmt: skip
     _log_to_stderr(LOG_LEVELS[log_level])
     try:
         uvicorn.run(
@@ -182,12 +216,15 @@ def serve(
                 max_body=int(max_body_mb * 2**20),
                 allowed_hosts=_allowed_hosts(host, allowed_host or []),
                 allowed_origins=tuple(allowed_host or []),
+                tokens=tokens,
             ),
             host=host,
             port=port,
+            **_tls_options(tls_cert, tls_key, tls_client_ca),
             log_level=log_level,
             access_log=False,
             http=http,
+            timeout_graceful_shutdown=stop_timeout,
         )
     except (KeyboardInterrupt, Terminated):  # uvicorn shut down gracefully, then re-raised the signal to us
         typer.echo(f"dcplace serve: stopped; every acknowledged change is durable in {db}", err=True)
@@ -309,6 +346,18 @@ def stream(
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None)
 app.command("serve")(serve)
+
+
+def _tls_options(cert: Path | None, key: Path | None, client_ca: Path | None) -> dict[str, Any]:
+    """uvicorn's TLS settings for the files :func:`dcplace.service.auth.tls_context` checked (none: plain HTTP)."""
+    import ssl
+
+    if cert is None:
+        return {}
+    out: dict[str, Any] = {"ssl_certfile": str(cert), "ssl_keyfile": str(key)}
+    if client_ca is not None:
+        out |= {"ssl_ca_certs": str(client_ca), "ssl_cert_reqs": ssl.CERT_REQUIRED}
+    return out
 
 
 def _allowed_hosts(host: str, extra: list[str]) -> tuple[str, ...] | None:

@@ -62,6 +62,7 @@ from dcplace.service.answers import (
     validation_sentence,
     vm_json,
 )
+from dcplace.service.auth import OPEN_PATHS, BearerAuth
 from dcplace.service.extender import add_extender_routes
 from dcplace.service.hotpath import MAX_BODY, BodyLimit, HotPaths, send_json
 from dcplace.service.metrics import Observed, ServiceMetrics
@@ -363,6 +364,26 @@ class _VmId(Convertor[str]):
 register_url_convertor("vmid", _VmId())
 
 
+def _document_bearer(app: FastAPI) -> None:
+    """The OpenAPI document says every operation needs a bearer token (the docs page then offers "Authorize", and
+    its "Try it out" sends the token); the open paths do not call for one."""
+    plain = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        doc = plain()  # FastAPI keeps it as app.openapi_schema: changed in place, once
+        doc.setdefault("components", {})["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+        for path, ops in doc.get("paths", {}).items():
+            if path not in OPEN_PATHS:
+                for op in ops.values():
+                    op["security"] = [{"bearer": []}]
+                    op.setdefault("responses", {})["401"] = {"description": "no token, or not one it takes"}
+        return doc
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def create_app(
     engine: PlacementEngine,
     reopt: ReoptPolicy | None = None,
@@ -371,13 +392,15 @@ def create_app(
     max_body: int = MAX_BODY,
     allowed_hosts: tuple[str, ...] | None = None,
     allowed_origins: tuple[str, ...] = (),
+    tokens: tuple[str, ...] = (),
 ) -> FastAPI:
     """The service over ``engine`` (which it does not close). ``reopt``: re-optimise in the background whenever its
     timer or threshold is due (checked every ``check_every_s`` seconds, wall clock); the last event's report is at
     ``GET /reoptimise/last``. ``fast_path``: answer ``POST /vms`` and ``DELETE /vms/{id}`` in
     :class:`~dcplace.service.hotpath.HotPaths` (same answers, less CPU) instead of FastAPI's routes.
     ``allowed_hosts``: the ``Host`` names answered (None: any); ``allowed_origins``: host names whose web pages may
-    change the cluster besides the service's own (a proxy's public name; :class:`BrowserGuard`)."""
+    change the cluster besides the service's own (a proxy's public name; :class:`BrowserGuard`); ``tokens``: the
+    bearer tokens every request but the open paths must carry (none: no check; :mod:`dcplace.service.auth`)."""
     last: dict[str, Any] = {}
 
     @asynccontextmanager
@@ -404,7 +427,10 @@ def create_app(
         app.add_middleware(HotPaths, engine=engine, metrics=metrics)
     app.add_middleware(HeadAsGet)
     app.add_middleware(BodyLimit, limit=max_body)
-    app.add_middleware(BrowserGuard, hosts=allowed_hosts, origins=allowed_origins)  # outermost: before any body
+    app.add_middleware(BrowserGuard, hosts=allowed_hosts, origins=allowed_origins)  # before any body
+    if tokens:
+        app.add_middleware(BearerAuth, tokens=tokens)  # outermost: nothing is read for a caller without a token
+        _document_bearer(app)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> Response:

@@ -97,11 +97,14 @@ class HotPaths:
             return answer
 
 
-async def send_json(send: Any, answer: tuple[int, dict[str, Any]]) -> None:
-    """Send ``(status, payload)`` as a JSON response (ASGI: for middleware answering before the application)."""
+async def send_json(
+    send: Any, answer: tuple[int, dict[str, Any]], extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    """Send ``(status, payload)`` as a JSON response (ASGI: for middleware answering before the application), with
+    ``extra`` headers."""
     status, payload = answer
     body = json.dumps(payload).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *(extra or [])]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 

@@ -1,0 +1,164 @@
+"""Who may call the service: bearer tokens (``serve --token-file``) and TLS with client certificates (``--tls-cert``,
+``--tls-key``, ``--tls-client-ca``), through FastAPI's test client and through a real ``dcplace serve`` over HTTPS."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import ssl
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from dcplace.cli.main import app as cli
+from dcplace.engine import PlacementEngine
+from dcplace.errors import InputError
+from dcplace.service import create_app
+from dcplace.service.auth import read_tokens, tls_context
+
+from .conftest import free_port, start_serve
+
+TOKEN = "t0ken-for-the-tests-0123456789abcdef"
+OTHER = "another-token-of-the-operators-0001"
+
+
+def secret(path: Path, text: str, mode: int = 0o600) -> Path:
+    path.write_text(text, encoding="utf-8")
+    path.chmod(mode)
+    return path
+
+
+@pytest.fixture(params=[True, False], ids=["fast-path", "fastapi-routes"])
+def client(tmp_path, request):
+    engine = PlacementEngine.open(tmp_path / "c.db")
+    engine.add_machine("pm0", 16, 64)
+    with TestClient(create_app(engine, fast_path=request.param, tokens=(TOKEN, OTHER)),
+                    raise_server_exceptions=False) as c:  # fmt: skip
+        yield c
+    engine.close()
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def test_without_the_token_nothing_is_read_or_changed(client: TestClient) -> None:
+    vm = {"id": "a", "cpu": 1, "mem": 1}
+    for headers, said in (({}, "this service needs a token"), (bearer("not-the-token-at-all-0000"), "not one this"),
+                          ({"Authorization": f"Basic {TOKEN}"}, "must be Bearer <token>"),
+                          ({"Authorization": "Bearer "}, "must be Bearer <token>")):  # fmt: skip
+        for method, path, body in (("post", "/vms", vm), ("delete", "/vms/a", None), ("get", "/vms", None),
+                                   ("get", "/state/snapshot", None), ("get", "/metrics", None),
+                                   ("post", "/extender/filter", {}), ("post", "/machines/pm0/fail", None)):  # fmt: skip
+            r = client.request(method.upper(), path, headers=headers, **({} if body is None else {"json": body}))
+            assert r.status_code == 401, (headers, path, r.text)
+            assert said in r.json()["detail"] and r.headers["www-authenticate"].startswith("Bearer")
+    assert client.get("/vms", headers=bearer(TOKEN)).json() == []  # nothing was placed
+    assert client.get("/machines/pm0", headers=bearer(TOKEN)).json()["status"] == "active"  # nor failed
+    assert client.post("/vms", json=vm, headers=bearer(TOKEN)).status_code == 201
+    assert client.delete("/vms/a", headers=bearer(OTHER)).status_code == 200  # either token of the file
+
+
+def test_the_probe_and_the_docs_page_need_no_token(client: TestClient) -> None:
+    assert client.get("/healthz").status_code == 200  # a kubelet's probe sends no header
+    assert client.get("/docs").status_code == 200
+    doc = client.get("/openapi.json").json()
+    assert doc["components"]["securitySchemes"] == {"bearer": {"type": "http", "scheme": "bearer"}}
+    assert (
+        doc["paths"]["/vms"]["post"]["security"] == [{"bearer": []}]
+        and "401" in doc["paths"]["/vms"]["post"]["responses"]
+    )
+    assert "security" not in doc["paths"]["/healthz"]["get"]
+
+
+def test_a_token_file_is_checked_like_a_secret(tmp_path: Path) -> None:
+    good = secret(tmp_path / "t", f"# the operators'\n\n{TOKEN}\n  {OTHER}  \n")
+    assert read_tokens(good) == (TOKEN, OTHER)
+    for text, mode, said in (
+        (TOKEN, 0o644, "can be read by other users (mode 0644)"),
+        ("# none\n\n", 0o600, "holds no token"),
+        (f"{TOKEN}\nshort\n", 0o600, "line 2, field 'token_file': a token of 5 characters is too short"),
+        ("a token with spaces in it!!\n", 0o600, "line 1, field 'token_file': a token may hold letters"),
+    ):
+        with pytest.raises(InputError, match=said.replace("(", r"\(").replace(")", r"\)")):
+            read_tokens(secret(tmp_path / "bad", text, mode))
+    with pytest.raises(InputError, match="does not exist"):
+        read_tokens(tmp_path / "nope")
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--token-file", "WIDE"], "can be read by other users"),
+        (["--token-file", "MISSING"], "does not exist"),
+        (["--tls-key", "KEY"], "--tls-cert: is needed with --tls-cert and --tls-key together"),
+        (["--tls-cert", "KEY", "--tls-key", "KEY"], "--tls-cert: "),
+        (["--tls-client-ca", "KEY"], "--tls-client-ca: needs --tls-cert and --tls-key"),
+    ],
+)
+def test_serve_refuses_a_bad_secret_before_the_database(tmp_path: Path, flags: list[str], said: str) -> None:
+    files = {"WIDE": secret(tmp_path / "wide", TOKEN, 0o644), "MISSING": tmp_path / "missing",
+             "KEY": secret(tmp_path / "k.pem", "not a key\n")}  # fmt: skip
+    db = tmp_path / "c.db"
+    r = CliRunner().invoke(cli, ["serve", "--db", str(db), *[str(files.get(f, f)) for f in flags]])
+    assert r.exit_code == 2 and said in " ".join(r.output.split()), r.output
+    assert not db.exists()
+
+
+def openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def make_pki(d: Path) -> None:
+    """A CA, a server certificate for 127.0.0.1 and a client certificate, both signed by it (EC keys: fast)."""
+    key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    openssl("req", "-x509", *key, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=dcplace-test-ca",
+            cwd=d)  # fmt: skip
+    (d / "server.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n", encoding="utf-8")
+    for name, ext in (("server", ["-extfile", "server.ext"]), ("client", [])):
+        openssl("req", *key, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}", cwd=d)
+        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+                "-out", f"{name}.pem", "-days", "2", *ext, cwd=d)  # fmt: skip
+    (d / "server.key").chmod(0o600)
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command to make certificates")
+def test_a_real_server_over_mutual_tls_with_a_token(tmp_path: Path) -> None:
+    """``dcplace serve`` over HTTPS that requires a client certificate (what kube-scheduler's ``tlsConfig`` sends)
+    and a token: a client without the certificate does not get past the handshake, one without the token gets a
+    401, one with both is served; plain HTTP is not answered."""
+    make_pki(tmp_path)
+    assert tls_context(tmp_path / "server.pem", tmp_path / "server.key", tmp_path / "ca.pem") is not None
+    tokens = secret(tmp_path / "tokens", f"{TOKEN}\n")
+    port = free_port()
+    base = f"https://127.0.0.1:{port}"
+    trusting = ssl.create_default_context(cafile=str(tmp_path / "ca.pem"))  # trusts the test CA, shows no certificate
+    with_cert = ssl.create_default_context(cafile=str(tmp_path / "ca.pem"))
+    with_cert.load_cert_chain(str(tmp_path / "client.pem"), str(tmp_path / "client.key"))
+    pki = {f: str(tmp_path / n) for f, n in (("--tls-cert", "server.pem"), ("--tls-key", "server.key"),
+                                              ("--tls-client-ca", "ca.pem"))}  # fmt: skip
+    flags = [x for kv in pki.items() for x in kv]
+    probe = httpx.Client(base_url=base, verify=with_cert)  # kept open: kube-scheduler keeps its connections
+    proc = start_serve(tmp_path / "c.db", port, "--token-file", str(tokens), *flags, probe=probe)
+    try:
+        with httpx.Client(base_url=base, verify=with_cert, timeout=10) as ok:
+            assert ok.post("/machines", json={"id": "pm0", "cpu": 8, "mem": 16}).status_code == 401
+            r = ok.post("/machines", json={"id": "pm0", "cpu": 8, "mem": 16}, headers=bearer(TOKEN))
+            assert r.status_code == 201, r.text
+            assert ok.get("/machines", headers=bearer(TOKEN)).json()[0]["id"] == "pm0"
+        with httpx.Client(base_url=base, verify=trusting, timeout=10) as no_cert:
+            with pytest.raises(httpx.TransportError):  # the handshake (or the first read) fails: no certificate
+                no_cert.get("/machines", headers=bearer(TOKEN))
+        with pytest.raises(httpx.TransportError):
+            httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5)
+    finally:
+        proc.send_signal(signal.SIGTERM)  # an idle TLS connection held the stop 30 s; --stop-timeout is 10 s
+        try:
+            proc.wait(25)
+        finally:
+            probe.close()
+            proc.kill()
