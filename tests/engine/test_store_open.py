@@ -85,18 +85,7 @@ def test_the_schema_version_is_recorded_a_newer_one_refused_an_older_one_upgrade
     conn.close()
     _refused(db, "was written by a newer dcplace")  # refused before anything is written
     old = tmp_path / "old.db"  # schema 0: before VMs could be pinned, before versions were recorded
-    with sqlite3.connect(old) as conn:
-        conn.executescript(
-            "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
-            "CREATE TABLE machines (id TEXT PRIMARY KEY, slot INTEGER NOT NULL UNIQUE, rack TEXT, status TEXT NOT "
-            "NULL, capacity TEXT NOT NULL);"
-            "CREATE TABLE vms (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, machine TEXT NOT NULL,"
-            " node INTEGER, cpu REAL NOT NULL, mem REAL NOT NULL, multi INTEGER NOT NULL);"
-            "INSERT INTO meta VALUES ('numa', '2');"
-            "INSERT INTO machines VALUES ('m0', 0, NULL, 'active', '[[16, 32], [16, 32]]');"
-            "INSERT INTO vms (id, machine, node, cpu, mem, multi) VALUES ('a', 'm0', 0, 1, 2, 0);"
-        )
-    conn.close()
+    _old_database(old, 0)
     e = PlacementEngine.open(old)
     assert [v.id for v in e.vms()] == ["a"]
     e.close()
@@ -109,20 +98,7 @@ def test_a_schema_1_database_gets_the_uid_column_and_keeps_its_vms(tmp_path: Pat
     """Schema 1 (pinned, no uid; written until 2026-11-28): opened, its VMs have no uid, and a VM placed with one
     keeps it through a restart."""
     old = tmp_path / "one.db"
-    with sqlite3.connect(old) as conn:
-        conn.executescript(
-            "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
-            "CREATE TABLE machines (id TEXT PRIMARY KEY, slot INTEGER NOT NULL UNIQUE, rack TEXT, status TEXT NOT "
-            "NULL, capacity TEXT NOT NULL);"
-            "CREATE TABLE vms (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, machine TEXT NOT NULL,"
-            " node INTEGER, cpu REAL NOT NULL, mem REAL NOT NULL, multi INTEGER NOT NULL, pinned INTEGER NOT NULL "
-            "DEFAULT 0);"
-            "INSERT INTO meta VALUES ('numa', '2');"
-            "INSERT INTO machines VALUES ('m0', 0, NULL, 'active', '[[16, 32], [16, 32]]');"
-            "INSERT INTO vms (id, machine, node, cpu, mem, multi, pinned) VALUES ('a', 'm0', 0, 1, 2, 0, 1);"
-            "PRAGMA user_version = 1;"
-        )
-    conn.close()
+    _old_database(old, 1)
     e = PlacementEngine.open(old)
     assert e.vm_page().uids == [None] and e.pinned == {"a"}
     e.place(VmRequest("b", 1.0, 2.0, uid="pod-uid-1"))
@@ -331,3 +307,23 @@ def test_a_link_to_a_database_not_made_yet_makes_it_there(tmp_path: Path) -> Non
     with pytest.raises(InputError, match="NUMA nodes, not 4"):  # a refused open of a new file through a link
         PlacementEngine.open(link, numa=4)
     assert target.is_file()  # not new: kept
+
+
+def _old_database(path: Path, version: int) -> None:
+    """A database as dcplace wrote it at schema ``version``: 0 (no ``pinned``, no recorded version) or 1 (no
+    ``uid``), holding machine m0 and VM a (pinned at schema 1)."""
+    pinned = ", pinned INTEGER NOT NULL DEFAULT 0" if version >= 1 else ""
+    with sqlite3.connect(path) as conn:
+        conn.executescript(
+            "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+            "CREATE TABLE machines (id TEXT PRIMARY KEY, slot INTEGER NOT NULL UNIQUE, rack TEXT, status TEXT NOT "
+            "NULL, capacity TEXT NOT NULL);"
+            "CREATE TABLE vms (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, machine TEXT NOT NULL,"
+            f" node INTEGER, cpu REAL NOT NULL, mem REAL NOT NULL, multi INTEGER NOT NULL{pinned});"
+            "INSERT INTO meta VALUES ('numa', '2');"
+            "INSERT INTO machines VALUES ('m0', 0, NULL, 'active', '[[16, 32], [16, 32]]');"
+            f"INSERT INTO vms (id, machine, node, cpu, mem, multi{', pinned' if pinned else ''}) "
+            f"VALUES ('a', 'm0', 0, 1, 2, 0{', 1' if pinned else ''});"
+            f"PRAGMA user_version = {version};"
+        )  # fmt: skip
+    conn.close()
