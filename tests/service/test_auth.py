@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
 import shutil
 import signal
 import ssl
@@ -18,7 +20,7 @@ from dcplace.cli.main import app as cli
 from dcplace.engine import PlacementEngine
 from dcplace.errors import InputError
 from dcplace.service import create_app
-from dcplace.service.auth import read_tokens, tls_context
+from dcplace.service.auth import BearerAuth, read_tokens, tls_context
 
 from .conftest import free_port, start_serve
 
@@ -76,24 +78,49 @@ def test_the_probe_and_the_docs_page_need_no_token(client: TestClient) -> None:
 
 
 def test_a_token_file_is_checked_like_a_secret(tmp_path: Path) -> None:
-    good = secret(tmp_path / "t", f"# the operators'\n\n{TOKEN}\n  {OTHER}  \n")
+    good = secret(tmp_path / "t", f"\ufeff# the operators'\r\n\n{TOKEN}\r\n  {OTHER}  \n")  # a BOM, CRLF
     assert read_tokens(good) == (TOKEN, OTHER)
+    assert read_tokens(secret(tmp_path / "g", TOKEN, 0o440)) == (TOKEN,)  # a Secret under fsGroup: group-readable
     for text, mode, said in (
-        (TOKEN, 0o644, "can be read by other users (mode 0644)"),
+        (TOKEN, 0o644, "is open to every user on this machine (mode 0644)"),
+        (TOKEN, 0o602, "is open to every user on this machine (mode 0602)"),
         ("# none\n\n", 0o600, "holds no token"),
         (f"{TOKEN}\nshort\n", 0o600, "line 2, field 'token_file': a token of 5 characters is too short"),
         ("a token with spaces in it!!\n", 0o600, "line 1, field 'token_file': a token may hold letters"),
+        ("A" * 40, 0o600, "a token of 1 distinct characters is easy to guess"),
+        ("x" * (64 * 1024 + 1), 0o600, "is over 65,536 bytes"),
     ):
         with pytest.raises(InputError, match=said.replace("(", r"\(").replace(")", r"\)")):
             read_tokens(secret(tmp_path / "bad", text, mode))
     with pytest.raises(InputError, match="does not exist"):
         read_tokens(tmp_path / "nope")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo, 0o600)  # no writer: reading it held the start forever
+    with pytest.raises(InputError, match="is not a regular file"):
+        read_tokens(fifo)
+    with pytest.raises(InputError, match="is not a regular file"):
+        read_tokens(Path("/dev/zero"))  # it grew the process to 2.5 GB in 4 s
+
+
+def test_a_websocket_is_not_let_past_without_a_token() -> None:
+    async def app(scope: dict, receive: object, send: object) -> None:
+        raise AssertionError("reached the application")
+
+    sent: list[dict] = []
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    asyncio.run(BearerAuth(app, (TOKEN,))({"type": "websocket", "path": "/vms", "headers": []}, None, send))
+    assert sent == [{"type": "websocket.close", "code": 1008}]
 
 
 @pytest.mark.parametrize(
     ("flags", "said"),
     [
-        (["--token-file", "WIDE"], "can be read by other users"),
+        (["--token-file", "WIDE"], "error: --token-file /"),
+        (["--tls-cert", "CERT", "--tls-key", "WIDEKEY"], "wk.pem: is open to every user"),
+        (["--probe-port", "PORT"], "--probe-port: must be a TCP port from 1 to 65535 other than --port"),
         (["--token-file", "MISSING"], "does not exist"),
         (["--tls-key", "KEY"], "--tls-cert: is needed with --tls-cert and --tls-key together"),
         (["--tls-cert", "KEY", "--tls-key", "KEY"], "--tls-cert: "),
@@ -102,7 +129,8 @@ def test_a_token_file_is_checked_like_a_secret(tmp_path: Path) -> None:
 )
 def test_serve_refuses_a_bad_secret_before_the_database(tmp_path: Path, flags: list[str], said: str) -> None:
     files = {"WIDE": secret(tmp_path / "wide", TOKEN, 0o644), "MISSING": tmp_path / "missing",
-             "KEY": secret(tmp_path / "k.pem", "not a key\n")}  # fmt: skip
+             "KEY": secret(tmp_path / "k.pem", "not a key\n"), "CERT": secret(tmp_path / "c.pem", "x\n"),
+             "WIDEKEY": secret(tmp_path / "wk.pem", "x\n", 0o644), "PORT": "8000"}  # fmt: skip
     db = tmp_path / "c.db"
     r = CliRunner().invoke(cli, ["serve", "--db", str(db), *[str(files.get(f, f)) for f in flags]])
     assert r.exit_code == 2 and said in " ".join(r.output.split()), r.output
@@ -123,7 +151,8 @@ def make_pki(d: Path) -> None:
         openssl("req", *key, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}", cwd=d)
         openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
                 "-out", f"{name}.pem", "-days", "2", *ext, cwd=d)  # fmt: skip
-    (d / "server.key").chmod(0o600)
+    for name in ("ca.key", "server.key", "client.key"):
+        (d / name).chmod(0o600)
 
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command to make certificates")
@@ -133,6 +162,11 @@ def test_a_real_server_over_mutual_tls_with_a_token(tmp_path: Path) -> None:
     401, one with both is served; plain HTTP is not answered."""
     make_pki(tmp_path)
     assert tls_context(tmp_path / "server.pem", tmp_path / "server.key", tmp_path / "ca.pem") is not None
+    openssl("pkey", "-in", "server.key", "-aes256", "-passout", "pass:pw", "-out", "locked.key", cwd=tmp_path)
+    (tmp_path / "locked.key").chmod(0o600)
+    with pytest.raises(InputError, match="is encrypted"):  # it asked for the passphrase twice, then a traceback
+        tls_context(tmp_path / "server.pem", tmp_path / "locked.key", None)
+    probe_port = free_port()
     tokens = secret(tmp_path / "tokens", f"{TOKEN}\n")
     port = free_port()
     base = f"https://127.0.0.1:{port}"
@@ -143,13 +177,20 @@ def test_a_real_server_over_mutual_tls_with_a_token(tmp_path: Path) -> None:
                                               ("--tls-client-ca", "ca.pem"))}  # fmt: skip
     flags = [x for kv in pki.items() for x in kv]
     probe = httpx.Client(base_url=base, verify=with_cert)  # kept open: kube-scheduler keeps its connections
-    proc = start_serve(tmp_path / "c.db", port, "--token-file", str(tokens), *flags, probe=probe)
+    proc = start_serve(tmp_path / "c.db", port, "--token-file", str(tokens), "--probe-port", str(probe_port), *flags,
+                       probe=probe)  # fmt: skip
     try:
         with httpx.Client(base_url=base, verify=with_cert, timeout=10) as ok:
             assert ok.post("/machines", json={"id": "pm0", "cpu": 8, "mem": 16}).status_code == 401
             r = ok.post("/machines", json={"id": "pm0", "cpu": 8, "mem": 16}, headers=bearer(TOKEN))
             assert r.status_code == 201, r.text
             assert ok.get("/machines", headers=bearer(TOKEN)).json()[0]["id"] == "pm0"
+            # kube-scheduler shows its certificate and sends no token: the extender's routes take the certificate
+            f = ok.post("/extender/filter", json={"Pod": {"metadata": {"name": "p"}}, "NodeNames": ["pm0"]})
+            assert f.status_code == 200 and f.json()["NodeNames"] == ["pm0"], f.text
+        # a kubelet's probe shows no certificate: the probe port answers /healthz in plain HTTP, and nothing else
+        assert httpx.get(f"http://127.0.0.1:{probe_port}/healthz", timeout=5).json()["machines"] == 1
+        assert httpx.get(f"http://127.0.0.1:{probe_port}/vms", timeout=5).status_code == 404
         with httpx.Client(base_url=base, verify=trusting, timeout=10) as no_cert:
             with pytest.raises(httpx.TransportError):  # the handshake (or the first read) fails: no certificate
                 no_cert.get("/machines", headers=bearer(TOKEN))

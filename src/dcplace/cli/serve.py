@@ -20,15 +20,22 @@ if TYPE_CHECKING:
     from dcplace.engine import PlacementEngine
 
 
+_SECRET_FLAGS = ("token_file", "tls_cert", "tls_key", "tls_client_ca")
+"""Flags naming a file whose refusal names the flag, the file and the line (not a CSV's "field")."""
+
+
 def _fail(exc: InputError) -> NoReturn:
     if exc.path is None and exc.field is not None:
         typer.echo(f"error: --{exc.field.replace('_', '-')}: {exc.detail}", err=True)
+    elif exc.field in _SECRET_FLAGS:
+        line = f", line {exc.line}" if exc.line is not None else ""
+        typer.echo(f"error: --{exc.field.replace('_', '-')} {exc.path}{line}: {exc.detail}", err=True)
     else:
         typer.echo(f"error: {exc}", err=True)
     raise typer.Exit(2)
 
 
-def _check_listen(host: str, port: int) -> None:
+def _check_listen(host: str, port: int, flag: str = "port") -> None:
     """Refuse, before opening the database, an address this process cannot listen on (in use, not this machine's,
     a privileged port): uvicorn would print its own error and exit 3 after the engine was opened."""
     import socket
@@ -43,7 +50,7 @@ def _check_listen(host: str, port: int) -> None:
         try:
             sock.bind(addr)
         except OSError as exc:
-            _fail(InputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}", field="port"))
+            _fail(InputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}", field=flag))
 
 
 def serve(
@@ -84,6 +91,13 @@ def serve(
         ),
     ] = None,
     port: Annotated[int, typer.Option(help="TCP port")] = 8000,
+    probe_port: Annotated[
+        int | None,
+        typer.Option(
+            help="also answer GET /healthz, and nothing else, in plain HTTP on this port: for probes that show no "
+            "client certificate (a kubelet's, with --tls-client-ca)"
+        ),
+    ] = None,
     numa: Annotated[int, typer.Option(help="NUMA nodes per machine (fixed per database)")] = 2,
     machines: Annotated[
         Path | None,
@@ -148,6 +162,8 @@ def serve(
         _fail(InputError(f"must be one of {', '.join(LOG_LEVELS)}, not {log_level!r}", field="log_level"))
     if not 1 <= port <= 65535:
         _fail(InputError(f"must be a TCP port from 1 to 65535, not {port}", field="port"))
+    if probe_port is not None and not (1 <= probe_port <= 65535 and probe_port != port):
+        _fail(InputError(f"must be a TCP port from 1 to 65535 other than --port, not {probe_port}", field="probe_port"))
     from dcplace.service.auth import read_tokens, tls_context
 
     try:  # before the database: a refused secret leaves no new file behind
@@ -165,6 +181,8 @@ def serve(
                 _fail(InputError("applies to background re-optimisation only: add --reoptimise-every or "
                                  "--reoptimise-below", field=name))  # fmt: skip
     _check_listen(host, port)
+    if probe_port is not None:
+        _check_listen(host, probe_port, "probe_port")
     reopt = None
     try:
         if reoptimise_every is not None or reoptimise_below is not None:
@@ -206,8 +224,20 @@ def serve(
     typer.echo(f"dcplace serve: {sum(s['machines'].values())} machines, {s['vms']} VMs from {db}; policy "
                f"{engine.default_policy.name} (ready in {warm_s:.1f} s); {scheme}://{host}:{port} (docs at /docs); "
                f"{' and '.join(guard) if guard else 'no authentication'}", err=True)  # fmt: skip
+    from dcplace.service.app import is_loopback
+
+    if tokens and tls is None and not is_loopback(host):
+        typer.echo(f"dcplace serve: warning: tokens sent over plain HTTP on {host} can be read on the way and "
+                   "replayed: add --tls-cert and --tls-key", err=True)  # fmt: skip
     _log_to_stderr(LOG_LEVELS[log_level])
+    probe = None
     try:
+        if probe_port is not None:
+            from dcplace.service.probe import ProbeServer
+
+            probe = ProbeServer(engine, host, probe_port)
+            probe.start()
+            typer.echo(f"dcplace serve: GET /healthz also on http://{host}:{probe_port}", err=True)
         uvicorn.run(
             create_app(
                 engine,
@@ -217,6 +247,7 @@ def serve(
                 allowed_hosts=_allowed_hosts(host, allowed_host or []),
                 allowed_origins=tuple(allowed_host or []),
                 tokens=tokens,
+                client_certs=tls_client_ca is not None,
             ),
             host=host,
             port=port,
@@ -229,6 +260,8 @@ def serve(
     except (KeyboardInterrupt, Terminated):  # uvicorn shut down gracefully, then re-raised the signal to us
         typer.echo(f"dcplace serve: stopped; every acknowledged change is durable in {db}", err=True)
     finally:
+        if probe is not None:
+            probe.stop()
         engine.close()
 
 

@@ -62,7 +62,7 @@ from dcplace.service.answers import (
     validation_sentence,
     vm_json,
 )
-from dcplace.service.auth import OPEN_PATHS, BearerAuth
+from dcplace.service.auth import CERT_ONLY, OPEN_PATHS, BearerAuth
 from dcplace.service.extender import add_extender_routes
 from dcplace.service.hotpath import MAX_BODY, BodyLimit, HotPaths, send_json
 from dcplace.service.metrics import Observed, ServiceMetrics
@@ -393,6 +393,7 @@ def create_app(
     allowed_hosts: tuple[str, ...] | None = None,
     allowed_origins: tuple[str, ...] = (),
     tokens: tuple[str, ...] = (),
+    client_certs: bool = False,
 ) -> FastAPI:
     """The service over ``engine`` (which it does not close). ``reopt``: re-optimise in the background whenever its
     timer or threshold is due (checked every ``check_every_s`` seconds, wall clock); the last event's report is at
@@ -400,7 +401,9 @@ def create_app(
     :class:`~dcplace.service.hotpath.HotPaths` (same answers, less CPU) instead of FastAPI's routes.
     ``allowed_hosts``: the ``Host`` names answered (None: any); ``allowed_origins``: host names whose web pages may
     change the cluster besides the service's own (a proxy's public name; :class:`BrowserGuard`); ``tokens``: the
-    bearer tokens every request but the open paths must carry (none: no check; :mod:`dcplace.service.auth`)."""
+    bearer tokens every request but the open paths must carry (none: no check; :mod:`dcplace.service.auth`);
+    ``client_certs``: every client shows a certificate (the server requires one), so the extender's routes need no
+    token (kube-scheduler sends none)."""
     last: dict[str, Any] = {}
 
     @asynccontextmanager
@@ -429,7 +432,8 @@ def create_app(
     app.add_middleware(BodyLimit, limit=max_body)
     app.add_middleware(BrowserGuard, hosts=allowed_hosts, origins=allowed_origins)  # before any body
     if tokens:
-        app.add_middleware(BearerAuth, tokens=tokens)  # outermost: nothing is read for a caller without a token
+        # outside all but Observed (401s counted): nothing is read for a caller without a token
+        app.add_middleware(BearerAuth, tokens=tokens, open_prefixes=CERT_ONLY if client_certs else ())
         _document_bearer(app)
 
     @app.exception_handler(RequestValidationError)

@@ -6,7 +6,9 @@ request but the open paths (:data:`OPEN_PATHS`: the liveness probe and the API's
 cluster data) must carry ``Authorization: Bearer <token>`` naming one of the file's tokens, or it is answered 401
 with one sentence and ``WWW-Authenticate: Bearer``, before its body is read. kube-scheduler's extender client sends
 no such header; it authenticates with a client certificate (``tlsConfig`` in its configuration), which uvicorn
-checks during the TLS handshake when ``--tls-client-ca`` is given.
+checks during the TLS handshake when ``--tls-client-ca`` is given, so with client certificates the extender's
+routes need no token (:data:`CERT_ONLY`). A kubelet's probe shows no certificate either: ``--probe-port`` answers
+``/healthz`` in plain HTTP on a port of its own (:mod:`dcplace.service.probe`).
 """
 
 from __future__ import annotations
@@ -24,30 +26,56 @@ from dcplace.service.hotpath import send_json
 OPEN_PATHS = ("/healthz", "/docs", "/docs/oauth2-redirect", "/openapi.json", "/redoc")
 """Answered without a token: the kubelet's probe (it sends no header) and the documentation page (no cluster data)."""
 OPEN_PREFIXES = ("/docs-static/",)
+CERT_ONLY = ("/extender/",)
+"""Paths that need no token when every client shows a certificate (``--tls-client-ca``): kube-scheduler's extender
+client can send a certificate but no header."""
 MIN_TOKEN = 16
 """The shortest token taken (characters): `openssl rand -hex 32` makes one of 64."""
+MIN_DISTINCT = 8
+"""The fewest distinct characters a token may have (16 times the same letter is not a secret)."""
+MAX_TOKEN_FILE = 64 * 2**10
+"""The most of a token file read (bytes): /dev/zero grew the process to 2.5 GB in 4 s."""
 _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/=")
 """RFC 6750's b64token characters: what may follow ``Bearer`` in the header."""
 
 
-def read_tokens(path: Path) -> tuple[str, ...]:
-    """The tokens in ``path``: one per line, blank lines and lines starting with ``#`` skipped. Refused (one
-    sentence naming the file, and the line where there is one): a file other users can read (it holds secrets:
-    ``chmod 600``), no token, a token shorter than :data:`MIN_TOKEN` or with characters a header cannot carry.
-    Several tokens let one be replaced without a moment when neither works (add the new, move the clients, remove
-    the old, restart)."""
+def check_secret_file(path: Path, flag: str, size: int | None = None) -> bytes:
+    """The bytes of a file holding secrets (a token file, a TLS key), read without blocking (a FIFO with no writer
+    held the start forever) and only if it is a regular file no other user can read or write (a group may read
+    it: Kubernetes mounts a Secret 0440 under ``fsGroup``). ``size``: the most read. One sentence naming ``flag``
+    otherwise."""
     try:
-        st = path.stat()
-        text = path.read_bytes().decode("utf-8")
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
-        raise InputError("does not exist", path=path, field="token_file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"cannot be read ({e})", path=path, field="token_file") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise InputError("is not a regular file", path=path, field="token_file")
-    if os.name == "posix" and st.st_mode & 0o077:
-        raise InputError(f"can be read by other users (mode {stat.S_IMODE(st.st_mode):04o}): it holds secrets, "
-                         f"so chmod 600 {path}", path=path, field="token_file")  # fmt: skip
+        raise InputError("does not exist", path=path, field=flag) from None
+    except OSError as e:
+        raise InputError(f"cannot be read ({e.strerror or e})", path=path, field=flag) from None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise InputError("is not a regular file", path=path, field=flag)
+        if os.name == "posix" and st.st_mode & 0o007:
+            raise InputError(f"is open to every user on this machine (mode {stat.S_IMODE(st.st_mode):04o}): it holds "
+                             f"secrets, so chmod o-rwx {path} (600 or 400; a Kubernetes Secret: defaultMode 0400)",
+                             path=path, field=flag)  # fmt: skip
+        data = fh.read(size if size is not None else -1)
+    return data
+
+
+def read_tokens(path: Path) -> tuple[str, ...]:
+    """The tokens in ``path``: one per line, blank lines and lines starting with ``#`` skipped (a UTF-8 byte order
+    mark too). Refused (one sentence naming the file, and the line where there is one): a file every user can read
+    (:func:`check_secret_file`), one over :data:`MAX_TOKEN_FILE`, no token, a token shorter than :data:`MIN_TOKEN`,
+    with fewer than :data:`MIN_DISTINCT` distinct characters or with characters a header cannot carry. Several
+    tokens let one be replaced without a moment when neither works (add the new, restart, move the clients, remove
+    the old, restart)."""
+    data = check_secret_file(path, "token_file", MAX_TOKEN_FILE + 1)
+    if len(data) > MAX_TOKEN_FILE:
+        raise InputError(f"is over {MAX_TOKEN_FILE:,} bytes: not a token file", path=path, field="token_file")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise InputError(f"is not UTF-8 text ({e.reason})", path=path, field="token_file") from None
     tokens: list[str] = []
     for line, raw in enumerate(text.splitlines(), 1):
         token = raw.strip()
@@ -59,6 +87,10 @@ def read_tokens(path: Path) -> tuple[str, ...]:
         if not set(token) <= _TOKEN_CHARS:
             raise InputError("a token may hold letters, digits and - . _ ~ + / = only (what a Bearer header "
                              "carries)", path=path, line=line, field="token_file")  # fmt: skip
+        if len(set(token)) < MIN_DISTINCT:
+            raise InputError(f"a token of {len(set(token))} distinct characters is easy to guess (at least "
+                             f"{MIN_DISTINCT}; openssl rand -hex 32 makes one)", path=path, line=line,
+                             field="token_file")  # fmt: skip
         tokens.append(token)
     if not tokens:
         raise InputError("holds no token (one per line)", path=path, field="token_file")
@@ -81,8 +113,12 @@ def tls_context(cert: Path | None, key: Path | None, client_ca: Path | None) -> 
     for flag, f in (("tls_cert", cert), ("tls_key", key), ("tls_client_ca", client_ca)):
         if f is not None and not f.is_file():
             raise InputError(f"{f} does not exist or is not a file", field=flag)
+    pem = check_secret_file(key, "tls_key", 1 << 20)
+    if b"ENCRYPTED" in pem:  # OpenSSL would ask for its passphrase on the terminal, then uvicorn again
+        raise InputError("is encrypted: dcplace serve needs the key without a passphrase (openssl pkey -in KEY "
+                         "-out PLAIN)", path=key, field="tls_key")  # fmt: skip
     try:
-        ctx.load_cert_chain(str(cert), str(key))
+        ctx.load_cert_chain(str(cert), str(key), password=lambda: b"")
     except (ssl.SSLError, OSError) as e:
         raise InputError(f"{cert} and {key} are not a PEM certificate and its private key ({_why(e)})",
                          field="tls_cert") from None  # fmt: skip
@@ -103,12 +139,18 @@ class BearerAuth:
     """ASGI middleware, outermost: a request to any path but the open ones without ``Authorization: Bearer <one of
     tokens>`` is answered 401 (module docstring). Tokens are compared in constant time, every one of them."""
 
-    def __init__(self, app: Any, tokens: tuple[str, ...]) -> None:
+    def __init__(self, app: Any, tokens: tuple[str, ...], open_prefixes: tuple[str, ...] = ()) -> None:
+        """``open_prefixes``: paths answered without a token besides :data:`OPEN_PATHS` (:data:`CERT_ONLY` where
+        every client shows a certificate)."""
         self.app = app
         self.tokens = tuple(t.encode() for t in tokens)
+        self.prefixes = OPEN_PREFIXES + tuple(open_prefixes)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or self._open(scope["path"]):
+        if scope["type"] == "websocket":  # none is served; a socket is not let past without a token either
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        if scope["type"] != "http" or self._open(scope["path"]):  # lifespan: the application's start and stop
             await self.app(scope, receive, send)
             return
         header = next((v for k, v in scope["headers"] if k == b"authorization"), None)
@@ -118,9 +160,8 @@ class BearerAuth:
             return
         await send_json(send, (401, {"detail": why}), [(b"www-authenticate", b'Bearer realm="dcplace"')])
 
-    @staticmethod
-    def _open(path: str) -> bool:
-        return path in OPEN_PATHS or path.startswith(OPEN_PREFIXES)
+    def _open(self, path: str) -> bool:
+        return path in OPEN_PATHS or path.startswith(self.prefixes)
 
     def _refusal(self, header: bytes | None) -> str | None:
         """None for a header naming a token, else why not (one sentence; it never says which part was wrong)."""

@@ -1,0 +1,61 @@
+"""``GET /healthz`` in plain HTTP on a port of its own (``dcplace serve --probe-port``), for probes that cannot show a
+client certificate: with ``--tls-client-ca`` the main port refuses every TLS handshake without one, and a kubelet's
+HTTPS probe shows none, so the pod failed every probe and restarted in a loop (a security review, 2026-11-28).
+
+The port answers ``/healthz`` only (the same answer as the main port's: the machine and VM counts, 503 once the
+database failed) and 404 to anything else, so it exposes nothing that changes or lists the cluster. It runs in a
+thread of its own with its own event loop, started before the main server and stopped after it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from dcplace.engine import PlacementEngine
+from dcplace.engine.store import StoreError
+from dcplace.service.hotpath import send_json
+
+
+def probe_app(engine: PlacementEngine) -> Any:
+    """The probe port's ASGI application: ``GET`` / ``HEAD /healthz``, nothing else."""
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        if scope["path"] != "/healthz" or scope["method"] not in ("GET", "HEAD"):
+            await send_json(send, (404, {"detail": "this port answers GET /healthz only"}))
+            return
+        try:
+            answer: tuple[int, dict[str, Any]] = (200, {"status": "ok", **engine.health()})
+        except StoreError as e:
+            answer = (503, {"detail": str(e)})
+        await send_json(send, answer)
+
+    return app
+
+
+class ProbeServer:
+    """uvicorn serving :func:`probe_app` on ``host:port`` in a daemon thread (signals stay the main server's)."""
+
+    def __init__(self, engine: PlacementEngine, host: str, port: int) -> None:
+        import uvicorn
+
+        config = uvicorn.Config(probe_app(engine), host=host, port=port, log_level="warning", lifespan="off",
+                                access_log=False)  # fmt: skip
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, name="dcplace-probe", daemon=True)
+
+    def start(self, timeout_s: float = 20.0) -> None:
+        """Start and wait until it listens (RuntimeError if it does not within ``timeout_s``)."""
+        self.thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the probe port did not start listening")
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
