@@ -9,6 +9,7 @@ import shutil
 import signal
 import ssl
 import subprocess
+import time
 from pathlib import Path
 
 import httpx
@@ -203,3 +204,40 @@ def test_a_real_server_over_mutual_tls_with_a_token(tmp_path: Path) -> None:
         finally:
             probe.close()
             proc.kill()
+
+
+def test_sighup_replaces_the_tokens_without_a_restart(tmp_path: Path) -> None:
+    """Rotation without a gap or a restart: the new token is taken on SIGHUP and the old one refused; a file refused
+    on a later SIGHUP (other users can read it) keeps the tokens in use and says why."""
+    tokens = secret(tmp_path / "tokens", f"{TOKEN}\n")
+    port = free_port()
+    proc = start_serve(tmp_path / "c.db", port, "--token-file", str(tokens))
+    base = f"http://127.0.0.1:{port}"
+
+    def status(token: str) -> int:
+        return httpx.get(f"{base}/state", headers=bearer(token), timeout=5).status_code
+
+    def after_sighup(want: tuple[int, int]) -> tuple[int, int]:
+        proc.send_signal(signal.SIGHUP)
+        got = (0, 0)
+        for _ in range(100):  # the handler runs when the server's loop next wakes: poll, at most 10 s
+            got = (status(TOKEN), status(OTHER))
+            if got == want:
+                break
+            time.sleep(0.1)
+        return got
+
+    try:
+        assert (status(TOKEN), status(OTHER)) == (200, 401)
+        secret(tokens, f"{TOKEN}\n{OTHER}\n")  # add the new one
+        assert after_sighup((200, 200)) == (200, 200)
+        secret(tokens, f"{OTHER}\n")  # clients moved: remove the old one
+        assert after_sighup((401, 200)) == (401, 200)
+        secret(tokens, f"{TOKEN}\n", 0o644)  # refused: the tokens in use stay
+        proc.send_signal(signal.SIGHUP)
+        time.sleep(0.5)
+        assert (status(TOKEN), status(OTHER)) == (401, 200)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    assert "SIGHUP: kept the 1 token(s) in use" in err.decode() and "is open to every user" in err.decode()

@@ -78,7 +78,7 @@ def serve(
         Path | None,
         typer.Option(
             help="bearer tokens, one per line (mode 600): every request but /healthz and the docs page must send "
-            "Authorization: Bearer <one of them>, else 401"
+            "Authorization: Bearer <one of them>, else 401; re-read on SIGHUP"
         ),
     ] = None,
     tls_cert: Annotated[Path | None, typer.Option(help="serve HTTPS with this PEM certificate (chain)")] = None,
@@ -230,6 +230,11 @@ def serve(
         typer.echo(f"dcplace serve: warning: tokens sent over plain HTTP on {host} can be read on the way and "
                    "replayed: add --tls-cert and --tls-key", err=True)  # fmt: skip
     _log_to_stderr(LOG_LEVELS[log_level])
+    from dcplace.service.auth import Tokens
+
+    held = Tokens(tokens) if tokens else ()
+    if isinstance(held, Tokens) and token_file is not None:
+        _reread_on_sighup(held, token_file)
     probe = None
     try:
         if probe_port is not None:
@@ -246,7 +251,7 @@ def serve(
                 max_body=int(max_body_mb * 2**20),
                 allowed_hosts=_allowed_hosts(host, allowed_host or []),
                 allowed_origins=tuple(allowed_host or []),
-                tokens=tokens,
+                tokens=held,
                 client_certs=tls_client_ca is not None,
             ),
             host=host,
@@ -379,6 +384,27 @@ def stream(
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None)
 app.command("serve")(serve)
+
+
+def _reread_on_sighup(held: Any, path: Path) -> None:
+    """On SIGHUP, read ``path`` again and take its tokens (a token replaced without a restart: add the new one,
+    SIGHUP, move the clients, remove the old one, SIGHUP); a file that is refused keeps the tokens in use, and says
+    why on stderr."""
+    import signal
+
+    from dcplace.service.auth import read_tokens
+
+    def reread(signum: int, frame: object) -> None:
+        try:
+            new = read_tokens(path)
+        except InputError as exc:
+            typer.echo(f"dcplace serve: warning: SIGHUP: kept the {len(held)} token(s) in use: {exc}", err=True)
+            return
+        held.replace(new)
+        typer.echo(f"dcplace serve: SIGHUP: {len(new)} token(s) from {path}", err=True)
+
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, reread)
 
 
 def _tls_options(cert: Path | None, key: Path | None, client_ca: Path | None) -> dict[str, Any]:

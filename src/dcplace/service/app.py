@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import AsyncIterator, MutableMapping
+from collections.abc import AsyncIterator, MutableMapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict
 from typing import Annotated, Any
@@ -62,7 +62,7 @@ from dcplace.service.answers import (
     validation_sentence,
     vm_json,
 )
-from dcplace.service.auth import CERT_ONLY, OPEN_PATHS, BearerAuth
+from dcplace.service.auth import CERT_ONLY, OPEN_PATHS, BearerAuth, Tokens
 from dcplace.service.extender import add_extender_routes
 from dcplace.service.hotpath import MAX_BODY, BodyLimit, HotPaths, send_json
 from dcplace.service.metrics import Observed, ServiceMetrics
@@ -392,7 +392,7 @@ def create_app(
     max_body: int = MAX_BODY,
     allowed_hosts: tuple[str, ...] | None = None,
     allowed_origins: tuple[str, ...] = (),
-    tokens: tuple[str, ...] = (),
+    tokens: Sequence[str] | Tokens = (),
     client_certs: bool = False,
 ) -> FastAPI:
     """The service over ``engine`` (which it does not close). ``reopt``: re-optimise in the background whenever its
@@ -401,7 +401,8 @@ def create_app(
     :class:`~dcplace.service.hotpath.HotPaths` (same answers, less CPU) instead of FastAPI's routes.
     ``allowed_hosts``: the ``Host`` names answered (None: any); ``allowed_origins``: host names whose web pages may
     change the cluster besides the service's own (a proxy's public name; :class:`BrowserGuard`); ``tokens``: the
-    bearer tokens every request but the open paths must carry (none: no check; :mod:`dcplace.service.auth`);
+    bearer tokens every request but the open paths must carry (none: no check; a :class:`Tokens` to replace them
+    while the service runs; :mod:`dcplace.service.auth`);
     ``client_certs``: every client shows a certificate (the server requires one), so the extender's routes need no
     token (kube-scheduler sends none)."""
     last: dict[str, Any] = {}
@@ -431,9 +432,10 @@ def create_app(
     app.add_middleware(HeadAsGet)
     app.add_middleware(BodyLimit, limit=max_body)
     app.add_middleware(BrowserGuard, hosts=allowed_hosts, origins=allowed_origins)  # before any body
-    if tokens:
+    if len(tokens):
+        held = tokens if isinstance(tokens, Tokens) else Tokens(tokens)
         # outside all but Observed (401s counted): nothing is read for a caller without a token
-        app.add_middleware(BearerAuth, tokens=tokens, open_prefixes=CERT_ONLY if client_certs else ())
+        app.add_middleware(BearerAuth, tokens=held, open_prefixes=CERT_ONLY if client_certs else ())
         _document_bearer(app)
 
     @app.exception_handler(RequestValidationError)

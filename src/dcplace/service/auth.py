@@ -17,6 +17,7 @@ import hmac
 import os
 import ssl
 import stat
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -67,8 +68,8 @@ def read_tokens(path: Path) -> tuple[str, ...]:
     mark too). Refused (one sentence naming the file, and the line where there is one): a file every user can read
     (:func:`check_secret_file`), one over :data:`MAX_TOKEN_FILE`, no token, a token shorter than :data:`MIN_TOKEN`,
     with fewer than :data:`MIN_DISTINCT` distinct characters or with characters a header cannot carry. Several
-    tokens let one be replaced without a moment when neither works (add the new, restart, move the clients, remove
-    the old, restart)."""
+    tokens let one be replaced without a moment when neither works (add the new, SIGHUP, move the clients, remove
+    the old, SIGHUP: ``dcplace serve`` reads the file again on SIGHUP)."""
     data = check_secret_file(path, "token_file", MAX_TOKEN_FILE + 1)
     if len(data) > MAX_TOKEN_FILE:
         raise InputError(f"is over {MAX_TOKEN_FILE:,} bytes: not a token file", path=path, field="token_file")
@@ -135,15 +136,40 @@ def _why(e: BaseException) -> str:
     return str(getattr(e, "reason", None) or e).strip() or type(e).__name__
 
 
+class Tokens:
+    """The tokens a service takes, replaceable while it runs (``dcplace serve`` re-reads its ``--token-file`` on
+    SIGHUP): a request is checked against the set before or the set after a change, never a mix."""
+
+    def __init__(self, tokens: Iterable[str]) -> None:
+        self.replace(tokens)
+
+    def replace(self, tokens: Iterable[str]) -> None:
+        encoded = tuple(t.encode() for t in tokens)
+        if not encoded:
+            raise ValueError("a service that checks tokens needs at least one")
+        self._tokens = encoded  # one assignment: what a request reads is one whole set
+
+    def __len__(self) -> int:
+        return len(self._tokens)
+
+    def match(self, given: bytes) -> bool:
+        """Whether ``given`` is one of the tokens, compared in constant time with every one of them (the time says
+        nothing about which matched, or how much of one)."""
+        ok = False
+        for token in self._tokens:
+            ok |= hmac.compare_digest(given, token)
+        return ok
+
+
 class BearerAuth:
     """ASGI middleware, outermost: a request to any path but the open ones without ``Authorization: Bearer <one of
     tokens>`` is answered 401 (module docstring). Tokens are compared in constant time, every one of them."""
 
-    def __init__(self, app: Any, tokens: tuple[str, ...], open_prefixes: tuple[str, ...] = ()) -> None:
+    def __init__(self, app: Any, tokens: Tokens, open_prefixes: tuple[str, ...] = ()) -> None:
         """``open_prefixes``: paths answered without a token besides :data:`OPEN_PATHS` (:data:`CERT_ONLY` where
         every client shows a certificate)."""
         self.app = app
-        self.tokens = tuple(t.encode() for t in tokens)
+        self.tokens = tokens
         self.prefixes = OPEN_PREFIXES + tuple(open_prefixes)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -170,8 +196,4 @@ class BearerAuth:
         scheme, _, given = header.partition(b" ")
         if scheme.lower() != b"bearer" or not given.strip():
             return "the Authorization header must be Bearer <token>"
-        given = given.strip()
-        ok = False
-        for token in self.tokens:  # all of them, whatever matched: the time says nothing about which
-            ok |= hmac.compare_digest(given, token)
-        return None if ok else "the token is not one this service takes"
+        return None if self.tokens.match(given.strip()) else "the token is not one this service takes"
