@@ -21,7 +21,7 @@ from dcplace.cli.main import app as cli
 from dcplace.engine import PlacementEngine
 from dcplace.errors import InputError
 from dcplace.service import create_app
-from dcplace.service.auth import BearerAuth, read_tokens, tls_context
+from dcplace.service.auth import BearerAuth, Tokens, read_tokens, tls_context
 
 from .conftest import free_port, start_serve
 
@@ -85,6 +85,7 @@ def test_a_token_file_is_checked_like_a_secret(tmp_path: Path) -> None:
     for text, mode, said in (
         (TOKEN, 0o644, "is open to every user on this machine (mode 0644)"),
         (TOKEN, 0o602, "is open to every user on this machine (mode 0602)"),
+        (TOKEN, 0o620, "is writable by its group (mode 0620)"),  # a group member could add a token
         ("# none\n\n", 0o600, "holds no token"),
         (f"{TOKEN}\nshort\n", 0o600, "line 2, field 'token_file': a token of 5 characters is too short"),
         ("a token with spaces in it!!\n", 0o600, "line 1, field 'token_file': a token may hold letters"),
@@ -101,6 +102,10 @@ def test_a_token_file_is_checked_like_a_secret(tmp_path: Path) -> None:
         read_tokens(fifo)
     with pytest.raises(InputError, match="is not a regular file"):
         read_tokens(Path("/dev/zero"))  # it grew the process to 2.5 GB in 4 s
+    with pytest.raises(InputError, match="is not a regular file"):
+        read_tokens(tmp_path)  # a directory was a traceback (IsADirectoryError)
+    with pytest.raises(TypeError, match="not one string"):
+        Tokens(TOKEN)  # each character would have been a token: "Bearer 7" was let in
 
 
 def test_a_websocket_is_not_let_past_without_a_token() -> None:
@@ -192,6 +197,7 @@ def test_a_real_server_over_mutual_tls_with_a_token(tmp_path: Path) -> None:
         # a kubelet's probe shows no certificate: the probe port answers /healthz in plain HTTP, and nothing else
         assert httpx.get(f"http://127.0.0.1:{probe_port}/healthz", timeout=5).json()["machines"] == 1
         assert httpx.get(f"http://127.0.0.1:{probe_port}/vms", timeout=5).status_code == 404
+        assert httpx.head(f"http://127.0.0.1:{probe_port}/healthz", timeout=5).status_code == 200
         with httpx.Client(base_url=base, verify=trusting, timeout=10) as no_cert:
             with pytest.raises(httpx.TransportError):  # the handshake (or the first read) fails: no certificate
                 no_cert.get("/machines", headers=bearer(TOKEN))
@@ -233,11 +239,19 @@ def test_sighup_replaces_the_tokens_without_a_restart(tmp_path: Path) -> None:
         assert after_sighup((200, 200)) == (200, 200)
         secret(tokens, f"{OTHER}\n")  # clients moved: remove the old one
         assert after_sighup((401, 200)) == (401, 200)
-        secret(tokens, f"{TOKEN}\n", 0o644)  # refused: the tokens in use stay
-        proc.send_signal(signal.SIGHUP)
-        time.sleep(0.5)
-        assert (status(TOKEN), status(OTHER)) == (401, 200)
+        for bad in ("WORLD", "DIR"):  # refused: the tokens in use stay
+            tokens.unlink() if tokens.is_file() else tokens.rmdir()
+            if bad == "WORLD":
+                secret(tokens, f"{TOKEN}\n", 0o644)
+            else:
+                tokens.mkdir()  # a directory escaped the handler as IsADirectoryError
+            proc.send_signal(signal.SIGHUP)
+            time.sleep(0.5)
+            assert (status(TOKEN), status(OTHER)) == (401, 200)
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=30)
-    assert "SIGHUP: kept the 1 token(s) in use" in err.decode() and "is open to every user" in err.decode()
+    said = err.decode()
+    assert "SIGHUP: kept the 1 token(s) in use" in said and "is open to every user" in said, said
+    assert "is not a regular file" in said and "Traceback" not in said and proc.returncode == 0, said
+    assert said.rstrip().splitlines()[-1].startswith("dcplace serve: stopped;")

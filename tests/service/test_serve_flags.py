@@ -78,6 +78,13 @@ def test_a_port_in_use_is_refused(tmp_path):
         res = runner.invoke(app, ["serve", "--db", str(db), "--port", str(port)])
     assert res.exit_code == 2 and f"--port: cannot listen on 127.0.0.1:{port}" in res.output
     assert not db.exists()
+    with socket.socket() as busy:  # the probe port too, and it is held from then on (no race with the start)
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken = busy.getsockname()[1]
+        res = runner.invoke(app, ["serve", "--db", str(db), "--probe-port", str(taken)])
+    assert res.exit_code == 2 and f"--probe-port: cannot listen on 127.0.0.1:{taken}" in res.output
+    assert not db.exists()
 
 
 def test_an_empty_host_means_every_interface_not_an_error():

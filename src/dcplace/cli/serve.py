@@ -6,6 +6,7 @@ continued).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sys
@@ -53,6 +54,24 @@ def _check_listen(host: str, port: int, flag: str = "port") -> None:
             _fail(InputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}", field=flag))
 
 
+def _bound(host: str, port: int, flag: str) -> Any:
+    """A socket bound to ``host:port`` now and held until a server listens on it (checked and then taken by
+    another process while the database opened, the probe port was a traceback after the start)."""
+    import socket
+
+    _check_listen(host, port, flag)
+    infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    family, kind, proto, _name, addr = infos[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(addr)
+    except OSError as exc:
+        sock.close()
+        _fail(InputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}", field=flag))
+    return sock
+
+
 def serve(
     db: Annotated[Path, typer.Option(help="SQLite database holding the cluster (created if new)")],
     policy: Annotated[str, typer.Option(help="default placement policy (see `dcplace policies`)")] = "best-fit",
@@ -94,8 +113,8 @@ def serve(
     probe_port: Annotated[
         int | None,
         typer.Option(
-            help="also answer GET /healthz, and nothing else, in plain HTTP on this port: for probes that show no "
-            "client certificate (a kubelet's, with --tls-client-ca)"
+            help="also answer GET and HEAD /healthz, and nothing else, in plain HTTP on this port: for probes that "
+            "show no client certificate (a kubelet's, with --tls-client-ca)"
         ),
     ] = None,
     numa: Annotated[int, typer.Option(help="NUMA nodes per machine (fixed per database)")] = 2,
@@ -164,13 +183,16 @@ def serve(
         _fail(InputError(f"must be a TCP port from 1 to 65535, not {port}", field="port"))
     if probe_port is not None and not (1 <= probe_port <= 65535 and probe_port != port):
         _fail(InputError(f"must be a TCP port from 1 to 65535 other than --port, not {probe_port}", field="probe_port"))
-    from dcplace.service.auth import read_tokens, tls_context
+    from dcplace.service.auth import Tokens, read_tokens, tls_context
 
     try:  # before the database: a refused secret leaves no new file behind
         tokens = () if token_file is None else read_tokens(token_file)
         tls = tls_context(tls_cert, tls_key, tls_client_ca)
     except InputError as exc:
         _fail(exc)
+    held = Tokens(tokens) if tokens else None
+    if held is not None and token_file is not None:  # from here on: a SIGHUP during the start is a re-read too
+        _reread_on_sighup(held, token_file)
     if not 1 <= stop_timeout <= 86400:
         _fail(InputError(f"must be from 1 to 86400 seconds, not {stop_timeout}", field="stop_timeout"))
     if not 0 < max_body_mb <= 2**20:  # inf was an OverflowError traceback after the database was made
@@ -181,8 +203,7 @@ def serve(
                 _fail(InputError("applies to background re-optimisation only: add --reoptimise-every or "
                                  "--reoptimise-below", field=name))  # fmt: skip
     _check_listen(host, port)
-    if probe_port is not None:
-        _check_listen(host, probe_port, "probe_port")
+    probe_sock = None if probe_port is None else _bound(host, probe_port, "probe_port")  # held: nobody takes it
     reopt = None
     try:
         if reoptimise_every is not None or reoptimise_below is not None:
@@ -230,17 +251,13 @@ def serve(
         typer.echo(f"dcplace serve: warning: tokens sent over plain HTTP on {host} can be read on the way and "
                    "replayed: add --tls-cert and --tls-key", err=True)  # fmt: skip
     _log_to_stderr(LOG_LEVELS[log_level])
-    from dcplace.service.auth import Tokens
-
-    held = Tokens(tokens) if tokens else ()
-    if isinstance(held, Tokens) and token_file is not None:
-        _reread_on_sighup(held, token_file)
     probe = None
+    stopped = False
     try:
-        if probe_port is not None:
+        if probe_sock is not None:
             from dcplace.service.probe import ProbeServer
 
-            probe = ProbeServer(engine, host, probe_port)
+            probe = ProbeServer(engine, probe_sock)
             probe.start()
             typer.echo(f"dcplace serve: GET /healthz also on http://{host}:{probe_port}", err=True)
         uvicorn.run(
@@ -251,7 +268,7 @@ def serve(
                 max_body=int(max_body_mb * 2**20),
                 allowed_hosts=_allowed_hosts(host, allowed_host or []),
                 allowed_origins=tuple(allowed_host or []),
-                tokens=held,
+                tokens=held or (),
                 client_certs=tls_client_ca is not None,
             ),
             host=host,
@@ -263,11 +280,15 @@ def serve(
             timeout_graceful_shutdown=stop_timeout,
         )
     except (KeyboardInterrupt, Terminated):  # uvicorn shut down gracefully, then re-raised the signal to us
-        typer.echo(f"dcplace serve: stopped; every acknowledged change is durable in {db}", err=True)
+        stopped = True
     finally:
-        if probe is not None:
+        if probe is not None:  # before the stopped line: its own shutdown logs came after it
             probe.stop()
+        if probe_sock is not None:
+            probe_sock.close()
         engine.close()
+    if stopped:
+        typer.echo(f"dcplace serve: stopped; every acknowledged change is durable in {db}", err=True)
 
 
 class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
@@ -389,19 +410,26 @@ app.command("serve")(serve)
 def _reread_on_sighup(held: Any, path: Path) -> None:
     """On SIGHUP, read ``path`` again and take its tokens (a token replaced without a restart: add the new one,
     SIGHUP, move the clients, remove the old one, SIGHUP); a file that is refused keeps the tokens in use, and says
-    why on stderr."""
+    why on stderr. The handler runs in the main thread between two steps of whatever runs there (the event loop):
+    it writes with ``os.write`` (a buffered write it interrupted would raise on a second one) and lets nothing
+    escape."""
+    import os
     import signal
 
     from dcplace.service.auth import read_tokens
 
+    def say(text: str) -> None:
+        with contextlib.suppress(OSError):
+            os.write(2, f"dcplace serve: {text}\n".encode(errors="replace"))
+
     def reread(signum: int, frame: object) -> None:
         try:
             new = read_tokens(path)
-        except InputError as exc:
-            typer.echo(f"dcplace serve: warning: SIGHUP: kept the {len(held)} token(s) in use: {exc}", err=True)
+            held.replace(new)
+        except Exception as exc:  # a refused file, or anything else: the tokens in use stay
+            say(f"warning: SIGHUP: kept the {len(held)} token(s) in use: {exc}")
             return
-        held.replace(new)
-        typer.echo(f"dcplace serve: SIGHUP: {len(new)} token(s) from {path}", err=True)
+        say(f"SIGHUP: {len(new)} token(s) from {path}")
 
     if hasattr(signal, "SIGHUP"):
         signal.signal(signal.SIGHUP, reread)

@@ -432,8 +432,8 @@ def create_app(
     app.add_middleware(HeadAsGet)
     app.add_middleware(BodyLimit, limit=max_body)
     app.add_middleware(BrowserGuard, hosts=allowed_hosts, origins=allowed_origins)  # before any body
-    if len(tokens):
-        held = tokens if isinstance(tokens, Tokens) else Tokens(tokens)
+    held = tokens if isinstance(tokens, Tokens) else Tokens(tokens) if tokens else None
+    if held is not None:
         # outside all but Observed (401s counted): nothing is read for a caller without a token
         app.add_middleware(BearerAuth, tokens=held, open_prefixes=CERT_ONLY if client_certs else ())
         _document_bearer(app)

@@ -42,25 +42,30 @@ _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01
 
 def check_secret_file(path: Path, flag: str, size: int | None = None) -> bytes:
     """The bytes of a file holding secrets (a token file, a TLS key), read without blocking (a FIFO with no writer
-    held the start forever) and only if it is a regular file no other user can read or write (a group may read
-    it: Kubernetes mounts a Secret 0440 under ``fsGroup``). ``size``: the most read. One sentence naming ``flag``
-    otherwise."""
+    held the start forever) and only if it is a regular file that no other user can read or write and its group
+    cannot write (a group may read it: Kubernetes mounts a Secret 0440 under ``fsGroup``). ``size``: the most read.
+    One sentence naming ``flag`` otherwise, whatever the file is (a directory was a traceback)."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
         raise InputError("does not exist", path=path, field=flag) from None
     except OSError as e:
         raise InputError(f"cannot be read ({e.strerror or e})", path=path, field=flag) from None
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fh.fileno())
+    try:
+        st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise InputError("is not a regular file", path=path, field=flag)
-        if os.name == "posix" and st.st_mode & 0o007:
-            raise InputError(f"is open to every user on this machine (mode {stat.S_IMODE(st.st_mode):04o}): it holds "
-                             f"secrets, so chmod o-rwx {path} (600 or 400; a Kubernetes Secret: defaultMode 0400)",
-                             path=path, field=flag)  # fmt: skip
-        data = fh.read(size if size is not None else -1)
-    return data
+        mode = stat.S_IMODE(st.st_mode)
+        if os.name == "posix" and mode & 0o027:
+            who = "open to every user on this machine" if mode & 0o007 else "writable by its group"
+            raise InputError(f"is {who} (mode {mode:04o}): it holds secrets, so chmod go-w,o-rwx {path} (600 or "
+                             "400; a Kubernetes Secret: defaultMode 0400)", path=path, field=flag)  # fmt: skip
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            return fh.read(size if size is not None else -1)
+    except OSError as e:  # a read error (EIO), a file that cannot be read after all
+        raise InputError(f"cannot be read ({e.strerror or e})", path=path, field=flag) from None
+    finally:
+        os.close(fd)
 
 
 def read_tokens(path: Path) -> tuple[str, ...]:
@@ -144,6 +149,8 @@ class Tokens:
         self.replace(tokens)
 
     def replace(self, tokens: Iterable[str]) -> None:
+        if isinstance(tokens, str | bytes):  # a string is an iterable of one-character "tokens"
+            raise TypeError("tokens must be a collection of strings, not one string")
         encoded = tuple(t.encode() for t in tokens)
         if not encoded:
             raise ValueError("a service that checks tokens needs at least one")

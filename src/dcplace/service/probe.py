@@ -9,6 +9,7 @@ thread of its own with its own event loop, started before the main server and st
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from typing import Any
@@ -37,15 +38,16 @@ def probe_app(engine: PlacementEngine) -> Any:
 
 
 class ProbeServer:
-    """uvicorn serving :func:`probe_app` on ``host:port`` in a daemon thread (signals stay the main server's)."""
+    """uvicorn serving :func:`probe_app` on a bound socket in a daemon thread (signals stay the main server's)."""
 
-    def __init__(self, engine: PlacementEngine, host: str, port: int) -> None:
+    def __init__(self, engine: PlacementEngine, sock: socket.socket) -> None:
+        """``sock``: bound to the probe's address already (``serve`` holds it from its checks on)."""
         import uvicorn
 
-        config = uvicorn.Config(probe_app(engine), host=host, port=port, log_level="warning", lifespan="off",
-                                access_log=False)  # fmt: skip
+        config = uvicorn.Config(probe_app(engine), log_level="warning", lifespan="off", access_log=False)
         self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, name="dcplace-probe", daemon=True)
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, name="dcplace-probe",
+                                       daemon=True)  # fmt: skip
 
     def start(self, timeout_s: float = 20.0) -> None:
         """Start and wait until it listens (RuntimeError if it does not within ``timeout_s``)."""
