@@ -136,6 +136,20 @@ def test_sigterm_stops_the_server_cleanly(tmp_path) -> None:
     engine.close()
 
 
+def test_ctrl_c_stops_the_server_cleanly_and_says_so(tmp_path) -> None:
+    """SIGINT (a terminal's Ctrl-C) ended with exit 0 but without the stopped line: uvicorn re-raised it, asyncio's
+    runner took it, and ``uvicorn.run`` returned as if nothing had happened."""
+    port = free_port()
+    proc = start_serve(tmp_path / "s.db", port)
+    try:
+        r = httpx.post(f"http://127.0.0.1:{port}/machines", json={"id": "pm", "cpu": 8, "mem": 16})
+        assert r.status_code == 201
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and "stopped; every acknowledged change is durable" in err.decode(), err.decode()
+
+
 def test_threads_on_every_writing_route_never_over_commit(tmp_path) -> None:
     """OS threads, each with its own connection, on the routes that decide on the event loop (``POST /vms``,
     ``DELETE /vms``) and on those FastAPI runs in its thread pool at the same time (``POST /allocations``, drain,

@@ -279,6 +279,7 @@ def serve(
             http=http,
             timeout_graceful_shutdown=stop_timeout,
         )
+        stopped = True  # a Ctrl-C: uvicorn re-raised SIGINT, which asyncio's runner took, and returned
     except (KeyboardInterrupt, Terminated):  # uvicorn shut down gracefully, then re-raised the signal to us
         stopped = True
     finally:
