@@ -70,11 +70,11 @@ def check_secret_file(path: Path, flag: str, size: int | None = None) -> bytes:
 
 def read_tokens(path: Path) -> tuple[str, ...]:
     """The tokens in ``path``: one per line, blank lines and lines starting with ``#`` skipped (a UTF-8 byte order
-    mark too). Refused (one sentence naming the file, and the line where there is one): a file every user can read
-    (:func:`check_secret_file`), one over :data:`MAX_TOKEN_FILE`, no token, a token shorter than :data:`MIN_TOKEN`,
-    with fewer than :data:`MIN_DISTINCT` distinct characters or with characters a header cannot carry. Several
-    tokens let one be replaced without a moment when neither works (add the new, SIGHUP, move the clients, remove
-    the old, SIGHUP: ``dcplace serve`` reads the file again on SIGHUP)."""
+    mark too). Refused (one sentence naming the file, and the line where there is one): a file others can read or
+    change (:func:`check_secret_file`), one over :data:`MAX_TOKEN_FILE`, no token, a token shorter than
+    :data:`MIN_TOKEN`, with fewer than :data:`MIN_DISTINCT` distinct characters or with characters a header cannot
+    carry. Several tokens let one be replaced without a moment when neither works (add the new, SIGHUP, move the
+    clients, remove the old, SIGHUP: ``dcplace serve`` reads the file again on SIGHUP)."""
     data = check_secret_file(path, "token_file", MAX_TOKEN_FILE + 1)
     if len(data) > MAX_TOKEN_FILE:
         raise InputError(f"is over {MAX_TOKEN_FILE:,} bytes: not a token file", path=path, field="token_file")
@@ -169,8 +169,8 @@ class Tokens:
 
 
 class BearerAuth:
-    """ASGI middleware, outermost: a request to any path but the open ones without ``Authorization: Bearer <one of
-    tokens>`` is answered 401 (module docstring). Tokens are compared in constant time, every one of them."""
+    """ASGI middleware, outside all but the request counter: a request to any path but the open ones without
+    ``Authorization: Bearer <one of tokens>`` is answered 401 (module docstring), before anything reads its body."""
 
     def __init__(self, app: Any, tokens: Tokens, open_prefixes: tuple[str, ...] = ()) -> None:
         """``open_prefixes``: paths answered without a token besides :data:`OPEN_PATHS` (:data:`CERT_ONLY` where

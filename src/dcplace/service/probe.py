@@ -26,7 +26,7 @@ def probe_app(engine: PlacementEngine) -> Any:
         if scope["type"] != "http":
             return
         if scope["path"] != "/healthz" or scope["method"] not in ("GET", "HEAD"):
-            await send_json(send, (404, {"detail": "this port answers GET /healthz only"}))
+            await send_json(send, (404, {"detail": "this port answers GET and HEAD /healthz only"}))
             return
         try:
             answer: tuple[int, dict[str, Any]] = (200, {"status": "ok", **engine.health()})
