@@ -2,7 +2,7 @@
 clients; durable placements per second, p50 / p99 latency, and acceptance against the in-process engine.
 
     OMP_NUM_THREADS=1 NUMBA_NUM_THREADS=1 python benchmarks/bench_service.py [--machines 1000] [--requests 20000]
-        [--clients 32] [--explain]
+        [--clients 32] [--explain] [--token]
 
 The server is a subprocess (one uvicorn worker, SQLite in WAL mode, synchronous=FULL, group commit) on a fresh
 database; the clients run in this process. Events are taken in trace order by ``--clients`` workers: a creation is a
@@ -42,11 +42,15 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_server(db: Path, port: int, http: str = "auto") -> subprocess.Popen[bytes]:
+AUTH: dict[str, str] = {}
+"""The header every request sends (``--token``: ``Authorization: Bearer ...``; empty: none)."""
+
+
+def start_server(db: Path, port: int, http: str = "auto", *flags: str) -> subprocess.Popen[bytes]:
     src = str(Path(__file__).resolve().parents[1] / "src")
     env = {**os.environ, "PYTHONPATH": src, "OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
     cmd = [sys.executable, "-c", "from dcplace.cli.main import main; main()", "serve", "--db", str(db), "--port",
-           str(port), "--http", http]  # fmt: skip
+           str(port), "--http", http, *flags]  # fmt: skip
     proc = subprocess.Popen(cmd, env=env)
     for _ in range(600):
         try:
@@ -73,6 +77,7 @@ class RawClient:
             self.conn = await asyncio.open_connection(self.host, self.port)
         r, w = self.conn
         head = f"{method} {path} HTTP/1.1\r\nHost: {self.host}\r\nContent-Length: {len(body)}\r\n"
+        head += "".join(f"{k}: {v}\r\n" for k, v in AUTH.items())
         if body:
             head += "Content-Type: application/json\r\n"
         w.write(head.encode() + b"\r\n" + body)
@@ -130,7 +135,8 @@ def commit_latency(folder: Path, n: int = 200) -> dict[str, float]:
 
 def make_clients(url: str, n: int, kind: str) -> list[httpx.AsyncClient | RawClient]:
     """One client (one connection) per worker: httpx's shared pool is several times slower with many workers."""
-    return [RawClient(url) if kind == "raw" else httpx.AsyncClient(base_url=url, timeout=60) for _ in range(n)]
+    return [RawClient(url) if kind == "raw" else httpx.AsyncClient(base_url=url, timeout=60, headers=AUTH)
+            for _ in range(n)]  # fmt: skip
 
 
 async def register(url: str, machines: int, clients: int) -> None:
@@ -248,6 +254,7 @@ def main() -> None:
         default="auto",
         help="the server's HTTP parser (`dcplace serve --http`)",
     )
+    ap.add_argument("--token", action="store_true", help="serve with --token-file; every request sends the token")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     name = "huawei-east-1" if trace_available("huawei-east-1") else "synthetic"
@@ -256,7 +263,14 @@ def main() -> None:
     url = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryDirectory() as tmp:
         disk = commit_latency(Path(tmp))
-        proc = start_server(Path(tmp) / "bench.db", port, args.http)
+        flags: list[str] = []
+        if args.token:
+            token = "bench-" + os.urandom(16).hex()
+            (Path(tmp) / "tokens").write_text(token + "\n", encoding="utf-8")
+            (Path(tmp) / "tokens").chmod(0o600)
+            AUTH["Authorization"] = f"Bearer {token}"
+            flags = ["--token-file", str(Path(tmp) / "tokens")]
+        proc = start_server(Path(tmp) / "bench.db", port, args.http, *flags)
         try:
             asyncio.run(register(url, args.machines, args.clients))
             cpu0 = cpu_seconds(proc.pid)
@@ -269,7 +283,7 @@ def main() -> None:
             res["server_cpu_ms_per_request"] = (
                 (cpu_seconds(proc.pid) - cpu0) * 1e3 / (res["creations"] / (args.batch or 1) + res["releases"])
             )
-            metrics = httpx.get(f"{url}/metrics").text
+            metrics = httpx.get(f"{url}/metrics", headers=AUTH).text
             commits = next(float(x.split()[-1]) for x in metrics.splitlines()
                            if x.startswith("dcplace_store_commits_total"))  # fmt: skip
         finally:
@@ -279,13 +293,14 @@ def main() -> None:
     inproc = run_stream(engine, trace, max_requests=args.requests, samples=0, release=not args.batch)
     res.update(disk)
     res.update({"machines": args.machines, "clients": args.clients, "explain": args.explain, "trace": name,
-                "client": args.client, "http": args.http,
+                "client": args.client, "http": args.http, "token": args.token,
                 "commits": commits, "in_process_accepted": inproc.accepted, "host": platform.node(),
                 "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                 "load_avg": os.getloadavg()[0]})  # fmt: skip
     print(json.dumps(res))
     ops = res["creations"] + res["releases"] + args.machines
-    print(f"{args.machines} machines, {args.clients} {args.client} clients, explain={args.explain}: "
+    print(f"{args.machines} machines, {args.clients} {args.client} clients, explain={args.explain}, "
+          f"token={args.token}: "
           f"{res['placements_per_s']:,.0f} "
           f"durable placements/s ({res['operations_per_s']:,.0f} operations/s with releases), p50 "
           f"{res['p50_ms']:.1f} ms, p99 {res['p99_ms']:.1f} ms; accepted {res['accepted']} of {res['creations']} "
