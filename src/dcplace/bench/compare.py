@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from dcplace.bench.stats import Interval, holm, interval, no_spread, paired_p
+from dcplace.bench.stats import Interval, holm, interval, no_spread, paired_p, sign_test_p
 from dcplace.errors import InputError
 from dcplace.sim.numa import Scenario
 
@@ -155,15 +155,6 @@ class Comparison:
 
 def _num(x: float) -> float | None:
     return None if math.isnan(x) else x
-
-
-def sign_test_p(wins: int, losses: int) -> float:
-    """The two-sided sign test's p-value of ``wins`` against ``losses`` (ties dropped): ``2 P(X <= min)`` for X
-    binomial(wins + losses, 1/2), at most 1."""
-    n, k = wins + losses, min(wins, losses)
-    if n == 0:
-        return 1.0
-    return min(1.0, 2.0 * sum(math.comb(n, i) for i in range(k + 1)) * 0.5**n)
 
 
 def compare(

@@ -110,6 +110,15 @@ def no_spread(spread: float, mean: float) -> bool:
     return spread <= 1e-9 * abs(mean)
 
 
+def sign_test_p(wins: int, losses: int) -> float:
+    """The two-sided sign test's p-value of ``wins`` against ``losses`` (ties dropped): ``2 P(X <= min)`` for X
+    binomial(wins + losses, 1/2), at most 1."""
+    n, k = wins + losses, min(wins, losses)
+    if n == 0:
+        return 1.0
+    return min(1.0, 2.0 * sum(math.comb(n, i) for i in range(k + 1)) * 0.5**n)
+
+
 def holm(pvalues: Sequence[float]) -> list[float]:
     """Holm's step-down adjustment of a family of p-values (nan: not a test, kept nan and not counted): the i-th
     smallest of m is multiplied by m - i + 1, then made non-decreasing in that order and cut at 1. Rejecting where

@@ -36,9 +36,11 @@ def _fail(exc: InputError) -> NoReturn:
     raise typer.Exit(2)
 
 
-def _check_listen(host: str, port: int, flag: str = "port") -> None:
-    """Refuse, before opening the database, an address this process cannot listen on (in use, not this machine's,
-    a privileged port): uvicorn would print its own error and exit 3 after the engine was opened."""
+def _bound(host: str, port: int, flag: str = "port") -> Any:
+    """A socket bound to ``host:port``, or a refusal naming ``flag``, before the database is opened (an address in
+    use, not this machine's, a privileged port: uvicorn printed its own error and exited 3 after the engine was
+    opened). The probe port keeps it until its server listens on it (checked, then taken by another process while
+    the database opened, it was a traceback after the start)."""
     import socket
 
     try:  # "" is every interface to uvicorn (asyncio), as None is to getaddrinfo
@@ -46,30 +48,19 @@ def _check_listen(host: str, port: int, flag: str = "port") -> None:
     except OSError as exc:
         _fail(InputError(f"cannot resolve {host!r}: {exc.strerror or exc}", field="host"))
     family, kind, proto, _name, addr = infos[0]
-    with socket.socket(family, kind, proto) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: a socket in TIME_WAIT is fine
-        try:
-            sock.bind(addr)
-        except OSError as exc:
-            _fail(InputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}", field=flag))
-
-
-def _bound(host: str, port: int, flag: str) -> Any:
-    """A socket bound to ``host:port`` now and held until a server listens on it (checked and then taken by
-    another process while the database opened, the probe port was a traceback after the start)."""
-    import socket
-
-    _check_listen(host, port, flag)
-    infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    family, kind, proto, _name, addr = infos[0]
     sock = socket.socket(family, kind, proto)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: a socket in TIME_WAIT is fine
     try:
         sock.bind(addr)
     except OSError as exc:
         sock.close()
         _fail(InputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}", field=flag))
     return sock
+
+
+def _check_listen(host: str, port: int, flag: str = "port") -> None:
+    """:func:`_bound`'s refusal alone, for a port uvicorn binds itself (the main one)."""
+    _bound(host, port, flag).close()
 
 
 def serve(

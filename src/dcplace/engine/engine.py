@@ -855,10 +855,7 @@ class PlacementEngine:
         self._last = decision
         if isinstance(decision, Rejection):
             return 0
-        if request.pinned:
-            self.pinned.add(request.id)
-        if request.uid is not None:
-            self.uids[request.id] = request.uid
+        self._remember(request)
         return self._commit([VmRow(request.id, decision.machine, decision.node, request.cpu, request.mem,
                                    request.multi, request.pinned, request.uid)])  # fmt: skip
 
@@ -902,9 +899,9 @@ class PlacementEngine:
                 self._batch_policy(pol, new, decided)
             rows: list[Change] = [VmRow(d.vm, d.machine, d.node, r.cpu, r.mem, r.multi, r.pinned, r.uid)
                                   for d, r in zip(decided, new, strict=True) if isinstance(d, Placement)]  # fmt: skip
-            self.pinned.update(r.id for d, r in zip(decided, new, strict=True) if r.pinned and isinstance(d, Placement))
-            self.uids.update((r.id, r.uid) for d, r in zip(decided, new, strict=True)
-                             if r.uid is not None and isinstance(d, Placement))  # fmt: skip
+            for d, r in zip(decided, new, strict=True):
+                if isinstance(d, Placement):
+                    self._remember(r)
             ticket = self._commit(rows) if rows or replays else 0  # replays only: a barrier, as for one retry
             fresh = iter(decided)
             out = [replays[r.id] if r.id in replays else next(fresh) for r in reqs]
@@ -1227,6 +1224,14 @@ class PlacementEngine:
             await self.store.wait_async(ticket)
         return rec
 
+    def _remember(self, req: VmRequest) -> None:
+        """What the engine keeps beside the ledger about a VM just recorded from ``req``: its pin and its uid
+        (durable with its row; :meth:`_forget` drops them)."""
+        if req.pinned:
+            self.pinned.add(req.id)
+        if req.uid is not None:
+            self.uids[req.id] = req.uid
+
     def _forget(self, vm_id: str) -> None:
         """What the engine keeps about a VM beside the ledger (its explanation, pin, last move), once it is gone: a
         new VM with its id starts clean."""
@@ -1295,10 +1300,7 @@ class PlacementEngine:
                                    f"{machine_id!r}", field="machine")  # fmt: skip
                 self._assign_locked(req, machine_id, node)
                 self.counters["placed"] += 1
-                if req.pinned:  # it was written to the database only: memory and disk disagreed until a restart
-                    self.pinned.add(req.id)
-                if req.uid is not None:
-                    self.uids[req.id] = req.uid
+                self._remember(req)  # the pin was written to the database only: memory and disk disagreed
                 placement = Placement(req.id, machine_id, node)
                 ticket = self._commit([VmRow(req.id, machine_id, node, req.cpu, req.mem, req.multi, req.pinned,
                                              req.uid)])  # fmt: skip
@@ -1745,16 +1747,14 @@ class PlacementEngine:
                                  f"{vm.node!r}", field="vms")  # fmt: skip
             if not (isinstance(vm.id, str) and 0 < len(vm.id) <= 256):  # ids written before today's rule stay
                 raise InputError(f"VM id {vm.id!r} is not 1-256 characters", field="vms")
-            req = VmRequest(vm.id, _positive(vm.cpu, "cpu"), _positive(vm.mem, "mem"), bool(vm.multi))
             try:
                 uid = None if vm.uid is None else check_id(vm.uid, "uid")
             except InputError as e:
                 raise InputError(f"VM {vm.id!r} has a bad uid: {e.detail}", field="vms") from None
+            req = VmRequest(vm.id, _positive(vm.cpu, "cpu"), _positive(vm.mem, "mem"), bool(vm.multi), bool(vm.pinned),
+                            uid)  # fmt: skip
             self._assign_locked(req, vm.machine, vm.node)
-            if vm.pinned:
-                self.pinned.add(vm.id)
-            if uid is not None:
-                self.uids[vm.id] = uid
+            self._remember(req)
 
     def _set_loaded_status(self, machines: list[MachineRow]) -> None:
         s = self.state
@@ -1822,17 +1822,13 @@ class PlacementEngine:
                         if self._recorded_as(req, machine, node):
                             continue
                         changes.append(self._assign_locked(req, machine, node))
-                        if req.pinned:
-                            self.pinned.add(req.id)
-                        if req.uid is not None:
-                            self.uids[req.id] = req.uid
+                        self._remember(req)
                     except InputError as e:
                         raise type(e)(e.detail, **at(i, e.field)) from None
                     done.append(self.state.slot_of_vm[req.id])
             except InputError:
                 for v in reversed(done):
-                    self.pinned.discard(self.state.record(v).id)
-                    self.uids.pop(self.state.record(v).id, None)
+                    self._forget(self.state.record(v).id)
                     self.state.release(v)
                 raise
             self.counters["imported"] += len(done)
