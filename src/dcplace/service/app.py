@@ -94,6 +94,7 @@ from dcplace.service.models import (
     check_policy,
     served_policies,
 )
+from dcplace.service.ui import add_ui_routes
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorOut, "description": "unknown machine or VM"},
@@ -666,6 +667,7 @@ def create_app(
         return _json({"imported": n, "already_recorded": len(body) - n})
 
     add_extender_routes(app, engine)
+    add_ui_routes(app)
     _complete_document(app, engine.numa)
     paths = [str(getattr(r, "path", "")) for r in app.routes]
     routes = frozenset(p.split("/", 2)[1] for p in paths if p.startswith("/"))

@@ -24,9 +24,10 @@ from typing import Any
 from dcplace.errors import InputError
 from dcplace.service.hotpath import send_json
 
-OPEN_PATHS = ("/healthz", "/docs", "/docs/oauth2-redirect", "/openapi.json", "/redoc")
-"""Answered without a token: the kubelet's probe (it sends no header) and the documentation page (no cluster data)."""
-OPEN_PREFIXES = ("/docs-static/",)
+OPEN_PATHS = ("/healthz", "/docs", "/docs/oauth2-redirect", "/openapi.json", "/redoc", "/", "/ui")
+"""Answered without a token: the kubelet's probe (it sends no header), the documentation page and the cluster page's
+files (no cluster data: the page asks for a token and sends it with its API calls)."""
+OPEN_PREFIXES = ("/docs-static/", "/ui/")
 CERT_ONLY = ("/extender/",)
 """Paths that need no token when every client shows a certificate (``--tls-client-ca``): kube-scheduler's extender
 client can send a certificate but no header."""

@@ -1,0 +1,386 @@
+// dcplace's cluster page: what `dcplace serve` holds, read from its own HTTP API every few seconds (docs/engine.md,
+// "The cluster page"). It only reads: nothing here changes the cluster. Every value from the service is put into the
+// page as text (textContent, attributes), never as HTML: machine and VM ids are the clients' strings.
+"use strict";
+
+const API = new URL("../", location.href); // the service's root, under whatever prefix a proxy serves it
+const TOKEN_KEY = "dcplace-token";
+const DENSE_FROM = 600; // machines: smaller tiles from here on
+const VM_ROWS = 200; // VMs listed for the selected machine
+
+const $ = (id) => document.getElementById(id);
+const params = new URLSearchParams(location.search);
+const everyMs = Math.max(1, Number(params.get("every")) || 5) * 1000;
+
+let token = sessionStorage.getItem(TOKEN_KEY);
+let paused = false;
+let timer = null;
+let selected = null; // the id of the machine whose detail is shown
+let lastMachines = [];
+const tiles = new Map(); // machine id -> its tile, kept between refreshes
+const racks = new Map(); // rack name -> its section
+
+class Refused extends Error {}
+
+const NUMBER = new Intl.NumberFormat("en-US", { maximumFractionDigits: 1 }); // one: each made anew cost 0.1 ms
+
+function fmt(x) {
+  return NUMBER.format(x);
+}
+
+function height(used, total) {
+  return total > 0 ? `${((100 * used) / total).toFixed(1)}%` : "0%";
+}
+
+function pct(used, total) {
+  return total > 0 ? `${fmt((100 * used) / total)} %` : "-";
+}
+
+function sum(xs) {
+  return xs.reduce((a, b) => a + b, 0);
+}
+
+async function get(path) {
+  const headers = token ? { Authorization: `Bearer ${token}` } : {};
+  let answer;
+  try {
+    answer = await fetch(new URL(path, API), { headers, cache: "no-store" });
+  } catch (e) {
+    throw new Error(`the service did not answer (${e.message})`);
+  }
+  if (answer.status === 401) {
+    askForToken(token ? "The token was refused; give another." : null);
+    throw new Refused("this service needs a bearer token");
+  }
+  const body = await answer.json().catch(() => null);
+  if (!answer.ok) {
+    const said = body && typeof body.detail === "string" ? body.detail : `HTTP ${answer.status}`;
+    const error = new Error(said);
+    error.status = answer.status;
+    throw error;
+  }
+  return { body, next: answer.headers.get("Link") };
+}
+
+function askForToken(why) {
+  const form = $("login");
+  form.hidden = false;
+  if (why) showProblem(why);
+  $("token").focus();
+}
+
+function showProblem(text) {
+  const box = $("problem");
+  box.textContent = text;
+  box.hidden = !text;
+}
+
+// -- totals --------------------------------------------------------------------------------------------------------
+function item(list, name, value) {
+  const div = document.createElement("div");
+  const dt = document.createElement("dt");
+  const dd = document.createElement("dd");
+  dt.textContent = name;
+  dd.textContent = value;
+  div.append(dt, dd);
+  list.append(div);
+}
+
+function renderTotals(state) {
+  const list = $("totals");
+  list.replaceChildren();
+  const m = state.machines;
+  item(list, "machines active / drained / failed", `${m.active} / ${m.drained} / ${m.failed}`);
+  item(list, "machines in use", fmt(state.machines_in_use));
+  item(list, "VMs", fmt(state.vms));
+  const cap = state.capacity;
+  const used = state.allocated;
+  item(list, "cores allocated", `${fmt(used.cpu)} of ${fmt(cap.cpu)} (${pct(used.cpu, cap.cpu)})`);
+  item(list, "memory allocated, GB", `${fmt(used.mem)} of ${fmt(cap.mem)} (${pct(used.mem, cap.mem)})`);
+  const c = state.counters;
+  item(list, "placed / rejected since start", `${fmt(c.placed)} / ${fmt(c.rejected)}`);
+  item(list, "released / dropped", `${fmt(c.released)} / ${fmt(c.dropped)}`);
+  item(list, "migrated / re-optimisations", `${fmt(c.migrated)} / ${fmt(c.reoptimisations)}`);
+}
+
+function renderReopt(report) {
+  const p = $("reopt");
+  if (!report || Object.keys(report).length === 0) {
+    p.textContent = "none yet (serve --reoptimise-every or --reoptimise-below runs them)";
+  } else if (report.error) {
+    p.textContent = `could not re-optimise: ${report.error}`;
+  } else {
+    const when = report.time ? new Date(report.time * 1000).toLocaleTimeString() : "";
+    p.textContent =
+      `${when} (${report.trigger}): ${report.applied} of ${report.planned} moves applied, ` +
+      `machines in use ${report.machines_before} -> ${report.machines_after} (target ${report.machines_target}), ` +
+      `${fmt(report.gb_moved)} GB moved; plan ${report.verified ? "verified" : "NOT verified"}. ${report.reason}`;
+  }
+}
+
+// -- the machine map -----------------------------------------------------------------------------------------------
+function used(m) {
+  return { cpu: m.cpu.map((c, i) => c - m.free_cpu[i]), mem: m.mem.map((g, i) => g - m.free_mem[i]) };
+}
+
+function share(m) {
+  const u = used(m);
+  return Math.max(sum(u.cpu) / Math.max(sum(m.cpu), 1e-9), sum(u.mem) / Math.max(sum(m.mem), 1e-9));
+}
+
+function describe(m) {
+  const u = used(m);
+  const vms = m.vms === 1 ? "1 VM" : `${fmt(m.vms)} VMs`;
+  return (
+    `${m.id}, ${m.status}${m.rack ? `, rack ${m.rack}` : ""}: ` +
+    `cores ${fmt(sum(u.cpu))} of ${fmt(sum(m.cpu))} used, memory ${fmt(sum(u.mem))} of ${fmt(sum(m.mem))} GB, ${vms}`
+  );
+}
+
+function newTile(id) {
+  const tile = document.createElement("button");
+  tile.type = "button";
+  tile.className = "m";
+  tile.dataset.id = id;
+  tile.addEventListener("click", () => select(id));
+  return tile;
+}
+
+function fill(tile, m) {
+  const key = `${m.status}|${m.vms}|${m.free_cpu}|${m.free_mem}|${m.cpu}|${m.mem}|${m.rack}`;
+  tile.classList.toggle("selected", m.id === selected);
+  if (tile.dataset.key === key) return; // as drawn already
+  tile.dataset.key = key;
+  const u = used(m);
+  if (tile.childElementCount !== m.cpu.length) {
+    tile.replaceChildren();
+    for (let i = 0; i < m.cpu.length; i++) {
+      const node = document.createElement("span");
+      node.className = "node";
+      for (const kind of ["cpu", "mem"]) {
+        const bar = document.createElement("span");
+        bar.className = `bar ${kind}`;
+        bar.append(document.createElement("i"));
+        node.append(bar);
+      }
+      tile.append(node);
+    }
+  }
+  [...tile.children].forEach((node, i) => {
+    node.children[0].firstChild.style.height = height(u.cpu[i], m.cpu[i]);
+    node.children[1].firstChild.style.height = height(u.mem[i], m.mem[i]);
+  });
+  tile.classList.toggle("drained", m.status === "drained");
+  tile.classList.toggle("failed", m.status === "failed");
+  const text = describe(m);
+  tile.setAttribute("aria-label", text);
+  tile.title = text;
+}
+
+function rackSection(name) {
+  let section = racks.get(name);
+  if (!section) {
+    section = document.createElement("div");
+    section.className = "rack";
+    const heading = document.createElement("h3");
+    const row = document.createElement("div");
+    row.className = "tiles";
+    section.append(heading, row);
+    racks.set(name, section);
+  }
+  return section;
+}
+
+function same(children, wanted) {
+  return children.length === wanted.length && wanted.every((x, i) => children[i] === x);
+}
+
+function renderMap(machines) {
+  lastMachines = machines;
+  const byRack = new Map(); // racks in the order policies see their first machine
+  for (const m of machines) {
+    const name = m.rack ?? "";
+    if (!byRack.has(name)) byRack.set(name, []);
+    byRack.get(name).push(m);
+  }
+  const order = $("order").value;
+  if (order !== "policy") {
+    const sign = order === "most" ? -1 : 1;
+    for (const members of byRack.values()) members.sort((a, b) => sign * (share(a) - share(b)));
+  }
+  const map = $("map");
+  map.classList.toggle("dense", machines.length >= DENSE_FROM);
+  const seen = new Set();
+  const sections = [];
+  for (const [name, members] of byRack) {
+    const section = rackSection(name);
+    const inUse = members.filter((m) => m.vms > 0).length;
+    section.firstChild.textContent =
+      `${name ? `rack ${name}` : "no rack"}: ${members.length} machines, ${inUse} in use`;
+    const row = section.lastChild;
+    const wanted = members.map((m) => {
+      seen.add(m.id);
+      let tile = tiles.get(m.id);
+      if (!tile) {
+        tile = newTile(m.id);
+        tiles.set(m.id, tile);
+      }
+      fill(tile, m);
+      return tile;
+    });
+    if (!same(row.children, wanted)) row.replaceChildren(...wanted); // moving every tile lays them all out again
+    sections.push(section);
+  }
+  for (const id of [...tiles.keys()]) if (!seen.has(id)) tiles.delete(id);
+  for (const name of [...racks.keys()]) if (!byRack.has(name)) racks.delete(name);
+  if (!same(map.children, sections)) map.replaceChildren(...sections);
+  applyFind();
+}
+
+function applyFind() {
+  const text = $("find").value.trim().toLowerCase();
+  let hits = 0;
+  for (const [id, tile] of tiles) {
+    const hit = !text || id.toLowerCase().includes(text);
+    tile.classList.toggle("dim", !hit);
+    hits += hit ? 1 : 0;
+  }
+  if ($("found").dataset.vm) return; // a VM's whereabouts stay until the box changes
+  if (!text) $("found").textContent = "";
+  else if (hits) $("found").textContent = `${hits} machine(s) match`;
+  else $("found").textContent = "no machine matches; Enter looks for a VM of that id";
+}
+
+async function findVm() {
+  const text = $("find").value.trim();
+  if (!text) return;
+  if (tiles.has(text)) return select(text);
+  try {
+    const { body } = await get(`vms/${encodeURIComponent(text)}`);
+    const where = body.node === null ? "spread over every NUMA node" : `NUMA node ${body.node}`;
+    $("found").dataset.vm = text;
+    $("found").textContent = `VM ${body.id} is on machine ${body.machine}, ${where} (${fmt(body.cpu)} cores, ` +
+      `${fmt(body.mem)} GB)`;
+    select(body.machine);
+  } catch (e) {
+    if (e instanceof Refused) return;
+    $("found").dataset.vm = text;
+    $("found").textContent = e.status === 404 ? `no machine and no VM is called ${text}` : e.message;
+  }
+}
+
+// -- one machine ---------------------------------------------------------------------------------------------------
+function row(body, cells) {
+  const tr = document.createElement("tr");
+  for (const c of cells) {
+    const td = document.createElement("td");
+    td.textContent = c;
+    tr.append(td);
+  }
+  body.append(tr);
+}
+
+function select(id) {
+  selected = id;
+  for (const [key, tile] of tiles) tile.classList.toggle("selected", key === id);
+  renderDetail();
+}
+
+async function renderDetail() {
+  const m = lastMachines.find((x) => x.id === selected);
+  const panel = $("detail");
+  if (!m) {
+    panel.hidden = true;
+    return;
+  }
+  panel.hidden = false;
+  $("detail-title").textContent = describe(m);
+  const u = used(m);
+  const nodes = $("nodes").tBodies[0];
+  nodes.replaceChildren();
+  m.cpu.forEach((c, i) =>
+    row(nodes, [String(i), `${fmt(u.cpu[i])} / ${fmt(c)}`, `${fmt(u.mem[i])} / ${fmt(m.mem[i])}`]),
+  );
+  const vms = $("vms").tBodies[0];
+  try {
+    const { body, next } = await get(`vms?machine=${encodeURIComponent(m.id)}&limit=${VM_ROWS}`);
+    if (selected !== m.id) return; // another machine was chosen meanwhile
+    vms.replaceChildren();
+    for (const v of body) {
+      const node = v.node === null ? "all" : String(v.node);
+      row(vms, [v.id, fmt(v.cpu), fmt(v.mem), node, v.pinned ? "yes" : "", v.uid ?? ""]);
+    }
+    $("vms-note").textContent = next ? `the first ${body.length} of ${fmt(m.vms)} VMs` : `${body.length} VM(s)`;
+  } catch (e) {
+    if (!(e instanceof Refused)) $("vms-note").textContent = `its VMs could not be listed: ${e.message}`;
+  }
+}
+
+// -- the refresh loop ----------------------------------------------------------------------------------------------
+async function refresh() {
+  clearTimeout(timer);
+  const t0 = performance.now();
+  let took = 0;
+  try {
+    const [state, machines, reopt] = await Promise.all([get("state"), get("machines"), get("reoptimise/last")]);
+    const read = performance.now() - t0;
+    $("login").hidden = true;
+    showProblem("");
+    renderTotals(state.body);
+    renderReopt(reopt.body);
+    renderMap(machines.body);
+    if (selected) renderDetail();
+    void $("map").offsetHeight; // the layout too, in the time drawn (painting follows)
+    took = performance.now() - t0;
+    $("status").textContent =
+      `${fmt(machines.body.length)} machines; updated ${new Date().toLocaleTimeString()} ` +
+      `(read in ${fmt(read)} ms, drawn in ${fmt(took - read)} ms)` + (paused ? "; paused" : "");
+    Object.assign(document.body.dataset, { loaded: "yes", readMs: read, drawMs: took - read });
+  } catch (e) {
+    took = performance.now() - t0;
+    if (!(e instanceof Refused)) showProblem(`Not updated: ${e.message}`);
+    $("status").textContent = `not updated since ${document.body.dataset.loaded ? "the last refresh" : "loading"}`;
+  }
+  // a big cluster's listing is not fetched more than a tenth of the time
+  if (!paused) timer = setTimeout(refresh, Math.max(everyMs, 10 * took));
+}
+
+function takeTokenFromFragment() {
+  // a link may carry the token after "#token=": a fragment is never sent to a server, nor kept here
+  const m = /^#token=(.+)$/.exec(location.hash);
+  if (!m) return false;
+  token = decodeURIComponent(m[1]);
+  sessionStorage.setItem(TOKEN_KEY, token);
+  history.replaceState(null, "", location.pathname + location.search); // out of the address bar and history
+  return true;
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  takeTokenFromFragment();
+  window.addEventListener("hashchange", () => {
+    if (takeTokenFromFragment()) refresh(); // such a link opened in this tab
+  });
+  $("login").addEventListener("submit", (event) => {
+    event.preventDefault();
+    token = $("token").value.trim();
+    $("token").value = "";
+    sessionStorage.setItem(TOKEN_KEY, token);
+    refresh();
+  });
+  $("pause").addEventListener("click", () => {
+    paused = !paused;
+    $("pause").textContent = paused ? "resume" : "pause";
+    $("pause").setAttribute("aria-pressed", String(paused));
+    if (paused) clearTimeout(timer);
+    else refresh();
+  });
+  $("order").addEventListener("change", () => renderMap(lastMachines));
+  $("find").addEventListener("input", () => {
+    delete $("found").dataset.vm;
+    applyFind();
+  });
+  $("find").addEventListener("keydown", (event) => {
+    if (event.key === "Enter") findVm();
+  });
+  refresh();
+});

@@ -1,0 +1,184 @@
+"""The cluster page (``/ui/``): its files over HTTP (answered without a token, with a policy that lets the page load
+its own files only), and the page itself in a real headless chromium (skipped where absent) against a live service:
+what it shows is what the API says, it finds machines and VMs, asks for a token where one is needed, says when the
+database failed, and puts the clients' ids in the page as text, never as markup."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from dcplace.engine import MachineSpec, PlacementEngine, VmRequest
+from dcplace.engine.store import StoreError
+from dcplace.service import create_app
+
+from .browser import CHROMIUM, Browser
+from .conftest import server_thread
+
+TOKEN = "page-test-token-0123456789abcdef"
+EVIL = '<img src=x onerror="window.pwned=1">'
+
+
+def test_the_pages_files_are_open_and_load_only_themselves(tmp_path: Path) -> None:
+    engine = PlacementEngine.open(tmp_path / "c.db")
+    with TestClient(create_app(engine, tokens=[TOKEN]), follow_redirects=False) as c:
+        for path in ("/", "/ui"):
+            r = c.get(path)
+            assert r.status_code == 307 and r.headers["location"] == "ui/", path  # relative: under a proxy's prefix
+        page = c.get("/ui/")
+        assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+        policy = page.headers["content-security-policy"]
+        assert "default-src 'none'" in policy and "script-src 'self'" in policy and "frame-ancestors 'none'" in policy
+        assert page.headers["x-content-type-options"] == "nosniff"
+        urls = re.findall(r"""(?:src|href)\s*=\s*['"]([^'"]+)['"]""", page.text)
+        assert sorted(urls) == ["cluster.css", "cluster.js"]  # nothing from another host
+        for name, media in (("cluster.js", "text/javascript"), ("cluster.css", "text/css")):
+            got = c.get(f"/ui/{name}")
+            assert got.status_code == 200 and got.headers["content-type"].startswith(media), name
+        assert c.get("/state").status_code == 401  # the data still needs the token
+        assert c.get("/ui/../state").status_code == 401
+        assert c.get("/ui/nothing").status_code == 404
+        assert "/ui/" not in c.get("/openapi.json").json()["paths"]
+    engine.close()
+
+
+def _cluster(path: Path) -> PlacementEngine:
+    """Two racks of three double-NUMA machines and one without a rack; VMs on three of them; one drained, one
+    failed; a machine and a VM whose ids are markup."""
+    engine = PlacementEngine.open(path)
+    engine.add_machines([MachineSpec(f"m{i}", 40, 90, f"r{i // 3}") for i in range(6)] + [MachineSpec(EVIL, 8, 16)])
+    for i in range(12):
+        engine.place(VmRequest(f"vm{i}", 1 + i % 4, 2 + i % 8))
+    engine.place(VmRequest("<script>window.pwned=2</script>", 1, 1))
+    engine.drain("m4")
+    engine.fail("m5")
+    return engine
+
+
+@pytest.fixture
+def browser() -> Iterator[Browser]:
+    if CHROMIUM is None:
+        pytest.skip("no chromium here (apt-get install chromium)")
+    with Browser() as b:
+        yield b
+
+
+def _text(b: Browser, element_id: str) -> str:
+    return str(b.js(f"document.getElementById({element_id!r}).textContent"))
+
+
+def test_the_page_shows_what_the_api_says(tmp_path: Path, browser: Browser) -> None:
+    engine = _cluster(tmp_path / "c.db")
+    with server_thread(engine) as url:
+        browser.open(f"{url}/")  # the redirect, as a person types the address
+        browser.wait_for("document.body.dataset.loaded === 'yes'")
+        assert browser.js("location.pathname") == "/ui/"
+        state = engine.stats()
+        machines = engine.machines()
+        tiles = browser.js("[...document.querySelectorAll('#map .m')].map(t => t.dataset.id)")
+        assert sorted(tiles) == sorted(m.id for m in machines)
+        totals = _text(browser, "totals")
+        assert f"{state['machines']['active']} / 1 / 1" in totals
+        assert f"VMs{state['vms']}" in totals
+        heads = browser.js("[...document.querySelectorAll('.rack h3')].map(h => h.textContent)")
+        in_use = {r: sum(1 for m in machines if m.rack == r and m.vms) for r in ("r0", "r1", None)}
+        assert heads == [f"rack r0: 3 machines, {in_use['r0']} in use", f"rack r1: 3 machines, {in_use['r1']} in use",
+                         f"no rack: 1 machines, {in_use[None]} in use"]  # fmt: skip
+        assert in_use["r0"] >= 1 and in_use[None] == 1  # the markup VM went to the machine of markup
+        assert browser.js("document.querySelector('[data-id=m4]').classList.contains('drained')")
+        assert browser.js("document.querySelector('[data-id=m5]').classList.contains('failed')")
+        # the bars are the ledger's: machine m0's first node, cores used over cores
+        m0 = next(m for m in machines if m.id == "m0")
+        height = browser.js("document.querySelector('[data-id=m0] .cpu i').style.height")
+        assert float(height.rstrip("%")) == pytest.approx(100 * (m0.cpu[0] - m0.free_cpu[0]) / m0.cpu[0], abs=0.05)
+
+        # a click shows the machine and its VMs
+        browser.js("document.querySelector('[data-id=m0]').click()")
+        browser.wait_for("document.querySelectorAll('#vms tbody tr').length > 0")
+        listed = browser.js("[...document.querySelectorAll('#vms tbody tr')].map(r => r.cells[0].textContent)")
+        assert sorted(listed) == sorted(r.id for r in engine.vm_page(None, -1, "m0").vms)
+        assert _text(browser, "detail-title").startswith("m0, active, rack r0")
+
+        # a VM found by its id selects its machine
+        where = engine.vm("vm7")
+        browser.js("const f = document.getElementById('find'); f.value = 'vm7'; f.dispatchEvent(new Event('input'));"
+                   "f.dispatchEvent(new KeyboardEvent('keydown', {key: 'Enter'}))")  # fmt: skip
+        found = browser.wait_for("document.getElementById('found').textContent.startsWith('VM ') && "
+                                 "document.getElementById('found').textContent")  # fmt: skip
+        assert f"is on machine {where.machine}" in found
+        assert browser.js("document.querySelector('.m.selected').dataset.id") == where.machine
+        browser.js("const g = document.getElementById('find'); g.value = 'zz'; g.dispatchEvent(new Event('input'))")
+        assert _text(browser, "found") == "no machine matches; Enter looks for a VM of that id"
+
+        # ids are text: the markup is shown, not run
+        evil = "[...document.querySelectorAll('#map .m')].find(t => t.dataset.id.startsWith('<img'))"
+        assert browser.js(f"{evil}.dataset.id") == EVIL
+        browser.js(f"{evil}.click()")
+        browser.wait_for("document.getElementById('detail-title').textContent.startsWith('<img')")
+        cells = "[...document.querySelectorAll('#vms tbody tr')].map(r => r.cells[0].textContent)"
+        browser.wait_for(f"{cells}.includes('<script>window.pwned=2</script>')")
+        assert sorted(browser.js(cells)) == sorted(r.id for r in engine.vm_page(None, -1, EVIL).vms)
+        assert browser.js("document.querySelectorAll('main img, main script').length") == 0
+        assert browser.js("window.pwned === undefined")
+    engine.close()
+    assert not [line for line in browser.console if line.startswith("exception")], browser.console
+
+
+def test_the_page_follows_the_cluster_and_says_when_the_database_failed(tmp_path: Path, browser: Browser) -> None:
+    engine = _cluster(tmp_path / "c.db")
+    with server_thread(engine) as url:
+        browser.open(f"{url}/ui/?every=1")
+        browser.wait_for("document.body.dataset.loaded === 'yes'")
+        browser.js("document.getElementById('order').value = 'most';"
+                   "document.getElementById('order').dispatchEvent(new Event('change'))")  # fmt: skip
+        first = browser.js("document.querySelector('.rack .m').dataset.id")  # racks keep their order
+        shares = {m.id: max(sum(c - f for c, f in zip(m.cpu, m.free_cpu, strict=True)) / sum(m.cpu),
+                            sum(g - f for g, f in zip(m.mem, m.free_mem, strict=True)) / sum(m.mem))
+                  for m in engine.machines() if m.rack == "r0"}  # fmt: skip
+        assert shares[first] == max(shares.values())
+
+        engine.place(VmRequest("late", 2, 2))  # the next refresh shows it
+        browser.wait_for(f"document.getElementById('totals').textContent.includes('VMs{engine.stats()['vms']}')")
+
+        def broken(c: object) -> None:
+            raise OSError("disk full")
+
+        engine.store._write = broken  # type: ignore[method-assign]
+        with pytest.raises(StoreError):
+            engine.place(VmRequest("lost", 1, 1))
+        said = browser.wait_for("!document.getElementById('problem').hidden && "
+                                "document.getElementById('problem').textContent")  # fmt: skip
+        assert said.startswith("Not updated:") and "disk full" in said
+    engine.close()
+
+
+def test_the_page_asks_for_a_token_and_keeps_it_in_the_tab(tmp_path: Path, browser: Browser) -> None:
+    engine = _cluster(tmp_path / "c.db")
+    with server_thread(engine, create_app(engine, tokens=[TOKEN])) as url:
+        browser.open(f"{url}/ui/")
+        browser.wait_for("!document.getElementById('login').hidden")
+        assert browser.js("document.querySelectorAll('#map .m').length") == 0  # nothing shown without it
+        browser.js("document.getElementById('token').value = 'not-the-token-0123456789';"
+                   "document.getElementById('login').requestSubmit()")  # fmt: skip
+        assert "refused" in browser.wait_for("!document.getElementById('problem').hidden && "
+                                             "document.getElementById('problem').textContent")  # fmt: skip
+        browser.js(f"document.getElementById('token').value = '{TOKEN}';"
+                   "document.getElementById('login').requestSubmit()")  # fmt: skip
+        browser.wait_for("document.body.dataset.loaded === 'yes'")
+        assert browser.js("document.getElementById('login').hidden")
+        assert browser.js("document.getElementById('token').value") == ""  # not left in the form
+
+        # a link that carries the token in its fragment (never sent to the server) works, and drops it from the bar
+        for how in ("a new page", "the same page"):
+            browser.js("sessionStorage.clear(); document.body.dataset.loaded = ''")
+            if how == "a new page":
+                browser.open("about:blank")
+            browser.open(f"{url}/ui/#token={TOKEN}")
+            browser.wait_for("document.body.dataset.loaded === 'yes'")
+            assert browser.wait_for("location.hash === '' && location.href").endswith("/ui/"), how
+            assert browser.js("sessionStorage.getItem('dcplace-token')") == TOKEN, how
+    engine.close()
