@@ -87,13 +87,46 @@ def test_a_port_in_use_is_refused(tmp_path):
     assert not db.exists()
 
 
+@pytest.mark.parametrize("flag", ["--port", "--probe-port"])
+def test_a_port_taken_while_the_database_opens_is_refused_before_the_start(tmp_path, monkeypatch, flag):
+    """The ports are bound before the database opens, which keeps out programs that bind without SO_REUSEADDR; one
+    that sets it (as servers do) can bind and listen meanwhile. Here one does so during the open: the start is
+    refused naming the flag (uvicorn's traceback, or its own error and exit 3), the new database removed."""
+    from dcplace.engine import PlacementEngine
+
+    ports = []
+    for _ in range(2):
+        with socket.socket() as free:
+            free.bind(("127.0.0.1", 0))
+            ports.append(free.getsockname()[1])
+    target = ports[0] if flag == "--port" else ports[1]
+    thief = socket.socket()
+    thief.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    opened = PlacementEngine.open.__func__  # type: ignore[attr-defined]
+
+    def open_and_be_robbed(cls, *args, **kwargs):
+        thief.bind(("127.0.0.1", target))
+        thief.listen()
+        return opened(cls, *args, **kwargs)
+
+    monkeypatch.setattr(PlacementEngine, "open", classmethod(open_and_be_robbed))
+    db = tmp_path / "c.db"
+    try:
+        res = runner.invoke(app, ["serve", "--db", str(db), "--port", str(ports[0]), "--probe-port", str(ports[1])])
+    finally:
+        thief.close()
+    said = f"{flag}: cannot listen on 127.0.0.1:{target}: Address already in use (taken while the database opened)"
+    assert res.exit_code == 2 and said in res.output and "Traceback" not in res.output, res.output
+    assert not db.exists()
+
+
 def test_an_empty_host_means_every_interface_not_an_error():
-    from dcplace.cli.serve import _check_listen
+    from dcplace.cli.serve import _bound
 
     with socket.socket() as probe:
         probe.bind(("", 0))
         port = probe.getsockname()[1]
-    _check_listen("", port)  # free again: no exception
+    _bound("", port).close()  # free again: no exception
 
 
 def test_machines_file_is_registered_once_per_content(tmp_path):

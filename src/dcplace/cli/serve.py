@@ -39,8 +39,11 @@ def _fail(exc: InputError) -> NoReturn:
 def _bound(host: str, port: int, flag: str = "port") -> Any:
     """A socket bound to ``host:port``, or a refusal naming ``flag``, before the database is opened (an address in
     use, not this machine's, a privileged port: uvicorn printed its own error and exited 3 after the engine was
-    opened). The probe port keeps it until its server listens on it (checked, then taken by another process while
-    the database opened, it was a traceback after the start)."""
+    opened). It is held until its server listens on it: a port checked and let go was taken by another process
+    while the database opened (the probe's: a traceback after the start; the main one's: uvicorn's own error and
+    exit 3, with the engine loaded). A bound socket keeps out programs that bind without ``SO_REUSEADDR``; one that
+    sets it may still bind and listen first (Linux lets two such sockets bind one port while neither listens), so
+    ``serve`` listens on both before it says it is ready, and refuses the start, naming the flag, if it cannot."""
     import socket
 
     try:  # "" is every interface to uvicorn (asyncio), as None is to getaddrinfo
@@ -56,11 +59,6 @@ def _bound(host: str, port: int, flag: str = "port") -> Any:
         sock.close()
         _fail(InputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}", field=flag))
     return sock
-
-
-def _check_listen(host: str, port: int, flag: str = "port") -> None:
-    """:func:`_bound`'s refusal alone, for a port uvicorn binds itself (the main one)."""
-    _bound(host, port, flag).close()
 
 
 def serve(
@@ -193,8 +191,8 @@ def serve(
             if given:
                 _fail(InputError("applies to background re-optimisation only: add --reoptimise-every or "
                                  "--reoptimise-below", field=name))  # fmt: skip
-    _check_listen(host, port)
-    probe_sock = None if probe_port is None else _bound(host, probe_port, "probe_port")  # held: nobody takes it
+    main_sock = _bound(host, port)  # held from here on: nobody takes either port while the database opens
+    probe_sock = None if probe_port is None else _bound(host, probe_port, "probe_port")
     reopt = None
     try:
         if reoptimise_every is not None or reoptimise_below is not None:
@@ -230,6 +228,16 @@ def serve(
         typer.echo(f"dcplace serve: warning: {warning}", err=True)
     warm_up_jit()
     warm_s = engine.warm_up()  # the default policy compiled before the first request, not during it
+    for sock, flag, number in ((main_sock, "port", port), (probe_sock, "probe_port", probe_port)):
+        try:  # a program that binds with SO_REUSEADDR, as servers do, could take a port bound but not listening
+            if sock is not None:
+                sock.listen(2048)  # uvicorn's backlog; it listens again, which changes nothing
+        except OSError as exc:
+            engine.close()
+            if new_db:
+                remove_database(db)
+            _fail(InputError(f"cannot listen on {host}:{number}: {exc.strerror or exc} (taken while the database "
+                             "opened)", field=flag))  # fmt: skip
     s = engine.stats()
     scheme = "http" if tls is None else "https"
     guard = [what for what, on in (("tokens", tokens), ("client certificates", tls_client_ca)) if on]
@@ -251,7 +259,7 @@ def serve(
             probe = ProbeServer(engine, probe_sock)
             probe.start()
             typer.echo(f"dcplace serve: GET /healthz also on http://{host}:{probe_port}", err=True)
-        uvicorn.run(
+        config = uvicorn.Config(
             create_app(
                 engine,
                 reopt,
@@ -270,14 +278,19 @@ def serve(
             http=http,
             timeout_graceful_shutdown=stop_timeout,
         )
+        server = uvicorn.Server(config)
+        server.run(sockets=[main_sock])
+        if not server.started:  # as uvicorn.run ends then: the application's start failed, uvicorn said why
+            raise typer.Exit(3)
         stopped = True  # a Ctrl-C: uvicorn re-raised SIGINT, which asyncio's runner took, and returned
     except (KeyboardInterrupt, Terminated):  # uvicorn shut down gracefully, then re-raised the signal to us
         stopped = True
     finally:
         if probe is not None:  # before the stopped line: its own shutdown logs came after it
             probe.stop()
-        if probe_sock is not None:
-            probe_sock.close()
+        for sock in (main_sock, probe_sock):
+            if sock is not None:
+                sock.close()
         engine.close()
     if stopped:
         typer.echo(f"dcplace serve: stopped; every acknowledged change is durable in {db}", err=True)
