@@ -378,6 +378,48 @@ class _Counting(ScoredNumaPolicy):
         return -np.arange(view.free.shape[0] * view.free.shape[1], dtype=float)
 
 
+def _compiled() -> dict[str, set[str]]:
+    """Every numba function of dcplace's compiled modules -> the argument types it has code for in this process."""
+    import importlib
+
+    from numba.core.registry import CPUDispatcher
+
+    from dcplace.jitcache import JIT_MODULES
+
+    out = {}
+    for rel in JIT_MODULES:
+        module = importlib.import_module("dcplace." + rel.removesuffix(".py").replace("/", "."))
+        for name, obj in vars(module).items():
+            if isinstance(obj, CPUDispatcher):
+                out[f"{module.__name__}.{name}"] = {str(sig) for sig in obj.signatures}
+    return out
+
+
+def test_after_the_warm_up_a_services_calls_compile_nothing(tmp_path) -> None:
+    """What ``dcplace serve`` does after ``warm_up`` (place with and without an explanation, one and every NUMA
+    node, a batch, a release, an explanation) needs no code that is not compiled yet: numba compiles per argument
+    type, and the warm-up's read-only views left the live state's writable arrays cold, so the first POST /vms
+    compiled for 12 s on the event loop (the health check waited with it) and the first release 0.4 s."""
+    from dcplace.engine import MachineSpec
+
+    engine = PlacementEngine.open(tmp_path / "c.db")
+    engine.add_machines([MachineSpec(f"pm{i}", 40, 90) for i in range(300)])
+    engine.close()
+    engine = PlacementEngine.open(tmp_path / "c.db")  # as serve has it: loaded from its database
+    engine.warm_up()
+    before = _compiled()
+    engine.place(VmRequest("a", 2, 4), explain=False)
+    engine.place(VmRequest("b", 2, 4))
+    engine.place(VmRequest("c", 4, 4, multi=True), explain=False)
+    engine.place_batch([VmRequest("d", 2, 4), VmRequest("e", 2, 4, multi=True)])
+    engine.explain(VmRequest("?", 2, 4))
+    for vm in "abcde":
+        engine.release(vm)
+    after = _compiled()
+    assert {k: after[k] - before.get(k, set()) for k in after if after[k] - before.get(k, set())} == {}
+    engine.close()
+
+
 @pytest.mark.parametrize("policy", ["cvd-rl", "best-fit", "schedrl", "counting"])
 def test_warm_up_touches_neither_the_engine_nor_its_policy(policy: str, tmp_path) -> None:
     """``warm_up`` (``dcplace serve`` calls it before answering) decides in a scratch engine with a copy of the
