@@ -50,16 +50,26 @@ def server_thread(engine: PlacementEngine, app: FastAPI | None = None) -> Iterat
         sock.close()
 
 
-def start_serve(db: Path, port: int, *flags: str, probe: httpx.Client | None = None) -> subprocess.Popen[bytes]:
+def start_serve(
+    db: Path, port: int, *flags: str, probe: httpx.Client | None = None, open_files: int | None = None
+) -> subprocess.Popen[bytes]:
     """``dcplace serve --db db [flags]`` as a subprocess, answering /healthz (asked with ``probe``, a client whose
     base URL is the server's, for HTTPS; default plain HTTP). It takes SIGINT as a terminal's Ctrl-C sends it,
-    whatever this process does with it (a test runner's worker may ignore it, and a child would inherit that)."""
+    whatever this process does with it (a test runner's worker may ignore it, and a child would inherit that).
+    ``open_files``: its soft limit on open files (the hard one as this process has it)."""
+
+    def child() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        if open_files is not None:
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+
     src = str(Path(__file__).resolve().parents[2] / "src")
     env = {**os.environ, "PYTHONPATH": src, "OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
     cmd = [sys.executable, "-c", "from dcplace.cli.main import main; main()", "serve", "--db", str(db),
            "--port", str(port), *flags]  # fmt: skip
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=child)
     deadline = time.time() + 90
     while time.time() < deadline:
         if proc.poll() is not None:

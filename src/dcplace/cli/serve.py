@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import logging.handlers
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
@@ -34,6 +35,22 @@ def _fail(exc: InputError) -> NoReturn:
     else:
         typer.echo(f"error: {exc}", err=True)
     raise typer.Exit(2)
+
+
+def _raise_open_file_limit() -> None:
+    """The soft limit on open files raised to the hard one (as Go's runtime does for every program): each client
+    connection is a file, and at a soft limit of 256 an overload review saw numba's cache files fail to open with
+    "Too many open files", 134 placements and releases answered 500 and the health check reset. The hard limit is
+    the operator's (``ulimit -Hn``, systemd's ``LimitNOFILE``); ``/metrics`` shows it as ``process_max_fds``."""
+    try:
+        import resource
+    except ImportError:  # not POSIX
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+    if soft != resource.RLIM_INFINITY and soft < want:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
 
 
 def _bound(host: str, port: int, flag: str = "port") -> Any:
@@ -144,6 +161,19 @@ def serve(
             "close them (every acknowledged change is durable already); an idle TLS connection held a stop 30 s"
         ),
     ] = 10,
+    max_in_flight: Annotated[
+        int,
+        typer.Option(
+            help="requests in flight at most (all but /healthz and /metrics); more are answered 429 with "
+            "Retry-After at once, not queued"
+        ),
+    ] = 512,
+    max_listings: Annotated[
+        int,
+        typer.Option(
+            help="listings (GET /vms, /allocations, /machines, /state/snapshot) built at once at most; more: 429"
+        ),
+    ] = 4,
     max_body_mb: Annotated[
         float,
         typer.Option(
@@ -184,6 +214,9 @@ def serve(
         _reread_on_sighup(held, token_file)
     if not 1 <= stop_timeout <= 86400:
         _fail(InputError(f"must be from 1 to 86400 seconds, not {stop_timeout}", field="stop_timeout"))
+    for name, value in (("max_in_flight", max_in_flight), ("max_listings", max_listings)):
+        if not 1 <= value <= 10**6:
+            _fail(InputError(f"must be a whole number from 1 to 1000000, not {value}", field=name))
     if not 0 < max_body_mb <= 2**20:  # inf was an OverflowError traceback after the database was made
         _fail(InputError(f"must be above 0 and at most {2**20} MiB, not {max_body_mb!r}", field="max_body_mb"))
     if reoptimise_every is None and reoptimise_below is None:  # they tune background events, and none would run
@@ -191,6 +224,7 @@ def serve(
             if given:
                 _fail(InputError("applies to background re-optimisation only: add --reoptimise-every or "
                                  "--reoptimise-below", field=name))  # fmt: skip
+    _raise_open_file_limit()
     main_sock = _bound(host, port)  # held from here on: nobody takes either port while the database opens
     probe_sock = None if probe_port is None else _bound(host, probe_port, "probe_port")
     reopt = None
@@ -249,7 +283,7 @@ def serve(
     if tokens and tls is None and not is_loopback(host):
         typer.echo(f"dcplace serve: warning: tokens sent over plain HTTP on {host} can be read on the way and "
                    "replayed: add --tls-cert and --tls-key", err=True)  # fmt: skip
-    _log_to_stderr(LOG_LEVELS[log_level])
+    logs = _Logs(LOG_LEVELS[log_level])
     probe = None
     stopped = False
     try:
@@ -269,6 +303,8 @@ def serve(
                 allowed_origins=tuple(allowed_host or []),
                 tokens=held or (),
                 client_certs=tls_client_ca is not None,
+                max_in_flight=max_in_flight,
+                max_listings=max_listings,
             ),
             host=host,
             port=port,
@@ -292,6 +328,7 @@ def serve(
             if sock is not None:
                 sock.close()
         engine.close()
+        logs.stop()  # every line logged, before the stopped line
     if stopped:
         typer.echo(f"dcplace serve: stopped; every acknowledged change is durable in {db}", err=True)
 
@@ -309,16 +346,58 @@ class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
         pass
 
 
-def _log_to_stderr(level: int) -> None:
-    """dcplace's loggers at ``level``, one timestamped line each on stderr (uvicorn configures only its own), once
-    the service is about to serve. They still propagate: the root logger has no handler unless an application
-    gave it one, and then it should see them too."""
-    root = logging.getLogger("dcplace")
-    root.setLevel(level)
-    if not any(isinstance(h, _Stderr) for h in root.handlers):  # once per process
-        handler = _Stderr()
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        root.addHandler(handler)
+class _Dropping(logging.handlers.QueueHandler):
+    """Puts a record in a bounded queue for the writer thread, or drops it when the queue is full: logging wrote to
+    stderr on the event loop, so a reader of stderr that paused for 12 s (a pipe to a stalled log shipper) held
+    every placement and the health check as long (an overload review); now only the writer waits. The writer says
+    how many lines were dropped before its next one."""
+
+    def __init__(self, size: int) -> None:
+        import queue
+
+        super().__init__(queue.Queue(size))
+        self.dropped = 0
+
+    def enqueue(self, record: logging.LogRecord) -> None:
+        import queue
+
+        try:
+            self.queue.put_nowait(record)
+        except queue.Full:
+            self.dropped += 1
+
+
+class _Writer(_Stderr):
+    def __init__(self, source: _Dropping) -> None:
+        super().__init__()
+        self.source = source
+
+    def emit(self, record: logging.LogRecord) -> None:
+        dropped, self.source.dropped = self.source.dropped, 0
+        if dropped:
+            sys.stderr.write(f"dcplace serve: {dropped} log line(s) dropped: stderr was not read fast enough\n")
+        super().emit(record)
+
+
+class _Logs:
+    """dcplace's loggers at ``level``, one timestamped line each on stderr (uvicorn configures only its own), written
+    by a thread of their own through a bounded queue (:class:`_Dropping`), from the moment the service is about to
+    serve until :meth:`stop` (its queue written out, the handler removed). They still propagate: the root logger
+    has no handler unless an application gave it one, and then it should see them too."""
+
+    def __init__(self, level: int, queue_size: int = 10_000) -> None:
+        self.root = logging.getLogger("dcplace")
+        self.root.setLevel(level)
+        self.handler = _Dropping(queue_size)
+        writer = _Writer(self.handler)
+        writer.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        self.listener = logging.handlers.QueueListener(self.handler.queue, writer)
+        self.listener.start()
+        self.root.addHandler(self.handler)
+
+    def stop(self) -> None:
+        self.root.removeHandler(self.handler)
+        self.listener.stop()
 
 
 def _register(engine: PlacementEngine, path: Path) -> None:

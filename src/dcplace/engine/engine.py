@@ -1149,15 +1149,15 @@ class PlacementEngine:
             scratch._log = _QUIET
             for k, (cpu, mem) in enumerate(shapes):
                 scratch.add_machine(f"m{k}", cpu, mem)
-            cpu, mem = min(min(c) for c, _ in shapes) / 4, min(min(m) for _, m in shapes) / 4
+            vcpu, vmem = min(min(c) for c, _ in shapes) / 4, min(min(m) for _, m in shapes) / 4
             # what a service does, each: numba compiles per argument type, and a read-only view (an explanation's)
             # is another type than the live state; warming only explain and place left the first POST /vms
             # compiling 12 s on the event loop and the first release 0.4 s (an overload review)
-            scratch.explain(VmRequest("warm-up", cpu, mem))
+            scratch.explain(VmRequest("warm-up", vcpu, vmem))
             for multi in (False, True):
                 for explain in (False, True):
-                    scratch.place(VmRequest(f"warm-up-{multi}-{explain}", cpu, mem, multi), explain=explain)
-            scratch.place_batch([VmRequest("warm-up-batch", cpu, mem), VmRequest("warm-up-batch-m", cpu, mem, True)])
+                    scratch.place(VmRequest(f"warm-up-{multi}-{explain}", vcpu, vmem, multi), explain=explain)
+            scratch.place_batch([VmRequest("warm-up-batch", vcpu, vmem), VmRequest("warm-up-b-m", vcpu, vmem, True)])
             for vm in list(scratch.state.slot_of_vm):
                 scratch.release(vm)
         except Exception:  # a policy that cannot be copied or act on these machines stays cold

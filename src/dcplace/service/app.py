@@ -49,6 +49,7 @@ from dcplace.engine import (
     allocation_rows,
 )
 from dcplace.errors import InputError
+from dcplace.service.admission import MAX_IN_FLIGHT, MAX_LISTINGS, Admission, Gate
 from dcplace.service.answers import (
     ERROR_STATUS,
     explanation_json,
@@ -395,6 +396,8 @@ def create_app(
     allowed_origins: tuple[str, ...] = (),
     tokens: Sequence[str] | Tokens = (),
     client_certs: bool = False,
+    max_in_flight: int = MAX_IN_FLIGHT,
+    max_listings: int = MAX_LISTINGS,
 ) -> FastAPI:
     """The service over ``engine`` (which it does not close). ``reopt``: re-optimise in the background whenever its
     timer or threshold is due (checked every ``check_every_s`` seconds, wall clock); the last event's report is at
@@ -405,7 +408,10 @@ def create_app(
     bearer tokens every request but the open paths must carry (none: no check; a :class:`Tokens` to replace them
     while the service runs; :mod:`dcplace.service.auth`);
     ``client_certs``: every client shows a certificate (the server requires one), so the extender's routes need no
-    token (kube-scheduler sends none)."""
+    token (kube-scheduler sends none); ``max_in_flight``, ``max_listings``: more requests in flight, or listings
+    being built, are answered 429 at once (:mod:`dcplace.service.admission`)."""
+    if not (max_in_flight >= 1 and max_listings >= 1):
+        raise ValueError(f"max_in_flight and max_listings must be at least 1, not {max_in_flight}, {max_listings}")
     last: dict[str, Any] = {}
 
     @asynccontextmanager
@@ -671,5 +677,8 @@ def create_app(
     _complete_document(app, engine.numa)
     paths = [str(getattr(r, "path", "")) for r in app.routes]
     routes = frozenset(p.split("/", 2)[1] for p in paths if p.startswith("/"))
+    gate = Gate(max_in_flight, max_listings, metrics.http_shed)
+    metrics.http_in_flight.set_function(lambda: gate.in_flight)
+    app.add_middleware(Admission, gate=gate)  # before anything is read or checked: a refusal costs nothing
     app.add_middleware(Observed, metrics=metrics, routes=routes)  # outermost: every answer, a 421 and a 413 too
     return app

@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, Info, PlatformCollector, ProcessCollector
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, PlatformCollector, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
@@ -125,6 +125,11 @@ class ServiceMetrics:
         self.http_seconds = Histogram("dcplace_http_request_duration_seconds", "Time to answer an HTTP request, by "
                                       "route and method", ["route", "method"], buckets=HTTP_BUCKETS,
                                       registry=self.registry)  # fmt: skip
+        self.http_shed = Counter("dcplace_http_shed", "Requests refused with 429 by load shedding, by reason: "
+                                 "in_flight (serve --max-in-flight), listings (--max-listings)", ["reason"],
+                                 registry=self.registry)  # fmt: skip
+        self.http_in_flight = Gauge("dcplace_http_in_flight", "HTTP requests in flight (all but /healthz and "
+                                    "/metrics)", registry=self.registry)  # fmt: skip
 
 
 def _printable(path: str) -> str:
