@@ -294,3 +294,45 @@ def test_a_slow_policy_decides_off_the_event_loop_until_it_is_fast_again(tmp_pat
     asyncio.run(run())
     assert seen == [True, True, False, False, True]
     engine.close()
+
+
+def test_the_probe_port_says_when_the_main_event_loop_is_stuck(tmp_path) -> None:
+    """The probe port runs its own loop, so it answered 200 while the main loop was stuck and the service answered
+    nothing. The main loop beats a heartbeat; silent past ``stale_s``, the probe answers 503, and 200 again once
+    the loop runs."""
+    import asyncio
+    import socket
+    import threading
+
+    from dcplace.service.probe import Heartbeat, ProbeServer
+
+    engine = _engine(tmp_path)
+    heartbeat = Heartbeat(every_s=0.1, stale_s=1.0)
+    loop = asyncio.new_event_loop()  # the main loop, as uvicorn runs it
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    beating = asyncio.run_coroutine_threadsafe(heartbeat.run(), loop)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/healthz"
+    probe = ProbeServer(engine, sock, heartbeat)
+    probe.start()
+    try:
+        time.sleep(0.3)
+        assert httpx.get(url, timeout=5).status_code == 200
+        loop.call_soon_threadsafe(time.sleep, 2.5)  # a handler that blocks the loop
+        time.sleep(1.8)
+        stuck = httpx.get(url, timeout=5)
+        assert stuck.status_code == 503, stuck.text
+        assert stuck.json()["detail"].startswith("the service's main event loop has not run for ")
+        time.sleep(1.5)
+        assert httpx.get(url, timeout=5).status_code == 200  # it runs again
+    finally:
+        probe.stop()
+        sock.close()
+        beating.cancel()
+        time.sleep(0.3)  # the cancellation runs on the loop before it stops
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()
+        engine.close()

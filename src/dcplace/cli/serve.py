@@ -162,12 +162,12 @@ def serve(
         ),
     ] = 10,
     max_in_flight: Annotated[
-        int,
+        int | None,
         typer.Option(
             help="requests in flight at most (all but /healthz and /metrics); more are answered 429 with "
-            "Retry-After at once, not queued"
+            "Retry-After at once (default: no limit; it cost throughput here, docs/engine.md, Overload)"
         ),
-    ] = 512,
+    ] = None,
     max_listings: Annotated[
         int,
         typer.Option(
@@ -215,7 +215,7 @@ def serve(
     if not 1 <= stop_timeout <= 86400:
         _fail(InputError(f"must be from 1 to 86400 seconds, not {stop_timeout}", field="stop_timeout"))
     for name, value in (("max_in_flight", max_in_flight), ("max_listings", max_listings)):
-        if not 1 <= value <= 10**6:
+        if value is not None and not 1 <= value <= 10**6:
             _fail(InputError(f"must be a whole number from 1 to 1000000, not {value}", field=name))
     if not 0 < max_body_mb <= 2**20:  # inf was an OverflowError traceback after the database was made
         _fail(InputError(f"must be above 0 and at most {2**20} MiB, not {max_body_mb!r}", field="max_body_mb"))
@@ -284,13 +284,14 @@ def serve(
         typer.echo(f"dcplace serve: warning: tokens sent over plain HTTP on {host} can be read on the way and "
                    "replayed: add --tls-cert and --tls-key", err=True)  # fmt: skip
     logs = _Logs(LOG_LEVELS[log_level])
-    probe = None
+    probe = heartbeat = None
     stopped = False
     try:
         if probe_sock is not None:
-            from dcplace.service.probe import ProbeServer
+            from dcplace.service.probe import Heartbeat, ProbeServer
 
-            probe = ProbeServer(engine, probe_sock)
+            heartbeat = Heartbeat()
+            probe = ProbeServer(engine, probe_sock, heartbeat)
             probe.start()
             typer.echo(f"dcplace serve: GET /healthz also on http://{host}:{probe_port}", err=True)
         config = uvicorn.Config(
@@ -305,6 +306,7 @@ def serve(
                 client_certs=tls_client_ca is not None,
                 max_in_flight=max_in_flight,
                 max_listings=max_listings,
+                heartbeat=heartbeat,
             ),
             host=host,
             port=port,

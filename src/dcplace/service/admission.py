@@ -1,12 +1,15 @@
-"""Load shedding: a request beyond ``serve --max-in-flight`` requests in flight, or a listing beyond
-``--max-listings`` listings at once, is answered at once with 429, one sentence and ``Retry-After``, instead of
-waiting in a queue that has no end (kube-apiserver's ``--max-requests-inflight`` does the same, with the same code).
+"""Load shedding: a listing beyond ``serve --max-listings`` listings being built at once (default 4), or, when asked
+for, a request beyond ``--max-in-flight`` requests in flight, is answered at once with 429, one sentence and
+``Retry-After``, instead of waiting (kube-apiserver answers the same past ``--max-requests-inflight``).
 
-Without it an overload review (2026-11-28) measured, with clients opening 1,580 new VMs a second against a service
-that decides about 1,100: 15,228 requests in flight, 8,000 open file descriptors, placements answered in 4.6-8.2 s
-(p50) and 27-29 s (p99), hundreds of connections reset and requests never answered; clients that gave up after
-0.3 s and retried got 31 answers a second while the service placed 98 % of its work for clients that had hung up.
-Twenty listings of 100,000 VMs at once took 19.5 s, grew the process by 450 MB and held the liveness check 3 s.
+A listing (``GET /vms``, ``/allocations``, ``/machines``, ``/state/snapshot``) grows with the cluster: at 100,000
+VMs 12.6 MB of JSON, about 1 s of a core and 22 MB of memory while it is built; twenty at once grew the service by
+551 MB, and with the limit by 199 MB, answered all in about the same time (benchmarks/bench_listings_at_once.py).
+The in-flight limit is off by default because it cost throughput here: a placement in flight is mostly waiting
+for its group commit, and more of them make bigger commits, while what a client waits under overload is mostly
+before its request reaches the application (the kernel's accept queue, the event loop reading requests), which the
+limit does not shorten (benchmarks/bench_overload.py; docs/engine.md, "Overload"). It bounds the requests held, and
+so memory and open files, for an operator who needs that.
 
 ``/healthz`` and ``/metrics`` are never shed: a probe that fails under load would have the orchestrator restart the
 one process that is serving. 429 rather than 503, which here means the database failed (restart the service): a
@@ -29,19 +32,17 @@ LISTINGS = frozenset({"/vms", "/allocations", "/machines", "/state/snapshot"})
 while it is built), limited apart from the rest."""
 UNSHED = frozenset({"/healthz", "/metrics"})
 RETRY_AFTER_S = 1
-MAX_IN_FLIGHT = 512
-"""The default limit: about half a second of placements queued at the 1,100 a second measured on 2 cores."""
 MAX_LISTINGS = 4
 
 
 class Gate:
-    """What :class:`Admission` admits: at most ``limit`` requests in flight (all but :data:`UNSHED`), ``listings``
-    of them listings (:data:`LISTINGS`), and how many are in flight now (the ``dcplace_http_in_flight`` gauge reads
-    it). ``shed``: a Prometheus counter of the refusals by reason (``in_flight``, ``listings``). A warning is logged
-    for the first refusal and then at most once per ``log_every_s``, with the count since (one line per refusal
-    flooded the log at 1,000 a second)."""
+    """What :class:`Admission` admits: at most ``limit`` requests in flight (all but :data:`UNSHED`; None: any
+    number), ``listings`` of them listings (:data:`LISTINGS`), and how many are in flight now (the
+    ``dcplace_http_in_flight`` gauge reads it). ``shed``: a Prometheus counter of the refusals by reason
+    (``in_flight``, ``listings``). A warning is logged for the first refusal and then at most once per
+    ``log_every_s``, with the count since (one line per refusal flooded the log at 1,000 a second)."""
 
-    def __init__(self, limit: int, listings: int, shed: Any = None, log_every_s: float = 10.0) -> None:
+    def __init__(self, limit: int | None, listings: int, shed: Any = None, log_every_s: float = 10.0) -> None:
         self.limit = limit
         self.listings = listings
         self.shed = shed
@@ -53,7 +54,7 @@ class Gate:
 
     def refusal(self, listing: bool) -> tuple[str, str] | None:
         """Why a request (a listing or not) is refused now, with the reason's label; None to admit it."""
-        if self.in_flight >= self.limit:
+        if self.limit is not None and self.in_flight >= self.limit:
             return "in_flight", (f"the service has {self.in_flight} requests in flight, its limit (serve "
                                  "--max-in-flight)")  # fmt: skip
         if listing and self.listing >= self.listings:

@@ -49,7 +49,7 @@ from dcplace.engine import (
     allocation_rows,
 )
 from dcplace.errors import InputError
-from dcplace.service.admission import MAX_IN_FLIGHT, MAX_LISTINGS, Admission, Gate
+from dcplace.service.admission import MAX_LISTINGS, Admission, Gate
 from dcplace.service.answers import (
     ERROR_STATUS,
     explanation_json,
@@ -95,6 +95,7 @@ from dcplace.service.models import (
     check_policy,
     served_policies,
 )
+from dcplace.service.probe import Heartbeat
 from dcplace.service.ui import add_ui_routes
 
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -396,8 +397,9 @@ def create_app(
     allowed_origins: tuple[str, ...] = (),
     tokens: Sequence[str] | Tokens = (),
     client_certs: bool = False,
-    max_in_flight: int = MAX_IN_FLIGHT,
+    max_in_flight: int | None = None,
     max_listings: int = MAX_LISTINGS,
+    heartbeat: Heartbeat | None = None,
 ) -> FastAPI:
     """The service over ``engine`` (which it does not close). ``reopt``: re-optimise in the background whenever its
     timer or threshold is due (checked every ``check_every_s`` seconds, wall clock); the last event's report is at
@@ -408,17 +410,20 @@ def create_app(
     bearer tokens every request but the open paths must carry (none: no check; a :class:`Tokens` to replace them
     while the service runs; :mod:`dcplace.service.auth`);
     ``client_certs``: every client shows a certificate (the server requires one), so the extender's routes need no
-    token (kube-scheduler sends none); ``max_in_flight``, ``max_listings``: more requests in flight, or listings
-    being built, are answered 429 at once (:mod:`dcplace.service.admission`)."""
-    if not (max_in_flight >= 1 and max_listings >= 1):
+    token (kube-scheduler sends none); ``max_in_flight`` (None: no limit), ``max_listings``: more requests in
+    flight, or listings being built, are answered 429 at once (:mod:`dcplace.service.admission`); ``heartbeat``:
+    beaten by a task on the application's event loop, for a probe on another (:mod:`dcplace.service.probe`)."""
+    if not ((max_in_flight is None or max_in_flight >= 1) and max_listings >= 1):
         raise ValueError(f"max_in_flight and max_listings must be at least 1, not {max_in_flight}, {max_listings}")
     last: dict[str, Any] = {}
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        task = None if reopt is None else asyncio.create_task(_reoptimiser(engine, reopt, check_every_s, last))
+        tasks = [] if reopt is None else [asyncio.create_task(_reoptimiser(engine, reopt, check_every_s, last))]
+        if heartbeat is not None:
+            tasks.append(asyncio.create_task(heartbeat.run()))
         yield
-        if task is not None:
+        for task in tasks:
             task.cancel()
 
     app = FastAPIOffline(
