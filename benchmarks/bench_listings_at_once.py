@@ -36,7 +36,14 @@ async def _call(port: int, method: str, path: str, body: bytes = b"") -> tuple[i
         writer.write(head.encode() + b"Content-Type: application/json\r\n\r\n" + body)
         lines = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
         fields = dict(h.lower().split(": ", 1) for h in lines[1:] if ": " in h)
-        return int(lines[0].split()[1]), fields, await reader.readexactly(int(fields.get("content-length", "0")))
+        if fields.get("transfer-encoding") != "chunked":
+            return int(lines[0].split()[1]), fields, await reader.readexactly(int(fields.get("content-length", "0")))
+        body = bytearray()  # a listing sent as it is built: chunks, each its size in hex, until one of size 0
+        while size := int((await reader.readline()).strip().split(b";")[0], 16):
+            body += await reader.readexactly(size)
+            await reader.readexactly(2)
+        await reader.readline()
+        return int(lines[0].split()[1]), fields, bytes(body)
     finally:
         writer.close()
 
@@ -48,7 +55,7 @@ async def _fill(port: int, vms: int) -> None:
         assert code == 200, code
 
 
-async def _run(port: int, pid: int, listings: int) -> dict[str, float]:
+async def _run(port: int, pid: int, listings: int, vms: int) -> dict[str, float]:
     health: list[float] = []
     peak = [0.0, 0.0, 0.0]
     stopped = asyncio.Event()
@@ -70,8 +77,9 @@ async def _run(port: int, pid: int, listings: int) -> dict[str, float]:
     async def lister() -> None:
         nonlocal refused
         while True:
-            code, fields, _ = await _call(port, "GET", "/vms")
+            code, fields, body = await _call(port, "GET", "/vms")
             if code == 200:
+                assert body.count(b'"id"') >= vms, "a listing came short"
                 return
             refused += 1
             await asyncio.sleep(float(fields.get("retry-after", "1")))
@@ -107,7 +115,7 @@ def main() -> None:
                     asyncio.run(_wait_ready(port))
                     asyncio.run(_fill(port, args.vms))
                     base = _proc(proc.pid)[0]
-                    r = asyncio.run(_run(port, proc.pid, args.listings))
+                    r = asyncio.run(_run(port, proc.pid, args.listings, args.vms))
                 finally:
                     proc.send_signal(signal.SIGTERM)
                     proc.wait(60)

@@ -431,6 +431,39 @@ def test_listings_page_with_a_link_header_and_filter_by_machine(client: TestClie
         assert r.status_code == 422 and one_sentence(r), bad
 
 
+@pytest.mark.parametrize("n", [0, 999, 1000, 1001, 2000, 2601])
+def test_a_long_listing_sent_in_chunks_is_the_same_json(tmp_path, n: int) -> None:
+    """Past ``LISTING_CHUNK`` VMs a listing is built and sent a chunk at a time on the event loop: byte for byte
+    what ``json.dumps`` makes of the whole list, at and around the chunk edges, paged or not, for both listings."""
+    import json
+
+    import numpy as np
+
+    from dcplace.engine import MachineSpec
+    from dcplace.engine.engine import allocation_rows
+    from dcplace.service.answers import vm_rows
+
+    engine = PlacementEngine.open(tmp_path / "c.db")
+    engine.add_machines([MachineSpec(f"pm{i}", 64, 256) for i in range(60)])
+    ids = [f"v{i}" for i in range(n + 3)]
+    engine.place_arrays(ids, np.ones(n + 3), np.ones(n + 3), np.zeros(n + 3, dtype=bool))
+    for gone in ("v0", f"v{(n + 3) // 2}", f"v{n + 2}"):  # holes in the ledger: first, middle, last
+        engine.release(gone)
+    if n:
+        engine.pin("v1")
+    with TestClient(create_app(engine)) as c:
+        for path, rows in (("/vms", vm_rows), ("/allocations", allocation_rows)):
+            whole = c.get(path)
+            assert whole.content == json.dumps(rows(engine.vm_page())).encode(), path
+            assert len(whole.json()) == n and "link" not in whole.headers
+            if n > 1500:
+                first = c.get(f"{path}?limit=1500")
+                page = engine.vm_page(1500)
+                assert first.content == json.dumps(rows(page)).encode()
+                assert first.headers["link"] == f'<{path}?limit=1500&after={page.next}>; rel="next"'
+    engine.close()
+
+
 def test_an_import_is_at_most_ten_thousand_rows(client: TestClient) -> None:
     """300,000 rows were parsed and validated on the event loop for 24 s, every request waiting."""
     rows = [{"vm": f"v{i}", "machine": "pm0", "node": 0, "cpu": 0.001, "mem": 0.001} for i in range(10_001)]

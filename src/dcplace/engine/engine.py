@@ -44,7 +44,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -192,8 +192,10 @@ def allocation_rows(page: VmPage) -> list[dict[str, Any]]:
 
 
 @dataclass(frozen=True)
-class _VmColumns:
-    """VMs' ledger columns copied under the engine's lock, made into records after it."""
+class VmListing:
+    """VMs' ledger columns copied under the engine's lock (:meth:`PlacementEngine.vm_listing`), made into records
+    after it: all at once (:meth:`page`) or a chunk at a time (:meth:`chunks`), so a listing of many VMs can be sent
+    as it is built. ``next``: the cursor of the page after this listing (None: it reaches the end)."""
 
     ids: list[str]
     pm: np.ndarray
@@ -208,17 +210,38 @@ class _VmColumns:
     million VMs); None: no VM has one."""
     next: int | None
 
+    def __len__(self) -> int:
+        return len(self.ids)
+
     def page(self) -> VmPage:
+        """Every VM of the listing, with its cursor."""
+        return self._rows(0, len(self.ids), self.next)
+
+    def chunks(self, size: int) -> Iterator[VmPage]:
+        """The listing as pages of at most ``size`` VMs, each built when it is asked for (their ``next``: None)."""
+        for start in range(0, len(self.ids), size):
+            yield self._rows(start, min(start + size, len(self.ids)), None)
+
+    def _rows(self, start: int, stop: int, nxt: int | None) -> VmPage:
         names = self.machine_ids
+        ids = self.ids[start:stop]
         vms = [
             VmRecord(i, names[m], None if k < 0 else k, c, r, bool(x))
             for i, m, k, (c, r), x in zip(
-                self.ids, self.pm.tolist(), self.node.tolist(), self.demand.tolist(), self.multi.tolist(), strict=True
+                ids, self.pm[start:stop].tolist(), self.node[start:stop].tolist(), self.demand[start:stop].tolist(),
+                self.multi[start:stop].tolist(), strict=True,
             )
-        ]
+        ]  # fmt: skip
         pinned = self.pinned
-        return VmPage(vms, [i in pinned for i in self.ids] if pinned else [False] * len(vms),
-                      self.uids if self.uids is not None else [None] * len(vms), self.next)  # fmt: skip
+        return VmPage(vms, [i in pinned for i in ids] if pinned else [False] * len(vms),
+                      self.uids[start:stop] if self.uids is not None else [None] * len(vms), nxt)  # fmt: skip
+
+
+def _check_page(limit: int | None, after: int) -> None:
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise InputError(f"must be a whole number >= 1, got {limit!r}", field="limit")
+    if isinstance(after, bool) or not isinstance(after, int) or after < -1:
+        raise InputError(f"must be a cursor from an earlier page, got {after!r}", field="after")
 
 
 @dataclass(frozen=True)
@@ -1590,16 +1613,23 @@ class PlacementEngine:
         million VMs no longer holds every placement for the 10-25 s it took to build them. A walk over pages is
         not a snapshot: a VM placed meanwhile into a slot already passed is not listed
         (:meth:`snapshot` is one)."""
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-            raise InputError(f"must be a whole number >= 1, got {limit!r}", field="limit")
-        if isinstance(after, bool) or not isinstance(after, int) or after < -1:
-            raise InputError(f"must be a cursor from an earlier page, got {after!r}", field="after")
-        with self.lock:
-            cols = self._vm_columns(limit, after, machine)
-        return cols.page()
+        return self.vm_listing(limit, after, machine).page()
 
-    def _vm_columns(self, limit: int | None, after: int, machine: str | None) -> _VmColumns:
-        """:meth:`vm_page`'s copy of the ledger (the caller holds the lock; it builds the page after)."""
+    def vm_listing(self, limit: int | None = None, after: int = -1, machine: str | None = None) -> VmListing:
+        """:meth:`vm_page`'s VMs as columns copied under the lock, their records not built yet (:class:`VmListing`:
+        all at once, or a chunk at a time as a service sends them)."""
+        _check_page(limit, after)
+        with self.lock:
+            return self._vm_columns(limit, after, machine)
+
+    async def vm_listing_async(self, limit: int | None = None, after: int = -1,
+                               machine: str | None = None) -> VmListing:  # fmt: skip
+        """:meth:`vm_listing` for an event loop: the copy at once when the lock is free, else in a worker thread."""
+        _check_page(limit, after)
+        return await self._locked_async(lambda: self._vm_columns(limit, after, machine))
+
+    def _vm_columns(self, limit: int | None, after: int, machine: str | None) -> VmListing:
+        """:meth:`vm_listing`'s copy of the ledger (the caller holds the lock)."""
         s = self.state
         start = min(after + 1, len(s.pm_of))  # a cursor past the ledger: an empty page (int64 overflowed at 2**63)
         placed = s.pm_of[start:] >= 0
@@ -1611,7 +1641,7 @@ class PlacementEngine:
         slots = idx.tolist()
         ids = [s.vm_ids[v] for v in slots]
         uids = [self.uids.get(i) for i in ids] if self.uids else None
-        return _VmColumns(
+        return VmListing(
             ids, s.pm_of[idx], s.node_of[idx], s.demand[idx], s.multi[idx],
             list(s.machine_ids), set(self.pinned) if self.pinned else None, uids, slots[-1] if more else None,
         )  # fmt: skip

@@ -16,6 +16,7 @@ from dcplace.engine import (
     PlacementEngine,
     Rejection,
     StoreError,
+    VmPage,
     VmRecord,
     VmRequest,
 )
@@ -108,6 +109,11 @@ def vm_json(r: VmRecord, pinned: bool = False, uid: str | None = None) -> dict[s
     """The record's fields (flat: ``vars`` gives what ``asdict`` does without its recursive copy), whether
     re-optimisation may move it and its uid."""
     return {**vars(r), "pinned": pinned, "uid": uid}
+
+
+def vm_rows(page: VmPage) -> list[dict[str, Any]]:
+    """A page's VMs as ``GET /vms`` lists them (:func:`vm_json` each)."""
+    return [vm_json(r, p, u) for r, p, u in zip(page.vms, page.pinned, page.uids, strict=True)]
 
 
 def fail_json(rep: FailReport) -> dict[str, Any]:
