@@ -434,14 +434,17 @@ def test_listings_page_with_a_link_header_and_filter_by_machine(client: TestClie
 @pytest.mark.parametrize("n", [0, 999, 1000, 1001, 2000, 2601])
 def test_a_long_listing_sent_in_chunks_is_the_same_json(tmp_path, n: int) -> None:
     """Past ``LISTING_CHUNK`` VMs a listing is built and sent a chunk at a time on the event loop: byte for byte
-    what ``json.dumps`` makes of the whole list, at and around the chunk edges, paged or not, for both listings."""
+    what ``json.dumps`` makes of the whole list, each row what ``GET /vms/{id}`` answers for its VM, at and around
+    the chunk edges, paged or not, for both listings."""
     import json
 
     import numpy as np
 
-    from dcplace.engine import MachineSpec
-    from dcplace.engine.engine import allocation_rows
-    from dcplace.service.answers import vm_rows
+    from dcplace.engine import MachineSpec, allocation_rows
+    from dcplace.service.answers import vm_json
+
+    def vm_rows(page):  # type: ignore[no-untyped-def]  # each VM as GET /vms/{id} answers it alone
+        return [vm_json(r, p, u) for r, p, u in zip(page.vms, page.pinned, page.uids, strict=True)]
 
     engine = PlacementEngine.open(tmp_path / "c.db")
     engine.add_machines([MachineSpec(f"pm{i}", 64, 256) for i in range(60)])

@@ -3,9 +3,9 @@ for, a request beyond ``--max-in-flight`` requests in flight, is answered at onc
 ``Retry-After``, instead of waiting (kube-apiserver answers the same past ``--max-requests-inflight``).
 
 A listing (``GET /vms``, ``/allocations``, ``/machines``, ``/state/snapshot``) grows with the cluster: at 100,000
-VMs 12.6 MB of JSON and about 1 s of a core. Twenty at once grew the service by about 600 MB when each was built in
-one piece, and by 80 MB since ``/vms`` and ``/allocations`` are sent as they are built (18 MB with the limit); the
-limit keeps the health check's worst wait beside them at about 3 s instead of 10-15 s
+VMs 12.6 MB of JSON and about half a second of a core. Twenty at once grew the service by about 600 MB when each was
+built in one piece, and by 80 MB since ``/vms`` and ``/allocations`` are sent as they are built (18 MB with the
+limit); the limit keeps the health check's worst wait beside them at about 1.3 s instead of 5.5-6 s
 (benchmarks/bench_listings_at_once.py).
 The in-flight limit is off by default because it cost throughput here: a placement in flight is mostly waiting
 for its group commit, and more of them make bigger commits, while what a client waits under overload is mostly
