@@ -6,6 +6,7 @@ admitted requests stay in flight."""
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -198,3 +199,46 @@ def test_serve_raises_its_open_file_limit_to_the_hard_one(tmp_path: Path) -> Non
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=30)
     assert f"process_max_fds {float(hard)}" in metrics
+
+
+def test_the_log_writer_stops_even_when_stderr_is_stalled(monkeypatch) -> None:
+    """With stderr stalled and the log queue full, stopping the log writer raised ``queue.Full`` out of serve's
+    shutdown (no stopped line, a traceback), or waited for stderr for ever; it gives up after its timeouts, and the
+    lines it could not queue are counted."""
+    import logging
+    import sys
+    import threading
+
+    from dcplace.cli import serve
+
+    release = threading.Event()
+
+    asked: list[str] = []
+
+    class Stalled:
+        def write(self, text: str) -> int:
+            asked.append(text)
+            release.wait(30)
+            return len(text)
+
+        def flush(self) -> None:
+            pass
+
+    monkeypatch.setattr(sys, "stderr", Stalled())
+    monkeypatch.setattr(serve._Listener, "put_s", 0.2)
+    monkeypatch.setattr(serve._Listener, "join_s", 0.2)
+    logs = serve._Logs(logging.INFO, queue_size=3)
+    try:
+        for i in range(20):
+            logging.getLogger("dcplace.test").info("line %d", i)
+        deadline = time.monotonic() + 10
+        while not asked and time.monotonic() < deadline:  # the writer has taken a line, and is stuck writing it
+            time.sleep(0.01)
+        said = sum(int(m) for m in re.findall(r"(\d+) log line\(s\) dropped", "".join(asked)))
+        assert logs.handler.dropped + said >= 20 - 3 - 1  # one taken by the stalled writer, three queued
+        t0 = time.perf_counter()
+        logs.stop()  # no exception
+        assert time.perf_counter() - t0 < 5
+        assert logs.handler not in logging.getLogger("dcplace").handlers
+    finally:
+        release.set()

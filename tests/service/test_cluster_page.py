@@ -5,10 +5,14 @@ database failed, and puts the clients' ids in the page as text, never as markup.
 
 from __future__ import annotations
 
+import json
 import re
+import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
@@ -40,9 +44,16 @@ def test_the_pages_files_are_open_and_load_only_themselves(tmp_path: Path) -> No
             got = c.get(f"/ui/{name}")
             assert got.status_code == 200 and got.headers["content-type"].startswith(media), name
         assert c.get("/state").status_code == 401  # the data still needs the token
-        assert c.get("/ui/../state").status_code == 401
+        assert c.get("/favicon.ico").status_code == 204
         assert c.get("/ui/nothing").status_code == 404
         assert "/ui/" not in c.get("/openapi.json").json()["paths"]
+    with server_thread(engine, create_app(engine, tokens=[TOKEN])) as url:
+        port = int(url.rsplit(":", 1)[1])
+        for raw in ("/ui/../state", "/ui/%2e%2e/state", "/ui/..%2fstate"):  # as sent: a client would tidy them
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+                conn.sendall(f"GET {raw} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode())
+                status = conn.recv(64).split(b" ")[1]
+            assert status == b"404", raw  # a file under /ui/ or nothing: never the API without a token
     engine.close()
 
 
@@ -87,7 +98,7 @@ def test_the_page_shows_what_the_api_says(tmp_path: Path, browser: Browser) -> N
         heads = browser.js("[...document.querySelectorAll('.rack h3')].map(h => h.textContent)")
         in_use = {r: sum(1 for m in machines if m.rack == r and m.vms) for r in ("r0", "r1", None)}
         assert heads == [f"rack r0: 3 machines, {in_use['r0']} in use", f"rack r1: 3 machines, {in_use['r1']} in use",
-                         f"no rack: 1 machines, {in_use[None]} in use"]  # fmt: skip
+                         f"no rack: 1 machine, {in_use[None]} in use"]  # fmt: skip
         assert in_use["r0"] >= 1 and in_use[None] == 1  # the markup VM went to the machine of markup
         assert browser.js("document.querySelector('[data-id=m4]').classList.contains('drained')")
         assert browser.js("document.querySelector('[data-id=m5]').classList.contains('failed')")
@@ -133,14 +144,17 @@ def test_the_page_follows_the_cluster_and_says_when_the_database_failed(tmp_path
     with server_thread(engine) as url:
         browser.open(f"{url}/ui/?every=1")
         browser.wait_for("document.body.dataset.loaded === 'yes'")
-        browser.js("document.getElementById('order').value = 'most';"
-                   "document.getElementById('order').dispatchEvent(new Event('change'))")  # fmt: skip
-        first = browser.js("document.querySelector('.rack .m').dataset.id")  # racks keep their order
-        shares = {m.id: max(sum(c - f for c, f in zip(m.cpu, m.free_cpu, strict=True)) / sum(m.cpu),
-                            sum(g - f for g, f in zip(m.mem, m.free_mem, strict=True)) / sum(m.mem))
-                  for m in engine.machines() if m.rack == "r0"}  # fmt: skip
-        assert shares[first] == max(shares.values())
-
+        # rack r1's machines loaded least first in slot order (m3 < m4 < m5 is the policies' order)
+        engine.activate("m4")
+        engine.import_allocations([{"vm": "x3", "machine": "m3", "node": 0, "cpu": 1, "mem": 1},
+                                   {"vm": "x4", "machine": "m4", "node": 0, "cpu": 30, "mem": 60}], "test")  # fmt: skip
+        expected = {"policy": ["m3", "m4", "m5"], "most": ["m4", "m3", "m5"], "least": ["m5", "m3", "m4"]}
+        for order, ids in expected.items():
+            browser.js(f"document.getElementById('order').value = '{order}';"
+                       "document.getElementById('order').dispatchEvent(new Event('change'))")  # fmt: skip
+            shown = "[...document.querySelectorAll('.rack')[1].querySelectorAll('.m')].map(t => t.dataset.id)"
+            want = json.dumps(ids, separators=(",", ":"))  # as JSON.stringify writes it
+            assert browser.wait_for(f"JSON.stringify({shown}) === '{want}' && {shown}"), order
         engine.place(VmRequest("late", 2, 2))  # the next refresh shows it
         browser.wait_for(f"document.getElementById('totals').textContent.includes('VMs{engine.stats()['vms']}')")
 
@@ -159,26 +173,28 @@ def test_the_page_follows_the_cluster_and_says_when_the_database_failed(tmp_path
 def test_the_page_asks_for_a_token_and_keeps_it_in_the_tab(tmp_path: Path, browser: Browser) -> None:
     engine = _cluster(tmp_path / "c.db")
     with server_thread(engine, create_app(engine, tokens=[TOKEN])) as url:
-        browser.open(f"{url}/ui/")
+        browser.open(f"{url}/ui/?every=1")
         browser.wait_for("!document.getElementById('login').hidden")
         assert browser.js("document.querySelectorAll('#map .m').length") == 0  # nothing shown without it
+
+        def refused() -> str:
+            scrape = httpx.get(f"{url}/metrics", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10).text
+            return "".join(x for x in scrape.splitlines() if 'code="401"' in x and "requests_total" in x)
+
+        before = refused()
+        time.sleep(2.5)  # no polling without a token: two refreshes' worth at ?every=1
+        assert refused() == before
+        browser.js("document.getElementById('token').value = 'bad token \u20ac';"
+                   "document.getElementById('login').requestSubmit()")  # fmt: skip
+        assert browser.js("document.getElementById('problem').textContent").startswith("That is not a token")
+        assert browser.js("sessionStorage.getItem('dcplace-token')") is None
         browser.js("document.getElementById('token').value = 'not-the-token-0123456789';"
                    "document.getElementById('login').requestSubmit()")  # fmt: skip
-        assert "refused" in browser.wait_for("!document.getElementById('problem').hidden && "
-                                             "document.getElementById('problem').textContent")  # fmt: skip
+        browser.wait_for("document.getElementById('problem').textContent.includes('refused')")
         browser.js(f"document.getElementById('token').value = '{TOKEN}';"
                    "document.getElementById('login').requestSubmit()")  # fmt: skip
         browser.wait_for("document.body.dataset.loaded === 'yes'")
         assert browser.js("document.getElementById('login').hidden")
         assert browser.js("document.getElementById('token').value") == ""  # not left in the form
 
-        # a link that carries the token in its fragment (never sent to the server) works, and drops it from the bar
-        for how in ("a new page", "the same page"):
-            browser.js("sessionStorage.clear(); document.body.dataset.loaded = ''")
-            if how == "a new page":
-                browser.open("about:blank")
-            browser.open(f"{url}/ui/#token={TOKEN}")
-            browser.wait_for("document.body.dataset.loaded === 'yes'")
-            assert browser.wait_for("location.hash === '' && location.href").endswith("/ui/"), how
-            assert browser.js("sessionStorage.getItem('dcplace-token')") == TOKEN, how
     engine.close()

@@ -315,7 +315,7 @@ def test_the_probe_port_says_when_the_main_event_loop_is_stuck(tmp_path) -> None
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     url = f"http://127.0.0.1:{sock.getsockname()[1]}/healthz"
-    probe = ProbeServer(engine, sock, heartbeat)
+    probe = ProbeServer(engine, [sock], heartbeat)
     probe.start()
     try:
         time.sleep(0.3)
@@ -336,3 +336,25 @@ def test_the_probe_port_says_when_the_main_event_loop_is_stuck(tmp_path) -> None
         thread.join(5)
         loop.close()
         engine.close()
+
+
+def test_the_application_beats_the_heartbeat_it_is_given(tmp_path) -> None:
+    """``create_app(heartbeat=...)`` beats it from the application's own loop while it runs (without that, the
+    probe port would answer 503 ten seconds after every start and an orchestrator restart the pod in a loop)."""
+    from fastapi.testclient import TestClient
+
+    from dcplace.service import create_app
+    from dcplace.service.probe import Heartbeat
+
+    engine = _engine(tmp_path)
+    heartbeat = Heartbeat(every_s=0.05, stale_s=0.5)
+    heartbeat.last -= 100  # as if silent long ago
+    assert heartbeat.silent_for() is not None
+    with TestClient(create_app(engine, heartbeat=heartbeat)) as client:
+        assert client.get("/healthz").status_code == 200
+        time.sleep(0.3)
+        assert heartbeat.silent_for() is None
+        first = heartbeat.last
+        time.sleep(0.3)
+        assert heartbeat.last > first
+    engine.close()

@@ -126,7 +126,32 @@ def test_an_empty_host_means_every_interface_not_an_error():
     with socket.socket() as probe:
         probe.bind(("", 0))
         port = probe.getsockname()[1]
-    _bound("", port).close()  # free again: no exception
+    for sock in _bound("", port):  # free again: no exception
+        sock.close()
+
+
+def test_every_interface_is_ipv4_and_ipv6(tmp_path):
+    """``--host ""`` is every interface: the service answers on IPv4 and IPv6 (taking only getaddrinfo's first
+    address, it served IPv4 alone)."""
+    import signal
+
+    import httpx
+
+    from .conftest import free_port, start_serve
+
+    try:
+        with socket.socket(socket.AF_INET6) as six:
+            six.bind(("::1", 0))
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    port = free_port()
+    proc = start_serve(tmp_path / "c.db", port, "--host", "")
+    try:
+        for url in (f"http://127.0.0.1:{port}/healthz", f"http://[::1]:{port}/healthz"):
+            assert httpx.get(url, timeout=10).status_code == 200, url
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
 
 
 def test_machines_file_is_registered_once_per_content(tmp_path):

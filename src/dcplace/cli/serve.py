@@ -53,29 +53,36 @@ def _raise_open_file_limit() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
 
 
-def _bound(host: str, port: int, flag: str = "port") -> Any:
-    """A socket bound to ``host:port``, or a refusal naming ``flag``, before the database is opened (an address in
-    use, not this machine's, a privileged port: uvicorn printed its own error and exited 3 after the engine was
-    opened). It is held until its server listens on it: a port checked and let go was taken by another process
-    while the database opened (the probe's: a traceback after the start; the main one's: uvicorn's own error and
-    exit 3, with the engine loaded). A bound socket keeps out programs that bind without ``SO_REUSEADDR``; one that
-    sets it may still bind and listen first (Linux lets two such sockets bind one port while neither listens), so
-    ``serve`` listens on both before it says it is ready, and refuses the start, naming the flag, if it cannot."""
+def _bound(host: str, port: int, flag: str = "port") -> list[Any]:
+    """Sockets bound to ``host:port``, one per address the host resolves to (``""``: every interface, IPv4 and IPv6,
+    as uvicorn binds them; taking only the first address served IPv4 alone, a review found), or a refusal naming
+    ``flag``, before the database is opened (an address in use, not this machine's, a privileged port: uvicorn
+    printed its own error and exited 3 after the engine was opened). They are held until the server listens on them:
+    a port checked and let go was taken by another process while the database opened (the probe's: a traceback
+    after the start; the main one's: uvicorn's own error and exit 3, with the engine loaded). A bound socket keeps
+    out programs that bind without ``SO_REUSEADDR``; one that sets it may still bind and listen first (Linux lets two
+    such sockets bind one port while neither listens), so ``serve`` listens on them before it says it is ready, and
+    refuses the start, naming the flag, if it cannot."""
     import socket
 
     try:  # "" is every interface to uvicorn (asyncio), as None is to getaddrinfo
         infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except OSError as exc:
         _fail(InputError(f"cannot resolve {host!r}: {exc.strerror or exc}", field="host"))
-    family, kind, proto, _name, addr = infos[0]
-    sock = socket.socket(family, kind, proto)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: a socket in TIME_WAIT is fine
-    try:
-        sock.bind(addr)
-    except OSError as exc:
-        sock.close()
-        _fail(InputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}", field=flag))
-    return sock
+    socks: list[Any] = []
+    for family, kind, proto, _name, addr in dict.fromkeys(infos):  # each address once, in getaddrinfo's order
+        sock = socket.socket(family, kind, proto)
+        socks.append(sock)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: a socket in TIME_WAIT is fine
+        if family == socket.AF_INET6:  # as asyncio does: the IPv4 socket takes IPv4, this one IPv6 only
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        try:
+            sock.bind(addr)
+        except OSError as exc:
+            for s in socks:
+                s.close()
+            _fail(InputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}", field=flag))
+    return socks
 
 
 def serve(
@@ -225,8 +232,8 @@ def serve(
                 _fail(InputError("applies to background re-optimisation only: add --reoptimise-every or "
                                  "--reoptimise-below", field=name))  # fmt: skip
     _raise_open_file_limit()
-    main_sock = _bound(host, port)  # held from here on: nobody takes either port while the database opens
-    probe_sock = None if probe_port is None else _bound(host, probe_port, "probe_port")
+    main_socks = _bound(host, port)  # held from here on: nobody takes either port while the database opens
+    probe_socks = [] if probe_port is None else _bound(host, probe_port, "probe_port")
     reopt = None
     try:
         if reoptimise_every is not None or reoptimise_below is not None:
@@ -262,9 +269,9 @@ def serve(
         typer.echo(f"dcplace serve: warning: {warning}", err=True)
     warm_up_jit()
     warm_s = engine.warm_up()  # the default policy compiled before the first request, not during it
-    for sock, flag, number in ((main_sock, "port", port), (probe_sock, "probe_port", probe_port)):
+    for socks, flag, number in ((main_socks, "port", port), (probe_socks, "probe_port", probe_port)):
         try:  # a program that binds with SO_REUSEADDR, as servers do, could take a port bound but not listening
-            if sock is not None:
+            for sock in socks:
                 sock.listen(2048)  # uvicorn's backlog; it listens again, which changes nothing
         except OSError as exc:
             engine.close()
@@ -287,11 +294,11 @@ def serve(
     probe = heartbeat = None
     stopped = False
     try:
-        if probe_sock is not None:
+        if probe_socks:
             from dcplace.service.probe import Heartbeat, ProbeServer
 
             heartbeat = Heartbeat()
-            probe = ProbeServer(engine, probe_sock, heartbeat)
+            probe = ProbeServer(engine, probe_socks, heartbeat)
             probe.start()
             typer.echo(f"dcplace serve: GET /healthz also on http://{host}:{probe_port}", err=True)
         config = uvicorn.Config(
@@ -317,7 +324,7 @@ def serve(
             timeout_graceful_shutdown=stop_timeout,
         )
         server = uvicorn.Server(config)
-        server.run(sockets=[main_sock])
+        server.run(sockets=main_socks)
         if not server.started:  # as uvicorn.run ends then: the application's start failed, uvicorn said why
             raise typer.Exit(3)
         stopped = True  # a Ctrl-C: uvicorn re-raised SIGINT, which asyncio's runner took, and returned
@@ -326,9 +333,8 @@ def serve(
     finally:
         if probe is not None:  # before the stopped line: its own shutdown logs came after it
             probe.stop()
-        for sock in (main_sock, probe_sock):
-            if sock is not None:
-                sock.close()
+        for sock in main_socks + probe_socks:
+            sock.close()
         engine.close()
         logs.stop()  # every line logged, before the stopped line
     if stopped:
@@ -381,6 +387,27 @@ class _Writer(_Stderr):
         super().emit(record)
 
 
+class _Listener(logging.handlers.QueueListener):
+    """A queue listener whose stop gives up after a few seconds: its stop marker went in with ``put_nowait``, which
+    raised ``queue.Full`` out of ``serve``'s shutdown when a stalled stderr had filled the queue (no stopped line, a
+    traceback), and its join waited for that stderr for ever (a review)."""
+
+    put_s = 2.0
+    join_s = 5.0
+
+    def enqueue_sentinel(self) -> None:
+        import queue
+
+        with contextlib.suppress(queue.Full):
+            self.queue.put(None, timeout=self.put_s)  # type: ignore[attr-defined]  # a Queue; None: the marker
+
+    def stop(self) -> None:
+        self.enqueue_sentinel()
+        if self._thread is not None:
+            self._thread.join(self.join_s)  # a daemon thread: one still blocked on stderr does not hold the exit
+            self._thread = None
+
+
 class _Logs:
     """dcplace's loggers at ``level``, one timestamped line each on stderr (uvicorn configures only its own), written
     by a thread of their own through a bounded queue (:class:`_Dropping`), from the moment the service is about to
@@ -389,16 +416,18 @@ class _Logs:
 
     def __init__(self, level: int, queue_size: int = 10_000) -> None:
         self.root = logging.getLogger("dcplace")
+        self.level = self.root.level  # given back at stop: a process that serves twice (tests) or goes on
         self.root.setLevel(level)
         self.handler = _Dropping(queue_size)
         writer = _Writer(self.handler)
         writer.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        self.listener = logging.handlers.QueueListener(self.handler.queue, writer)
+        self.listener = _Listener(self.handler.queue, writer)
         self.listener.start()
         self.root.addHandler(self.handler)
 
     def stop(self) -> None:
         self.root.removeHandler(self.handler)
+        self.root.setLevel(self.level)
         self.listener.stop()
 
 

@@ -467,6 +467,10 @@ def create_app(
     app.add_middleware(HeadAsGet)
     app.add_middleware(BodyLimit, limit=max_body)
     app.add_middleware(BrowserGuard, hosts=allowed_hosts, origins=allowed_origins)  # before any body
+    gate = Gate(max_in_flight, max_listings, metrics.http_shed)
+    metrics.http_in_flight.set_function(lambda: gate.in_flight)
+    # before any body is read; inside the token check: a caller without a token learns nothing of the load
+    app.add_middleware(Admission, gate=gate)
     held = tokens if isinstance(tokens, Tokens) else Tokens(tokens) if tokens else None
     if held is not None:
         # outside all but Observed (401s counted): nothing is read for a caller without a token
@@ -704,8 +708,5 @@ def create_app(
     _complete_document(app, engine.numa)
     paths = [str(getattr(r, "path", "")) for r in app.routes]
     routes = frozenset(p.split("/", 2)[1] for p in paths if p.startswith("/"))
-    gate = Gate(max_in_flight, max_listings, metrics.http_shed)
-    metrics.http_in_flight.set_function(lambda: gate.in_flight)
-    app.add_middleware(Admission, gate=gate)  # before anything is read or checked: a refusal costs nothing
     app.add_middleware(Observed, metrics=metrics, routes=routes)  # outermost: every answer, a 421 and a 413 too
     return app

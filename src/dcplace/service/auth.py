@@ -24,7 +24,7 @@ from typing import Any
 from dcplace.errors import InputError
 from dcplace.service.hotpath import send_json
 
-OPEN_PATHS = ("/healthz", "/docs", "/docs/oauth2-redirect", "/openapi.json", "/redoc", "/", "/ui")
+OPEN_PATHS = ("/healthz", "/docs", "/docs/oauth2-redirect", "/openapi.json", "/redoc", "/", "/ui", "/favicon.ico")
 """Answered without a token: the kubelet's probe (it sends no header), the documentation page and the cluster page's
 files (no cluster data: the page asks for a token and sends it with its API calls)."""
 OPEN_PREFIXES = ("/docs-static/", "/ui/")

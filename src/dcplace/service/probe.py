@@ -70,14 +70,15 @@ def probe_app(engine: PlacementEngine, heartbeat: Heartbeat | None = None) -> An
 class ProbeServer:
     """uvicorn serving :func:`probe_app` on a bound socket in a daemon thread (signals stay the main server's)."""
 
-    def __init__(self, engine: PlacementEngine, sock: socket.socket, heartbeat: Heartbeat | None = None) -> None:
-        """``sock``: bound to the probe's address already (``serve`` holds it from its checks on); ``heartbeat``:
-        the main loop's (``create_app(heartbeat=...)`` beats it)."""
+    def __init__(self, engine: PlacementEngine, socks: list[socket.socket],
+                 heartbeat: Heartbeat | None = None) -> None:  # fmt: skip
+        """``socks``: bound to the probe's addresses already (``serve`` holds them from its checks on);
+        ``heartbeat``: the main loop's (``create_app(heartbeat=...)`` beats it)."""
         import uvicorn
 
         config = uvicorn.Config(probe_app(engine, heartbeat), log_level="warning", lifespan="off", access_log=False)
         self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, name="dcplace-probe",
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": socks}, name="dcplace-probe",
                                        daemon=True)  # fmt: skip
 
     def start(self, timeout_s: float = 20.0) -> None:

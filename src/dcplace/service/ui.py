@@ -1,9 +1,9 @@
 """The cluster page (``GET /ui/``; ``/`` leads there): what the service holds, for a person, read from the service's
 own HTTP API every few seconds by a script in the page (``ui/cluster.js``). Three files shipped with the package,
-answered without a token (they hold no cluster data; the page asks for a token when the API needs one and sends it
-as the API's other clients do) and with a Content-Security-Policy that lets the page load its own two files and talk
-to this service only: machine and VM ids are the clients' strings, and the script puts them in the page as text.
-Nothing on the page changes the cluster."""
+answered without a token (they hold no cluster data; the page asks for a token when the API needs one, keeps it in
+the tab's ``sessionStorage`` and sends it as the API's other clients do) and with a Content-Security-Policy that
+lets the page load its own two files and talk to this service only: machine and VM ids are the clients' strings,
+and the script puts them in the page as text. Nothing on the page changes the cluster."""
 
 from __future__ import annotations
 
@@ -34,7 +34,8 @@ def read(name: str) -> bytes:
 
 def add_ui_routes(app: FastAPI) -> None:
     """``GET /`` and ``/ui`` lead to ``/ui/`` (relative redirects: under a proxy's prefix too); ``/ui/`` is the page,
-    ``/ui/cluster.js`` and ``/ui/cluster.css`` its script and style. Not in the OpenAPI document: not API."""
+    ``/ui/cluster.js`` and ``/ui/cluster.css`` its script and style; ``/favicon.ico`` is empty (204). Not in the
+    OpenAPI document: not API."""
     answers = {key: (read(name), media) for key, (name, media) in FILES.items()}
 
     @app.get("/", include_in_schema=False)
@@ -44,6 +45,10 @@ def add_ui_routes(app: FastAPI) -> None:
     @app.get("/ui", include_in_schema=False)
     async def ui() -> Response:
         return RedirectResponse("ui/", status_code=307)
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    async def favicon() -> Response:  # every page load asked for it, and got a 401 or a 404
+        return Response(status_code=204)
 
     for key, (body, media) in answers.items():
         app.add_api_route(f"/ui/{key}", _file(body, media), methods=["GET"], include_in_schema=False)

@@ -10,12 +10,15 @@ const VM_ROWS = 200; // VMs listed for the selected machine
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
-const everyMs = Math.max(1, Number(params.get("every")) || 5) * 1000;
+const every = Number(params.get("every"));
+const everyMs = (Number.isFinite(every) && every >= 1 ? Math.min(every, 3600) : 5) * 1000; // ?every=Infinity polled
+const TOKEN_CHARS = /^[A-Za-z0-9._~+/=-]+$/; // what may follow "Bearer" (RFC 6750); others fail in fetch itself
 
 let token = sessionStorage.getItem(TOKEN_KEY);
 let paused = false;
 let timer = null;
 let selected = null; // the id of the machine whose detail is shown
+let lastGood = null; // when the page was last brought up to date
 let lastMachines = [];
 const tiles = new Map(); // machine id -> its tile, kept between refreshes
 const racks = new Map(); // rack name -> its section
@@ -44,7 +47,8 @@ async function get(path) {
   const headers = token ? { Authorization: `Bearer ${token}` } : {};
   let answer;
   try {
-    answer = await fetch(new URL(path, API), { headers, cache: "no-store" });
+    // a redirect would be another resource than asked for (an id "." resolved to the whole listing)
+    answer = await fetch(new URL(path, API), { headers, cache: "no-store", redirect: "error" });
   } catch (e) {
     throw new Error(`the service did not answer (${e.message})`);
   }
@@ -110,9 +114,9 @@ function renderReopt(report) {
   } else if (report.error) {
     p.textContent = `could not re-optimise: ${report.error}`;
   } else {
-    const when = report.time ? new Date(report.time * 1000).toLocaleTimeString() : "";
+    const when = report.time ? `${new Date(report.time * 1000).toLocaleTimeString()} ` : "";
     p.textContent =
-      `${when} (${report.trigger}): ${report.applied} of ${report.planned} moves applied, ` +
+      `${when}(${report.trigger}): ${report.applied} of ${report.planned} moves applied, ` +
       `machines in use ${report.machines_before} -> ${report.machines_after} (target ${report.machines_target}), ` +
       `${fmt(report.gb_moved)} GB moved; plan ${report.verified ? "verified" : "NOT verified"}. ${report.reason}`;
   }
@@ -215,8 +219,8 @@ function renderMap(machines) {
   for (const [name, members] of byRack) {
     const section = rackSection(name);
     const inUse = members.filter((m) => m.vms > 0).length;
-    section.firstChild.textContent =
-      `${name ? `rack ${name}` : "no rack"}: ${members.length} machines, ${inUse} in use`;
+    const count = members.length === 1 ? "1 machine" : `${members.length} machines`;
+    section.firstChild.textContent = `${name ? `rack ${name}` : "no rack"}: ${count}, ${inUse} in use`;
     const row = section.lastChild;
     const wanted = members.map((m) => {
       seen.add(m.id);
@@ -255,16 +259,21 @@ async function findVm() {
   const text = $("find").value.trim();
   if (!text) return;
   if (tiles.has(text)) return select(text);
+  $("found").dataset.vm = text;
+  if (text === "." || text === "..") {
+    // a URL takes "." and ".." (and their %2e spellings) as path steps: GET /vms/. is the listing
+    $("found").textContent = `a VM called ${text} cannot be looked up from this page; GET /vms lists it`;
+    return;
+  }
   try {
     const { body } = await get(`vms/${encodeURIComponent(text)}`);
+    if (!body || body.id !== text) throw Object.assign(new Error("not found"), { status: 404 });
     const where = body.node === null ? "spread over every NUMA node" : `NUMA node ${body.node}`;
-    $("found").dataset.vm = text;
     $("found").textContent = `VM ${body.id} is on machine ${body.machine}, ${where} (${fmt(body.cpu)} cores, ` +
       `${fmt(body.mem)} GB)`;
     select(body.machine);
   } catch (e) {
     if (e instanceof Refused) return;
-    $("found").dataset.vm = text;
     $("found").textContent = e.status === 404 ? `no machine and no VM is called ${text}` : e.message;
   }
 }
@@ -281,6 +290,10 @@ function row(body, cells) {
 }
 
 function select(id) {
+  if (id !== selected) {
+    $("vms").tBodies[0].replaceChildren(); // not the machine before's VMs under this one's title
+    $("vms-note").textContent = "";
+  }
   selected = id;
   for (const [key, tile] of tiles) tile.classList.toggle("selected", key === id);
   renderDetail();
@@ -312,6 +325,8 @@ async function renderDetail() {
     }
     $("vms-note").textContent = next ? `the first ${body.length} of ${fmt(m.vms)} VMs` : `${body.length} VM(s)`;
   } catch (e) {
+    if (selected !== m.id) return;
+    vms.replaceChildren();
     if (!(e instanceof Refused)) $("vms-note").textContent = `its VMs could not be listed: ${e.message}`;
   }
 }
@@ -332,38 +347,32 @@ async function refresh() {
     if (selected) renderDetail();
     void $("map").offsetHeight; // the layout too, in the time drawn (painting follows)
     took = performance.now() - t0;
+    lastGood = new Date().toLocaleTimeString();
     $("status").textContent =
-      `${fmt(machines.body.length)} machines; updated ${new Date().toLocaleTimeString()} ` +
+      `${fmt(machines.body.length)} machines; updated ${lastGood} ` +
       `(read in ${fmt(read)} ms, drawn in ${fmt(took - read)} ms)` + (paused ? "; paused" : "");
     Object.assign(document.body.dataset, { loaded: "yes", readMs: read, drawMs: took - read });
   } catch (e) {
     took = performance.now() - t0;
-    if (!(e instanceof Refused)) showProblem(`Not updated: ${e.message}`);
-    $("status").textContent = `not updated since ${document.body.dataset.loaded ? "the last refresh" : "loading"}`;
+    $("status").textContent = lastGood ? `not updated since ${lastGood}` : "not loaded";
+    if (e instanceof Refused) return; // no polling without a token: a token given refreshes
+    showProblem(`Not updated: ${e.message}`);
   }
   // a big cluster's listing is not fetched more than a tenth of the time
   if (!paused) timer = setTimeout(refresh, Math.max(everyMs, 10 * took));
 }
 
-function takeTokenFromFragment() {
-  // a link may carry the token after "#token=": a fragment is never sent to a server, nor kept here
-  const m = /^#token=(.+)$/.exec(location.hash);
-  if (!m) return false;
-  token = decodeURIComponent(m[1]);
-  sessionStorage.setItem(TOKEN_KEY, token);
-  history.replaceState(null, "", location.pathname + location.search); // out of the address bar and history
-  return true;
-}
-
 document.addEventListener("DOMContentLoaded", () => {
-  takeTokenFromFragment();
-  window.addEventListener("hashchange", () => {
-    if (takeTokenFromFragment()) refresh(); // such a link opened in this tab
-  });
+  if (token && !TOKEN_CHARS.test(token)) token = null;
   $("login").addEventListener("submit", (event) => {
     event.preventDefault();
-    token = $("token").value.trim();
+    const given = $("token").value.trim();
     $("token").value = "";
+    if (!TOKEN_CHARS.test(given)) {
+      showProblem("That is not a token: a token has letters, digits and . _ ~ + / = - only.");
+      return;
+    }
+    token = given;
     sessionStorage.setItem(TOKEN_KEY, token);
     refresh();
   });
@@ -371,8 +380,10 @@ document.addEventListener("DOMContentLoaded", () => {
     paused = !paused;
     $("pause").textContent = paused ? "resume" : "pause";
     $("pause").setAttribute("aria-pressed", String(paused));
-    if (paused) clearTimeout(timer);
-    else refresh();
+    if (paused) {
+      clearTimeout(timer);
+      $("status").textContent += "; paused";
+    } else refresh();
   });
   $("order").addEventListener("change", () => renderMap(lastMachines));
   $("find").addEventListener("input", () => {
