@@ -18,15 +18,13 @@ import asyncio
 import json
 import os
 import platform
-import signal
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_overload import _proc, _serve, _wait_ready, _watch, free_port
+from bench_overload import _proc, _watch, served_pairs
 
 
 async def _call(port: int, method: str, path: str, body: bytes = b"") -> tuple[int, dict[str, str], bytes]:
@@ -106,25 +104,16 @@ def main() -> None:
     print("| run | max listings | all listings answered after, s | 429s | placements/s meanwhile | /healthz max, ms "
           "| peak RSS, MB |")  # fmt: skip
     print("|---|---|---|---|---|---|---|")
-    for k in range(args.pairs):
-        for limit in (args.limit, 1_000_000):
-            with tempfile.TemporaryDirectory() as tmp:
-                port = free_port()
-                proc = _serve(Path(tmp), port, "--max-listings", str(limit))
-                try:
-                    asyncio.run(_wait_ready(port))
-                    asyncio.run(_fill(port, args.vms))
-                    base = _proc(proc.pid)[0]
-                    r = asyncio.run(_run(port, proc.pid, args.listings, args.vms))
-                finally:
-                    proc.send_signal(signal.SIGTERM)
-                    proc.wait(60)
-            shown = f"{limit:,}" if limit < 1_000_000 else "none"
-            print(
-                f"| {k + 1} | {shown} | {r['took_s']:.1f} | {r['refused']:,.0f} | {r['placed_per_s']:,.0f} | "
-                f"{r['health_max_ms']:,.0f} | {r['peak_rss_mb']:.0f} (before: {base:.0f}) |",
-                flush=True,
-            )
+    for k, limit, port, proc in served_pairs(args.pairs, "--max-listings", args.limit):
+        asyncio.run(_fill(port, args.vms))
+        base = _proc(proc.pid)[0]
+        r = asyncio.run(_run(port, proc.pid, args.listings, args.vms))
+        shown = f"{limit:,}" if limit < 1_000_000 else "none"
+        print(
+            f"| {k + 1} | {shown} | {r['took_s']:.1f} | {r['refused']:,.0f} | {r['placed_per_s']:,.0f} | "
+            f"{r['health_max_ms']:,.0f} | {r['peak_rss_mb']:.0f} (before: {base:.0f}) |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -201,6 +202,23 @@ def _summary(answers: Counter[str], latency: dict[str, list[float]], health: lis
             "peak_rss_mb": peak[0], "peak_fds": peak[1], "peak_in_flight": peak[2]}  # fmt: skip
 
 
+def served_pairs(pairs: int, flag: str, limit: int) -> Iterator[tuple[int, int, int, subprocess.Popen[bytes]]]:
+    """The alternation: ``flag limit`` first, then ``flag 1000000`` (no limit in effect), ``pairs`` times, each a
+    fresh service on a fresh database, ready; yields the pair's number, the limit, the port and the process, and
+    stops the service after the caller's run."""
+    for k in range(pairs):
+        for value in (limit, 1_000_000):
+            with tempfile.TemporaryDirectory() as tmp:
+                port = free_port()
+                proc = _serve(Path(tmp), port, flag, str(value))
+                try:
+                    asyncio.run(_wait_ready(port))
+                    yield k, value, port, proc
+                finally:
+                    proc.send_signal(signal.SIGTERM)
+                    proc.wait(60)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rate", type=float, default=2000.0, help="new connections (POST /vms) per second")
@@ -213,31 +231,22 @@ def main() -> None:
     print("| run | max in flight | placed/s | 201 | 429 | no answer / reset | p50 / p99 of 201, ms | p99 of 429, ms "
           "| /healthz max, ms | peak RSS, MB | peak open files | most in flight seen |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for k in range(args.pairs):
-        for limit in (args.limit, 1_000_000):
-            with tempfile.TemporaryDirectory() as tmp:
-                port = free_port()
-                proc = _serve(Path(tmp), port, "--max-in-flight", str(limit))
-                try:
-                    asyncio.run(_wait_ready(port))
-                    if args.clients:
-                        r = asyncio.run(_closed_loop(port, proc.pid, args.clients, args.seconds, f"r{k}"))
-                    else:
-                        r = asyncio.run(_run(port, proc.pid, args.rate, args.seconds, f"r{k}"))
-                finally:
-                    proc.send_signal(signal.SIGTERM)
-                    proc.wait(60)
-            a = r["answers"]
-            assert isinstance(a, dict)
-            lost = sum(v for key, v in a.items() if not key.isdigit())
-            shown = f"{limit:,}" if limit < 1_000_000 else "none"
-            print(
-                f"| {k + 1} | {shown} | {r['placed_per_s']:,.0f} | {a.get('201', 0):,} | {a.get('429', 0):,} | "
-                f"{lost:,} | {r['p50_201_ms']:,.0f} / {r['p99_201_ms']:,.0f} | {r['p99_429_ms']:,.0f} | "
-                f"{r['health_max_ms']:,.0f} | {r['peak_rss_mb']:.0f} | {r['peak_fds']:,.0f} | "
-                f"{r['peak_in_flight']:,.0f} |",
-                flush=True,
-            )
+    for k, limit, port, proc in served_pairs(args.pairs, "--max-in-flight", args.limit):
+        if args.clients:
+            r = asyncio.run(_closed_loop(port, proc.pid, args.clients, args.seconds, f"r{k}"))
+        else:
+            r = asyncio.run(_run(port, proc.pid, args.rate, args.seconds, f"r{k}"))
+        a = r["answers"]
+        assert isinstance(a, dict)
+        lost = sum(v for key, v in a.items() if not key.isdigit())
+        shown = f"{limit:,}" if limit < 1_000_000 else "none"
+        print(
+            f"| {k + 1} | {shown} | {r['placed_per_s']:,.0f} | {a.get('201', 0):,} | {a.get('429', 0):,} | "
+            f"{lost:,} | {r['p50_201_ms']:,.0f} / {r['p99_201_ms']:,.0f} | {r['p99_429_ms']:,.0f} | "
+            f"{r['health_max_ms']:,.0f} | {r['peak_rss_mb']:.0f} | {r['peak_fds']:,.0f} | "
+            f"{r['peak_in_flight']:,.0f} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":
