@@ -198,3 +198,21 @@ def test_the_page_asks_for_a_token_and_keeps_it_in_the_tab(tmp_path: Path, brows
         assert browser.js("document.getElementById('token').value") == ""  # not left in the form
 
     engine.close()
+
+
+def test_machines_of_many_numa_nodes_are_drawn_machine_wide(tmp_path: Path, browser: Browser) -> None:
+    """Past four NUMA nodes a tile's bars are one machine-wide pair (at eight a bar was 0.6 px wide); up to four,
+    one pair per node. The detail still lists every node."""
+    engine = PlacementEngine.open(tmp_path / "c.db", numa=8)
+    engine.add_machines([MachineSpec("wide", 10, 20)])
+    engine.place(VmRequest("v", 5, 4))  # half of one node
+    with server_thread(engine) as url:
+        browser.open(f"{url}/ui/")
+        browser.wait_for("document.body.dataset.loaded === 'yes'")
+        assert browser.js("document.querySelectorAll('[data-id=wide] .node').length") == 1
+        cores = browser.js("document.querySelector('[data-id=wide] .cpu i').style.height")
+        memory = browser.js("document.querySelector('[data-id=wide] .mem i').style.height")
+        assert (cores, memory) == ("6.3%", "2.5%")  # ...of all eight nodes: 5 of 80 cores, 4 of 160 GB
+        browser.js("document.querySelector('[data-id=wide]').click()")
+        browser.wait_for("document.querySelectorAll('#nodes tbody tr').length === 8")
+    engine.close()

@@ -35,6 +35,15 @@ function height(used, total) {
   return total > 0 ? `${((100 * used) / total).toFixed(1)}%` : "0%";
 }
 
+const MAX_BARS = 4; // NUMA nodes drawn apart; past that one machine-wide pair (at 8 nodes a bar was 0.6 px wide)
+
+function bars(m) {
+  // [cores used, cores, GB used, GB] per pair of bars drawn
+  const u = used(m);
+  if (m.cpu.length <= MAX_BARS) return m.cpu.map((c, i) => [u.cpu[i], c, u.mem[i], m.mem[i]]);
+  return [[sum(u.cpu), sum(m.cpu), sum(u.mem), sum(m.mem)]];
+}
+
 function pct(used, total) {
   return total > 0 ? `${fmt((100 * used) / total)} %` : "-";
 }
@@ -155,10 +164,10 @@ function fill(tile, m) {
   tile.classList.toggle("selected", m.id === selected);
   if (tile.dataset.key === key) return; // as drawn already
   tile.dataset.key = key;
-  const u = used(m);
-  if (tile.childElementCount !== m.cpu.length) {
+  const pairs = bars(m);
+  if (tile.childElementCount !== pairs.length) {
     tile.replaceChildren();
-    for (let i = 0; i < m.cpu.length; i++) {
+    for (let i = 0; i < pairs.length; i++) {
       const node = document.createElement("span");
       node.className = "node";
       for (const kind of ["cpu", "mem"]) {
@@ -171,8 +180,9 @@ function fill(tile, m) {
     }
   }
   [...tile.children].forEach((node, i) => {
-    node.children[0].firstChild.style.height = height(u.cpu[i], m.cpu[i]);
-    node.children[1].firstChild.style.height = height(u.mem[i], m.mem[i]);
+    const [cpuUsed, cpu, memUsed, mem] = pairs[i];
+    node.children[0].firstChild.style.height = height(cpuUsed, cpu);
+    node.children[1].firstChild.style.height = height(memUsed, mem);
   });
   tile.classList.toggle("drained", m.status === "drained");
   tile.classList.toggle("failed", m.status === "failed");
