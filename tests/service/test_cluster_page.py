@@ -212,7 +212,7 @@ def test_machines_of_many_numa_nodes_are_drawn_machine_wide(tmp_path: Path, brow
         assert browser.js("document.querySelectorAll('[data-id=wide] .node').length") == 1
         cores = browser.js("document.querySelector('[data-id=wide] .cpu i').style.height")
         memory = browser.js("document.querySelector('[data-id=wide] .mem i').style.height")
-        assert (cores, memory) == ("6.3%", "2.5%")  # ...of all eight nodes: 5 of 80 cores, 4 of 160 GB
+        assert (cores, memory) == ("6.3%", "2.5%")  # of all eight nodes: 5 of 80 cores, 4 of 160 GB
         browser.js("document.querySelector('[data-id=wide]').click()")
         browser.wait_for("document.querySelectorAll('#nodes tbody tr').length === 8")
     engine.close()
