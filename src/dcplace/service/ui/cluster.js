@@ -314,6 +314,7 @@ async function renderDetail() {
   const panel = $("detail");
   if (!m) {
     panel.hidden = true;
+    selected = null; // the machine is gone: one registered later under its id is not selected by that
     return;
   }
   panel.hidden = false;
