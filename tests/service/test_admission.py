@@ -242,3 +242,30 @@ def test_the_log_writer_stops_even_when_stderr_is_stalled(monkeypatch) -> None:
         assert logs.handler not in logging.getLogger("dcplace").handlers
     finally:
         release.set()
+
+
+def test_a_broken_stderr_does_not_end_the_log_writer(monkeypatch) -> None:
+    """The dropped-lines message was written outside the handler's error handling: a broken pipe there ended the
+    writer thread, and every line after was dropped unsaid. The writer lives on."""
+    import logging
+    import sys
+
+    from dcplace.cli import serve
+
+    class Broken:
+        def write(self, text: str) -> int:
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def flush(self) -> None:
+            pass
+
+    monkeypatch.setattr(logging, "raiseExceptions", False)  # handleError stays quiet, as in production
+    monkeypatch.setattr(sys, "stderr", Broken())
+    logs = serve._Logs(logging.INFO, queue_size=2)
+    try:
+        logs.handler.dropped = 5  # as if lines had been dropped: the next line says so first
+        logging.getLogger("dcplace.test").info("after")
+        time.sleep(0.3)
+        assert logs.listener._thread is not None and logs.listener._thread.is_alive()
+    finally:
+        logs.stop()

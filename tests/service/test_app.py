@@ -440,7 +440,7 @@ def test_a_long_listing_sent_in_chunks_is_the_same_json(tmp_path, n: int) -> Non
 
     import numpy as np
 
-    from dcplace.engine import MachineSpec, allocation_rows
+    from dcplace.engine import MachineSpec, VmRequest, allocation_rows
     from dcplace.service.answers import vm_json
 
     def vm_rows(page):  # type: ignore[no-untyped-def]  # each VM as GET /vms/{id} answers it alone
@@ -449,7 +449,10 @@ def test_a_long_listing_sent_in_chunks_is_the_same_json(tmp_path, n: int) -> Non
     engine = PlacementEngine.open(tmp_path / "c.db")
     engine.add_machines([MachineSpec(f"pm{i}", 64, 256) for i in range(60)])
     ids = [f"v{i}" for i in range(n + 3)]
-    engine.place_arrays(ids, np.ones(n + 3), np.ones(n + 3), np.zeros(n + 3, dtype=bool))
+    engine.place_arrays(ids, np.ones(n + 3), np.ones(n + 3), np.arange(n + 3) % 7 == 3)  # some on every node
+    if n:
+        engine.release("v1")
+        engine.place(VmRequest("v1", 2, 2, uid="pod-1"))  # a uid among VMs without one
     for gone in ("v0", f"v{(n + 3) // 2}", f"v{n + 2}"):  # holes in the ledger: first, middle, last
         engine.release(gone)
     if n:

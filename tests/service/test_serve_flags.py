@@ -130,6 +130,31 @@ def test_an_empty_host_means_every_interface_not_an_error():
         sock.close()
 
 
+def test_an_address_family_the_kernel_lacks_is_skipped(monkeypatch):
+    """On a kernel without IPv6, ``""`` still resolves to ``::`` too: making that socket raised an uncaught OSError
+    (a traceback, the IPv4 socket left open). It is skipped, as asyncio skips it; with no address left, a refusal."""
+    import errno
+
+    from dcplace.cli import serve
+
+    real = socket.socket
+
+    def no_ipv6(family=socket.AF_INET, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if family == socket.AF_INET6:
+            raise OSError(errno.EAFNOSUPPORT, "Address family not supported by protocol")
+        return real(family, *args, **kwargs)
+
+    with socket.socket() as probe:
+        probe.bind(("", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setattr(socket, "socket", no_ipv6)
+    socks = serve._bound("", port)
+    assert [s.family for s in socks] == [socket.AF_INET]
+    serve._close(socks)
+    res = runner.invoke(app, ["serve", "--db", "unused.db", "--host", "::1", "--port", str(port)])
+    assert res.exit_code == 2 and "--port: cannot listen on ::1" in res.output and "Traceback" not in res.output
+
+
 def test_every_interface_is_ipv4_and_ipv6(tmp_path):
     """``--host ""`` is every interface: the service answers on IPv4 and IPv6 (taking only getaddrinfo's first
     address, it served IPv4 alone)."""

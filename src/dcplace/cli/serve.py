@@ -69,20 +69,44 @@ def _bound(host: str, port: int, flag: str = "port") -> list[Any]:
         infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except OSError as exc:
         _fail(InputError(f"cannot resolve {host!r}: {exc.strerror or exc}", field="host"))
+    import errno
+
     socks: list[Any] = []
+    skipped: OSError | None = None
     for family, kind, proto, _name, addr in dict.fromkeys(infos):  # each address once, in getaddrinfo's order
-        sock = socket.socket(family, kind, proto)
-        socks.append(sock)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: a socket in TIME_WAIT is fine
-        if family == socket.AF_INET6:  # as asyncio does: the IPv4 socket takes IPv4, this one IPv6 only
-            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
         try:
+            sock = socket.socket(family, kind, proto)
+        except OSError as exc:  # a family this kernel lacks (IPv6 switched off): skipped, as asyncio does
+            skipped = skipped or exc
+            continue
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: one in TIME_WAIT is fine
+            if family == socket.AF_INET6:  # as asyncio does: the IPv4 socket takes IPv4, this one IPv6 only
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             sock.bind(addr)
         except OSError as exc:
-            for s in socks:
-                s.close()
+            sock.close()
+            if exc.errno == errno.EADDRNOTAVAIL:  # a name's address this machine lacks (localhost's ::1 without IPv6)
+                skipped = skipped or exc
+                continue
+            _close(socks)
             _fail(InputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}", field=flag))
+        socks.append(sock)
+    if not socks:
+        why = skipped.strerror if skipped is not None and skipped.strerror else skipped
+        _fail(InputError(f"cannot listen on {host}:{port}: {why}", field=flag))
     return socks
+
+
+def _netloc(host: str, port: int | None) -> str:
+    """``host:port`` as a URL writes it: an IPv6 address in brackets, every interface as ``*`` (it printed
+    ``http://:8000`` and ``http://::1:8000``)."""
+    return f"{'*' if not host else f'[{host}]' if ':' in host else host}:{port}"
+
+
+def _close(socks: list[Any]) -> None:
+    for sock in socks:
+        sock.close()
 
 
 def serve(
@@ -264,6 +288,7 @@ def serve(
     except InputError as exc:
         if exc.field in ("every_s", "below"):
             exc.field = {"every_s": "reoptimise_every", "below": "reoptimise_below"}[exc.field]
+        _close(main_socks + probe_socks)
         _fail(exc)
     for warning in engine.load_warnings:
         typer.echo(f"dcplace serve: warning: {warning}", err=True)
@@ -277,14 +302,15 @@ def serve(
             engine.close()
             if new_db:
                 remove_database(db)
+            _close(main_socks + probe_socks)
             _fail(InputError(f"cannot listen on {host}:{number}: {exc.strerror or exc} (taken while the database "
                              "opened)", field=flag))  # fmt: skip
     s = engine.stats()
     scheme = "http" if tls is None else "https"
     guard = [what for what, on in (("tokens", tokens), ("client certificates", tls_client_ca)) if on]
     typer.echo(f"dcplace serve: {sum(s['machines'].values())} machines, {s['vms']} VMs from {db}; policy "
-               f"{engine.default_policy.name} (ready in {warm_s:.1f} s); {scheme}://{host}:{port} (docs at /docs); "
-               f"{' and '.join(guard) if guard else 'no authentication'}", err=True)  # fmt: skip
+               f"{engine.default_policy.name} (ready in {warm_s:.1f} s); {scheme}://{_netloc(host, port)} (docs at "
+               f"/docs); {' and '.join(guard) if guard else 'no authentication'}", err=True)  # fmt: skip
     from dcplace.service.app import is_loopback
 
     if tokens and tls is None and not is_loopback(host):
@@ -300,7 +326,7 @@ def serve(
             heartbeat = Heartbeat()
             probe = ProbeServer(engine, probe_socks, heartbeat)
             probe.start()
-            typer.echo(f"dcplace serve: GET /healthz also on http://{host}:{probe_port}", err=True)
+            typer.echo(f"dcplace serve: GET /healthz also on http://{_netloc(host, probe_port)}", err=True)
         config = uvicorn.Config(
             create_app(
                 engine,
@@ -333,8 +359,7 @@ def serve(
     finally:
         if probe is not None:  # before the stopped line: its own shutdown logs came after it
             probe.stop()
-        for sock in main_socks + probe_socks:
-            sock.close()
+        _close(main_socks + probe_socks)
         engine.close()
         logs.stop()  # every line logged, before the stopped line
     if stopped:
@@ -383,7 +408,10 @@ class _Writer(_Stderr):
     def emit(self, record: logging.LogRecord) -> None:
         dropped, self.source.dropped = self.source.dropped, 0
         if dropped:
-            sys.stderr.write(f"dcplace serve: {dropped} log line(s) dropped: stderr was not read fast enough\n")
+            try:  # a broken pipe here ended the writer thread, and every line after was dropped unsaid
+                sys.stderr.write(f"dcplace serve: {dropped} log line(s) dropped: stderr was not read fast enough\n")
+            except Exception:
+                self.handleError(record)
         super().emit(record)
 
 
