@@ -212,8 +212,8 @@ def allocation_rows(page: VmPage | VmColumns) -> list[dict[str, Any]]:
 @dataclass(frozen=True)
 class VmListing:
     """VMs' ledger columns copied under the engine's lock (:meth:`PlacementEngine.vm_listing`), made into records
-    after it: all at once (:meth:`page`) or a chunk at a time (:meth:`chunks`), so a listing of many VMs can be sent
-    as it is built. ``next``: the cursor of the page after this listing (None: it reaches the end)."""
+    after it (:meth:`page`) or into plain columns a chunk at a time (:meth:`columns`), so a listing of many VMs can
+    be sent as it is built. ``next``: the cursor of the page after this listing (None: it reaches the end)."""
 
     ids: list[str]
     pm: np.ndarray
@@ -233,12 +233,9 @@ class VmListing:
 
     def page(self) -> VmPage:
         """Every VM of the listing, with its cursor."""
-        return self._rows(0, len(self.ids), self.next)
-
-    def chunks(self, size: int) -> Iterator[VmPage]:
-        """The listing as pages of at most ``size`` VMs, each built when it is asked for (their ``next``: None)."""
-        for start in range(0, len(self.ids), size):
-            yield self._rows(start, min(start + size, len(self.ids)), None)
+        c = self._columns(0, len(self.ids))
+        vms = [VmRecord(*row) for row in zip(c.ids, c.machines, c.nodes, c.cpu, c.mem, c.multi, strict=True)]
+        return VmPage(vms, c.pinned, c.uids, self.next)
 
     def columns(self, size: int | None = None) -> Iterator[VmColumns]:
         """The listing as :class:`VmColumns` of at most ``size`` VMs (None: one for all), each built when asked."""
@@ -257,11 +254,6 @@ class VmListing:
             [i in pinned for i in ids] if pinned else [False] * len(ids),
             self.uids[start:stop] if self.uids is not None else [None] * len(ids),
         )  # fmt: skip
-
-    def _rows(self, start: int, stop: int, nxt: int | None) -> VmPage:
-        c = self._columns(start, stop)
-        vms = [VmRecord(*row) for row in zip(c.ids, c.machines, c.nodes, c.cpu, c.mem, c.multi, strict=True)]
-        return VmPage(vms, c.pinned, c.uids, nxt)
 
 
 def _check_page(limit: int | None, after: int) -> None:
@@ -1835,7 +1827,7 @@ class PlacementEngine:
 
     def export_allocations(self) -> list[dict[str, Any]]:
         """Every allocation as a record: ``vm, machine, node (None: all nodes), cpu, mem, pinned, uid``."""
-        return allocation_rows(self.vm_page())
+        return [row for chunk in self.vm_listing().columns() for row in allocation_rows(chunk)]
 
     def import_allocations(
         self,
