@@ -55,6 +55,20 @@ def test_simulate_prints_the_documented_keys(heading: str, args: tuple[str, ...]
     assert set(printed(*args)) == keys
 
 
+CONTEXT = {"trace", "pms", "mode", "warm_start", "release", "double_threshold", "topology", "dataset", "requests",
+           "split", "setting", "seed", "windows", "starts", "machines", "vms"}  # fmt: skip
+"""Every key a compare command's JSON may name what was run by."""
+
+
+def _snapshot(tmp_path: Path) -> str:
+    e = PlacementEngine(2)
+    for m in range(4):
+        e.add_machine(f"pm{m}", [24, 24], [64, 64])
+    path = tmp_path / "state.json"
+    path.write_text(json.dumps(e.snapshot()))
+    return str(path)
+
+
 @pytest.mark.parametrize(
     ("args", "context"),
     [
@@ -62,15 +76,17 @@ def test_simulate_prints_the_documented_keys(heading: str, args: tuple[str, ...]
          {"trace", "pms", "mode", "warm_start", "release", "double_threshold", "seed"}),
         (("compare", "netalloc", "--policies", "tetris", "--policies", "random", "--requests", "16", "--episodes",
           "2"), {"topology", "dataset", "requests", "split", "setting", "seed"}),
+        (("compare", "cluster", "--policies", "best-fit", "--policies", "random", "--requests", "50", "--windows",
+          "2"), {"trace", "double_threshold", "requests", "seed", "windows", "starts", "machines", "vms"}),
     ],
-    ids=["numa", "netalloc"],
+    ids=["numa", "netalloc", "cluster"],
 )  # fmt: skip
-def test_compare_prints_the_documented_keys(args: tuple[str, ...], context: set[str]) -> None:
-    keys, _ = documented("`compare numa --json`, `compare netalloc --json`")
+def test_compare_prints_the_documented_keys(args: tuple[str, ...], context: set[str], tmp_path: Path) -> None:
+    keys, _ = documented("`compare numa --json`, `compare netalloc --json`, `compare cluster --json`")
+    if args[1] == "cluster":
+        args = (*args, "--snapshot", _snapshot(tmp_path))
     out = printed(*args)
-    assert context <= keys and set(out) == keys - ({"trace", "pms", "mode", "warm_start", "release",
-                                                     "double_threshold", "topology", "dataset", "requests", "split",
-                                                     "setting", "seed"} - context)  # fmt: skip
+    assert CONTEXT <= keys and context <= CONTEXT and set(out) == keys - (CONTEXT - context)
     row = out["rows"][1]  # type: ignore[index]
     assert {"policy", "mean", "margin", "difference", "verdict", "wins", "ties", "losses", "values"} <= set(row)
 

@@ -34,11 +34,14 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
+
 from dcplace.bench.stats import Interval, holm, interval, no_spread, paired_p, sign_test_p
+from dcplace.config import check_seed
 from dcplace.errors import InputError
 from dcplace.sim.numa import Scenario
 
@@ -381,3 +384,99 @@ def compare_netalloc(
                "seed": seed}  # fmt: skip
     shares = (0.0, math.inf) if metric == "servers_per_allocation" else (0.0, 1.0)
     return _tabled(per_episode, metric, NET_METRICS, baseline, "netalloc", context, shares)
+
+
+CLUSTER_METRICS = {"accepted": 1, "first_rejection": 1, "machines_in_use": -1, "cpu_alloc": 1, "mem_alloc": 1}
+"""``compare cluster``'s metrics and their better direction: requests ``accepted`` of each window, those placed
+before the ``first_rejection`` (the papers' length), and at the window's end the ``machines_in_use`` (hosting a
+VM) and the allocated share of the cluster's CPU and memory (``cpu_alloc``, ``mem_alloc``)."""
+
+
+def window_starts(n_requests: int, requests: int, windows: int, seed: int) -> list[int]:
+    """``windows`` distinct request indices, sorted, each followed by at least ``requests`` - 1 more of a trace of
+    ``n_requests`` (a seeded draw: the same for every policy of a comparison, and for the same seed)."""
+    room = n_requests - requests + 1
+    if room < 1:
+        raise InputError(f"the trace has {n_requests} requests, fewer than the {requests} asked for per window",
+                         field="requests")  # fmt: skip
+    if windows > room:
+        raise InputError(f"the trace has room for {room} distinct windows of {requests} requests, not {windows}",
+                         field="windows")  # fmt: skip
+    rng = np.random.default_rng([seed, 0x3A7])
+    return sorted(int(i) for i in rng.choice(room, size=windows, replace=False))
+
+
+def _unused_prefix(ids: Iterable[str], prefix: str = "whatif-") -> str:
+    """``prefix``, lengthened until no id in ``ids`` starts with it (the trace's VM ids must not be the cluster's)."""
+    ids = list(ids)
+    while any(i.startswith(prefix) for i in ids):
+        prefix = "_" + prefix
+    return prefix
+
+
+def compare_cluster(
+    policies: Sequence[str],
+    snapshot: Mapping[str, Any],
+    trace: str = "synthetic",
+    requests: int = 500,
+    windows: int = 10,
+    seed: int = 0,
+    double_threshold: float = 32.0,
+    baseline: str | None = None,
+    on_policy: Callable[[str], None] | None = None,
+    metric: str = "accepted",
+) -> Comparison:
+    """Which policy would serve the coming requests best, starting from a live cluster's state: ``policies``
+    (names, ``package.module:Class`` or ``name=checkpoint``) each place ``windows`` windows of ``requests`` requests
+    of ``trace`` (seeded starts, :func:`window_starts`, the same for every policy), every window from ``snapshot``
+    (:meth:`~dcplace.engine.PlacementEngine.snapshot`, or :meth:`~dcplace.engine.PlacementEngine.read_snapshot` of a
+    database) through the live engine (:func:`dcplace.engine.stream.run_stream`): a request that fits nowhere is
+    rejected and the window goes on; the trace's VMs leave at their departures, the cluster's own VMs stay (the
+    database knows no departure times); drained and failed machines take nothing. Compared on ``metric``
+    (:data:`CLUSTER_METRICS`). Every engine's invariants are checked after its window."""
+    from dcplace.engine import PlacementEngine
+    from dcplace.engine.stream import run_stream
+    from dcplace.policies import get_policy
+    from dcplace.policies.numa_heuristics import warm_up_jit
+    from dcplace.sim.episodes import prepare
+    from dcplace.workload.traces import load_trace
+
+    _checked(policies, baseline, metric, CLUSTER_METRICS)
+    check_seed(seed)
+    for name, value in (("requests", requests), ("windows", windows)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InputError(f"must be a whole number of at least 1, got {value!r}", field=name)
+    start = PlacementEngine.restore(dict(snapshot))  # a snapshot that is not one is refused before any policy runs
+    if not start.state.slot_of_machine:
+        raise InputError("the cluster has no machines: nothing to place on", field="snapshot")
+    built = {p: _built(get_policy, p, seed) for p in policies}
+    prepared = prepare(load_trace(trace, seed=seed), double_threshold)
+    starts = window_starts(len(prepared.arrival_events), requests, windows, seed)
+    prefix = _unused_prefix(v["id"] for v in snapshot["vms"])
+    warm_up_jit()
+    cpu, mem = (float(start.stats()["capacity"][k]) for k in ("cpu", "mem"))
+    per_episode: dict[str, list[dict[str, float]]] = {}
+    for spec, pol in built.items():
+        if on_policy is not None:
+            on_policy(spec)
+        rows = per_episode[spec] = []
+        for w, first in enumerate(starts):
+            engine = PlacementEngine.restore(dict(snapshot), pol, seed=seed + w)
+            with _named(spec):
+                res = run_stream(engine, prepared, start_event=int(prepared.arrival_events[first]),
+                                 max_requests=requests, samples=0, prefix=prefix)  # fmt: skip
+            engine.check_invariants()
+            s = engine.state
+            rows.append({"accepted": float(res.accepted), "first_rejection": float(res.first_rejection),
+                         "machines_in_use": float(np.count_nonzero(s.vm_count)),
+                         "cpu_alloc": float(s.used[0]) / cpu, "mem_alloc": float(s.used[1]) / mem,
+                         **{f"rejected_{k}": float(v) for k, v in res.rejections.items()}})  # fmt: skip
+    keys = sorted({k for rows in per_episode.values() for e in rows for k in e if k.startswith("rejected_")})
+    for rows in per_episode.values():  # every window names every reason (0 where it has none): one csv header
+        for e in rows:
+            e.update({k: e.get(k, 0.0) for k in keys})
+    context = {"trace": trace, "requests": requests, "windows": windows, "starts": starts, "seed": seed,
+               "double_threshold": double_threshold, "machines": len(start.state.slot_of_machine),
+               "vms": len(start.state.slot_of_vm)}  # fmt: skip
+    shares = (0.0, 1.0) if metric in ("cpu_alloc", "mem_alloc") else (0.0, math.inf)
+    return _tabled(per_episode, metric, CLUSTER_METRICS, baseline, "cluster", context, shares)

@@ -151,37 +151,10 @@ def backup(
     """Copy the cluster database to OUT consistently, also while `dcplace serve` runs on it (SQLite's online
     backup; copying the file alone misses what is still in its -wal file). The copy passes SQLite's integrity
     check before it is put in place. To restore: stop the service, remove DB-wal and DB-shm, copy OUT over DB."""
-    import contextlib
-    import sqlite3
-    import tempfile
-
-    from dcplace.engine.store import check_existing
+    from dcplace.engine.store import backup_database
 
     try:
-        if not db.is_file():
-            raise InputError(f"{db} does not exist or is not a file", field="db")
-        check_existing(db)
-        if out.exists() or out.is_symlink():
-            raise InputError(f"OUT: {out} already exists; choose another name")
-        if not out.parent.is_dir():
-            raise InputError(f"OUT: the folder {out.parent} does not exist")
-        fd, name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent)  # never a planted link
-        os.close(fd)
-        partial = Path(name)
-        try:
-            with contextlib.closing(sqlite3.connect(db.resolve().as_uri() + "?mode=ro", uri=True)) as src:
-                with contextlib.closing(sqlite3.connect(partial)) as dst:
-                    src.backup(dst)
-                    check = dst.execute("PRAGMA integrity_check(1)").fetchone()[0]
-                    machines = dst.execute("SELECT count(*) FROM machines").fetchone()[0]
-                    vms = dst.execute("SELECT count(*) FROM vms").fetchone()[0]
-            if check != "ok":
-                raise InputError(f"{db} fails SQLite's integrity check ({check}); no copy was made", field="db")
-            os.replace(partial, out)
-        except sqlite3.Error as e:
-            raise InputError(f"the copy of {db} to {out} failed ({e}); no copy was made", field="db") from None
-        finally:
-            partial.unlink(missing_ok=True)
+        machines, vms = backup_database(db, out)
     except InputError as exc:
         _fail(exc)
     typer.echo(f"backed up {machines} machines and {vms} VMs from {db} to {out}")

@@ -110,16 +110,21 @@ def _report(table: Any, cfg: object, json_out: bool, out: Path | None, command: 
             err_console.print(f"warning: {r.policy} ended {r.extra['invalid']:.0f} of {table.episodes} episodes on an "
                               "infeasible action (an episode stops at the first one: docs/policies.md)")  # fmt: skip
     if table.saturated:
+        hint = (
+            "the cluster had room for every request: try --metric machines_in_use"
+            if table.simulator == "cluster"
+            else "in Expansion mode every request is placed: try --metric pms_in_use"
+        )
         err_console.print(f"warning: every policy tied the baseline on every episode: {table.metric} cannot tell "
-                          "them apart here (in Expansion mode every request is placed: try --metric "
-                          "pms_in_use)")  # fmt: skip
+                          f"them apart here ({hint})")  # fmt: skip
     if json_out:
         typer.echo(json.dumps(record))
         return
     pct = table.metric in ("acceptance", "cpu_util", "mem_util", "cpu_alloc", "mem_alloc")
     tests = sum(1 for r in table.rows if not math.isnan(r.p))
     family = f"Holm over the {tests} comparisons" if tests > 1 else "one comparison"
-    t = Table(title=f"{table.metric} ({record['better']} is better) over {table.episodes} episodes, the same for "
+    unit = "windows from the cluster's state" if table.simulator == "cluster" else "episodes"
+    t = Table(title=f"{table.metric} ({record['better']} is better) over {table.episodes} {unit}, the same for "
                     f"every policy; baseline {table.baseline}; 95 % intervals paired on the episodes; the verdict "
                     f"tests the difference, at 5 % for the whole table ({family}; the margin is "
                     "descriptive)")  # fmt: skip
@@ -132,7 +137,8 @@ def _report(table: Any, cfg: object, json_out: bool, out: Path | None, command: 
                   "" if r.difference is None else f"{r.wins} / {r.ties} / {r.losses}")  # fmt: skip
     console.print(t)
     if table.episodes < 2:
-        err_console.print("note: one episode gives no interval; run --episodes 2 or more to compare")
+        flag = "--windows" if table.simulator == "cluster" else "--episodes"
+        err_console.print(f"note: one {unit.split()[0][:-1]} gives no interval; run {flag} 2 or more to compare")
     elif any(r.verdict == "no spread" for r in table.rows):
         err_console.print("note: 'no spread': the same gap on every episode gives an interval of zero width, "
                           f"which says nothing; a sign test decides from {SIGN_TEST_EPISODES} episodes all one "
@@ -146,8 +152,8 @@ def _p(p: float) -> str:
     return "< 0.001" if p < 0.001 else f"{p:.3f}"
 
 
-def _progress(episodes: int) -> Any:
-    return lambda p: err_console.print(f"{p}: {episodes} episode{'' if episodes == 1 else 's'}")
+def _progress(episodes: int, what: str = "episode") -> Any:
+    return lambda p: err_console.print(f"{p}: {episodes} {what}{'' if episodes == 1 else 's'}")
 
 
 @app.command("numa")
@@ -183,3 +189,81 @@ def compare_netalloc_cmd(
                              cfg.split, cfg.setting, cfg.baseline, on_policy=_progress(cfg.episodes),
                              metric=cfg.metric, bound=cfg.bound)  # fmt: skip
     _report(table, cfg, json_out, out, "dcplace compare netalloc")
+
+
+@dataclass(frozen=True)
+class CompareCluster:
+    """``compare cluster``: policies from a live cluster's state on the same windows of a trace."""
+
+    policies: tuple[str, ...] = ("best-fit", "first-fit", "industrial")
+    """the policies, registered names or your own as package.module:ClassName, a learned one with its own weights as
+    name=checkpoint (repeat the flag for each)"""
+    db: str | None = None
+    """the cluster's SQLite database (from `dcplace serve --db`), read without writing to it, also while the service
+    runs"""
+    snapshot: str | None = None
+    """instead of --db: a JSON file of the cluster's state (what `GET /state/snapshot` answers)"""
+    metric: Literal["accepted", "first_rejection", "machines_in_use", "cpu_alloc", "mem_alloc"] = "accepted"
+    """what to compare: requests accepted per window, those placed before the first rejection, or at the window's
+    end the machines in use (lower is better) or the allocated share of CPU / memory"""
+    baseline: str | None = None
+    """the policy the others are measured against (default: the first)"""
+    trace: str = "synthetic"
+    """the coming requests: huawei-east-1, azure-v1, synthetic, a trace file, or your own as package.module:function
+    (docs/workloads.md)"""
+    requests: int = 500
+    """requests per window"""
+    windows: int = 10
+    """windows of the trace, each from its own seeded start, the same for every policy, each from the cluster's
+    state"""
+    seed: int = 0
+    """same seed, same numbers"""
+    double_threshold: float = 32.0
+    """the trace's VMs with memory above this many GB are multi-NUMA (split over every node)"""
+
+    def __post_init__(self) -> None:
+        check_types(self)
+        check(self.requests >= 1, "requests", self.requests, "at least 1")
+        check(self.windows >= 1, "windows", self.windows, "at least 1")
+
+
+def cluster_snapshot(db: str | None, snapshot: str | None) -> dict[str, Any]:
+    """The state ``--db`` or ``--snapshot`` names (exactly one), or InputError naming the flag."""
+    from dcplace.engine import PlacementEngine
+    from dcplace.errors import InputError
+
+    if (db is None) == (snapshot is None):
+        raise InputError("give exactly one of --db (a cluster database) and --snapshot (a JSON file of its state)",
+                         field="db")  # fmt: skip
+    if db is not None:
+        return PlacementEngine.read_snapshot(Path(db))
+    path = Path(str(snapshot))
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise InputError(f"cannot read {path} ({e.strerror})", field="snapshot") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InputError(f"{path} is not JSON ({e})", field="snapshot") from None
+    if not isinstance(data, dict) or not {"numa", "machines", "vms"} <= data.keys():
+        raise InputError(f"{path} is not a cluster's state (an object with numa, machines and vms, as GET "
+                         "/state/snapshot answers)", field="snapshot")  # fmt: skip
+    return data
+
+
+@app.command("cluster")
+@config_command(CompareCluster)
+def compare_cluster_cmd(
+    cfg: CompareCluster,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    out: Annotated[Path | None, typer.Option(help=OUT_HELP)] = None,
+) -> None:
+    """Which policy would serve the coming requests best on your cluster: each policy places the same windows of a
+    trace, every window starting from the cluster's state now (its database, read while the service runs, or a
+    snapshot); the cluster's VMs stay, the trace's leave at their departures; requests accepted per window against
+    the baseline's (paired 95 % intervals; ahead / behind as in `compare numa`)."""
+    from dcplace.bench.compare import compare_cluster
+
+    snap = cluster_snapshot(cfg.db, cfg.snapshot)
+    table = compare_cluster(cfg.policies, snap, cfg.trace, cfg.requests, cfg.windows, cfg.seed, cfg.double_threshold,
+                            cfg.baseline, on_policy=_progress(cfg.windows, "window"), metric=cfg.metric)  # fmt: skip
+    _report(table, cfg, json_out, out, "dcplace compare cluster")

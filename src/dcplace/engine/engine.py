@@ -1723,6 +1723,28 @@ class PlacementEngine:
         vms = [{**vars(page.vms[i]), "pinned": page.pinned[i], "uid": page.uids[i]} for i in order]
         return {"numa": self.numa, "machines": machines, "vms": vms}
 
+    @classmethod
+    def read_snapshot(cls, path: str | Path) -> dict[str, Any]:
+        """The state of the cluster database ``path`` as :meth:`snapshot` gives it, read without writing to it and
+        also while a service runs on it (which holds the database: another engine cannot open it): an online backup
+        (:func:`~dcplace.engine.store.backup_database`) into a temporary folder, opened there, removed after."""
+        import tempfile
+
+        from dcplace.engine.store import backup_database, stored_numa
+
+        db = Path(path)
+        with tempfile.TemporaryDirectory(prefix="dcplace-snapshot-") as tmp:
+            copy = Path(tmp) / "copy.db"
+            backup_database(db, copy)
+            try:
+                engine = cls.open(copy, numa=stored_numa(copy) or 2)
+            except InputError as e:  # the copy's name means nothing to the caller: name the database read
+                raise InputError(e.detail.replace(str(copy), str(db)), field="db") from None
+            try:
+                return engine.snapshot()
+            finally:
+                engine.close()
+
     def _vm_row(self, v: int) -> VmRow:
         r = self.state.record(v)
         return VmRow(r.id, r.machine, r.node, r.cpu, r.mem, r.multi, r.id in self.pinned, self.uids.get(r.id))

@@ -229,6 +229,48 @@ def check_existing(path: Path) -> None:
                          "backup", field="db")  # fmt: skip
 
 
+def backup_database(db: Path, out: Path) -> tuple[int, int]:
+    """Copy the cluster database ``db`` to ``out`` (which must not exist) consistently, also while a service runs on
+    it: SQLite's online backup from a read-only connection (copying the file alone misses what is still in its -wal
+    file). The copy is written beside ``out`` under a temporary name, passes SQLite's integrity check, and only then
+    takes its name; on any failure nothing is left. Returns the copy's (machines, VMs)."""
+    import tempfile
+
+    if not db.is_file():
+        raise InputError(f"{db} does not exist or is not a file", field="db")
+    check_existing(db)
+    if out.exists() or out.is_symlink():
+        raise InputError(f"OUT: {out} already exists; choose another name")
+    if not out.parent.is_dir():
+        raise InputError(f"OUT: the folder {out.parent} does not exist")
+    fd, name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent)  # never a planted link
+    os.close(fd)
+    partial = Path(name)
+    try:
+        with contextlib.closing(sqlite3.connect(db.resolve().as_uri() + "?mode=ro", uri=True)) as src:
+            with contextlib.closing(sqlite3.connect(partial)) as dst:
+                src.backup(dst)
+                check = dst.execute("PRAGMA integrity_check(1)").fetchone()[0]
+                machines = int(dst.execute("SELECT count(*) FROM machines").fetchone()[0])
+                vms = int(dst.execute("SELECT count(*) FROM vms").fetchone()[0])
+        if check != "ok":
+            raise InputError(f"{db} fails SQLite's integrity check ({check}); no copy was made", field="db")
+        os.replace(partial, out)
+    except sqlite3.Error as e:
+        raise InputError(f"the copy of {db} to {out} failed ({e}); no copy was made", field="db") from None
+    finally:
+        partial.unlink(missing_ok=True)
+    return machines, vms
+
+
+def stored_numa(path: Path) -> int | None:
+    """The NUMA nodes per machine recorded in the dcplace database ``path`` (None: none recorded yet), read
+    read-only."""
+    with contextlib.closing(sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)) as conn:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'numa'").fetchone()
+    return None if row is None else int(row[0])
+
+
 class SqliteStore:
     """The embedded default store: SQLite in WAL mode, ``synchronous=FULL``, group commit (module docstring)."""
 

@@ -108,9 +108,13 @@ def run_stream(
     max_requests: int = 0,
     samples: int = 100,
     release: bool = True,
+    prefix: str = "",
 ) -> StreamResult:
     """Replay ``trace`` from ``start_event`` through ``engine`` (``policy``: its default when None); stop after
-    ``max_requests`` creations (0: the whole trace). ``samples``: timeline points (evenly spaced in events)."""
+    ``max_requests`` creations (0: the whole trace). ``samples``: timeline points (evenly spaced in events).
+    ``prefix``: put before each request's row number to make its VM id (an engine that holds VMs already: ids
+    that cannot be theirs). VMs that arrived before ``start_event`` are not the trace's here: their departures are
+    skipped."""
     import time
 
     t0 = time.perf_counter()
@@ -137,14 +141,15 @@ def run_stream(
         r = int(ev_req[e])
         if ev_dep[e]:
             if release and placed[r]:
-                engine.release(str(r))
+                engine.release(f"{prefix}{r}")
                 placed[r] = False
                 departures += 1
         else:
             if max_requests and requests >= max_requests:
                 break
             requests += 1
-            d = engine.place(VmRequest(str(r), float(demand[r, 0]), float(demand[r, 1]), bool(multi[r])), policy,
+            vm = f"{prefix}{r}"
+            d = engine.place(VmRequest(vm, float(demand[r, 0]), float(demand[r, 1]), bool(multi[r])), policy,
                              explain=False)  # fmt: skip
             if isinstance(d, Rejection):
                 actions[r] = REJECTED
@@ -152,7 +157,7 @@ def run_stream(
                 if first < 0:
                     first = accepted
             else:
-                v = s.slot_of_vm[str(r)]
+                v = s.slot_of_vm[vm]
                 actions[r] = int(s.pm_of[v]) * kn + int(max(s.node_of[v], 0))
                 placed[r] = True
                 accepted += 1

@@ -1,0 +1,193 @@
+"""``dcplace compare cluster``: policies from a live cluster's state on the same windows of a trace."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from dcplace.bench.compare import CLUSTER_METRICS, compare_cluster, window_starts
+from dcplace.cli.main import app
+from dcplace.cluster.numa import NumaCluster
+from dcplace.engine import PlacementEngine, VmRequest
+from dcplace.engine.stream import engine_for, run_stream
+from dcplace.errors import InputError
+from dcplace.policies import get_policy
+from dcplace.sim.episodes import prepare
+from dcplace.sim.numa import NumaSim, Scenario
+from dcplace.workload.traces import load_trace
+
+runner = CliRunner()
+
+
+def _cluster(machines: int, vms: int, seed: int = 0, drained: int = 0) -> PlacementEngine:
+    rng = np.random.default_rng(seed)
+    e = PlacementEngine(2, "best-fit")
+    for m in range(machines):
+        e.add_machine(f"pm{m}", [float(rng.choice([16, 24, 48]))] * 2, [float(rng.choice([32, 64, 128]))] * 2)
+    for i in range(vms):
+        e.place(VmRequest(f"vm{i}", float(rng.choice([1, 2, 4, 8])), float(rng.choice([2, 4, 8, 16])),
+                          bool(rng.random() < 0.1)))  # fmt: skip
+    for m in range(drained):
+        e.drain(f"pm{m}")
+    return e
+
+
+def test_a_window_from_an_empty_cluster_is_the_simulators_episode() -> None:
+    """Independent of the engine: from an empty cluster, a window's placements before its first rejection are the
+    length of the simulator's episode that starts at the same request (no warm start)."""
+    pms = 6
+    snap = engine_for(NumaCluster.uniform(pms)).snapshot()
+    prepared = prepare(load_trace("synthetic", seed=1), 32.0)  # the synthetic trace is drawn with the run's seed
+    table = compare_cluster(["best-fit", "first-fit"], snap, "synthetic", requests=400, windows=3, seed=1)
+    starts = table.context["starts"]
+    assert starts == window_starts(len(prepared.arrival_events), 400, 3, 1)
+    for policy in ("best-fit", "first-fit"):
+        for w, first in enumerate(starts):
+            ev = int(prepared.arrival_events[first])
+            sim = NumaSim(NumaCluster.uniform(pms), prepared, Scenario(pms=pms, warm_start=0.0,
+                                                                        start_range=(ev, ev + 1)))  # fmt: skip
+            sim.reset(seed=0)
+            get_policy(policy).run(sim)  # type: ignore[attr-defined]
+            got = table.episode_metrics[policy][w]["first_rejection"]
+            assert got == min(sim.result().length, 400), (policy, w)
+    assert any(e["accepted"] < 400 for e in table.episode_metrics["best-fit"])  # the windows do reject: a real test
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(machines=st.integers(1, 6), vms=st.integers(0, 40), drained=st.integers(0, 2), seed=st.integers(0, 99),
+       policy=st.sampled_from(["first-fit", "industrial", "random"]))  # fmt: skip
+def test_windows_keep_every_invariant_and_leave_the_state_alone(machines: int, vms: int, drained: int, seed: int,
+                                                                policy: str) -> None:  # fmt: skip
+    snap = _cluster(machines, vms, seed, min(drained, machines)).snapshot()
+    before = copy.deepcopy(snap)
+    args: dict[str, Any] = {"requests": 60, "windows": 3, "seed": seed}
+    table = compare_cluster(["best-fit", policy], snap, "synthetic", **args)  # engines' invariants checked inside
+    assert snap == before  # every window started from the same state: none was changed
+    cap_machines = table.context["machines"]
+    for rows in table.episode_metrics.values():
+        for e in rows:
+            assert 0 <= e["first_rejection"] <= e["accepted"] <= 60
+            assert sum(v for k, v in e.items() if k.startswith("rejected_")) == 60 - e["accepted"]
+            assert 0 <= e["machines_in_use"] <= cap_machines
+            assert 0 <= e["cpu_alloc"] <= 1 + 1e-9 and 0 <= e["mem_alloc"] <= 1 + 1e-9
+    again = compare_cluster(["best-fit", policy], snap, "synthetic", **args)
+    assert again.episode_metrics == table.episode_metrics  # same seed, same numbers
+
+
+def test_the_clusters_vms_stay_and_drained_machines_take_nothing() -> None:
+    src = _cluster(5, 30, seed=3, drained=2)
+    snap = src.snapshot()
+    where = {v["id"]: (v["machine"], v["node"]) for v in snap["vms"]}
+    engine = PlacementEngine.restore(snap, "best-fit")
+    res = run_stream(engine, prepare(load_trace("synthetic", seed=0), 32.0), start_event=500, max_requests=300,
+                     samples=0, prefix="t-")  # fmt: skip
+    assert res.accepted > 0 and res.rejected > 0
+    now = {r.id: (r.machine, r.node) for r in engine.vms()}
+    assert {k: now[k] for k in where} == where  # every VM of the cluster where it was
+    new = set(now) - set(where)
+    assert new and all(k.startswith("t-") for k in new)
+    assert not any(now[k][0] in ("pm0", "pm1") for k in new)  # drained: nothing new there
+    engine.check_invariants()
+
+
+def test_the_traces_vm_ids_never_meet_the_clusters() -> None:
+    """A cluster whose VMs are named as the trace's would be (``whatif-<row>``): the same numbers as with other
+    names (without a prefix of its own the first such placement was a conflict)."""
+    prepared = prepare(load_trace("synthetic", seed=0), 32.0)
+    first = window_starts(len(prepared.arrival_events), 100, 2, 0)
+    rows = [int(prepared.ev_req[prepared.arrival_events[f + k]]) for f in first for k in range(3)]
+    plain = _cluster(4, len(rows), seed=1)
+    snap = plain.snapshot()
+    renamed = copy.deepcopy(snap)
+    names = {f"vm{i}": f"whatif-{r}" for i, r in enumerate(rows)}
+    for v in renamed["vms"]:
+        v["id"] = names[v["id"]]
+    renamed["vms"].sort(key=lambda v: v["id"])
+    a = compare_cluster(["best-fit", "first-fit"], snap, "synthetic", requests=100, windows=2, seed=0)
+    b = compare_cluster(["best-fit", "first-fit"], renamed, "synthetic", requests=100, windows=2, seed=0)
+    assert a.episode_metrics == b.episode_metrics
+
+
+def test_a_database_is_read_while_its_engine_holds_it_and_not_written(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    owner = PlacementEngine.open(db)
+    for m in range(3):
+        owner.add_machine(f"pm{m}", 24, 64)
+    for i in range(10):
+        owner.place(VmRequest(f"vm{i}", 2.0, 4.0, False))
+
+    def files() -> dict[str, str]:  # the database and its log (the -shm file is the readers' index: a read marks it)
+        return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(tmp_path.iterdir())
+                if not p.name.endswith("-shm")}  # fmt: skip
+
+    before = files()
+    with pytest.raises(InputError):  # the owner holds the database: a second engine is refused ...
+        PlacementEngine.open(db)
+    assert PlacementEngine.read_snapshot(db) == owner.snapshot()  # ... but its state can be read
+    assert files() == before
+    owner.close()
+
+
+def _state_file(tmp_path: Path, machines: int = 4) -> str:
+    path = tmp_path / "state.json"
+    path.write_text(json.dumps(_cluster(machines, 12).snapshot()))
+    return str(path)
+
+
+def test_the_command_prints_and_writes(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    e = PlacementEngine.open(db)
+    for m in range(4):
+        e.add_machine(f"pm{m}", 24, 64)
+    e.close()
+    res = runner.invoke(app, ["compare", "cluster", "--db", str(db), "--policies", "best-fit", "--policies",
+                              "random", "--requests", "80", "--windows", "3",
+                              "--out", str(tmp_path / "out")])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "windows from the cluster's state" in res.stdout and "random" in res.stdout
+    header = (tmp_path / "out" / "episodes.csv").read_text().splitlines()[0].split(",")
+    assert header[:2] == ["policy", "episode"] and set(CLUSTER_METRICS) <= set(header)
+    assert json.loads((tmp_path / "out" / "result.json").read_text())["simulator"] == "cluster"
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        ([], "--db: give exactly one of --db"),
+        (["--db", "DB", "--snapshot", "STATE"], "--db: give exactly one of --db"),
+        (["--db", "nowhere.db"], "--db: nowhere.db does not exist"),
+        (["--snapshot", "nowhere.json"], "--snapshot: cannot read nowhere.json"),
+        (["--snapshot", "NOTJSON"], "is not JSON"),
+        (["--snapshot", "NOTSTATE"], "is not a cluster's state"),
+        (["--snapshot", "EMPTY"], "the cluster has no machines"),
+        (["--snapshot", "STATE", "--requests", "100000"], "--requests: the trace has 20000 requests"),
+        (["--snapshot", "STATE", "--requests", "19999", "--windows", "3"], "--windows: the trace has room for 2"),
+        (["--snapshot", "STATE", "--windows", "0"], "--windows must be at least 1"),
+        (["--snapshot", "STATE", "--policies", "best-fit", "--policies", "nope"], "--policies: nope: must be one of"),
+        (["--snapshot", "STATE", "--policies", "best-fit"], "needs at least two policies"),
+    ],
+)
+def test_bad_input_is_one_sentence_and_exit_2(flags: list[str], said: str, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    files = {"DB": str(tmp_path / "c.db"), "STATE": _state_file(tmp_path)}
+    (tmp_path / "c.db").write_bytes(b"")
+    (tmp_path / "notjson.txt").write_text("{")
+    (tmp_path / "notstate.json").write_text('{"machines": []}')
+    (tmp_path / "empty.json").write_text(json.dumps(PlacementEngine(2).snapshot()))
+    files |= {"NOTJSON": str(tmp_path / "notjson.txt"), "NOTSTATE": str(tmp_path / "notstate.json"),
+              "EMPTY": str(tmp_path / "empty.json")}  # fmt: skip
+    args = [files.get(f, f) for f in flags]
+    monkeypatch.chdir(tmp_path)
+    res = runner.invoke(app, ["compare", "cluster", *args])
+    assert res.exit_code == 2, res.output
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and said in lines[0] and "Traceback" not in res.output, res.stderr
