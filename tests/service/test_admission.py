@@ -6,6 +6,7 @@ admitted requests stay in flight."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -269,3 +270,45 @@ def test_a_broken_stderr_does_not_end_the_log_writer(monkeypatch) -> None:
         assert logs.listener._thread is not None and logs.listener._thread.is_alive()
     finally:
         logs.stop()
+
+
+def test_a_listing_whose_client_reads_nothing_is_cut_off(caplog: pytest.LogCaptureFixture) -> None:
+    """A client that asks for a listing and reads nothing held its place for as long as it kept the connection open
+    (with --max-listings 1, every other listing was a 429 from then on). Now the listing is cut off after
+    ``listing_stall_s``: the connection closed, the place freed, counted, said once, and uvicorn's "returned without
+    completing response" error is not logged for it."""
+    import socket
+
+    import numpy as np
+
+    engine = PlacementEngine(2)
+    engine.add_machines([MachineSpec(f"pm{i}", 4096, 1 << 20) for i in range(40)])
+    n = 60_000  # 7.5 MB of JSON: more than the kernel's buffers on both ends of the connection hold
+    engine.place_arrays([f"vm-{i:06d}" for i in range(n)], np.ones(n), np.ones(n), np.zeros(n, np.bool_))
+    app = create_app(engine, max_listings=1, listing_stall_s=1.0)
+    uvicorn_said: list[str] = []  # uvicorn's loggers do not reach the root logger caplog reads
+    heard = logging.Handler()
+    heard.emit = lambda record: uvicorn_said.append(record.getMessage())  # type: ignore[method-assign]
+    with server_thread(engine, app) as url, caplog.at_level("WARNING"):
+        logging.getLogger("uvicorn.error").addHandler(heard)  # after uvicorn configured its loggers (it clears them)
+        host, port = url.removeprefix("http://").split(":")
+        stuck = socket.socket()
+        stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        stuck.connect((host, int(port)))
+        stuck.sendall(f"GET /vms HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+        _wait_until(lambda: _in_flight(url) == 1)
+        assert httpx.get(f"{url}/vms?limit=1", timeout=10).status_code == 429  # the one place is held ...
+        _wait_until(lambda: _in_flight(url) == 0, timeout_s=30)  # ... until the stalled listing is cut off
+        assert httpx.get(f"{url}/vms?limit=1", timeout=10).status_code == 200
+        scrape = httpx.get(f"{url}/metrics", timeout=10).text
+        stuck.settimeout(10)
+        got = b""
+        while chunk := stuck.recv(1 << 20):  # the server closed the connection: the read ends
+            got += chunk
+        stuck.close()
+    assert "dcplace_http_listings_cut_total 1.0" in scrape
+    assert got.startswith(b"HTTP/1.1 200") and not got.rstrip().endswith(b"]")  # cut short, not finished
+    said = [r.getMessage() for r in caplog.records]
+    assert sum("listing(s) cut off" in m for m in said) == 1, said
+    logging.getLogger("uvicorn.error").removeHandler(heard)
+    assert not any("without completing response" in m for m in said + uvicorn_said), uvicorn_said

@@ -13,6 +13,11 @@ before its request reaches the application (the kernel's accept queue, the event
 limit does not shorten (benchmarks/bench_overload.py; docs/engine.md, "Overload"). It bounds the requests held, and
 so memory and open files, for an operator who needs that.
 
+A listing whose client reads nothing for :data:`LISTING_STALL_S` (its next chunk waited that long for room in the
+connection) is cut off: the connection is closed and its place freed (``dcplace_http_listings_cut_total``, a
+warning at most every 10 s). Before, a client that asked for ``--max-listings`` listings and read none held every
+place for as long as it kept its connections open, and every other listing was answered 429.
+
 ``/healthz`` and ``/metrics`` are never shed: a probe that fails under load would have the orchestrator restart the
 one process that is serving. 429 rather than 503, which here means the database failed (restart the service): a
 429 says retry this same request after ``Retry-After`` seconds, and a retry is safe (a placement already made is
@@ -21,8 +26,10 @@ answered ``replayed``). Everything runs on the event loop, so the counts need no
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+from contextvars import ContextVar
 from typing import Any
 
 from dcplace.service.hotpath import send_json
@@ -35,6 +42,44 @@ while it is built), limited apart from the rest."""
 UNSHED = frozenset({"/healthz", "/metrics"})
 RETRY_AFTER_S = 1
 MAX_LISTINGS = 4
+LISTING_STALL_S = 60.0
+"""Seconds a listing's chunk may wait for its client to read before the listing is cut off (module docstring): a
+client reading 10 kB a second still takes a 130 kB chunk in 13 s."""
+UNCOMPLETED = "ASGI callable returned without completing response."
+"""What uvicorn logs, as an error, when an application returns with its answer unfinished: which a cut listing
+does on purpose (:class:`_QuietCut`)."""
+
+_cut: ContextVar[bool] = ContextVar("dcplace_listing_cut", default=False)
+"""Set in the request's task when its listing was cut (uvicorn logs its line in that same task, after it)."""
+
+
+class Stalled(Exception):
+    """A listing's client read nothing for :data:`LISTING_STALL_S`."""
+
+
+class _QuietCut(logging.Filter):
+    """Drops uvicorn's :data:`UNCOMPLETED` error for a listing cut on purpose (the service's own warning says what
+    happened); the same line for any other request stays (it is a bug there)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (_cut.get() and record.getMessage() == UNCOMPLETED)
+
+
+def _quiet_cuts() -> None:
+    logger = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, _QuietCut) for f in logger.filters):
+        logger.addFilter(_QuietCut())
+
+
+def _with_deadline(send: Any, stall_s: float) -> Any:
+    async def sending(message: dict[str, Any]) -> None:
+        try:
+            async with asyncio.timeout(stall_s):
+                await send(message)
+        except TimeoutError:
+            raise Stalled from None
+
+    return sending
 
 
 class Gate:
@@ -44,15 +89,21 @@ class Gate:
     (``in_flight``, ``listings``). A warning is logged for the first refusal and then at most once per
     ``log_every_s``, with the count since (one line per refusal flooded the log at 1,000 a second)."""
 
-    def __init__(self, limit: int | None, listings: int, shed: Any = None, log_every_s: float = 10.0) -> None:
+    def __init__(self, limit: int | None, listings: int, shed: Any = None, log_every_s: float = 10.0,
+                 cut: Any = None, stall_s: float = LISTING_STALL_S) -> None:  # fmt: skip
         self.limit = limit
         self.listings = listings
         self.shed = shed
+        self.cut = cut
+        """A Prometheus counter of the listings cut off (module docstring)."""
+        self.stall_s = stall_s
         self.log_every_s = log_every_s
         self.in_flight = 0
         self.listing = 0
         self._unlogged = 0
         self._logged_at = -float("inf")
+        self._uncut = 0
+        self._cut_logged_at = -float("inf")
 
     def refusal(self, listing: bool) -> tuple[str, str] | None:
         """Why a request (a listing or not) is refused now, with the reason's label; None to admit it."""
@@ -75,6 +126,18 @@ class Gate:
             self._unlogged = 0
             self._logged_at = now
 
+    def count_cut(self, path: str) -> None:
+        if self.cut is not None:
+            self.cut.inc()
+        self._uncut += 1
+        now = time.monotonic()
+        if now - self._cut_logged_at >= self.log_every_s:
+            log.warning("dcplace serve: %d listing(s) cut off since the last such line: the client read nothing "
+                        "for %g s (the last: GET %s); its connection was closed", self._uncut, self.stall_s,
+                        path)  # fmt: skip
+            self._uncut = 0
+            self._cut_logged_at = now
+
 
 class Admission:
     """ASGI middleware: each request through ``gate`` (:class:`Gate`), or a 429 with one sentence and
@@ -83,6 +146,7 @@ class Admission:
     def __init__(self, app: Any, gate: Gate) -> None:
         self.app = app
         self.gate = gate
+        _quiet_cuts()
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["path"] in UNSHED:
@@ -100,7 +164,13 @@ class Admission:
         gate.in_flight += 1
         gate.listing += listing
         try:
-            await self.app(scope, receive, send)
+            if listing:
+                await self.app(scope, receive, _with_deadline(send, gate.stall_s))
+            else:
+                await self.app(scope, receive, send)
+        except Stalled:  # returned unfinished: uvicorn closes the connection
+            _cut.set(True)
+            gate.count_cut(scope["path"])
         finally:
             gate.in_flight -= 1
             gate.listing -= listing

@@ -50,7 +50,7 @@ from dcplace.engine import (
     allocation_rows,
 )
 from dcplace.errors import InputError
-from dcplace.service.admission import MAX_LISTINGS, Admission, Gate
+from dcplace.service.admission import LISTING_STALL_S, MAX_LISTINGS, Admission, Gate
 from dcplace.service.answers import (
     ERROR_STATUS,
     explanation_json,
@@ -423,6 +423,7 @@ def create_app(
     max_in_flight: int | None = None,
     max_listings: int = MAX_LISTINGS,
     heartbeat: Heartbeat | None = None,
+    listing_stall_s: float = LISTING_STALL_S,
 ) -> FastAPI:
     """The service over ``engine`` (which it does not close). ``reopt``: re-optimise in the background whenever its
     timer or threshold is due (checked every ``check_every_s`` seconds, wall clock); the last event's report is at
@@ -434,7 +435,8 @@ def create_app(
     while the service runs; :mod:`dcplace.service.auth`);
     ``client_certs``: every client shows a certificate (the server requires one), so the extender's routes need no
     token (kube-scheduler sends none); ``max_in_flight`` (None: no limit), ``max_listings``: more requests in
-    flight, or listings being built, are answered 429 at once (:mod:`dcplace.service.admission`); ``heartbeat``:
+    flight, or listings being built, are answered 429 at once, and a listing whose client reads nothing for
+    ``listing_stall_s`` is cut off (:mod:`dcplace.service.admission`); ``heartbeat``:
     beaten by a task on the application's event loop, for a probe on another (:mod:`dcplace.service.probe`)."""
     if not ((max_in_flight is None or max_in_flight >= 1) and max_listings >= 1):
         raise ValueError(f"max_in_flight and max_listings must be at least 1, not {max_in_flight}, {max_listings}")
@@ -467,7 +469,8 @@ def create_app(
     app.add_middleware(HeadAsGet)
     app.add_middleware(BodyLimit, limit=max_body)
     app.add_middleware(BrowserGuard, hosts=allowed_hosts, origins=allowed_origins)  # before any body
-    gate = Gate(max_in_flight, max_listings, metrics.http_shed)
+    gate = Gate(max_in_flight, max_listings, metrics.http_shed, cut=metrics.http_listings_cut,
+                stall_s=listing_stall_s)  # fmt: skip
     metrics.http_in_flight.set_function(lambda: gate.in_flight)
     # before any body is read; inside the token check: a caller without a token learns nothing of the load
     app.add_middleware(Admission, gate=gate)
