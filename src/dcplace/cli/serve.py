@@ -406,7 +406,9 @@ class _Writer(_Stderr):
         self.source = source
 
     def emit(self, record: logging.LogRecord) -> None:
-        dropped, self.source.dropped = self.source.dropped, 0
+        lock = self.source.lock  # enqueue counts under it (logging.Handler.handle holds it): no count lost between
+        with lock if lock is not None else contextlib.nullcontext():  # reading and resetting
+            dropped, self.source.dropped = self.source.dropped, 0
         if dropped:
             try:  # a broken pipe here ended the writer thread, and every line after was dropped unsaid
                 sys.stderr.write(f"dcplace serve: {dropped} log line(s) dropped: stderr was not read fast enough\n")
