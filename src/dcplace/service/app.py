@@ -17,6 +17,7 @@ answer waits, without blocking the event loop, for the group commit that makes i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import sys
@@ -367,10 +368,19 @@ class HeadAsGet:
 
         async def no_body(message: dict[str, Any]) -> None:
             if message["type"] == "http.response.body":
+                if message.get("more_body", False):  # a streamed answer: ended here, the rest never built
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+                    raise _HeadDone
                 message = {**message, "body": b""}
             await send(message)
 
-        await self.app({**scope, "method": "GET"}, receive, no_body)
+        with contextlib.suppress(_HeadDone):
+            await self.app({**scope, "method": "GET"}, receive, no_body)
+
+
+class _HeadDone(Exception):
+    """A ``HEAD`` answered as soon as its ``GET`` started a streamed body (:class:`HeadAsGet`): a listing of 100,000
+    VMs was built whole, about half a second of the event loop, for headers."""
 
 
 class _VmId(Convertor[str]):
