@@ -549,3 +549,38 @@ def test_allow_names_every_method_a_path_takes(client: TestClient, caplog) -> No
     for method in ("OPTIONS", "POST"):  # the docs' files: Starlette's StaticFiles answers for itself
         assert client.request(method, "/docs-static/swagger-ui.css").headers["allow"] == "GET, HEAD"
     assert client.options("/nope").status_code == 404  # no such resource: no methods to name
+
+
+def _columns_strategy():  # type: ignore[no-untyped-def]
+    from hypothesis import strategies as st
+
+    from dcplace.engine import VmColumns
+
+    text = st.text(min_size=1, max_size=12)  # any characters: quotes, backslashes, controls, astral planes
+    amount = st.floats(min_value=1e-9, max_value=1e12, allow_nan=False) | st.sampled_from([1.0, 0.1, 1 / 3, 5e-324])
+    row = st.tuples(text, text, st.none() | st.integers(0, 7), amount, amount, st.booleans(), st.booleans(),
+                    st.none() | text)  # fmt: skip
+    return st.lists(row, max_size=20).map(lambda rows: VmColumns(*(list(c) for c in zip(*rows, strict=True)))
+                                          if rows else VmColumns([], [], [], [], [], [], [], []))  # fmt: skip
+
+
+def test_listing_rows_written_as_text_are_what_json_dumps_writes() -> None:
+    """The listings write their rows as JSON text directly (2.5x faster than dictionaries and ``json.dumps``): the
+    same bytes as ``json.dumps`` of the rows, for any ids, uids and amounts."""
+    import json
+
+    from hypothesis import given, settings
+
+    from dcplace.engine import allocation_rows
+    from dcplace.service.answers import allocation_rows_json, vm_rows_json
+
+    @settings(max_examples=300, deadline=None)
+    @given(_columns_strategy())
+    def check(c) -> None:  # type: ignore[no-untyped-def]
+        vms = [{"id": i, "machine": m, "node": k, "cpu": x, "mem": g, "multi": z, "pinned": p, "uid": u}
+               for i, m, k, x, g, z, p, u in zip(*c, strict=True)]  # fmt: skip
+        assert f"[{vm_rows_json(c)}]" == json.dumps(vms)
+        assert f"[{allocation_rows_json(c)}]" == json.dumps(allocation_rows(c))
+        assert json.loads(f"[{vm_rows_json(c)}]") == vms
+
+    check()

@@ -176,8 +176,8 @@ def test_head_on_a_streamed_listing_builds_none_of_it(tmp_path, monkeypatch) -> 
     n = 2_500
     engine.place_arrays([f"v{i}" for i in range(n)], np.ones(n), np.ones(n), np.zeros(n, np.bool_))
     built = []
-    real = service_app.vm_rows
-    monkeypatch.setattr(service_app, "vm_rows", lambda chunk: built.append(1) or real(chunk))
+    real = service_app.vm_rows_json
+    monkeypatch.setattr(service_app, "vm_rows_json", lambda chunk: built.append(1) or real(chunk))
     with server_thread(engine) as url, httpx.Client(base_url=url) as client:
         head = client.head("/vms?limit=2000")
         assert head.status_code == 200 and head.content == b"" and built == []

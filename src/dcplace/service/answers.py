@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from dcplace.engine import (
@@ -111,11 +112,34 @@ def vm_json(r: VmRecord, pinned: bool = False, uid: str | None = None) -> dict[s
     return {**vars(r), "pinned": pinned, "uid": uid}
 
 
-def vm_rows(c: VmColumns) -> list[dict[str, Any]]:
-    """VMs as ``GET /vms`` lists them: each what :func:`vm_json` answers for it alone (tests/service/test_app.py
-    checks), built from columns (a record per VM first took half a listing's time)."""
-    return [{"id": i, "machine": m, "node": k, "cpu": x, "mem": g, "multi": z, "pinned": p, "uid": u}
-            for i, m, k, x, g, z, p, u in zip(*c, strict=True)]  # fmt: skip
+_JSON_BOOL = {True: "true", False: "false"}
+
+
+def _json_str(value: str | None) -> str:
+    return "null" if value is None else encode_basestring_ascii(value)
+
+
+def vm_rows_json(c: VmColumns) -> str:
+    """The VMs as ``GET /vms`` lists them (each what :func:`vm_json` answers for it alone), as JSON text without the
+    list's brackets, written directly: a listing of 100,000 VMs was 0.04 s of dictionaries and 0.12 s of
+    ``json.dumps``, on the event loop, against 0.06 s (the same bytes: strings through ``json``'s own escaping,
+    numbers as ``float.__repr__``, as ``json.dumps`` writes them; a hypothesis test compares the two)."""
+    b, j = _JSON_BOOL, _json_str
+    return ", ".join(
+        f'{{"id": {j(i)}, "machine": {j(m)}, "node": {"null" if k is None else int(k)}, "cpu": {float(x)!r}, '
+        f'"mem": {float(g)!r}, "multi": {b[bool(z)]}, "pinned": {b[bool(p)]}, "uid": {j(u)}}}'
+        for i, m, k, x, g, z, p, u in zip(*c, strict=True)
+    )
+
+
+def allocation_rows_json(c: VmColumns) -> str:
+    """``json.dumps(allocation_rows(c))`` without the list's brackets, written directly (:func:`vm_rows_json`)."""
+    b, j = _JSON_BOOL, _json_str
+    return ", ".join(
+        f'{{"vm": {j(i)}, "machine": {j(m)}, "node": {"null" if k is None else int(k)}, "cpu": {float(x)!r}, '
+        f'"mem": {float(g)!r}, "pinned": {b[bool(p)]}, "uid": {j(u)}}}'
+        for i, m, k, x, g, _, p, u in zip(*c, strict=True)
+    )
 
 
 def fail_json(rep: FailReport) -> dict[str, Any]:

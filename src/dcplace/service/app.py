@@ -48,12 +48,12 @@ from dcplace.engine import (
     VmColumns,
     VmListing,
     VmRequest,
-    allocation_rows,
 )
 from dcplace.errors import InputError
 from dcplace.service.admission import LISTING_STALL_S, MAX_LISTINGS, Admission, Gate
 from dcplace.service.answers import (
     ERROR_STATUS,
+    allocation_rows_json,
     explanation_json,
     fail_json,
     place_vm,
@@ -64,7 +64,7 @@ from dcplace.service.answers import (
     unparsed,
     validation_sentence,
     vm_json,
-    vm_rows,
+    vm_rows_json,
 )
 from dcplace.service.auth import CERT_ONLY, OPEN_PATHS, BearerAuth, Tokens
 from dcplace.service.extender import add_extender_routes
@@ -234,25 +234,26 @@ LISTING_CHUNK = 1000
 """VMs a listing builds between two turns of the event loop (about 10 ms here)."""
 
 
-def _listed(listing: VmListing, rows: Callable[[VmColumns], list[dict[str, Any]]], request: Request) -> Response:
-    """A listing as JSON, a ``Link`` header (RFC 8288, as GitHub's API pages) naming the next page. Over
-    :data:`LISTING_CHUNK` VMs it is built and sent a chunk at a time on the event loop, which serves everything
-    else between two chunks: built in one piece in a worker thread, each listing of 100,000 VMs (12.6 MB) held 22 MB
-    while it was built, and its thread took Python's interpreter lock from the loop's placements, which ran at 35 a
-    second beside twenty listings (an overload review)."""
+def _listed(listing: VmListing, encode: Callable[[VmColumns], str], request: Request) -> Response:
+    """A listing as JSON (``encode``: a chunk's rows as JSON text without the list's brackets), a ``Link`` header
+    (RFC 8288, as GitHub's API pages) naming the next page. Over :data:`LISTING_CHUNK` VMs it is built and sent a
+    chunk at a time on the event loop, which serves everything else between two chunks: built in one piece in a
+    worker thread, each listing of 100,000 VMs (12.6 MB) held 22 MB while it was built, and its thread took Python's
+    interpreter lock from the loop's placements, which ran at 35 a second beside twenty listings (an overload
+    review)."""
     headers = {}
     if listing.next is not None:
         url = request.url.include_query_params(after=listing.next)
         headers["Link"] = f'<{url.path}?{url.query}>; rel="next"'
     if len(listing) <= LISTING_CHUNK:
-        whole = [row for chunk in listing.columns() for row in rows(chunk)]
-        return Response(json.dumps(whole), media_type="application/json", headers=headers)
+        whole = ", ".join(encode(chunk) for chunk in listing.columns())
+        return Response(f"[{whole}]", media_type="application/json", headers=headers)
 
     async def body() -> AsyncIterator[bytes]:
         yield b"["
         sep = b""
         for chunk in listing.columns(LISTING_CHUNK):
-            yield sep + json.dumps(rows(chunk))[1:-1].encode()  # the items of json.dumps' own list, its separator
+            yield sep + encode(chunk).encode()
             sep = b", "
             await asyncio.sleep(0)
         yield b"]"
@@ -670,7 +671,7 @@ def create_app(
         ``Link: <...>; rel="next"`` header while more remain (follow it; without ``limit``, every VM at once, sent
         as it is built)."""
         listing = await engine.vm_listing_async(limit, after, machine)
-        return _listed(listing, vm_rows, request)
+        return _listed(listing, vm_rows_json, request)
 
     @app.get(
         "/vms/{vm_id:vmid}/explanation",
@@ -707,7 +708,7 @@ def create_app(
     async def export_allocations(request: Request, limit: Limit = None, after: After = -1) -> Response:
         """Every allocation (vm, machine, node, cpu, mem, pinned); ``limit`` and ``after`` page it as ``GET /vms``
         does."""
-        return _listed(await engine.vm_listing_async(limit, after), allocation_rows, request)
+        return _listed(await engine.vm_listing_async(limit, after), allocation_rows_json, request)
 
     @app.post("/allocations", tags=["allocations"], response_model=ImportOut, responses=ERRORS)
     def import_allocations(body: AllocationsIn) -> Response:
