@@ -56,7 +56,7 @@ def test_simulate_prints_the_documented_keys(heading: str, args: tuple[str, ...]
 
 
 CONTEXT = {"trace", "pms", "mode", "warm_start", "release", "double_threshold", "topology", "dataset", "requests",
-           "split", "setting", "seed", "windows", "starts", "machines", "vms"}  # fmt: skip
+           "split", "setting", "seed", "windows", "starts", "disjoint", "machines", "vms"}  # fmt: skip
 """Every key a compare command's JSON may name what was run by."""
 
 
@@ -77,7 +77,8 @@ def _snapshot(tmp_path: Path) -> str:
         (("compare", "netalloc", "--policies", "tetris", "--policies", "random", "--requests", "16", "--episodes",
           "2"), {"topology", "dataset", "requests", "split", "setting", "seed"}),
         (("compare", "cluster", "--policies", "best-fit", "--policies", "random", "--requests", "50", "--windows",
-          "2"), {"trace", "double_threshold", "requests", "seed", "windows", "starts", "machines", "vms"}),
+          "2"), {"trace", "double_threshold", "requests", "seed", "windows", "starts", "disjoint", "machines",
+                 "vms"}),
     ],
     ids=["numa", "netalloc", "cluster"],
 )  # fmt: skip

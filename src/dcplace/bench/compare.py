@@ -33,6 +33,7 @@ not tested (a bound) is judged by its interval alone.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -394,7 +395,9 @@ VM) and the allocated share of the cluster's CPU and memory (``cpu_alloc``, ``me
 
 def window_starts(n_requests: int, requests: int, windows: int, seed: int) -> list[int]:
     """``windows`` distinct request indices, sorted, each followed by at least ``requests`` - 1 more of a trace of
-    ``n_requests`` (a seeded draw: the same for every policy of a comparison, and for the same seed)."""
+    ``n_requests`` (a seeded draw: the same for every policy of a comparison, and for the same seed). The windows do
+    not overlap where they fit side by side (``windows * requests <= n_requests``; uniform over such sets), since
+    the intervals take them as independent; otherwise they are drawn among all starts and may overlap."""
     room = n_requests - requests + 1
     if room < 1:
         raise InputError(f"the trace has {n_requests} requests, fewer than the {requests} asked for per window",
@@ -403,7 +406,15 @@ def window_starts(n_requests: int, requests: int, windows: int, seed: int) -> li
         raise InputError(f"the trace has room for {room} distinct windows of {requests} requests, not {windows}",
                          field="windows")  # fmt: skip
     rng = np.random.default_rng([seed, 0x3A7])
+    if windows * requests <= n_requests:  # disjoint: choose the gaps, then lay the windows out between them
+        free = n_requests - windows * requests
+        gaps = np.sort(rng.choice(free + windows, size=windows, replace=False)) - np.arange(windows)
+        return [int(g) + i * requests for i, g in enumerate(gaps)]
     return sorted(int(i) for i in rng.choice(room, size=windows, replace=False))
+
+
+def windows_disjoint(starts: Sequence[int], requests: int) -> bool:
+    return all(b - a >= requests for a, b in itertools.pairwise(starts))
 
 
 def _unused_prefix(ids: Iterable[str], prefix: str = "whatif-") -> str:
@@ -412,6 +423,12 @@ def _unused_prefix(ids: Iterable[str], prefix: str = "whatif-") -> str:
     while any(i.startswith(prefix) for i in ids):
         prefix = "_" + prefix
     return prefix
+
+
+def _window_seed(seed: int, window: int) -> int:
+    """The engine's seed for window ``window`` of a run seeded ``seed``: distinct for every pair (``seed + w`` gave
+    window 1 of seed 0 window 0's draws of seed 1)."""
+    return int(np.random.SeedSequence([seed, window]).generate_state(1, np.uint64)[0] >> np.uint64(1))
 
 
 def compare_cluster(
@@ -430,10 +447,13 @@ def compare_cluster(
     (names, ``package.module:Class`` or ``name=checkpoint``) each place ``windows`` windows of ``requests`` requests
     of ``trace`` (seeded starts, :func:`window_starts`, the same for every policy), every window from ``snapshot``
     (:meth:`~dcplace.engine.PlacementEngine.snapshot`, or :meth:`~dcplace.engine.PlacementEngine.read_snapshot` of a
-    database) through the live engine (:func:`dcplace.engine.stream.run_stream`): a request that fits nowhere is
-    rejected and the window goes on; the trace's VMs leave at their departures, the cluster's own VMs stay (the
-    database knows no departure times); drained and failed machines take nothing. Compared on ``metric``
-    (:data:`CLUSTER_METRICS`). Every engine's invariants are checked after its window."""
+    database) through the live engine (:func:`dcplace.engine.stream.run_stream`), with a policy object of its own
+    (a policy that keeps state between decisions, PADRL's forecast, starts each window afresh): a request that fits
+    nowhere is rejected and the window goes on; the trace's VMs leave at their departures, the cluster's own VMs
+    stay (the database knows no departure times); drained and failed machines take nothing. Compared on ``metric``
+    (:data:`CLUSTER_METRICS`; the allocated shares are of every machine's capacity, drained and failed included).
+    Every policy first decides 16 requests from the state (a policy that cannot act on these machines is refused
+    before any window), and every engine's invariants are checked after its window."""
     from dcplace.engine import PlacementEngine
     from dcplace.engine.stream import run_stream
     from dcplace.policies import get_policy
@@ -446,26 +466,38 @@ def compare_cluster(
     for name, value in (("requests", requests), ("windows", windows)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise InputError(f"must be a whole number of at least 1, got {value!r}", field=name)
-    start = PlacementEngine.restore(dict(snapshot))  # a snapshot that is not one is refused before any policy runs
+    try:
+        start = PlacementEngine.restore(dict(snapshot))
+    except InputError as exc:  # the rows' own fields mean nothing on the command line
+        said = exc.detail if exc.detail.startswith("not a ") else f"not a usable cluster state: {exc.detail}"
+        raise InputError(said, field="snapshot") from None
     if not start.state.slot_of_machine:
         raise InputError("the cluster has no machines: nothing to place on", field="snapshot")
-    built = {p: _built(get_policy, p, seed) for p in policies}
+    for p in policies:  # a name or checkpoint that cannot be built, before any trace is read
+        _built(get_policy, p, seed)
     prepared = prepare(load_trace(trace, seed=seed), double_threshold)
     starts = window_starts(len(prepared.arrival_events), requests, windows, seed)
     prefix = _unused_prefix(v["id"] for v in snapshot["vms"])
     warm_up_jit()
     cpu, mem = (float(start.stats()["capacity"][k]) for k in ("cpu", "mem"))
+
+    def window(spec: str, w: int, first: int, n: int) -> tuple[PlacementEngine, Any]:
+        with _named(spec):
+            engine = PlacementEngine.restore(dict(snapshot), _built(get_policy, spec, seed), seed=_window_seed(seed, w))
+            res = run_stream(engine, prepared, start_event=int(prepared.arrival_events[first]), max_requests=n,
+                             samples=0, prefix=prefix)  # fmt: skip
+        engine.check_invariants()
+        return engine, res
+
+    for spec in policies:  # what fails at its first decisions (a model size, the machines' NUMA nodes) fails first
+        window(spec, 0, starts[0], min(16, requests))
     per_episode: dict[str, list[dict[str, float]]] = {}
-    for spec, pol in built.items():
+    for spec in policies:
         if on_policy is not None:
             on_policy(spec)
         rows = per_episode[spec] = []
         for w, first in enumerate(starts):
-            engine = PlacementEngine.restore(dict(snapshot), pol, seed=seed + w)
-            with _named(spec):
-                res = run_stream(engine, prepared, start_event=int(prepared.arrival_events[first]),
-                                 max_requests=requests, samples=0, prefix=prefix)  # fmt: skip
-            engine.check_invariants()
+            engine, res = window(spec, w, first, requests)
             s = engine.state
             rows.append({"accepted": float(res.accepted), "first_rejection": float(res.first_rejection),
                          "machines_in_use": float(np.count_nonzero(s.vm_count)),
@@ -475,8 +507,8 @@ def compare_cluster(
     for rows in per_episode.values():  # every window names every reason (0 where it has none): one csv header
         for e in rows:
             e.update({k: e.get(k, 0.0) for k in keys})
-    context = {"trace": trace, "requests": requests, "windows": windows, "starts": starts, "seed": seed,
-               "double_threshold": double_threshold, "machines": len(start.state.slot_of_machine),
-               "vms": len(start.state.slot_of_vm)}  # fmt: skip
+    context = {"trace": trace, "requests": requests, "windows": windows, "starts": starts,
+               "disjoint": windows_disjoint(starts, requests), "seed": seed, "double_threshold": double_threshold,
+               "machines": len(start.state.slot_of_machine), "vms": len(start.state.slot_of_vm)}  # fmt: skip
     shares = (0.0, 1.0) if metric in ("cpu_alloc", "mem_alloc") else (0.0, math.inf)
     return _tabled(per_episode, metric, CLUSTER_METRICS, baseline, "cluster", context, shares)

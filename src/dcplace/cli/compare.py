@@ -111,12 +111,16 @@ def _report(table: Any, cfg: object, json_out: bool, out: Path | None, command: 
                               "infeasible action (an episode stops at the first one: docs/policies.md)")  # fmt: skip
     if table.saturated:
         hint = (
-            "the cluster had room for every request: try --metric machines_in_use"
+            "each policy accepted as many requests of every window: try --metric machines_in_use"
             if table.simulator == "cluster"
             else "in Expansion mode every request is placed: try --metric pms_in_use"
         )
         err_console.print(f"warning: every policy tied the baseline on every episode: {table.metric} cannot tell "
                           f"them apart here ({hint})")  # fmt: skip
+    if table.context.get("disjoint") is False:
+        err_console.print("warning: the windows overlap (the trace is shorter than --windows x --requests), and the "
+                          "intervals take them as independent, so they are too narrow: ask for fewer or shorter "
+                          "windows")  # fmt: skip
     if json_out:
         typer.echo(json.dumps(record))
         return
@@ -244,6 +248,8 @@ def cluster_snapshot(db: str | None, snapshot: str | None) -> dict[str, Any]:
         raise InputError(f"cannot read {path} ({e.strerror})", field="snapshot") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise InputError(f"{path} is not JSON ({e})", field="snapshot") from None
+    except RecursionError:
+        raise InputError(f"{path} nests deeper than a cluster's state does", field="snapshot") from None
     if not isinstance(data, dict) or not {"numa", "machines", "vms"} <= data.keys():
         raise InputError(f"{path} is not a cluster's state (an object with numa, machines and vms, as GET "
                          "/state/snapshot answers)", field="snapshot")  # fmt: skip

@@ -436,6 +436,44 @@ def check_id(value: Any, name: str) -> str:
     return str(value)
 
 
+_MACHINE_FIELDS = {"id": (str,), "slot": (int,), "rack": (str, type(None)), "status": (str,), "capacity": (list,)}
+_VM_FIELDS = {"id": (str,), "machine": (str,), "node": (int, type(None)), "cpu": (int, float), "mem": (int, float),
+              "multi": (bool,), "pinned": (bool,), "uid": (str, type(None))}  # fmt: skip
+
+
+def _snapshot_rows(snapshot: Any) -> tuple[list[MachineRow], list[VmRow]]:
+    """A snapshot's rows, each field checked for its type (a bool is not a number here), or InputError naming the
+    first entry that is not one."""
+
+    def bad(what: str) -> InputError:
+        return InputError(f"not a dcplace engine snapshot: {what}", field="snapshot")
+
+    if not isinstance(snapshot, dict) or not {"numa", "machines", "vms"} <= snapshot.keys():
+        raise bad("it is not an object with numa, machines and vms")
+    if type(snapshot["numa"]) is not int:
+        raise bad(f"numa is {snapshot['numa']!r}, not a whole number")
+    out: list[list[Any]] = [[], []]
+    for key, fields, row_type, rows in (("machines", _MACHINE_FIELDS, MachineRow, out[0]),
+                                        ("vms", _VM_FIELDS, VmRow, out[1])):  # fmt: skip
+        entries = snapshot[key]
+        if not isinstance(entries, list):
+            raise bad(f"{key} is not a list")
+        for i, entry in enumerate(entries):
+            if not isinstance(entry, dict) or entry.keys() != fields.keys():
+                raise bad(f"{key}[{i}] is not an object with exactly {', '.join(fields)}")
+            for name, types in fields.items():
+                value = entry[name]
+                if type(value) not in types:
+                    raise bad(f"{key}[{i}].{name} is {value!r}")
+            rows.append(row_type(**entry))
+    for i, m in enumerate(out[0]):
+        cap = m.capacity
+        if not all(isinstance(node, list) and len(node) == 2 and all(type(x) in (int, float) for x in node)
+                   for node in cap):  # fmt: skip
+            raise bad(f"machines[{i}].capacity is not a list of [cores, GB] per NUMA node")
+    return out[0], out[1]
+
+
 class PlacementEngine:
     """The live cluster (module docstring). ``numa``: NUMA nodes per machine; ``policy``: the default policy's
     registry name (or a policy object); ``store``: durable storage (None: in memory only); ``top``: candidates in
@@ -471,7 +509,7 @@ class PlacementEngine:
         self._policies: dict[str, NumaPolicy] = {}
         self._decision_s: dict[str | None, float] = {}  # each policy name's (None: the default's) last decision time
         self.slow_s = SLOW_S
-        self.default_policy = self.policy(policy) if isinstance(policy, str) else policy
+        self.default_policy = self.policy(policy) if isinstance(policy, str) else self._acts_here(policy)
         if isinstance(policy, NumaPolicy):
             self._policies[policy.name] = policy
         self._log = log
@@ -549,13 +587,22 @@ class PlacementEngine:
         if name is None:
             return self.default_policy
         if isinstance(name, NumaPolicy):  # it was read as a name: "could not be built without arguments"
-            return name
+            return self._acts_here(name)
         if not isinstance(name, str):
             raise InputError(f"must be a policy name or a NumaPolicy, got a {type(name).__name__}", field="policy")
         pol = self._policies.get(name)
         if pol is None:
-            pol = get_policy(name, seed=self.seed)  # a user's policy taking `seed` gets the engine's
+            pol = self._acts_here(get_policy(name, seed=self.seed))  # a user's policy taking `seed` gets the engine's
             self._policies[name] = pol
+        return pol
+
+    def _acts_here(self, pol: NumaPolicy) -> NumaPolicy:
+        """``pol``, or InputError where it cannot act on this engine's machines (:attr:`NumaPolicy.numa`)."""
+        numa = getattr(pol, "numa", None)
+        if numa is not None and numa != self.numa:
+            raise InputError(f"{pol.name} acts on machines of {numa} NUMA nodes, and this cluster's have {self.numa}"
+                             f"{': give a checkpoint trained for ' + str(self.numa) if hasattr(pol, 'agent') else ''}",
+                             field="policy")  # fmt: skip
         return pol
 
     # -- durability -----------------------------------------------------------------------------------------
@@ -1751,11 +1798,14 @@ class PlacementEngine:
 
     @classmethod
     def restore(cls, snapshot: dict[str, Any], policy: str | NumaPolicy = "best-fit", **kw: Any) -> PlacementEngine:
-        """An in-memory engine holding exactly ``snapshot``'s state."""
+        """An in-memory engine holding exactly ``snapshot``'s state (what :meth:`snapshot` gives; every field of
+        the right type, or InputError naming the entry: ``"2"`` NUMA nodes, a slot of 0.5 or a ``"yes"`` pin were
+        taken or failed with a traceback)."""
+        machines, vms = _snapshot_rows(snapshot)
+        engine = cls(snapshot["numa"], policy, None, **kw)
         try:
-            engine = cls(int(snapshot["numa"]), policy, None, **kw)
-            engine._load([MachineRow(**m) for m in snapshot["machines"]], [VmRow(**v) for v in snapshot["vms"]])
-        except (KeyError, TypeError, ValueError) as e:
+            engine._load(machines, vms)
+        except (OverflowError, ValueError) as e:  # a number no float holds
             raise InputError(f"not a dcplace engine snapshot ({e})", field="snapshot") from None
         return engine
 

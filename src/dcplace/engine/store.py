@@ -34,6 +34,7 @@ import sqlite3
 import threading
 import time
 from bisect import bisect_left
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -212,13 +213,41 @@ def create_new(path: str | Path) -> Path | None:
     return real
 
 
+@contextlib.contextmanager
+def _reading(path: Path) -> Iterator[str]:
+    """An SQLite URI that reads ``path`` and writes nothing beside it where that is safe. A read-only connection to
+    a WAL database makes its ``-wal`` and ``-shm`` files when they are not there (and fails on a read-only mount):
+    so where no engine holds the database (a shared ``flock`` is granted, and held for the read, so none starts
+    meanwhile) and its ``-wal`` holds nothing, it is read as an immutable file; otherwise (a service runs on it, or
+    a crashed one left committed changes in its ``-wal``) as a plain read-only connection."""
+    uri = path.resolve().as_uri() + "?mode=ro"
+    fd: int | None = None
+    try:
+        import fcntl
+
+        fd = os.open(path, os.O_RDONLY)
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except (ImportError, OSError):  # held by an engine (BlockingIOError), unreadable, or no flock here
+        if fd is not None:
+            os.close(fd)
+        fd = None
+    try:
+        wal = Path(f"{path}-wal")
+        if fd is not None and not (wal.exists() and wal.stat().st_size > 0):
+            uri += "&immutable=1"
+        yield uri
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
 def check_existing(path: Path) -> None:
     """Refuse an existing file that is not a dcplace database, looking at it read-only (opening it would switch
     it to WAL mode and add the tables): an empty file, another program's database, or a crashed database whose
     ``-wal`` file was lost (its tables were only in the WAL). Each of these was opened as a new, empty cluster,
     and the VMs it had acknowledged were forgotten."""
     try:
-        with contextlib.closing(sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)) as conn:
+        with _reading(path) as uri, contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
             tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     except sqlite3.DatabaseError as e:
         raise InputError(f"{path} {_why(path, e)}", field="db") from None
@@ -247,7 +276,7 @@ def backup_database(db: Path, out: Path) -> tuple[int, int]:
     os.close(fd)
     partial = Path(name)
     try:
-        with contextlib.closing(sqlite3.connect(db.resolve().as_uri() + "?mode=ro", uri=True)) as src:
+        with _reading(db) as uri, contextlib.closing(sqlite3.connect(uri, uri=True)) as src:
             with contextlib.closing(sqlite3.connect(partial)) as dst:
                 src.backup(dst)
                 check = dst.execute("PRAGMA integrity_check(1)").fetchone()[0]
@@ -266,9 +295,12 @@ def backup_database(db: Path, out: Path) -> tuple[int, int]:
 def stored_numa(path: Path) -> int | None:
     """The NUMA nodes per machine recorded in the dcplace database ``path`` (None: none recorded yet), read
     read-only."""
-    with contextlib.closing(sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)) as conn:
+    with _reading(path) as uri, contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
         row = conn.execute("SELECT value FROM meta WHERE key = 'numa'").fetchone()
-    return None if row is None else int(row[0])
+    try:
+        return None if row is None else int(row[0])
+    except (TypeError, ValueError):
+        raise InputError(f"{path} records {row[0]!r} NUMA nodes per machine, not a number", field="db") from None
 
 
 class SqliteStore:
@@ -571,8 +603,9 @@ def _hold(path: Path, conn: sqlite3.Connection) -> int | None:
         os.close(fd)
         conn.close()
         raise InputError(
-            f"{path} is open in another dcplace engine (a running `dcplace serve`?); stop it first, or change the "
-            "cluster through that service's HTTP API",
+            f"{path} is open in another dcplace engine (a running `dcplace serve`?) or being read (`dcplace cluster "
+            "backup`, `compare cluster`: try again); stop it first, or change the cluster through that service's "
+            "HTTP API",
             field="db",
         ) from None
     return fd

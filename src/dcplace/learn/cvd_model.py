@@ -274,6 +274,14 @@ class CvdAgent:
             np.empty((n, hid)),
         )
 
+    def _check_numa(self, v: NumaView) -> None:
+        """A network's inputs and its compiled features are laid out for ``cfg.numa`` nodes per machine: on machines
+        with another number its compiled code read and wrote past its arrays (a 4-NUMA cluster crashed the process
+        with heap corruption, a review of ``compare cluster``)."""
+        if v.numa != self.cfg.numa:
+            raise InputError(f"this checkpoint was trained for machines of {self.cfg.numa} NUMA nodes and cannot act "
+                             f"on machines of {v.numa}; give a checkpoint trained for {v.numa}")  # fmt: skip
+
     def _check_size(self, v: NumaView) -> None:
         n = self.cfg.machines
         if n and v.machines != n:
@@ -287,6 +295,7 @@ class CvdAgent:
     def candidates(self, state: State) -> npt.NDArray[np.int64]:
         """The filtered action set (union of each heuristic's top-k, duplicates removed, in filter order)."""
         v = as_view(state)
+        self._check_numa(v)
         if not self.cfg.filter_k:
             mask = v.feasible()
             if v.multi:  # one action per machine: its node-0 action
@@ -397,6 +406,7 @@ class CvdAgent:
     def act(self, state: State, rng: np.random.Generator | None = None, epsilon: float = 0.0) -> int:
         """Greedy (or epsilon-greedy inside the candidate set) action for the waiting request."""
         v = as_view(state)
+        self._check_numa(v)
         if self.cfg.kind == "schedrl":
             x, mask = self.schedrl_obs(v)
             feas = np.flatnonzero(mask)

@@ -72,6 +72,7 @@ class LearnedNuma(NumaPolicy):
             raise InputError(f"{path}: field 'config.forecast_hidden' is {net.cfg.forecast_hidden}: a PADRL "
                              f"checkpoint, not one for policy {self.label}; use --policy padrl")  # fmt: skip
         self.agent = CvdAgent(net)
+        self.numa = int(net.cfg.numa)
 
     @property
     def name(self) -> str:

@@ -56,6 +56,9 @@ class NumaPolicy(ABC):
     """An online NUMA placement policy. Required: ``name`` and :meth:`choose`."""
 
     setting: ClassVar[str] = "numa"
+    numa: int | None = None
+    """The NUMA nodes per machine this policy can act on; None (the default): any. A learned policy's network fixes
+    it (its inputs are laid out per node), and the live engine refuses a policy whose number is not its own."""
 
     @property
     def name(self) -> str:
