@@ -835,3 +835,42 @@ def test_a_released_ledger_slot_is_taken_again() -> None:
         e.release(f"v{i}")
     e.check_invariants()
     assert len(e.state.pm_of) <= 64
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(["place", "release", "pin", "drain"]), st.integers(0, 30),
+                          st.integers(1, 12), st.booleans()), max_size=60),
+       st.lists(st.tuples(st.integers(0, 30), st.integers(1, 12)), max_size=40))  # fmt: skip
+def test_a_copy_holds_the_state_and_shares_nothing(ops: list[tuple[str, int, int, bool]],
+                                                   later: list[tuple[int, int]]) -> None:  # fmt: skip
+    """``PlacementEngine.copy``, what a what-if starts each window from (about 5 ms at 160,000 VMs, a restore 0.9 s):
+    the same state as the original, counters at zero, and nothing the two share (what the copy does afterwards
+    leaves the original as it was)."""
+    e = PlacementEngine(2, "best-fit", seed=3)
+    for m in range(4):
+        e.add_machine(f"pm{m}", [16, 16], [32, 32], rack=f"r{m % 2}")
+    for op, i, size, multi in ops:
+        vm = f"v{i}"
+        if op == "place" and vm not in e.state.slot_of_vm:
+            e.place(VmRequest(vm, float(size), float(size), multi, uid=f"u{i}" if i % 3 == 0 else None))
+        elif op == "release" and vm in e.state.slot_of_vm:
+            e.release(vm)
+        elif op == "pin" and vm in e.state.slot_of_vm:
+            e.pin(vm)
+        elif op == "drain":
+            e.drain(f"pm{size % 4}")
+    before = e.snapshot()
+    c = e.copy("first-fit", seed=7)
+    assert c.snapshot() == before and c.seed == 7 and c.default_policy.name == "first-fit"
+    assert c.counters["placed"] == 0 and c.store is None
+    c.check_invariants()
+    for i, size in later:
+        if f"w{i}" not in c.state.slot_of_vm:
+            if c.place(VmRequest(f"w{i}", float(size), float(size), uid=f"x{i}"), explain=False).accepted:
+                c.pin(f"w{i}")
+        if i % 4 == 0 and f"v{i}" in c.state.slot_of_vm:
+            c.release(f"v{i}")
+    c.add_machine("pm-new", [8, 8], [8, 8])
+    c.check_invariants()
+    assert e.snapshot() == before  # the original untouched
+    e.check_invariants()

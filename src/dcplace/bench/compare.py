@@ -483,7 +483,7 @@ def compare_cluster(
 
     def window(spec: str, w: int, first: int, n: int) -> tuple[PlacementEngine, Any]:
         with _named(spec):
-            engine = PlacementEngine.restore(dict(snapshot), _built(get_policy, spec, seed), seed=_window_seed(seed, w))
+            engine = start.copy(_built(get_policy, spec, seed), seed=_window_seed(seed, w))
             res = run_stream(engine, prepared, start_event=int(prepared.arrival_events[first]), max_requests=n,
                              samples=0, prefix=prefix)  # fmt: skip
         engine.check_invariants()
