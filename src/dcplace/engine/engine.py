@@ -1797,11 +1797,12 @@ class PlacementEngine:
         db = Path(path)
         with tempfile.TemporaryDirectory(prefix="dcplace-snapshot-") as tmp:
             copy = Path(tmp) / "copy.db"
-            backup_database(db, copy)
             try:
+                backup_database(db, copy)
                 engine = cls.open(copy, numa=stored_numa(copy) or 2)
-            except InputError as e:  # the copy's name means nothing to the caller: name the database read
-                raise InputError(e.detail.replace(str(copy), str(db)), field="db") from None
+            except InputError as e:  # the copy's name means nothing to the caller
+                said = e.detail.replace(f" to {copy} ", f" to a temporary folder ({tmp}) ").replace(str(copy), str(db))
+                raise InputError(said, field="db") from None
             try:
                 return engine.snapshot()
             finally:
