@@ -317,3 +317,40 @@ def test_a_state_with_a_wrong_field_is_one_sentence(change, said: str, tmp_path:
     assert res.exit_code == 2 and "Traceback" not in res.output, res.output
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: --snapshot: ") and said in lines[0], lines
+
+
+def test_capacity_plans_play_the_same_windows_with_machines_added() -> None:
+    """``cluster plan``: the cluster as it is plays exactly what ``compare cluster`` plays with the same policy; with
+    as many new machines as a window has requests, each big enough for any VM, every request is accepted (each
+    finds an empty machine at least)."""
+    from dcplace.bench.compare import plan_capacity
+
+    snap = _cluster(4, 40, seed=2).snapshot()
+    plan = plan_capacity([0, 3, 60], snap, 64.0, [256.0, 256.0], "best-fit", "synthetic", requests=60, windows=4,
+                         seed=1)  # fmt: skip
+    same = compare_cluster(["best-fit", "first-fit"], snap, "synthetic", requests=60, windows=4, seed=1)
+    assert plan.episode_metrics["+0 machines"] == same.episode_metrics["best-fit"]
+    assert plan.context["starts"] == same.context["starts"] and plan.context["added"] == [0, 3, 60]
+    assert any(e["accepted"] < 60 for e in plan.episode_metrics["+0 machines"])  # the cluster as it is rejects
+    assert [e["accepted"] for e in plan.episode_metrics["+60 machines"]] == [60.0] * 4
+    assert [r.policy for r in plan.rows] == ["+0 machines", "+3 machines", "+60 machines"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--add", "5"], "--add: needs at least two different numbers of machines"),
+        (["--add", "0", "--add", "0"], "--add: needs at least two different numbers of machines"),
+        (["--add", "0", "--add", "-1"], "--add: takes whole numbers from 0 to 100,000"),
+        (["--cpu", "0"], "--cpu must be a number at least"),
+        (["--mem", "1", "--mem", "2", "--mem", "3"], "--mem must give one value per NUMA node (2), got 3"),
+        (["--policy", "nope"], "--policy: nope: must be one of"),
+        (["--metric", "speed"], "--metric"),
+    ],
+)
+def test_a_bad_plan_is_one_sentence_and_exit_2(flags: list[str], said: str, tmp_path: Path) -> None:
+    res = runner.invoke(app, ["cluster", "plan", "--snapshot", _state_file(tmp_path), "--requests", "20",
+                              "--windows", "2", *flags])  # fmt: skip
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and said in lines[0], lines

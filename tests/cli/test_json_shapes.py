@@ -92,6 +92,14 @@ def test_compare_prints_the_documented_keys(args: tuple[str, ...], context: set[
     assert {"policy", "mean", "margin", "difference", "verdict", "wins", "ties", "losses", "values"} <= set(row)
 
 
+def test_cluster_plan_prints_the_documented_keys(tmp_path: Path) -> None:
+    keys, _ = documented("`cluster plan --json`")
+    out = printed("cluster", "plan", "--snapshot", _snapshot(tmp_path), "--add", "0", "--add", "2", "--requests",
+                  "50", "--windows", "2")  # fmt: skip
+    assert set(out) == keys and out["simulator"] == "capacity" and out["added"] == [0, 2]
+    assert [r["policy"] for r in out["rows"]] == ["+0 machines", "+2 machines"]  # type: ignore[index]
+
+
 def test_policies_prints_the_documented_keys() -> None:
     keys, _ = documented("`policies --json`")
     out = printed("policies")

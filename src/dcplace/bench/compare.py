@@ -431,6 +431,89 @@ def _window_seed(seed: int, window: int) -> int:
     return int(np.random.SeedSequence([seed, window]).generate_state(1, np.uint64)[0] >> np.uint64(1))
 
 
+@dataclass(frozen=True)
+class _Windows:
+    """What every variant of a comparison from a cluster's state shares: the state restored once, the trace, the
+    windows' starts and the VM-id prefix of the trace's VMs."""
+
+    start: Any
+    prepared: Any
+    starts: list[int]
+    prefix: str
+    requests: int
+
+    def context(self, trace: str, seed: int, double_threshold: float) -> dict[str, Any]:
+        s = self.start.state
+        return {"trace": trace, "requests": self.requests, "windows": len(self.starts), "starts": self.starts,
+                "disjoint": windows_disjoint(self.starts, self.requests), "seed": seed,
+                "double_threshold": double_threshold, "machines": len(s.slot_of_machine),
+                "vms": len(s.slot_of_vm)}  # fmt: skip
+
+
+def _from_state(snapshot: Mapping[str, Any], trace: str, requests: int, windows: int, seed: int,
+                double_threshold: float, check: Callable[[], object]) -> _Windows:  # fmt: skip
+    """The shared part of :func:`compare_cluster` and :func:`plan_capacity`, every input checked (``check``: the
+    variants' own, before the trace is read)."""
+    from dcplace.engine import PlacementEngine
+    from dcplace.policies.numa_heuristics import warm_up_jit
+    from dcplace.sim.episodes import prepare
+    from dcplace.workload.traces import load_trace
+
+    check_seed(seed)
+    for name, value in (("requests", requests), ("windows", windows)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InputError(f"must be a whole number of at least 1, got {value!r}", field=name)
+    try:
+        start = PlacementEngine.restore(dict(snapshot))
+    except InputError as exc:  # the rows' own fields mean nothing on the command line
+        said = exc.detail if exc.detail.startswith("not a ") else f"not a usable cluster state: {exc.detail}"
+        raise InputError(said, field="snapshot") from None
+    if not start.state.slot_of_machine:
+        raise InputError("the cluster has no machines: nothing to place on", field="snapshot")
+    check()
+    prepared = prepare(load_trace(trace, seed=seed), double_threshold)
+    starts = window_starts(len(prepared.arrival_events), requests, windows, seed)
+    warm_up_jit()
+    return _Windows(start, prepared, starts, _unused_prefix(v["id"] for v in snapshot["vms"]), requests)
+
+
+def _play(variants: Mapping[str, Callable[[int], Any]], wins: _Windows, on_variant: Callable[[str], None] | None,
+          field: str) -> dict[str, list[dict[str, float]]]:  # fmt: skip
+    """Every variant (name -> the engine it starts window ``w`` from) on every window: first 16 requests each (what
+    cannot act on the machines fails before any window), then the windows; each engine's invariants checked after
+    its window. ``field``: the flag a variant's refusal names."""
+    from dcplace.engine.stream import run_stream
+
+    def window(name: str, w: int, n: int) -> tuple[Any, Any]:
+        with _named(name, field):
+            engine = variants[name](w)
+            res = run_stream(engine, wins.prepared, start_event=int(wins.prepared.arrival_events[wins.starts[w]]),
+                             max_requests=n, samples=0, prefix=wins.prefix)  # fmt: skip
+        engine.check_invariants()
+        return engine, res
+
+    for name in variants:
+        window(name, 0, min(16, wins.requests))
+    per_episode: dict[str, list[dict[str, float]]] = {}
+    for name in variants:
+        if on_variant is not None:
+            on_variant(name)
+        rows = per_episode[name] = []
+        for w in range(len(wins.starts)):
+            engine, res = window(name, w, wins.requests)
+            s, cap = engine.state, engine.stats()["capacity"]
+            rows.append({"accepted": float(res.accepted), "first_rejection": float(res.first_rejection),
+                         "machines_in_use": float(np.count_nonzero(s.vm_count)),
+                         "cpu_alloc": float(s.used[0]) / float(cap["cpu"]),
+                         "mem_alloc": float(s.used[1]) / float(cap["mem"]),
+                         **{f"rejected_{k}": float(v) for k, v in res.rejections.items()}})  # fmt: skip
+    keys = sorted({k for rows in per_episode.values() for e in rows for k in e if k.startswith("rejected_")})
+    for rows in per_episode.values():  # every window names every reason (0 where it has none): one csv header
+        for e in rows:
+            e.update({k: e.get(k, 0.0) for k in keys})
+    return per_episode
+
+
 def compare_cluster(
     policies: Sequence[str],
     snapshot: Mapping[str, Any],
@@ -447,68 +530,82 @@ def compare_cluster(
     (names, ``package.module:Class`` or ``name=checkpoint``) each place ``windows`` windows of ``requests`` requests
     of ``trace`` (seeded starts, :func:`window_starts`, the same for every policy), every window from ``snapshot``
     (:meth:`~dcplace.engine.PlacementEngine.snapshot`, or :meth:`~dcplace.engine.PlacementEngine.read_snapshot` of a
-    database) through the live engine (:func:`dcplace.engine.stream.run_stream`), with a policy object of its own
-    (a policy that keeps state between decisions, PADRL's forecast, starts each window afresh): a request that fits
-    nowhere is rejected and the window goes on; the trace's VMs leave at their departures, the cluster's own VMs
-    stay (the database knows no departure times); drained and failed machines take nothing. Compared on ``metric``
-    (:data:`CLUSTER_METRICS`; the allocated shares are of every machine's capacity, drained and failed included).
-    Every policy first decides 16 requests from the state (a policy that cannot act on these machines is refused
-    before any window), and every engine's invariants are checked after its window."""
-    from dcplace.engine import PlacementEngine
-    from dcplace.engine.stream import run_stream
+    database; restored once, each window from a :meth:`~dcplace.engine.PlacementEngine.copy`) through the live
+    engine (:func:`dcplace.engine.stream.run_stream`), with a policy object of its own (a policy that keeps state
+    between decisions, PADRL's forecast, starts each window afresh): a request that fits nowhere is rejected and the
+    window goes on; the trace's VMs leave at their departures, the cluster's own VMs stay (the database knows no
+    departure times); drained and failed machines take nothing. Compared on ``metric`` (:data:`CLUSTER_METRICS`;
+    the allocated shares are of every machine's capacity, drained and failed included). Every policy first decides
+    16 requests from the state (a policy that cannot act on these machines is refused before any window), and
+    every engine's invariants are checked after its window."""
     from dcplace.policies import get_policy
-    from dcplace.policies.numa_heuristics import warm_up_jit
-    from dcplace.sim.episodes import prepare
-    from dcplace.workload.traces import load_trace
 
     _checked(policies, baseline, metric, CLUSTER_METRICS)
-    check_seed(seed)
-    for name, value in (("requests", requests), ("windows", windows)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InputError(f"must be a whole number of at least 1, got {value!r}", field=name)
-    try:
-        start = PlacementEngine.restore(dict(snapshot))
-    except InputError as exc:  # the rows' own fields mean nothing on the command line
-        said = exc.detail if exc.detail.startswith("not a ") else f"not a usable cluster state: {exc.detail}"
-        raise InputError(said, field="snapshot") from None
-    if not start.state.slot_of_machine:
-        raise InputError("the cluster has no machines: nothing to place on", field="snapshot")
-    for p in policies:  # a name or checkpoint that cannot be built, before any trace is read
-        _built(get_policy, p, seed)
-    prepared = prepare(load_trace(trace, seed=seed), double_threshold)
-    starts = window_starts(len(prepared.arrival_events), requests, windows, seed)
-    prefix = _unused_prefix(v["id"] for v in snapshot["vms"])
-    warm_up_jit()
-    cpu, mem = (float(start.stats()["capacity"][k]) for k in ("cpu", "mem"))
 
-    def window(spec: str, w: int, first: int, n: int) -> tuple[PlacementEngine, Any]:
-        with _named(spec):
-            engine = start.copy(_built(get_policy, spec, seed), seed=_window_seed(seed, w))
-            res = run_stream(engine, prepared, start_event=int(prepared.arrival_events[first]), max_requests=n,
-                             samples=0, prefix=prefix)  # fmt: skip
-        engine.check_invariants()
-        return engine, res
+    def buildable() -> None:  # a name or checkpoint that cannot be built, before any trace is read
+        for p in policies:
+            _built(get_policy, p, seed)
 
-    for spec in policies:  # what fails at its first decisions (a model size, the machines' NUMA nodes) fails first
-        window(spec, 0, starts[0], min(16, requests))
-    per_episode: dict[str, list[dict[str, float]]] = {}
-    for spec in policies:
-        if on_policy is not None:
-            on_policy(spec)
-        rows = per_episode[spec] = []
-        for w, first in enumerate(starts):
-            engine, res = window(spec, w, first, requests)
-            s = engine.state
-            rows.append({"accepted": float(res.accepted), "first_rejection": float(res.first_rejection),
-                         "machines_in_use": float(np.count_nonzero(s.vm_count)),
-                         "cpu_alloc": float(s.used[0]) / cpu, "mem_alloc": float(s.used[1]) / mem,
-                         **{f"rejected_{k}": float(v) for k, v in res.rejections.items()}})  # fmt: skip
-    keys = sorted({k for rows in per_episode.values() for e in rows for k in e if k.startswith("rejected_")})
-    for rows in per_episode.values():  # every window names every reason (0 where it has none): one csv header
-        for e in rows:
-            e.update({k: e.get(k, 0.0) for k in keys})
-    context = {"trace": trace, "requests": requests, "windows": windows, "starts": starts,
-               "disjoint": windows_disjoint(starts, requests), "seed": seed, "double_threshold": double_threshold,
-               "machines": len(start.state.slot_of_machine), "vms": len(start.state.slot_of_vm)}  # fmt: skip
+    wins = _from_state(snapshot, trace, requests, windows, seed, double_threshold, buildable)
+    variants = {spec: (lambda w, spec=spec: wins.start.copy(_built(get_policy, spec, seed), seed=_window_seed(seed, w)))
+                for spec in policies}  # fmt: skip
+    per_episode = _play(variants, wins, on_policy, "policies")
     shares = (0.0, 1.0) if metric in ("cpu_alloc", "mem_alloc") else (0.0, math.inf)
-    return _tabled(per_episode, metric, CLUSTER_METRICS, baseline, "cluster", context, shares)
+    return _tabled(per_episode, metric, CLUSTER_METRICS, baseline, "cluster",
+                   wins.context(trace, seed, double_threshold), shares)  # fmt: skip
+
+
+def plan_capacity(
+    added: Sequence[int],
+    snapshot: Mapping[str, Any],
+    cpu: float | Sequence[float],
+    mem: float | Sequence[float],
+    policy: str = "best-fit",
+    trace: str = "synthetic",
+    requests: int = 500,
+    windows: int = 10,
+    seed: int = 0,
+    double_threshold: float = 32.0,
+    on_variant: Callable[[str], None] | None = None,
+    metric: str = "accepted",
+) -> Comparison:
+    """How many machines to add: the cluster's state with each number in ``added`` of new machines of ``cpu``
+    cores and ``mem`` GB per NUMA node (a number for every node, or one each), placing the same windows of ``trace``
+    with ``policy``, as :func:`compare_cluster` plays policies; rows ``+K machines``, measured against the first of
+    ``added`` (usually 0: the cluster as it is). The new machines are active, empty, in rack ``planned``."""
+    from dcplace.policies import get_policy
+
+    if metric not in CLUSTER_METRICS:
+        raise InputError(f"must be one of {', '.join(CLUSTER_METRICS)}, got {metric!r}", field="metric")
+    if len(added) < 2 or len(set(added)) != len(added):
+        raise InputError(f"needs at least two different numbers of machines to compare, got {list(added)} (repeat "
+                         "--add for each, 0 for the cluster as it is)", field="add")  # fmt: skip
+    if not all(type(k) is int and 0 <= k <= 100_000 for k in added):
+        raise InputError(f"takes whole numbers from 0 to 100,000, got {list(added)}", field="add")
+
+    def built() -> Any:
+        name, checkpoint = split_checkpoint(policy)
+        with _named(policy, "policy"):
+            return get_policy(name, checkpoint=checkpoint, seed=seed)
+
+    wins = _from_state(snapshot, trace, requests, windows, seed, double_threshold, built)
+    taken = set(wins.start.state.slot_of_machine)
+    prefix = _unused_prefix(taken, "planned-")
+    probe = wins.start.copy()
+    try:  # the shape checked once, as add_machine checks it
+        probe.add_machine(f"{prefix}0", cpu, mem, rack="planned")
+    except InputError as exc:  # a new machine's shape names its own flag
+        raise InputError(exc.detail, field=exc.field if exc.field in ("cpu", "mem") else "cpu") from None
+
+    def grown(k: int, w: int) -> Any:
+        engine = wins.start.copy(built(), seed=_window_seed(seed, w))
+        for i in range(k):
+            engine.add_machine(f"{prefix}{i}", cpu, mem, rack="planned")
+        return engine
+
+    variants = {f"+{k} machines": (lambda w, k=k: grown(k, w)) for k in added}
+    per_episode = _play(variants, wins, on_variant, "policy")
+    context = wins.context(trace, seed, double_threshold) | {"policy": policy, "added": list(added),
+                                                             "cpu": cpu, "mem": mem}  # fmt: skip
+    shares = (0.0, 1.0) if metric in ("cpu_alloc", "mem_alloc") else (0.0, math.inf)
+    return _tabled(per_episode, metric, CLUSTER_METRICS, None, "capacity", context, shares)

@@ -1,23 +1,29 @@
-"""Operate on a cluster database offline: re-optimise it, or drain or fail a machine with the fewest moves.
+"""Operate on a cluster database offline: re-optimise, evacuate a machine, back up, plan how many machines to add.
 
-The database is the one ``dcplace serve --db`` keeps (stop the service first: one process owns a database). Every
-plan is verified by the independent checker before it is applied; ``--dry-run`` prints the plan and changes
-nothing.
+The database is the one ``dcplace serve --db`` keeps. ``reoptimise`` and ``evacuate`` change it (stop the service
+first: one process owns a database); every plan is verified by the independent checker before it is applied, and
+``--dry-run`` prints the plan and changes nothing. ``backup`` and ``plan`` only read it, also while the service runs.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 
-from dcplace.cli.common import outcome_failed
+from dcplace.cli.common import JSON_HELP, outcome_failed
+from dcplace.cli.options import config_command
 from dcplace.cli.serve import _fail
+from dcplace.config import check, check_types
 from dcplace.engine.store import StoreError
 from dcplace.errors import InputError
+
+OUT_HELP = ("a folder: result.json (what --json prints), episodes.csv (each number of machines, window and every "
+            "metric) and config.toml")  # fmt: skip
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n", 1)[0], rich_markup_mode=None)
 
@@ -158,3 +164,63 @@ def backup(
     except InputError as exc:
         _fail(exc)
     typer.echo(f"backed up {machines} machines and {vms} VMs from {db} to {out}")
+
+
+@dataclass(frozen=True)
+class ClusterPlan:
+    """``cluster plan``: the cluster's state with machines added, on the same windows of a trace."""
+
+    add: tuple[int, ...] = (0, 5, 10)
+    """numbers of new machines to try, the first the baseline (repeat the flag for each; 0: the cluster as it is)"""
+    cpu: tuple[float, ...] = (40.0,)
+    """cores of each NUMA node of a new machine (one value for every node, or one per node, repeating the flag)"""
+    mem: tuple[float, ...] = (90.0,)
+    """GB of each NUMA node of a new machine (as --cpu)"""
+    db: str | None = None
+    """the cluster's SQLite database (from `dcplace serve --db`), read without writing to it, also while the service
+    runs"""
+    snapshot: str | None = None
+    """instead of --db: a JSON file of the cluster's state (what `GET /state/snapshot` answers)"""
+    policy: str = "best-fit"
+    """the policy that places (a registered name, package.module:ClassName, or name=checkpoint)"""
+    metric: Literal["accepted", "first_rejection", "machines_in_use", "cpu_alloc", "mem_alloc"] = "accepted"
+    """what to compare (as `compare cluster --metric`)"""
+    trace: str = "synthetic"
+    """the coming requests: huawei-east-1, azure-v1, synthetic, a trace file, or your own as package.module:function
+    (docs/workloads.md)"""
+    requests: int = 500
+    """requests per window"""
+    windows: int = 10
+    """windows of the trace, each from its own seeded start, the same for every number of machines"""
+    seed: int = 0
+    """same seed, same numbers"""
+    double_threshold: float = 32.0
+    """the trace's VMs with memory above this many GB are multi-NUMA (split over every node)"""
+
+    def __post_init__(self) -> None:
+        check_types(self)
+        check(self.requests >= 1, "requests", self.requests, "at least 1")
+        check(self.windows >= 1, "windows", self.windows, "at least 1")
+
+
+@app.command("plan")
+@config_command(ClusterPlan)
+def plan(
+    cfg: ClusterPlan,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    out: Annotated[Path | None, typer.Option(help=OUT_HELP)] = None,
+) -> None:
+    """How many machines to add: the cluster's state now (its database, read while the service runs, or a
+    snapshot) with each number of new machines, the same windows of a trace placed by one policy (the cluster's VMs
+    stay, the trace's leave at their departures); requests accepted per window against the first number's, with
+    paired 95 % intervals (as `compare cluster`)."""
+    from dcplace.bench.compare import plan_capacity
+    from dcplace.cli.compare import _progress, _report, cluster_snapshot
+
+    snap = cluster_snapshot(cfg.db, cfg.snapshot)
+    cpu = cfg.cpu[0] if len(cfg.cpu) == 1 else cfg.cpu
+    mem = cfg.mem[0] if len(cfg.mem) == 1 else cfg.mem
+    table = plan_capacity(cfg.add, snap, cpu, mem, cfg.policy, cfg.trace, cfg.requests, cfg.windows, cfg.seed,
+                          cfg.double_threshold, on_variant=_progress(cfg.windows, "window"),
+                          metric=cfg.metric)  # fmt: skip
+    _report(table, cfg, json_out, out, "dcplace cluster plan")

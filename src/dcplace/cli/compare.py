@@ -111,8 +111,8 @@ def _report(table: Any, cfg: object, json_out: bool, out: Path | None, command: 
                               "infeasible action (an episode stops at the first one: docs/policies.md)")  # fmt: skip
     if table.saturated:
         hint = (
-            "each policy accepted as many requests of every window: try --metric machines_in_use"
-            if table.simulator == "cluster"
+            "each accepted as many requests of every window: try --metric machines_in_use"
+            if table.simulator in ("cluster", "capacity")
             else "in Expansion mode every request is placed: try --metric pms_in_use"
         )
         err_console.print(f"warning: every policy tied the baseline on every episode: {table.metric} cannot tell "
@@ -127,13 +127,17 @@ def _report(table: Any, cfg: object, json_out: bool, out: Path | None, command: 
     pct = table.metric in ("acceptance", "cpu_util", "mem_util", "cpu_alloc", "mem_alloc")
     tests = sum(1 for r in table.rows if not math.isnan(r.p))
     family = f"Holm over the {tests} comparisons" if tests > 1 else "one comparison"
-    unit = "windows from the cluster's state" if table.simulator == "cluster" else "episodes"
-    t = Table(title=f"{table.metric} ({record['better']} is better) over {table.episodes} {unit}, the same for "
-                    f"every policy; baseline {table.baseline}; 95 % intervals paired on the episodes; the verdict "
+    windowed = table.simulator in ("cluster", "capacity")
+    unit = "windows from the cluster's state" if windowed else "episodes"
+    what = "every number of machines" if table.simulator == "capacity" else "every policy"
+    of = f" of {table.context['requests']:,} requests a window" if table.metric == "accepted" and windowed else ""
+    t = Table(title=f"{table.metric}{of} ({record['better']} is better) over {table.episodes} {unit}, the same for "
+                    f"{what}; baseline {table.baseline}; 95 % intervals paired on the {unit.split()[0]}; the verdict "
                     f"tests the difference, at 5 % for the whole table ({family}; the margin is "
                     "descriptive)")  # fmt: skip
-    for col in ("policy", table.metric, "vs baseline", "difference", "p (Holm)", "verdict", "wins / ties / losses"):
-        t.add_column(col, justify="left" if col in ("policy", "verdict") else "right")
+    first = "machines added" if table.simulator == "capacity" else "policy"
+    for col in (first, table.metric, "vs baseline", "difference", "p (Holm)", "verdict", "wins / ties / losses"):
+        t.add_column(col, justify="left" if col in (first, "verdict") else "right")
     for r in table.rows:
         margin = "" if r.difference is None else "n/a (a baseline episode is 0)" if r.margin is None else None
         t.add_row(r.policy, r.mean.fmt(3 if pct else 1), margin if margin is not None else r.margin.fmt(1, pct=True),
@@ -141,7 +145,7 @@ def _report(table: Any, cfg: object, json_out: bool, out: Path | None, command: 
                   "" if r.difference is None else f"{r.wins} / {r.ties} / {r.losses}")  # fmt: skip
     console.print(t)
     if table.episodes < 2:
-        flag = "--windows" if table.simulator == "cluster" else "--episodes"
+        flag = "--windows" if windowed else "--episodes"
         err_console.print(f"note: one {unit.split()[0][:-1]} gives no interval; run {flag} 2 or more to compare")
     elif any(r.verdict == "no spread" for r in table.rows):
         err_console.print("note: 'no spread': the same gap on every episode gives an interval of zero width, "
