@@ -874,3 +874,42 @@ def test_a_copy_holds_the_state_and_shares_nothing(ops: list[tuple[str, int, int
     c.check_invariants()
     assert e.snapshot() == before  # the original untouched
     e.check_invariants()
+
+
+def test_a_copy_decides_with_a_policy_of_its_own() -> None:
+    """``copy()`` without a policy shared the original's policy object, and with it the compiled index of the state
+    it decides on (from 512 machines): two engines placing at once over-committed nodes, and placing in turns
+    rebuilt the index at every switch (a review). Each now decides as an engine restored alone."""
+    import threading
+
+    from dcplace.policies.numa_index import INDEX_MIN_MACHINES
+
+    def build() -> PlacementEngine:
+        e = PlacementEngine(2, "best-fit")
+        for m in range(INDEX_MIN_MACHINES + 88):
+            e.add_machine(f"pm{m}", [16, 16], [64, 64])
+        rng = np.random.default_rng(0)
+        for i in range(3000):
+            e.place(VmRequest(f"v{i}", float(rng.choice([1, 2, 4])), float(rng.choice([2, 4, 8]))), explain=False)
+        return e
+
+    e = build()
+    c = e.copy()
+    assert c.default_policy is not e.default_policy
+    alone = PlacementEngine.restore(e.snapshot(), "best-fit")
+    sizes = np.random.default_rng(1).choice([1, 2, 4, 8], size=(2, 3000))
+
+    def fill(engine: PlacementEngine, row: int, tag: str) -> list[str | None]:
+        return [getattr(engine.place(VmRequest(f"{tag}{i}", float(x), float(2 * x)), explain=False), "machine", None)
+                for i, x in enumerate(sizes[row])]  # fmt: skip
+
+    got: dict[str, list[str | None]] = {}
+    threads = [threading.Thread(target=lambda: got.__setitem__("e", fill(e, 0, "a"))),
+               threading.Thread(target=lambda: got.__setitem__("c", fill(c, 1, "b")))]  # fmt: skip
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    e.check_invariants()
+    c.check_invariants()
+    assert got["c"] == fill(alone, 1, "b")  # what an engine of its own decides

@@ -272,43 +272,121 @@ def test_a_broken_stderr_does_not_end_the_log_writer(monkeypatch) -> None:
         logs.stop()
 
 
-def test_a_listing_whose_client_reads_nothing_is_cut_off(caplog: pytest.LogCaptureFixture) -> None:
-    """A client that asks for a listing and reads nothing held its place for as long as it kept the connection open
-    (with --max-listings 1, every other listing was a 429 from then on). Now the listing is cut off after
-    ``listing_stall_s``: the connection closed, the place freed, counted, said once, and uvicorn's "returned without
-    completing response" error is not logged for it."""
-    import socket
-
+def _big_engine(n: int, id_of=lambda i: f"vm-{i:06d}") -> PlacementEngine:  # type: ignore[no-untyped-def]
     import numpy as np
 
     engine = PlacementEngine(2)
     engine.add_machines([MachineSpec(f"pm{i}", 4096, 1 << 20) for i in range(40)])
-    n = 60_000  # 7.5 MB of JSON: more than the kernel's buffers on both ends of the connection hold
-    engine.place_arrays([f"vm-{i:06d}" for i in range(n)], np.ones(n), np.ones(n), np.zeros(n, np.bool_))
+    engine.place_arrays([id_of(i) for i in range(n)], np.ones(n), np.ones(n), np.zeros(n, np.bool_))
+    return engine
+
+
+def _asking(url: str, path: str):  # type: ignore[no-untyped-def]
+    """A connection that asks for ``path`` and reads nothing yet (a small receive buffer)."""
+    import socket
+
+    host, port = url.removeprefix("http://").split(":")
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect((host, int(port)))
+    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+    return sock
+
+
+@pytest.mark.parametrize("path", ["/vms", "/state/snapshot"])
+def test_a_listing_whose_client_reads_nothing_is_cut_off(path: str, caplog: pytest.LogCaptureFixture) -> None:
+    """A client that asks for a listing and reads nothing held its place for as long as it kept the connection open
+    (with --max-listings 1, every other listing was a 429 from then on); an answer in one piece (the snapshot) freed
+    its place at once while its megabytes sat in the connection's buffer. Now the place is held while the client
+    takes nothing, and after ``listing_stall_s`` the connection is reset (buffers dropped), the place freed,
+    counted, said once, and uvicorn's "returned without completing response" error is not logged for it."""
+    engine = _big_engine(60_000)  # 7.5 MB of JSON: more than the kernel's buffers on both ends of the connection hold
     app = create_app(engine, max_listings=1, listing_stall_s=1.0)
     uvicorn_said: list[str] = []  # uvicorn's loggers do not reach the root logger caplog reads
     heard = logging.Handler()
     heard.emit = lambda record: uvicorn_said.append(record.getMessage())  # type: ignore[method-assign]
     with server_thread(engine, app) as url, caplog.at_level("WARNING"):
         logging.getLogger("uvicorn.error").addHandler(heard)  # after uvicorn configured its loggers (it clears them)
-        host, port = url.removeprefix("http://").split(":")
-        stuck = socket.socket()
-        stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        stuck.connect((host, int(port)))
-        stuck.sendall(f"GET /vms HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+        stuck = _asking(url, path)
         _wait_until(lambda: _in_flight(url) == 1)
+        time.sleep(0.3)
         assert httpx.get(f"{url}/vms?limit=1", timeout=10).status_code == 429  # the one place is held ...
         _wait_until(lambda: _in_flight(url) == 0, timeout_s=30)  # ... until the stalled listing is cut off
         assert httpx.get(f"{url}/vms?limit=1", timeout=10).status_code == 200
         scrape = httpx.get(f"{url}/metrics", timeout=10).text
         stuck.settimeout(10)
-        got = b""
-        while chunk := stuck.recv(1 << 20):  # the server closed the connection: the read ends
-            got += chunk
+        got, reset = b"", False
+        try:
+            while chunk := stuck.recv(1 << 20):
+                got += chunk
+        except ConnectionResetError:  # reset: nothing more was kept for it
+            reset = True
         stuck.close()
+        logging.getLogger("uvicorn.error").removeHandler(heard)
     assert "dcplace_http_listings_cut_total 1.0" in scrape
-    assert got.startswith(b"HTTP/1.1 200") and not got.rstrip().endswith(b"]")  # cut short, not finished
+    assert reset and not got.rstrip().endswith(b"]")  # cut short, not finished
     said = [r.getMessage() for r in caplog.records]
     assert sum("listing(s) cut off" in m for m in said) == 1, said
-    logging.getLogger("uvicorn.error").removeHandler(heard)
     assert not any("without completing response" in m for m in said + uvicorn_said), uvicorn_said
+    engine.close()
+
+
+def test_a_slow_reader_of_a_listing_with_long_ids_is_not_cut_off() -> None:
+    """The deadline is on the client taking nothing, not on each chunk: 1,000 VMs whose ids are 256 emoji are 3 MB
+    of JSON, which a client reading about 1.5 MB a second takes two seconds for; with a one-second limit per chunk
+    it was cut off while reading (a review)."""
+    engine = _big_engine(2_000, lambda i: f"{i:06d}" + "\N{GRINNING FACE}" * 250)
+    app = create_app(engine, listing_stall_s=1.0)
+    with server_thread(engine, app) as url:
+        slow = _asking(url, "/vms")
+        slow.settimeout(10)
+        got = b""
+        while not got.endswith(b"\r\n0\r\n\r\n"):  # a chunked answer ends with a chunk of size 0
+            chunk = slow.recv(8 * 1024)
+            assert chunk, "closed early"
+            got += chunk
+            time.sleep(0.003)
+        slow.close()
+        scrape = httpx.get(f"{url}/metrics", timeout=10).text
+    assert len(got) > 6_000_000 and "dcplace_http_listings_cut_total 0.0" in scrape
+    engine.close()
+
+
+def test_what_a_client_has_not_taken_counts_the_kernels_send_queue() -> None:
+    """The stall measure counts the kernel's send queue too: the kernel takes more from asyncio's buffer only once a
+    large part of its own queue has gone, so asyncio's buffer alone stood still for seconds while a slow client read
+    (and a listing was cut off while it was being read)."""
+    import socket
+
+    from dcplace.service.admission import _buffered
+
+    class Transport:  # what asyncio's transport answers: its own buffer empty, the socket's queue full
+        def __init__(self, sock: socket.socket) -> None:
+            self.sock = sock
+
+        def get_write_buffer_size(self) -> int:
+            return 0
+
+        def get_extra_info(self, name: str) -> object:
+            return self.sock if name == "socket" else None
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    client = socket.create_connection(server.getsockname())
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    peer, _ = server.accept()
+    peer.setblocking(False)
+    sent = 0
+    try:
+        while True:
+            sent += peer.send(b"x" * 65536)
+    except BlockingIOError:  # the kernel holds what it can
+        pass
+    queued = _buffered(Transport(peer))
+    assert queued is not None and queued > 0 and queued <= sent
+    client.recv(4096)
+    time.sleep(0.05)
+    assert _buffered(Transport(peer)) <= queued  # type: ignore[operator]
+    for s in (client, peer, server):
+        s.close()

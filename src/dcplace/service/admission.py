@@ -13,10 +13,15 @@ before its request reaches the application (the kernel's accept queue, the event
 limit does not shorten (benchmarks/bench_overload.py; docs/engine.md, "Overload"). It bounds the requests held, and
 so memory and open files, for an operator who needs that.
 
-A listing whose client reads nothing for :data:`LISTING_STALL_S` (its next chunk waited that long for room in the
-connection) is cut off: the connection is closed and its place freed (``dcplace_http_listings_cut_total``, a
-warning at most every 10 s). Before, a client that asked for ``--max-listings`` listings and read none held every
-place for as long as it kept its connections open, and every other listing was answered 429.
+A listing whose client takes nothing for :data:`LISTING_STALL_S` (nothing left the connection's buffer in that
+time, while the next chunk waited for room, or after the last was written) is cut off: the connection is aborted
+(its buffers dropped) and its place freed (``dcplace_http_listings_cut_total``, a warning at most every 10 s).
+Before, a client that asked for ``--max-listings`` listings and read none held every place for as long as it kept
+its connections open, and every other listing was answered 429; a listing sent in one piece (``/machines``, the
+snapshot) freed its place at once while its bytes sat in the connection's buffer. The connection is uvicorn's
+transport, which the application finds through the ``send`` uvicorn gives it (:func:`remember_transport`, called
+by the service's app for every request): where that is not there (another server, a test client) the deadline is
+per chunk and a cut connection is closed as the server closes it.
 
 ``/healthz`` and ``/metrics`` are never shed: a probe that fails under load would have the orchestrator restart the
 one process that is serving. 429 rather than 503, which here means the database failed (restart the service): a
@@ -27,7 +32,10 @@ answered ``replayed``). Everything runs on the event loop, so the counts need no
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import socket
+import struct
 import time
 from contextvars import ContextVar
 from typing import Any
@@ -36,6 +44,14 @@ from dcplace.service.hotpath import send_json
 
 log = logging.getLogger(__name__)
 
+try:
+    import fcntl
+    import termios
+
+    _OUTQ: int | None = termios.TIOCOUTQ  # the unsent bytes of a socket's send queue, on Linux
+except (ImportError, AttributeError):  # pragma: no cover - not on Linux
+    _OUTQ = None
+
 LISTINGS = frozenset({"/vms", "/allocations", "/machines", "/state/snapshot"})
 """``GET`` paths whose answer grows with the cluster (100,000 VMs: 12.6 MB, about 1 s of a core, 22 MB of memory
 while it is built), limited apart from the rest."""
@@ -43,11 +59,15 @@ UNSHED = frozenset({"/healthz", "/metrics"})
 RETRY_AFTER_S = 1
 MAX_LISTINGS = 4
 LISTING_STALL_S = 60.0
-"""Seconds a listing's chunk may wait for its client to read before the listing is cut off (module docstring): a
-client reading 10 kB a second still takes a 130 kB chunk in 13 s."""
-UNCOMPLETED = "ASGI callable returned without completing response."
-"""What uvicorn logs, as an error, when an application returns with its answer unfinished: which a cut listing
-does on purpose (:class:`_QuietCut`)."""
+"""Seconds a listing's client may take nothing of it before the listing is cut off (module docstring)."""
+UNFINISHED = (
+    "ASGI callable returned without completing response.",
+    "ASGI callable returned without starting response.",
+)
+"""What uvicorn logs, as an error, when an application returns with its answer unfinished or not started: which a
+cut listing does on purpose (:class:`_QuietCut`; not started: a listing pipelined behind an answer not read)."""
+TRANSPORT = "dcplace.transport"
+"""The scope key of the request's connection (:func:`remember_transport`)."""
 
 _cut: ContextVar[bool] = ContextVar("dcplace_listing_cut", default=False)
 """Set in the request's task when its listing was cut (uvicorn logs its line in that same task, after it)."""
@@ -62,7 +82,7 @@ class _QuietCut(logging.Filter):
     happened); the same line for any other request stays (it is a bug there)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not (_cut.get() and record.getMessage() == UNCOMPLETED)
+        return not (_cut.get() and record.getMessage() in UNFINISHED)
 
 
 def _quiet_cuts() -> None:
@@ -71,13 +91,79 @@ def _quiet_cuts() -> None:
         logger.addFilter(_QuietCut())
 
 
-def _with_deadline(send: Any, stall_s: float) -> Any:
+def remember_transport(scope: dict[str, Any], send: Any) -> None:
+    """Keep the request's connection in ``scope`` where ``send`` is uvicorn's (a bound method of its request cycle,
+    which holds the connection's transport, for its h11 and httptools protocols alike)."""
+    transport = getattr(getattr(send, "__self__", None), "transport", None)
+    if transport is not None and callable(getattr(transport, "get_write_buffer_size", None)):
+        scope[TRANSPORT] = transport
+
+
+def _buffered(transport: Any) -> int | None:
+    """Bytes written to the connection that the client has not taken yet: asyncio's buffer and, on Linux, the
+    kernel's send queue (``TIOCOUTQ``; the kernel takes more from asyncio only once a third or so of its queue,
+    megabytes, has gone, so asyncio's buffer alone stood still for seconds while a slow client read). None: closed."""
+    try:
+        pending = int(transport.get_write_buffer_size())
+    except Exception:  # closed meanwhile
+        return None
+    sock = transport.get_extra_info("socket")
+    if sock is not None and _OUTQ is not None:
+        with contextlib.suppress(OSError, ValueError):
+            pending += struct.unpack("i", fcntl.ioctl(sock.fileno(), _OUTQ, b"\0\0\0\0"))[0]
+    return pending
+
+
+async def _progressing(awaitable: Any, transport: Any, stall_s: float) -> None:
+    """Await ``awaitable`` (a send waiting for room in the connection) while the connection's buffer keeps
+    emptying: Stalled once nothing has left it for ``stall_s`` (per chunk where the transport is unknown). A slow
+    reader is not cut: a chunk of 1,000 VMs with the longest ids is megabytes, which a client taking 100 kB a
+    second needs more than 60 s for."""
+    task = asyncio.ensure_future(awaitable)
+    last = None if transport is None else _buffered(transport)
+    while True:
+        done, _ = await asyncio.wait({task}, timeout=stall_s)
+        if done:
+            task.result()
+            return
+        now = None if transport is None else _buffered(transport)
+        if now is None or last is None or now >= last:
+            task.cancel()
+            raise Stalled
+        last = now
+
+
+async def _drained(transport: Any, stall_s: float) -> None:
+    """Wait while the connection's buffer holds an answer already written (one in a piece sits there whole), as long
+    as it keeps emptying; Stalled once nothing has left it for ``stall_s``."""
+    last = _buffered(transport)
+    waited = 0.0
+    while last:
+        await asyncio.sleep(0.05)
+        now = _buffered(transport)
+        if now is None:
+            return
+        waited = 0.0 if now < last else waited + 0.05
+        if waited >= stall_s:
+            raise Stalled
+        last = now
+
+
+def _abort(transport: Any) -> None:
+    """Drop the connection and everything queued on it: a reset (``SO_LINGER`` 0), so that neither asyncio's buffer
+    nor the kernel's send queue (megabytes) waits for a client that reads nothing."""
+    if transport is None:
+        return
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    transport.abort()
+
+
+def _with_deadline(send: Any, transport: Any, stall_s: float) -> Any:
     async def sending(message: dict[str, Any]) -> None:
-        try:
-            async with asyncio.timeout(stall_s):
-                await send(message)
-        except TimeoutError:
-            raise Stalled from None
+        await _progressing(send(message), transport, stall_s)
 
     return sending
 
@@ -126,14 +212,14 @@ class Gate:
             self._unlogged = 0
             self._logged_at = now
 
-    def count_cut(self, path: str) -> None:
+    def count_cut(self, method: str, path: str) -> None:
         if self.cut is not None:
             self.cut.inc()
         self._uncut += 1
         now = time.monotonic()
         if now - self._cut_logged_at >= self.log_every_s:
-            log.warning("dcplace serve: %d listing(s) cut off since the last such line: the client read nothing "
-                        "for %g s (the last: GET %s); its connection was closed", self._uncut, self.stall_s,
+            log.warning("dcplace serve: %d listing(s) cut off since the last such line: the client took nothing of "
+                        "it for %g s (the last: %s %s); its connection was closed", self._uncut, self.stall_s, method,
                         path)  # fmt: skip
             self._uncut = 0
             self._cut_logged_at = now
@@ -165,12 +251,16 @@ class Admission:
         gate.listing += listing
         try:
             if listing:
-                await self.app(scope, receive, _with_deadline(send, gate.stall_s))
+                transport = scope.get(TRANSPORT)
+                await self.app(scope, receive, _with_deadline(send, transport, gate.stall_s))
+                if transport is not None:  # an answer in one piece may sit in the buffer whole: its place held
+                    await _drained(transport, gate.stall_s)
             else:
                 await self.app(scope, receive, send)
-        except Stalled:  # returned unfinished: uvicorn closes the connection
+        except Stalled:  # returned unfinished: uvicorn would close the connection once its buffer emptied, never
             _cut.set(True)
-            gate.count_cut(scope["path"])
+            _abort(scope.get(TRANSPORT))
+            gate.count_cut(scope["method"], scope["path"])
         finally:
             gate.in_flight -= 1
             gate.listing -= listing

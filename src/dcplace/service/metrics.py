@@ -130,9 +130,9 @@ class ServiceMetrics:
                                  registry=self.registry)  # fmt: skip
         self.http_in_flight = Gauge("dcplace_http_in_flight", "HTTP requests in flight (all but /healthz and "
                                     "/metrics)", registry=self.registry)  # fmt: skip
-        self.http_listings_cut = Counter("dcplace_http_listings_cut", "Listings whose client read nothing for 60 s "
-                                         "(the connection closed, the listing's place freed)",
-                                         registry=self.registry)  # fmt: skip
+        self.http_listings_cut = Counter("dcplace_http_listings_cut", "Listings whose client took nothing of them "
+                                         "for the stall limit (60 s by default; the connection aborted, the "
+                                         "listing's place freed)", registry=self.registry)  # fmt: skip
 
 
 def _printable(path: str) -> str:
