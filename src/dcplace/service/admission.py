@@ -78,8 +78,8 @@ class Stalled(Exception):
 
 
 class _QuietCut(logging.Filter):
-    """Drops uvicorn's :data:`UNCOMPLETED` error for a listing cut on purpose (the service's own warning says what
-    happened); the same line for any other request stays (it is a bug there)."""
+    """Drops uvicorn's :data:`UNFINISHED` errors for a listing cut on purpose (the service's own warning says what
+    happened); the same lines for any other request stay (they are bugs there)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not (_cut.get() and record.getMessage() in UNFINISHED)
@@ -121,16 +121,19 @@ async def _progressing(awaitable: Any, transport: Any, stall_s: float) -> None:
     second needs more than 60 s for."""
     task = asyncio.ensure_future(awaitable)
     last = None if transport is None else _buffered(transport)
-    while True:
-        done, _ = await asyncio.wait({task}, timeout=stall_s)
-        if done:
-            task.result()
-            return
-        now = None if transport is None else _buffered(transport)
-        if now is None or last is None or now >= last:
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=stall_s)
+            if done:
+                task.result()
+                return
+            now = None if transport is None else _buffered(transport)
+            if now is None or last is None or now >= last:
+                raise Stalled
+            last = now
+    finally:  # cut off, or this request cancelled (its client left): the send goes with it
+        if not task.done():
             task.cancel()
-            raise Stalled
-        last = now
 
 
 async def _drained(transport: Any, stall_s: float) -> None:
