@@ -598,12 +598,13 @@ def plan_capacity(
         raise InputError(exc.detail, field=exc.field if exc.field in ("cpu", "mem") else "cpu") from None
 
     def grown(k: int, w: int) -> Any:
+        from dcplace.engine import MachineSpec
+
         engine = wins.start.copy(built(), seed=_window_seed(seed, w))
-        for i in range(k):
-            engine.add_machine(f"{prefix}{i}", cpu, mem, rack="planned")
+        engine.add_machines([MachineSpec(f"{prefix}{i}", cpu, mem, rack="planned") for i in range(k)])
         return engine
 
-    variants = {f"+{k} machines": (lambda w, k=k: grown(k, w)) for k in added}
+    variants = {f"+{k} machine{'' if k == 1 else 's'}": (lambda w, k=k: grown(k, w)) for k in added}
     per_episode = _play(variants, wins, on_variant, "policy")
     context = wins.context(trace, seed, double_threshold) | {"policy": policy, "added": list(added),
                                                              "cpu": cpu, "mem": mem}  # fmt: skip
