@@ -11,14 +11,14 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import typer
 
 from dcplace.cli.common import JSON_HELP, outcome_failed
+from dcplace.cli.compare import FromClusterState
 from dcplace.cli.options import config_command
 from dcplace.cli.serve import _fail
-from dcplace.config import check, check_types
 from dcplace.engine.store import StoreError
 from dcplace.errors import InputError
 
@@ -167,7 +167,7 @@ def backup(
 
 
 @dataclass(frozen=True)
-class ClusterPlan:
+class ClusterPlan(FromClusterState):
     """``cluster plan``: the cluster's state with machines added, on the same windows of a trace."""
 
     add: tuple[int, ...] = (0, 5, 10)
@@ -176,31 +176,8 @@ class ClusterPlan:
     """cores of each NUMA node of a new machine (one value for every node, or one per node, repeating the flag)"""
     mem: tuple[float, ...] = (90.0,)
     """GB of each NUMA node of a new machine (as --cpu)"""
-    db: str | None = None
-    """the cluster's SQLite database (from `dcplace serve --db`), read without writing to it, also while the service
-    runs"""
-    snapshot: str | None = None
-    """instead of --db: a JSON file of the cluster's state (what `GET /state/snapshot` answers)"""
     policy: str = "best-fit"
     """the policy that places (a registered name, package.module:ClassName, or name=checkpoint)"""
-    metric: Literal["accepted", "first_rejection", "machines_in_use", "cpu_alloc", "mem_alloc"] = "accepted"
-    """what to compare (as `compare cluster --metric`)"""
-    trace: str = "synthetic"
-    """the coming requests: huawei-east-1, azure-v1, synthetic, a trace file, or your own as package.module:function
-    (docs/workloads.md)"""
-    requests: int = 500
-    """requests per window"""
-    windows: int = 10
-    """windows of the trace, each from its own seeded start, the same for every number of machines"""
-    seed: int = 0
-    """same seed, same numbers"""
-    double_threshold: float = 32.0
-    """the trace's VMs with memory above this many GB are multi-NUMA (split over every node)"""
-
-    def __post_init__(self) -> None:
-        check_types(self)
-        check(self.requests >= 1, "requests", self.requests, "at least 1")
-        check(self.windows >= 1, "windows", self.windows, "at least 1")
 
 
 @app.command("plan")

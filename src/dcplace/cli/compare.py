@@ -200,12 +200,9 @@ def compare_netalloc_cmd(
 
 
 @dataclass(frozen=True)
-class CompareCluster:
-    """``compare cluster``: policies from a live cluster's state on the same windows of a trace."""
+class FromClusterState:
+    """What ``compare cluster`` and ``cluster plan`` share: the cluster's state, the windows of a trace, the metric."""
 
-    policies: tuple[str, ...] = ("best-fit", "first-fit", "industrial")
-    """the policies, registered names or your own as package.module:ClassName, a learned one with its own weights as
-    name=checkpoint (repeat the flag for each)"""
     db: str | None = None
     """the cluster's SQLite database (from `dcplace serve --db`), read without writing to it, also while the service
     runs"""
@@ -214,16 +211,14 @@ class CompareCluster:
     metric: Literal["accepted", "first_rejection", "machines_in_use", "cpu_alloc", "mem_alloc"] = "accepted"
     """what to compare: requests accepted per window, those placed before the first rejection, or at the window's
     end the machines in use (lower is better) or the allocated share of CPU / memory"""
-    baseline: str | None = None
-    """the policy the others are measured against (default: the first)"""
     trace: str = "synthetic"
     """the coming requests: huawei-east-1, azure-v1, synthetic, a trace file, or your own as package.module:function
     (docs/workloads.md)"""
     requests: int = 500
     """requests per window"""
     windows: int = 10
-    """windows of the trace, each from its own seeded start, the same for every policy, each from the cluster's
-    state"""
+    """windows of the trace, each from its own seeded start, the same for everything compared, each from the
+    cluster's state"""
     seed: int = 0
     """same seed, same numbers"""
     double_threshold: float = 32.0
@@ -233,6 +228,17 @@ class CompareCluster:
         check_types(self)
         check(self.requests >= 1, "requests", self.requests, "at least 1")
         check(self.windows >= 1, "windows", self.windows, "at least 1")
+
+
+@dataclass(frozen=True)
+class CompareCluster(FromClusterState):
+    """``compare cluster``: policies from a live cluster's state on the same windows of a trace."""
+
+    policies: tuple[str, ...] = ("best-fit", "first-fit", "industrial")
+    """the policies, registered names or your own as package.module:ClassName, a learned one with its own weights as
+    name=checkpoint (repeat the flag for each)"""
+    baseline: str | None = None
+    """the policy the others are measured against (default: the first)"""
 
 
 def cluster_snapshot(db: str | None, snapshot: str | None) -> dict[str, Any]:
