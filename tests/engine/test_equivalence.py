@@ -98,3 +98,18 @@ def huawei_head() -> PreparedTrace:
 @pytest.mark.parametrize("policy", DETERMINISTIC)
 def test_huawei_east_1_replay(huawei_head: PreparedTrace, policy: str) -> None:
     check_equivalent(huawei_head, 150, policy)
+
+
+def test_schedrl_decides_in_the_engine_as_in_the_simulator(synthetic: PreparedTrace) -> None:
+    """SchedRL's network is trained for one machine count (50): the engine keeps 50 machines in 64 slots (its
+    arrays grow by doubling), so the network refused every engine view and ``serve --policy schedrl`` could never
+    place. The view is now cut to the trained count where no machine sits past it: decision by decision the
+    simulator's; and a cluster of another size is still refused."""
+    check_equivalent(synthetic, 50, "schedrl")
+    from dcplace.engine import PlacementEngine, VmRequest
+    from dcplace.errors import InputError
+
+    forty = engine_for(NumaCluster.uniform(40), "schedrl")
+    with pytest.raises(InputError, match="trained for 50 machines and cannot act on 40 machines in 64 slots"):
+        forty.place(VmRequest("v", 1.0, 1.0))
+    assert isinstance(forty, PlacementEngine)

@@ -282,15 +282,24 @@ class CvdAgent:
             raise InputError(f"this checkpoint was trained for machines of {self.cfg.numa} NUMA nodes and cannot act "
                              f"on machines of {v.numa}; give a checkpoint trained for {v.numa}")  # fmt: skip
 
-    def _check_size(self, v: NumaView) -> None:
+    def _sized(self, v: NumaView) -> NumaView:
+        """The view a network of a fixed machine count acts on: ``v`` at that count (any, for the decomposed
+        network); a live engine's view cut to it where it holds that many machines, none past them (the engine's
+        slots grow by doubling: 50 machines sit in 64 slots, and SchedRL could never act in the engine); else
+        InputError."""
         n = self.cfg.machines
-        if n and v.machines != n:
-            what = "SchedRL" if self.cfg.kind == "schedrl" else "a whole-cluster CVD network"
-            raise InputError(
-                f"this {what} checkpoint was trained for {n} machines and cannot act on {v.machines} machine slots "
-                f"({int(v.usable.sum())} of them usable): run it on {n} machines or give a checkpoint trained for "
-                f"{v.machines} (only the decomposed CVD-RL network runs at any machine count)"
-            )
+        if not n or v.machines == n:
+            return v
+        held = int(np.count_nonzero(v.capacity.reshape(v.machines, -1).any(axis=1)))  # machines, drained included
+        if v.machines > n and held == n and not v.capacity[n:].any():  # n machines, all in the first n slots
+            return v._replace(free=v.free[:n], capacity=v.capacity[:n], vm_count=v.vm_count[:n],
+                              usable=v.usable[:n], active=min(v.active, n), changes=None)  # fmt: skip
+        what = "SchedRL" if self.cfg.kind == "schedrl" else "a whole-cluster CVD network"
+        raise InputError(
+            f"this {what} checkpoint was trained for {n} machines and cannot act on {held} machines in "
+            f"{v.machines} slots ({int(v.usable.sum())} of them usable): run it on {n} machines or give a checkpoint "
+            f"trained for {held} (only the decomposed CVD-RL network runs at any machine count)"
+        )
 
     def candidates(self, state: State) -> npt.NDArray[np.int64]:
         """The filtered action set (union of each heuristic's top-k, duplicates removed, in filter order)."""
@@ -370,8 +379,7 @@ class CvdAgent:
 
     def schedrl_obs(self, state: State) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
         """SchedRL's input (every machine's row, then the request) and its feasible-action mask."""
-        v = as_view(state)
-        self._check_size(v)
+        v = self._sized(as_view(state))
         k = v.numa
         rows = np.zeros((v.machines, 2 * k))
         for i in range(v.active):
@@ -414,7 +422,7 @@ class CvdAgent:
                 return int(rng.choice(feas))
             q = self.np_net(x[None])[0]
             return int(feas[np.argmax(q[feas])])
-        self._check_size(v)
+        v = self._sized(v)
         if not self.cfg.decompose:
             dec = self.observe(v)
             if rng is not None and epsilon > 0 and rng.random() < epsilon:
