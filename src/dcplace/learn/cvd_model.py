@@ -282,24 +282,32 @@ class CvdAgent:
             raise InputError(f"this checkpoint was trained for machines of {self.cfg.numa} NUMA nodes and cannot act "
                              f"on machines of {v.numa}; give a checkpoint trained for {v.numa}")  # fmt: skip
 
-    def _sized(self, v: NumaView) -> NumaView:
-        """The view a network of a fixed machine count acts on: ``v`` at that count (any, for the decomposed
-        network); a live engine's view cut to it where it holds that many machines, none past them (the engine's
-        slots grow by doubling: 50 machines sit in 64 slots, and SchedRL could never act in the engine); else
-        InputError."""
+    def _sized(self, v: NumaView) -> tuple[NumaView, npt.NDArray[np.int64] | None]:
+        """The view a network of a fixed machine count acts on, and the slot of each of its machines where they are
+        not ``0..n-1`` (None: the same): ``v`` at that count (any, for the decomposed network); a live engine's view,
+        whose slots grow by doubling (50 machines sit in 64 slots; SchedRL could never act in the engine) and keep
+        the holes of removed machines, gathered to its machines where it holds exactly that many (drained and
+        failed ones count); else InputError."""
         n = self.cfg.machines
         if not n or v.machines == n:
-            return v
-        held = int(np.count_nonzero(v.capacity.reshape(v.machines, -1).any(axis=1)))  # machines, drained included
-        if v.machines > n and held == n and not v.capacity[n:].any():  # n machines, all in the first n slots
-            return v._replace(free=v.free[:n], capacity=v.capacity[:n], vm_count=v.vm_count[:n],
-                              usable=v.usable[:n], active=min(v.active, n), changes=None)  # fmt: skip
+            return v, None
+        held = np.flatnonzero(v.capacity.reshape(v.machines, -1).any(axis=1))
+        if len(held) == n:
+            slots = None if held[-1] == n - 1 else held.astype(np.int64)
+            pick = slice(0, n) if slots is None else slots
+            return v._replace(free=v.free[pick], capacity=v.capacity[pick], vm_count=v.vm_count[pick],
+                              usable=v.usable[pick], active=n, changes=None), slots  # fmt: skip
         what = "SchedRL" if self.cfg.kind == "schedrl" else "a whole-cluster CVD network"
         raise InputError(
-            f"this {what} checkpoint was trained for {n} machines and cannot act on {held} machines in "
-            f"{v.machines} slots ({int(v.usable.sum())} of them usable): run it on {n} machines or give a checkpoint "
-            f"trained for {held} (only the decomposed CVD-RL network runs at any machine count)"
+            f"this {what} checkpoint was trained for {n} machines and cannot act on {len(held)}: run it on {n} "
+            f"machines (drained and failed ones count) or give a checkpoint trained for {len(held)} (only the "
+            "decomposed CVD-RL network runs at any machine count)"
         )
+
+    @staticmethod
+    def _unsized(action: int, slots: npt.NDArray[np.int64] | None, k: int) -> int:
+        """An action on a gathered view (:meth:`_sized`) as one on the engine's slots."""
+        return action if slots is None or action < 0 else int(slots[action // k]) * k + action % k
 
     def candidates(self, state: State) -> npt.NDArray[np.int64]:
         """The filtered action set (union of each heuristic's top-k, duplicates removed, in filter order)."""
@@ -379,7 +387,7 @@ class CvdAgent:
 
     def schedrl_obs(self, state: State) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
         """SchedRL's input (every machine's row, then the request) and its feasible-action mask."""
-        v = self._sized(as_view(state))
+        v, _ = self._sized(as_view(state))
         k = v.numa
         rows = np.zeros((v.machines, 2 * k))
         for i in range(v.active):
@@ -415,19 +423,20 @@ class CvdAgent:
         """Greedy (or epsilon-greedy inside the candidate set) action for the waiting request."""
         v = as_view(state)
         self._check_numa(v)
+        v, slots = self._sized(v)
+        k = v.numa
         if self.cfg.kind == "schedrl":
             x, mask = self.schedrl_obs(v)
             feas = np.flatnonzero(mask)
             if rng is not None and epsilon > 0 and rng.random() < epsilon:
-                return int(rng.choice(feas))
+                return self._unsized(int(rng.choice(feas)), slots, k)
             q = self.np_net(x[None])[0]
-            return int(feas[np.argmax(q[feas])])
-        v = self._sized(v)
+            return self._unsized(int(feas[np.argmax(q[feas])]), slots, k)
         if not self.cfg.decompose:
             dec = self.observe(v)
             if rng is not None and epsilon > 0 and rng.random() < epsilon:
-                return int(dec.actions[rng.integers(len(dec.actions))])
-            return int(dec.actions[int(np.argmax(self.q_values(dec)))])
+                return self._unsized(int(dec.actions[rng.integers(len(dec.actions))]), slots, k)
+            return self._unsized(int(dec.actions[int(np.argmax(self.q_values(dec)))]), slots, k)
         acts = self.candidates(v)
         if len(acts) == 0:
             return -1
