@@ -339,9 +339,9 @@ def test_capacity_plans_play_the_same_windows_with_machines_added() -> None:
 @pytest.mark.parametrize(
     ("flags", "said"),
     [
-        (["--add", "5"], "--add: needs at least two different numbers of machines"),
-        (["--add", "0", "--add", "0"], "--add: needs at least two different numbers of machines"),
-        (["--add", "0", "--add", "-1"], "--add: takes whole numbers from 0 to 100,000"),
+        (["--add", "5"], "--add: needs at least two numbers of machines"),
+        (["--add", "0", "--add", "5", "--add", "5"], "--add: names 5 twice"),
+        (["--add", "-1"], "--add: takes whole numbers from 0 to 100,000"),
         (["--cpu", "0"], "--cpu must be a number at least"),
         (["--mem", "1", "--mem", "2", "--mem", "3"], "--mem must give one value per NUMA node (2), got 3"),
         (["--policy", "nope"], "--policy: nope: must be one of"),
@@ -354,3 +354,18 @@ def test_a_bad_plan_is_one_sentence_and_exit_2(flags: list[str], said: str, tmp_
     assert res.exit_code == 2 and "Traceback" not in res.output, res.output
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and said in lines[0], lines
+
+
+def test_the_tie_warning_names_a_metric_that_can_help(tmp_path: Path) -> None:
+    """Tied on machines_in_use, the warning suggested --metric machines_in_use and said every request was accepted
+    when they were not (a newcomer's walkthrough)."""
+    state = _state_file(tmp_path, machines=40)  # room for everything: every policy accepts all, packs alike
+    for metric, said in (("accepted", "try --metric machines_in_use"), ("first_rejection", "try another --metric")):
+        res = runner.invoke(app, ["compare", "cluster", "--snapshot", state, "--policies", "best-fit", "--policies",
+                                  "industrial", "--requests", "10", "--windows", "2", "--metric", metric])  # fmt: skip
+        assert res.exit_code == 0, res.output
+        warning = [line for line in res.stderr.splitlines() if line.startswith("warning: every policy tied")]
+        assert len(warning) == 1 and said in warning[0] and f"{metric} cannot tell" in warning[0], res.stderr
+    out = json.loads(runner.invoke(app, ["compare", "cluster", "--snapshot", state, "--requests", "10", "--windows",
+                                         "2", "--json"]).stdout)  # fmt: skip
+    assert {"rejected_cpu", "rejected_mem", "rejected_declined"} <= set(out["rows"][0])  # by reason, always there

@@ -388,6 +388,10 @@ def compare_netalloc(
 
 
 CLUSTER_METRICS = {"accepted": 1, "first_rejection": 1, "machines_in_use": -1, "cpu_alloc": 1, "mem_alloc": 1}
+REJECTION_KEYS = ("rejected_cpu", "rejected_mem", "rejected_numa", "rejected_drained", "rejected_failed",
+                  "rejected_declined", "rejected_invalid")  # fmt: skip
+"""A window's rejected requests by reason (``simulate stream``'s: the class holding most machines, or the policy
+declining or answering an infeasible action), every one a column of ``episodes.csv`` and a mean in each row."""
 """``compare cluster``'s metrics and their better direction: requests ``accepted`` of each window, those placed
 before the ``first_rejection`` (the papers' length), and at the window's end the ``machines_in_use`` (hosting a
 VM) and the allocated share of the cluster's CPU and memory (``cpu_alloc``, ``mem_alloc``)."""
@@ -510,8 +514,19 @@ def _play(variants: Mapping[str, Callable[[int], Any]], wins: _Windows, on_varia
     keys = sorted({k for rows in per_episode.values() for e in rows for k in e if k.startswith("rejected_")})
     for rows in per_episode.values():  # every window names every reason (0 where it has none): one csv header
         for e in rows:
-            e.update({k: e.get(k, 0.0) for k in keys})
+            e.update({k: e.get(k, 0.0) for k in (*REJECTION_KEYS, *keys)})
     return per_episode
+
+
+def _summed(rows: list[dict[str, float]]) -> list[tuple[str, float]]:
+    return [(k, sum(e[k] for e in rows)) for k in rows[0] if k.startswith("rejected_")]
+
+
+def _with_rejections(table: Comparison) -> Comparison:
+    """Each row's mean rejections by reason beside its metrics (``--json``'s rows)."""
+    rows = [replace(r, extra=r.extra | {k: v / table.episodes for k, v in _summed(table.episode_metrics[r.policy])})
+            for r in table.rows]  # fmt: skip
+    return replace(table, rows=rows)
 
 
 def compare_cluster(
@@ -551,8 +566,8 @@ def compare_cluster(
                 for spec in policies}  # fmt: skip
     per_episode = _play(variants, wins, on_policy, "policies")
     shares = (0.0, 1.0) if metric in ("cpu_alloc", "mem_alloc") else (0.0, math.inf)
-    return _tabled(per_episode, metric, CLUSTER_METRICS, baseline, "cluster",
-                   wins.context(trace, seed, double_threshold), shares)  # fmt: skip
+    return _with_rejections(_tabled(per_episode, metric, CLUSTER_METRICS, baseline, "cluster",
+                                    wins.context(trace, seed, double_threshold), shares))  # fmt: skip
 
 
 def plan_capacity(
@@ -577,11 +592,14 @@ def plan_capacity(
 
     if metric not in CLUSTER_METRICS:
         raise InputError(f"must be one of {', '.join(CLUSTER_METRICS)}, got {metric!r}", field="metric")
-    if len(added) < 2 or len(set(added)) != len(added):
-        raise InputError(f"needs at least two different numbers of machines to compare, got {list(added)} (repeat "
-                         "--add for each, 0 for the cluster as it is)", field="add")  # fmt: skip
     if not all(type(k) is int and 0 <= k <= 100_000 for k in added):
         raise InputError(f"takes whole numbers from 0 to 100,000, got {list(added)}", field="add")
+    twice = sorted({k for k in added if list(added).count(k) > 1})
+    if twice:
+        raise InputError(f"names {twice[0]} twice", field="add")
+    if len(added) < 2:
+        raise InputError(f"needs at least two numbers of machines to compare, got {list(added)} (repeat --add for "
+                         "each, 0 for the cluster as it is)", field="add")  # fmt: skip
 
     def built() -> Any:
         name, checkpoint = split_checkpoint(policy)
@@ -609,4 +627,4 @@ def plan_capacity(
     context = wins.context(trace, seed, double_threshold) | {"policy": policy, "added": list(added),
                                                              "cpu": cpu, "mem": mem}  # fmt: skip
     shares = (0.0, 1.0) if metric in ("cpu_alloc", "mem_alloc") else (0.0, math.inf)
-    return _tabled(per_episode, metric, CLUSTER_METRICS, None, "capacity", context, shares)
+    return _with_rejections(_tabled(per_episode, metric, CLUSTER_METRICS, None, "capacity", context, shares))

@@ -110,13 +110,16 @@ def _report(table: Any, cfg: object, json_out: bool, out: Path | None, command: 
             err_console.print(f"warning: {r.policy} ended {r.extra['invalid']:.0f} of {table.episodes} episodes on an "
                               "infeasible action (an episode stops at the first one: docs/policies.md)")  # fmt: skip
     if table.saturated:
-        hint = (
-            "each accepted as many requests of every window: try --metric machines_in_use"
-            if table.simulator in ("cluster", "capacity")
-            else "in Expansion mode every request is placed: try --metric pms_in_use"
-        )
-        err_console.print(f"warning: every policy tied the baseline on every episode: {table.metric} cannot tell "
-                          f"them apart here ({hint})")  # fmt: skip
+        windowed = table.simulator in ("cluster", "capacity")
+        if windowed and table.metric == "accepted":
+            hint = "each accepted as many of every window's requests: try --metric machines_in_use"
+        elif table.simulator == "numa" and table.metric == "length":
+            hint = "in Expansion mode every request is placed: try --metric pms_in_use"
+        else:
+            hint = "try another --metric"
+        who = "every number of machines" if table.simulator == "capacity" else "every policy"
+        err_console.print(f"warning: {who} tied the baseline on every {'window' if windowed else 'episode'}: "
+                          f"{table.metric} cannot tell them apart here ({hint})")  # fmt: skip
     if table.context.get("disjoint") is False:
         err_console.print("warning: the windows overlap (the trace is shorter than --windows x --requests), and the "
                           "intervals take them as independent, so they are too narrow: ask for fewer or shorter "
