@@ -304,6 +304,14 @@ def test_a_database_no_engine_holds_is_read_without_a_file_beside_it(tmp_path: P
         (lambda s: s["vms"][0].update(machine=7), "vms[0].machine is 7"),
         (lambda s: s["vms"][0].pop("uid"), "vms[0] is not an object with exactly id, machine"),
         (lambda s: s["vms"].append(s["vms"][0]), "a VM 'vm0' is already placed"),
+        (lambda s: s["vms"][0].update(cpu=float("nan")), "VM 'vm0': must be a number"),
+        (lambda s: s["vms"][0].update(node=7), "VM 'vm0': "),
+        (lambda s: s.update(numa=4), "has capacity [[48.0, 64.0], [48.0, 64.0]], not [cores, GB] for each of 4"),
+        (lambda s: s["machines"][0].update(status="zzz"), "has status 'zzz', not active, drained or failed"),
+        (
+            lambda s: (s.clear(), s.update(detail="this service needs a bearer token")),
+            "holds an error answer of the service, not a cluster's state: this service needs a bearer token",
+        ),
     ],
 )
 def test_a_state_with_a_wrong_field_is_one_sentence(change, said: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -263,6 +263,9 @@ def cluster_snapshot(db: str | None, snapshot: str | None) -> dict[str, Any]:
         raise InputError(f"{path} is not JSON ({e})", field="snapshot") from None
     except RecursionError:
         raise InputError(f"{path} nests deeper than a cluster's state does", field="snapshot") from None
+    if isinstance(data, dict) and set(data) == {"detail"}:  # what the service answered instead (a 401 saved)
+        raise InputError(f"{path} holds an error answer of the service, not a cluster's state: {data['detail']}",
+                         field="snapshot")  # fmt: skip
     if not isinstance(data, dict) or not {"numa", "machines", "vms"} <= data.keys():
         raise InputError(f"{path} is not a cluster's state (an object with numa, machines and vms, as GET "
                          "/state/snapshot answers)", field="snapshot")  # fmt: skip

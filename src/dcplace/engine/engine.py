@@ -1839,8 +1839,11 @@ class PlacementEngine:
             if row.id in s.slot_of_machine or row.slot < 0 or (row.slot < s.machine_slots and s.status[row.slot]):
                 raise InputError(f"machine {row.id!r} or its slot {row.slot} appears twice", field="machines")
             cap = np.asarray(row.capacity, np.float64)
-            if cap.shape != (self.numa, 2) or row.status not in STATUS_CODES or row.status == "absent":
-                raise InputError(f"machine {row.id!r} has capacity shape {cap.shape} or status {row.status!r}",
+            if cap.shape != (self.numa, 2):
+                raise InputError(f"machine {row.id!r} has capacity {row.capacity}, not [cores, GB] for each of "
+                                 f"{self.numa} NUMA nodes", field="machines")  # fmt: skip
+            if row.status not in STATUS_CODES or row.status == "absent":
+                raise InputError(f"machine {row.id!r} has status {row.status!r}, not active, drained or failed",
                                  field="machines")  # fmt: skip
             if not (np.isfinite(cap).all() and (cap > 0).all() and (cap <= MAX_AMOUNT).all()):
                 raise InputError(f"machine {row.id!r} has capacity {row.capacity}, not numbers above 0 and at most "
@@ -1893,19 +1896,27 @@ class PlacementEngine:
 
     def _load_vms_one_by_one(self, vms: list[VmRow]) -> None:
         for vm in vms:
-            if (vm.node is None) != bool(vm.multi):
-                raise InputError(f"VM {vm.id!r} is {'' if vm.multi else 'not '}split over every node but its node is "
-                                 f"{vm.node!r}", field="vms")  # fmt: skip
-            if not (isinstance(vm.id, str) and 0 < len(vm.id) <= 256):  # ids written before today's rule stay
-                raise InputError(f"VM id {vm.id!r} is not 1-256 characters", field="vms")
             try:
-                uid = None if vm.uid is None else check_id(vm.uid, "uid")
-            except InputError as e:
-                raise InputError(f"VM {vm.id!r} has a bad uid: {e.detail}", field="vms") from None
-            req = VmRequest(vm.id, _positive(vm.cpu, "cpu"), _positive(vm.mem, "mem"), bool(vm.multi), bool(vm.pinned),
-                            uid)  # fmt: skip
-            self._assign_locked(req, vm.machine, vm.node)
-            self._remember(req)
+                self._load_vm(vm)
+            except InputError as e:  # the sentence names the VM it is about
+                if repr(vm.id) in e.detail:
+                    raise
+                raise InputError(f"VM {vm.id!r}: {e.detail}", field="vms") from None
+
+    def _load_vm(self, vm: VmRow) -> None:
+        if (vm.node is None) != bool(vm.multi):
+            raise InputError(f"VM {vm.id!r} is {'' if vm.multi else 'not '}split over every node but its node is "
+                             f"{vm.node!r}", field="vms")  # fmt: skip
+        if not (isinstance(vm.id, str) and 0 < len(vm.id) <= 256):  # ids written before today's rule stay
+            raise InputError(f"VM id {vm.id!r} is not 1-256 characters", field="vms")
+        try:
+            uid = None if vm.uid is None else check_id(vm.uid, "uid")
+        except InputError as e:
+            raise InputError(f"VM {vm.id!r} has a bad uid: {e.detail}", field="vms") from None
+        req = VmRequest(vm.id, _positive(vm.cpu, "cpu"), _positive(vm.mem, "mem"), bool(vm.multi), bool(vm.pinned),
+                        uid)  # fmt: skip
+        self._assign_locked(req, vm.machine, vm.node)
+        self._remember(req)
 
     def _set_loaded_status(self, machines: list[MachineRow]) -> None:
         s = self.state
