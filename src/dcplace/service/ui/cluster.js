@@ -348,7 +348,7 @@ async function refresh() {
   const t0 = performance.now();
   let took = 0;
   try {
-    const [state, machines, reopt] = await Promise.all([get("state"), get("machines"), get("reoptimise/last")]);
+    const [state, machines, reopt] = await Promise.all([get("state"), get("machines"), get("reoptimise/last?moves=false")]);
     const read = performance.now() - t0;
     $("login").hidden = true;
     showProblem("");
