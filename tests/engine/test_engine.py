@@ -913,3 +913,19 @@ def test_a_copy_decides_with_a_policy_of_its_own() -> None:
     e.check_invariants()
     c.check_invariants()
     assert got["c"] == fill(alone, 1, "b")  # what an engine of its own decides
+
+
+def test_a_failed_machines_vm_takes_room_a_move_for_another_made() -> None:
+    """Found by the model-based test: a failed machine's two 4-core VMs, room for one only once a small VM moves
+    off a machine; the move made room for both, but the second was never tried in it, only with more moves, and
+    was dropped (evacuate's contract: only VMs that fit nowhere are dropped)."""
+    e = PlacementEngine(numa=3)
+    for j, (c, m) in enumerate([(4.0, 2.5), (4.0, 2.5), (4.0, 2.5), (2.5, 2.5)]):
+        e.add_machine(f"m{j}", c, m)
+    for j, (c, m, multi) in enumerate([(4.0, 1e-06, False), (1e-06, 1e-06, True), (4.0, 1e-06, False)]):
+        assert e.place(VmRequest(f"v{j}", c, m, multi), "random", explain=False).accepted
+    e.evacuate("m0")
+    assert {r.machine for r in e.vms() if r.id in ("v0", "v2")} == {"m2"}  # the case: both on m2, v1 on m1
+    rep = e.evacuate("m2", failed=True)
+    assert rep.dropped == () and {r.id: r.machine for r in e.vms()} == {"v0": "m1", "v1": "m3", "v2": "m1"}
+    e.check_invariants()

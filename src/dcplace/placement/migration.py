@@ -787,6 +787,11 @@ def evacuate(
     unplaced: list[int] = []
     evacuated = set(order)
     for v in homeless:
+        place = rule(free, usable, start.demand[v], bool(start.multi[v]))  # room an earlier eviction made
+        if place is not None:  # (a failed machine's VM was dropped where a move for the one before had freed room)
+            tgt_m[v], tgt_k[v] = place
+            put(v, place[0], place[1], -1.0)
+            continue
         found = _make_room(start, v, free, usable, tgt_m, tgt_k, evacuated, rule) if allow_evictions else None
         if found is None:
             unplaced.append(v)
