@@ -304,8 +304,8 @@ def test_a_database_no_engine_holds_is_read_without_a_file_beside_it(tmp_path: P
         (lambda s: s["vms"][0].update(machine=7), "vms[0].machine is 7"),
         (lambda s: s["vms"][0].pop("uid"), "vms[0] is not an object with exactly id, machine"),
         (lambda s: s["vms"].append(s["vms"][0]), "a VM 'vm0' is already placed"),
-        (lambda s: s["vms"][0].update(cpu=float("nan")), "VM 'vm0': must be a number"),
-        (lambda s: s["vms"][0].update(node=7), "VM 'vm0': "),
+        (lambda s: s["vms"][0].update(cpu=float("nan")), "VM 'vm0', cpu: must be a number"),
+        (lambda s: s["vms"][0].update(node=7), "VM 'vm0', node: must be a NUMA node from 0 to 1"),
         (lambda s: s.update(numa=4), "has capacity [[48.0, 64.0], [48.0, 64.0]], not [cores, GB] for each of 4"),
         (lambda s: s["machines"][0].update(status="zzz"), "has status 'zzz', not active, drained or failed"),
         (

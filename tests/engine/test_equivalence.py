@@ -126,3 +126,7 @@ def test_schedrl_decides_in_the_engine_as_in_the_simulator(synthetic: PreparedTr
         e.check_invariants()
         assert all(d.accepted for d in got)
     assert [r.machine for r in holed.vms()] == [r.machine for r in plain.vms()]
+    # a VM that fits nowhere: the simulator never asks the network then, the engine does (argmax of nothing, a 500)
+    big = holed.place(VmRequest("big", 60.0, 8.0))
+    assert not big.accepted and big.code == "no-fit"  # type: ignore[union-attr]
+    holed.check_invariants()

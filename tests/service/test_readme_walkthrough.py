@@ -31,15 +31,16 @@ def walkthrough() -> list[tuple[str, list[str]]]:
                 pending = joined[:-1] + " "
                 continue
             pending = ""
-            steps.append((re.sub(r"\s+#.*$", "", joined), []))
+            steps.append((joined, []))  # its comment kept: it may say the status ("# HTTP 409")
         else:
             steps[-1][1].append(line)
     return steps
 
 
-def _request(command: str, base: str) -> str:
-    """A ``curl`` of the block sent with httpx; the answer's text (filtered as its ``| grep`` filters it)."""
-    pipe = command.split(" | grep ", 1)
+def _request(command: str, base: str) -> tuple[int, str]:
+    """A ``curl`` of the block sent with httpx: the status and the answer's text (filtered as its ``| grep`` filters
+    it)."""
+    pipe = re.sub(r"\s+#.*$", "", command).split(" | grep ", 1)
     args = shlex.split(pipe[0])
     method = args[args.index("-X") + 1] if "-X" in args else "GET"
     body = args[args.index("-d") + 1] if "-d" in args else None
@@ -48,15 +49,25 @@ def _request(command: str, base: str) -> str:
     answer = httpx.request(method, f"{base}/{path}", content=body,
                            headers={"content-type": "application/json"} if body else {}, timeout=30)  # fmt: skip
     if len(pipe) == 2:
-        return "\n".join(line for line in answer.text.splitlines() if pipe[1].strip() in line)
-    return answer.text
+        return answer.status_code, "\n".join(line for line in answer.text.splitlines() if pipe[1].strip() in line)
+    return answer.status_code, answer.text
 
 
-def _matches(printed: list[str], got: str) -> None:
+def _canonical(text: str) -> str:
+    """JSON as the service writes it, keys sorted: 40 and 40.0, 1 and true stay different."""
+    return json.dumps(json.loads(text), sort_keys=True)
+
+
+def _matches(command: str, printed: list[str], status: int, got: str) -> None:
+    said = re.search(r"#\s*(?:HTTP\s+)?(\d{3})\b", command)  # "# HTTP 409", "# 422": the status it says
+    assert status == int(said.group(1)) if said else status < 300, (command, status)
     if not printed:
         return
     if printed[0].startswith(("{", "[")) and "..." not in printed[0]:
-        assert len(printed) == 1 and json.loads(printed[0]) == json.loads(got), (printed, got)
+        assert len(printed) == 1 and _canonical(printed[0]) == _canonical(got), (printed, got)
+        return
+    if not printed[0].startswith(("{", "[")):  # plain lines (a grep of the metrics): exactly those, as the README
+        assert printed == [x for x in got.splitlines() if not x.startswith("#")], (printed, got)  # leaves out # HELP
         return
     where = 0
     for piece in "\n".join(printed).split("..."):  # what the README shows, in order; "..." left out
@@ -74,6 +85,7 @@ def test_the_readme_walkthrough_answers_as_printed(tmp_path: Path) -> None:
     serve = None
     try:
         for command, printed in steps:
+            command = re.sub(r"\s+#.*$", "", command) if not command.startswith("curl ") else command
             if command.startswith(".venv/"):  # the service as the block starts it, on a free port
                 flags = shlex.split(command.rstrip("& "))[3:]
                 flags = [f for f in flags if f not in ("--db", "cluster.db", "--port", "8011")]
@@ -86,7 +98,7 @@ def test_the_readme_walkthrough_answers_as_printed(tmp_path: Path) -> None:
                 serve = start_serve(db, port, *[f for f in restart if f not in ("--db", "cluster.db", "--port",
                                                                                    "8011")])  # fmt: skip
             else:
-                _matches(printed, _request(command, base))
+                _matches(command, printed, *_request(command, base))
     finally:
         if serve is not None:
             serve.send_signal(signal.SIGTERM)

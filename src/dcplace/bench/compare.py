@@ -43,6 +43,7 @@ import numpy as np
 
 from dcplace.bench.stats import Interval, holm, interval, no_spread, paired_p, sign_test_p
 from dcplace.config import check_seed
+from dcplace.engine.explain import REASONS
 from dcplace.errors import InputError
 from dcplace.sim.numa import Scenario
 
@@ -388,13 +389,14 @@ def compare_netalloc(
 
 
 CLUSTER_METRICS = {"accepted": 1, "first_rejection": 1, "machines_in_use": -1, "cpu_alloc": 1, "mem_alloc": 1}
-REJECTION_KEYS = ("rejected_cpu", "rejected_mem", "rejected_numa", "rejected_drained", "rejected_failed",
-                  "rejected_declined", "rejected_invalid")  # fmt: skip
-"""A window's rejected requests by reason (``simulate stream``'s: the class holding most machines, or the policy
-declining or answering an infeasible action), every one a column of ``episodes.csv`` and a mean in each row."""
 """``compare cluster``'s metrics and their better direction: requests ``accepted`` of each window, those placed
 before the ``first_rejection`` (the papers' length), and at the window's end the ``machines_in_use`` (hosting a
 VM) and the allocated share of the cluster's CPU and memory (``cpu_alloc``, ``mem_alloc``)."""
+
+
+REJECTION_KEYS = tuple(f"rejected_{r}" for r in (*REASONS, "declined", "invalid"))
+"""A window's rejected requests by reason (``simulate stream``'s: the class holding most machines, or the policy
+declining or answering an infeasible action), every one a column of ``episodes.csv`` and a mean in each row."""
 
 
 def window_starts(n_requests: int, requests: int, windows: int, seed: int) -> list[int]:

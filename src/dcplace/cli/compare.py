@@ -113,7 +113,7 @@ def _report(table: Any, cfg: object, json_out: bool, out: Path | None, command: 
         windowed = table.simulator in ("cluster", "capacity")
         if windowed and table.metric == "accepted":
             hint = "each accepted as many of every window's requests: try --metric machines_in_use"
-        elif table.simulator == "numa" and table.metric == "length":
+        elif table.simulator == "numa" and table.metric == "length" and table.context.get("mode") == "expansion":
             hint = "in Expansion mode every request is placed: try --metric pms_in_use"
         else:
             hint = "try another --metric"

@@ -1838,7 +1838,10 @@ class PlacementEngine:
         for row in machines:
             if row.id in s.slot_of_machine or row.slot < 0 or (row.slot < s.machine_slots and s.status[row.slot]):
                 raise InputError(f"machine {row.id!r} or its slot {row.slot} appears twice", field="machines")
-            cap = np.asarray(row.capacity, np.float64)
+            try:
+                cap = np.asarray(row.capacity, np.float64)
+            except (TypeError, ValueError):  # ragged, or not numbers (a hand-edited database row)
+                cap = np.zeros(0)
             if cap.shape != (self.numa, 2):
                 raise InputError(f"machine {row.id!r} has capacity {row.capacity}, not [cores, GB] for each of "
                                  f"{self.numa} NUMA nodes", field="machines")  # fmt: skip
@@ -1898,10 +1901,11 @@ class PlacementEngine:
         for vm in vms:
             try:
                 self._load_vm(vm)
-            except InputError as e:  # the sentence names the VM it is about
-                if repr(vm.id) in e.detail:
+            except InputError as e:  # the sentence names the VM it is about, and its field
+                if e.detail.startswith((f"VM {vm.id!r}", f"a VM {vm.id!r}")):
                     raise
-                raise InputError(f"VM {vm.id!r}: {e.detail}", field="vms") from None
+                what = f", {e.field}" if e.field not in (None, "vms", "vm", "id") else ""
+                raise InputError(f"VM {vm.id!r}{what}: {e.detail}", field="vms") from None
 
     def _load_vm(self, vm: VmRow) -> None:
         if (vm.node is None) != bool(vm.multi):

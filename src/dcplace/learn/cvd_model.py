@@ -289,17 +289,21 @@ class CvdAgent:
         the holes of removed machines, gathered to its machines where it holds exactly that many (drained and
         failed ones count); else InputError."""
         n = self.cfg.machines
-        if not n or v.machines == n:
+        if not n:
             return v, None
         held = np.flatnonzero(v.capacity.reshape(v.machines, -1).any(axis=1))
-        if len(held) == n:
+        if len(held) == n and v.machines == n:  # the simulator's (Expansion's machines not yet added included)
+            return v, None
+        if len(held) == n and held[-1] < v.active:  # the engine's: n machines, every one of them added
             slots = None if held[-1] == n - 1 else held.astype(np.int64)
             pick = slice(0, n) if slots is None else slots
             return v._replace(free=v.free[pick], capacity=v.capacity[pick], vm_count=v.vm_count[pick],
                               usable=v.usable[pick], active=n, changes=None), slots  # fmt: skip
         what = "SchedRL" if self.cfg.kind == "schedrl" else "a whole-cluster CVD network"
+        added = int(np.count_nonzero(held < v.active))
+        here = f"{len(held)}" if added == len(held) else f"{len(held)} of which {added} are added yet"
         raise InputError(
-            f"this {what} checkpoint was trained for {n} machines and cannot act on {len(held)}: run it on {n} "
+            f"this {what} checkpoint was trained for {n} machines and cannot act on {here}: run it on {n} "
             f"machines (drained and failed ones count) or give a checkpoint trained for {len(held)} (only the "
             "decomposed CVD-RL network runs at any machine count)"
         )
@@ -428,12 +432,16 @@ class CvdAgent:
         if self.cfg.kind == "schedrl":
             x, mask = self.schedrl_obs(v)
             feas = np.flatnonzero(mask)
+            if len(feas) == 0:  # fits nowhere: the simulator never asks then, the live engine does
+                return -1
             if rng is not None and epsilon > 0 and rng.random() < epsilon:
                 return self._unsized(int(rng.choice(feas)), slots, k)
             q = self.np_net(x[None])[0]
             return self._unsized(int(feas[np.argmax(q[feas])]), slots, k)
         if not self.cfg.decompose:
             dec = self.observe(v)
+            if len(dec.actions) == 0:
+                return -1
             if rng is not None and epsilon > 0 and rng.random() < epsilon:
                 return self._unsized(int(dec.actions[rng.integers(len(dec.actions))]), slots, k)
             return self._unsized(int(dec.actions[int(np.argmax(self.q_values(dec)))]), slots, k)
