@@ -377,3 +377,29 @@ def test_the_tie_warning_names_a_metric_that_can_help(tmp_path: Path) -> None:
     out = json.loads(runner.invoke(app, ["compare", "cluster", "--snapshot", state, "--requests", "10", "--windows",
                                          "2", "--json"]).stdout)  # fmt: skip
     assert {"rejected_cpu", "rejected_mem", "rejected_declined"} <= set(out["rows"][0])  # by reason, always there
+
+
+def test_a_target_finds_the_fewest_machines_the_windows_support(tmp_path: Path) -> None:
+    """``cluster plan --target``: the fewest new machines with which the mean share of requests accepted reaches the
+    target, checked against plain plans of that number and one fewer; one sentence where even --max-add falls
+    short; the intervals of requests accepted stay within the window."""
+    from dcplace.bench.compare import plan_capacity
+
+    snap = _cluster(4, 40, seed=2).snapshot()
+    args: dict[str, Any] = {"trace": "synthetic", "requests": 200, "windows": 4, "seed": 1}
+    found = plan_capacity([], snap, 16.0, 32.0, "best-fit", target=0.9, **args)
+    k = found.context["fewest"]
+    assert k > 1 and found.rows[0].policy == "+0 machines" and found.rows[-1].policy == f"+{k} machines"
+
+    def share(n: int) -> float:
+        plan = plan_capacity([0, n], snap, 16.0, 32.0, "best-fit", **args)
+        return sum(e["accepted"] for e in plan.episode_metrics[f"+{n} machines"]) / (200 * 4)
+
+    assert share(k) >= 0.9 > share(k - 1)
+    assert found.context["tried"][str(k)] == share(k)
+    assert all(r.mean.hi <= 200 for r in found.rows)
+    with pytest.raises(InputError, match="even 3 more machines accept"):
+        plan_capacity([], snap, 16.0, 32.0, "best-fit", target=0.9, max_add=3, **args)
+    res = runner.invoke(app, ["cluster", "plan", "--snapshot", _state_file(tmp_path), "--target", "1.5",
+                              "--requests", "20", "--windows", "2"])  # fmt: skip
+    assert res.exit_code == 2 and res.stderr.strip().startswith("error: --target must be a share above 0")

@@ -33,6 +33,7 @@ not tested (a bound) is judged by its interval alone.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -520,6 +521,14 @@ def _play(variants: Mapping[str, Callable[[int], Any]], wins: _Windows, on_varia
     return per_episode
 
 
+def _cluster_range(metric: str, requests: int) -> tuple[float, float]:
+    """The range a window's ``metric`` cannot leave, to which its intervals are cut (an interval of requests
+    accepted reached past the window's requests)."""
+    if metric in ("cpu_alloc", "mem_alloc"):
+        return 0.0, 1.0
+    return (0.0, float(requests)) if metric in ("accepted", "first_rejection") else (0.0, math.inf)
+
+
 def _summed(rows: list[dict[str, float]]) -> list[tuple[str, float]]:
     return [(k, sum(e[k] for e in rows)) for k in rows[0] if k.startswith("rejected_")]
 
@@ -567,7 +576,7 @@ def compare_cluster(
     variants = {spec: (lambda w, spec=spec: wins.start.copy(_built(get_policy, spec, seed), seed=_window_seed(seed, w)))
                 for spec in policies}  # fmt: skip
     per_episode = _play(variants, wins, on_policy, "policies")
-    shares = (0.0, 1.0) if metric in ("cpu_alloc", "mem_alloc") else (0.0, math.inf)
+    shares = _cluster_range(metric, requests)
     return _with_rejections(_tabled(per_episode, metric, CLUSTER_METRICS, baseline, "cluster",
                                     wins.context(trace, seed, double_threshold), shares))  # fmt: skip
 
@@ -585,15 +594,29 @@ def plan_capacity(
     double_threshold: float = 32.0,
     on_variant: Callable[[str], None] | None = None,
     metric: str = "accepted",
+    target: float | None = None,
+    max_add: int = 1000,
 ) -> Comparison:
     """How many machines to add: the cluster's state with each number in ``added`` of new machines of ``cpu``
     cores and ``mem`` GB per NUMA node (a number for every node, or one each), placing the same windows of ``trace``
     with ``policy``, as :func:`compare_cluster` plays policies; rows ``+K machines``, measured against the first of
-    ``added`` (usually 0: the cluster as it is). The new machines are active, empty, in rack ``planned``."""
+    ``added`` (usually 0: the cluster as it is). The new machines are active, empty, in rack ``planned``.
+
+    ``target`` (a share in (0, 1]) replaces ``added`` by a search: the fewest new machines, at most ``max_add``, with
+    which the mean share of each window's requests accepted reaches ``target``: 1, 2, 4, ... machines until it does,
+    then halving the last gap; the rows are the cluster as it is, the fewest found and, below it, the most that fell
+    short (``fewest`` in the context; more machines accept at least as many requests on average but not in every
+    window, so the answer is one the windows support, not a proof that one fewer never would)."""
     from dcplace.policies import get_policy
 
     if metric not in CLUSTER_METRICS:
         raise InputError(f"must be one of {', '.join(CLUSTER_METRICS)}, got {metric!r}", field="metric")
+    if target is not None:
+        if isinstance(target, bool) or not isinstance(target, int | float) or not 0 < target <= 1:
+            raise InputError(f"must be a share above 0 and at most 1, got {target!r}", field="target")
+        if isinstance(max_add, bool) or not isinstance(max_add, int) or not 1 <= max_add <= 100_000:
+            raise InputError(f"must be a whole number from 1 to 100,000, got {max_add!r}", field="max_add")
+        added = (0, 1)  # checked as such; the search chooses
     if not all(type(k) is int and 0 <= k <= 100_000 for k in added):
         raise InputError(f"takes whole numbers from 0 to 100,000, got {list(added)}", field="add")
     twice = sorted({k for k in added if list(added).count(k) > 1})
@@ -624,9 +647,37 @@ def plan_capacity(
         engine.add_machines([MachineSpec(f"{prefix}{i}", cpu, mem, rack="planned") for i in range(k)])
         return engine
 
-    variants = {f"+{k} machine{'' if k == 1 else 's'}": (lambda w, k=k: grown(k, w)) for k in added}
-    per_episode = _play(variants, wins, on_variant, "policy")
+    def name(k: int) -> str:
+        return f"+{k} machine{'' if k == 1 else 's'}"
+
+    extra: dict[str, Any] = {}
+    if target is None:
+        per_episode = _play({name(k): functools.partial(grown, k) for k in added}, wins, on_variant, "policy")
+    else:
+        tried: dict[int, list[dict[str, float]]] = {}
+
+        def share(k: int) -> float:
+            if k not in tried:
+                tried[k] = _play({name(k): functools.partial(grown, k)}, wins, on_variant, "policy")[name(k)]
+            return sum(e["accepted"] for e in tried[k]) / (requests * len(tried[k]))
+
+        lo, hi = 0, 0
+        if share(0) < target:
+            hi = 1
+            while share(hi) < target:
+                if hi >= max_add:
+                    raise InputError(f"even {max_add} more machines accept {share(hi):.2%} of the requests on "
+                                     f"average, below {target:.2%}: raise --max-add or lower --target",
+                                     field="target")  # fmt: skip
+                lo, hi = hi, min(2 * hi, max_add)
+            while hi - lo > 1:  # share(lo) < target <= share(hi)
+                mid = (lo + hi) // 2
+                lo, hi = (lo, mid) if share(mid) >= target else (mid, hi)
+        added = sorted({0, hi} | ({lo} if hi and lo != hi and share(lo) < target else set()))
+        per_episode = {name(k): tried[k] for k in added}
+        extra = {"target": target, "max_add": max_add, "fewest": hi,
+                 "tried": {str(k): share(k) for k in sorted(tried)}}  # fmt: skip
     context = wins.context(trace, seed, double_threshold) | {"policy": policy, "added": list(added),
-                                                             "cpu": cpu, "mem": mem}  # fmt: skip
-    shares = (0.0, 1.0) if metric in ("cpu_alloc", "mem_alloc") else (0.0, math.inf)
+                                                             "cpu": cpu, "mem": mem} | extra  # fmt: skip
+    shares = _cluster_range(metric, requests)
     return _with_rejections(_tabled(per_episode, metric, CLUSTER_METRICS, None, "capacity", context, shares))

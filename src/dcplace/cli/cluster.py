@@ -19,6 +19,7 @@ from dcplace.cli.common import JSON_HELP, outcome_failed
 from dcplace.cli.compare import FromClusterState
 from dcplace.cli.options import config_command
 from dcplace.cli.serve import _fail
+from dcplace.config import check
 from dcplace.engine.store import StoreError
 from dcplace.errors import InputError
 
@@ -178,6 +179,16 @@ class ClusterPlan(FromClusterState):
     """GB of each NUMA node of a new machine (as --cpu)"""
     policy: str = "best-fit"
     """the policy that places (a registered name, package.module:ClassName, or name=checkpoint)"""
+    target: float | None = None
+    """instead of --add: find the fewest new machines with which this share of the requests (0-1, e.g. 0.99) is
+    accepted on average over the windows"""
+    max_add: int = 1000
+    """with --target: the most new machines to try"""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check(self.target is None or 0 < self.target <= 1, "target", self.target, "a share above 0 and at most 1")
+        check(1 <= self.max_add <= 100_000, "max_add", self.max_add, "from 1 to 100,000")
 
 
 @app.command("plan")
@@ -198,6 +209,10 @@ def plan(
     cpu = cfg.cpu[0] if len(cfg.cpu) == 1 else cfg.cpu
     mem = cfg.mem[0] if len(cfg.mem) == 1 else cfg.mem
     table = plan_capacity(cfg.add, snap, cpu, mem, cfg.policy, cfg.trace, cfg.requests, cfg.windows, cfg.seed,
-                          cfg.double_threshold, on_variant=_progress(cfg.windows, "window"),
-                          metric=cfg.metric)  # fmt: skip
+                          cfg.double_threshold, on_variant=_progress(cfg.windows, "window"), metric=cfg.metric,
+                          target=cfg.target, max_add=cfg.max_add)  # fmt: skip
     _report(table, cfg, json_out, out, "dcplace cluster plan")
+    if cfg.target is not None and not json_out:
+        fewest = table.context["fewest"]
+        typer.echo(f"fewest machines to add for {cfg.target:.2%} of the requests accepted on average: {fewest} "
+                   f"({table.context['tried'][str(fewest)]:.2%} accepted with them)")  # fmt: skip
