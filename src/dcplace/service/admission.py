@@ -66,6 +66,8 @@ UNFINISHED = (
 )
 """What uvicorn logs, as an error, when an application returns with its answer unfinished or not started: which a
 cut listing does on purpose (:class:`_QuietCut`; not started: a listing pipelined behind an answer not read)."""
+HOLD_BYTES = 1 << 18
+"""An answer written whose untaken rest is below this (256 KiB) no longer holds its listing's place."""
 TRANSPORT = "dcplace.transport"
 """The scope key of the request's connection (:func:`remember_transport`)."""
 
@@ -114,34 +116,35 @@ def _buffered(transport: Any) -> int | None:
     return pending
 
 
-async def _progressing(awaitable: Any, transport: Any, stall_s: float) -> None:
-    """Await ``awaitable`` (a send waiting for room in the connection) while the connection's buffer keeps
-    emptying: Stalled once nothing has left it for ``stall_s`` (per chunk where the transport is unknown). A slow
-    reader is not cut: a chunk of 1,000 VMs with the longest ids is megabytes, which a client taking 100 kB a
-    second needs more than 60 s for."""
-    task = asyncio.ensure_future(awaitable)
+async def _progressing(awaitable_send: Any, message: dict[str, Any], transport: Any, stall_s: float) -> None:
+    """Send ``message`` while the connection's buffer keeps emptying: Stalled once nothing has left it for
+    ``stall_s`` (per message where the transport is unknown). A slow reader is not cut: a chunk of 1,000 VMs with
+    the longest ids is megabytes, which a client taking 100 kB a second needs more than 60 s for. The send is
+    awaited in this task (a task of its own for it let a keep-alive client's next request in before this one had
+    given back its place, and met it: a 429); a send cut short by the timeout was waiting for room and had written
+    nothing (uvicorn waits before it writes), so it is sent again, from a copy of the message as given."""
     last = None if transport is None else _buffered(transport)
-    try:
-        while True:
-            done, _ = await asyncio.wait({task}, timeout=stall_s)
-            if done:
-                task.result()
-                return
+    while True:
+        try:
+            async with asyncio.timeout(stall_s):
+                await awaitable_send({**message})  # a copy each time: an outer layer may add to it (a header)
+            return
+        except TimeoutError:
             now = None if transport is None else _buffered(transport)
             if now is None or last is None or now >= last:
-                raise Stalled
+                raise Stalled from None
             last = now
-    finally:  # cut off, or this request cancelled (its client left): the send goes with it
-        if not task.done():
-            task.cancel()
 
 
 async def _drained(transport: Any, stall_s: float) -> None:
-    """Wait while the connection's buffer holds an answer already written (one in a piece sits there whole), as long
-    as it keeps emptying; Stalled once nothing has left it for ``stall_s``."""
+    """Wait while the connection's buffer holds more than :data:`HOLD_BYTES` of an answer already written (one in a
+    piece sits there whole), as long as it keeps emptying; Stalled once nothing has left it for ``stall_s``. Below
+    that, at once: the kernel counts bytes sent but not yet acknowledged too, and waiting for those held every
+    answer's place for a poll's 50 ms, so a client listing again at once on its connection (whose next request
+    runs while this one waits) met its own listings and a 429 (a CI run's poller)."""
     last = _buffered(transport)
     waited = 0.0
-    while last:
+    while last is not None and last > HOLD_BYTES:
         await asyncio.sleep(0.05)
         now = _buffered(transport)
         if now is None:
@@ -166,7 +169,7 @@ def _abort(transport: Any) -> None:
 
 def _with_deadline(send: Any, transport: Any, stall_s: float) -> Any:
     async def sending(message: dict[str, Any]) -> None:
-        await _progressing(send(message), transport, stall_s)
+        await _progressing(send, message, transport, stall_s)
 
     return sending
 
