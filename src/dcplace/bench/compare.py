@@ -607,6 +607,7 @@ def plan_capacity(
     then halving the last gap; the rows are the cluster as it is, the fewest found and, below it, the most that fell
     short (``fewest`` in the context; more machines accept at least as many requests on average but not in every
     window, so the answer is one the windows support, not a proof that one fewer never would)."""
+    from dcplace.engine import MachineSpec, PlacementEngine
     from dcplace.policies import get_policy
 
     if metric not in CLUSTER_METRICS:
@@ -616,13 +617,11 @@ def plan_capacity(
             raise InputError(f"must be a share above 0 and at most 1, got {target!r}", field="target")
         if isinstance(max_add, bool) or not isinstance(max_add, int) or not 1 <= max_add <= 100_000:
             raise InputError(f"must be a whole number from 1 to 100,000, got {max_add!r}", field="max_add")
-        added = (0, 1)  # checked as such; the search chooses
-    if not all(type(k) is int and 0 <= k <= 100_000 for k in added):
+    elif not all(type(k) is int and 0 <= k <= 100_000 for k in added):
         raise InputError(f"takes whole numbers from 0 to 100,000, got {list(added)}", field="add")
-    twice = sorted({k for k in added if list(added).count(k) > 1})
-    if twice:
+    elif twice := sorted({k for k in added if list(added).count(k) > 1}):
         raise InputError(f"names {twice[0]} twice", field="add")
-    if len(added) < 2:
+    elif len(added) < 2:
         raise InputError(f"needs at least two numbers of machines to compare, got {list(added)} (repeat --add for "
                          "each, 0 for the cluster as it is)", field="add")  # fmt: skip
 
@@ -634,15 +633,12 @@ def plan_capacity(
     wins = _from_state(snapshot, trace, requests, windows, seed, double_threshold, built)
     taken = set(wins.start.state.slot_of_machine)
     prefix = _unused_prefix(taken, "planned-")
-    probe = wins.start.copy()
     try:  # the shape checked once, as add_machine checks it
-        probe.add_machine(f"{prefix}0", cpu, mem, rack="planned")
+        PlacementEngine(wins.start.numa).add_machine("probe", cpu, mem)
     except InputError as exc:  # a new machine's shape names its own flag
         raise InputError(exc.detail, field=exc.field if exc.field in ("cpu", "mem") else "cpu") from None
 
     def grown(k: int, w: int) -> Any:
-        from dcplace.engine import MachineSpec
-
         engine = wins.start.copy(built(), seed=_window_seed(seed, w))
         engine.add_machines([MachineSpec(f"{prefix}{i}", cpu, mem, rack="planned") for i in range(k)])
         return engine
@@ -673,7 +669,7 @@ def plan_capacity(
             while hi - lo > 1:  # share(lo) < target <= share(hi)
                 mid = (lo + hi) // 2
                 lo, hi = (lo, mid) if share(mid) >= target else (mid, hi)
-        added = sorted({0, hi} | ({lo} if hi and lo != hi and share(lo) < target else set()))
+        added = sorted({0, lo, hi})  # lo: the most that fell short (0 where hi is 0)
         per_episode = {name(k): tried[k] for k in added}
         extra = {"target": target, "max_add": max_add, "fewest": hi,
                  "tried": {str(k): share(k) for k in sorted(tried)}}  # fmt: skip

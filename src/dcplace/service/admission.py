@@ -116,24 +116,28 @@ def _buffered(transport: Any) -> int | None:
     return pending
 
 
-async def _progressing(awaitable_send: Any, message: dict[str, Any], transport: Any, stall_s: float) -> None:
-    """Send ``message`` while the connection's buffer keeps emptying: Stalled once nothing has left it for
-    ``stall_s`` (per message where the transport is unknown). A slow reader is not cut: a chunk of 1,000 VMs with
-    the longest ids is megabytes, which a client taking 100 kB a second needs more than 60 s for. The send is
-    awaited in this task (a task of its own for it let a keep-alive client's next request in before this one had
-    given back its place, and met it: a 429); a send cut short by the timeout was waiting for room and had written
-    nothing (uvicorn waits before it writes), so it is sent again, from a copy of the message as given."""
-    last = None if transport is None else _buffered(transport)
-    while True:
-        try:
-            async with asyncio.timeout(stall_s):
-                await awaitable_send({**message})  # a copy each time: an outer layer may add to it (a header)
-            return
-        except TimeoutError:
-            now = None if transport is None else _buffered(transport)
-            if now is None or last is None or now >= last:
-                raise Stalled from None
-            last = now
+def _with_deadline(send: Any, transport: Any, stall_s: float) -> Any:
+    """``send`` that sends each message while the connection's buffer keeps emptying: Stalled once nothing has left
+    it for ``stall_s`` (per message where the transport is unknown). A slow reader is not cut: a chunk of 1,000 VMs
+    with the longest ids is megabytes, which a client taking 100 kB a second needs more than 60 s for. The send is
+    awaited in the request's task (a task of its own for it let a keep-alive client's next request in before this
+    one had given back its place, and met it: a 429); a send cut short by the timeout was waiting for room and had
+    written nothing (uvicorn waits before it writes), so it is sent again, from a copy of the message as given."""
+
+    async def sending(message: dict[str, Any]) -> None:
+        last = None if transport is None else _buffered(transport)
+        while True:
+            try:
+                async with asyncio.timeout(stall_s):
+                    await send({**message})  # a copy each time: an outer layer may add to it (a header)
+                return
+            except TimeoutError:
+                now = None if transport is None else _buffered(transport)
+                if now is None or last is None or now >= last:
+                    raise Stalled from None
+                last = now
+
+    return sending
 
 
 async def _drained(transport: Any, stall_s: float) -> None:
@@ -165,13 +169,6 @@ def _abort(transport: Any) -> None:
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     transport.abort()
-
-
-def _with_deadline(send: Any, transport: Any, stall_s: float) -> Any:
-    async def sending(message: dict[str, Any]) -> None:
-        await _progressing(send, message, transport, stall_s)
-
-    return sending
 
 
 class Gate:
