@@ -182,7 +182,7 @@ def test_failed_commit_stops_the_engine(tmp_path, caplog) -> None:
     scrape = ServiceMetrics(e).registry.get_sample_value
     assert scrape("dcplace_store_healthy") == 1 and scrape("dcplace_store_pending_operations") == 0
 
-    def broken(c: object) -> None:
+    def broken(c: object, at: float) -> None:
         raise OSError("disk full")
 
     store._write = broken  # type: ignore[union-attr, method-assign]

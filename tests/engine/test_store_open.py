@@ -110,7 +110,7 @@ def test_a_schema_1_database_gets_the_uid_column_and_keeps_its_vms(tmp_path: Pat
     assert e.release("a", uid="pod-uid-0").id == "a"
     e.close()
     with sqlite3.connect(old) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
     conn.close()
 
 
@@ -198,7 +198,7 @@ def test_a_commit_that_fails_in_a_cluster_command_is_one_sentence_and_changes_no
     db = tmp_path / "c.db"
     _cluster(db)
 
-    def full(self: SqliteStore, c: object) -> None:
+    def full(self: SqliteStore, c: object, at: float) -> None:
         raise sqlite3.OperationalError("database or disk is full")
 
     e = PlacementEngine.open(db)

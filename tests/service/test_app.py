@@ -364,7 +364,7 @@ def test_a_pods_request_is_kube_schedulers():
 def test_a_failed_database_is_503_and_healthz_says_so(client: TestClient) -> None:
     engine = client.app.state.engine  # type: ignore[attr-defined]
 
-    def broken(c: object) -> None:
+    def broken(c: object, at: float) -> None:
         raise OSError("disk full")
 
     engine.store._write = broken

@@ -158,7 +158,7 @@ def test_the_page_follows_the_cluster_and_says_when_the_database_failed(tmp_path
         engine.place(VmRequest("late", 2, 2))  # the next refresh shows it
         browser.wait_for(f"document.getElementById('totals').textContent.includes('VMs{engine.stats()['vms']}')")
 
-        def broken(c: object) -> None:
+        def broken(c: object, at: float) -> None:
             raise OSError("disk full")
 
         engine.store._write = broken  # type: ignore[method-assign]

@@ -253,9 +253,9 @@ def test_no_answer_before_the_change_is_committed(tmp_path) -> None:
     gate = threading.Event()
     write = store._write
 
-    def held(change: object) -> None:
+    def held(change: object, at: float) -> None:
         gate.wait(30)
-        write(change)  # type: ignore[arg-type]
+        write(change, at)  # type: ignore[arg-type]
 
     store._write = held  # type: ignore[method-assign]
 

@@ -36,9 +36,9 @@ def test_a_cancelled_waiter_whose_loop_closes_does_not_kill_the_committer(tmp_pa
     assert store is not None
     write = store._write
 
-    def slow(c: object) -> None:
+    def slow(c: object, at: float) -> None:
         time.sleep(0.3)
-        write(c)  # type: ignore[arg-type]
+        write(c, at)  # type: ignore[arg-type]
 
     store._write = slow  # type: ignore[method-assign]
 
@@ -110,7 +110,7 @@ def test_a_bind_retry_after_a_failed_commit_is_not_acknowledged(tmp_path) -> Non
         pod = {**POD, "metadata": {"name": "p", "namespace": "ns", "uid": "u"}}
         assert c.post("/extender/filter", json={"Pod": pod, "NodeNames": ["m0"]}).json()["Error"] == ""
 
-        def broken(_: object) -> None:
+        def broken(_: object, at: float) -> None:
             raise OSError("disk full")
 
         engine.store._write = broken  # type: ignore[union-attr, method-assign]
@@ -127,7 +127,7 @@ def test_a_placement_retry_after_a_failed_commit_is_not_acknowledged(tmp_path) -
     engine = _engine(tmp_path)
     with TestClient(create_app(engine), raise_server_exceptions=False) as c:
 
-        def broken(_: object) -> None:
+        def broken(_: object, at: float) -> None:
             raise OSError("disk full")
 
         engine.store._write = broken  # type: ignore[union-attr, method-assign]
@@ -145,10 +145,10 @@ def test_a_placement_retry_waits_for_the_first_commit(tmp_path) -> None:
     committing, release = threading.Event(), threading.Event()
     write = engine.store._write  # type: ignore[union-attr]
 
-    def slow(batch: object) -> None:
+    def slow(batch: object, at: float) -> None:
         committing.set()  # the first placement is in memory and its commit has begun
         release.wait(10)
-        write(batch)
+        write(batch, at)
 
     engine.store._write = slow  # type: ignore[union-attr, method-assign]
     with ThreadPoolExecutor(2) as pool:

@@ -162,6 +162,14 @@ def test_every_operation_answers_as_documented(contract: Contract) -> None:
     assert c.call("POST", "/extender/bind", json=bind).status_code == 200
     assert c.call("POST", "/extender/filter").status_code == 422
     assert c.call("POST", "/extender/prioritize", json={"NodeNames": "pm0"}).status_code == 422
+    page = c.call("GET", "/journal?limit=2").json()
+    assert len(page["entries"]) == 2 and page["next"] == page["entries"][-1]["seq"]
+    events = [x["event"] for x in c.call("GET", "/journal?vm=a&limit=10000").json()["entries"]]
+    assert events == ["placed", "pinned", "released"]
+    assert c.call("GET", "/journal?event=rejected").json()["entries"][0]["detail"] == {"reason": "no-fit"}
+    assert c.call("GET", "/journal?machine=pm2&after=1").status_code == 200
+    for bad in ("event=placd", "limit=0", "limit=10001", "after=-1", "vm="):
+        assert c.call("GET", f"/journal?{bad}").status_code == 422, bad
     # every operation of the document was reached (a route added without a case here fails)
     reached = {(m.lower(), t) for m, t, _ in c.seen}
     documented = {(m, t) for t, ops in c.doc["paths"].items() for m in ops}
@@ -189,7 +197,7 @@ def test_a_failed_database_is_a_documented_503_everywhere(contract: Contract) ->
     assert c.call("POST", "/machines", json={"id": "pm0", "cpu": 8, "mem": 8}).status_code == 201
     engine = c.client.app.state.engine  # type: ignore[attr-defined]
 
-    def broken(change: object) -> None:
+    def broken(change: object, at: float) -> None:
         raise OSError("disk full")
 
     engine.store._write = broken

@@ -1,8 +1,10 @@
-"""Operate on a cluster database offline: re-optimise, evacuate a machine, back up, plan how many machines to add.
+"""Operate on a cluster database offline: re-optimise, evacuate a machine, back up, plan how many machines to add,
+read its journal, write its demand as a trace.
 
 The database is the one ``dcplace serve --db`` keeps. ``reoptimise`` and ``evacuate`` change it (stop the service
 first: one process owns a database); every plan is verified by the independent checker before it is applied, and
-``--dry-run`` prints the plan and changes nothing. ``backup`` and ``plan`` only read it, also while the service runs.
+``--dry-run`` prints the plan and changes nothing. ``backup``, ``plan``, ``journal`` and ``trace`` only read it, also
+while the service runs.
 """
 
 from __future__ import annotations
@@ -165,6 +167,86 @@ def backup(
     except InputError as exc:
         _fail(exc)
     typer.echo(f"backed up {machines} machines and {vms} VMs from {db} to {out}")
+
+
+@app.command("journal")
+def journal(
+    db: Annotated[Path, typer.Argument(help="SQLite database of the cluster (from `dcplace serve --db`)",
+                                       metavar="DB")],
+    vm: Annotated[str | None, typer.Option(help="only this VM's entries")] = None,
+    machine: Annotated[str | None, typer.Option(help="only this machine's (a VM moved away from it included)")]
+    = None,
+    event: Annotated[str | None, typer.Option(help="only this event: placed, moved, pinned, unpinned, released, "
+                                                   "dropped, rejected, machine-added, machine-drained, "
+                                                   "machine-active, machine-failed, machine-removed")] = None,
+    after: Annotated[int, typer.Option(help="entries after this seq (the last one read)")] = 0,
+    limit: Annotated[int, typer.Option(help="entries at most (1-10,000)")] = 100,
+    json_out: Annotated[bool, typer.Option("--json", help="print {entries, next} as `GET /journal` answers")]
+    = False,
+) -> None:  # fmt: skip
+    """What happened to the cluster, oldest first: VMs placed, moved, pinned, released, dropped, requests
+    rejected, machines added, drained, activated, failed, removed (docs/engine.md, "The journal"). Read-only, also
+    while `dcplace serve` runs on DB."""
+    import time
+
+    from dcplace.engine.journal import read_journal
+
+    try:
+        entries = read_journal(db, vm=vm, machine=machine, event=event, after=after, limit=limit)
+    except InputError as exc:
+        _fail(exc)
+    more = entries[-1].seq if len(entries) == limit else None
+    if json_out:
+        typer.echo(json.dumps({"entries": [e.as_dict() for e in entries], "next": more}))
+        return
+    for e in entries:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(e.at)) + f".{int(e.at % 1 * 1000):03d}Z"
+        where = "" if e.machine is None else e.machine + ("" if e.node is None else f"/{e.node}")
+        size = "" if e.cpu is None else f"{e.cpu:g} cores {e.mem:g} GB{' both nodes' if e.multi else ''}"
+        detail = "" if e.detail is None else " " + json.dumps(e.detail, separators=(",", ":"))
+        typer.echo(f"{e.seq:>8}  {when}  {e.event:<15} {e.vm or '-':<20} {where or '-':<16} {size}{detail}")
+    if not entries:
+        typer.echo("no entries" + ("" if after == 0 else f" after seq {after}"), err=True)
+    elif more is not None:
+        typer.echo(f"more entries: --after {more}", err=True)
+
+
+@app.command("trace")
+def trace(
+    out: Annotated[Path, typer.Argument(help="the trace to write, a CSV file (must not exist)", metavar="OUT")],
+    db: Db,
+    rejected: Annotated[str, typer.Option(help="skip: rejected requests left out (the trace is what ran); "
+                                               "include: each added, running the median lifetime of the VMs that "
+                                               "left")] = "skip",
+) -> None:  # fmt: skip
+    """Write the cluster's own demand, from its journal, as a trace every simulator reads (`vmid,cpu,memory,time,
+    type`): each placed VM arrives when it was placed and leaves when it was released or dropped; VMs still
+    running never leave. Replay it against every policy: `dcplace compare numa --trace OUT ...`. Read-only, also
+    while `dcplace serve` runs on DB."""
+    from dcplace.atomic import atomic_path
+    from dcplace.engine.journal import journal_trace, read_journal
+    from dcplace.workload.huawei import write_huawei_events
+
+    try:
+        if out.exists() or out.is_symlink():
+            raise InputError(f"OUT: {out} already exists; choose another name")
+        if not out.parent.is_dir():
+            raise InputError(f"OUT: the folder {out.parent} does not exist")
+        table, summary = journal_trace(read_journal(db, limit=None), rejected=rejected)
+    except InputError as exc:
+        _fail(exc)
+    with atomic_path(out) as tmp:
+        write_huawei_events(table, tmp)
+    span = float(table.arrival[-1] - table.arrival[0]) / 3600
+    typer.echo(f"wrote {summary.requests:,} requests over {span:.2f} h to {out}: {summary.still_running:,} still "
+               f"running (they never leave in a replay), {summary.rejected:,} rejected"
+               + ("" if summary.lifetime_s is None else f" (each given the median lifetime, {summary.lifetime_s:g} s)")
+               + (f"; {summary.unmatched:,} releases without their placement left out (the journal was pruned or "
+                  "began after them)" if summary.unmatched else ""))  # fmt: skip
+    multi = int(table.multi_numa.sum())
+    if multi:
+        typer.echo(f"note: {multi:,} VMs spanned both NUMA nodes; the CSV does not say which, and a replay marks "
+                   "VMs above --double-threshold GB as such", err=True)  # fmt: skip
 
 
 @dataclass(frozen=True)

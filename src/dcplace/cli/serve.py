@@ -212,6 +212,13 @@ def serve(
             "Node objects, 5-15 KB each"
         ),
     ] = 64.0,
+    journal_keep: Annotated[
+        int,
+        typer.Option(
+            help="journal entries kept, the newest (GET /journal, `dcplace cluster journal`, `cluster trace`); "
+            "0: none written; about 90 bytes each on disk"
+        ),
+    ] = 1_000_000,
 ) -> None:
     """Run the placement service: register machines, place and release VMs over HTTP, durable in --db
     (OpenAPI docs at /docs)."""
@@ -266,7 +273,7 @@ def serve(
         # before the database: a refused policy or checkpoint leaves no new file behind
         chosen = get_policy(policy, None if checkpoint is None else str(checkpoint))
         new_db = not db.exists()
-        engine = PlacementEngine.open(db, numa=numa, policy=chosen)
+        engine = PlacementEngine.open(db, numa=numa, policy=chosen, journal_keep=journal_keep)
         if reopt is not None and engine.numa != 2:  # every background event would fail, for good
             engine.close()
             if new_db:

@@ -74,13 +74,16 @@ from dcplace.engine.explain import (
     reason_counts,
     rejection_sentence,
 )
+from dcplace.engine.journal import JournalEntry
 from dcplace.engine.reopt import ReoptPolicy, ReoptReport
 from dcplace.engine.store import (
+    JOURNAL_KEEP,
     Change,
     MachineDelete,
     MachineRow,
     MachineStatus,
     MetaSet,
+    Rejected,
     SqliteStore,
     Store,
     VmDelete,
@@ -547,13 +550,21 @@ class PlacementEngine:
 
     # -- construction ---------------------------------------------------------------------------------------
     @classmethod
-    def open(cls, path: str | Path, numa: int = 2, policy: str | NumaPolicy = "best-fit", **kw: Any) -> PlacementEngine:
+    def open(
+        cls,
+        path: str | Path,
+        numa: int = 2,
+        policy: str | NumaPolicy = "best-fit",
+        journal_keep: int = JOURNAL_KEEP,
+        **kw: Any,
+    ) -> PlacementEngine:
         """An engine on the SQLite database ``path`` (created if new), its state loaded exactly. A bad argument
-        leaves no new database behind (``numa`` was recorded in a new file before it was checked)."""
+        leaves no new database behind (``numa`` was recorded in a new file before it was checked).
+        ``journal_keep``: the newest journal rows kept (:meth:`journal`; 0: none written)."""
         _check_numa(numa)
         made = create_new(path)  # the file, if this call made it: only then is it ours to remove on failure
         try:
-            store = SqliteStore(path, created=made is not None)
+            store = SqliteStore(path, created=made is not None, journal_keep=journal_keep)
         except BaseException:  # refused (a full disk, a folder it cannot write): no empty new file left behind
             if made is not None:
                 remove_database(made)
@@ -604,6 +615,25 @@ class PlacementEngine:
                              f"{': give a checkpoint trained for ' + str(self.numa) if hasattr(pol, 'agent') else ''}",
                              field="policy")  # fmt: skip
         return pol
+
+    def journal(
+        self,
+        vm: str | None = None,
+        machine: str | None = None,
+        event: str | None = None,
+        after: int = 0,
+        limit: int | None = 1000,
+    ) -> list[JournalEntry]:
+        """What happened, oldest first (:mod:`dcplace.engine.journal`): the entries after ``after`` (a ``seq``), at
+        most ``limit`` (None: all), about the VM ``vm``, the machine ``machine`` (a move away from it included), of
+        kind ``event``. Committed entries only; an engine without a database keeps none (InputError)."""
+        reader = getattr(self.store, "journal", None)
+        if reader is None:
+            raise InputError("this engine keeps no journal: it has no database (PlacementEngine.open keeps one)",
+                             field="db")  # fmt: skip
+        self.check_store()
+        entries: list[JournalEntry] = reader(vm=vm, machine=machine, event=event, after=after, limit=limit)
+        return entries
 
     # -- durability -----------------------------------------------------------------------------------------
     def _commit(self, changes: list[Change]) -> int:
@@ -786,7 +816,7 @@ class PlacementEngine:
                         )
                     else:
                         report.dropped.append(decision)
-                        changes.append(VmDelete(rec.id))
+                        changes.append(VmDelete(rec.id, "dropped"))
             except BaseException:
                 self.state, self.counters, self._explanations = saved, counted, explained
                 raise
@@ -943,7 +973,8 @@ class PlacementEngine:
         decision = self._decide_and_place(self.policy(policy), request, explain)
         self._last = decision
         if isinstance(decision, Rejection):
-            return 0
+            # journalled, and answered once that is durable (as a placement): the journal holds every answer given
+            return self._commit([Rejected(request.id, request.cpu, request.mem, request.multi, decision.code)])
         self._remember(request)
         return self._commit([VmRow(request.id, decision.machine, decision.node, request.cpu, request.mem,
                                    request.multi, request.pinned, request.uid)])  # fmt: skip
@@ -987,7 +1018,8 @@ class PlacementEngine:
             else:
                 self._batch_policy(pol, new, decided)
             rows: list[Change] = [VmRow(d.vm, d.machine, d.node, r.cpu, r.mem, r.multi, r.pinned, r.uid)
-                                  for d, r in zip(decided, new, strict=True) if isinstance(d, Placement)]  # fmt: skip
+                                  if isinstance(d, Placement) else Rejected(r.id, r.cpu, r.mem, r.multi, d.code)
+                                  for d, r in zip(decided, new, strict=True)]  # fmt: skip
             for d, r in zip(decided, new, strict=True):
                 if isinstance(d, Placement):
                     self._remember(r)
@@ -1116,9 +1148,11 @@ class PlacementEngine:
             if self.store is not None:
                 kn = self.numa
                 mids = self.state.machine_ids
-                rows: list[Change] = [VmRow(v, mids[a // kn], None if x else a % kn, cc, mm, x, False)
+                # a compiled heuristic declines only where nothing fits: its rejections are no-fit ones
+                rows: list[Change] = [VmRow(v, mids[a // kn], None if x else a % kn, cc, mm, x, False) if a >= 0
+                                      else Rejected(v, cc, mm, x, "no-fit")
                                       for v, a, cc, mm, x in zip(ids, actions.tolist(), c.tolist(), m.tolist(),
-                                                                 mu.tolist(), strict=True) if a >= 0]  # fmt: skip
+                                                                 mu.tolist(), strict=True)]  # fmt: skip
                 ticket = self._commit(rows) if rows else 0
             result = BulkPlacement(actions, mu, self.numa, list(self.state.machine_ids))
         self._wait(ticket)
@@ -1546,7 +1580,7 @@ class PlacementEngine:
                     for i in ev.unplaced:
                         dropped.append(snap.vm_ids[i])
                         s.release(s.slot_of_vm[dropped[-1]])
-                        changes.append(VmDelete(dropped[-1]))
+                        changes.append(VmDelete(dropped[-1], "dropped"))
             except BaseException:
                 self.state, self.counters, self.moved_at = saved, counted, moved
                 raise

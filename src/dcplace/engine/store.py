@@ -37,9 +37,12 @@ from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from dcplace.errors import InputError
+
+if TYPE_CHECKING:
+    from dcplace.engine.journal import JournalEntry
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +102,21 @@ class MachineDelete:
 @dataclass(frozen=True)
 class VmDelete:
     id: str
+    reason: str = "released"
+    """Why the VM went, as the journal names it: ``released`` by a client, ``dropped`` (its failed machine's VM that
+    fit nowhere)."""
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """A placement request the engine refused: nothing in the cluster changes, only the journal records it (demand
+    that was turned away is demand, for a replay of the cluster's history). ``reason``: the rejection's code."""
+
+    id: str
+    cpu: float
+    mem: float
+    multi: bool
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -110,7 +128,7 @@ class MetaSet:
     value: str
 
 
-Change = MachineRow | MachineStatus | MachineDelete | VmRow | VmDelete | MetaSet
+Change = MachineRow | MachineStatus | MachineDelete | VmRow | VmDelete | MetaSet | Rejected
 
 
 class Store(Protocol):
@@ -157,13 +175,24 @@ CREATE TABLE IF NOT EXISTS vms (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, machine TEXT NOT NULL, node INTEGER,
     cpu REAL NOT NULL, mem REAL NOT NULL, multi INTEGER NOT NULL, pinned INTEGER NOT NULL DEFAULT 0, uid TEXT
 );
+CREATE TABLE IF NOT EXISTS journal (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, event TEXT NOT NULL, vm TEXT, machine TEXT,
+    node INTEGER, cpu REAL, mem REAL, multi INTEGER, detail TEXT
+);
+CREATE INDEX IF NOT EXISTS journal_vm ON journal (vm) WHERE vm IS NOT NULL;
+CREATE INDEX IF NOT EXISTS journal_machine ON journal (machine) WHERE machine IS NOT NULL;
 """
 
+JOURNAL_KEEP = 1_000_000
+"""Journal rows a :class:`SqliteStore` keeps by default: past that the oldest go, in the commit that passes the
+limit by a tenth (docs/engine.md, "The journal", measures the size)."""
 
-SCHEMA_VERSION = 2
+
+SCHEMA_VERSION = 3
 """The tables' layout, in SQLite's ``user_version``: 0 is a database from before versions were recorded, 1 one
-without the ``uid`` column (2026-11-28), 2 the tables above; an older one is upgraded on open (the ``pinned`` and
-``uid`` columns added: every VM it holds has no uid). A newer one is refused, not read wrongly."""
+without the ``uid`` column (2026-11-28), 2 one without the journal (2026-11-28), 3 the tables above; an older one
+is upgraded on open (the ``pinned`` and ``uid`` columns added: every VM it holds has no uid; an empty journal, so
+its VMs' placements are not in it). A newer one is refused, not read wrongly."""
 
 
 def _why(path: Path, e: sqlite3.DatabaseError) -> str:
@@ -306,9 +335,13 @@ def stored_numa(path: Path) -> int | None:
 class SqliteStore:
     """The embedded default store: SQLite in WAL mode, ``synchronous=FULL``, group commit (module docstring)."""
 
-    def __init__(self, path: str | Path, created: bool = False) -> None:
+    def __init__(self, path: str | Path, created: bool = False, journal_keep: int = JOURNAL_KEEP) -> None:
         """``created``: the caller has just made ``path`` (empty) for this store (:func:`create_new`); any other
-        existing file must already be a dcplace database."""
+        existing file must already be a dcplace database. ``journal_keep``: the newest journal rows kept (0: write
+        none; what is there stays)."""
+        if isinstance(journal_keep, bool) or not isinstance(journal_keep, int) or journal_keep < 0:
+            raise InputError(f"must be a whole number >= 0 (0: no journal), got {journal_keep!r}", field="journal_keep")
+        self.journal_keep = journal_keep
         self.path = Path(path)
         real = _real(self.path)
         if not real.parent.exists():
@@ -331,7 +364,7 @@ class SqliteStore:
                 os.close(self._lock_fd)
             raise
         self._cv = threading.Condition()
-        self._pending: list[list[Change]] = []
+        self._pending: list[tuple[float, list[Change]]] = []  # each operation's changes, with when it was submitted
         self._submitted = 0
         self._durable = 0
         self._error: BaseException | None = None
@@ -374,6 +407,8 @@ class SqliteStore:
             if "uid" not in columns:  # schema 0 or 1: before VMs carried their client's uid
                 self._conn.execute("ALTER TABLE vms ADD COLUMN uid TEXT")
             self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            first, last = self._conn.execute("SELECT min(seq), max(seq) FROM journal").fetchone()
+            self._journal_first, self._journal_last = int(first or 0), int(last or 0)
             self._conn.execute("COMMIT")
         except sqlite3.DatabaseError as e:
             if self._conn.in_transaction:
@@ -410,6 +445,25 @@ class SqliteStore:
             row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
+    def journal(
+        self,
+        vm: str | None = None,
+        machine: str | None = None,
+        event: str | None = None,
+        after: int = 0,
+        limit: int | None = 1000,
+    ) -> list[JournalEntry]:
+        """The journal's entries (:func:`dcplace.engine.journal.query_journal`), committed ones only, read on a
+        connection of its own: in WAL mode a reader never holds up the committer, whatever it filters."""
+        from dcplace.engine.journal import check_filters, query_journal
+
+        check_filters(vm, machine, event, after, limit)
+        try:
+            with contextlib.closing(sqlite3.connect(self.path.resolve().as_uri() + "?mode=ro", uri=True)) as conn:
+                return query_journal(conn, vm, machine, event, after, limit)
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"the journal of {self.path} cannot be read ({e})", str(e)) from None
+
     def set_numa(self, numa: int) -> None:
         self._conn.execute("BEGIN")
         self._conn.execute(
@@ -421,7 +475,7 @@ class SqliteStore:
     def submit(self, changes: list[Change]) -> int:
         with self._cv:
             self.check()
-            self._pending.append(changes)
+            self._pending.append((time.time(), changes))
             self._submitted += 1
             self._cv.notify_all()
             return self._submitted
@@ -476,15 +530,18 @@ class SqliteStore:
                 batch, self._pending = self._pending, []
                 upto = self._submitted
             t0 = time.perf_counter()
+            first, last = self._journal_first, self._journal_last
             try:
                 self._conn.execute("BEGIN")
-                for changes in batch:
+                for at, changes in batch:
                     for c in changes:
-                        self._write(c)
+                        self._write(c, at)
+                self._prune()
                 self._conn.execute("COMMIT")
             except BaseException as e:  # any failure: nothing after it is durable; fail-stop
                 try:
                     self._conn.execute("ROLLBACK")
+                    self._journal_first, self._journal_last = first, last
                 except sqlite3.Error:
                     pass
                 with self._cv:
@@ -527,31 +584,87 @@ class SqliteStore:
             except RuntimeError:  # that loop is closed, and its waiters with it: nobody is left to wake
                 pass
 
-    def _write(self, c: Change) -> None:
+    def _write(self, c: Change, at: float) -> None:
         ex = self._conn.execute
+        journal = self.journal_keep > 0
         if isinstance(c, VmRow):
+            before = ex("SELECT machine, node, pinned FROM vms WHERE id = ?", (c.id,)).fetchone() if journal else None
             ex(
                 "INSERT INTO vms (id, machine, node, cpu, mem, multi, pinned, uid) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (id) DO UPDATE SET machine = excluded.machine, node = excluded.node, "
                 "pinned = excluded.pinned",
                 (c.id, c.machine, c.node, c.cpu, c.mem, int(c.multi), int(c.pinned), c.uid),
             )
+            if journal:
+                where = (c.id, c.machine, c.node, c.cpu, c.mem, int(c.multi))
+                if before is None:
+                    self._note(at, "placed", *where, {"uid": c.uid} if c.uid is not None else None)
+                else:
+                    if (before[0], before[1]) != (c.machine, c.node):
+                        self._note(at, "moved", *where, {"from": before[0], "from_node": before[1]})
+                    if bool(before[2]) != c.pinned:
+                        self._note(at, "pinned" if c.pinned else "unpinned", *where)
         elif isinstance(c, VmDelete):
+            gone = None
+            if journal:
+                gone = ex("SELECT machine, node, cpu, mem, multi FROM vms WHERE id = ?", (c.id,)).fetchone()
             ex("DELETE FROM vms WHERE id = ?", (c.id,))
+            if gone is not None:
+                self._note(at, c.reason, c.id, *gone)
         elif isinstance(c, MachineRow):
             ex(
                 "INSERT INTO machines (id, slot, rack, status, capacity) VALUES (?, ?, ?, ?, ?)",
                 (c.id, c.slot, c.rack, c.status, json.dumps(c.capacity)),
             )
+            if journal:
+                self._note(at, "machine-added", None, c.id, detail={"rack": c.rack, "capacity": c.capacity})
         elif isinstance(c, MachineStatus):
+            was = ex("SELECT status FROM machines WHERE id = ?", (c.id,)).fetchone() if journal else None
             ex("UPDATE machines SET status = ? WHERE id = ?", (c.status, c.id))
+            if was is not None and was[0] != c.status:  # evacuating a drained machine drains it again: no event
+                self._note(at, f"machine-{c.status}", None, c.id)
         elif isinstance(c, MetaSet):
             ex(
                 "INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 (c.key, c.value),
             )
+        elif isinstance(c, Rejected):
+            if journal:
+                self._note(at, "rejected", c.id, None, None, c.cpu, c.mem, int(c.multi), {"reason": c.reason})
         else:
             ex("DELETE FROM machines WHERE id = ?", (c.id,))
+            if journal:
+                self._note(at, "machine-removed", None, c.id)
+
+    def _note(
+        self,
+        at: float,
+        event: str,
+        vm: str | None,
+        machine: str | None,
+        node: int | None = None,
+        cpu: float | None = None,
+        mem: float | None = None,
+        multi: int | None = None,
+        detail: dict[str, Any] | None = None,
+    ) -> None:
+        """One journal row, in the transaction of the change it records."""
+        cur = self._conn.execute(
+            "INSERT INTO journal (at, event, vm, machine, node, cpu, mem, multi, detail) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (at, event, vm, machine, node, cpu, mem, multi, None if detail is None else json.dumps(detail)),
+        )
+        self._journal_last = int(cur.lastrowid or self._journal_last)
+        if not self._journal_first:
+            self._journal_first = self._journal_last
+
+    def _prune(self) -> None:
+        """Past ``journal_keep`` rows by a tenth (at least 1,000), drop the oldest down to ``journal_keep``: one
+        ranged delete now and then, not one per commit."""
+        keep = self.journal_keep
+        if keep and self._journal_last - self._journal_first + 1 > keep + max(1000, keep // 10):
+            self._journal_first = self._journal_last - keep + 1
+            self._conn.execute("DELETE FROM journal WHERE seq < ?", (self._journal_first,))
 
     def close(self) -> None:
         """Commit what is queued, stop the committer, close the connection."""

@@ -49,6 +49,7 @@ from dcplace.engine import (
     VmListing,
     VmRequest,
 )
+from dcplace.engine.journal import MAX_LIMIT as MAX_JOURNAL
 from dcplace.errors import InputError
 from dcplace.service.admission import LISTING_STALL_S, MAX_LISTINGS, Admission, Gate, remember_transport
 from dcplace.service.answers import (
@@ -80,6 +81,7 @@ from dcplace.service.models import (
     FailOut,
     HealthOut,
     ImportOut,
+    JournalOut,
     LastReoptOut,
     MachineIn,
     MachineOut,
@@ -633,6 +635,22 @@ def create_app(
         if not moves and "moves" in report:
             report = {**report, "moves": []}
         return _json(report)
+
+    @app.get("/journal", dependencies=READ, tags=["operations"], response_model=JournalOut, responses=ERRORS)
+    def journal(
+        vm: Annotated[str | None, Query(description="only this VM's entries")] = None,
+        machine: Annotated[str | None, Query(description="only this machine's (a VM moved away from it included)")]
+        = None,
+        event: Annotated[str | None, Query(description="only this event (placed, moved, released, ...)")] = None,
+        after: Annotated[int, Query(ge=0, description="entries after this seq: the page before's `next`")] = 0,
+        limit: Annotated[int, Query(ge=1, le=MAX_JOURNAL, description="entries at most")] = 1000,
+    ) -> Response:  # fmt: skip
+        """What happened to the cluster, oldest first (docs/engine.md, "The journal"): VMs placed, moved, pinned,
+        released, dropped, requests rejected, machines added, drained, activated, failed, removed. Read on a
+        connection of its own: it never holds up placements."""
+        entries = engine.journal(vm=vm, machine=machine, event=event, after=after, limit=limit)
+        return _json({"entries": [e.as_dict() for e in entries],
+                      "next": entries[-1].seq if len(entries) == limit else None})  # fmt: skip
 
     @app.put("/vms/{vm_id:vmid}/pinned", response_model=VmOut, tags=["vms"], responses=ERRORS)
     def pin(vm_id: str, body: PinIn) -> Response:

@@ -277,6 +277,28 @@ class Resources(BaseModel):
     mem: float = Field(description="GB")
 
 
+class JournalEntryOut(BaseModel):
+    seq: int = Field(description="grows with every entry: pass the last one read as `after` to read on")
+    at: float = Field(description="Unix time the operation was submitted")
+    event: str = Field(description="placed, moved, pinned, unpinned, released, dropped, rejected, machine-added, "
+                                   "machine-drained, machine-active, machine-failed, machine-removed")  # fmt: skip
+    vm: str | None
+    machine: str | None
+    node: int | None = Field(description="the VM's NUMA node (null: over every node, or not a VM event)")
+    cpu: float | None
+    mem: float | None
+    multi: bool | None
+    detail: dict[str, Any] | None = Field(
+        description="placed: the client's uid; moved: from, from_node; rejected: reason; machine-added: rack, "
+        "capacity per NUMA node"
+    )
+
+
+class JournalOut(BaseModel):
+    entries: list[JournalEntryOut] = Field(description="oldest first")
+    next: int | None = Field(description="`after` for the next page; null: nothing more now")
+
+
 class StateOut(BaseModel):
     machines: dict[str, int] = Field(description="machines by status: active, drained, failed")
     machines_in_use: int

@@ -1,0 +1,258 @@
+"""The journal: committed with each change, so replaying it gives the tables; rejections recorded; pruned to its
+limit; read offline while an engine holds the database; a trace of the cluster's demand that the simulator reads."""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from dcplace.cli.main import app
+from dcplace.engine import MachineSpec, PlacementEngine, StoreError, VmRequest
+from dcplace.engine.journal import JournalEntry, journal_trace, read_journal
+from dcplace.errors import InputError
+from dcplace.workload import load_trace
+
+
+def replay(entries: list[JournalEntry]) -> tuple[dict[str, tuple[object, ...]], dict[str, str]]:
+    """The VMs (id -> machine, node, cpu, mem, multi, pinned) and machines (id -> status) that the journal's events
+    build from an empty cluster: an independent reading of what the journal says."""
+    vms: dict[str, tuple[object, ...]] = {}
+    machines: dict[str, str] = {}
+    for e in entries:
+        if e.event == "placed":
+            assert e.vm not in vms, f"placed twice without a release: {e}"
+            vms[e.vm] = (e.machine, e.node, e.cpu, e.mem, e.multi, False)  # type: ignore[index]
+        elif e.event == "moved":
+            assert e.detail is not None and vms[e.vm][0] == e.detail["from"]  # type: ignore[index]
+            vms[e.vm] = (e.machine, e.node, *vms[e.vm][2:])  # type: ignore[index]
+        elif e.event in ("pinned", "unpinned"):
+            vms[e.vm] = (*vms[e.vm][:5], e.event == "pinned")  # type: ignore[index]
+        elif e.event in ("released", "dropped"):
+            assert vms.pop(e.vm)[:2] == (e.machine, e.node)  # type: ignore[arg-type]
+        elif e.event == "machine-added":
+            machines[e.machine] = "active"  # type: ignore[index]
+        elif e.event == "machine-removed":
+            del machines[e.machine]  # type: ignore[arg-type]
+        elif e.event.startswith("machine-"):
+            machines[e.machine] = e.event.removeprefix("machine-")  # type: ignore[index]
+        else:
+            assert e.event == "rejected" and e.machine is None
+    return vms, machines
+
+
+def tables(e: PlacementEngine) -> tuple[dict[str, tuple[object, ...]], dict[str, str]]:
+    vms = {v.id: (v.machine, v.node, v.cpu, v.mem, v.multi, v.id in e.pinned) for v in e.vms()}
+    return vms, {m.id: m.status for m in e.machines()}
+
+
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("place"), st.integers(0, 30), st.integers(1, 20), st.integers(1, 24), st.booleans()),
+        st.tuples(st.just("batch"), st.integers(0, 30), st.integers(1, 12), st.integers(1, 24), st.booleans()),
+        st.tuples(st.just("release"), st.integers(0, 30)),
+        st.tuples(st.just("pin"), st.integers(0, 30), st.booleans()),
+        st.tuples(st.sampled_from(["drain", "activate", "fail", "remove", "evacuate"]), st.integers(0, 4)),
+        st.tuples(st.just("add"), st.integers(0, 4)),
+        st.tuples(st.just("reoptimise")),
+    ),
+    max_size=60,
+)
+
+
+def apply(e: PlacementEngine, op: tuple[object, ...]) -> None:
+    kind = op[0]
+    try:
+        if kind == "place":
+            e.place(VmRequest(f"v{op[1]}", float(op[2]), float(op[3]), multi=bool(op[4])))  # type: ignore[arg-type]
+        elif kind == "batch":
+            n = int(op[1])  # type: ignore[call-overload]
+            e.place_arrays([f"w{n}", f"w{n + 1}"], [op[2], 1.0], [op[3], 2.0], [op[4], False])
+        elif kind == "release":
+            e.release(f"v{op[1]}")
+        elif kind == "pin":
+            e.pin(f"v{op[1]}", bool(op[2]))
+        elif kind == "add":
+            e.add_machine(f"m{op[1]}", 16, 32)
+        elif kind == "reoptimise":
+            e.reoptimise(now=0.0)
+        else:
+            mid = f"m{op[1]}"
+            {"drain": e.drain, "activate": e.activate, "fail": e.fail, "remove": e.remove_machine,
+             "evacuate": e.evacuate}[kind](mid)  # type: ignore[index, operator]  # fmt: skip
+    except InputError:  # NotFound, Conflict, a machine with VMs removed: nothing changed, nothing journalled
+        pass
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=OPS)
+def test_replaying_the_journal_gives_the_tables(tmp_path_factory, ops) -> None:  # type: ignore[no-untyped-def]
+    db = tmp_path_factory.mktemp("j") / "c.db"
+    e = PlacementEngine.open(db)
+    for i in range(3):
+        e.add_machine(f"m{i}", 16, 32)
+    for i in range(8):  # VMs on every machine, so that evacuations and re-optimisation have something to move
+        e.place(VmRequest(f"v{i}", 3 + i % 4, 5 + i % 7, multi=i == 5), policy="vmagent-best-fit" if i % 2 else None)
+    for op in ops:
+        apply(e, op)
+    entries = e.journal(limit=None)
+    assert replay(entries) == tables(e)
+    assert [x.seq for x in entries] == sorted({x.seq for x in entries})
+    assert sum(x.event == "rejected" for x in entries) == e.counters["rejected"]
+    assert sum(x.event == "placed" for x in entries) == e.counters["placed"]
+    assert sum(x.event == "released" for x in entries) == e.counters["released"]
+    assert sum(x.event == "dropped" for x in entries) == e.counters["dropped"]
+    e.close()
+    assert read_journal(db, limit=None) == entries  # offline, after the engine closed: the same rows
+    r = PlacementEngine.open(db)
+    assert replay(r.journal(limit=None)) == tables(r)  # what reloads is what the journal says
+    r.close()
+
+
+def test_a_failed_commit_journals_nothing_of_it(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    e = PlacementEngine.open(db)
+    e.add_machine("m0", 16, 32)
+    e.place(VmRequest("a", 2, 4))
+    store = e.store
+    assert store is not None
+
+    def broken(c: object, at: float) -> None:
+        raise OSError("disk full")
+
+    store._write = broken  # type: ignore[method-assign]
+    with pytest.raises(StoreError):
+        e.place(VmRequest("b", 2, 4))
+    e.close()
+    r = PlacementEngine.open(db)
+    assert [(x.event, x.vm) for x in r.journal()] == [("machine-added", None), ("placed", "a")]
+    assert replay(r.journal()) == tables(r)
+    r.close()
+
+
+def test_rejections_moves_and_reasons_are_recorded(tmp_path: Path) -> None:
+    e = PlacementEngine.open(tmp_path / "c.db")
+    e.add_machines([MachineSpec("m0", 8, 16), MachineSpec("m1", 8, 16)])
+    e.place(VmRequest("a", 4, 8, uid="pod-1"))
+    e.place(VmRequest("big", 100, 8))
+    e.drain("m0")
+    e.evacuate("m0")
+    e.fail("m1")  # a's new machine: nowhere left for it
+    by = {(x.event, x.vm): x for x in e.journal()}
+    assert by[("placed", "a")].detail == {"uid": "pod-1"} and by[("placed", "a")].machine == "m0"
+    assert by[("rejected", "big")].detail == {"reason": "no-fit"} and by[("rejected", "big")].cpu == 100
+    moved = by[("moved", "a")]
+    assert moved.machine == "m1" and moved.detail == {"from": "m0", "from_node": 0}
+    assert by[("dropped", "a")].machine == "m1"
+    # the machine filter finds the move away from m0 too, and nothing of m1's own placements
+    assert [x.event for x in e.journal(machine="m0")] == ["machine-added", "placed", "machine-drained", "moved"]
+    assert [x.event for x in e.journal(vm="a")] == ["placed", "moved", "dropped"]
+    assert [x.vm for x in e.journal(event="rejected")] == ["big"]
+    page = e.journal(limit=2)
+    assert [x.seq for x in page + e.journal(after=page[-1].seq)] == [x.seq for x in e.journal()]
+    for bad, field in (({"event": "placd"}, "event"), ({"limit": 0}, "limit"), ({"after": -1}, "after"),
+                       ({"vm": ""}, "vm"), ({"limit": 10_001}, "limit")):  # fmt: skip
+        with pytest.raises(InputError) as err:
+            e.journal(**bad)  # type: ignore[arg-type]
+        assert err.value.field == field
+    e.close()
+
+
+def test_the_journal_is_pruned_to_its_limit_and_can_be_off(tmp_path: Path) -> None:
+    e = PlacementEngine.open(tmp_path / "c.db", journal_keep=100)
+    e.add_machine("m0", 1000, 2000)
+    for i in range(1200):
+        e.place(VmRequest(f"v{i}", 0.5, 1))
+    entries = e.journal(limit=None)
+    assert 100 <= len(entries) <= 1100
+    assert entries[-1].vm == "v1199" and entries[0].seq == entries[-1].seq - len(entries) + 1
+    e.close()
+    off = PlacementEngine.open(tmp_path / "c.db", journal_keep=0)
+    off.place(VmRequest("quiet", 1, 1))
+    assert off.journal(vm="quiet") == [] and off.journal(limit=None)[-1].vm == "v1199"  # what was there stays
+    off.close()
+    with pytest.raises(InputError) as err:
+        PlacementEngine.open(tmp_path / "other.db", journal_keep=-1)
+    assert err.value.field == "journal_keep" and not (tmp_path / "other.db").exists()
+    with pytest.raises(InputError, match="no database"):
+        PlacementEngine().journal()
+
+
+def test_an_old_database_gets_an_empty_journal_and_reads_before_that_find_none(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    e = PlacementEngine.open(db)
+    e.add_machine("m0", 8, 16)
+    e.place(VmRequest("a", 1, 1))
+    e.close()
+    with sqlite3.connect(db) as conn:  # as schema 2 left it: no journal table
+        conn.execute("DROP TABLE journal")
+        conn.execute("PRAGMA user_version = 2")
+    conn.close()
+    assert read_journal(db) == []
+    r = PlacementEngine.open(db)
+    assert r.journal() == [] and [v.id for v in r.vms()] == ["a"]
+    r.release("a")
+    assert [(x.event, x.vm) for x in r.journal()] == [("released", "a")]
+    # a release whose placement the journal never saw is left out of a trace, and counted
+    r.place(VmRequest("b", 1, 1))
+    table, summary = journal_trace(r.journal(limit=None))
+    assert summary.unmatched == 1 and len(table) == 1
+    r.close()
+
+
+def test_read_offline_while_an_engine_holds_the_database(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    e = PlacementEngine.open(db)
+    e.add_machine("m0", 8, 16)
+    e.place(VmRequest("a", 1, 1))
+    assert [x.vm for x in read_journal(db, event="placed")] == ["a"]  # the live service's database, read-only
+    e.close()
+    with pytest.raises(InputError, match="does not exist"):
+        read_journal(tmp_path / "none.db")
+
+
+def test_the_trace_of_the_journal_is_the_demand(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    e = PlacementEngine.open(db)
+    e.add_machine("m0", 8, 16)
+    e.place(VmRequest("a", 2, 4))
+    e.place(VmRequest("b", 3, 5, multi=True))
+    e.place(VmRequest("huge", 50, 5))
+    e.release("a")
+    e.place(VmRequest("a", 1, 1))  # the id again: a new request
+    entries = e.journal(limit=None)
+    at = {(x.event, x.vm): x.at for x in entries}
+    t0 = min(x.at for x in entries if x.event == "placed")
+    table, summary = journal_trace(entries)
+    assert (summary.requests, summary.still_running, summary.rejected, summary.unmatched) == (3, 2, 0, 0)
+    assert summary.start == t0
+    assert table.cpu.tolist() == [2, 3, 1] and table.mem.tolist() == [4, 5, 1]
+    assert table.multi_numa.tolist() == [False, True, False]
+    assert table.arrival[0] == 0 and math.isclose(table.departure[0], at[("released", "a")] - t0)
+    assert np.isinf(table.departure[1:]).all()
+    with_refused, s = journal_trace(entries, rejected="include")
+    assert s.rejected == 1 and len(with_refused) == 4 and s.lifetime_s == pytest.approx(table.departure[0])
+    with pytest.raises(InputError, match="no VM has left yet"):
+        journal_trace([x for x in entries if x.event != "released"], rejected="include")
+    with pytest.raises(InputError) as err:
+        journal_trace(entries, rejected="maybe")
+    assert err.value.field == "rejected"
+    e.close()
+
+    runner = CliRunner()
+    out = tmp_path / "trace.csv"
+    res = runner.invoke(app, ["cluster", "trace", str(out), "--db", str(db)])
+    assert res.exit_code == 0, res.output
+    assert "wrote 3 requests" in res.output
+    back = load_trace(str(out), seed=0)
+    assert back.cpu.tolist() == [2, 3, 1] and np.isinf(back.departure[1:]).all()
+    again = runner.invoke(app, ["cluster", "trace", str(out), "--db", str(db)])
+    assert again.exit_code == 2 and "already exists" in again.output
+    sim = runner.invoke(app, ["simulate", "numa", "--trace", str(out), "--pms", "1", "--episodes", "1", "--json"])
+    assert sim.exit_code == 0, sim.output
