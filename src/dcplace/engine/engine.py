@@ -629,8 +629,8 @@ class PlacementEngine:
         kind ``event``. Committed entries only; an engine without a database keeps none (InputError)."""
         reader = getattr(self.store, "journal", None)
         if reader is None:
-            raise InputError("this engine keeps no journal: it has no database (PlacementEngine.open keeps one)",
-                             field="db")  # fmt: skip
+            raise InputError("this engine keeps no journal: it has no database, or its store keeps none "
+                             "(PlacementEngine.open keeps one)", field="db")  # fmt: skip
         self.check_store()
         entries: list[JournalEntry] = reader(vm=vm, machine=machine, event=event, after=after, limit=limit)
         return entries
