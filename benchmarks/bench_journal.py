@@ -66,8 +66,8 @@ def main() -> None:
     ap.add_argument("--bulk", type=int, default=100_000)
     ap.add_argument("--rows", type=int, default=1_000_000)
     a = ap.parse_args()
-    print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node()}, Python {sys.version.split()[0]}, "
-          f"load {os.getloadavg()[0]:.2f}")  # fmt: skip
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    print(f"# {when}, {platform.node()}, Python {sys.version.split()[0]}, load {os.getloadavg()[0]:.2f}")
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as d:
         tmp = Path(d)
         rates: dict[str, list[float]] = {"on": [], "off": []}
@@ -81,9 +81,10 @@ def main() -> None:
                 sizes[name] = size
         for title, r in (("one at a time (place + release, ops/s)", rates), ("bulk placements (VMs/s)", bulks)):
             ratios = [on / off for on, off in zip(r["on"], r["off"], strict=True)]
-            print(f"{title}: journal on {statistics.median(r['on']):,.0f} [{min(r['on']):,.0f}-{max(r['on']):,.0f}], "
-                  f"off {statistics.median(r['off']):,.0f} [{min(r['off']):,.0f}-{max(r['off']):,.0f}]; on/off per pair "
-                  f"median {statistics.median(ratios):.3f} [{min(ratios):.3f}-{max(ratios):.3f}]")  # fmt: skip
+            on, off = r["on"], r["off"]
+            print(f"{title}: journal on {statistics.median(on):,.0f} [{min(on):,.0f}-{max(on):,.0f}], off "
+                  f"{statistics.median(off):,.0f} [{min(off):,.0f}-{max(off):,.0f}]; on/off per pair median "
+                  f"{statistics.median(ratios):.3f} [{min(ratios):.3f}-{max(ratios):.3f}]")  # fmt: skip
         rows = a.bulk + 2000  # every placement and the machines added
         print(f"size on disk after {a.bulk:,} bulk placements: {sizes['on'] / 1e6:.1f} MB with the journal, "
               f"{sizes['off'] / 1e6:.1f} MB without: {(sizes['on'] - sizes['off']) / rows:.0f} bytes per journal row")
