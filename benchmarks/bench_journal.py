@@ -86,13 +86,17 @@ def main() -> None:
                   f"{statistics.median(off):,.0f} [{min(off):,.0f}-{max(off):,.0f}]; on/off per pair median "
                   f"{statistics.median(ratios):.3f} [{min(ratios):.3f}-{max(ratios):.3f}]")  # fmt: skip
         rows = a.bulk + 2000  # every placement and the machines added
-        print(f"size on disk after {a.bulk:,} bulk placements: {sizes['on'] / 1e6:.1f} MB with the journal, "
-              f"{sizes['off'] / 1e6:.1f} MB without: {(sizes['on'] - sizes['off']) / rows:.0f} bytes per journal row")
+        print(
+            f"size on disk after {a.bulk:,} bulk placements: {sizes['on'] / 1e6:.1f} MB with the journal, "
+            f"{sizes['off'] / 1e6:.1f} MB without: {(sizes['on'] - sizes['off']) / rows:.0f} bytes per journal row"
+        )
         big = tmp / "big.db"
         t0 = time.perf_counter()
         bulk(big, a.rows + 10_000, a.rows, machines=max(2000, a.rows // 200))
-        print(f"a journal of {a.rows:,} rows built in {time.perf_counter() - t0:.1f} s, "
-              f"{big.stat().st_size / 1e6:.0f} MB on disk")
+        print(
+            f"a journal of {a.rows:,} rows built in {time.perf_counter() - t0:.1f} s, "
+            f"{big.stat().st_size / 1e6:.0f} MB on disk"
+        )
         for label, kw in (("one VM's entries", {"vm": f"v{a.rows // 2}"}),
                           ("one machine's first 1,000", {"machine": "m7", "limit": 1000}),
                           ("one event's first 1,000", {"event": "placed", "limit": 1000}),
@@ -103,8 +107,10 @@ def main() -> None:
                 t0 = time.perf_counter()
                 got = read_journal(big, **kw)  # type: ignore[arg-type]
                 times.append(time.perf_counter() - t0)
-            print(f"read {label}: {len(got):,} entries, median {statistics.median(times) * 1000:.1f} ms "
-                  f"[{min(times) * 1000:.1f}-{max(times) * 1000:.1f}]")
+            print(
+                f"read {label}: {len(got):,} entries, median {statistics.median(times) * 1000:.1f} ms "
+                f"[{min(times) * 1000:.1f}-{max(times) * 1000:.1f}]"
+            )
 
 
 if __name__ == "__main__":
