@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -13,6 +14,10 @@ from hypothesis import strategies as st
 from dcplace.cluster.topology import BW_SCALE
 from dcplace.workload.netreq import NetRequests
 from dcplace.workload.table import RequestTable
+
+if TYPE_CHECKING:
+    from dcplace.engine import PlacementEngine
+    from dcplace.engine.journal import JournalEntry
 
 
 def net_requests(rows: list[tuple[int, int, float, int]]) -> NetRequests:
@@ -75,3 +80,35 @@ def tiny_instance(ep, limit: int = 7):  # type: ignore[no-untyped-def]
     if sim.reset(seed=0) != K.DECIDE:
         return None
     return sim, instance_from_sim(sim, limit=limit)
+
+
+def journal_replay(entries: list[JournalEntry]) -> tuple[dict[str, tuple[object, ...]], dict[str, str]]:
+    """The VMs (id -> machine, node, cpu, mem, multi, pinned) and machines (id -> status) that the journal's events
+    build from an empty cluster: an independent reading of what the journal says."""
+    vms: dict[str, tuple[object, ...]] = {}
+    machines: dict[str, str] = {}
+    for e in entries:
+        if e.event == "placed":
+            assert e.vm not in vms, f"placed twice without a release: {e}"
+            vms[e.vm] = (e.machine, e.node, e.cpu, e.mem, e.multi, False)  # type: ignore[index]
+        elif e.event == "moved":
+            assert e.detail is not None and vms[e.vm][0] == e.detail["from"]  # type: ignore[index]
+            vms[e.vm] = (e.machine, e.node, *vms[e.vm][2:])  # type: ignore[index]
+        elif e.event in ("pinned", "unpinned"):
+            vms[e.vm] = (*vms[e.vm][:5], e.event == "pinned")  # type: ignore[index]
+        elif e.event in ("released", "dropped"):
+            assert vms.pop(e.vm)[:2] == (e.machine, e.node)  # type: ignore[arg-type]
+        elif e.event == "machine-added":
+            machines[e.machine] = "active"  # type: ignore[index]
+        elif e.event == "machine-removed":
+            del machines[e.machine]  # type: ignore[arg-type]
+        elif e.event.startswith("machine-"):
+            machines[e.machine] = e.event.removeprefix("machine-")  # type: ignore[index]
+        else:
+            assert e.event == "rejected" and e.machine is None
+    return vms, machines
+
+
+def journal_tables(e: PlacementEngine) -> tuple[dict[str, tuple[object, ...]], dict[str, str]]:
+    vms = {v.id: (v.machine, v.node, v.cpu, v.mem, v.multi, v.id in e.pinned) for v in e.vms()}
+    return vms, {m.id: m.status for m in e.machines()}

@@ -13,44 +13,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from conftest import journal_replay as replay
+from conftest import journal_tables as tables
 from dcplace.cli.main import app
 from dcplace.engine import MachineSpec, PlacementEngine, StoreError, VmRequest
-from dcplace.engine.journal import JournalEntry, journal_trace, read_journal
+from dcplace.engine.journal import journal_trace, read_journal
 from dcplace.errors import InputError
 from dcplace.workload import load_trace
-
-
-def replay(entries: list[JournalEntry]) -> tuple[dict[str, tuple[object, ...]], dict[str, str]]:
-    """The VMs (id -> machine, node, cpu, mem, multi, pinned) and machines (id -> status) that the journal's events
-    build from an empty cluster: an independent reading of what the journal says."""
-    vms: dict[str, tuple[object, ...]] = {}
-    machines: dict[str, str] = {}
-    for e in entries:
-        if e.event == "placed":
-            assert e.vm not in vms, f"placed twice without a release: {e}"
-            vms[e.vm] = (e.machine, e.node, e.cpu, e.mem, e.multi, False)  # type: ignore[index]
-        elif e.event == "moved":
-            assert e.detail is not None and vms[e.vm][0] == e.detail["from"]  # type: ignore[index]
-            vms[e.vm] = (e.machine, e.node, *vms[e.vm][2:])  # type: ignore[index]
-        elif e.event in ("pinned", "unpinned"):
-            vms[e.vm] = (*vms[e.vm][:5], e.event == "pinned")  # type: ignore[index]
-        elif e.event in ("released", "dropped"):
-            assert vms.pop(e.vm)[:2] == (e.machine, e.node)  # type: ignore[arg-type]
-        elif e.event == "machine-added":
-            machines[e.machine] = "active"  # type: ignore[index]
-        elif e.event == "machine-removed":
-            del machines[e.machine]  # type: ignore[arg-type]
-        elif e.event.startswith("machine-"):
-            machines[e.machine] = e.event.removeprefix("machine-")  # type: ignore[index]
-        else:
-            assert e.event == "rejected" and e.machine is None
-    return vms, machines
-
-
-def tables(e: PlacementEngine) -> tuple[dict[str, tuple[object, ...]], dict[str, str]]:
-    vms = {v.id: (v.machine, v.node, v.cpu, v.mem, v.multi, v.id in e.pinned) for v in e.vms()}
-    return vms, {m.id: m.status for m in e.machines()}
-
 
 OPS = st.lists(
     st.one_of(

@@ -11,6 +11,7 @@ import time
 
 import httpx
 
+from conftest import journal_replay, journal_tables
 from dcplace.engine import PlacementEngine
 
 from .conftest import free_port, server_thread, start_serve
@@ -101,6 +102,12 @@ def test_sigkill_under_load_loses_nothing_acknowledged(tmp_path) -> None:
     # with the server); an acknowledged release must be gone
     assert not (live & released)
     assert len(engine.machines()) == 20
+    # the journal survived with the tables: every acknowledged placement and release is in it, and replaying it gives
+    # what the restart loaded (a row commits with its change or not at all)
+    entries = engine.journal(limit=None)
+    assert journal_replay(entries) == journal_tables(engine)
+    assert must <= {e.vm for e in entries if e.event == "placed"}
+    assert released <= {e.vm for e in entries if e.event == "released"}
     engine.close()
 
 
