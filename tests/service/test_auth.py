@@ -56,7 +56,8 @@ def test_without_the_token_nothing_is_read_or_changed(client: TestClient) -> Non
                           ({"Authorization": "Bearer "}, "must be Bearer <token>")):  # fmt: skip
         for method, path, body in (("post", "/vms", vm), ("delete", "/vms/a", None), ("get", "/vms", None),
                                    ("get", "/state/snapshot", None), ("get", "/metrics", None),
-                                   ("post", "/extender/filter", {}), ("post", "/machines/pm0/fail", None)):  # fmt: skip
+                                   ("get", "/journal", None), ("post", "/extender/filter", {}),
+                                   ("post", "/machines/pm0/fail", None)):  # fmt: skip
             r = client.request(method.upper(), path, headers=headers, **({} if body is None else {"json": body}))
             assert r.status_code == 401, (headers, path, r.text)
             assert said in r.json()["detail"] and r.headers["www-authenticate"].startswith("Bearer")
