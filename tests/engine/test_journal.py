@@ -123,10 +123,12 @@ def test_rejections_moves_and_reasons_are_recorded(tmp_path: Path) -> None:
     assert [x.event for x in e.journal(machine="m0")] == ["machine-added", "placed", "machine-drained", "moved"]
     assert [x.event for x in e.journal(vm="a")] == ["placed", "moved", "dropped"]
     assert [x.vm for x in e.journal(event="rejected")] == ["big"]
+    assert e.journal(tail=2) == e.journal()[-2:] and [x.event for x in e.journal(vm="a", tail=1)] == ["dropped"]
+    assert e.journal(vm="a", after=e.journal(vm="a")[0].seq, tail=5) == e.journal(vm="a")[1:]
     page = e.journal(limit=2)
     assert [x.seq for x in page + e.journal(after=page[-1].seq)] == [x.seq for x in e.journal()]
     for bad, field in (({"event": "placd"}, "event"), ({"limit": 0}, "limit"), ({"after": -1}, "after"),
-                       ({"vm": ""}, "vm"), ({"limit": 10_001}, "limit")):  # fmt: skip
+                       ({"vm": ""}, "vm"), ({"limit": 10_001}, "limit"), ({"tail": 0}, "tail")):  # fmt: skip
         with pytest.raises(InputError) as err:
             e.journal(**bad)  # type: ignore[arg-type]
         assert err.value.field == field

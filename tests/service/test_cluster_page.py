@@ -113,6 +113,15 @@ def test_the_page_shows_what_the_api_says(tmp_path: Path, browser: Browser) -> N
         listed = browser.js("[...document.querySelectorAll('#vms tbody tr')].map(r => r.cells[0].textContent)")
         assert sorted(listed) == sorted(r.id for r in engine.vm_page(None, -1, "m0").vms)
         assert _text(browser, "detail-title").startswith("m0, active, rack r0")
+        # and its newest journal entries, newest first, as the journal has them
+        journal = engine.journal(machine="m0", tail=20)[::-1]
+        rows = "[...document.querySelectorAll('#events tbody tr')].map(r => [...r.cells].map(c => c.textContent))"
+        shown = browser.wait_for(f"{rows}.length === {len(journal)} && {rows}")
+        assert [r[1] for r in shown] == [e.vm or "" for e in journal]
+        assert shown[-1][2] == "machine added" and shown[0][2].startswith("placed on m0 node ")
+        assert (
+            shown[0][0].endswith(" UTC") and _text(browser, "events-note") == f"the newest {len(journal)}, newest first"
+        )
 
         # a VM found by its id selects its machine
         where = engine.vm("vm7")
@@ -121,6 +130,19 @@ def test_the_page_shows_what_the_api_says(tmp_path: Path, browser: Browser) -> N
         found = browser.wait_for("document.getElementById('found').textContent.startsWith('VM ') && "
                                  "document.getElementById('found').textContent")  # fmt: skip
         assert f"is on machine {where.machine}" in found
+        history = browser.wait_for("document.getElementById('found').textContent.includes('Its history') && "
+                                   "document.getElementById('found').textContent")  # fmt: skip
+        assert history.endswith(" UTC") and f"Its history: placed on {where.machine} node {where.node} at " in history
+        # a VM released since is not found, but the journal remembers it
+        engine.release("vm3")
+        browser.js("const h = document.getElementById('find'); h.value = 'vm3'; h.dispatchEvent(new Event('input'));"
+                   "h.dispatchEvent(new KeyboardEvent('keydown', {key: 'Enter'}))")  # fmt: skip
+        gone = browser.wait_for("document.getElementById('found').textContent.includes('the journal has') && "
+                                "document.getElementById('found').textContent")  # fmt: skip
+        assert (
+            gone.startswith("no machine and no VM is called vm3; the journal has: placed on ")
+            and "; released from " in gone
+        )
         assert browser.js("document.querySelector('.m.selected').dataset.id") == where.machine
         browser.js("const g = document.getElementById('find'); g.value = 'zz'; g.dispatchEvent(new Event('input'))")
         assert _text(browser, "found") == "no machine matches; Enter looks for a VM of that id"
@@ -132,6 +154,8 @@ def test_the_page_shows_what_the_api_says(tmp_path: Path, browser: Browser) -> N
         browser.wait_for("document.getElementById('detail-title').textContent.startsWith('<img')")
         cells = "[...document.querySelectorAll('#vms tbody tr')].map(r => r.cells[0].textContent)"
         browser.wait_for(f"{cells}.includes('<script>window.pwned=2</script>')")
+        events = "[...document.querySelectorAll('#events tbody tr')].map(r => r.cells[1].textContent)"
+        browser.wait_for(f"{events}.includes('<script>window.pwned=2</script>')")  # its journal entry, as text
         assert sorted(browser.js(cells)) == sorted(r.id for r in engine.vm_page(None, -1, EVIL).vms)
         assert browser.js("document.querySelectorAll('main img, main script').length") == 0
         assert browser.js("window.pwned === undefined")

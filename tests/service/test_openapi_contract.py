@@ -168,7 +168,10 @@ def test_every_operation_answers_as_documented(contract: Contract) -> None:
     assert events == ["placed", "pinned", "released"]
     assert c.call("GET", "/journal?event=rejected").json()["entries"][0]["detail"] == {"reason": "no-fit"}
     assert c.call("GET", "/journal?machine=pm2&after=1").status_code == 200
-    for bad in ("event=placd", "limit=0", "limit=10001", "after=-1", "vm="):
+    newest = c.call("GET", "/journal?tail=2").json()
+    seqs = [x["seq"] for x in newest["entries"]]
+    assert newest["next"] is None and len(seqs) == 2 and seqs == sorted(seqs)
+    for bad in ("event=placd", "limit=0", "limit=10001", "after=-1", "vm=", "tail=0", "tail=x"):
         assert c.call("GET", f"/journal?{bad}").status_code == 422, bad
     # every operation of the document was reached (a route added without a case here fails)
     reached = {(m.lower(), t) for m, t, _ in c.seen}

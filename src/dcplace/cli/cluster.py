@@ -181,6 +181,7 @@ def journal(
                                                    "machine-active, machine-failed, machine-removed")] = None,
     after: Annotated[int, typer.Option(help="entries after this seq (the last one read)")] = 0,
     limit: Annotated[int, typer.Option(help="entries at most (1-10,000)")] = 100,
+    tail: Annotated[int | None, typer.Option(help="instead: the newest this many (1-10,000), oldest first")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print {entries, next} as `GET /journal` answers")]
     = False,
 ) -> None:  # fmt: skip
@@ -192,10 +193,10 @@ def journal(
     from dcplace.engine.journal import read_journal
 
     try:
-        entries = read_journal(db, vm=vm, machine=machine, event=event, after=after, limit=limit)
+        entries = read_journal(db, vm=vm, machine=machine, event=event, after=after, limit=limit, tail=tail)
     except InputError as exc:
         _fail(exc)
-    more = entries[-1].seq if len(entries) == limit else None
+    more = entries[-1].seq if tail is None and len(entries) == limit else None
     if json_out:
         typer.echo(json.dumps({"entries": [e.as_dict() for e in entries], "next": more}))
         return

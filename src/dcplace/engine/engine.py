@@ -623,16 +623,18 @@ class PlacementEngine:
         event: str | None = None,
         after: int = 0,
         limit: int | None = 1000,
+        tail: int | None = None,
     ) -> list[JournalEntry]:
         """What happened, oldest first (:mod:`dcplace.engine.journal`): the entries after ``after`` (a ``seq``), at
         most ``limit`` (None: all), about the VM ``vm``, the machine ``machine`` (a move away from it included), of
-        kind ``event``. Committed entries only; an engine without a database keeps none (InputError)."""
+        kind ``event``; ``tail``: the newest ``tail`` of them instead. Committed entries only; an engine without a
+        database keeps none (InputError)."""
         reader = getattr(self.store, "journal", None)
         if reader is None:
             raise InputError("this engine keeps no journal: it has no database, or its store keeps none "
                              "(PlacementEngine.open keeps one)", field="db")  # fmt: skip
         self.check_store()
-        entries: list[JournalEntry] = reader(vm=vm, machine=machine, event=event, after=after, limit=limit)
+        entries: list[JournalEntry] = reader(vm=vm, machine=machine, event=event, after=after, limit=limit, tail=tail)
         return entries
 
     # -- durability -----------------------------------------------------------------------------------------

@@ -74,6 +74,7 @@ def check_filters(
     event: str | None = None,
     after: int = 0,
     limit: int | None = 1000,
+    tail: int | None = None,
 ) -> None:
     """One sentence naming the field where a filter cannot be used (InputError)."""
     for name, value in (("vm", vm), ("machine", machine)):
@@ -83,8 +84,9 @@ def check_filters(
         raise InputError(f"must be one of {', '.join(EVENTS)}; got {event!r}", field="event")
     if isinstance(after, bool) or not isinstance(after, int) or after < 0:
         raise InputError(f"must be a whole number >= 0 (the last seq already read), got {after!r}", field="after")
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT):
-        raise InputError(f"must be a whole number from 1 to {MAX_LIMIT:,}, got {limit!r}", field="limit")
+    for name, n in (("limit", limit), ("tail", tail)):
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_LIMIT):
+            raise InputError(f"must be a whole number from 1 to {MAX_LIMIT:,}, got {n!r}", field=name)
 
 
 def query_journal(
@@ -94,10 +96,12 @@ def query_journal(
     event: str | None = None,
     after: int = 0,
     limit: int | None = 1000,
+    tail: int | None = None,
 ) -> list[JournalEntry]:
     """The entries after ``after`` in commit order, at most ``limit`` (None: all), filtered by VM, machine (a VM
-    event on the machine, a move *from* it included) and event, from an open connection to a dcplace database."""
-    check_filters(vm, machine, event, after, limit)
+    event on the machine, a move *from* it included) and event, from an open connection to a dcplace database.
+    ``tail``: instead, the newest ``tail`` such entries (still oldest first; ``limit`` is not used)."""
+    check_filters(vm, machine, event, after, limit, tail)
     where: list[str] = ["seq > ?"]
     args: list[object] = [after]
     if vm is not None:
@@ -110,10 +114,14 @@ def query_journal(
         where.append("event = ?")
         args.append(event)
     sql = f"SELECT {_COLUMNS} FROM journal WHERE {' AND '.join(where)} ORDER BY seq"
-    if limit is not None:
+    if tail is not None:
+        sql += f" DESC LIMIT {int(tail)}"
+    elif limit is not None:
         sql += f" LIMIT {int(limit)}"
     try:
         rows = conn.execute(sql, args).fetchall()
+        if tail is not None:
+            rows.reverse()
     except sqlite3.OperationalError as e:
         if "no such table" in str(e):  # a database of schema 2 or older, read without opening an engine on it
             return []
@@ -133,6 +141,7 @@ def read_journal(
     event: str | None = None,
     after: int = 0,
     limit: int | None = 1000,
+    tail: int | None = None,
 ) -> list[JournalEntry]:
     """:func:`query_journal` on the database ``path``, read-only: also while ``dcplace serve`` runs on it, and
     writing nothing beside it where no engine holds it."""
@@ -140,10 +149,10 @@ def read_journal(
     if not p.is_file():
         raise InputError(f"{p} does not exist or is not a file", field="db")
     check_existing(p)
-    check_filters(vm, machine, event, after, limit)
+    check_filters(vm, machine, event, after, limit, tail)
     try:
         with _reading(p) as uri, contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
-            return query_journal(conn, vm, machine, event, after, limit)
+            return query_journal(conn, vm, machine, event, after, limit, tail)
     except sqlite3.DatabaseError as e:
         raise InputError(f"{p} cannot be read ({e})", field="db") from None
 

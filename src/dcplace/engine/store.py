@@ -458,15 +458,16 @@ class SqliteStore:
         event: str | None = None,
         after: int = 0,
         limit: int | None = 1000,
+        tail: int | None = None,
     ) -> list[JournalEntry]:
         """The journal's entries (:func:`dcplace.engine.journal.query_journal`), committed ones only, read on a
         connection of its own: in WAL mode a reader never holds up the committer, whatever it filters."""
         from dcplace.engine.journal import check_filters, query_journal
 
-        check_filters(vm, machine, event, after, limit)
+        check_filters(vm, machine, event, after, limit, tail)
         try:
             with contextlib.closing(sqlite3.connect(self.path.resolve().as_uri() + "?mode=ro", uri=True)) as conn:
-                return query_journal(conn, vm, machine, event, after, limit)
+                return query_journal(conn, vm, machine, event, after, limit, tail)
         except sqlite3.DatabaseError as e:
             raise StoreError(f"the journal of {self.path} cannot be read ({e})", str(e)) from None
 

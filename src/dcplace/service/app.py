@@ -644,13 +644,15 @@ def create_app(
         event: Annotated[str | None, Query(description="only this event (placed, moved, released, ...)")] = None,
         after: Annotated[int, Query(ge=0, description="entries after this seq: the page before's `next`")] = 0,
         limit: Annotated[int, Query(ge=1, le=MAX_JOURNAL, description="entries at most")] = 1000,
+        tail: Annotated[int | None, Query(ge=1, le=MAX_JOURNAL, description="instead: the newest this many, still "
+                                          "oldest first (`next` is then null)")] = None,
     ) -> Response:  # fmt: skip
         """What happened to the cluster, oldest first (docs/engine.md, "The journal"): VMs placed, moved, pinned,
         released, dropped, requests rejected, machines added, drained, activated, failed, removed. Read on a
         connection of its own: it never holds up placements."""
-        entries = engine.journal(vm=vm, machine=machine, event=event, after=after, limit=limit)
+        entries = engine.journal(vm=vm, machine=machine, event=event, after=after, limit=limit, tail=tail)
         return _json({"entries": [e.as_dict() for e in entries],
-                      "next": entries[-1].seq if len(entries) == limit else None})  # fmt: skip
+                      "next": entries[-1].seq if tail is None and len(entries) == limit else None})  # fmt: skip
 
     @app.put("/vms/{vm_id:vmid}/pinned", response_model=VmOut, tags=["vms"], responses=ERRORS)
     def pin(vm_id: str, body: PinIn) -> Response:

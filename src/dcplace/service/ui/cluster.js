@@ -7,6 +7,7 @@ const API = new URL("../", location.href); // the service's root, under whatever
 const TOKEN_KEY = "dcplace-token";
 const DENSE_FROM = 600; // machines: smaller tiles from here on
 const VM_ROWS = 200; // VMs listed for the selected machine
+const EVENT_ROWS = 20; // the newest journal entries shown for the selected machine, and for a VM found
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
@@ -279,12 +280,66 @@ async function findVm() {
     const { body } = await get(`vms/${encodeURIComponent(text)}`);
     if (!body || body.id !== text) throw Object.assign(new Error("not found"), { status: 404 });
     const where = body.node === null ? "spread over every NUMA node" : `NUMA node ${body.node}`;
-    $("found").textContent = `VM ${body.id} is on machine ${body.machine}, ${where} (${fmt(body.cpu)} cores, ` +
-      `${fmt(body.mem)} GB)`;
+    const said = `VM ${body.id} is on machine ${body.machine}, ${where} (${fmt(body.cpu)} cores, ${fmt(body.mem)} GB)`;
+    $("found").textContent = said;
     select(body.machine);
+    const history = await vmHistory(text);
+    if ($("found").dataset.vm === text && history) $("found").textContent = `${said}. Its history: ${history}`;
   } catch (e) {
     if (e instanceof Refused) return;
-    $("found").textContent = e.status === 404 ? `no machine and no VM is called ${text}` : e.message;
+    if (e.status !== 404) {
+      $("found").textContent = e.message;
+      return;
+    }
+    $("found").textContent = `no machine and no VM is called ${text}`;
+    const history = await vmHistory(text); // a VM that was here once
+    if ($("found").dataset.vm === text && history) $("found").textContent += `; the journal has: ${history}`;
+  }
+}
+
+// -- the journal ---------------------------------------------------------------------------------------------------
+function when(at) {
+  return new Date(at * 1000).toISOString().replace("T", " ").slice(0, 19) + " UTC";
+}
+
+function what(e) {
+  // one entry as a person reads it; every value is text, put in with textContent
+  const on = e.machine === null ? "" : ` ${e.machine}${e.node === null ? "" : ` node ${e.node}`}`;
+  if (e.event === "placed") return `placed on${on}`;
+  if (e.event === "moved") return `moved from ${e.detail.from} to${on}`;
+  if (e.event === "released" || e.event === "dropped") return `${e.event} from${on}`;
+  if (e.event === "rejected") return `rejected (${e.detail.reason})`;
+  if (e.event === "pinned" || e.event === "unpinned") return `${e.event} on${on}`;
+  return e.event.replace("machine-", "machine ");
+}
+
+async function renderEvents(m) {
+  const body = $("events").tBodies[0];
+  try {
+    const { body: page } = await get(`journal?machine=${encodeURIComponent(m.id)}&tail=${EVENT_ROWS}`);
+    if (selected !== m.id) return;
+    body.replaceChildren();
+    for (const e of page.entries.reverse()) {
+      const size = e.cpu === null ? "" : `${fmt(e.cpu)} cores, ${fmt(e.mem)} GB`;
+      row(body, [when(e.at), e.vm ?? "", what(e), size]);
+    }
+    $("events-note").textContent = page.entries.length
+      ? `the newest ${page.entries.length}, newest first`
+      : "none in the journal";
+  } catch (e) {
+    if (selected !== m.id) return;
+    body.replaceChildren();
+    if (!(e instanceof Refused)) $("events-note").textContent = `its events could not be read: ${e.message}`;
+  }
+}
+
+async function vmHistory(id) {
+  // the newest entries of the VM found, oldest first, as one line
+  try {
+    const { body } = await get(`journal?vm=${encodeURIComponent(id)}&tail=${EVENT_ROWS}`);
+    return body.entries.map((e) => `${what(e)} at ${when(e.at)}`).join("; ");
+  } catch (e) {
+    return e instanceof Refused ? "" : `its history could not be read: ${e.message}`;
   }
 }
 
@@ -301,8 +356,10 @@ function row(body, cells) {
 
 function select(id) {
   if (id !== selected) {
-    $("vms").tBodies[0].replaceChildren(); // not the machine before's VMs under this one's title
+    $("vms").tBodies[0].replaceChildren(); // not the machine before's VMs (or events) under this one's title
     $("vms-note").textContent = "";
+    $("events").tBodies[0].replaceChildren();
+    $("events-note").textContent = "";
   }
   selected = id;
   for (const [key, tile] of tiles) tile.classList.toggle("selected", key === id);
@@ -325,6 +382,7 @@ async function renderDetail() {
   m.cpu.forEach((c, i) =>
     row(nodes, [String(i), `${fmt(u.cpu[i])} / ${fmt(c)}`, `${fmt(u.mem[i])} / ${fmt(m.mem[i])}`]),
   );
+  renderEvents(m);
   const vms = $("vms").tBodies[0];
   try {
     const { body, next } = await get(`vms?machine=${encodeURIComponent(m.id)}&limit=${VM_ROWS}`);
