@@ -3,8 +3,12 @@ limit; read offline while an engine holds the database; a trace of the cluster's
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,13 +21,15 @@ from conftest import journal_replay as replay
 from conftest import journal_tables as tables
 from dcplace.cli.main import app
 from dcplace.engine import MachineSpec, PlacementEngine, StoreError, VmRequest
-from dcplace.engine.journal import journal_trace, read_journal
+from dcplace.engine.journal import JournalEntry, journal_trace, read_journal
 from dcplace.errors import InputError
 from dcplace.workload import load_trace
 
 OPS = st.lists(
     st.one_of(
-        st.tuples(st.just("place"), st.integers(0, 30), st.integers(1, 20), st.integers(1, 24), st.booleans()),
+        st.tuples(
+            st.just("place"), st.integers(0, 30), st.integers(1, 20), st.integers(1, 24), st.booleans(), st.booleans()
+        ),
         st.tuples(st.just("batch"), st.integers(0, 30), st.integers(1, 12), st.integers(1, 24), st.booleans()),
         st.tuples(st.just("release"), st.integers(0, 30)),
         st.tuples(st.just("pin"), st.integers(0, 30), st.booleans()),
@@ -39,7 +45,7 @@ def apply(e: PlacementEngine, op: tuple[object, ...]) -> None:
     kind = op[0]
     try:
         if kind == "place":
-            e.place(VmRequest(f"v{op[1]}", float(op[2]), float(op[3]), multi=bool(op[4])))  # type: ignore[arg-type]
+            e.place(VmRequest(f"v{op[1]}", float(op[2]), float(op[3]), multi=bool(op[4]), pinned=bool(op[5])))  # type: ignore[arg-type]
         elif kind == "batch":
             n = int(op[1])  # type: ignore[call-overload]
             e.place_arrays([f"w{n}", f"w{n + 1}"], [op[2], 1.0], [op[3], 2.0], [op[4], False])
@@ -74,7 +80,7 @@ def test_replaying_the_journal_gives_the_tables(tmp_path_factory, ops) -> None: 
     assert replay(entries) == tables(e)
     assert [x.seq for x in entries] == sorted({x.seq for x in entries})
     assert sum(x.event == "rejected" for x in entries) == e.counters["rejected"]
-    assert sum(x.event == "placed" for x in entries) == e.counters["placed"]
+    assert sum(x.event == "placed" for x in entries) == e.counters["placed"] + e.counters["imported"]
     assert sum(x.event == "released" for x in entries) == e.counters["released"]
     assert sum(x.event == "dropped" for x in entries) == e.counters["dropped"]
     e.close()
@@ -128,6 +134,7 @@ def test_rejections_moves_and_reasons_are_recorded(tmp_path: Path) -> None:
     page = e.journal(limit=2)
     assert [x.seq for x in page + e.journal(after=page[-1].seq)] == [x.seq for x in e.journal()]
     for bad, field in (({"event": "placd"}, "event"), ({"limit": 0}, "limit"), ({"after": -1}, "after"),
+                       ({"after": 2**63}, "after"),
                        ({"vm": ""}, "vm"), ({"limit": 10_001}, "limit"), ({"tail": 0}, "tail")):  # fmt: skip
         with pytest.raises(InputError) as err:
             e.journal(**bad)  # type: ignore[arg-type]
@@ -202,6 +209,7 @@ def test_the_trace_of_the_journal_is_the_demand(tmp_path: Path) -> None:
     t0 = min(x.at for x in entries if x.event == "placed")
     table, summary = journal_trace(entries)
     assert (summary.requests, summary.still_running, summary.rejected, summary.unmatched) == (3, 2, 0, 0)
+    assert (summary.adjusted, summary.resumed_at) == (0, None)
     assert summary.start == t0
     assert table.cpu.tolist() == [2, 3, 1] and table.mem.tolist() == [4, 5, 1]
     assert table.multi_numa.tolist() == [False, True, False]
@@ -227,3 +235,123 @@ def test_the_trace_of_the_journal_is_the_demand(tmp_path: Path) -> None:
     assert again.exit_code == 2 and "already exists" in again.output
     sim = runner.invoke(app, ["simulate", "numa", "--trace", str(out), "--pms", "1", "--episodes", "1", "--json"])
     assert sim.exit_code == 0, sim.output
+    # its own history on its own machines, without the VMs it holds now (they are in the trace)
+    own = ["compare", "cluster", "--db", str(db), "--trace", str(out), "--requests", "3", "--windows", "1",
+           "--policies", "best-fit", "--policies", "first-fit", "--json"]  # fmt: skip
+    res = runner.invoke(app, [*own, "--empty"])
+    assert res.exit_code == 0, res.output
+    result = json.loads(res.stdout)
+    assert result["vms"] == 0 and [r["mean"]["mean"] for r in result["rows"]] == [3.0, 3.0]
+    full = json.loads(runner.invoke(app, own).stdout)  # on top of the VMs it holds: double the load
+    assert full["vms"] == 2
+
+
+def test_a_journal_turned_off_and_on_says_so_and_a_trace_starts_there(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    e = PlacementEngine.open(db)
+    e.add_machine("m0", 16, 32)
+    e.place(VmRequest("a", 2, 4))
+    e.close()
+    off = PlacementEngine.open(db, journal_keep=0)  # the operator turns it off for a while
+    off.release("a")
+    off.place(VmRequest("a", 8, 4))
+    off.place(VmRequest("b", 1, 1))
+    off.close()
+    inherit = PlacementEngine.open(db)  # a cluster command keeps the service's setting: still off
+    inherit.pin("b")
+    inherit.close()
+    on = PlacementEngine.open(db, journal_keep=1000)
+    on.release("a")
+    on.place(VmRequest("c", 3, 3))
+    events = [(x.event, x.vm) for x in on.journal()]
+    assert events == [("machine-added", None), ("placed", "a"), ("journal-resumed", None), ("released", "a"),
+                      ("placed", "c")]  # fmt: skip
+    resumed = on.journal(event="journal-resumed")[0]
+    assert resumed.detail is not None and resumed.detail["off_since"] < resumed.at
+    table, summary = journal_trace(on.journal(limit=None))
+    # the 8-core release is not paired with the 2-core placement from before the gap
+    assert (summary.requests, summary.unmatched, summary.resumed_at) == (1, 1, resumed.at)
+    assert table.cpu.tolist() == [3.0]
+    on.close()
+    again = PlacementEngine.open(db)  # on stays on, with no second marker
+    again.place(VmRequest("d", 1, 1))
+    assert [x.event for x in again.journal(event="journal-resumed")] == ["journal-resumed"]
+    again.close()
+
+
+def test_a_trace_survives_a_clock_step_and_a_placement_without_its_release() -> None:
+    def entry(seq: int, at: float, event: str, vm: str) -> JournalEntry:
+        return JournalEntry(seq, at, event, vm, "m0", 0, 1.0, 2.0, False, None)
+
+    entries = [entry(1, 100.0, "placed", "a"), entry(2, 99.0, "released", "a"),  # the clock stepped back
+               entry(3, 101.0, "placed", "b"), entry(4, 102.0, "placed", "b"),  # b's release never recorded
+               entry(5, 103.0, "released", "b")]  # fmt: skip
+    table, summary = journal_trace(entries)
+    assert (summary.requests, summary.adjusted, summary.unmatched) == (2, 1, 1)
+    assert table.arrival.tolist() == [0.0, 2.0] and table.departure[0] > table.arrival[0]
+    assert table.departure[1] == 3.0
+
+
+def test_cluster_journal_on_the_command_line(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    e = PlacementEngine.open(db)
+    e.add_machine("m0", 16, 32)
+    e.place(VmRequest("a", 2, 4, pinned=True))
+    e.place(VmRequest("big", 64, 4))
+    e.close()
+    runner = CliRunner()
+    res = runner.invoke(app, ["cluster", "journal", "--db", str(db), "--vm", "a"])
+    assert res.exit_code == 0, res.output
+    assert " placed " in res.output and '{"pinned":true}' in res.output
+    res = runner.invoke(app, ["cluster", "journal", "--db", str(db), "--tail", "1", "--json"])
+    assert res.exit_code == 0 and '"event": "rejected"' in res.output and '"next": null' in res.output
+    for args, said in ((["--after", "99999999999999999999999"], "--after"), (["--event", "nope"], "--event"),
+                       (["--tail", "0"], "--tail")):  # fmt: skip
+        bad = runner.invoke(app, ["cluster", "journal", "--db", str(db), *args])
+        assert bad.exit_code == 2 and f"error: {said}: " in bad.output, bad.output
+    missing = runner.invoke(app, ["cluster", "journal", "--db", str(tmp_path / "none.db")])
+    assert missing.exit_code == 2 and "error: --db: " in missing.output
+
+
+def test_a_database_read_through_a_link_after_a_crash_is_read_whole(tmp_path: Path) -> None:
+    db = tmp_path / "real" / "c.db"
+    db.parent.mkdir()
+    code = (
+        "import os, sys; from dcplace.engine import PlacementEngine, VmRequest; e = PlacementEngine.open(sys.argv[1]); "
+        "e.add_machine('m0', 16, 32); [e.place(VmRequest(f'v{i}', 1, 1)) for i in range(5)]; os._exit(0)"
+    )
+    subprocess.run([sys.executable, "-c", code, str(db)], check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert Path(f"{db}-wal").stat().st_size > 0  # what the crash left is in the -wal beside the real file
+    link = tmp_path / "link.db"
+    link.symlink_to(db)
+    direct = read_journal(db)
+    assert [x.vm for x in direct] == [None, "v0", "v1", "v2", "v3", "v4"]
+    assert read_journal(link) == direct
+
+
+def test_pages_end_where_the_entries_do(tmp_path: Path) -> None:
+    e = PlacementEngine.open(tmp_path / "c.db")
+    e.add_machine("m0", 16, 32)
+    for i in range(5):
+        e.place(VmRequest(f"v{i}", 1, 1))
+    first, more = e.journal_page(limit=3)
+    assert len(first) == 3 and more == first[-1].seq
+    rest, more = e.journal_page(after=more, limit=3)
+    assert [x.vm for x in rest] == ["v2", "v3", "v4"] and more is None  # exactly the entries left: the last page
+    assert e.journal_page(tail=2) == (e.journal()[-2:], None)
+    e.close()
+
+
+def test_rejections_retried_under_their_id_are_one_request() -> None:
+    def entry(seq: int, at: float, event: str, vm: str) -> JournalEntry:
+        return JournalEntry(seq, at, event, vm, None if event == "rejected" else "m0", None, 4.0, 8.0, False, None)
+
+    entries = [entry(1, 0.0, "rejected", "a"), entry(2, 1.0, "rejected", "a"), entry(3, 2.0, "placed", "a"),
+               entry(4, 3.0, "rejected", "b"), entry(5, 4.0, "placed", "c"),
+               entry(6, 6.0, "released", "c")]  # fmt: skip
+    table, summary = journal_trace(entries, rejected="include")
+    assert (summary.requests, summary.rejected, summary.rejections, summary.retries) == (3, 1, 3, 2)
+    # from a's placement on: b, rejected, runs c's lifetime (2 s); c leaves when it did
+    assert table.arrival.tolist() == [0.0, 1.0, 2.0] and table.departure.tolist()[1:] == [3.0, 4.0]
+    skipped = journal_trace(entries)[1]
+    assert (skipped.requests, skipped.rejected, skipped.rejections, skipped.retries) == (2, 0, 3, 0)

@@ -171,7 +171,21 @@ def test_every_operation_answers_as_documented(contract: Contract) -> None:
     newest = c.call("GET", "/journal?tail=2").json()
     seqs = [x["seq"] for x in newest["entries"]]
     assert newest["next"] is None and len(seqs) == 2 and seqs == sorted(seqs)
-    for bad in ("event=placd", "limit=0", "limit=10001", "after=-1", "vm=", "tail=0", "tail=x"):
+    everything = c.call("GET", "/journal?limit=10000").json()["entries"]
+    last = c.call("GET", f"/journal?limit={len(everything)}").json()
+    assert len(last["entries"]) == len(everything) and last["next"] is None  # exactly what is left: the last page
+    assert "is not a filter of GET /journal" in c.call("GET", "/journal?evnt=rejected").json()["detail"]
+    for bad in (
+        "event=placd",
+        "limit=0",
+        "limit=10001",
+        "after=-1",
+        "vm=",
+        "tail=0",
+        "tail=x",
+        "evnt=rejected",
+        "after=9223372036854775808",
+    ):
         assert c.call("GET", f"/journal?{bad}").status_code == 422, bad
     # every operation of the document was reached (a route added without a case here fails)
     reached = {(m.lower(), t) for m, t, _ in c.seen}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -171,8 +172,7 @@ def backup(
 
 @app.command("journal")
 def journal(
-    db: Annotated[Path, typer.Argument(help="SQLite database of the cluster (from `dcplace serve --db`)",
-                                       metavar="DB")],
+    db: Db,
     vm: Annotated[str | None, typer.Option(help="only this VM's entries")] = None,
     machine: Annotated[str | None, typer.Option(help="only this machine's (a VM moved away from it included)")]
     = None,
@@ -187,19 +187,19 @@ def journal(
 ) -> None:  # fmt: skip
     """What happened to the cluster, oldest first: VMs placed, moved, pinned, released, dropped, requests
     rejected, machines added, drained, activated, failed, removed (docs/engine.md, "The journal"). Read-only, also
-    while `dcplace serve` runs on DB."""
-    import time
-
-    from dcplace.engine.journal import read_journal
+    while `dcplace serve` runs on the database."""
+    from dcplace.engine.journal import paged, read_journal
 
     try:
-        entries = read_journal(db, vm=vm, machine=machine, event=event, after=after, limit=limit, tail=tail)
+        entries, more = paged(read_journal(db, vm=vm, machine=machine, event=event, after=after, limit=limit,
+                                           tail=tail, peek=True), None if tail is not None else limit)  # fmt: skip
     except InputError as exc:
         _fail(exc)
-    more = entries[-1].seq if tail is None and len(entries) == limit else None
     if json_out:
         typer.echo(json.dumps({"entries": [e.as_dict() for e in entries], "next": more}))
         return
+    if entries:
+        typer.echo(f"{'seq':>8}  {'time (UTC)':<24}  {'event':<15} {'vm':<20} {'machine/node':<16} size, detail")
     for e in entries:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(e.at)) + f".{int(e.at % 1 * 1000):03d}Z"
         where = "" if e.machine is None else e.machine + ("" if e.node is None else f"/{e.node}")
@@ -225,7 +225,7 @@ def trace(
     running never leave. Replay it against every policy: `dcplace compare numa --trace OUT ...`. Read-only, also
     while `dcplace serve` runs on DB."""
     from dcplace.atomic import atomic_path
-    from dcplace.engine.journal import journal_trace, read_journal
+    from dcplace.engine.journal import TRACE_EVENTS, journal_entries, journal_trace
     from dcplace.workload.huawei import write_huawei_events
 
     try:
@@ -233,17 +233,29 @@ def trace(
             raise InputError(f"OUT: {out} already exists; choose another name")
         if not out.parent.is_dir():
             raise InputError(f"OUT: the folder {out.parent} does not exist")
-        table, summary = journal_trace(read_journal(db, limit=None), rejected=rejected)
+        table, summary = journal_trace(journal_entries(db, TRACE_EVENTS), rejected=rejected)
     except InputError as exc:
         _fail(exc)
     with atomic_path(out) as tmp:
         write_huawei_events(table, tmp)
-    span = float(table.arrival[-1] - table.arrival[0]) / 3600
-    typer.echo(f"wrote {summary.requests:,} requests over {span:.2f} h to {out}: {summary.still_running:,} still "
-               f"running (they never leave in a replay), {summary.rejected:,} rejected"
-               + ("" if summary.lifetime_s is None else f" (each given the median lifetime, {summary.lifetime_s:g} s)")
-               + (f"; {summary.unmatched:,} releases without their placement left out (the journal was pruned or "
-                  "began after them)" if summary.unmatched else ""))  # fmt: skip
+    span = float(table.arrival[-1] - table.arrival[0])
+    spanned = f"{span / 3600:.2f} h" if span >= 3600 else f"{span:.1f} s"
+    if rejected == "include":
+        refused = f"{summary.rejected:,} of them rejected, each given the median lifetime, {summary.lifetime_s:g} s" + (
+            f" ({summary.retries:,} rejections followed by a retry under the same id left out)" if summary.retries
+            else "")  # fmt: skip
+    else:
+        refused = f"{summary.rejections:,} rejected requests left out (--rejected include adds them)"
+    typer.echo(f"wrote {summary.requests:,} requests over {spanned} to {out}: {summary.still_running:,} still "
+               f"running (they never leave in a replay); {refused}"
+               + (f"; {summary.unmatched:,} releases or placements without their other half left out (the journal "
+                  "was pruned or began after them)" if summary.unmatched else "")
+               + (f"; {summary.adjusted:,} departures at or before their arrival (the clock stepped back) put just "
+                  "after it" if summary.adjusted else ""))  # fmt: skip
+    if summary.resumed_at is not None:
+        resumed = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(summary.resumed_at))
+        typer.echo(f"note: the journal was off until {resumed}; the trace starts there (nothing before can be "
+                   "matched with what came after)", err=True)  # fmt: skip
     multi = int(table.multi_numa.sum())
     if multi:
         typer.echo(f"note: {multi:,} VMs spanned both NUMA nodes; the CSV does not say which, and a replay marks "
@@ -286,9 +298,9 @@ def plan(
     stay, the trace's leave at their departures); requests accepted per window against the first number's, with
     paired 95 % intervals (as `compare cluster`)."""
     from dcplace.bench.compare import plan_capacity
-    from dcplace.cli.compare import _progress, _report, cluster_snapshot
+    from dcplace.cli.compare import _progress, _report
 
-    snap = cluster_snapshot(cfg.db, cfg.snapshot)
+    snap = cfg.state()
     cpu = cfg.cpu[0] if len(cfg.cpu) == 1 else cfg.cpu
     mem = cfg.mem[0] if len(cfg.mem) == 1 else cfg.mem
     table = plan_capacity(cfg.add, snap, cpu, mem, cfg.policy, cfg.trace, cfg.requests, cfg.windows, cfg.seed,

@@ -226,11 +226,19 @@ class FromClusterState:
     """same seed, same numbers"""
     double_threshold: float = 32.0
     """the trace's VMs with memory above this many GB are multi-NUMA (split over every node)"""
+    empty: bool = False
+    """start every window from the cluster's machines (their status kept) without its VMs: to replay the cluster's
+    own history (`dcplace cluster trace`), whose running VMs are in the trace already"""
 
     def __post_init__(self) -> None:
         check_types(self)
         check(self.requests >= 1, "requests", self.requests, "at least 1")
         check(self.windows >= 1, "windows", self.windows, "at least 1")
+
+    def state(self) -> dict[str, Any]:
+        """The cluster's state from --db or --snapshot, without its VMs under --empty."""
+        snap = cluster_snapshot(self.db, self.snapshot)
+        return {**snap, "vms": []} if self.empty else snap
 
 
 @dataclass(frozen=True)
@@ -285,7 +293,7 @@ def compare_cluster_cmd(
     the baseline's (paired 95 % intervals; ahead / behind as in `compare numa`)."""
     from dcplace.bench.compare import compare_cluster
 
-    snap = cluster_snapshot(cfg.db, cfg.snapshot)
+    snap = cfg.state()
     table = compare_cluster(cfg.policies, snap, cfg.trace, cfg.requests, cfg.windows, cfg.seed, cfg.double_threshold,
                             cfg.baseline, on_policy=_progress(cfg.windows, "window"), metric=cfg.metric)  # fmt: skip
     _report(table, cfg, json_out, out, "dcplace compare cluster")

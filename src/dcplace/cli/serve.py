@@ -202,7 +202,8 @@ def serve(
     max_listings: Annotated[
         int,
         typer.Option(
-            help="listings (GET /vms, /allocations, /machines, /state/snapshot) built at once at most; more: 429"
+            help="listings (GET /vms, /allocations, /machines, /state/snapshot, /journal) built at once at most; "
+            "more: 429"
         ),
     ] = 4,
     max_body_mb: Annotated[
@@ -213,12 +214,12 @@ def serve(
         ),
     ] = 64.0,
     journal_keep: Annotated[
-        int,
+        int | None,
         typer.Option(
             help="journal entries kept, the newest (GET /journal, `dcplace cluster journal`, `cluster trace`); "
-            "0: none written; about 90 bytes each on disk"
+            "0: none written; about 70 bytes each on disk; default: as the database was last opened, else 1,000,000"
         ),
-    ] = 1_000_000,
+    ] = None,
 ) -> None:
     """Run the placement service: register machines, place and release VMs over HTTP, durable in --db
     (OpenAPI docs at /docs)."""

@@ -77,7 +77,6 @@ from dcplace.engine.explain import (
 from dcplace.engine.journal import JournalEntry
 from dcplace.engine.reopt import ReoptPolicy, ReoptReport
 from dcplace.engine.store import (
-    JOURNAL_KEEP,
     Change,
     MachineDelete,
     MachineRow,
@@ -555,12 +554,13 @@ class PlacementEngine:
         path: str | Path,
         numa: int = 2,
         policy: str | NumaPolicy = "best-fit",
-        journal_keep: int = JOURNAL_KEEP,
+        journal_keep: int | None = None,
         **kw: Any,
     ) -> PlacementEngine:
         """An engine on the SQLite database ``path`` (created if new), its state loaded exactly. A bad argument
         leaves no new database behind (``numa`` was recorded in a new file before it was checked).
-        ``journal_keep``: the newest journal rows kept (:meth:`journal`; 0: none written)."""
+        ``journal_keep``: the newest journal rows kept (:meth:`journal`; 0: none written; None: as the database was
+        last opened, else 1,000,000)."""
         _check_numa(numa)
         made = create_new(path)  # the file, if this call made it: only then is it ours to remove on failure
         try:
@@ -624,18 +624,37 @@ class PlacementEngine:
         after: int = 0,
         limit: int | None = 1000,
         tail: int | None = None,
+        peek: bool = False,
     ) -> list[JournalEntry]:
         """What happened, oldest first (:mod:`dcplace.engine.journal`): the entries after ``after`` (a ``seq``), at
         most ``limit`` (None: all), about the VM ``vm``, the machine ``machine`` (a move away from it included), of
-        kind ``event``; ``tail``: the newest ``tail`` of them instead. Committed entries only; an engine without a
-        database keeps none (InputError)."""
+        kind ``event``; ``tail``: the newest ``tail`` of them instead; ``peek``: one more than ``limit`` where there
+        is one (:meth:`journal_page` pages with it). Committed entries only; an engine without a database keeps
+        none (InputError)."""
         reader = getattr(self.store, "journal", None)
         if reader is None:
             raise InputError("this engine keeps no journal: it has no database, or its store keeps none "
                              "(PlacementEngine.open keeps one)", field="db")  # fmt: skip
         self.check_store()
-        entries: list[JournalEntry] = reader(vm=vm, machine=machine, event=event, after=after, limit=limit, tail=tail)
+        entries: list[JournalEntry] = reader(vm=vm, machine=machine, event=event, after=after, limit=limit, tail=tail,
+                                             peek=peek)  # fmt: skip
         return entries
+
+    def journal_page(
+        self,
+        vm: str | None = None,
+        machine: str | None = None,
+        event: str | None = None,
+        after: int = 0,
+        limit: int = 1000,
+        tail: int | None = None,
+    ) -> tuple[list[JournalEntry], int | None]:
+        """:meth:`journal` as pages: the entries, and the ``after`` of the next page (None: nothing more now)."""
+        from dcplace.engine.journal import paged
+
+        if tail is not None:
+            return self.journal(vm, machine, event, after, tail=tail), None
+        return paged(self.journal(vm, machine, event, after, limit, peek=True), limit)
 
     # -- durability -----------------------------------------------------------------------------------------
     def _commit(self, changes: list[Change]) -> int:

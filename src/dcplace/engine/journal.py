@@ -20,7 +20,8 @@ import contextlib
 import json
 import math
 import sqlite3
-from collections.abc import Iterable, Sequence
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,8 +34,11 @@ from dcplace.workload.table import RequestTable
 
 VM_EVENTS = ("placed", "moved", "pinned", "unpinned", "released", "dropped", "rejected")
 MACHINE_EVENTS = ("machine-added", "machine-drained", "machine-active", "machine-failed", "machine-removed")
-EVENTS = VM_EVENTS + MACHINE_EVENTS
+EVENTS = VM_EVENTS + MACHINE_EVENTS + ("journal-resumed",)
 """Every event the journal records (module docstring)."""
+
+MAX_SEQ = 2**63 - 1
+"""SQLite's largest integer: no seq is above it."""
 
 MAX_LIMIT = 10_000
 """The most entries one read returns (page on with ``after``)."""
@@ -82,8 +86,9 @@ def check_filters(
             raise InputError(f"must be a non-empty id, got {value!r}", field=name)
     if event is not None and event not in EVENTS:
         raise InputError(f"must be one of {', '.join(EVENTS)}; got {event!r}", field="event")
-    if isinstance(after, bool) or not isinstance(after, int) or after < 0:
-        raise InputError(f"must be a whole number >= 0 (the last seq already read), got {after!r}", field="after")
+    if isinstance(after, bool) or not isinstance(after, int) or not 0 <= after <= MAX_SEQ:
+        raise InputError(f"must be a whole number from 0 to {MAX_SEQ} (the last seq already read), got {after!r}",
+                         field="after")  # fmt: skip
     for name, n in (("limit", limit), ("tail", tail)):
         if n is not None and (isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_LIMIT):
             raise InputError(f"must be a whole number from 1 to {MAX_LIMIT:,}, got {n!r}", field=name)
@@ -97,10 +102,12 @@ def query_journal(
     after: int = 0,
     limit: int | None = 1000,
     tail: int | None = None,
+    peek: bool = False,
 ) -> list[JournalEntry]:
     """The entries after ``after`` in commit order, at most ``limit`` (None: all), filtered by VM, machine (a VM
     event on the machine, a move *from* it included) and event, from an open connection to a dcplace database.
-    ``tail``: instead, the newest ``tail`` such entries (still oldest first; ``limit`` is not used)."""
+    ``tail``: instead, the newest ``tail`` such entries (still oldest first; ``limit`` is not used). ``peek``: one
+    entry past ``limit`` where there is one (:func:`paged` tells from it whether a page is the last)."""
     check_filters(vm, machine, event, after, limit, tail)
     where: list[str] = ["seq > ?"]
     args: list[object] = [after]
@@ -117,7 +124,7 @@ def query_journal(
     if tail is not None:
         sql += f" DESC LIMIT {int(tail)}"
     elif limit is not None:
-        sql += f" LIMIT {int(limit)}"
+        sql += f" LIMIT {int(limit) + int(peek)}"
     try:
         rows = conn.execute(sql, args).fetchall()
         if tail is not None:
@@ -142,6 +149,7 @@ def read_journal(
     after: int = 0,
     limit: int | None = 1000,
     tail: int | None = None,
+    peek: bool = False,
 ) -> list[JournalEntry]:
     """:func:`query_journal` on the database ``path``, read-only: also while ``dcplace serve`` runs on it, and
     writing nothing beside it where no engine holds it."""
@@ -152,23 +160,70 @@ def read_journal(
     check_filters(vm, machine, event, after, limit, tail)
     try:
         with _reading(p) as uri, contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
-            return query_journal(conn, vm, machine, event, after, limit, tail)
+            return query_journal(conn, vm, machine, event, after, limit, tail, peek)
     except sqlite3.DatabaseError as e:
         raise InputError(f"{p} cannot be read ({e})", field="db") from None
+
+
+def journal_entries(path: str | Path, events: Sequence[str] | None = None) -> Iterator[JournalEntry]:
+    """Every entry of the database ``path`` (of the kinds ``events``; None: all), oldest first, read lazily and
+    read-only (as :func:`read_journal`): a journal of a million rows is not held in memory at once."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{p} does not exist or is not a file", field="db")
+    check_existing(p)
+    for e in events or ():
+        check_filters(event=e)
+    sql = f"SELECT {_COLUMNS} FROM journal"
+    if events:
+        sql += f" WHERE event IN ({', '.join('?' * len(events))})"
+    try:
+        with _reading(p) as uri, contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
+            try:
+                cursor = conn.execute(sql + " ORDER BY seq", tuple(events or ()))
+            except sqlite3.OperationalError as e:
+                if "no such table" in str(e):
+                    return
+                raise
+            for row in cursor:
+                yield _entry(row)
+    except sqlite3.DatabaseError as e:
+        raise InputError(f"{p} cannot be read ({e})", field="db") from None
+
+
+TRACE_EVENTS = ("placed", "released", "dropped", "rejected", "journal-resumed")
+"""The events :func:`journal_trace` reads (pass them to :func:`journal_entries`)."""
+
+
+def paged(entries: list[JournalEntry], limit: int | None) -> tuple[list[JournalEntry], int | None]:
+    """A page of entries read with ``peek``: the first ``limit``, and the ``after`` of the next page, None where
+    nothing more matches now (a page of exactly the entries left is the last one)."""
+    if limit is not None and len(entries) > limit:
+        return entries[:limit], entries[limit - 1].seq
+    return entries, None
 
 
 @dataclass(frozen=True)
 class TraceSummary:
     """What :func:`journal_trace` made of a journal: ``requests`` in the trace (``placed`` VMs, plus ``rejected``
-    requests where included), of which ``still_running`` (never leave in a replay) and ``rejected``; ``unmatched``
-    releases whose placement the journal no longer holds (pruned, or made before the journal existed; left out), and
-    the ``lifetime_s`` given each rejected request (None where they were skipped)."""
+    requests where included), of which ``still_running`` (never leave in a replay) and ``rejected``; ``rejections``
+    in the journal (in the trace or not); ``retries``: rejected requests followed by another request under the same
+    id (a client retrying), left out where rejections are included, since the demand is the last attempt; ``unmatched``:
+    releases whose placement the journal no longer holds (pruned, or made before the journal existed) and
+    placements whose release it never recorded before the id was placed again, both left out; ``adjusted``:
+    departures at or before their arrival (the clock stepped back), put a microsecond after it; ``lifetime_s``: the
+    lifetime given each rejected request (None where they were skipped); ``resumed_at``: where the journal was
+    turned off and on again, the last time it resumed (the trace starts there; None: never off)."""
 
     requests: int
     still_running: int
     rejected: int
+    rejections: int
+    retries: int
     unmatched: int
+    adjusted: int
     lifetime_s: float | None
+    resumed_at: float | None
     start: float
     """Unix time of the first request: the trace's time 0."""
 
@@ -178,24 +233,38 @@ def journal_trace(entries: Iterable[JournalEntry], rejected: str = "skip") -> tu
     ``released`` or ``dropped`` (``inf``: still running, as a trace's never-deleted VMs), with its cores, memory
     and NUMA span; times in seconds from the first request. ``rejected``: ``skip`` leaves rejected requests out
     (the trace is what ran); ``include`` adds each, departing after the median lifetime of the VMs that left (the
-    journal cannot say how long a VM that never ran would have run). A VM placed again under a released VM's id is a
-    new request. Moves, pins and machine events do not change demand and are ignored."""
+    journal cannot say how long a VM that never ran would have run; a rejection followed by another request under the
+    same id is a retry, not more demand). A VM placed again under a released VM's id is a new request. Moves, pins
+    and machine events do not change demand and are ignored. Where the journal was off for a while (a
+    ``journal-resumed`` entry), what came before cannot be matched with what came after, so the trace starts at the
+    last such entry."""
     if rejected not in ("skip", "include"):
         raise InputError(f"must be skip or include, got {rejected!r}", field="rejected")
-    arrival: list[float] = []
-    departure: list[float] = []
-    cpu: list[float] = []
-    mem: list[float] = []
-    multi: list[bool] = []
-    refused: list[int] = []
+    arrival, departure, cpu, mem = array("d"), array("d"), array("d"), array("d")  # 8 bytes a value, not 32
+    multi = bytearray()
+    refused = array("q")
+    gone = array("q")  # placements superseded without a release: left out
     open_: dict[str, int] = {}
-    unmatched = 0
+    pending: dict[str, int] = {}  # each id's last rejection not yet followed by another request under the id
+    unmatched = rejections = retries = 0
+    resumed_at: float | None = None
     for e in entries:
+        if e.event == "rejected":
+            rejections += 1
         if e.event == "placed" or (e.event == "rejected" and rejected == "include"):
+            assert e.vm is not None
+            retried = pending.pop(e.vm, None)
+            if retried is not None:
+                gone.append(retried)
+                retries += 1
             if e.event == "placed":
-                assert e.vm is not None
+                before = open_.get(e.vm)
+                if before is not None:
+                    gone.append(before)
+                    unmatched += 1
                 open_[e.vm] = len(arrival)
             else:
+                pending[e.vm] = len(arrival)
                 refused.append(len(arrival))
             arrival.append(e.at)
             departure.append(math.inf)
@@ -208,28 +277,43 @@ def journal_trace(entries: Iterable[JournalEntry], rejected: str = "skip") -> tu
                 unmatched += 1
             else:
                 departure[i] = e.at
-    if not arrival:
-        raise InputError("the journal holds no placed VMs to make a trace of (is the journal off, or empty?)",
-                         field="db")  # fmt: skip
-    lived = [d - a for a, d in zip(arrival, departure, strict=True) if math.isfinite(d)]
+        elif e.event == "journal-resumed":
+            arrival, departure, cpu, mem = array("d"), array("d"), array("d"), array("d")
+            multi, refused, gone, open_, pending, resumed_at = bytearray(), array("q"), array("q"), {}, {}, e.at
+            unmatched = rejections = retries = 0
+    keep = np.ones(len(arrival), bool)
+    keep[np.asarray(gone, np.int64)] = False
+    arr, dep = np.asarray(arrival), np.asarray(departure)
+    if not keep.any():
+        raise InputError("the journal holds no placement to make a trace of (it is empty, was off, or was pruned past "
+                         "every placement it holds a release of)", field="db")  # fmt: skip
+    early = keep & (dep <= arr)
+    dep[early] = arr[early] + 1e-6  # a VM's delete must follow its create in the trace
+    is_refused = np.zeros(len(arr), bool)
+    is_refused[np.asarray(refused, np.int64)] = True
+    is_refused &= keep
+    lived = (dep - arr)[keep & ~is_refused & np.isfinite(dep)]
     lifetime: float | None = None
-    if refused:
-        if not lived:
+    if is_refused.any():
+        if len(lived) == 0:
             raise InputError("no VM has left yet, so a rejected request has no lifetime to take: use --rejected skip",
                              field="rejected")  # fmt: skip
         lifetime = float(np.median(lived))
-        for i in refused:
-            departure[i] = arrival[i] + lifetime
-    t0 = min(arrival)
-    arr = np.asarray(arrival) - t0
-    dep = np.asarray(departure) - t0
-    table = RequestTable.from_arrays(arr, dep, cpu, mem, multi_numa=multi, source="journal")
+        dep[is_refused] = arr[is_refused] + lifetime
+    t0 = float(arr[keep].min())
+    table = RequestTable.from_arrays(arr[keep] - t0, dep[keep] - t0, np.asarray(cpu)[keep], np.asarray(mem)[keep],
+                                     multi_numa=np.frombuffer(bytes(multi), np.uint8).astype(bool)[keep],
+                                     source="journal")  # fmt: skip
     summary = TraceSummary(
-        requests=len(arr),
-        still_running=int(np.isinf(dep).sum()),
-        rejected=len(refused),
+        requests=int(keep.sum()),
+        still_running=int(np.isinf(dep[keep]).sum()),
+        rejected=int(is_refused.sum()),
+        rejections=rejections,
+        retries=retries,
         unmatched=unmatched,
+        adjusted=int(early.sum()),
         lifetime_s=lifetime,
+        resumed_at=resumed_at,
         start=t0,
     )
     return table, summary

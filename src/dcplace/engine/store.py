@@ -252,7 +252,8 @@ def _reading(path: Path) -> Iterator[str]:
     so where no engine holds the database (a shared ``flock`` is granted, and held for the read, so none starts
     meanwhile) and its ``-wal`` holds nothing, it is read as an immutable file; otherwise (a service runs on it, or
     a crashed one left committed changes in its ``-wal``) as a plain read-only connection."""
-    uri = path.resolve().as_uri() + "?mode=ro"
+    real = path.resolve()  # a link's -wal lies beside its target, not beside the link
+    uri = real.as_uri() + "?mode=ro"
     fd: int | None = None
     try:
         import fcntl
@@ -264,7 +265,7 @@ def _reading(path: Path) -> Iterator[str]:
             os.close(fd)
         fd = None
     try:
-        wal = Path(f"{path}-wal")
+        wal = Path(f"{real}-wal")
         if fd is not None and not (wal.exists() and wal.stat().st_size > 0):
             uri += "&immutable=1"
         yield uri
@@ -338,13 +339,19 @@ def stored_numa(path: Path) -> int | None:
 class SqliteStore:
     """The embedded default store: SQLite in WAL mode, ``synchronous=FULL``, group commit (module docstring)."""
 
-    def __init__(self, path: str | Path, created: bool = False, journal_keep: int = JOURNAL_KEEP) -> None:
+    def __init__(self, path: str | Path, created: bool = False, journal_keep: int | None = None) -> None:
         """``created``: the caller has just made ``path`` (empty) for this store (:func:`create_new`); any other
         existing file must already be a dcplace database. ``journal_keep``: the newest journal rows kept (0: write
-        none; what is there stays)."""
-        if isinstance(journal_keep, bool) or not isinstance(journal_keep, int) or journal_keep < 0:
+        none; what is there stays); None: what the database was last opened with, else :data:`JOURNAL_KEEP`. The
+        setting is kept in the database, so ``dcplace cluster`` commands keep the service's; where the journal
+        was off and is turned on again, its first row is a ``journal-resumed`` entry (what happened meanwhile is
+        not in it)."""
+        if journal_keep is not None and (
+            isinstance(journal_keep, bool) or not isinstance(journal_keep, int) or journal_keep < 0
+        ):
             raise InputError(f"must be a whole number >= 0 (0: no journal), got {journal_keep!r}", field="journal_keep")
-        self.journal_keep = journal_keep
+        self._asked_keep = journal_keep
+        self.journal_keep = JOURNAL_KEEP if journal_keep is None else journal_keep
         self.path = Path(path)
         real = _real(self.path)
         if not real.parent.exists():
@@ -410,6 +417,7 @@ class SqliteStore:
             if "uid" not in columns:  # schema 0 or 1: before VMs carried their client's uid
                 self._conn.execute("ALTER TABLE vms ADD COLUMN uid TEXT")
             self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            self._journal_setting()
             first = self._conn.execute("SELECT min(seq) FROM journal").fetchone()[0]
             last = self._conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'journal'").fetchone()
             self._journal_last = 0 if last is None else int(last[0])  # the last seq given, kept or not
@@ -420,6 +428,32 @@ class SqliteStore:
             if self._conn.in_transaction:
                 self._conn.execute("ROLLBACK")
             raise InputError(f"{self.path} {_why(self.path, e)}", field="db") from None
+
+    def _journal_setting(self, asked: int | None = None) -> None:
+        """In :meth:`_prepare`'s transaction: take the stored ``journal_keep`` where none was asked for, store the
+        one in force, and mark where the journal was off (``journal_off_since`` in ``meta``) and where it resumes
+        (a ``journal-resumed`` row): a journal that was off for a while is not a complete history, and a trace of it
+        must not pair a placement before the gap with a release after it."""
+
+        def meta(key: str) -> str | None:
+            row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+            return None if row is None else str(row[0])
+
+        def put(key: str, value: object) -> None:
+            self._conn.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                               (key, str(value)))  # fmt: skip
+
+        stored = meta("journal_keep")
+        if self._asked_keep is None and stored is not None and stored.isdigit():
+            self.journal_keep = int(stored)
+        put("journal_keep", self.journal_keep)
+        off_since = meta("journal_off_since")
+        if self.journal_keep == 0 and off_since is None:
+            put("journal_off_since", repr(time.time()))
+        elif self.journal_keep > 0 and off_since is not None:
+            self._conn.execute("INSERT INTO journal (at, event, detail) VALUES (?, 'journal-resumed', ?)",
+                               (time.time(), json.dumps({"off_since": float(off_since)})))  # fmt: skip
+            self._conn.execute("DELETE FROM meta WHERE key = 'journal_off_since'")
 
     # -- reading --------------------------------------------------------------------------------------------
     def load(self) -> tuple[int | None, list[MachineRow], list[VmRow]]:
@@ -459,6 +493,7 @@ class SqliteStore:
         after: int = 0,
         limit: int | None = 1000,
         tail: int | None = None,
+        peek: bool = False,
     ) -> list[JournalEntry]:
         """The journal's entries (:func:`dcplace.engine.journal.query_journal`), committed ones only, read on a
         connection of its own: in WAL mode a reader never holds up the committer, whatever it filters."""
@@ -467,7 +502,7 @@ class SqliteStore:
         check_filters(vm, machine, event, after, limit, tail)
         try:
             with contextlib.closing(sqlite3.connect(self.path.resolve().as_uri() + "?mode=ro", uri=True)) as conn:
-                return query_journal(conn, vm, machine, event, after, limit, tail)
+                return query_journal(conn, vm, machine, event, after, limit, tail, peek)
         except sqlite3.DatabaseError as e:
             raise StoreError(f"the journal of {self.path} cannot be read ({e})", str(e)) from None
 
@@ -607,7 +642,8 @@ class SqliteStore:
             if journal:
                 where = (c.id, c.machine, c.node, c.cpu, c.mem, int(c.multi))
                 if before is None:
-                    self._note(at, "placed", *where, {"uid": c.uid} if c.uid is not None else None)
+                    given = {k: v for k, v in (("uid", c.uid), ("pinned", c.pinned or None)) if v is not None}
+                    self._note(at, "placed", *where, given or None)
                 else:
                     if (before[0], before[1]) != (c.machine, c.node):
                         self._note(at, "moved", *where, {"from": before[0], "from_node": before[1]})

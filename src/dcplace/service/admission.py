@@ -2,10 +2,10 @@
 for, a request beyond ``--max-in-flight`` requests in flight, is answered at once with 429, one sentence and
 ``Retry-After``, instead of waiting (kube-apiserver answers the same past ``--max-requests-inflight``).
 
-A listing (``GET /vms``, ``/allocations``, ``/machines``, ``/state/snapshot``) grows with the cluster: at 100,000
-VMs 12.6 MB of JSON and about half a second of a core. Twenty at once grew the service by about 600 MB when each was
-built in one piece, and by 80 MB since ``/vms`` and ``/allocations`` are sent as they are built (18 MB with the
-limit); the limit keeps the health check's worst wait beside them at about 1.3 s instead of 5.5-6 s
+A listing (``GET /vms``, ``/allocations``, ``/machines``, ``/state/snapshot``, ``/journal``) grows with the cluster:
+at 100,000 VMs 12.6 MB of JSON and about half a second of a core. Twenty at once grew the service by about 600 MB
+when each was built in one piece, and by 80 MB since ``/vms`` and ``/allocations`` are sent as they are built (18 MB
+with the limit); the limit keeps the health check's worst wait beside them at about 1.3 s instead of 5.5-6 s
 (benchmarks/bench_listings_at_once.py).
 The in-flight limit is off by default because it cost throughput here: a placement in flight is mostly waiting
 for its group commit, and more of them make bigger commits, while what a client waits under overload is mostly
@@ -52,7 +52,7 @@ try:
 except (ImportError, AttributeError):  # pragma: no cover - not on Linux
     _OUTQ = None
 
-LISTINGS = frozenset({"/vms", "/allocations", "/machines", "/state/snapshot"})
+LISTINGS = frozenset({"/vms", "/allocations", "/machines", "/state/snapshot", "/journal"})
 """``GET`` paths whose answer grows with the cluster (100,000 VMs: 12.6 MB, about 1 s of a core, 22 MB of memory
 while it is built), limited apart from the rest."""
 UNSHED = frozenset({"/healthz", "/metrics"})

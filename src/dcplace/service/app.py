@@ -103,6 +103,9 @@ from dcplace.service.models import (
 from dcplace.service.probe import Heartbeat
 from dcplace.service.ui import add_ui_routes
 
+JOURNAL_FILTERS = frozenset({"vm", "machine", "event", "after", "limit", "tail"})
+"""The query parameters of ``GET /journal``: another (a misspelt filter, which matched everything) is a 422."""
+
 ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorOut, "description": "unknown machine or VM"},
     409: {"model": ErrorOut, "description": "conflicts with the state (duplicate id, machine not empty)"},
@@ -638,6 +641,7 @@ def create_app(
 
     @app.get("/journal", dependencies=READ, tags=["operations"], response_model=JournalOut, responses=ERRORS)
     def journal(
+        request: Request,
         vm: Annotated[str | None, Query(description="only this VM's entries")] = None,
         machine: Annotated[str | None, Query(description="only this machine's (a VM moved away from it included)")]
         = None,
@@ -649,10 +653,13 @@ def create_app(
     ) -> Response:  # fmt: skip
         """What happened to the cluster, oldest first (docs/engine.md, "The journal"): VMs placed, moved, pinned,
         released, dropped, requests rejected, machines added, drained, activated, failed, removed. Read on a
-        connection of its own: it never holds up placements."""
-        entries = engine.journal(vm=vm, machine=machine, event=event, after=after, limit=limit, tail=tail)
-        return _json({"entries": [e.as_dict() for e in entries],
-                      "next": entries[-1].seq if tail is None and len(entries) == limit else None})  # fmt: skip
+        connection of its own: it never holds up the commits."""
+        unknown = sorted(set(request.query_params) - JOURNAL_FILTERS)
+        if unknown:  # a misspelt filter matched everything
+            raise InputError(f"is not a filter of GET /journal, which takes {', '.join(sorted(JOURNAL_FILTERS))}",
+                             field=unknown[0])  # fmt: skip
+        entries, more = engine.journal_page(vm=vm, machine=machine, event=event, after=after, limit=limit, tail=tail)
+        return _json({"entries": [e.as_dict() for e in entries], "next": more})
 
     @app.put("/vms/{vm_id:vmid}/pinned", response_model=VmOut, tags=["vms"], responses=ERRORS)
     def pin(vm_id: str, body: PinIn) -> Response:
