@@ -132,6 +132,10 @@ def test_every_operation_answers_as_documented(contract: Contract) -> None:
     rows = [{"vm": "imp", "machine": "pm2", "node": 1, "cpu": 1, "mem": 1}]
     assert c.call("POST", "/allocations", json=rows).status_code == 200
     assert c.call("POST", "/allocations", json=rows).status_code == 200  # a retry: already recorded
+    split = [{"vm": "imp-all", "machine": "pm2", "node": "all", "cpu": 1, "mem": 1}]  # as an import file says it
+    assert c.call("POST", "/allocations", json=split).status_code == 200
+    assert c.call("GET", "/vms/imp-all").json()["node"] is None
+    assert c.call("POST", "/allocations", json=[{**split[0], "vm": "x", "node": "any"}]).status_code == 422
     assert c.call("POST", "/allocations", json=[{**rows[0], "vm": "i2", "machine": "none"}]).status_code in (404, 422)
     assert c.call("GET", "/state").status_code == 200
     assert c.call("GET", "/state/snapshot").status_code == 200

@@ -1,5 +1,7 @@
-"""Operate on a cluster database offline: re-optimise, evacuate a machine, back up, plan how many machines to add,
-read its journal, write its demand as a trace.
+"""Operate on a cluster database offline: re-optimise, evacuate, back up, plan, read its journal, export a trace.
+
+Re-optimise the machines in use, evacuate a machine, back the database up, plan how many machines to add, read its
+journal, write its demand as a trace.
 
 The database is the one ``dcplace serve --db`` keeps. ``reoptimise`` and ``evacuate`` change it (stop the service
 first: one process owns a database); every plan is verified by the independent checker before it is applied, and
@@ -220,10 +222,11 @@ def trace(
                                                "include: each added, running the median lifetime of the VMs that "
                                                "left")] = "skip",
 ) -> None:  # fmt: skip
-    """Write the cluster's own demand, from its journal, as a trace every simulator reads (`vmid,cpu,memory,time,
-    type`): each placed VM arrives when it was placed and leaves when it was released or dropped; VMs still
-    running never leave. Replay it against every policy: `dcplace compare numa --trace OUT ...`. Read-only, also
-    while `dcplace serve` runs on DB."""
+    """Write the cluster's own demand, from its journal, as a trace every simulator reads
+    (`vmid,cpu,memory,time,type`): each placed VM arrives when it was placed and leaves when it was released or
+    dropped; VMs still running never leave. Replay it on the cluster's own machines: `dcplace compare cluster
+    --db DB --trace OUT --empty ...` (docs/engine.md, "The journal"). Read-only, also while `dcplace serve` runs on
+    DB."""
     from dcplace.atomic import atomic_path
     from dcplace.engine.journal import TRACE_EVENTS, journal_entries, journal_trace
     from dcplace.workload.huawei import write_huawei_events

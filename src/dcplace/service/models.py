@@ -241,7 +241,9 @@ class AllocationIn(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
     vm: str = Ident
     machine: str
-    node: int | None = Field(description="NUMA node, or null: split over every node")
+    node: int | Literal["all"] | None = Field(
+        description='NUMA node, or null (or "all", as an import file says it): split over every node'
+    )
     cpu: Amount
     mem: Amount
     pinned: bool = Field(default=False, description="never moved by re-optimisation")
