@@ -21,7 +21,7 @@ from conftest import journal_replay as replay
 from conftest import journal_tables as tables
 from dcplace.cli.main import app
 from dcplace.engine import MachineSpec, PlacementEngine, StoreError, VmRequest
-from dcplace.engine.journal import JournalEntry, journal_trace, read_journal
+from dcplace.engine.journal import JournalEntry, journal_trace, read_journal, rewind
 from dcplace.errors import InputError
 from dcplace.workload import load_trace
 
@@ -355,3 +355,66 @@ def test_rejections_retried_under_their_id_are_one_request() -> None:
     assert table.arrival.tolist() == [0.0, 1.0, 2.0] and table.departure.tolist()[1:] == [3.0, 4.0]
     skipped = journal_trace(entries)[1]
     assert (skipped.requests, skipped.rejected, skipped.rejections, skipped.retries) == (2, 0, 3, 0)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=OPS)
+def test_rewinding_the_journal_gives_every_state_the_cluster_was_in(tmp_path_factory, ops) -> None:  # type: ignore[no-untyped-def]
+    db = tmp_path_factory.mktemp("r") / "c.db"
+    e = PlacementEngine.open(db)
+    seen = [(0, e.snapshot())]
+    for i in range(3):
+        e.add_machine(f"m{i}", 16, 32)
+    for i in range(8):
+        e.place(VmRequest(f"v{i}", 3 + i % 4, 5 + i % 7, multi=i == 5, pinned=i == 2, uid=f"u{i}" if i % 3 else None),
+                policy="vmagent-best-fit" if i % 2 else None)  # fmt: skip
+    seen.append((e.journal(tail=1)[0].seq, e.snapshot()))
+    for op in ops:
+        apply(e, op)
+        last = e.journal(tail=1)
+        seen.append((last[0].seq if last else 0, e.snapshot()))
+    now, entries = e.snapshot(), e.journal(limit=None)
+    for seq, then in seen:
+        assert rewind(now, [x for x in entries if x.seq > seq], seq) == then, seq
+    e.close()
+    # and from the database, also while an engine holds it, by seq and by time
+    r = PlacementEngine.open(db)
+    seq, then = seen[len(seen) // 2]
+    assert PlacementEngine.read_state_at(db, seq=seq) == then
+    at = r.journal(after=seq - 1, limit=1)[0].at if seq else 0.0
+    assert PlacementEngine.read_state_at(db, at=at) == then or any(x.at == at for x in entries if x.seq > seq)
+    r.close()
+
+
+def test_a_rewind_stops_where_the_journal_does(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    e = PlacementEngine.open(db, journal_keep=10)
+    e.add_machine("m0", 1000, 2000)
+    for i in range(1100):  # past 10 by 1,000: pruned to the newest 10, then 90 more
+        e.place(VmRequest(f"v{i}", 0.5, 1))
+    kept = e.journal(limit=None)
+    oldest = kept[0].seq
+    assert len(e.vms()) == 1100 and len(kept) == 100 and all(x.event == "placed" for x in kept)
+    back = PlacementEngine.read_state_at(db, seq=oldest - 1)
+    assert [v["id"] for v in back["vms"]] == sorted(f"v{i}" for i in range(1000))
+    with pytest.raises(InputError, match="no longer holds") as err:
+        PlacementEngine.read_state_at(db, seq=oldest - 2)
+    assert err.value.field == "seq"
+    e.close()
+    runner = CliRunner()
+    out = tmp_path / "then.json"
+    res = runner.invoke(app, ["cluster", "rewind", str(out), "--db", str(db), "--seq", str(oldest - 1)])
+    assert res.exit_code == 0, res.output
+    assert json.loads(out.read_text()) == back
+    for args, said in ((["--seq", "1"], "--seq"), (["--at", "yesterday"], "--at"), ([], "--seq"),
+                       (["--seq", "1", "--at", "0"], "--seq")):  # fmt: skip
+        bad = runner.invoke(app, ["cluster", "rewind", str(tmp_path / "x.json"), "--db", str(db), *args])
+        assert bad.exit_code == 2 and f"error: {said}: " in bad.output, bad.output
+        assert not (tmp_path / "x.json").exists()
+    off = PlacementEngine.open(db, journal_keep=0)
+    off.place(VmRequest("quiet", 1, 1))
+    off.close()
+    on = PlacementEngine.open(db, journal_keep=100)
+    on.close()
+    with pytest.raises(InputError, match="the journal was off"):
+        PlacementEngine.read_state_at(db, seq=oldest)

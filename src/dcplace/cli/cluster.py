@@ -1,12 +1,12 @@
-"""Operate on a cluster database offline: re-optimise, evacuate, back up, plan, read its journal, export a trace.
+"""Operate on a cluster database offline: re-optimise, evacuate, back up, plan, read its journal, export, rewind.
 
 Re-optimise the machines in use, evacuate a machine, back the database up, plan how many machines to add, read its
-journal, write its demand as a trace.
+journal, write its demand as a trace, write its state as it was at a past moment.
 
 The database is the one ``dcplace serve --db`` keeps. ``reoptimise`` and ``evacuate`` change it (stop the service
 first: one process owns a database); every plan is verified by the independent checker before it is applied, and
-``--dry-run`` prints the plan and changes nothing. ``backup``, ``plan``, ``journal`` and ``trace`` only read it, also
-while the service runs.
+``--dry-run`` prints the plan and changes nothing. ``backup``, ``plan``, ``journal``, ``trace`` and ``rewind`` only
+read it, also while the service runs.
 """
 
 from __future__ import annotations
@@ -263,6 +263,49 @@ def trace(
     if multi:
         typer.echo(f"note: {multi:,} VMs spanned both NUMA nodes; the CSV does not say which, and a replay marks "
                    "VMs above --double-threshold GB as such", err=True)  # fmt: skip
+
+
+@app.command("rewind")
+def rewind(
+    out: Annotated[Path, typer.Argument(help="the state to write, a JSON file (must not exist)", metavar="OUT")],
+    db: Db,
+    seq: Annotated[int | None, typer.Option(help="the state right after this journal entry (0: before the first)")]
+    = None,
+    at: Annotated[str | None, typer.Option(help="instead: the state at this time, UTC unless it says otherwise "
+                                                "('2026-11-28 21:48:00', ISO 8601, or Unix seconds)")] = None,
+) -> None:  # fmt: skip
+    """Write the cluster's state as it was at a past moment, the state now with its journal's entries since undone:
+    what was on a machine when it failed, what a policy would have faced then. OUT has `GET /state/snapshot`'s form:
+    `dcplace compare cluster --snapshot OUT` asks which policy would have done best from there. Read-only, also while
+    `dcplace serve` runs on DB."""
+    from datetime import UTC, datetime
+
+    from dcplace.atomic import write_text
+    from dcplace.engine import PlacementEngine
+
+    try:
+        if out.exists() or out.is_symlink():
+            raise InputError(f"OUT: {out} already exists; choose another name")
+        if not out.parent.is_dir():
+            raise InputError(f"OUT: the folder {out.parent} does not exist")
+        when: float | None = None
+        if at is not None:
+            try:
+                when = float(at)
+            except ValueError:
+                try:
+                    moment = datetime.fromisoformat(at.strip())
+                except ValueError:
+                    raise InputError(f"is not a time ('2026-11-28 21:48:00', ISO 8601, or Unix seconds): {at!r}",
+                                     field="at") from None  # fmt: skip
+                when = (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+        state = PlacementEngine.read_state_at(db, seq=seq, at=when)
+    except InputError as exc:
+        _fail(exc)
+    write_text(out, json.dumps(state))
+    moment_said = "" if when is None else f" ({time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(when))})"
+    typer.echo(f"wrote the state{moment_said}: {len(state['machines']):,} machines, {len(state['vms']):,} VMs, to "
+               f"{out}")  # fmt: skip
 
 
 @dataclass(frozen=True)

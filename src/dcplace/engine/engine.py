@@ -1851,6 +1851,42 @@ class PlacementEngine:
         """The state of the cluster database ``path`` as :meth:`snapshot` gives it, read without writing to it and
         also while a service runs on it (which holds the database: another engine cannot open it): an online backup
         (:func:`~dcplace.engine.store.backup_database`) into a temporary folder, opened there, removed after."""
+        return cls._on_a_copy(path, lambda engine: engine.snapshot())
+
+    @classmethod
+    def read_state_at(cls, path: str | Path, seq: int | None = None, at: float | None = None) -> dict[str, Any]:
+        """The state of the cluster database ``path`` as it was right after its journal's entry ``seq`` (0: before
+        its first entry), or at Unix time ``at`` (after the last entry committed then), in :meth:`snapshot`'s form:
+        the state now with the journal's entries since undone (:func:`dcplace.engine.journal.rewind`), both read
+        from one online backup, so also while a service runs on it. Give exactly one of ``seq`` and ``at``."""
+        from dcplace.engine.journal import check_filters, rewind, seq_at
+
+        if (seq is None) == (at is None):
+            raise InputError("give exactly one of seq (a journal entry) and at (a time)", field="seq")
+        if at is not None and (isinstance(at, bool) or not isinstance(at, int | float) or not math.isfinite(at)):
+            raise InputError(f"must be a time in Unix seconds, got {at!r}", field="at")
+        if seq is not None:
+            check_filters(after=seq)
+
+        def state(engine: PlacementEngine) -> dict[str, Any]:
+            assert engine.store is not None
+            to = seq if seq is not None else seq_at_store(engine, float(at))  # type: ignore[arg-type]
+            return rewind(engine.snapshot(), engine.journal(after=to, limit=None), to)
+
+        def seq_at_store(engine: PlacementEngine, when: float) -> int:
+            import contextlib
+            import sqlite3
+
+            assert isinstance(engine.store, SqliteStore)
+            uri = engine.store.path.resolve().as_uri() + "?mode=ro"
+            with contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
+                return seq_at(conn, when)
+
+        return cls._on_a_copy(path, state)
+
+    @classmethod
+    def _on_a_copy(cls, path: str | Path, read: Callable[[PlacementEngine], _T]) -> _T:
+        """``read`` an engine on an online backup of the database ``path`` in a temporary folder (removed after)."""
         import tempfile
 
         from dcplace.engine.store import backup_database, stored_numa
@@ -1865,7 +1901,7 @@ class PlacementEngine:
                 said = e.detail.replace(f" to {copy} ", f" to a temporary folder ({tmp}) ").replace(str(copy), str(db))
                 raise InputError(said, field="db") from None
             try:
-                return engine.snapshot()
+                return read(engine)
             finally:
                 engine.close()
 

@@ -17,11 +17,12 @@ so the policies can be compared on what this cluster was asked, not on a public 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import math
 import sqlite3
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -317,3 +318,72 @@ def journal_trace(entries: Iterable[JournalEntry], rejected: str = "skip") -> tu
         start=t0,
     )
     return table, summary
+
+
+def rewind(snapshot: Mapping[str, Any], entries: Sequence[JournalEntry], to_seq: int) -> dict[str, Any]:
+    """The cluster's state right after the journal's entry ``to_seq`` committed (0: before its first entry), from
+    ``snapshot`` (:meth:`~dcplace.engine.PlacementEngine.snapshot`: the state after the last of ``entries``) by
+    undoing ``entries``, every entry after ``to_seq`` in order, newest first: a placement taken back, a release or
+    drop put back (with its pin and uid), a move moved back, a machine's status, addition or removal undone. Only
+    the entries after ``to_seq`` are needed, so a pruned journal rewinds as far as it reaches. InputError (field
+    ``seq``) where it cannot: an entry missing (pruned, or the journal was off: ``journal-resumed``), or one written
+    before its entries carried what undoes it; where the journal and the state disagree (a bug), AssertionError.
+    The answer has :meth:`~dcplace.engine.PlacementEngine.snapshot`'s form (machines by slot, VMs by id), so
+    :meth:`~dcplace.engine.PlacementEngine.restore` and ``compare cluster --snapshot`` take it."""
+    check_filters(after=to_seq)
+    machines = {m["id"]: dict(m) for m in snapshot["machines"]}
+    vms = {v["id"]: dict(v) for v in snapshot["vms"]}
+    if entries and entries[0].seq != to_seq + 1:
+        raise InputError(f"the journal no longer holds entries {to_seq + 1} to {entries[0].seq - 1} (pruned): it "
+                         f"rewinds to seq {entries[0].seq - 1} at the earliest", field="seq")  # fmt: skip
+    for before, e in itertools.pairwise(entries):
+        if e.seq != before.seq + 1:
+            raise InputError(f"the journal lacks entries {before.seq + 1} to {e.seq - 1}", field="seq")
+    for e in reversed(entries):
+        d = e.detail or {}
+
+        def needs(*keys: str, e: JournalEntry = e, d: dict[str, Any] = d) -> None:
+            if not all(k in d for k in keys):
+                raise InputError(f"entry {e.seq} ({e.event}) was written before the journal kept what undoes it; "
+                                 f"it rewinds to seq {e.seq} at the earliest", field="seq")  # fmt: skip
+
+        if e.event == "placed":
+            v = vms.pop(str(e.vm))
+            assert (v["machine"], v["node"]) == (e.machine, e.node), f"entry {e.seq}: {v} was not placed as {e}"
+        elif e.event == "moved":
+            needs("from", "from_node")
+            v = vms[str(e.vm)]
+            assert (v["machine"], v["node"]) == (e.machine, e.node), f"entry {e.seq}: {v} is not where {e} moved it"
+            v["machine"], v["node"] = d["from"], d["from_node"]
+        elif e.event in ("pinned", "unpinned"):
+            vms[str(e.vm)]["pinned"] = e.event == "unpinned"
+        elif e.event in ("released", "dropped"):
+            assert e.vm not in vms, f"entry {e.seq}: {e.vm} is still placed"
+            vms[str(e.vm)] = {"id": e.vm, "machine": e.machine, "node": e.node, "cpu": e.cpu, "mem": e.mem,
+                              "multi": bool(e.multi), "pinned": bool(d.get("pinned", False)),
+                              "uid": d.get("uid")}  # fmt: skip
+        elif e.event == "machine-added":
+            gone = machines.pop(str(e.machine))
+            assert not any(v["machine"] == e.machine for v in vms.values()), f"entry {e.seq}: {e.machine} hosts VMs"
+            assert gone["status"] == "active" or "status" in d, gone
+        elif e.event == "machine-removed":
+            needs("slot", "rack", "status", "capacity")
+            machines[str(e.machine)] = {"id": e.machine, "slot": d["slot"], "rack": d["rack"], "status": d["status"],
+                                        "capacity": d["capacity"]}  # fmt: skip
+        elif e.event.startswith("machine-"):
+            needs("from")
+            machines[str(e.machine)]["status"] = d["from"]
+        elif e.event == "journal-resumed":
+            raise InputError(f"the journal was off before entry {e.seq}: what happened then is not in it; it rewinds "
+                             f"to seq {e.seq} at the earliest", field="seq")  # fmt: skip
+    return {
+        "numa": snapshot["numa"],
+        "machines": sorted(machines.values(), key=lambda m: int(m["slot"])),
+        "vms": [vms[k] for k in sorted(vms)],
+    }
+
+
+def seq_at(conn: sqlite3.Connection, at: float) -> int:
+    """The last entry committed at or before Unix time ``at`` (0: none; the entries' own clock)."""
+    row = conn.execute("SELECT max(seq) FROM journal WHERE at <= ?", (at,)).fetchone()
+    return 0 if row is None or row[0] is None else int(row[0])

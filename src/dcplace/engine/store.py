@@ -652,22 +652,31 @@ class SqliteStore:
         elif isinstance(c, VmDelete):
             gone = None
             if journal:
-                gone = ex("SELECT machine, node, cpu, mem, multi FROM vms WHERE id = ?", (c.id,)).fetchone()
+                gone = ex(
+                    "SELECT machine, node, cpu, mem, multi, pinned, uid FROM vms WHERE id = ?", (c.id,)
+                ).fetchone()
             ex("DELETE FROM vms WHERE id = ?", (c.id,))
-            if gone is not None:
-                self._note(at, c.reason, c.id, *gone)
+            if gone is not None:  # its pin and uid: what puts it back when the journal is rewound
+                kept = {k: v for k, v in (("uid", gone[6]), ("pinned", bool(gone[5]) or None)) if v is not None}
+                self._note(at, c.reason, c.id, gone[0], gone[1], gone[2], gone[3], gone[4], kept or None)
         elif isinstance(c, MachineRow):
             ex(
                 "INSERT INTO machines (id, slot, rack, status, capacity) VALUES (?, ?, ?, ?, ?)",
                 (c.id, c.slot, c.rack, c.status, json.dumps(c.capacity)),
             )
             if journal:
-                self._note(at, "machine-added", None, c.id, detail={"rack": c.rack, "capacity": c.capacity})
+                self._note(
+                    at,
+                    "machine-added",
+                    None,
+                    c.id,
+                    detail={"rack": c.rack, "capacity": c.capacity, "slot": c.slot, "status": c.status},
+                )
         elif isinstance(c, MachineStatus):
             was = ex("SELECT status FROM machines WHERE id = ?", (c.id,)).fetchone() if journal else None
             ex("UPDATE machines SET status = ? WHERE id = ?", (c.status, c.id))
             if was is not None and was[0] != c.status:  # evacuating a drained machine drains it again: no event
-                self._note(at, f"machine-{c.status}", None, c.id)
+                self._note(at, f"machine-{c.status}", None, c.id, detail={"from": was[0]})
         elif isinstance(c, MetaSet):
             ex(
                 "INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -677,9 +686,18 @@ class SqliteStore:
             if journal:
                 self._note(at, "rejected", c.id, None, None, c.cpu, c.mem, int(c.multi), {"reason": c.reason})
         else:
-            ex("DELETE FROM machines WHERE id = ?", (c.id,))
+            was = None
             if journal:
-                self._note(at, "machine-removed", None, c.id)
+                was = ex("SELECT slot, rack, status, capacity FROM machines WHERE id = ?", (c.id,)).fetchone()
+            ex("DELETE FROM machines WHERE id = ?", (c.id,))
+            if was is not None:  # everything that puts it back when the journal is rewound
+                self._note(
+                    at,
+                    "machine-removed",
+                    None,
+                    c.id,
+                    detail={"slot": was[0], "rack": was[1], "status": was[2], "capacity": json.loads(was[3])},
+                )
 
     def _note(
         self,
