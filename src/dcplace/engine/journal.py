@@ -5,13 +5,15 @@ each change, it appends one ``journal`` row per thing that happened: a VM ``plac
 evacuation, a failed machine's VM placed again), ``pinned`` or ``unpinned``, ``released`` by its client or
 ``dropped`` (its failed machine's VM that fit nowhere); a request ``rejected`` (nothing changed, but it is demand); a
 machine ``machine-added``, ``machine-drained``, ``machine-active`` (activated), ``machine-failed``,
-``machine-removed``. Since a row commits with its change or not at all, the journal never says something happened
-that is not in the tables, and replaying its VM events from an empty cluster gives the tables' VMs (tested).
+``machine-removed``; ``journal-resumed`` where it was off for a while. Since a row commits with its change or not at
+all, the journal never says something happened that is not in the tables, and replaying its events from an empty
+cluster gives the tables (tested).
 
-Three uses: an operator's "what happened to this VM, on this machine" (:func:`read_journal`, ``GET /journal``,
-``dcplace cluster journal``); an audit of re-optimisation's moves; and a *trace of the cluster's own demand*
-(:func:`journal_trace`, ``dcplace cluster trace``), which every simulator, ``compare`` and ``train`` command reads,
-so the policies can be compared on what this cluster was asked, not on a public trace.
+Four uses: an operator's "what happened to this VM, on this machine" (:func:`read_journal`, ``GET /journal``,
+``dcplace cluster journal``); an audit of re-optimisation's moves; the state at a past moment (:func:`rewind`,
+``dcplace cluster rewind``); and a *trace of the cluster's own demand* (:func:`journal_trace`, ``dcplace cluster
+trace``), which every simulator, ``compare`` and ``train`` command reads, so the policies can be compared on what
+this cluster was asked, not on a public trace.
 """
 
 from __future__ import annotations
@@ -51,9 +53,11 @@ _COLUMNS = "seq, at, event, vm, machine, node, cpu, mem, multi, detail"
 class JournalEntry:
     """One journal row. ``seq`` grows with every row (page with ``after=seq``); ``at``: Unix time the operation was
     submitted; ``vm``/``machine``/``node``/``cpu``/``mem``/``multi``: what the event is about (None where it does not
-    apply: a machine event has no VM, a rejection no machine); ``detail``: ``placed`` the client's ``uid``,
-    ``moved`` where from (``from``, ``from_node``), ``rejected`` its ``reason``, ``machine-added`` its ``rack`` and
-    ``capacity`` per NUMA node."""
+    apply: a machine event has no VM, a rejection no machine); ``detail``: ``placed``, ``released`` and ``dropped``
+    the VM's ``uid`` and ``pinned`` where it had them, ``moved`` where from (``from``, ``from_node``), ``rejected``
+    its ``reason``, ``machine-added`` and ``machine-removed`` its ``slot``, ``rack``, ``status`` and ``capacity`` per
+    NUMA node, the other machine events ``from`` (the status before), ``journal-resumed`` ``off_since``: what
+    :func:`rewind` needs to undo each."""
 
     seq: int
     at: float

@@ -283,7 +283,8 @@ class JournalEntryOut(BaseModel):
     seq: int = Field(description="grows with every entry: pass the last one read as `after` to read on")
     at: float = Field(description="Unix time the operation was submitted")
     event: str = Field(description="placed, moved, pinned, unpinned, released, dropped, rejected, machine-added, "
-                                   "machine-drained, machine-active, machine-failed, machine-removed")  # fmt: skip
+                                   "machine-drained, machine-active, machine-failed, machine-removed, "
+                                   "journal-resumed")  # fmt: skip
     vm: str | None
     machine: str | None
     node: int | None = Field(description="the VM's NUMA node (null: over every node, or not a VM event)")
@@ -291,8 +292,9 @@ class JournalEntryOut(BaseModel):
     mem: float | None
     multi: bool | None
     detail: dict[str, Any] | None = Field(
-        description="placed: the client's uid; moved: from, from_node; rejected: reason; machine-added: rack, "
-        "capacity per NUMA node"
+        description="placed, released, dropped: the VM's uid and pinned, where it had them; moved: from, from_node; "
+        "rejected: reason; machine-added, machine-removed: slot, rack, status, capacity per NUMA node; other machine "
+        "events: from (the status before); journal-resumed: off_since"
     )
 
 
