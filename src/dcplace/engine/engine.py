@@ -74,7 +74,7 @@ from dcplace.engine.explain import (
     reason_counts,
     rejection_sentence,
 )
-from dcplace.engine.journal import JournalEntry
+from dcplace.engine.journal import JournalEntry, JournalQuery
 from dcplace.engine.reopt import ReoptPolicy, ReoptReport
 from dcplace.engine.store import (
     Change,
@@ -635,9 +635,9 @@ class PlacementEngine:
         if reader is None:
             raise InputError("this engine keeps no journal: it has no database, or its store keeps none "
                              "(PlacementEngine.open keeps one)", field="db")  # fmt: skip
+        query = JournalQuery(vm, machine, event, after, limit, tail, peek)
         self.check_store()
-        entries: list[JournalEntry] = reader(vm=vm, machine=machine, event=event, after=after, limit=limit, tail=tail,
-                                             peek=peek)  # fmt: skip
+        entries: list[JournalEntry] = reader(query)
         return entries
 
     def journal_page(
@@ -1859,14 +1859,14 @@ class PlacementEngine:
         its first entry), or at Unix time ``at`` (after the last entry committed then), in :meth:`snapshot`'s form:
         the state now with the journal's entries since undone (:func:`dcplace.engine.journal.rewind`), both read
         from one online backup, so also while a service runs on it. Give exactly one of ``seq`` and ``at``."""
-        from dcplace.engine.journal import check_filters, rewind, seq_at
+        from dcplace.engine.journal import rewind, seq_at
 
         if (seq is None) == (at is None):
             raise InputError("give exactly one of seq (a journal entry) and at (a time)", field="seq")
         if at is not None and (isinstance(at, bool) or not isinstance(at, int | float) or not math.isfinite(at)):
             raise InputError(f"must be a time in Unix seconds, got {at!r}", field="at")
         if seq is not None:
-            check_filters(after=seq)
+            JournalQuery(after=seq)
 
         def state(engine: PlacementEngine) -> dict[str, Any]:
             assert engine.store is not None

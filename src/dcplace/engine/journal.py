@@ -77,62 +77,58 @@ class JournalEntry:
         }  # fmt: skip
 
 
-def check_filters(
-    vm: str | None = None,
-    machine: str | None = None,
-    event: str | None = None,
-    after: int = 0,
-    limit: int | None = 1000,
-    tail: int | None = None,
-) -> None:
-    """One sentence naming the field where a filter cannot be used (InputError)."""
-    for name, value in (("vm", vm), ("machine", machine)):
-        if value is not None and (not isinstance(value, str) or not value):
-            raise InputError(f"must be a non-empty id, got {value!r}", field=name)
-    if event is not None and event not in EVENTS:
-        raise InputError(f"must be one of {', '.join(EVENTS)}; got {event!r}", field="event")
-    if isinstance(after, bool) or not isinstance(after, int) or not 0 <= after <= MAX_SEQ:
-        raise InputError(f"must be a whole number from 0 to {MAX_SEQ} (the last seq already read), got {after!r}",
-                         field="after")  # fmt: skip
-    for name, n in (("limit", limit), ("tail", tail)):
-        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_LIMIT):
-            raise InputError(f"must be a whole number from 1 to {MAX_LIMIT:,}, got {n!r}", field=name)
+@dataclass(frozen=True)
+class JournalQuery:
+    """Which entries to read: those after ``after`` (a seq) in commit order, at most ``limit`` (None: all), about the
+    VM ``vm``, the machine ``machine`` (a VM event on it, a move *from* it included), of kind ``event``; ``tail``:
+    instead, the newest ``tail`` such entries (still oldest first; ``limit`` is not used); ``peek``: one entry past
+    ``limit`` where there is one (:func:`paged` tells from it whether a page is the last). Checked when made: one
+    sentence naming the field (InputError)."""
+
+    vm: str | None = None
+    machine: str | None = None
+    event: str | None = None
+    after: int = 0
+    limit: int | None = 1000
+    tail: int | None = None
+    peek: bool = False
+
+    def __post_init__(self) -> None:
+        for name, value in (("vm", self.vm), ("machine", self.machine)):
+            if value is not None and (not isinstance(value, str) or not value):
+                raise InputError(f"must be a non-empty id, got {value!r}", field=name)
+        if self.event is not None and self.event not in EVENTS:
+            raise InputError(f"must be one of {', '.join(EVENTS)}; got {self.event!r}", field="event")
+        after = self.after
+        if isinstance(after, bool) or not isinstance(after, int) or not 0 <= after <= MAX_SEQ:
+            raise InputError(f"must be a whole number from 0 to {MAX_SEQ} (the last seq already read), got "
+                             f"{after!r}", field="after")  # fmt: skip
+        for name, n in (("limit", self.limit), ("tail", self.tail)):
+            if n is not None and (isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_LIMIT):
+                raise InputError(f"must be a whole number from 1 to {MAX_LIMIT:,}, got {n!r}", field=name)
 
 
-def query_journal(
-    conn: sqlite3.Connection,
-    vm: str | None = None,
-    machine: str | None = None,
-    event: str | None = None,
-    after: int = 0,
-    limit: int | None = 1000,
-    tail: int | None = None,
-    peek: bool = False,
-) -> list[JournalEntry]:
-    """The entries after ``after`` in commit order, at most ``limit`` (None: all), filtered by VM, machine (a VM
-    event on the machine, a move *from* it included) and event, from an open connection to a dcplace database.
-    ``tail``: instead, the newest ``tail`` such entries (still oldest first; ``limit`` is not used). ``peek``: one
-    entry past ``limit`` where there is one (:func:`paged` tells from it whether a page is the last)."""
-    check_filters(vm, machine, event, after, limit, tail)
+def query_journal(conn: sqlite3.Connection, q: JournalQuery) -> list[JournalEntry]:
+    """The entries ``q`` asks for, from an open connection to a dcplace database."""
     where: list[str] = ["seq > ?"]
-    args: list[object] = [after]
-    if vm is not None:
+    args: list[object] = [q.after]
+    if q.vm is not None:
         where.append("vm = ?")
-        args.append(vm)
-    if machine is not None:
+        args.append(q.vm)
+    if q.machine is not None:
         where.append("(machine = ? OR (event = 'moved' AND json_extract(detail, '$.from') = ?))")
-        args += [machine, machine]
-    if event is not None:
+        args += [q.machine, q.machine]
+    if q.event is not None:
         where.append("event = ?")
-        args.append(event)
+        args.append(q.event)
     sql = f"SELECT {_COLUMNS} FROM journal WHERE {' AND '.join(where)} ORDER BY seq"
-    if tail is not None:
-        sql += f" DESC LIMIT {int(tail)}"
-    elif limit is not None:
-        sql += f" LIMIT {int(limit) + int(peek)}"
+    if q.tail is not None:
+        sql += f" DESC LIMIT {int(q.tail)}"
+    elif q.limit is not None:
+        sql += f" LIMIT {int(q.limit) + int(q.peek)}"
     try:
         rows = conn.execute(sql, args).fetchall()
-        if tail is not None:
+        if q.tail is not None:
             rows.reverse()
     except sqlite3.OperationalError as e:
         if "no such table" in str(e):  # a database of schema 2 or older, read without opening an engine on it
@@ -146,26 +142,18 @@ def _entry(r: Sequence[Any]) -> JournalEntry:
                         None if r[8] is None else bool(r[8]), None if r[9] is None else json.loads(r[9]))  # fmt: skip
 
 
-def read_journal(
-    path: str | Path,
-    vm: str | None = None,
-    machine: str | None = None,
-    event: str | None = None,
-    after: int = 0,
-    limit: int | None = 1000,
-    tail: int | None = None,
-    peek: bool = False,
-) -> list[JournalEntry]:
-    """:func:`query_journal` on the database ``path``, read-only: also while ``dcplace serve`` runs on it, and
+def read_journal(path: str | Path, **query: Any) -> list[JournalEntry]:
+    """The entries of the database ``path`` that ``query`` (:class:`JournalQuery`'s fields: ``vm``, ``machine``,
+    ``event``, ``after``, ``limit``, ``tail``) asks for, read-only: also while ``dcplace serve`` runs on it, and
     writing nothing beside it where no engine holds it."""
     p = Path(path)
     if not p.is_file():
         raise InputError(f"{p} does not exist or is not a file", field="db")
     check_existing(p)
-    check_filters(vm, machine, event, after, limit, tail)
+    q = JournalQuery(**query)
     try:
         with _reading(p) as uri, contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
-            return query_journal(conn, vm, machine, event, after, limit, tail, peek)
+            return query_journal(conn, q)
     except sqlite3.DatabaseError as e:
         raise InputError(f"{p} cannot be read ({e})", field="db") from None
 
@@ -178,7 +166,7 @@ def journal_entries(path: str | Path, events: Sequence[str] | None = None) -> It
         raise InputError(f"{p} does not exist or is not a file", field="db")
     check_existing(p)
     for e in events or ():
-        check_filters(event=e)
+        JournalQuery(event=e)
     sql = f"SELECT {_COLUMNS} FROM journal"
     if events:
         sql += f" WHERE event IN ({', '.join('?' * len(events))})"
@@ -334,7 +322,7 @@ def rewind(snapshot: Mapping[str, Any], entries: Sequence[JournalEntry], to_seq:
     before its entries carried what undoes it; where the journal and the state disagree (a bug), AssertionError.
     The answer has :meth:`~dcplace.engine.PlacementEngine.snapshot`'s form (machines by slot, VMs by id), so
     :meth:`~dcplace.engine.PlacementEngine.restore` and ``compare cluster --snapshot`` take it."""
-    check_filters(after=to_seq)
+    JournalQuery(after=to_seq)
     machines = {m["id"]: dict(m) for m in snapshot["machines"]}
     vms = {v["id"]: dict(v) for v in snapshot["vms"]}
     if entries and entries[0].seq != to_seq + 1:

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from dcplace.errors import InputError
 
 if TYPE_CHECKING:
-    from dcplace.engine.journal import JournalEntry
+    from dcplace.engine.journal import JournalEntry, JournalQuery
 
 log = logging.getLogger(__name__)
 
@@ -485,24 +485,14 @@ class SqliteStore:
             row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
-    def journal(
-        self,
-        vm: str | None = None,
-        machine: str | None = None,
-        event: str | None = None,
-        after: int = 0,
-        limit: int | None = 1000,
-        tail: int | None = None,
-        peek: bool = False,
-    ) -> list[JournalEntry]:
-        """The journal's entries (:func:`dcplace.engine.journal.query_journal`), committed ones only, read on a
-        connection of its own: in WAL mode a reader never holds up the committer, whatever it filters."""
-        from dcplace.engine.journal import check_filters, query_journal
+    def journal(self, query: JournalQuery) -> list[JournalEntry]:
+        """The journal's entries ``query`` asks for, committed ones only, read on a connection of its own: in WAL
+        mode a reader never holds up the committer, whatever it filters."""
+        from dcplace.engine.journal import query_journal
 
-        check_filters(vm, machine, event, after, limit, tail)
         try:
             with contextlib.closing(sqlite3.connect(self.path.resolve().as_uri() + "?mode=ro", uri=True)) as conn:
-                return query_journal(conn, vm, machine, event, after, limit, tail, peek)
+                return query_journal(conn, query)
         except sqlite3.DatabaseError as e:
             raise StoreError(f"the journal of {self.path} cannot be read ({e})", str(e)) from None
 
