@@ -162,7 +162,7 @@ def test_the_journal_is_pruned_to_its_limit_and_can_be_off(tmp_path: Path) -> No
         PlacementEngine().journal()
 
 
-def test_an_old_database_gets_an_empty_journal_and_reads_before_that_find_none(tmp_path: Path) -> None:
+def test_an_old_database_gets_a_journal_that_says_it_began_late(tmp_path: Path) -> None:
     db = tmp_path / "c.db"
     e = PlacementEngine.open(db)
     e.add_machine("m0", 8, 16)
@@ -174,14 +174,20 @@ def test_an_old_database_gets_an_empty_journal_and_reads_before_that_find_none(t
     conn.close()
     assert read_journal(db) == []
     r = PlacementEngine.open(db)
-    assert r.journal() == [] and [v.id for v in r.vms()] == ["a"]
+    began = r.journal()
+    assert [(x.event, x.detail) for x in began] == [("journal-resumed", {"off_since": 0.0})]
+    assert [v.id for v in r.vms()] == ["a"]
     r.release("a")
-    assert [(x.event, x.vm) for x in r.journal()] == [("released", "a")]
+    assert [(x.event, x.vm) for x in r.journal()] == [("journal-resumed", None), ("released", "a")]
     # a release whose placement the journal never saw is left out of a trace, and counted
     r.place(VmRequest("b", 1, 1))
     table, summary = journal_trace(r.journal(limit=None))
-    assert summary.unmatched == 1 and len(table) == 1
+    assert summary.unmatched == 1 and len(table) == 1 and summary.resumed_at == began[0].at
     r.close()
+    # the state before the journal began is not in it: said, not guessed
+    with pytest.raises(InputError, match="began there, on a cluster that was running already"):
+        PlacementEngine.read_state_at(db, seq=0)
+    assert [v["id"] for v in PlacementEngine.read_state_at(db, seq=began[0].seq)["vms"]] == ["a"]
 
 
 def test_read_offline_while_an_engine_holds_the_database(tmp_path: Path) -> None:
@@ -407,6 +413,7 @@ def test_a_rewind_stops_where_the_journal_does(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     assert json.loads(out.read_text()) == back
     for args, said in ((["--seq", "1"], "--seq"), (["--at", "yesterday"], "--at"), ([], "--seq"),
+                       (["--at", "1e20"], "--at"), (["--seq", "99999999"], "--seq"), (["--seq", "-1"], "--seq"),
                        (["--seq", "1", "--at", "0"], "--seq")):  # fmt: skip
         bad = runner.invoke(app, ["cluster", "rewind", str(tmp_path / "x.json"), "--db", str(db), *args])
         assert bad.exit_code == 2 and f"error: {said}: " in bad.output, bad.output
@@ -418,3 +425,58 @@ def test_a_rewind_stops_where_the_journal_does(tmp_path: Path) -> None:
     on.close()
     with pytest.raises(InputError, match="the journal was off"):
         PlacementEngine.read_state_at(db, seq=oldest)
+
+
+def test_a_rewind_refuses_what_it_cannot_know(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    e = PlacementEngine.open(db)
+    e.add_machine("m0", 16, 32)
+    e.place(VmRequest("v1", 1, 1, pinned=True, uid="u1"))
+    s = e.journal(tail=1)[0].seq
+    e.release("v1")
+    e.close()
+    assert PlacementEngine.read_state_at(db, seq=s)["vms"][0] | {"cpu": 1} == {
+        "id": "v1",
+        "machine": "m0",
+        "node": 0,
+        "cpu": 1,
+        "mem": 1.0,
+        "multi": False,
+        "pinned": True,
+        "uid": "u1",
+    }
+    for kw, field, said in (({"seq": s + 5}, "seq", "last entry is"), ({"seq": -1}, "seq", "a journal entry"),
+                            ({"at": 1e20}, "at", "year 9999"),
+                            ({"seq": 1, "at": 0}, "seq", "exactly one")):  # fmt: skip
+        with pytest.raises(InputError, match=said) as err:
+            PlacementEngine.read_state_at(db, **kw)  # type: ignore[arg-type]
+        assert err.value.field == field
+    with sqlite3.connect(db) as conn:  # a release written before releases kept the pin and uid
+        conn.execute("UPDATE journal SET detail = NULL WHERE event = 'released'")
+    conn.close()
+    with pytest.raises(InputError, match="written before the journal kept what undoes it"):
+        PlacementEngine.read_state_at(db, seq=s)
+    off = PlacementEngine.open(db, journal_keep=0)  # off now: the state holds what it never saw
+    off.place(VmRequest("quiet", 1, 1))
+    off.close()
+    with pytest.raises(InputError, match="the journal is off"):
+        PlacementEngine.read_state_at(db, seq=s + 1)
+    runner = CliRunner()
+    res = runner.invoke(app, ["cluster", "trace", str(tmp_path / "t.csv"), "--db", str(db)])
+    assert res.exit_code == 0 and "note: the journal has been off since " in res.output
+
+
+def test_a_time_maps_to_the_state_in_commit_order(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    e = PlacementEngine.open(db)
+    e.add_machine("m0", 16, 32)
+    for i in range(4):
+        e.place(VmRequest(f"v{i}", 1, 1))
+    e.close()
+    with sqlite3.connect(db) as conn:  # v0-v3 stamped 1000, 1040, 1200, then 1050: the clock stepped back
+        for seq, at in ((1, 900), (2, 1000), (3, 1040), (4, 1200), (5, 1050)):
+            conn.execute("UPDATE journal SET at = ? WHERE seq = ?", (at, seq))
+    conn.close()
+    ids = lambda at: [v["id"] for v in PlacementEngine.read_state_at(db, at=at)["vms"]]  # noqa: E731
+    assert ids(1060) == ["v0", "v1"]  # v2 (stamped 1200) came after 1060, and v3 after v2, whatever its stamp
+    assert ids(1020) == ["v0"] and ids(5000) == ["v0", "v1", "v2", "v3"] and ids(0) == []

@@ -206,7 +206,7 @@ def journal(
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(e.at)) + f".{int(e.at % 1 * 1000):03d}Z"
         where = "" if e.machine is None else e.machine + ("" if e.node is None else f"/{e.node}")
         size = "" if e.cpu is None else f"{e.cpu:g} cores {e.mem:g} GB{' both nodes' if e.multi else ''}"
-        detail = "" if e.detail is None else " " + json.dumps(e.detail, separators=(",", ":"))
+        detail = " " + json.dumps(e.detail, separators=(",", ":")) if e.detail else ""
         typer.echo(f"{e.seq:>8}  {when}  {e.event:<15} {e.vm or '-':<20} {where or '-':<16} {size}{detail}")
     if not entries:
         typer.echo("no entries" + ("" if after == 0 else f" after seq {after}"), err=True)
@@ -228,7 +228,7 @@ def trace(
     --db DB --trace OUT --empty ...` (docs/engine.md, "The journal"). Read-only, also while `dcplace serve` runs on
     DB."""
     from dcplace.atomic import atomic_path
-    from dcplace.engine.journal import TRACE_EVENTS, journal_entries, journal_trace
+    from dcplace.engine.journal import TRACE_EVENTS, journal_entries, journal_off_since, journal_trace
     from dcplace.workload.huawei import write_huawei_events
 
     try:
@@ -237,6 +237,7 @@ def trace(
         if not out.parent.is_dir():
             raise InputError(f"OUT: the folder {out.parent} does not exist")
         table, summary = journal_trace(journal_entries(db, TRACE_EVENTS), rejected=rejected)
+        off = journal_off_since(db)
     except InputError as exc:
         _fail(exc)
     with atomic_path(out) as tmp:
@@ -255,6 +256,11 @@ def trace(
                   "was pruned or began after them)" if summary.unmatched else "")
                + (f"; {summary.adjusted:,} departures at or before their arrival (the clock stepped back) put just "
                   "after it" if summary.adjusted else ""))  # fmt: skip
+    if off is not None:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(off))
+        since = "was never on" if off == 0 else f"has been off since {stamp}"
+        typer.echo(f"note: the journal {since}: what happened since is not in the trace (a VM released since "
+                   "looks as if it still runs)", err=True)  # fmt: skip
     if summary.resumed_at is not None:
         resumed = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(summary.resumed_at))
         typer.echo(f"note: the journal was off until {resumed}; the trace starts there (nothing before can be "
@@ -302,8 +308,8 @@ def rewind(
         state = PlacementEngine.read_state_at(db, seq=seq, at=when)
     except InputError as exc:
         _fail(exc)
-    write_text(out, json.dumps(state))
     moment_said = "" if when is None else f" ({time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(when))})"
+    write_text(out, json.dumps(state))
     typer.echo(f"wrote the state{moment_said}: {len(state['machines']):,} machines, {len(state['vms']):,} VMs, to "
                f"{out}")  # fmt: skip
 

@@ -290,6 +290,9 @@ REJECTION_COUNTER = {"no-fit": "rejected_no_fit", "declined": "rejected_declined
 """A :class:`Rejection`'s code -> its key in :attr:`PlacementEngine.counters`."""
 
 
+LATEST_TIME = 253_402_300_799
+"""The last second of the year 9999 in Unix time: the latest moment a past state may be asked for."""
+
 MAX_NUMA = 256
 """NUMA nodes per machine at most: the largest shared-memory machines sold have 32 sockets of 1-4 nodes each; the
 warm-up at 1,024 nodes took 4.6 s and at 100,000 did not end (``serve --numa 100000`` hung at start-up)."""
@@ -1859,28 +1862,38 @@ class PlacementEngine:
         its first entry), or at Unix time ``at`` (after the last entry committed then), in :meth:`snapshot`'s form:
         the state now with the journal's entries since undone (:func:`dcplace.engine.journal.rewind`), both read
         from one online backup, so also while a service runs on it. Give exactly one of ``seq`` and ``at``."""
-        from dcplace.engine.journal import rewind, seq_at
+        from dcplace.engine.journal import check_seq, rewind, seq_at
 
         if (seq is None) == (at is None):
             raise InputError("give exactly one of seq (a journal entry) and at (a time)", field="seq")
-        if at is not None and (isinstance(at, bool) or not isinstance(at, int | float) or not math.isfinite(at)):
-            raise InputError(f"must be a time in Unix seconds, got {at!r}", field="at")
+        if at is not None and (
+            isinstance(at, bool) or not isinstance(at, int | float) or not 0 <= at <= LATEST_TIME
+        ):  # fmt: skip
+            raise InputError(f"must be a time in Unix seconds from 0 to {LATEST_TIME} (the year 9999), got {at!r}",
+                             field="at")  # fmt: skip
         if seq is not None:
-            JournalQuery(after=seq)
+            check_seq(seq)
 
         def state(engine: PlacementEngine) -> dict[str, Any]:
-            assert engine.store is not None
-            to = seq if seq is not None else seq_at_store(engine, float(at))  # type: ignore[arg-type]
-            return rewind(engine.snapshot(), engine.journal(after=to, limit=None), to)
-
-        def seq_at_store(engine: PlacementEngine, when: float) -> int:
             import contextlib
             import sqlite3
 
-            assert isinstance(engine.store, SqliteStore)
-            uri = engine.store.path.resolve().as_uri() + "?mode=ro"
-            with contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
-                return seq_at(conn, when)
+            store = engine.store
+            assert isinstance(store, SqliteStore)
+            off = store.meta("journal_off_since")
+            if off is not None:
+                since = "it was never on" if float(off) == 0 else "since " + time.strftime(
+                    "%Y-%m-%d %H:%M:%S UTC", time.gmtime(float(off)))  # fmt: skip
+                raise InputError(f"the journal is off ({since}): the state now holds changes it never recorded, so "
+                                 "it cannot be rewound; turn it on (serve --journal-keep N) and rewind to a moment "
+                                 "after that", field="seq")  # fmt: skip
+            with contextlib.closing(sqlite3.connect(store.path.resolve().as_uri() + "?mode=ro", uri=True)) as conn:
+                to = seq if seq is not None else seq_at(conn, float(at))  # type: ignore[arg-type]
+                last = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'journal'").fetchone()
+            if to > (0 if last is None else int(last[0])):
+                raise InputError(f"the journal's last entry is {0 if last is None else int(last[0])}; a later one "
+                                 "has not happened yet", field="seq")  # fmt: skip
+            return rewind(engine.snapshot(), engine.journal(after=to, limit=None), to)
 
         return cls._on_a_copy(path, state)
 

@@ -322,7 +322,7 @@ def rewind(snapshot: Mapping[str, Any], entries: Sequence[JournalEntry], to_seq:
     before its entries carried what undoes it; where the journal and the state disagree (a bug), AssertionError.
     The answer has :meth:`~dcplace.engine.PlacementEngine.snapshot`'s form (machines by slot, VMs by id), so
     :meth:`~dcplace.engine.PlacementEngine.restore` and ``compare cluster --snapshot`` take it."""
-    JournalQuery(after=to_seq)
+    check_seq(to_seq)
     machines = {m["id"]: dict(m) for m in snapshot["machines"]}
     vms = {v["id"]: dict(v) for v in snapshot["vms"]}
     if entries and entries[0].seq != to_seq + 1:
@@ -335,7 +335,7 @@ def rewind(snapshot: Mapping[str, Any], entries: Sequence[JournalEntry], to_seq:
         d = e.detail or {}
 
         def needs(*keys: str, e: JournalEntry = e, d: dict[str, Any] = d) -> None:
-            if not all(k in d for k in keys):
+            if e.detail is None or not all(k in d for k in keys):
                 raise InputError(f"entry {e.seq} ({e.event}) was written before the journal kept what undoes it; "
                                  f"it rewinds to seq {e.seq} at the earliest", field="seq")  # fmt: skip
 
@@ -350,6 +350,7 @@ def rewind(snapshot: Mapping[str, Any], entries: Sequence[JournalEntry], to_seq:
         elif e.event in ("pinned", "unpinned"):
             vms[str(e.vm)]["pinned"] = e.event == "unpinned"
         elif e.event in ("released", "dropped"):
+            needs()  # {} where the VM had neither pin nor uid; None: written before releases kept them
             assert e.vm not in vms, f"entry {e.seq}: {e.vm} is still placed"
             vms[str(e.vm)] = {"id": e.vm, "machine": e.machine, "node": e.node, "cpu": e.cpu, "mem": e.mem,
                               "multi": bool(e.multi), "pinned": bool(d.get("pinned", False)),
@@ -366,8 +367,9 @@ def rewind(snapshot: Mapping[str, Any], entries: Sequence[JournalEntry], to_seq:
             needs("from")
             machines[str(e.machine)]["status"] = d["from"]
         elif e.event == "journal-resumed":
-            raise InputError(f"the journal was off before entry {e.seq}: what happened then is not in it; it rewinds "
-                             f"to seq {e.seq} at the earliest", field="seq")  # fmt: skip
+            raise InputError(f"the journal was off before entry {e.seq} (or began there, on a cluster that was "
+                             f"running already): what happened before is not in it; it rewinds to seq {e.seq} at the "
+                             "earliest", field="seq")  # fmt: skip
     return {
         "numa": snapshot["numa"],
         "machines": sorted(machines.values(), key=lambda m: int(m["slot"])),
@@ -375,7 +377,35 @@ def rewind(snapshot: Mapping[str, Any], entries: Sequence[JournalEntry], to_seq:
     }
 
 
+def check_seq(seq: object) -> int:
+    """``seq`` where it can name a journal entry (0: before the first), else InputError naming ``seq``."""
+    if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq <= MAX_SEQ:
+        raise InputError(f"must be a whole number from 0 to {MAX_SEQ} (a journal entry), got {seq!r}", field="seq")
+    return seq
+
+
 def seq_at(conn: sqlite3.Connection, at: float) -> int:
-    """The last entry committed at or before Unix time ``at`` (0: none; the entries' own clock)."""
-    row = conn.execute("SELECT max(seq) FROM journal WHERE at <= ?", (at,)).fetchone()
-    return 0 if row is None or row[0] is None else int(row[0])
+    """The entry a state at Unix time ``at`` follows: the one before the first entry, in commit order, stamped after
+    ``at`` (the last entry where none is; 0: before the first). In commit order, not by time alone: where the clock
+    stepped back, an entry committed later may carry an earlier time, and the state after it came after everything
+    committed before it."""
+    first_after = conn.execute("SELECT min(seq) FROM journal WHERE at > ?", (at,)).fetchone()[0]
+    if first_after is not None:
+        return int(first_after) - 1
+    row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'journal'").fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def journal_off_since(path: str | Path) -> float | None:
+    """When the journal of the database ``path`` was turned off, where it is off now (None: it is on; 0.0: it was
+    never on), read read-only."""
+    p = Path(path)
+    try:
+        with _reading(p) as uri, contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'journal_off_since'").fetchone()
+    except sqlite3.DatabaseError as e:
+        raise InputError(f"{p} cannot be read ({e})", field="db") from None
+    try:
+        return None if row is None else float(row[0])
+    except ValueError:
+        return 0.0

@@ -408,6 +408,9 @@ class SqliteStore:
                 raise InputError(f"{self.path} fails SQLite's integrity check ({check}): restore a backup (docs/"
                                  "engine.md, \"Backups\")", field="db")  # fmt: skip
             self._conn.execute("BEGIN IMMEDIATE")
+            had_journal = self._conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'journal'"
+            ).fetchone()
             for statement in _SCHEMA.split(";"):  # one by one: executescript would commit the transaction first
                 if statement.strip():
                     self._conn.execute(statement)
@@ -417,7 +420,8 @@ class SqliteStore:
             if "uid" not in columns:  # schema 0 or 1: before VMs carried their client's uid
                 self._conn.execute("ALTER TABLE vms ADD COLUMN uid TEXT")
             self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            self._journal_setting()
+            holds_machines = self._conn.execute("SELECT EXISTS (SELECT 1 FROM machines)").fetchone()[0]
+            self._journal_setting(begun_on_a_cluster=had_journal is None and bool(holds_machines))
             first = self._conn.execute("SELECT min(seq) FROM journal").fetchone()[0]
             last = self._conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'journal'").fetchone()
             self._journal_last = 0 if last is None else int(last[0])  # the last seq given, kept or not
@@ -429,11 +433,13 @@ class SqliteStore:
                 self._conn.execute("ROLLBACK")
             raise InputError(f"{self.path} {_why(self.path, e)}", field="db") from None
 
-    def _journal_setting(self, asked: int | None = None) -> None:
+    def _journal_setting(self, begun_on_a_cluster: bool) -> None:
         """In :meth:`_prepare`'s transaction: take the stored ``journal_keep`` where none was asked for, store the
         one in force, and mark where the journal was off (``journal_off_since`` in ``meta``) and where it resumes
         (a ``journal-resumed`` row): a journal that was off for a while is not a complete history, and a trace of it
-        must not pair a placement before the gap with a release after it."""
+        must not pair a placement before the gap with a release after it, nor a rewind cross it.
+        ``begun_on_a_cluster``: this open made the journal of a database that holds machines (written before
+        journals): it begins with a gap, the cluster's whole history before it."""
 
         def meta(key: str) -> str | None:
             row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -448,6 +454,10 @@ class SqliteStore:
             self.journal_keep = int(stored)
         put("journal_keep", self.journal_keep)
         off_since = meta("journal_off_since")
+        if begun_on_a_cluster and off_since is None:
+            off_since = "0.0"  # what happened before this journal began is not in it
+            if self.journal_keep == 0:
+                put("journal_off_since", off_since)
         if self.journal_keep == 0 and off_since is None:
             put("journal_off_since", repr(time.time()))
         elif self.journal_keep > 0 and off_since is not None:
@@ -646,9 +656,9 @@ class SqliteStore:
                     "SELECT machine, node, cpu, mem, multi, pinned, uid FROM vms WHERE id = ?", (c.id,)
                 ).fetchone()
             ex("DELETE FROM vms WHERE id = ?", (c.id,))
-            if gone is not None:  # its pin and uid: what puts it back when the journal is rewound
+            if gone is not None:  # its pin and uid: what puts it back when the journal is rewound ({}: neither)
                 kept = {k: v for k, v in (("uid", gone[6]), ("pinned", bool(gone[5]) or None)) if v is not None}
-                self._note(at, c.reason, c.id, gone[0], gone[1], gone[2], gone[3], gone[4], kept or None)
+                self._note(at, c.reason, c.id, gone[0], gone[1], gone[2], gone[3], gone[4], kept)
         elif isinstance(c, MachineRow):
             ex(
                 "INSERT INTO machines (id, slot, rack, status, capacity) VALUES (?, ?, ?, ?, ?)",
@@ -701,7 +711,8 @@ class SqliteStore:
         multi: int | None = None,
         detail: dict[str, Any] | None = None,
     ) -> None:
-        """One journal row, written with the transaction's others (:meth:`_flush_notes`)."""
+        """One journal row, written with the transaction's others (:meth:`_flush_notes`). ``detail`` None: none;
+        ``{}`` is kept as ``{}`` (a release's says it had no pin or uid)."""
         self._notes.append(
             (at, event, vm, machine, node, cpu, mem, multi, None if detail is None else json.dumps(detail))
         )
