@@ -74,7 +74,7 @@ from dcplace.engine.explain import (
     reason_counts,
     rejection_sentence,
 )
-from dcplace.engine.journal import JournalEntry, JournalQuery
+from dcplace.engine.journal import JournalEntry, JournalQuery, query_journal
 from dcplace.engine.reopt import ReoptPolicy, ReoptReport
 from dcplace.engine.store import (
     Change,
@@ -634,14 +634,14 @@ class PlacementEngine:
         kind ``event``; ``tail``: the newest ``tail`` of them instead; ``peek``: one more than ``limit`` where there
         is one (:meth:`journal_page` pages with it). Committed entries only; an engine without a database keeps
         none (InputError)."""
-        reader = getattr(self.store, "journal", None)
-        if reader is None:
+        reading = getattr(self.store, "reading", None)
+        if reading is None:
             raise InputError("this engine keeps no journal: it has no database, or its store keeps none "
                              "(PlacementEngine.open keeps one)", field="db")  # fmt: skip
         query = JournalQuery(vm, machine, event, after, limit, tail, peek)
         self.check_store()
-        entries: list[JournalEntry] = reader(query)
-        return entries
+        with reading() as conn:
+            return query_journal(conn, query)
 
     def journal_page(
         self,
@@ -1875,9 +1875,6 @@ class PlacementEngine:
             check_seq(seq)
 
         def state(engine: PlacementEngine) -> dict[str, Any]:
-            import contextlib
-            import sqlite3
-
             store = engine.store
             assert isinstance(store, SqliteStore)
             off = store.meta("journal_off_since")
@@ -1887,7 +1884,7 @@ class PlacementEngine:
                 raise InputError(f"the journal is off ({since}): the state now holds changes it never recorded, so "
                                  "it cannot be rewound; turn it on (serve --journal-keep N) and rewind to a moment "
                                  "after that", field="seq")  # fmt: skip
-            with contextlib.closing(sqlite3.connect(store.path.resolve().as_uri() + "?mode=ro", uri=True)) as conn:
+            with store.reading() as conn:
                 to = seq if seq is not None else seq_at(conn, float(at))  # type: ignore[arg-type]
                 last = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'journal'").fetchone()
             if to > (0 if last is None else int(last[0])):

@@ -39,12 +39,9 @@ from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from dcplace.errors import InputError
-
-if TYPE_CHECKING:
-    from dcplace.engine.journal import JournalEntry, JournalQuery
 
 log = logging.getLogger(__name__)
 
@@ -495,16 +492,15 @@ class SqliteStore:
             row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
-    def journal(self, query: JournalQuery) -> list[JournalEntry]:
-        """The journal's entries ``query`` asks for, committed ones only, read on a connection of its own: in WAL
-        mode a reader never holds up the committer, whatever it filters."""
-        from dcplace.engine.journal import query_journal
-
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[sqlite3.Connection]:
+        """A read-only connection of its own to this store's database (the journal's reads): in WAL mode a reader
+        sees what is committed and never holds up the committer, whatever it asks. A failure is a StoreError."""
         try:
             with contextlib.closing(sqlite3.connect(self.path.resolve().as_uri() + "?mode=ro", uri=True)) as conn:
-                return query_journal(conn, query)
+                yield conn
         except sqlite3.DatabaseError as e:
-            raise StoreError(f"the journal of {self.path} cannot be read ({e})", str(e)) from None
+            raise StoreError(f"the database {self.path} cannot be read ({e})", str(e)) from None
 
     def set_numa(self, numa: int) -> None:
         self._conn.execute("BEGIN")
