@@ -191,8 +191,9 @@ limit by a tenth (docs/engine.md, "The journal", measures the size)."""
 SCHEMA_VERSION = 3
 """The tables' layout, in SQLite's ``user_version``: 0 is a database from before versions were recorded, 1 one
 without the ``uid`` column (2026-11-28), 2 one without the journal (2026-11-28), 3 the tables above; an older one
-is upgraded on open (the ``pinned`` and ``uid`` columns added: every VM it holds has no uid; an empty journal, so
-its VMs' placements are not in it). A newer one is refused, not read wrongly."""
+is upgraded on open (the ``pinned`` and ``uid`` columns added: every VM it holds has no uid; a journal that begins
+with ``journal-resumed``, since the cluster's history before it is not in it). A newer one is refused, not read
+wrongly."""
 
 
 def _why(path: Path, e: sqlite3.DatabaseError) -> str:
