@@ -150,8 +150,15 @@ def test_the_journal_is_pruned_to_its_limit_and_can_be_off(tmp_path: Path) -> No
     entries = e.journal(limit=None)
     assert 100 <= len(entries) <= 1100
     assert entries[-1].vm == "v1199" and entries[0].seq == entries[-1].seq - len(entries) + 1
+    from dcplace.service.metrics import ServiceMetrics
+
+    scrape = ServiceMetrics(e).registry.get_sample_value
+    kept = len(e.journal(limit=None))
+    assert scrape("dcplace_journal_entries") == kept and scrape("dcplace_journal_keep") == 100
+    assert scrape("dcplace_journal_written_total") == e.journal(tail=1)[0].seq
     e.close()
     off = PlacementEngine.open(tmp_path / "c.db", journal_keep=0)
+    assert ServiceMetrics(off).registry.get_sample_value("dcplace_journal_keep") == 0
     off.place(VmRequest("quiet", 1, 1))
     assert off.journal(vm="quiet") == [] and off.journal(limit=None)[-1].vm == "v1199"  # what was there stays
     off.close()

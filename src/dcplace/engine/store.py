@@ -746,9 +746,10 @@ class SqliteStore:
             self._lock_fd = None
 
     def stats(self) -> dict[str, Any]:
-        """Operations ``submitted`` and ``durable``, ``commits``, ``healthy`` (no failed commit), and
+        """Operations ``submitted`` and ``durable``, ``commits``, ``healthy`` (no failed commit),
         ``commit_seconds``: the commits' times as a cumulative histogram (``buckets``: ``(upper bound, commits
-        within it)`` over :data:`COMMIT_BUCKETS`) and their ``sum``."""
+        within it)`` over :data:`COMMIT_BUCKETS`) and their ``sum``; ``journal_entries`` kept (at most the limit and
+        its slack), ``journal_seq`` (the last entry's) and ``journal_keep`` (the limit; 0: off)."""
         with self._cv:
             counts, total = list(self._commit_counts), self._commit_s
             out: dict[str, Any] = {"submitted": self._submitted, "durable": self._durable, "commits": self.commits,
@@ -758,6 +759,8 @@ class SqliteStore:
             run += n
             buckets.append((bound, run))
         out["commit_seconds"] = {"buckets": buckets, "sum": total}
+        first, last = self._journal_first, self._journal_last  # the committer's; ints, read whole
+        out.update(journal_entries=max(0, last - first + 1), journal_seq=last, journal_keep=self.journal_keep)
         return out
 
 

@@ -81,6 +81,13 @@ class EngineCollector(Collector):
                                     value=st["submitted"] - st["durable"])  # fmt: skip
             yield GaugeMetricFamily("dcplace_store_healthy", "1 while the database takes commits, 0 after a failure "
                                     "(fail-stop: restart the service)", value=int(st["healthy"]))  # fmt: skip
+            if "journal_seq" in st:
+                yield GaugeMetricFamily("dcplace_journal_entries", "Journal entries kept (GET /journal); the oldest "
+                                        "go past --journal-keep and a tenth", value=st["journal_entries"])  # fmt: skip
+                yield GaugeMetricFamily("dcplace_journal_keep", "Journal entries kept at most (--journal-keep; 0: "
+                                        "off)", value=st["journal_keep"])  # fmt: skip
+                yield CounterMetricFamily("dcplace_journal_written", "Journal entries written (the last seq)",
+                                          value=st["journal_seq"])  # fmt: skip
             if "commit_seconds" in st:
                 h = st["commit_seconds"]
                 yield HistogramMetricFamily("dcplace_store_commit_seconds", "Time to write and commit one "
