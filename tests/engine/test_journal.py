@@ -23,6 +23,7 @@ from dcplace.cli.main import app
 from dcplace.engine import MachineSpec, PlacementEngine, StoreError, VmRequest
 from dcplace.engine.journal import JournalEntry, journal_trace, read_journal, rewind
 from dcplace.errors import InputError
+from dcplace.sim.episodes import prepare
 from dcplace.workload import load_trace
 
 OPS = st.lists(
@@ -208,6 +209,12 @@ def test_read_offline_while_an_engine_holds_the_database(tmp_path: Path) -> None
         read_journal(tmp_path / "none.db")
 
 
+def _without_multi(src: Path, dst: Path) -> Path:
+    lines = src.read_text(encoding="utf-8").splitlines()
+    dst.write_text("".join(line.rsplit(",", 1)[0] + "\n" for line in lines), encoding="utf-8")
+    return dst
+
+
 def test_the_trace_of_the_journal_is_the_demand(tmp_path: Path) -> None:
     db = tmp_path / "c.db"
     e = PlacementEngine.open(db)
@@ -244,6 +251,12 @@ def test_the_trace_of_the_journal_is_the_demand(tmp_path: Path) -> None:
     assert "wrote 3 requests" in res.output
     back = load_trace(str(out), seed=0)
     assert back.cpu.tolist() == [2, 3, 1] and np.isinf(back.departure[1:]).all()
+    # b spanned both nodes with 5 GB: the trace says so, and a replay keeps it whatever the threshold
+    assert back.numa_given and back.multi_numa.tolist() == [False, True, False]
+    assert prepare(back, 32.0).table.multi_numa.tolist() == [False, True, False]
+    assert prepare(back.subset([0, 1]), 0.5).table.multi_numa.tolist() == [False, True]
+    plain = load_trace(str(_without_multi(out, tmp_path / "plain.csv")), seed=0)  # an event log without the column
+    assert not plain.numa_given and prepare(plain, 4.5).table.multi_numa.tolist() == [False, True, False]
     again = runner.invoke(app, ["cluster", "trace", str(out), "--db", str(db)])
     assert again.exit_code == 2 and "already exists" in again.output
     sim = runner.invoke(app, ["simulate", "numa", "--trace", str(out), "--pms", "1", "--episodes", "1", "--json"])

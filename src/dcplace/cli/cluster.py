@@ -267,8 +267,8 @@ def trace(
                    "matched with what came after)", err=True)  # fmt: skip
     multi = int(table.multi_numa.sum())
     if multi:
-        typer.echo(f"note: {multi:,} VMs spanned both NUMA nodes; the CSV does not say which, and a replay marks "
-                   "VMs above --double-threshold GB as such", err=True)  # fmt: skip
+        typer.echo(f"note: {multi:,} VMs spanned every NUMA node of their machine; the trace's multi column says "
+                   "which, and a replay keeps it whatever --double-threshold says", err=True)  # fmt: skip
 
 
 @app.command("rewind")

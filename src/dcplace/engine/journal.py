@@ -296,7 +296,7 @@ def journal_trace(entries: Iterable[JournalEntry], rejected: str = "skip") -> tu
     t0 = float(arr[keep].min())
     table = RequestTable.from_arrays(arr[keep] - t0, dep[keep] - t0, np.asarray(cpu)[keep], np.asarray(mem)[keep],
                                      multi_numa=np.frombuffer(bytes(multi), np.uint8).astype(bool)[keep],
-                                     source="journal")  # fmt: skip
+                                     source="journal", numa_given=True)  # fmt: skip
     summary = TraceSummary(
         requests=int(keep.sum()),
         still_running=int(np.isinf(dep[keep]).sum()),

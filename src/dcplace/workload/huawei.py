@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from dcplace.errors import InputError
-from dcplace.inputs import ID, MAX_QUANTITY, SECONDS, Range
+from dcplace.inputs import ID, MAX_QUANTITY, SECONDS, Range, first_line
 from dcplace.workload.csvio import read_numeric_csv, require
 from dcplace.workload.table import RequestTable
 
@@ -69,14 +69,18 @@ def _check_unique_ids(path: Path, vmid: np.ndarray, line: np.ndarray) -> None:
 
 
 def read_huawei_events(path: str | Path) -> RequestTable:
-    """Read the event-log form ``vmid,cpu,memory,time,type`` (type 0 create, 1 delete).
+    """Read the event-log form ``vmid,cpu,memory,time,type`` (type 0 create, 1 delete), with an optional ``multi``
+    column (1: the VM spans every NUMA node of its machine; the table then says each VM's span, ``numa_given``, and
+    a double-NUMA threshold does not decide it).
 
     Checks: columns present and numeric, type in {0, 1}, times non-decreasing, one creation per vmid, every
     deletion preceded by the creation of the same vmid and of its size. VMs never deleted depart at ``inf``.
     """
     p = Path(path)
     kinds = Range(0, 1, integer=True)
-    cols = read_numeric_csv(p, {"vmid": ID, "cpu": SIZE, "memory": SIZE, "time": SECONDS, "type": kinds})
+    wanted = {"vmid": ID, "cpu": SIZE, "memory": SIZE, "time": SECONDS, "type": kinds}
+    spans = "multi" in first_line(p, "trace file").strip().replace(" ", "").split(",")
+    cols = read_numeric_csv(p, {**wanted, "multi": kinds} if spans else wanted)
     line = cols.lines
     kind = cols["type"]
     require(np.r_[True, np.diff(cols["time"]) >= 0], p, "time", "times must be non-decreasing (unsorted)", line)
@@ -126,14 +130,17 @@ def read_huawei_events(path: str | Path) -> RequestTable:
         departure=departure,
         cpu=cols["cpu"][create],
         mem=cols["memory"][create],
+        multi_numa=cols["multi"][create].astype(bool) if spans else None,
         vmid=c_ids,
         line=c_line,
         source=str(p),
+        numa_given=spans,
     )
 
 
 def write_huawei_events(table: RequestTable, path: str | Path) -> None:
-    """Write a table as an event log (create at arrival, delete at departure unless it is ``inf``).
+    """Write a table as an event log (create at arrival, delete at departure unless it is ``inf``), with a
+    ``multi`` column where the table says each VM's NUMA span (``numa_given``), so that a replay keeps it.
 
     Events are sorted by time; at equal times deletions come first, then creations in table order.
     """
@@ -143,7 +150,9 @@ def write_huawei_events(table: RequestTable, path: str | Path) -> None:
     rows = np.concatenate([np.flatnonzero(fin), np.arange(len(table))])
     order = np.lexsort((np.arange(len(times)), -kinds, times))
     with open(path, "w", encoding="utf-8") as fh:
-        fh.write("vmid,cpu,memory,time,type\n")
+        spans = table.numa_given
+        fh.write("vmid,cpu,memory,time,type" + (",multi\n" if spans else "\n"))
         for j in order:
             r = rows[j]
-            fh.write(f"{table.vmid[r]},{table.cpu[r]:.17g},{table.mem[r]:.17g},{times[j]:.17g},{kinds[j]}\n")
+            fh.write(f"{table.vmid[r]},{table.cpu[r]:.17g},{table.mem[r]:.17g},{times[j]:.17g},{kinds[j]}"
+                     + (f",{int(table.multi_numa[r])}\n" if spans else "\n"))  # fmt: skip

@@ -42,6 +42,8 @@ class RequestTable:
         censored: ``(n,)`` bool, true when the trace only bounds the lifetime from below (Azure ``C`` tokens).
         line: ``(n,)`` int64, the 1-based source line (for error messages); 0 for generated requests.
         source: where the table came from (a path or a generator name).
+        numa_given: the source says each request's NUMA span (a live cluster's journal, an event log with a
+            ``multi`` column): :meth:`with_double_numa_threshold` keeps it instead of deciding by memory.
     """
 
     vmid: I64
@@ -53,6 +55,7 @@ class RequestTable:
     censored: B
     line: I64
     source: str = "<memory>"
+    numa_given: bool = False
 
     def __post_init__(self) -> None:
         """Check the columns (a table built in Python gets the checks a file's rows get: a negative cpu, a NaN
@@ -102,6 +105,7 @@ class RequestTable:
         vmid: npt.ArrayLike | None = None,
         line: npt.ArrayLike | None = None,
         source: str = "<memory>",
+        numa_given: bool = False,
     ) -> RequestTable:
         """Build a table, sorting by arrival (stable) if needed. Every column must have one entry per request (an
         extra departure was dropped without a word)."""
@@ -129,6 +133,7 @@ class RequestTable:
             censored=_sealed(cen[order]),
             line=_sealed(ln[order]),
             source=source,
+            numa_given=numa_given,
         )
 
     def subset(self, rows: npt.ArrayLike) -> RequestTable:
@@ -140,6 +145,7 @@ class RequestTable:
             vmid=_sealed(self.vmid[idx]), arrival=_sealed(self.arrival[idx]), departure=_sealed(self.departure[idx]),
             cpu=_sealed(self.cpu[idx]), mem=_sealed(self.mem[idx]), multi_numa=_sealed(self.multi_numa[idx]),
             censored=_sealed(self.censored[idx]), line=_sealed(self.line[idx]), source=self.source,
+            numa_given=self.numa_given,
         )  # fmt: skip
 
     @property
@@ -148,9 +154,12 @@ class RequestTable:
         return np.asarray(self.departure - self.arrival)
 
     def with_double_numa_threshold(self, threshold_gb: float) -> RequestTable:
-        """Classify as multi-NUMA every request with memory strictly above ``threshold_gb`` (VMAgent's rule)."""
+        """Classify as multi-NUMA every request with memory strictly above ``threshold_gb`` (VMAgent's rule); a table
+        whose source says each request's span (``numa_given``) keeps it."""
         if not threshold_gb >= 0:
             raise InputError(
                 f"double_threshold must be a non-negative number of GB, got {threshold_gb}", field="double_threshold"
             )
+        if self.numa_given:
+            return self
         return replace(self, multi_numa=np.asarray(self.mem > threshold_gb))
