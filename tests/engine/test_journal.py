@@ -500,3 +500,34 @@ def test_a_time_maps_to_the_state_in_commit_order(tmp_path: Path) -> None:
     ids = lambda at: [v["id"] for v in PlacementEngine.read_state_at(db, at=at)["vms"]]  # noqa: E731
     assert ids(1060) == ["v0", "v1"]  # v2 (stamped 1200) came after 1060, and v3 after v2, whatever its stamp
     assert ids(1020) == ["v0"] and ids(5000) == ["v0", "v1", "v2", "v3"] and ids(0) == []
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 10_000))
+def test_replaying_the_trace_with_the_clusters_policy_repeats_what_it_did(tmp_path_factory, seed) -> None:  # type: ignore[no-untyped-def]
+    """The trace is faithful: the cluster's own policy on its own machines, fed the trace, decides exactly as the
+    cluster did (rejections change nothing, so leaving them out changes no decision)."""
+    from dcplace.cluster.numa import NumaCluster
+    from dcplace.engine.stream import engine_for, run_stream
+    from dcplace.sim.numa import PreparedTrace
+
+    rng = np.random.default_rng(seed)
+    e = PlacementEngine.open(tmp_path_factory.mktemp("t") / "c.db")
+    caps = [(16, 32), (24, 48), (16, 64)]
+    e.add_machines([MachineSpec(f"m{i}", c, m) for i, (c, m) in enumerate(caps)])
+    live: list[str] = []
+    for i in range(60):
+        cpu, mem = float(rng.integers(1, 9)), float(rng.integers(1, 17))
+        e.place(VmRequest(f"v{i}", cpu, mem, multi=bool(rng.random() < 0.2)))
+        if e.vm_page().vms and rng.random() < 0.4:
+            live = [v.id for v in e.vms()]
+            e.release(live[int(rng.integers(len(live)))])
+    entries = e.journal(limit=None)
+    table, _ = journal_trace(entries)
+    cluster = NumaCluster(np.array([[[c, m]] * 2 for c, m in caps], float))  # cores and GB per node, as given
+    res = run_stream(engine_for(cluster, "best-fit"), PreparedTrace.build(table))
+    slot = {f"m{i}": i for i in range(len(caps))}
+    placed = [x for x in entries if x.event == "placed"]
+    want = [slot[str(x.machine)] * 2 + (x.node or 0) for x in placed]
+    assert res.actions.tolist() == want and res.rejected == 0
+    e.close()
