@@ -255,6 +255,11 @@ def test_the_trace_of_the_journal_is_the_demand(tmp_path: Path) -> None:
     assert back.numa_given and back.multi_numa.tolist() == [False, True, False]
     assert prepare(back, 32.0).table.multi_numa.tolist() == [False, True, False]
     assert prepare(back.subset([0, 1]), 0.5).table.multi_numa.tolist() == [False, True]
+    quoted = tmp_path / "quoted.csv"  # the header as a CSV reader reads it: quoted, after a blank line
+    lines = out.read_text(encoding="utf-8").splitlines()
+    quoted.write_text("\n" + ",".join(f'"{c}"' for c in lines[0].split(",")) + "\n" + "\n".join(lines[1:]) + "\n",
+                      encoding="utf-8")  # fmt: skip
+    assert load_trace(str(quoted), seed=0).multi_numa.tolist() == [False, True, False]
     plain = load_trace(str(_without_multi(out, tmp_path / "plain.csv")), seed=0)  # an event log without the column
     assert not plain.numa_given and prepare(plain, 4.5).table.multi_numa.tolist() == [False, True, False]
     again = runner.invoke(app, ["cluster", "trace", str(out), "--db", str(db)])
@@ -423,6 +428,9 @@ def test_a_rewind_stops_where_the_journal_does(tmp_path: Path) -> None:
     assert len(e.vms()) == 1100 and len(kept) == 100 and all(x.event == "placed" for x in kept)
     back = PlacementEngine.read_state_at(db, seq=oldest - 1)
     assert [v["id"] for v in back["vms"]] == sorted(f"v{i}" for i in range(1000))
+    with pytest.raises(InputError, match="no longer reaches back to that time") as err:  # when the pruned ones were
+        PlacementEngine.read_state_at(db, at=1.0)  # is gone with them: not the oldest state kept, labelled 1970
+    assert err.value.field == "at"
     with pytest.raises(InputError, match="no longer holds") as err:
         PlacementEngine.read_state_at(db, seq=oldest - 2)
     assert err.value.field == "seq"

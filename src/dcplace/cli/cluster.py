@@ -180,7 +180,8 @@ def journal(
     = None,
     event: Annotated[str | None, typer.Option(help="only this event: placed, moved, pinned, unpinned, released, "
                                                    "dropped, rejected, machine-added, machine-drained, "
-                                                   "machine-active, machine-failed, machine-removed")] = None,
+                                                   "machine-active, machine-failed, machine-removed, "
+                                                   "journal-resumed")] = None,
     after: Annotated[int, typer.Option(help="entries after this seq (the last one read)")] = 0,
     limit: Annotated[int, typer.Option(help="entries at most (1-10,000)")] = 100,
     tail: Annotated[int | None, typer.Option(help="instead: the newest this many (1-10,000), oldest first")] = None,
@@ -205,7 +206,7 @@ def journal(
     for e in entries:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(e.at)) + f".{int(e.at % 1 * 1000):03d}Z"
         where = "" if e.machine is None else e.machine + ("" if e.node is None else f"/{e.node}")
-        size = "" if e.cpu is None else f"{e.cpu:g} cores {e.mem:g} GB{' both nodes' if e.multi else ''}"
+        size = "" if e.cpu is None else f"{e.cpu:g} cores {e.mem:g} GB{' every node' if e.multi else ''}"
         detail = " " + json.dumps(e.detail, separators=(",", ":")) if e.detail else ""
         typer.echo(f"{e.seq:>8}  {when}  {e.event:<15} {e.vm or '-':<20} {where or '-':<16} {size}{detail}")
     if not entries:

@@ -44,7 +44,8 @@ class CompareNuma:
     seed: int = 0
     """same seed, same numbers"""
     double_threshold: float = 32.0
-    """VMs with memory above this many GB are double-NUMA"""
+    """VMs with memory above this many GB are double-NUMA (a trace that says each VM's span, its multi column, keeps
+    it)"""
     oversize: Literal["error", "skip"] = "error"
     """a VM no machine can host: refuse the trace, or count and skip"""
     scenario: Scenario = field(default_factory=Scenario)
@@ -225,7 +226,8 @@ class FromClusterState:
     seed: int = 0
     """same seed, same numbers"""
     double_threshold: float = 32.0
-    """the trace's VMs with memory above this many GB are multi-NUMA (split over every node)"""
+    """the trace's VMs with memory above this many GB are multi-NUMA (split over every node); a trace that says each
+    VM's span (its multi column, `cluster trace`) keeps it"""
     empty: bool = False
     """start every window from the cluster's machines (their status kept) without its VMs: to replay the cluster's
     own history (`dcplace cluster trace`), whose running VMs are in the trace already"""

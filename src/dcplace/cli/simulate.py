@@ -58,7 +58,8 @@ class NumaRun:
     seed: int = 0
     """same seed, same numbers"""
     double_threshold: float = 32.0
-    """VMs with memory above this many GB are double-NUMA"""
+    """VMs with memory above this many GB are double-NUMA (a trace that says each VM's span, its multi column, keeps
+    it)"""
     oversize: Literal["error", "skip"] = "error"
     """a VM no machine can host: refuse the trace, or count and skip"""
     check: bool = False
@@ -276,7 +277,8 @@ class StreamRun:
     release: bool = True
     """VMs leave at their departure (off: never)"""
     double_threshold: float = 32.0
-    """VMs with memory above this many GB are double-NUMA"""
+    """VMs with memory above this many GB are double-NUMA (a trace that says each VM's span, its multi column, keeps
+    it)"""
     max_requests: int = 0
     """stop after this many requests (0: the whole trace)"""
     samples: int = 100

@@ -627,6 +627,7 @@ class PlacementEngine:
         after: int = 0,
         limit: int | None = 1000,
         tail: int | None = None,
+        *,
         peek: bool = False,
     ) -> list[JournalEntry]:
         """What happened, oldest first (:mod:`dcplace.engine.journal`): the entries after ``after`` (a ``seq``), at
@@ -1877,16 +1878,23 @@ class PlacementEngine:
         def state(engine: PlacementEngine) -> dict[str, Any]:
             store = engine.store
             assert isinstance(store, SqliteStore)
+            field = "seq" if seq is not None else "at"
             off = store.meta("journal_off_since")
             if off is not None:
                 since = "it was never on" if float(off) == 0 else "since " + time.strftime(
                     "%Y-%m-%d %H:%M:%S UTC", time.gmtime(float(off)))  # fmt: skip
                 raise InputError(f"the journal is off ({since}): the state now holds changes it never recorded, so "
                                  "it cannot be rewound; turn it on (serve --journal-keep N) and rewind to a moment "
-                                 "after that", field="seq")  # fmt: skip
+                                 "after that", field=field)  # fmt: skip
             with store.reading() as conn:
                 to = seq if seq is not None else seq_at(conn, float(at))  # type: ignore[arg-type]
                 last = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'journal'").fetchone()
+                oldest = conn.execute("SELECT min(seq), min(at) FROM journal").fetchone()
+            if at is not None and oldest[0] is not None and to == oldest[0] - 1 and oldest[0] > 1:
+                # a time before the oldest entry kept: when the pruned ones happened is gone with them
+                stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(float(oldest[1])))
+                raise InputError(f"the journal no longer reaches back to that time: its oldest entry kept is "
+                                 f"{oldest[0]}, of {stamp} (older ones were pruned)", field="at")  # fmt: skip
             if to > (0 if last is None else int(last[0])):
                 raise InputError(f"the journal's last entry is {0 if last is None else int(last[0])}; a later one "
                                  "has not happened yet", field="seq")  # fmt: skip

@@ -142,15 +142,24 @@ def _entry(r: Sequence[Any]) -> JournalEntry:
                         None if r[8] is None else bool(r[8]), None if r[9] is None else json.loads(r[9]))  # fmt: skip
 
 
-def read_journal(path: str | Path, **query: Any) -> list[JournalEntry]:
-    """The entries of the database ``path`` that ``query`` (:class:`JournalQuery`'s fields: ``vm``, ``machine``,
-    ``event``, ``after``, ``limit``, ``tail``) asks for, read-only: also while ``dcplace serve`` runs on it, and
-    writing nothing beside it where no engine holds it."""
+def read_journal(
+    path: str | Path,
+    *,
+    vm: str | None = None,
+    machine: str | None = None,
+    event: str | None = None,
+    after: int = 0,
+    limit: int | None = 1000,
+    tail: int | None = None,
+    peek: bool = False,
+) -> list[JournalEntry]:
+    """The entries of the database ``path`` that the filters ask for (:class:`JournalQuery`), read-only: also while
+    ``dcplace serve`` runs on it, and writing nothing beside it where no engine holds it."""
     p = Path(path)
     if not p.is_file():
         raise InputError(f"{p} does not exist or is not a file", field="db")
     check_existing(p)
-    q = JournalQuery(**query)
+    q = JournalQuery(vm, machine, event, after, limit, tail, peek)
     try:
         with _reading(p) as uri, contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
             return query_journal(conn, q)

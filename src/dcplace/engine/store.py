@@ -105,6 +105,10 @@ class VmDelete:
     """Why the VM went, as the journal names it: ``released`` by a client, ``dropped`` (its failed machine's VM that
     fit nowhere)."""
 
+    def __post_init__(self) -> None:
+        if self.reason not in ("released", "dropped"):
+            raise ValueError(f"a VM goes released or dropped, not {self.reason!r}")
+
 
 @dataclass(frozen=True)
 class Rejected:
@@ -580,10 +584,10 @@ class SqliteStore:
                 self._conn.execute("COMMIT")
             except BaseException as e:  # any failure: nothing after it is durable; fail-stop
                 self._notes.clear()
+                self._journal_first, self._journal_last = first, last  # nothing of this batch is durable
                 try:
                     self._conn.execute("ROLLBACK")
-                    self._journal_first, self._journal_last = first, last
-                except sqlite3.Error:
+                except sqlite3.Error:  # SQLite may have rolled back already (an I/O error at COMMIT)
                     pass
                 with self._cv:
                     self._failed(e)

@@ -25,10 +25,14 @@ class NumericCsv(dict[str, npt.NDArray[np.float64]]):
 
 
 def read_numeric_csv(
-    path: Path, columns: Mapping[str, Range] | tuple[str, ...], what: str = "trace file"
+    path: Path,
+    columns: Mapping[str, Range] | tuple[str, ...],
+    what: str = "trace file",
+    optional: Mapping[str, Range] | None = None,
 ) -> NumericCsv:
     """Read ``columns`` of a headed CSV as float64 arrays, each value within its column's range (a tuple of names:
-    any finite number).
+    any finite number), and those of ``optional`` that the header has (the header as the reader parses it: quoted
+    or after blank lines).
 
     Raises InputError for a missing, unreadable or non-text file, a missing column, a row with another number of
     fields than the header, no data rows, or a cell that is not a number in range (line numbers are 1-based and count
@@ -36,6 +40,7 @@ def read_numeric_csv(
     """
     ranges = dict(columns) if isinstance(columns, Mapping) else dict.fromkeys(columns, ANY)
     table = read_csv(path, tuple(ranges), what)
+    ranges |= {col: rng for col, rng in (optional or {}).items() if col in table.header}
     out = NumericCsv()
     out.lines = np.asarray(table.lines, dtype=np.int64)
     for col, rng in ranges.items():

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from dcplace.errors import InputError
-from dcplace.inputs import ID, MAX_QUANTITY, SECONDS, Range, first_line
+from dcplace.inputs import ID, MAX_QUANTITY, SECONDS, Range
 from dcplace.workload.csvio import read_numeric_csv, require
 from dcplace.workload.table import RequestTable
 
@@ -78,9 +78,9 @@ def read_huawei_events(path: str | Path) -> RequestTable:
     """
     p = Path(path)
     kinds = Range(0, 1, integer=True)
-    wanted = {"vmid": ID, "cpu": SIZE, "memory": SIZE, "time": SECONDS, "type": kinds}
-    spans = "multi" in first_line(p, "trace file").strip().replace(" ", "").split(",")
-    cols = read_numeric_csv(p, {**wanted, "multi": kinds} if spans else wanted)
+    cols = read_numeric_csv(p, {"vmid": ID, "cpu": SIZE, "memory": SIZE, "time": SECONDS, "type": kinds},
+                            optional={"multi": kinds})  # fmt: skip
+    spans = "multi" in cols
     line = cols.lines
     kind = cols["type"]
     require(np.r_[True, np.diff(cols["time"]) >= 0], p, "time", "times must be non-decreasing (unsorted)", line)

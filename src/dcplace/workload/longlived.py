@@ -92,6 +92,7 @@ def restore_never_deleted(
         vmid=np.r_[table.vmid, np.arange(first_id, first_id + count, dtype=np.int64)],
         line=np.r_[table.line, np.zeros(count, np.int64)],
         source=f"{table.source} + {count} never-deleted (seed {seed})",
+        numa_given=table.numa_given,
     )
 
 

@@ -11,7 +11,9 @@ directory; ``../shared/data`` next to the project checkout. Nothing is copied in
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import io
 import os
 from pathlib import Path
 
@@ -49,6 +51,19 @@ def trace_available(name: str) -> bool:
     return name == "synthetic"
 
 
+def _header(path: Path) -> list[str]:
+    """The header's cells as the CSV reader reads them (quotes and spaces off, blank lines before it skipped): which
+    form a trace file has. Only the first line was looked at, so a header after a blank line, or quoted, was not
+    recognised."""
+    first_line(path, "trace file")  # an unreadable, binary or empty file: the one sentence it says
+    with open(path, "rb") as fh:
+        head = fh.read(1 << 16).decode("utf-8", errors="replace").lstrip("\ufeff")
+    for cells in csv.reader(io.StringIO(head)):
+        if any(c.strip() for c in cells):
+            return [c.strip() for c in cells]
+    return []
+
+
 def load_trace(name_or_path: str, *, seed: int = 0, synthetic_n: int = 20_000) -> RequestTable:
     """Load a named trace or a file.
 
@@ -84,7 +99,7 @@ def load_trace(name_or_path: str, *, seed: int = 0, synthetic_n: int = 20_000) -
             f"got {name_or_path!r}",
             field="trace",
         )
-    header = first_line(p, "trace file").strip().replace(" ", "").split(",")
+    header = _header(p)
     if "type" in header and "time" in header:
         return read_huawei_events(p)
     return read_huawei_lifetime(p)

@@ -21,6 +21,7 @@ let timer = null;
 let selected = null; // the id of the machine whose detail is shown
 let lastGood = null; // when the page was last brought up to date
 let lastMachines = [];
+let eventsOf = ""; // the machine (and its VM count and status) whose events are shown: read again when it changes
 const tiles = new Map(); // machine id -> its tile, kept between refreshes
 const racks = new Map(); // rack name -> its section
 
@@ -329,6 +330,7 @@ async function renderEvents(m) {
   } catch (e) {
     if (selected !== m.id) return;
     body.replaceChildren();
+    eventsOf = ""; // read again at the next refresh
     if (!(e instanceof Refused)) $("events-note").textContent = `its events could not be read: ${e.message}`;
   }
 }
@@ -360,6 +362,7 @@ function select(id) {
     $("vms-note").textContent = "";
     $("events").tBodies[0].replaceChildren();
     $("events-note").textContent = "";
+    eventsOf = "";
   }
   selected = id;
   for (const [key, tile] of tiles) tile.classList.toggle("selected", key === id);
@@ -382,7 +385,12 @@ async function renderDetail() {
   m.cpu.forEach((c, i) =>
     row(nodes, [String(i), `${fmt(u.cpu[i])} / ${fmt(c)}`, `${fmt(u.mem[i])} / ${fmt(m.mem[i])}`]),
   );
-  renderEvents(m);
+  const seen = JSON.stringify([m.id, m.vms, m.status]);
+  if (seen !== eventsOf) {
+    // a machine's events cost a scan of the journal: read when it is chosen or changes, not on every refresh
+    eventsOf = seen;
+    renderEvents(m);
+  }
   const vms = $("vms").tBodies[0];
   try {
     const { body, next } = await get(`vms?machine=${encodeURIComponent(m.id)}&limit=${VM_ROWS}`);
