@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import time
 from typing import Annotated, Any
 
 import httpx
@@ -138,8 +139,15 @@ def test_every_operation_answers_as_documented(contract: Contract) -> None:
     assert c.call("POST", "/allocations", json=[{**split[0], "vm": "x", "node": "any"}]).status_code == 422
     assert c.call("POST", "/allocations", json=[{**rows[0], "vm": "i2", "machine": "none"}]).status_code in (404, 422)
     assert c.call("GET", "/state").status_code == 200
-    assert c.call("GET", "/state/snapshot").status_code == 200
+    then = c.call("GET", "/state/snapshot").json()
+    seq_then = c.call("GET", "/journal?tail=1").json()["entries"][0]["seq"]
+    assert c.call("GET", "/state/snapshot?at=2026-11-28T21:48:00Z").status_code in (200, 422)  # before the journal
     assert c.call("GET", "/healthz").status_code == 200
+    assert c.call("GET", "/vms/imp").json()["id"] == "imp"
+    assert c.call("DELETE", "/vms/imp").status_code == 200  # a change after `then`: rewound away
+    assert c.call("GET", f"/state/snapshot?seq={seq_then}").json() == then
+    for bad in ("seq=-1", "at=yesterday", f"seq=1&at={time.time()}", "seq=99999999"):
+        assert c.call("GET", f"/state/snapshot?{bad}").status_code == 422, bad
     assert c.call("GET", "/metrics").status_code == 200
     assert c.call("GET", "/reoptimise/last").status_code == 200
     assert c.call("POST", "/reoptimise", json={"execute": False}).status_code == 200

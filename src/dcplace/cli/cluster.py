@@ -285,27 +285,16 @@ def rewind(
     what was on a machine when it failed, what a policy would have faced then. OUT has `GET /state/snapshot`'s form:
     `dcplace compare cluster --snapshot OUT` asks which policy would have done best from there. Read-only, also while
     `dcplace serve` runs on DB."""
-    from datetime import UTC, datetime
-
     from dcplace.atomic import write_text
     from dcplace.engine import PlacementEngine
+    from dcplace.engine.journal import parse_time
 
     try:
         if out.exists() or out.is_symlink():
             raise InputError(f"OUT: {out} already exists; choose another name")
         if not out.parent.is_dir():
             raise InputError(f"OUT: the folder {out.parent} does not exist")
-        when: float | None = None
-        if at is not None:
-            try:
-                when = float(at)
-            except ValueError:
-                try:
-                    moment = datetime.fromisoformat(at.strip())
-                except ValueError:
-                    raise InputError(f"is not a time ('2026-11-28 21:48:00', ISO 8601, or Unix seconds): {at!r}",
-                                     field="at") from None  # fmt: skip
-                when = (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+        when = None if at is None else parse_time(at)
         state = PlacementEngine.read_state_at(db, seq=seq, at=when)
     except InputError as exc:
         _fail(exc)

@@ -386,6 +386,23 @@ def rewind(snapshot: Mapping[str, Any], entries: Sequence[JournalEntry], to_seq:
     }
 
 
+def parse_time(text: str) -> float:
+    """A moment as a person writes it: Unix seconds, or an ISO 8601 time ('2026-11-28 21:48:00', UTC unless it says
+    otherwise); InputError naming ``at`` for anything else."""
+    from datetime import UTC, datetime
+
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise InputError(f"is not a time ('2026-11-28 21:48:00', ISO 8601, or Unix seconds): {text!r}",
+                         field="at") from None  # fmt: skip
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+
+
 def check_seq(seq: object) -> int:
     """``seq`` where it can name a journal entry (0: before the first), else InputError naming ``seq``."""
     if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq <= MAX_SEQ:

@@ -44,12 +44,14 @@ from dcplace.engine import (
     Placement,
     PlacementEngine,
     ReoptPolicy,
+    SqliteStore,
     StoreError,
     VmColumns,
     VmListing,
     VmRequest,
 )
 from dcplace.engine.journal import MAX_LIMIT as MAX_JOURNAL
+from dcplace.engine.journal import parse_time
 from dcplace.errors import InputError
 from dcplace.service.admission import LISTING_STALL_S, MAX_LISTINGS, Admission, Gate, remember_transport
 from dcplace.service.answers import (
@@ -554,10 +556,23 @@ def create_app(
         """Cluster totals: machines by status, VMs, capacity and allocation, counters."""
         return _json(engine.stats())
 
-    @app.get("/state/snapshot", dependencies=READ, tags=["operations"], response_model=SnapshotOut)
-    def snapshot() -> Response:
-        """The whole state (machines with their slots, every VM)."""
-        return _json(engine.snapshot())
+    @app.get("/state/snapshot", dependencies=READ, tags=["operations"], response_model=SnapshotOut,
+             responses=ERRORS)  # fmt: skip
+    def snapshot(
+        seq: Annotated[int | None, Query(description="the state as it was right after this journal entry (0: before "
+                                         "the first)")] = None,
+        at: Annotated[str | None, Query(description="the state as it was at this time: Unix seconds or ISO 8601 "
+                                        "('2026-11-28T21:48:00Z'; UTC unless it says otherwise)")] = None,
+    ) -> Response:  # fmt: skip
+        """The whole state (machines with their slots, every VM); with ``seq`` or ``at``, as it was then: the state
+        now with the journal's entries since undone (docs/engine.md, "The state at a past moment"), read from an
+        online backup of the database, a copy of it for the time it takes."""
+        if seq is None and at is None:
+            return _json(engine.snapshot())
+        store = engine.store
+        if not isinstance(store, SqliteStore):
+            raise InputError("this service keeps no journal to rewind: it has no database", field="seq")
+        return _json(PlacementEngine.read_state_at(store.path, seq=seq, at=None if at is None else parse_time(at)))
 
     # -- machines -----------------------------------------------------------------------------------------------
     @app.post("/machines", status_code=201, response_model=MachineOut, tags=["machines"], responses=ERRORS)
