@@ -539,3 +539,14 @@ def test_replaying_the_trace_with_the_clusters_policy_repeats_what_it_did(tmp_pa
     want = [slot[str(x.machine)] * 2 + (x.node or 0) for x in placed]
     assert res.actions.tolist() == want and res.rejected == 0
     e.close()
+
+
+def test_with_the_journal_off_a_rejection_waits_for_no_commit(tmp_path: Path) -> None:
+    e = PlacementEngine.open(tmp_path / "c.db", journal_keep=0)
+    e.add_machine("m0", 4, 8)
+    store = e.store
+    assert store is not None
+    before = store.stats()["submitted"]
+    assert not e.place(VmRequest("big", 64, 8)).accepted
+    assert store.stats()["submitted"] == before  # nothing queued: answered at once, as before the journal
+    e.close()

@@ -661,6 +661,10 @@ class PlacementEngine:
         return paged(self.journal(vm, machine, event, after, limit, peek=True), limit)
 
     # -- durability -----------------------------------------------------------------------------------------
+    def _journals(self) -> bool:
+        """Whether the store keeps a journal now (a store without the setting: it is given every change)."""
+        return self.store is not None and getattr(self.store, "journal_keep", 1) > 0
+
     def _commit(self, changes: list[Change]) -> int:
         return 0 if self.store is None else self.store.submit(changes)
 
@@ -998,7 +1002,10 @@ class PlacementEngine:
         decision = self._decide_and_place(self.policy(policy), request, explain)
         self._last = decision
         if isinstance(decision, Rejection):
-            # journalled, and answered once that is durable (as a placement): the journal holds every answer given
+            # journalled, and answered once that is durable (as a placement): the journal holds every answer given;
+            # with the journal off there is nothing to write, and the answer need not wait for a commit
+            if not self._journals():
+                return 0
             return self._commit([Rejected(request.id, request.cpu, request.mem, request.multi, decision.code)])
         self._remember(request)
         return self._commit([VmRow(request.id, decision.machine, decision.node, request.cpu, request.mem,
@@ -1042,9 +1049,11 @@ class PlacementEngine:
                 self._batch_heuristic(pol, new, decided)
             else:
                 self._batch_policy(pol, new, decided)
+            journals = self._journals()
             rows: list[Change] = [VmRow(d.vm, d.machine, d.node, r.cpu, r.mem, r.multi, r.pinned, r.uid)
                                   if isinstance(d, Placement) else Rejected(r.id, r.cpu, r.mem, r.multi, d.code)
-                                  for d, r in zip(decided, new, strict=True)]  # fmt: skip
+                                  for d, r in zip(decided, new, strict=True)
+                                  if journals or isinstance(d, Placement)]  # fmt: skip
             for d, r in zip(decided, new, strict=True):
                 if isinstance(d, Placement):
                     self._remember(r)
@@ -1174,10 +1183,12 @@ class PlacementEngine:
                 kn = self.numa
                 mids = self.state.machine_ids
                 # a compiled heuristic declines only where nothing fits: its rejections are no-fit ones
+                journals = self._journals()
                 rows: list[Change] = [VmRow(v, mids[a // kn], None if x else a % kn, cc, mm, x, False) if a >= 0
                                       else Rejected(v, cc, mm, x, "no-fit")
                                       for v, a, cc, mm, x in zip(ids, actions.tolist(), c.tolist(), m.tolist(),
-                                                                 mu.tolist(), strict=True)]  # fmt: skip
+                                                                 mu.tolist(), strict=True)
+                                      if journals or a >= 0]  # fmt: skip
                 ticket = self._commit(rows) if rows else 0
             result = BulkPlacement(actions, mu, self.numa, list(self.state.machine_ids))
         self._wait(ticket)
