@@ -550,3 +550,35 @@ def test_with_the_journal_off_a_rejection_waits_for_no_commit(tmp_path: Path) ->
     assert not e.place(VmRequest("big", 64, 8)).accepted
     assert store.stats()["submitted"] == before  # nothing queued: answered at once, as before the journal
     e.close()
+
+
+def test_cluster_journal_follows_what_happens(tmp_path: Path) -> None:
+    import selectors
+    import signal
+
+    db = tmp_path / "c.db"
+    e = PlacementEngine.open(db)
+    e.add_machine("m0", 16, 32)
+    e.place(VmRequest("first", 1, 1))
+    p = subprocess.Popen([sys.executable, "-m", "dcplace.cli.main", "cluster", "journal", "--db", str(db), "--follow",
+                          "--every", "0.1", "--json", "--event", "placed"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})  # fmt: skip
+    assert p.stdout is not None
+    sel = selectors.DefaultSelector()
+    sel.register(p.stdout, selectors.EVENT_READ)
+
+    def next_vm() -> str:
+        assert sel.select(timeout=60), "no line within 60 s"
+        return str(json.loads(p.stdout.readline())["vm"])  # type: ignore[union-attr]
+
+    try:
+        assert next_vm() == "first"
+        for name in ("a", "b"):
+            e.place(VmRequest(name, 1, 1))
+            e.release(name)  # not placed: filtered out
+        assert [next_vm(), next_vm()] == ["a", "b"]
+    finally:
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+        e.close()
+    assert p.returncode == 0 and "stopped following after seq" in err, err

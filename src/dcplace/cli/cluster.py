@@ -185,34 +185,62 @@ def journal(
     after: Annotated[int, typer.Option(help="entries after this seq (the last one read)")] = 0,
     limit: Annotated[int, typer.Option(help="entries at most (1-10,000)")] = 100,
     tail: Annotated[int | None, typer.Option(help="instead: the newest this many (1-10,000), oldest first")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="print {entries, next} as `GET /journal` answers")]
-    = False,
+    json_out: Annotated[bool, typer.Option("--json", help="print {entries, next} as `GET /journal` answers (with "
+                                                          "--follow: one entry per line)")] = False,
+    follow: Annotated[bool, typer.Option(help="then print each new entry as it is committed, until interrupted "
+                                              "(Ctrl-C ends it, exit 0)")] = False,
+    every: Annotated[float, typer.Option(help="with --follow: seconds between reads (0.05-3600)")] = 1.0,
 ) -> None:  # fmt: skip
     """What happened to the cluster, oldest first: VMs placed, moved, pinned, released, dropped, requests
     rejected, machines added, drained, activated, failed, removed (docs/engine.md, "The journal"). Read-only, also
-    while `dcplace serve` runs on the database."""
-    from dcplace.engine.journal import paged, read_journal
+    while `dcplace serve` runs on the database; `--follow` goes on printing what happens."""
+    from dcplace.engine.journal import MAX_LIMIT, paged, read_journal
+
+    def read(since: int, most: int, newest: int | None = None, peek: bool = False) -> list[Any]:
+        return read_journal(db, vm=vm, machine=machine, event=event, after=since, limit=most, tail=newest, peek=peek)
 
     try:
-        entries, more = paged(read_journal(db, vm=vm, machine=machine, event=event, after=after, limit=limit,
-                                           tail=tail, peek=True), None if tail is not None else limit)  # fmt: skip
+        if follow and not 0.05 <= every <= 3600:
+            raise InputError(f"must be from 0.05 to 3600 seconds, got {every:g}", field="every")
+        entries, more = paged(read(after, limit, tail, peek=True), None if tail is not None else limit)
     except InputError as exc:
         _fail(exc)
-    if json_out:
+    if json_out and not follow:
         typer.echo(json.dumps({"entries": [e.as_dict() for e in entries], "next": more}))
         return
-    if entries:
+    if entries and not json_out:
         typer.echo(f"{'seq':>8}  {'time (UTC)':<24}  {'event':<15} {'vm':<20} {'machine/node':<16} size, detail")
+    _print_entries(entries, json_out)
+    if not follow:
+        if not entries:
+            typer.echo("no entries" + ("" if after == 0 else f" after seq {after}"), err=True)
+        elif more is not None:
+            typer.echo(f"more entries: --after {more}", err=True)
+        return
+    last = entries[-1].seq if entries else after
+    try:
+        while True:  # what came after the last entry printed, the rest of a first page that was not all included
+            time.sleep(every)
+            try:
+                new = read(last, MAX_LIMIT)
+            except InputError as exc:
+                _fail(exc)
+            _print_entries(new, json_out)
+            last = new[-1].seq if new else last
+    except KeyboardInterrupt:  # the way a follow ends
+        typer.echo(f"stopped following after seq {last}", err=True)
+
+
+def _print_entries(entries: list[Any], json_out: bool) -> None:
     for e in entries:
+        if json_out:
+            typer.echo(json.dumps(e.as_dict()))
+            continue
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(e.at)) + f".{int(e.at % 1 * 1000):03d}Z"
         where = "" if e.machine is None else e.machine + ("" if e.node is None else f"/{e.node}")
         size = "" if e.cpu is None else f"{e.cpu:g} cores {e.mem:g} GB{' every node' if e.multi else ''}"
         detail = " " + json.dumps(e.detail, separators=(",", ":")) if e.detail else ""
         typer.echo(f"{e.seq:>8}  {when}  {e.event:<15} {e.vm or '-':<20} {where or '-':<16} {size}{detail}")
-    if not entries:
-        typer.echo("no entries" + ("" if after == 0 else f" after seq {after}"), err=True)
-    elif more is not None:
-        typer.echo(f"more entries: --after {more}", err=True)
 
 
 @app.command("trace")
