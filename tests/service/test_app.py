@@ -143,7 +143,20 @@ def test_a_uid_tells_a_retry_from_another_vm_under_the_same_id(client: TestClien
     for typo in ("UID=uid-2", "uid=uid-1&force=1", ";uid=uid-2"):  # a misspelled check must not free the VM
         r = client.delete(f"/vms/ns/p?{typo}")
         assert r.status_code == 422 and "takes only the query parameter uid" in one_sentence(r), (typo, r.text)
-    assert client.delete("/vms/ns/p?uid=uid-1").status_code == 200  # the old pod's DELETE
+    gone = client.delete("/vms/ns/p?uid=uid-1")  # the old pod's DELETE: what it held, its uid included
+    assert gone.status_code == 200 and gone.json()["uid"] == "uid-1" and gone.json()["pinned"] is False
+    pinned = client.post("/vms", json={"id": "pin-me", "cpu": 1, "mem": 1, "pinned": True, "uid": "u-p"})
+    assert pinned.status_code == 201
+    assert client.delete("/vms/pin-me").json() | {"machine": None} == {
+        "id": "pin-me",
+        "machine": None,
+        "node": 0,
+        "cpu": 1.0,
+        "mem": 1.0,
+        "multi": False,
+        "pinned": True,
+        "uid": "u-p",
+    }
     again = client.post("/vms", json={**vm, "uid": "uid-2"})
     assert again.status_code == 201 and not again.json()["replayed"]
     assert [x["uid"] for x in client.get("/vms").json()] == ["uid-2"]
@@ -219,7 +232,7 @@ def test_a_bug_on_the_hot_calls_is_500(client: TestClient) -> None:
     async def broken(*args, **kwargs):
         raise ZeroDivisionError
 
-    engine.place_async = engine.release_async = broken
+    engine.place_async = engine.release_held_async = broken
     assert client.post("/vms", json={"id": "v", "cpu": 1, "mem": 1}).status_code == 500
     assert client.delete("/vms/v").status_code == 500
 

@@ -257,7 +257,7 @@ def trace(
     --db DB --trace OUT --empty ...` (docs/engine.md, "The journal"). Read-only, also while `dcplace serve` runs on
     DB."""
     from dcplace.atomic import atomic_path
-    from dcplace.engine.journal import TRACE_EVENTS, journal_entries, journal_off_since, journal_trace
+    from dcplace.engine.journal import TRACE_EVENTS, journal_entries, journal_off_since, journal_trace, vms_held
     from dcplace.workload.huawei import write_huawei_events
 
     try:
@@ -267,6 +267,7 @@ def trace(
             raise InputError(f"OUT: the folder {out.parent} does not exist")
         table, summary = journal_trace(journal_entries(db, TRACE_EVENTS), rejected=rejected)
         off = journal_off_since(db)
+        running_now = vms_held(db)
     except InputError as exc:
         _fail(exc)
     with atomic_path(out) as tmp:
@@ -274,9 +275,10 @@ def trace(
     span = float(table.arrival[-1] - table.arrival[0])
     spanned = f"{span / 3600:.2f} h" if span >= 3600 else f"{span:.1f} s"
     if rejected == "include":
-        refused = f"{summary.rejected:,} of them rejected, each given the median lifetime, {summary.lifetime_s:g} s" + (
-            f" ({summary.retries:,} rejections followed by a retry under the same id left out)" if summary.retries
-            else "")  # fmt: skip
+        refused = (f"{summary.rejected:,} rejected requests included, each given the median lifetime, "
+                   f"{summary.lifetime_s:g} s"
+                   + (f" ({summary.retries:,} rejections followed by a retry under the same id left out)"
+                      if summary.retries else ""))  # fmt: skip
     else:
         refused = f"{summary.rejections:,} rejected requests left out (--rejected include adds them)"
     typer.echo(f"wrote {summary.requests:,} requests over {spanned} to {out}: {summary.still_running:,} still "
@@ -285,6 +287,9 @@ def trace(
                   "was pruned or began after them)" if summary.unmatched else "")
                + (f"; {summary.adjusted:,} departures at or before their arrival (the clock stepped back) put just "
                   "after it" if summary.adjusted else ""))  # fmt: skip
+    if off is None and summary.resumed_at is None and running_now > summary.still_running:
+        typer.echo(f"note: {running_now - summary.still_running:,} VMs running now are not in the trace: their "
+                   "placement is older than the journal's oldest entry (pruned)", err=True)  # fmt: skip
     if off is not None:
         stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(off))
         since = "was never on" if off == 0 else f"has been off since {stamp}"

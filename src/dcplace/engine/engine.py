@@ -1383,13 +1383,21 @@ class PlacementEngine:
         return rec
 
     async def release_async(self, vm_id: str, uid: str | None = None) -> VmRecord:
-        def step() -> tuple[int, VmRecord]:
-            return self._release_locked(vm_id, uid), self._last_release
+        """:meth:`release` for an event loop (awaits durability without blocking it)."""
+        return (await self.release_held_async(vm_id, uid))[0]
 
-        ticket, rec = await self._locked_async(step)
+    async def release_held_async(self, vm_id: str, uid: str | None = None) -> tuple[VmRecord, bool, str | None]:
+        """:meth:`release_async`, and whether the VM was pinned and its uid (which the release forgets), read in
+        the same hold of the lock: what ``DELETE /vms/{id}`` answers."""
+
+        def step() -> tuple[int, VmRecord, bool, str | None]:
+            pinned, held = vm_id in self.pinned, self.uids.get(vm_id)
+            return self._release_locked(vm_id, uid), self._last_release, pinned, held
+
+        ticket, rec, pinned, held = await self._locked_async(step)
         if self.store is not None and ticket:
             await self.store.wait_async(ticket)
-        return rec
+        return rec, pinned, held
 
     def _remember(self, req: VmRequest) -> None:
         """What the engine keeps beside the ledger about a VM just recorded from ``req``: its pin and its uid

@@ -324,7 +324,8 @@ def journal_trace(entries: Iterable[JournalEntry], rejected: str = "skip") -> tu
 def rewind(snapshot: Mapping[str, Any], entries: Sequence[JournalEntry], to_seq: int) -> dict[str, Any]:
     """The cluster's state right after the journal's entry ``to_seq`` committed (0: before its first entry), from
     ``snapshot`` (:meth:`~dcplace.engine.PlacementEngine.snapshot`: the state after the last of ``entries``) by
-    undoing ``entries``, every entry after ``to_seq`` in order, newest first: a placement taken back, a release or
+    undoing ``entries`` (every entry after ``to_seq``, in order; those before it are passed over, so the whole
+    journal will do), newest first: a placement taken back, a release or
     drop put back (with its pin and uid), a move moved back, a machine's status, addition or removal undone. Only
     the entries after ``to_seq`` are needed, so a pruned journal rewinds as far as it reaches. InputError (field
     ``seq``) where it cannot: an entry missing (pruned, or the journal was off: ``journal-resumed``), or one written
@@ -334,9 +335,12 @@ def rewind(snapshot: Mapping[str, Any], entries: Sequence[JournalEntry], to_seq:
     check_seq(to_seq)
     machines = {m["id"]: dict(m) for m in snapshot["machines"]}
     vms = {v["id"]: dict(v) for v in snapshot["vms"]}
+    entries = [e for e in entries if e.seq > to_seq]  # the whole journal in hand will do
     if entries and entries[0].seq != to_seq + 1:
-        raise InputError(f"the journal no longer holds entries {to_seq + 1} to {entries[0].seq - 1} (pruned): it "
-                         f"rewinds to seq {entries[0].seq - 1} at the earliest", field="seq")  # fmt: skip
+        first = entries[0].seq
+        missing = f"entry {to_seq + 1}" if first == to_seq + 2 else f"entries {to_seq + 1} to {first - 1}"
+        raise InputError(f"the journal no longer holds {missing} (pruned): it rewinds to seq {entries[0].seq - 1} at "
+                         "the earliest", field="seq")  # fmt: skip
     for before, e in itertools.pairwise(entries):
         if e.seq != before.seq + 1:
             raise InputError(f"the journal lacks entries {before.seq + 1} to {e.seq - 1}", field="seq")
@@ -420,6 +424,16 @@ def seq_at(conn: sqlite3.Connection, at: float) -> int:
         return int(first_after) - 1
     row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'journal'").fetchone()
     return 0 if row is None else int(row[0])
+
+
+def vms_held(path: str | Path) -> int:
+    """How many VMs the database ``path`` holds now, read read-only."""
+    p = Path(path)
+    try:
+        with _reading(p) as uri, contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
+            return int(conn.execute("SELECT count(*) FROM vms").fetchone()[0])
+    except sqlite3.DatabaseError as e:
+        raise InputError(f"{p} cannot be read ({e})", field="db") from None
 
 
 def journal_off_since(path: str | Path) -> float | None:

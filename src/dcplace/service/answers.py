@@ -179,6 +179,6 @@ async def release_vm(
     """``DELETE /vms/{id}[?uid=U]``: 200 and what the VM held (``uid``: only if it was placed with that uid, else a
     409); raises the engine's errors (:func:`error_answer`)."""
     t0 = time.perf_counter()
-    rec = await engine.release_async(vm_id, uid)
+    rec, pinned, held = await engine.release_held_async(vm_id, uid)
     metrics.release_latency.observe(time.perf_counter() - t0)
-    return 200, vm_json(rec)
+    return 200, vm_json(rec, pinned, held)

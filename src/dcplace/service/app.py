@@ -559,6 +559,7 @@ def create_app(
     @app.get("/state/snapshot", dependencies=READ, tags=["operations"], response_model=SnapshotOut,
              responses=ERRORS)  # fmt: skip
     def snapshot(
+        request: Request,
         seq: Annotated[int | None, Query(description="the state as it was right after this journal entry (0: before "
                                          "the first)")] = None,
         at: Annotated[str | None, Query(description="the state as it was at this time: Unix seconds or ISO 8601 "
@@ -567,6 +568,9 @@ def create_app(
         """The whole state (machines with their slots, every VM); with ``seq`` or ``at``, as it was then: the state
         now with the journal's entries since undone (docs/engine.md, "The state at a past moment"), read from an
         online backup of the database, a copy of it for the time it takes."""
+        unknown = sorted(set(request.query_params) - {"seq", "at"})
+        if unknown:  # a misspelt ?sek=5 answered the state now
+            raise InputError("is not a parameter of GET /state/snapshot, which takes seq or at", field=unknown[0])
         if seq is None and at is None:
             return _json(engine.snapshot())
         store = engine.store
