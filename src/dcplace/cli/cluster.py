@@ -257,7 +257,7 @@ def trace(
     --db DB --trace OUT --empty ...` (docs/engine.md, "The journal"). Read-only, also while `dcplace serve` runs on
     DB."""
     from dcplace.atomic import atomic_path
-    from dcplace.engine.journal import TRACE_EVENTS, journal_entries, journal_off_since, journal_trace, vms_held
+    from dcplace.engine.journal import TRACE_EVENTS, journal_entries, journal_off_since, journal_trace, utc, vms_held
     from dcplace.workload.huawei import write_huawei_events
 
     try:
@@ -291,14 +291,12 @@ def trace(
         typer.echo(f"note: {running_now - summary.still_running:,} VMs running now are not in the trace: their "
                    "placement is older than the journal's oldest entry (pruned)", err=True)  # fmt: skip
     if off is not None:
-        stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(off))
-        since = "was never on" if off == 0 else f"has been off since {stamp}"
+        since = "was never on" if off == 0 else f"has been off since {utc(off)}"
         typer.echo(f"note: the journal {since}: what happened since is not in the trace (a VM released since "
                    "looks as if it still runs)", err=True)  # fmt: skip
     if summary.resumed_at is not None:
-        resumed = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(summary.resumed_at))
-        typer.echo(f"note: the journal was off until {resumed}; the trace starts there (nothing before can be "
-                   "matched with what came after)", err=True)  # fmt: skip
+        typer.echo(f"note: the journal was off until {utc(summary.resumed_at)}; the trace starts there (nothing "
+                   "before can be matched with what came after)", err=True)  # fmt: skip
     multi = int(table.multi_numa.sum())
     if multi:
         typer.echo(f"note: {multi:,} VMs spanned every NUMA node of their machine; the trace's multi column says "
@@ -320,7 +318,7 @@ def rewind(
     `dcplace serve` runs on DB."""
     from dcplace.atomic import write_text
     from dcplace.engine import PlacementEngine
-    from dcplace.engine.journal import parse_time
+    from dcplace.engine.journal import parse_time, utc
 
     try:
         if out.exists() or out.is_symlink():
@@ -331,7 +329,7 @@ def rewind(
         state = PlacementEngine.read_state_at(db, seq=seq, at=when)
     except InputError as exc:
         _fail(exc)
-    moment_said = "" if when is None else f" ({time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(when))})"
+    moment_said = "" if when is None else f" ({utc(when)})"
     write_text(out, json.dumps(state))
     typer.echo(f"wrote the state{moment_said}: {len(state['machines']):,} machines, {len(state['vms']):,} VMs, to "
                f"{out}")  # fmt: skip

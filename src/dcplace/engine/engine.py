@@ -74,7 +74,7 @@ from dcplace.engine.explain import (
     reason_counts,
     rejection_sentence,
 )
-from dcplace.engine.journal import JournalEntry, JournalQuery, query_journal
+from dcplace.engine.journal import JournalEntry, JournalQuery, paged, query_journal
 from dcplace.engine.reopt import ReoptPolicy, ReoptReport
 from dcplace.engine.store import (
     Change,
@@ -654,8 +654,6 @@ class PlacementEngine:
         tail: int | None = None,
     ) -> tuple[list[JournalEntry], int | None]:
         """:meth:`journal` as pages: the entries, and the ``after`` of the next page (None: nothing more now)."""
-        from dcplace.engine.journal import paged
-
         if tail is not None:
             return self.journal(vm, machine, event, after, tail=tail), None
         return paged(self.journal(vm, machine, event, after, limit, peek=True), limit)
@@ -1882,7 +1880,7 @@ class PlacementEngine:
         its first entry), or at Unix time ``at`` (after the last entry committed then), in :meth:`snapshot`'s form:
         the state now with the journal's entries since undone (:func:`dcplace.engine.journal.rewind`), both read
         from one online backup, so also while a service runs on it. Give exactly one of ``seq`` and ``at``."""
-        from dcplace.engine.journal import check_seq, rewind, seq_at
+        from dcplace.engine.journal import check_seq, rewind, seq_at, utc
 
         if (seq is None) == (at is None):
             raise InputError("give exactly one of seq (a journal entry) and at (a time)", field="seq")
@@ -1900,8 +1898,7 @@ class PlacementEngine:
             field = "seq" if seq is not None else "at"
             off = store.meta("journal_off_since")
             if off is not None:
-                since = "it was never on" if float(off) == 0 else "since " + time.strftime(
-                    "%Y-%m-%d %H:%M:%S UTC", time.gmtime(float(off)))  # fmt: skip
+                since = "it was never on" if float(off) == 0 else "since " + utc(float(off))
                 raise InputError(f"the journal is off ({since}): the state now holds changes it never recorded, so "
                                  "it cannot be rewound; turn it on (serve --journal-keep N) and rewind to a moment "
                                  "after that", field=field)  # fmt: skip
@@ -1911,9 +1908,9 @@ class PlacementEngine:
                 oldest = conn.execute("SELECT min(seq), min(at) FROM journal").fetchone()
             if at is not None and oldest[0] is not None and to == oldest[0] - 1 and oldest[0] > 1:
                 # a time before the oldest entry kept: when the pruned ones happened is gone with them
-                stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(float(oldest[1])))
                 raise InputError(f"the journal no longer reaches back to that time: its oldest entry kept is "
-                                 f"{oldest[0]}, of {stamp} (older ones were pruned)", field="at")  # fmt: skip
+                                 f"{oldest[0]}, of {utc(float(oldest[1]))} (older ones were pruned)",
+                                 field="at")  # fmt: skip
             if to > (0 if last is None else int(last[0])):
                 raise InputError(f"the journal's last entry is {0 if last is None else int(last[0])}; a later one "
                                  "has not happened yet", field="seq")  # fmt: skip

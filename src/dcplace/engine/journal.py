@@ -23,6 +23,7 @@ import itertools
 import json
 import math
 import sqlite3
+import time
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -142,6 +143,27 @@ def _entry(r: Sequence[Any]) -> JournalEntry:
                         None if r[8] is None else bool(r[8]), None if r[9] is None else json.loads(r[9]))  # fmt: skip
 
 
+@contextlib.contextmanager
+def _connected(path: str | Path) -> Iterator[sqlite3.Connection]:
+    """A read-only connection to the dcplace database ``path`` (:func:`~dcplace.engine.store._reading`: also while
+    an engine holds it, writing nothing beside it where none does); a file that is not one, or fails to read, is one
+    sentence naming ``db``."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{p} does not exist or is not a file", field="db")
+    check_existing(p)
+    try:
+        with _reading(p) as uri, contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
+            yield conn
+    except sqlite3.DatabaseError as e:
+        raise InputError(f"{p} cannot be read ({e})", field="db") from None
+
+
+def utc(at: float) -> str:
+    """Unix time ``at`` as the journal's commands print it: ``2026-11-28 21:48:00 UTC``."""
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at))
+
+
 def read_journal(
     path: str | Path,
     *,
@@ -155,42 +177,28 @@ def read_journal(
 ) -> list[JournalEntry]:
     """The entries of the database ``path`` that the filters ask for (:class:`JournalQuery`), read-only: also while
     ``dcplace serve`` runs on it, and writing nothing beside it where no engine holds it."""
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"{p} does not exist or is not a file", field="db")
-    check_existing(p)
     q = JournalQuery(vm, machine, event, after, limit, tail, peek)
-    try:
-        with _reading(p) as uri, contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
-            return query_journal(conn, q)
-    except sqlite3.DatabaseError as e:
-        raise InputError(f"{p} cannot be read ({e})", field="db") from None
+    with _connected(path) as conn:
+        return query_journal(conn, q)
 
 
 def journal_entries(path: str | Path, events: Sequence[str] | None = None) -> Iterator[JournalEntry]:
     """Every entry of the database ``path`` (of the kinds ``events``; None: all), oldest first, read lazily and
     read-only (as :func:`read_journal`): a journal of a million rows is not held in memory at once."""
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"{p} does not exist or is not a file", field="db")
-    check_existing(p)
     for e in events or ():
         JournalQuery(event=e)
     sql = f"SELECT {_COLUMNS} FROM journal"
     if events:
         sql += f" WHERE event IN ({', '.join('?' * len(events))})"
-    try:
-        with _reading(p) as uri, contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
-            try:
-                cursor = conn.execute(sql + " ORDER BY seq", tuple(events or ()))
-            except sqlite3.OperationalError as e:
-                if "no such table" in str(e):
-                    return
-                raise
-            for row in cursor:
-                yield _entry(row)
-    except sqlite3.DatabaseError as e:
-        raise InputError(f"{p} cannot be read ({e})", field="db") from None
+    with _connected(path) as conn:
+        try:
+            cursor = conn.execute(sql + " ORDER BY seq", tuple(events or ()))
+        except sqlite3.OperationalError as e:
+            if "no such table" in str(e):
+                return
+            raise
+        for row in cursor:
+            yield _entry(row)
 
 
 TRACE_EVENTS = ("placed", "released", "dropped", "rejected", "journal-resumed")
@@ -428,23 +436,15 @@ def seq_at(conn: sqlite3.Connection, at: float) -> int:
 
 def vms_held(path: str | Path) -> int:
     """How many VMs the database ``path`` holds now, read read-only."""
-    p = Path(path)
-    try:
-        with _reading(p) as uri, contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
-            return int(conn.execute("SELECT count(*) FROM vms").fetchone()[0])
-    except sqlite3.DatabaseError as e:
-        raise InputError(f"{p} cannot be read ({e})", field="db") from None
+    with _connected(path) as conn:
+        return int(conn.execute("SELECT count(*) FROM vms").fetchone()[0])
 
 
 def journal_off_since(path: str | Path) -> float | None:
     """When the journal of the database ``path`` was turned off, where it is off now (None: it is on; 0.0: it was
     never on), read read-only."""
-    p = Path(path)
-    try:
-        with _reading(p) as uri, contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
-            row = conn.execute("SELECT value FROM meta WHERE key = 'journal_off_since'").fetchone()
-    except sqlite3.DatabaseError as e:
-        raise InputError(f"{p} cannot be read ({e})", field="db") from None
+    with _connected(path) as conn:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'journal_off_since'").fetchone()
     try:
         return None if row is None else float(row[0])
     except ValueError:
