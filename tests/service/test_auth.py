@@ -256,3 +256,22 @@ def test_sighup_replaces_the_tokens_without_a_restart(tmp_path: Path) -> None:
     assert "SIGHUP: kept the 1 token(s) in use" in said and "is open to every user" in said, said
     assert "is not a regular file" in said and "Traceback" not in said and proc.returncode == 0, said
     assert said.rstrip().splitlines()[-1].startswith("dcplace serve: stopped;")
+
+
+def test_sighup_without_a_token_file_keeps_the_service(tmp_path: Path) -> None:
+    """A SIGHUP (what `systemctl reload` sends) to a service with no --token-file says there is nothing to re-read
+    and changes nothing; its default action had killed the service mid-request."""
+    port = free_port()
+    proc = start_serve(tmp_path / "c.db", port)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        assert httpx.post(f"{base}/machines", json={"id": "pm0", "cpu": 8, "mem": 16}, timeout=5).status_code == 201
+        proc.send_signal(signal.SIGHUP)
+        time.sleep(0.5)
+        assert proc.poll() is None
+        assert [m["id"] for m in httpx.get(f"{base}/machines", timeout=5).json()] == ["pm0"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    said = err.decode()
+    assert "SIGHUP: no --token-file to re-read; nothing changed" in said and proc.returncode == 0, said

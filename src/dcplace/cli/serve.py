@@ -249,8 +249,9 @@ def serve(
     except InputError as exc:
         _fail(exc)
     held = Tokens(tokens) if tokens else None
-    if held is not None and token_file is not None:  # from here on: a SIGHUP during the start is a re-read too
-        _reread_on_sighup(held, token_file)
+    # from here on a SIGHUP re-reads the tokens; without a token file it is acknowledged and ignored (its default
+    # action would kill the service mid-request, and `systemctl reload` sends one)
+    _reread_on_sighup(held, token_file if held is not None else None)
     if not 1 <= stop_timeout <= 86400:
         _fail(InputError(f"must be from 1 to 86400 seconds, not {stop_timeout}", field="stop_timeout"))
     for name, value in (("max_in_flight", max_in_flight), ("max_listings", max_listings)):
@@ -560,10 +561,11 @@ app = typer.Typer(add_completion=False, rich_markup_mode=None)
 app.command("serve")(serve)
 
 
-def _reread_on_sighup(held: Any, path: Path) -> None:
+def _reread_on_sighup(held: Any, path: Path | None) -> None:
     """On SIGHUP, read ``path`` again and take its tokens (a token replaced without a restart: add the new one,
     SIGHUP, move the clients, remove the old one, SIGHUP); a file that is refused keeps the tokens in use, and says
-    why on stderr. The handler runs in the main thread between two steps of whatever runs there (the event loop):
+    why on stderr. Without a token file (``path`` None) a SIGHUP only says so: there is nothing to re-read, and
+    the service goes on. The handler runs in the main thread between two steps of whatever runs there (the event loop):
     it writes with ``os.write`` (a buffered write it interrupted would raise on a second one) and lets nothing
     escape."""
     import os
@@ -576,6 +578,9 @@ def _reread_on_sighup(held: Any, path: Path) -> None:
             os.write(2, f"dcplace serve: {text}\n".encode(errors="replace"))
 
     def reread(signum: int, frame: object) -> None:
+        if path is None:
+            say("SIGHUP: no --token-file to re-read; nothing changed")
+            return
         try:
             new = read_tokens(path)
             held.replace(new)
