@@ -36,6 +36,9 @@ def test_reoptimise_dry_run_then_apply_then_evacuate(tmp_path: Path) -> None:
     assert dry.returncode == 0, dry.stderr
     plan = json.loads(dry.stdout)
     assert plan["planned"] > 0 and plan["applied"] == 0 and plan["verified"]
+    assert plan["held"] == {"unusable": 0, "pinned": 1, "selection": 0, "cooling": 0}  # v0
+    text = dcplace("cluster", "reoptimise", "--db", str(db), "--migration-weight", "0", "--dry-run").stdout
+    assert "; held back: 1 pinned of 20 VMs" in text, text
     e = PlacementEngine.open(db)
     assert e.snapshot() == snap
     e.close()

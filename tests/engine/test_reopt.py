@@ -56,6 +56,9 @@ def test_reoptimise_keeps_every_invariant(seed: int, weight: float, pins: float,
     after = where(e)
     assert rep.verified and rep.applied == rep.planned == len(rep.moves)
     assert budget is None or rep.applied <= budget
+    # every VM is movable or held back for one reason; every machine is usable, so a pin is its own reason
+    assert rep.movable + sum(rep.held.values()) == rep.vms and rep.held["pinned"] == len(e.pinned)
+    assert rep.held["unusable"] == 0 and (selection == "underused" or rep.held["selection"] == 0)
     assert {k: v[2:] for k, v in after.items()} == {k: v[2:] for k, v in before.items()}  # same VMs, same sizes
     for vid in e.pinned:
         assert after[vid] == before[vid]  # a pinned VM never moves
@@ -256,6 +259,7 @@ def test_cooldown_keeps_recently_moved_vms() -> None:
     assert moved & {m.vm for m in without.reoptimise(ReoptPolicy(migration_weight=0.0), now=50.0).moves}
     second = e.reoptimise(ReoptPolicy(migration_weight=0.0, cooldown_s=100.0), now=50.0)
     assert second.moves and not moved & {m.vm for m in second.moves}
+    assert second.held == {"unusable": 0, "pinned": 0, "selection": 0, "cooling": len(moved)}  # the report says why
 
 
 def test_underused_selection_moves_only_from_underused_machines() -> None:

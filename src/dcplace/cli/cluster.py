@@ -71,12 +71,14 @@ def _report(rep: Any, json_out: bool, dry_run: bool = False) -> None:
     verb = "planned (dry run)" if dry_run else "applied"
     bound = "" if rep.bound is None else f" (lower bound {rep.bound}{', proven' if rep.bound_proven else ''})"
     dropped = f"; dropped (fit nowhere): {', '.join(rep.dropped)}" if rep.dropped else ""
+    held = ", ".join(f"{n} {why}" for why, n in rep.held.items() if n)
+    held = f"; held back: {held} of {rep.vms} VMs" if held else ""
     n = rep.planned if dry_run else rep.applied
     typer.echo(
         f"{rep.trigger}: {n} move{'' if n == 1 else 's'} {verb} ({rep.staging} staging, "
         f"{rep.gb_moved:,.0f} GB copied); machines in use {rep.machines_before} -> "
         f"{rep.machines_target if dry_run else rep.machines_after}{bound}; verified: "
-        f"{'yes' if rep.verified else 'NO'}; {rep.reason}{dropped}"
+        f"{'yes' if rep.verified else 'NO'}; {rep.reason}{held}{dropped}"
     )
 
 

@@ -1528,23 +1528,25 @@ class PlacementEngine:
             raise InputError(f"must be a ReoptPolicy, got {policy!r}", field="policy")
         with self._reopt_lock:
             with self.lock:
-                snap, may = self._reopt_select(pol, now)
-            report, ticket = self._reopt_solve_apply(pol, snap, may, now, execute, trigger)
+                snap, may, held = self._reopt_select(pol, now)
+            report, ticket = self._reopt_solve_apply(pol, snap, may, held, now, execute, trigger)
         self._wait(ticket)
         if execute:
             _log_event(self._log, report, "re-optimisation")
         return report
 
-    def _reopt_select(self, pol: ReoptPolicy, now: float | None) -> tuple[reopt.Snapshot, npt.NDArray[np.bool_]]:
-        """Steps 1-2 under the engine's lock (the caller holds it): a copy of the placement and the VMs that may
-        move."""
+    def _reopt_select(
+        self, pol: ReoptPolicy, now: float | None
+    ) -> tuple[reopt.Snapshot, npt.NDArray[np.bool_], dict[str, int]]:
+        """Steps 1-2 under the engine's lock (the caller holds it): a copy of the placement, the VMs that may
+        move, and how many each reason held back."""
         self.check_store()
         snap = reopt.snapshot(self.state, self.pinned)
-        return snap, reopt.movable(self.state, snap, pol, self.moved_at, now)
+        return snap, *reopt.movable_and_held(self.state, snap, pol, self.moved_at, now)
 
     def _reopt_solve_apply(
-        self, pol: ReoptPolicy, snap: reopt.Snapshot, may: npt.NDArray[np.bool_], now: float | None, execute: bool,
-        trigger: str,
+        self, pol: ReoptPolicy, snap: reopt.Snapshot, may: npt.NDArray[np.bool_], held: dict[str, int],
+        now: float | None, execute: bool, trigger: str,
     ) -> tuple[ReoptReport, int]:  # fmt: skip
         """Steps 3-5: the target and the plan on the snapshot without the engine's lock, then the plan applied
         under it. The report and the ticket to wait for."""
@@ -1570,7 +1572,7 @@ class PlacementEngine:
                 machines_after=int(np.count_nonzero((s.vm_count[: s.active] > 0) & (s.status[: s.active] == ACTIVE))),
                 bound=answer.bound, bound_proven=answer.bound_proven, migration_cost=answer.migration_cost,
                 verified=bool(answer.verified and plan.verified), applied=len(moves) if execute else 0,
-                solve_s=answer.solve_s, moves=moves, **summary,
+                solve_s=answer.solve_s, moves=moves, held=held, **summary,
             )  # fmt: skip
             ticket = self._commit(changes)
         return report, ticket
@@ -1587,8 +1589,8 @@ class PlacementEngine:
                 why = policy.due(self.state, now, self.last_reoptimisation)
                 if why is None:
                     return None
-                snap, may = self._reopt_select(policy, now)
-            report, ticket = self._reopt_solve_apply(policy, snap, may, now, True, why)
+                snap, may, held = self._reopt_select(policy, now)
+            report, ticket = self._reopt_solve_apply(policy, snap, may, held, now, True, why)
         self._wait(ticket)
         _log_event(self._log, report, "re-optimisation")
         return report

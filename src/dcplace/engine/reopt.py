@@ -200,18 +200,40 @@ def movable(
     state: ClusterState, snap: Snapshot, policy: ReoptPolicy, moved_at: dict[str, float], now: float | None
 ) -> npt.NDArray[np.bool_]:
     """``(V,)`` the VMs the event may move (module docstring, step 2)."""
+    return movable_and_held(state, snap, policy, moved_at, now)[0]
+
+
+HELD_REASONS = ("unusable", "pinned", "selection", "cooling")
+"""Why a placed VM may not move, in the order a VM is counted under the first that applies: its machine is drained
+or failed (an evacuation moves those), it is pinned, the selection left its machine out (``underused``: the machine
+is filled above ``underused_below``), it moved less than ``cooldown_s`` ago."""
+
+
+def movable_and_held(
+    state: ClusterState, snap: Snapshot, policy: ReoptPolicy, moved_at: dict[str, float], now: float | None
+) -> tuple[npt.NDArray[np.bool_], dict[str, int]]:
+    """:func:`movable`, and how many placed VMs each of :data:`HELD_REASONS` held back (each VM under the first
+    reason that applies), which the report carries: an event that moved nothing because every VM was pinned said
+    only ``movable: 0``."""
     cp = snap.placement
     where = cp.current.machine
-    ok = (where >= 0) & ~cp.pinned
-    ok &= cp.usable[np.maximum(where, 0)]
+    placed = where >= 0
+    at = np.maximum(where, 0)
+    reasons = {"unusable": ~cp.usable[at], "pinned": cp.pinned.copy()}
     if policy.selection == "underused":
-        ok &= fill(state)[np.maximum(where, 0)] < policy.underused_below
+        reasons["selection"] = fill(state)[at] >= policy.underused_below
     if policy.cooldown_s > 0 and now is not None and moved_at:
-        recent = np.fromiter(
+        reasons["cooling"] = np.fromiter(
             (now - moved_at.get(i, -math.inf) < policy.cooldown_s for i in snap.vm_ids), np.bool_, len(snap.vm_ids),
         )  # fmt: skip
-        ok &= ~recent
-    return ok
+    free = placed.copy()
+    held = {}
+    for name in HELD_REASONS:
+        hit = reasons.get(name)
+        held[name] = 0 if hit is None else int(np.count_nonzero(free & hit))
+        if hit is not None:
+            free &= ~hit
+    return free, held
 
 
 @dataclass(frozen=True)
@@ -318,6 +340,9 @@ class ReoptReport:
     moves: tuple[MoveRecord, ...] = field(default=(), repr=False)
     dropped: tuple[str, ...] = ()
     """VMs that lost their home and found none (a failed machine's): released."""
+    held: dict[str, int] = field(default_factory=dict)
+    """Placed VMs the selection held back, by the first reason that applies (:data:`HELD_REASONS`); empty for an
+    evacuation, whose movable VMs are its machine's."""
 
     def as_dict(self, moves: bool = True) -> dict[str, Any]:
         out = asdict(self)

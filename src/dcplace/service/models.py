@@ -225,6 +225,12 @@ class ReoptOut(BaseModel):
     check_s: float
     moves: list[MoveOut]
     dropped: list[str]
+    held: dict[str, int] = Field(
+        default_factory=dict,
+        description="placed VMs that could not move, by the first reason that applies: unusable (a drained or failed "
+        "machine's), pinned, selection (underused: a machine filled above the threshold), cooling (moved within the "
+        "cool-down); empty for an evacuation",
+    )
 
 
 class ErrorOut(BaseModel):
