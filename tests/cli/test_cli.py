@@ -196,3 +196,15 @@ def test_an_out_folder_of_another_command_is_refused(tmp_path):
     assert r.returncode == 2 and "holds the output of `dcplace simulate numa`" in r.stderr, r.stderr
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert dcplace("simulate", "numa", "--pms", "5", "--episodes", "1", "--out", str(out)).returncode == 0
+
+
+def test_compare_numa_says_how_many_oversize_vms_it_skipped(tmp_path):
+    """`compare numa --oversize skip` skipped VMs no machine can host without a word (simulate numa counted them)."""
+    f = tmp_path / "t.csv"
+    f.write_text("vmid,cpu,mem,at,lt\n0,1,2,0,1\n1,200,2,1,1\n2,1,2,2,1\n3,300,2,3,1\n")
+    p = dcplace("compare", "numa", "--trace", str(f), "--pms", "2", "--episodes", "2", "--oversize", "skip",
+                "--policies", "first-fit", "--policies", "best-fit", "--json")  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["oversize"] == 2 and [r["oversize"] for r in out["rows"]] == [4, 4]  # 2 per episode, 2 episodes
+    assert "note: 2 VMs of the trace are larger than any machine" in p.stderr and "first-fit 4" in p.stderr

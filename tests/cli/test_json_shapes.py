@@ -56,7 +56,7 @@ def test_simulate_prints_the_documented_keys(heading: str, args: tuple[str, ...]
 
 
 CONTEXT = {"trace", "pms", "mode", "warm_start", "release", "double_threshold", "topology", "dataset", "requests",
-           "split", "setting", "seed", "windows", "starts", "disjoint", "machines", "vms"}  # fmt: skip
+           "split", "setting", "seed", "windows", "starts", "disjoint", "machines", "vms", "oversize"}  # fmt: skip
 """Every key a compare command's JSON may name what was run by."""
 
 
@@ -73,7 +73,7 @@ def _snapshot(tmp_path: Path) -> str:
     ("args", "context"),
     [
         (("compare", "numa", "--policies", "first-fit", "--policies", "random", "--pms", "5", "--episodes", "2"),
-         {"trace", "pms", "mode", "warm_start", "release", "double_threshold", "seed"}),
+         {"trace", "pms", "mode", "warm_start", "release", "double_threshold", "seed", "oversize"}),
         (("compare", "netalloc", "--policies", "tetris", "--policies", "random", "--requests", "16", "--episodes",
           "2"), {"topology", "dataset", "requests", "split", "setting", "seed"}),
         (("compare", "cluster", "--policies", "best-fit", "--policies", "random", "--requests", "50", "--windows",

@@ -265,8 +265,9 @@ def _tabled(
     extras = {p: {k: sum(e[k] for e in rows) / len(rows) for k in metrics if k in rows[0]}
               for p, rows in per_episode.items()}  # fmt: skip
     for p, rows in per_episode.items():
-        if "invalid" in rows[0]:
-            extras[p]["invalid"] = sum(e["invalid"] for e in rows)
+        for total in ("invalid", "oversize"):  # counted over the episodes, not averaged
+            if total in rows[0]:
+                extras[p][total] = sum(e[total] for e in rows)
     out = compare(values, baseline, simulator=simulator, metric=metric, extras=extras, context=context,
                   better=metrics[metric], within=within, descriptive=[BOUND_ROW])  # fmt: skip
     return replace(out, episode_metrics=per_episode)
@@ -296,6 +297,7 @@ def compare_numa(
     from dcplace.policies import get_policy
     from dcplace.policies.numa_heuristics import warm_up_jit
     from dcplace.sim.episodes import check_hostable, prepare, run_episodes, warm_up
+    from dcplace.sim.numa import oversize_mask
     from dcplace.workload.traces import load_trace
 
     _checked(policies, baseline, metric, NUMA_METRICS)
@@ -315,10 +317,12 @@ def compare_numa(
             on_policy(name)
         results, _, _ = run_episodes(pol, cluster, prepared, sc, episodes, seed)
         per_episode[name] = [{k: float(getattr(r, f)) for k, f in NUMA_FIELDS.items()}
-                             | {"invalid": float(r.status == "invalid"), "truncated": float(r.status == "truncated")}
+                             | {"invalid": float(r.status == "invalid"), "truncated": float(r.status == "truncated"),
+                                "oversize": float(r.oversize)}
                              for r in results]  # fmt: skip
     context = {"trace": trace, "pms": sc.pms, "mode": sc.mode, "warm_start": sc.warm_start, "release": sc.release,
-               "double_threshold": double_threshold, "seed": seed}  # fmt: skip
+               "double_threshold": double_threshold, "seed": seed,
+               "oversize": int(np.count_nonzero(oversize_mask(cluster, prepared)))}  # fmt: skip
     shares = (0.0, 1.0) if metric in ("cpu_alloc", "mem_alloc") else (0.0, math.inf)
     return _tabled(per_episode, metric, NUMA_METRICS, baseline, "numa", context, shares)
 

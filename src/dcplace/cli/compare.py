@@ -110,6 +110,10 @@ def _report(table: Any, cfg: object, json_out: bool, out: Path | None, command: 
         if r.extra.get("invalid"):
             err_console.print(f"warning: {r.policy} ended {r.extra['invalid']:.0f} of {table.episodes} episodes on an "
                               "infeasible action (an episode stops at the first one: docs/policies.md)")  # fmt: skip
+    if table.context.get("oversize"):  # --oversize skip: the lengths leave out VMs that no machine can host
+        met = ", ".join(f"{r.policy} {r.extra.get('oversize', 0):.0f}" for r in table.rows)
+        err_console.print(f"note: {table.context['oversize']} VMs of the trace are larger than any machine; the "
+                          f"episodes skipped those they met (--oversize skip): {met}")  # fmt: skip
     if table.saturated:
         windowed = table.simulator in ("cluster", "capacity")
         if windowed and table.metric == "accepted":
