@@ -3,6 +3,7 @@ limit; read offline while an engine holds the database; a trace of the cluster's
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import os
@@ -25,6 +26,7 @@ from dcplace.engine.journal import JournalEntry, journal_trace, read_journal, re
 from dcplace.errors import InputError
 from dcplace.sim.episodes import prepare
 from dcplace.workload import load_trace
+from dcplace.workload.huawei import write_huawei_events
 
 OPS = st.lists(
     st.one_of(
@@ -210,8 +212,11 @@ def test_read_offline_while_an_engine_holds_the_database(tmp_path: Path) -> None
 
 
 def _without_multi(src: Path, dst: Path) -> Path:
-    lines = src.read_text(encoding="utf-8").splitlines()
-    dst.write_text("".join(line.rsplit(",", 1)[0] + "\n" for line in lines), encoding="utf-8")
+    with src.open(encoding="utf-8", newline="") as fh:
+        rows = list(csv.reader(fh))
+    drop = rows[0].index("multi")
+    with dst.open("w", encoding="utf-8", newline="") as fh:
+        csv.writer(fh, lineterminator="\n").writerows([c for i, c in enumerate(r) if i != drop] for r in rows)
     return dst
 
 
@@ -230,7 +235,7 @@ def test_the_trace_of_the_journal_is_the_demand(tmp_path: Path) -> None:
     table, summary = journal_trace(entries)
     assert (summary.requests, summary.still_running, summary.rejected, summary.unmatched) == (3, 2, 0, 0)
     assert (summary.adjusted, summary.resumed_at) == (0, None)
-    assert summary.start == t0
+    assert summary.start == t0 and summary.names == ("a", "b", "a")  # request i: the trace's vmid i
     assert table.cpu.tolist() == [2, 3, 1] and table.mem.tolist() == [4, 5, 1]
     assert table.multi_numa.tolist() == [False, True, False]
     assert table.arrival[0] == 0 and math.isclose(table.departure[0], at[("released", "a")] - t0)
@@ -262,6 +267,11 @@ def test_the_trace_of_the_journal_is_the_demand(tmp_path: Path) -> None:
     assert load_trace(str(quoted), seed=0).multi_numa.tolist() == [False, True, False]
     plain = load_trace(str(_without_multi(out, tmp_path / "plain.csv")), seed=0)  # an event log without the column
     assert not plain.numa_given and prepare(plain, 4.5).table.multi_numa.tolist() == [False, True, False]
+    # the VMs' own ids ride along in a name column the readers pass by (the form's vmid is a number)
+    with out.open(encoding="utf-8", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [(r["vmid"], r["type"], r["name"]) for r in rows] == [("0", "0", "a"), ("1", "0", "b"), ("0", "1", "a"),
+                                                                 ("2", "0", "a")]  # fmt: skip
     again = runner.invoke(app, ["cluster", "trace", str(out), "--db", str(db)])
     assert again.exit_code == 2 and "already exists" in again.output
     sim = runner.invoke(app, ["simulate", "numa", "--trace", str(out), "--pms", "1", "--episodes", "1", "--json"])
@@ -320,7 +330,23 @@ def test_a_trace_survives_a_clock_step_and_a_placement_without_its_release() -> 
     table, summary = journal_trace(entries)
     assert (summary.requests, summary.adjusted, summary.unmatched) == (2, 1, 1)
     assert table.arrival.tolist() == [0.0, 2.0] and table.departure[0] > table.arrival[0]
-    assert table.departure[1] == 3.0
+    assert table.departure[1] == 3.0 and summary.names == ("a", "b")
+
+
+def test_a_traces_names_follow_its_rows_after_a_clock_step(tmp_path: Path) -> None:
+    """Rows are sorted by arrival and keep their vmid; each row's name is its own VM's, quoted as CSV quotes."""
+    odd = 'x,"y"\nz'
+    entries = [
+        JournalEntry(1, 200.0, "placed", "late", "m0", 0, 1.0, 2.0, False, None),
+        JournalEntry(2, 150.0, "placed", odd, "m0", 0, 3.0, 2.0, False, None),
+    ]  # the clock stepped back
+    table, summary = journal_trace(entries)
+    assert table.vmid.tolist() == [1, 0] and table.cpu.tolist() == [3.0, 1.0]
+    out = tmp_path / "t.csv"
+    write_huawei_events(table, out, [summary.names[int(v)] for v in table.vmid])
+    with out.open(encoding="utf-8", newline="") as fh:
+        assert [(r["vmid"], r["cpu"], r["name"]) for r in csv.DictReader(fh)] == [("1", "3", odd), ("0", "1", "late")]
+    assert load_trace(str(out), seed=0).cpu.tolist() == [3.0, 1.0]  # the readers pass the column by
 
 
 def test_cluster_journal_on_the_command_line(tmp_path: Path) -> None:

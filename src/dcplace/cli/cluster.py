@@ -273,7 +273,7 @@ def trace(
     except InputError as exc:
         _fail(exc)
     with atomic_path(out) as tmp:
-        write_huawei_events(table, tmp)
+        write_huawei_events(table, tmp, [summary.names[int(v)] for v in table.vmid])
     span = float(table.arrival[-1] - table.arrival[0])
     spanned = f"{span / 3600:.2f} h" if span >= 3600 else f"{span:.1f} s"
     if rejected == "include":

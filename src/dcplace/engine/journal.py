@@ -236,6 +236,9 @@ class TraceSummary:
     resumed_at: float | None
     start: float
     """Unix time of the first request: the trace's time 0."""
+    names: tuple[str, ...] = ()
+    """Each request's VM id in the cluster, in the trace's order (request ``i`` is the trace's ``vmid`` ``i``: the
+    event-log form numbers VMs; ``cluster trace`` writes these as its ``name`` column)."""
 
 
 def journal_trace(entries: Iterable[JournalEntry], rejected: str = "skip") -> tuple[RequestTable, TraceSummary]:
@@ -252,6 +255,7 @@ def journal_trace(entries: Iterable[JournalEntry], rejected: str = "skip") -> tu
         raise InputError(f"must be skip or include, got {rejected!r}", field="rejected")
     arrival, departure, cpu, mem = array("d"), array("d"), array("d"), array("d")  # 8 bytes a value, not 32
     multi = bytearray()
+    names: list[str] = []
     refused = array("q")
     gone = array("q")  # placements superseded without a release: left out
     open_: dict[str, int] = {}
@@ -281,6 +285,7 @@ def journal_trace(entries: Iterable[JournalEntry], rejected: str = "skip") -> tu
             cpu.append(float(e.cpu or 0.0))
             mem.append(float(e.mem or 0.0))
             multi.append(bool(e.multi))
+            names.append(e.vm)
         elif e.event in ("released", "dropped"):
             i = open_.pop(e.vm or "", None)
             if i is None:
@@ -290,6 +295,7 @@ def journal_trace(entries: Iterable[JournalEntry], rejected: str = "skip") -> tu
         elif e.event == "journal-resumed":
             arrival, departure, cpu, mem = array("d"), array("d"), array("d"), array("d")
             multi, refused, gone, open_, pending, resumed_at = bytearray(), array("q"), array("q"), {}, {}, e.at
+            names = []
             unmatched = rejections = retries = 0
     keep = np.ones(len(arrival), bool)
     keep[np.asarray(gone, np.int64)] = False
@@ -325,6 +331,7 @@ def journal_trace(entries: Iterable[JournalEntry], rejected: str = "skip") -> tu
         lifetime_s=lifetime,
         resumed_at=resumed_at,
         start=t0,
+        names=tuple(n for n, k in zip(names, keep.tolist(), strict=True) if k),
     )
     return table, summary
 

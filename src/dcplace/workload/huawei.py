@@ -10,6 +10,7 @@ Two forms:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -138,9 +139,11 @@ def read_huawei_events(path: str | Path) -> RequestTable:
     )
 
 
-def write_huawei_events(table: RequestTable, path: str | Path) -> None:
+def write_huawei_events(table: RequestTable, path: str | Path, names: Sequence[str] | None = None) -> None:
     """Write a table as an event log (create at arrival, delete at departure unless it is ``inf``), with a
-    ``multi`` column where the table says each VM's NUMA span (``numa_given``), so that a replay keeps it.
+    ``multi`` column where the table says each VM's NUMA span (``numa_given``), so that a replay keeps it, and a
+    ``name`` column where ``names`` gives each table row's own id (the form's ``vmid`` is a number; readers pass the
+    column by, quoted as CSV quotes).
 
     Events are sorted by time; at equal times deletions come first, then creations in table order.
     """
@@ -149,10 +152,13 @@ def write_huawei_events(table: RequestTable, path: str | Path) -> None:
     kinds = np.concatenate([np.ones(int(fin.sum()), np.int64), np.zeros(len(table), np.int64)])
     rows = np.concatenate([np.flatnonzero(fin), np.arange(len(table))])
     order = np.lexsort((np.arange(len(times)), -kinds, times))
-    with open(path, "w", encoding="utf-8") as fh:
+    if names is not None and len(names) != len(table):
+        raise ValueError(f"{len(names)} names for {len(table)} requests")
+    with open(path, "w", encoding="utf-8", newline="") as fh:
         spans = table.numa_given
-        fh.write("vmid,cpu,memory,time,type" + (",multi\n" if spans else "\n"))
+        fh.write("vmid,cpu,memory,time,type" + (",multi" if spans else "") + (",name\n" if names is not None else "\n"))
         for j in order:
             r = rows[j]
             fh.write(f"{table.vmid[r]},{table.cpu[r]:.17g},{table.mem[r]:.17g},{times[j]:.17g},{kinds[j]}"
-                     + (f",{int(table.multi_numa[r])}\n" if spans else "\n"))  # fmt: skip
+                     + (f",{int(table.multi_numa[r])}" if spans else "")
+                     + (',"' + names[r].replace('"', '""') + '"\n' if names is not None else "\n"))  # fmt: skip
