@@ -186,7 +186,7 @@ def test_every_operation_answers_as_documented(contract: Contract) -> None:
     everything = c.call("GET", "/journal?limit=10000").json()["entries"]
     last = c.call("GET", f"/journal?limit={len(everything)}").json()
     assert len(last["entries"]) == len(everything) and last["next"] is None  # exactly what is left: the last page
-    assert "is not a filter of GET /journal" in c.call("GET", "/journal?evnt=rejected").json()["detail"]
+    assert "is not a query parameter of GET /journal" in c.call("GET", "/journal?evnt=rejected").json()["detail"]
     for bad in (
         "event=placd",
         "limit=0",
@@ -241,6 +241,49 @@ def test_a_failed_database_is_a_documented_503_everywhere(contract: Contract) ->
         ("POST", "/extender/prioritize", {"NodeNames": ["pm0"], "Pod": POD}),
     ):  # fmt: skip
         assert c.call(method, path, json=body).status_code == 503, (method, path)
+
+
+GOOD = {  # a request each operation would carry out: a refusal must come from the parameter alone
+    ("POST", "/machines"): {"id": "pm9", "cpu": 8, "mem": 8},
+    ("POST", "/machines/batch"): {"machines": [{"id": "pm8", "cpu": 8, "mem": 8}]},
+    ("POST", "/reoptimise"): {"execute": True},
+    ("PUT", "/vms/{vm_id}/pinned"): {"pinned": True},
+    ("POST", "/vms"): {"id": "new", "cpu": 1, "mem": 1},
+    ("POST", "/vms/batch"): {"vms": [{"id": "new2", "cpu": 1, "mem": 1}]},
+    ("POST", "/explain"): {"cpu": 1, "mem": 1},
+    ("POST", "/allocations"): [{"vm": "imp", "machine": "pm1", "node": 0, "cpu": 1, "mem": 1}],
+    ("POST", "/extender/filter"): {"NodeNames": ["pm0"], "Pod": POD},
+    ("POST", "/extender/prioritize"): {"NodeNames": ["pm0"], "Pod": POD},
+    ("POST", "/extender/bind"): {"PodName": "p1", "PodNamespace": "default", "PodUID": "u1", "Node": "pm0"},
+}
+IDS = {"{machine_id}": "pm0", "{vm_id}": "a"}
+
+
+def test_an_unknown_query_parameter_is_a_422_on_every_operation_and_changes_nothing(contract: Contract) -> None:
+    """An operator's review: ``POST /machines/pm0/evacuate?dry_run=true`` drained the machine, and ``POST
+    /allocations?dry_run=1`` imported its rows; parameters a route does not take were ignored everywhere but on
+    three routes. Every documented operation (but the probe and the scrape) now refuses one by name, before it
+    does anything."""
+    c = contract
+    for m in ("pm0", "pm1"):
+        assert c.call("POST", "/machines", json={"id": m, "cpu": 8, "mem": 8}).status_code == 201
+    assert c.call("POST", "/vms", json={"id": "a", "cpu": 1, "mem": 1}).status_code == 201
+    engine = c.client.app.state.engine  # type: ignore[attr-defined]
+    before, entries = engine.snapshot(), len(engine.journal(limit=None))
+    checked = 0
+    for template, ops in c.doc["paths"].items():
+        if template in ("/healthz", "/metrics"):
+            continue
+        for method in ops:
+            path = template
+            for key, value in IDS.items():
+                path = path.replace(key, value)
+            r = c.call(method.upper(), f"{path}?dry_run=1", json=GOOD.get((method.upper(), template)))
+            said = r.json()["detail"]
+            assert r.status_code == 422 and "'dry_run': is not a query parameter of" in said, (method, template, said)
+            checked += 1
+    assert checked == 27 and engine.snapshot() == before and len(engine.journal(limit=None)) == entries
+    assert c.call("GET", "/healthz?dry_run=1").status_code == 200  # a probe's parameter never fails it
 
 
 def test_the_id_pattern_means_the_same_to_every_regex_engine_and_to_the_engine() -> None:

@@ -5,6 +5,7 @@ hot calls, placing and releasing a VM."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import asdict
 from json.encoder import encode_basestring_ascii
 from typing import Any
@@ -162,13 +163,22 @@ async def place_vm(engine: PlacementEngine, metrics: ServiceMetrics, body: VmIn)
     return 409, rejection_json(d)
 
 
+def refuse_query(method: str, path: str, takes: Iterable[str], names: Iterable[str]) -> None:
+    """InputError (422) naming the first of ``names`` (a request's query parameters) that the route ``method path``
+    does not take: every route checks them (a parameter ignored made ``POST /machines/{id}/evacuate?dry_run=true``
+    drain the machine)."""
+    allowed = set(takes)
+    unknown = sorted(set(names) - allowed)
+    if unknown:
+        which = f"which takes {', '.join(sorted(allowed))}" if allowed else "which takes none"
+        raise InputError(f"is not a query parameter of {method} {path}, {which}", field=unknown[0][:80])
+
+
 def release_uid(query: list[tuple[str, str]]) -> str | None:
     """``DELETE /vms/{id}``'s query, as ``(name, value)`` pairs: its ``uid`` (the last one given; None: none), and a
     parameter of another name refused (422). Ignoring them made ``?UID=...``, a misspelled uid, free the VM without
     the check it asked for."""
-    other = next((k for k, _ in query if k != "uid"), None)
-    if other is not None:
-        raise InputError(f"DELETE /vms/{{id}} takes only the query parameter uid, got {other[:80]!r}", field=other[:80])
+    refuse_query("DELETE", "/vms/{vm_id}", ("uid",), (k for k, _ in query))
     uids = [v for _, v in query]
     return uids[-1] if uids else None
 

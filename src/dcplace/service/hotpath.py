@@ -23,11 +23,13 @@ from urllib.parse import parse_qsl
 from pydantic import ValidationError
 
 from dcplace.engine import PlacementEngine
+from dcplace.errors import InputError
 from dcplace.service.answers import (
     NOT_JSON_TYPE,
     error_answer,
     is_json_type,
     place_vm,
+    refuse_query,
     release_uid,
     release_vm,
     unparsed,
@@ -55,6 +57,13 @@ class HotPaths:
         if scope["type"] == "http":
             method, path = scope["method"], scope["path"]
             if method == "POST" and path == "/vms":
+                if scope.get("query_string"):  # as the route would answer it (it takes none)
+                    names = [k for k, _ in parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True)]
+                    try:
+                        refuse_query("POST", "/vms", (), names)
+                    except InputError as exc:
+                        await send_json(send, (422, {"detail": str(exc)}))
+                        return
                 raw = await _body(receive)
                 ctype = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"content-type"), "")
                 # a body not sent as JSON: answered as FastAPI's routes answer it (they do not read it as JSON)
