@@ -5,18 +5,21 @@ and a full disk during a ``cluster`` command is one sentence with the file uncha
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+import socket
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from dcplace.cli.main import app
-from dcplace.engine import PlacementEngine, VmRequest
+from dcplace.engine import PlacementEngine, StoreError, VmRequest
 from dcplace.engine.store import SCHEMA_VERSION
 from dcplace.errors import InputError
 
@@ -207,7 +210,9 @@ def test_a_commit_that_fails_in_a_cluster_command_is_one_sentence_and_changes_no
     monkeypatch.setattr(SqliteStore, "_write", full)
     res = runner.invoke(app, ["cluster", "evacuate", "m0", "--db", str(db)])
     assert res.exit_code == 2 and "Traceback" not in res.output, res.output
-    assert f"the change could not be written to {db} (database or disk is full); nothing was changed" in res.output
+    assert (
+        f"the change could not be written to {db} (database or disk is full); nothing of it was recorded" in res.output
+    )
     monkeypatch.undo()
     e = PlacementEngine.open(db)
     assert {v.id: (v.machine, v.node) for v in e.vms()} == before and e.machine("m0").status == "active"
@@ -327,3 +332,137 @@ def _old_database(path: Path, version: int) -> None:
             f"PRAGMA user_version = {version};"
         )  # fmt: skip
     conn.close()
+
+
+def test_a_lock_held_by_another_program_makes_commits_wait_not_fail(tmp_path: Path, monkeypatch, caplog) -> None:
+    """A resource review: an sqlite3 shell's 50 ms transaction (or a hand-run checkpoint) during placements took the
+    service down until a restart ("database is locked"): the commit's deferred BEGIN read first and then asked for
+    the lock, an upgrade SQLite fails at once. Now the commit waits for the lock, past SQLite's own timeout too."""
+    import threading
+
+    from dcplace.engine import store
+
+    monkeypatch.setattr(store, "BUSY_TIMEOUT_S", 0.05)  # SQLite gives up quickly: the committer must try again
+    monkeypatch.setattr(store, "LOCK_WARN_S", 0.2)
+    db = tmp_path / "c.db"
+    e = PlacementEngine.open(db)
+    e.add_machine("m0", 64, 128)
+    other = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")  # another program's write lock
+    released = threading.Timer(0.6, lambda: other.execute("ROLLBACK"))
+    released.start()
+    t0 = time.monotonic()
+    for i in range(5):
+        e.place(VmRequest(f"v{i}", 1, 1))  # waits for the lock, then commits
+    waited = time.monotonic() - t0
+    released.join()
+    other.close()
+    assert waited >= 0.5 and e.store.stats()["healthy"], waited  # type: ignore[union-attr]
+    assert "locked by another program" in caplog.text
+    e.close()
+    again = PlacementEngine.open(db)
+    assert sorted(v.id for v in again.vms()) == [f"v{i}" for i in range(5)]
+    again.close()
+
+
+def test_a_database_deleted_under_the_engine_stops_it_and_saves_what_it_committed(tmp_path: Path) -> None:
+    """A resource review: with its file deleted (or replaced) the service answered 201 to ten more placements and
+    said at its stop that every one was durable; a restart made an empty cluster, and SQLite removed the -wal that
+    was the last evidence. Now nothing more is acknowledged, what was committed is saved beside the path, and a
+    start on the missing path with the -wal left refuses to make a new cluster, naming the copy."""
+    db = tmp_path / "c.db"
+    e = PlacementEngine.open(db)
+    e.add_machine("m0", 16, 32)
+    for i in range(5):
+        e.place(VmRequest(f"v{i}", 1, 1))
+    os.unlink(db)
+    assert not e.store.stats()["healthy"]  # type: ignore[union-attr]
+    with pytest.raises(StoreError, match="was deleted or replaced"):
+        e.place(VmRequest("late", 1, 1))
+    e.close()
+    (saved,) = tmp_path.glob("c.db.recovered-*")
+    with pytest.raises(InputError, match=f"does not exist, but its c.db-wal file holds committed changes.*{saved}"):
+        PlacementEngine.open(db)
+    assert not db.exists()  # nothing made
+    for side in ("-wal", "-shm"):
+        Path(f"{db}{side}").unlink(missing_ok=True)
+    saved.rename(db)
+    back = PlacementEngine.open(db)
+    assert sorted(v.id for v in back.vms()) == [f"v{i}" for i in range(5)]
+    back.close()
+
+
+def test_a_replaced_database_is_noticed_at_the_next_commit(tmp_path: Path) -> None:
+    """Another file moved over the path: the next commit is not acknowledged, and the copy holds it all."""
+    db, other = tmp_path / "c.db", tmp_path / "other.db"
+    _cluster(other, vms=2)
+    e = PlacementEngine.open(db)
+    e.add_machine("m0", 16, 32)
+    e.place(VmRequest("a", 1, 1))
+    os.replace(other, db)
+    with pytest.raises(StoreError, match="was deleted or replaced"):
+        e.place(VmRequest("b", 1, 1))
+    e.close()
+    (saved,) = tmp_path.glob("c.db.recovered-*")
+    with contextlib.closing(sqlite3.connect(saved)) as conn:
+        assert {r[0] for r in conn.execute("SELECT id FROM vms")} == {"a"}
+
+
+def test_a_damaged_database_with_a_wal_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
+    """A resource review: a refused open checkpointed the -wal into the file it refused and deleted it (the integrity
+    check ran on the writing connection, and closing that connection checkpoints). Now the check is read-only."""
+    db = tmp_path / "c.db"
+    _cluster(db, vms=30)
+    data = bytearray(db.read_bytes())
+    data[data.find(b"vm-18")] ^= 0x5A  # a damaged row (the index still holds the old id)
+    db.write_bytes(bytes(data))
+    raw = sqlite3.connect(db, isolation_level=None)  # a committed change left in the -wal (a crash)
+    raw.execute("PRAGMA wal_autocheckpoint=0")
+    raw.execute("INSERT INTO meta VALUES ('note', 'in the wal')")
+    wal = Path(f"{db}-wal").read_bytes()
+    raw.close()  # checkpoints and deletes the -wal: put both back as the crash left them
+    db.write_bytes(bytes(data))
+    Path(f"{db}-wal").write_bytes(wal)
+    assert len(wal) > 0
+    with pytest.raises(InputError, match="fails SQLite's integrity check"):
+        PlacementEngine.open(db)
+    assert db.read_bytes() == bytes(data) and Path(f"{db}-wal").read_bytes() == wal  # nothing rewritten
+
+
+def test_outputs_to_a_full_disk_are_one_sentence_and_leave_nothing(small_disk: Path, tmp_path: Path) -> None:
+    """A resource review: `cluster trace` and `cluster rewind` to a full disk were tracebacks (exit 1), and `cluster
+    backup` left its copy's rollback journal behind and blamed --db."""
+    db = tmp_path / "c.db"
+    _cluster(db, vms=40)
+    filler = small_disk / "filler"
+    free = os.statvfs(small_disk).f_bavail * os.statvfs(small_disk).f_frsize
+    filler.write_bytes(b"\0" * max(free - 2048, 0))
+    for args, name in ((["cluster", "trace"], "t.csv"), (["cluster", "rewind", "--seq", "3"], "s.json"),
+                       (["cluster", "backup"], "b.db")):  # fmt: skip
+        res = runner.invoke(app, [*args, str(small_disk / name), "--db", str(db)])
+        assert res.exit_code == 2 and "Traceback" not in res.output, (args, res.output)
+        assert len(res.output.strip().splitlines()) == 1 and "--db" not in res.output, res.output
+        assert sorted(p.name for p in small_disk.iterdir()) == ["filler"], (args, list(small_disk.iterdir()))
+
+
+def test_serve_import_on_a_full_disk_is_one_sentence_and_leaves_no_database(small_disk: Path, tmp_path: Path) -> None:
+    """A resource review: `serve --machines M --import A` on a disk that filled during the import was a traceback
+    (exit 1) that left the new database and a 3 MB -wal behind."""
+    machines, allocations = tmp_path / "m.csv", tmp_path / "a.csv"
+    machines.write_text("id,cpu,mem\n" + "".join(f"m{i},64,256\n" for i in range(200)), encoding="utf-8")
+    rows = "".join(f"vm-{i:06d},m{i % 200},{i % 2},0.5,1\n" for i in range(20_000))
+    allocations.write_text("vm,machine,node,cpu,mem\n" + rows, encoding="utf-8")
+    filler = small_disk / "filler"
+    free = os.statvfs(small_disk).f_bavail * os.statvfs(small_disk).f_frsize
+    filler.write_bytes(b"\0" * max(free - 400_000, 0))
+    db = small_disk / "c.db"
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = str(free.getsockname()[1])
+    env = {**os.environ, "PYTHONPATH": SRC, "OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
+    res = subprocess.run([sys.executable, "-m", "dcplace.cli.main", "serve", "--db", str(db), "--port", port,
+                          "--machines", str(machines), "--import", str(allocations)], capture_output=True, text=True,
+                         env=env, timeout=120, check=False)  # fmt: skip
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert "could not be written" in res.stderr and "free space" in res.stderr, res.stderr
+    assert sorted(p.name for p in small_disk.iterdir()) == ["filler"]

@@ -303,3 +303,30 @@ def test_no_answer_before_the_change_is_committed(tmp_path) -> None:
                 assert answer.result().status_code == code
             assert on_disk(sql) == want, (path, on_disk(sql))
     engine.close()
+
+
+def test_a_database_deleted_under_the_service_is_503_and_its_stop_says_so(tmp_path) -> None:
+    """A resource review: the database file deleted under `dcplace serve`, it answered ten more placements 201,
+    /healthz 200, and said at its stop that every acknowledged change was durable in a file that no longer existed.
+    Now the next placement is a 503, the probe says so, the stop exits 3 with one line, and what was committed is
+    saved beside the path."""
+    db = tmp_path / "c.db"
+    port = free_port()
+    proc = start_serve(db, port)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        assert httpx.post(f"{base}/machines", json={"id": "m0", "cpu": 8, "mem": 16}, timeout=5).status_code == 201
+        assert httpx.post(f"{base}/vms", json={"id": "a", "cpu": 1, "mem": 1}, timeout=5).status_code == 201
+        db.unlink()
+        late = httpx.post(f"{base}/vms", json={"id": "b", "cpu": 1, "mem": 1}, timeout=5)
+        assert late.status_code == 503 and "was deleted or replaced" in late.json()["detail"]
+        assert httpx.get(f"{base}/healthz", timeout=5).status_code == 503
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    said = err.decode()
+    assert proc.returncode == 3 and "Traceback" not in said, said
+    assert said.rstrip().splitlines()[-1].startswith(f"dcplace serve: stopped after its database {db} failed"), said
+    (saved,) = tmp_path.glob("c.db.recovered-*")
+    with sqlite3.connect(saved) as conn:
+        assert [r[0] for r in conn.execute("SELECT id FROM vms")] == ["a"]

@@ -20,7 +20,7 @@ from typing import Annotated, Any
 
 import typer
 
-from dcplace.cli.common import JSON_HELP, outcome_failed
+from dcplace.cli.common import JSON_HELP, outcome_failed, unwritten
 from dcplace.cli.compare import FromClusterState
 from dcplace.cli.options import config_command
 from dcplace.cli.serve import _fail
@@ -53,11 +53,10 @@ def _open(db: Path) -> Any:
     return engine
 
 
-def _unwritten(db: Path, exc: StoreError) -> InputError:
-    """A commit that failed (a full disk): one sentence; the transaction was rolled back, so the file is as it was
-    (it was a traceback that told the operator to restart a service there is none of)."""
-    return InputError(f"the change could not be written to {db} ({exc.reason or exc}); nothing was changed: free "
-                      "space on its disk or make it writable, then run the command again", field="db")  # fmt: skip
+def _not_written(out: Path, exc: OSError) -> InputError:
+    """OUT could not be written (a full disk): one sentence; the atomic write left nothing behind."""
+    return InputError(f"OUT: {out} could not be written ({exc.strerror or exc}); nothing was written: free space in "
+                      f"{out.parent.resolve()}")  # fmt: skip
 
 
 def _report(rep: Any, json_out: bool, dry_run: bool = False) -> None:
@@ -127,7 +126,7 @@ def reoptimise(
         exc.field = {"time_limit_s": "time_limit", "improve_s": "improve"}.get(exc.field or "", exc.field)
         _fail(exc)
     except StoreError as exc:
-        _fail(_unwritten(db, exc))
+        _fail(unwritten(db, exc))
     _report(rep, json_out, dry_run)
     _judge(rep)
 
@@ -152,7 +151,7 @@ def evacuate(
             exc = InputError(f"MACHINE: {exc.detail}")
         _fail(exc)
     except StoreError as exc:
-        _fail(_unwritten(db, exc))
+        _fail(unwritten(db, exc))
     _report(rep, json_out)
     _judge(rep)
 
@@ -272,8 +271,11 @@ def trace(
         running_now = vms_held(db)
     except InputError as exc:
         _fail(exc)
-    with atomic_path(out) as tmp:
-        write_huawei_events(table, tmp, [summary.names[int(v)] for v in table.vmid])
+    try:
+        with atomic_path(out) as tmp:
+            write_huawei_events(table, tmp, [summary.names[int(v)] for v in table.vmid])
+    except OSError as exc:  # a full disk: a traceback before
+        _fail(_not_written(out, exc))
     span = float(table.arrival[-1] - table.arrival[0])
     spanned = f"{span / 3600:.2f} h" if span >= 3600 else f"{span:.1f} s"
     if rejected == "include":
@@ -332,7 +334,10 @@ def rewind(
     except InputError as exc:
         _fail(exc)
     moment_said = "" if when is None else f" ({utc(when)})"
-    write_text(out, json.dumps(state))
+    try:
+        write_text(out, json.dumps(state))
+    except OSError as exc:
+        _fail(_not_written(out, exc))
     typer.echo(f"wrote the state{moment_said}: {len(state['machines']):,} machines, {len(state['vms']):,} VMs, to "
                f"{out}")  # fmt: skip
 

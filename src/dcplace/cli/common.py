@@ -91,3 +91,11 @@ def outcome_failed(why: str) -> NoReturn:
 
     typer.echo(f"dcplace: {why}", err=True)
     raise typer.Exit(OUTCOME_FAILED)
+
+
+def unwritten(db: Path, exc: Any, what: str = "the change", then: str = "run the command again") -> InputError:
+    """A commit that failed (a :class:`~dcplace.engine.store.StoreError`: a full disk) as one sentence; the
+    transaction was rolled back, so the file is as it was (it was a traceback that told the operator to restart a
+    service there is none of)."""
+    return InputError(f"{what} could not be written to {db} ({getattr(exc, 'reason', '') or exc}); nothing of it was "
+                      f"recorded: free space on its disk or make it writable, then {then}", field="db")  # fmt: skip

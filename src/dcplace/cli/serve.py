@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
+from dcplace.cli.common import unwritten
 from dcplace.errors import InputError, Terminated
 
 if TYPE_CHECKING:
@@ -226,7 +227,7 @@ def serve(
     import uvicorn
 
     from dcplace.engine import PlacementEngine, ReoptPolicy
-    from dcplace.engine.store import remove_database
+    from dcplace.engine.store import StoreError, remove_database
     from dcplace.policies import get_policy
     from dcplace.policies.numa_heuristics import warm_up_jit
     from dcplace.service import create_app
@@ -289,10 +290,12 @@ def serve(
                     _register(engine, machines)
                 if import_allocations is not None:
                     _import_once(engine, import_allocations, db)
-            except InputError:  # a refused file on a new database leaves no empty database behind
+            except (InputError, StoreError) as exc:  # a refused file on a new database leaves none behind
                 engine.close()
                 if new_db:
                     remove_database(db)
+                if isinstance(exc, StoreError):  # a full disk: the import was rolled back
+                    raise unwritten(db, exc, "the machines and allocations", "start again") from None
                 raise
     except InputError as exc:
         if exc.field in ("every_s", "below"):
@@ -369,8 +372,13 @@ def serve(
         if probe is not None:  # before the stopped line: its own shutdown logs came after it
             probe.stop()
         _close(main_socks + probe_socks)
+        healthy = engine.store is None or bool(engine.store.stats()["healthy"])  # type: ignore[attr-defined]
         engine.close()
         logs.stop()  # every line logged, before the stopped line
+    if stopped and not healthy:  # exit 3: a supervisor's Restart=on-failure, and an operator, see it
+        typer.echo(f"dcplace serve: stopped after its database {db} failed; the error above says what to do",
+                   err=True)  # fmt: skip
+        raise typer.Exit(3)
     if stopped:
         typer.echo(f"dcplace serve: stopped; every acknowledged change is durable in {db}", err=True)
 

@@ -111,6 +111,11 @@ class Conflict(InputError):
     """The request contradicts the state: a duplicate id, a machine that still hosts VMs (HTTP 409)."""
 
 
+class Unavailable(InputError):
+    """The request was fine but the engine's own machine could not serve it now: no room for the temporary copy a
+    past state is read from (HTTP 503; a command line's one sentence, exit 2, as for other input errors)."""
+
+
 @dataclass(frozen=True)
 class VmRequest:
     """A VM to place: ``cpu`` cores and ``mem`` GB, on one NUMA node or split evenly over all (``multi``)."""
@@ -1935,6 +1940,8 @@ class PlacementEngine:
                 engine = cls.open(copy, numa=stored_numa(copy) or 2)
             except InputError as e:  # the copy's name means nothing to the caller
                 said = e.detail.replace(f" to {copy} ", f" to a temporary folder ({tmp}) ").replace(str(copy), str(db))
+                if " failed (" in e.detail:  # the copy could not be written (a full disk): not the caller's doing
+                    raise Unavailable(said, field="db") from None
                 raise InputError(said, field="db") from None
             try:
                 return read(engine)

@@ -59,7 +59,18 @@ class StoreError(RuntimeError):
         self.reason = reason
 
 
+BUSY_TIMEOUT_S = 5.0
+"""How long one SQLite call waits for another program's lock before it reports the database busy (Python's
+default); the committer then tries again (:meth:`SqliteStore._begin`), and an open gives up with one sentence."""
+LOCK_WARN_S = 10.0
+"""How often a commit waiting for another program's lock on the database says so in the log."""
+LOCK_CLOSE_S = 30.0
+"""How long a closing store's last commit waits for such a lock before it gives up (and fails)."""
+
+
 def _failed(path: Path, error: BaseException | None) -> StoreError:
+    if isinstance(error, StoreError):  # one that says all itself (the file deleted or replaced)
+        return StoreError(str(error), error.reason)
     return StoreError(f"the database {path} failed ({error}); fix that (free space on its disk, make it writable) "
                       "and restart the service, which reloads exactly what is durable", str(error))  # fmt: skip
 
@@ -206,6 +217,11 @@ def _why(path: Path, e: sqlite3.DatabaseError) -> str:
     text = str(e)
     if "not a database" in text:
         return f"is not a SQLite database ({text})"
+    if "locked" in text or "busy" in text:
+        return (
+            f"is locked by another program ({text}): an sqlite3 shell or a backup tool holding a transaction? "
+            "Close it and try again"
+        )
     if "malformed" in text:
         return f'is damaged ({text}): restore a backup (docs/engine.md, "Backups")'
     if "full" in text or "disk I/O" in text:
@@ -238,6 +254,15 @@ def create_new(path: str | Path) -> Path | None:
     real = _real(Path(path))
     if real.exists() or not real.parent.is_dir():
         return None
+    wal = Path(f"{real}-wal")
+    if wal.is_file() and wal.stat().st_size > 0:  # SQLite deletes a -wal beside a new, empty database
+        saved = sorted(real.parent.glob(f"{real.name}.recovered-*"))
+        put_back = (f"a copy the service saved when it noticed is {saved[-1]}: remove {wal.name} and "
+                    f"{real.name}-shm, and rename it to {real.name}" if saved else "put the database back or "
+                    "restore a backup")  # fmt: skip
+        raise InputError(f"{path} does not exist, but its {wal.name} file holds committed changes: the database "
+                         f"was deleted or moved while its -wal stayed (while a service ran?); {put_back}; move "
+                         f"{wal.name} away only to start a new cluster", field="db")  # fmt: skip
     try:
         os.close(os.open(real, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
     except FileExistsError:
@@ -276,14 +301,17 @@ def _reading(path: Path) -> Iterator[str]:
             os.close(fd)
 
 
-def check_existing(path: Path) -> None:
+def check_existing(path: Path, integrity: bool = False) -> None:
     """Refuse an existing file that is not a dcplace database, looking at it read-only (opening it would switch
     it to WAL mode and add the tables): an empty file, another program's database, or a crashed database whose
     ``-wal`` file was lost (its tables were only in the WAL). Each of these was opened as a new, empty cluster,
-    and the VMs it had acknowledged were forgotten."""
+    and the VMs it had acknowledged were forgotten. ``integrity``: also SQLite's integrity check, read-only too
+    (on the writing connection, closing it after a failed check checkpointed the -wal into the damaged file and
+    deleted it: the refused files were rewritten)."""
     try:
         with _reading(path) as uri, contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
             tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            check = conn.execute("PRAGMA integrity_check(1)").fetchone()[0] if integrity else "ok"
     except sqlite3.DatabaseError as e:
         raise InputError(f"{path} {_why(path, e)}", field="db") from None
     if not {"machines", "vms", "meta"} <= tables:
@@ -291,6 +319,9 @@ def check_existing(path: Path) -> None:
         raise InputError(f"{path} {what}, so it is not a dcplace cluster database (another program's database, or "
                          "a crashed one whose -wal file was lost?): remove it to start a new cluster, or restore a "
                          "backup", field="db")  # fmt: skip
+    if check != "ok":
+        raise InputError(f"{path} fails SQLite's integrity check ({check}): restore a backup (docs/engine.md, "
+                         "\"Backups\")", field="db")  # fmt: skip
 
 
 def backup_database(db: Path, out: Path) -> tuple[int, int]:
@@ -320,10 +351,11 @@ def backup_database(db: Path, out: Path) -> tuple[int, int]:
         if check != "ok":
             raise InputError(f"{db} fails SQLite's integrity check ({check}); no copy was made", field="db")
         os.replace(partial, out)
-    except sqlite3.Error as e:
-        raise InputError(f"the copy of {db} to {out} failed ({e}); no copy was made", field="db") from None
+    except sqlite3.Error as e:  # which side failed, SQLite does not say: neither flag is named
+        raise InputError(f"the copy of {db} to {out} failed ({e}); no copy was made") from None
     finally:
         partial.unlink(missing_ok=True)
+        Path(f"{partial}-journal").unlink(missing_ok=True)  # the copy's rollback journal, left by a failed write
     return machines, vms
 
 
@@ -361,10 +393,13 @@ class SqliteStore:
         if real.exists() and not created:
             if not real.is_file():
                 raise InputError(f"{self.path} is not a database file", field="db")
-            check_existing(self.path)  # before anything is written to a file that is not a dcplace database
+            check_existing(self.path, integrity=True)  # before anything is written to a file that may not be one
         self._lock_fd: int | None = None
+        self._closing = False
+        self._lost: StoreError | None = None
         try:
-            self._conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
+            self._conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None,
+                                         timeout=BUSY_TIMEOUT_S)  # fmt: skip
         except sqlite3.DatabaseError as e:
             raise InputError(f"{self.path} {_why(self.path, e)}", field="db") from None
         try:
@@ -380,7 +415,6 @@ class SqliteStore:
         self._submitted = 0
         self._durable = 0
         self._error: BaseException | None = None
-        self._closing = False
         self._async: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         self.commits = 0
         """Transactions committed (each one fsync); ``submitted / commits`` is the mean group size."""
@@ -405,10 +439,6 @@ class SqliteStore:
             # a checkpoint truncates the WAL to this (8 MiB): without it the file kept its high-water mark, 10.5 MB
             # after a 150,000-row import, until the next restart
             self._conn.execute("PRAGMA journal_size_limit=8388608")
-            check = self._conn.execute("PRAGMA integrity_check(1)").fetchone()[0]
-            if check != "ok":
-                raise InputError(f"{self.path} fails SQLite's integrity check ({check}): restore a backup (docs/"
-                                 "engine.md, \"Backups\")", field="db")  # fmt: skip
             self._conn.execute("BEGIN IMMEDIATE")
             had_journal = self._conn.execute(
                 "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'journal'"
@@ -508,7 +538,7 @@ class SqliteStore:
             raise StoreError(f"the database {self.path} cannot be read ({e})", str(e)) from None
 
     def set_numa(self, numa: int) -> None:
-        self._conn.execute("BEGIN")
+        self._conn.execute("BEGIN IMMEDIATE")
         self._conn.execute(
             "INSERT INTO meta VALUES ('numa', ?) ON CONFLICT (key) DO UPDATE SET value = ?", (numa, numa)
         )
@@ -528,6 +558,10 @@ class SqliteStore:
             raise _failed(self.path, self._error)
         if self._closing:
             raise StoreError(f"the database {self.path} is closed")
+        if not self._is_the_file():  # refused before anything more is acknowledged; the committer saves what it had
+            raise StoreError(f"the database file {self.path} was deleted or replaced while the engine had it open; "
+                             "nothing more is acknowledged (the service saves what it committed when it stops)",
+                             "deleted or replaced")  # fmt: skip
 
     def wait(self, ticket: int) -> None:
         with self._cv:
@@ -575,13 +609,15 @@ class SqliteStore:
             t0 = time.perf_counter()
             first, last = self._journal_first, self._journal_last
             try:
-                self._conn.execute("BEGIN")
+                self._begin()
                 for at, changes in batch:
                     for c in changes:
                         self._write(c, at)
                 self._flush_notes()
                 self._prune()
                 self._conn.execute("COMMIT")
+                if not self._is_the_file():  # before anything is acknowledged
+                    raise self._gone()
             except BaseException as e:  # any failure: nothing after it is durable; fail-stop
                 self._notes.clear()
                 self._journal_first, self._journal_last = first, last  # nothing of this batch is durable
@@ -602,6 +638,67 @@ class SqliteStore:
                 self._durable = upto
                 self._cv.notify_all()
                 self._wake_async(error=False)
+
+    def _begin(self) -> None:
+        """``BEGIN IMMEDIATE``, waiting while another program holds the database's write lock (an ``sqlite3``
+        shell's transaction, a checkpoint run by hand): the commit waits with its callers, it does not fail. A
+        deferred ``BEGIN`` read first and then asked for the lock, and SQLite fails such an upgrade at once without
+        waiting, so a lock held for 50 ms stopped the service until a restart. A warning every
+        :data:`LOCK_WARN_S` while it waits."""
+        waited_since = time.monotonic()
+        warned = waited_since
+        while True:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")  # SQLite's busy handler waits up to its timeout first
+                return
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) and "busy" not in str(e):
+                    raise
+                now = time.monotonic()
+                if now - warned >= LOCK_WARN_S:
+                    warned = now
+                    log.warning("dcplace: the database %s has been locked by another program for %.0f s (an "
+                                "sqlite3 shell or a backup tool holding a transaction?); every change waits for "
+                                "it", self.path, now - waited_since)  # fmt: skip
+                if self._closing and now - waited_since > LOCK_CLOSE_S:
+                    raise
+                time.sleep(0.01)
+
+    def _is_the_file(self) -> bool:
+        """Whether the path still names the file this store holds open (no ``flock`` here: assumed so)."""
+        if self._lock_fd is None:
+            return True
+        held = os.fstat(self._lock_fd)
+        try:
+            now = os.stat(self.path)
+        except OSError:
+            return False
+        return (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino) and held.st_nlink > 0
+
+    def _gone(self) -> StoreError:
+        """The error once the database was deleted, or another file moved over it, while the engine had it open:
+        its commits went to a file nobody will open again (the service answered 201 and a restart found an empty
+        cluster). Made once, in the committer thread or at close (the connection is theirs): an online backup of
+        what the connection still sees (the old file, which the open descriptor keeps, and its -wal) is saved
+        beside the path, for the operator to put back."""
+        if self._lost is None:
+            out = self.path.with_name(f"{self.path.name}.recovered-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
+            try:
+                if out.exists():
+                    raise FileExistsError(f"{out} exists")
+                with contextlib.closing(sqlite3.connect(out)) as dst:
+                    self._conn.backup(dst)
+                saved = (
+                    f"everything it committed was saved to {out}: stop the service, remove "
+                    f"{self.path.name}-wal and {self.path.name}-shm beside it, and rename that file to "
+                    f"{self.path.name}"
+                )
+            except (OSError, sqlite3.Error) as e:
+                out.unlink(missing_ok=True)
+                saved = f"saving what it committed to {out} failed ({e})"
+            self._lost = StoreError(f"the database file {self.path} was deleted or replaced while the engine had it "
+                                    f"open; {saved}; nothing more is acknowledged", "deleted or replaced")  # fmt: skip
+        return self._lost
 
     def _failed(self, e: BaseException) -> None:
         """Fail-stop (the caller holds ``_cv``): remember why, and say so once in the log; an operator saw a 503
@@ -744,20 +841,23 @@ class SqliteStore:
             self._closing = True
             self._cv.notify_all()
         self._thread.join()
+        if self._lost is None and not self._is_the_file():  # closing checkpoints into the old file and deletes -wal
+            log.critical("dcplace: %s", self._gone())
         self._conn.close()
         if self._lock_fd is not None:
             os.close(self._lock_fd)  # releases the lock
             self._lock_fd = None
 
     def stats(self) -> dict[str, Any]:
-        """Operations ``submitted`` and ``durable``, ``commits``, ``healthy`` (no failed commit),
+        """Operations ``submitted`` and ``durable``, ``commits``, ``healthy`` (no failed commit, and the path still
+        names the file held open),
         ``commit_seconds``: the commits' times as a cumulative histogram (``buckets``: ``(upper bound, commits
         within it)`` over :data:`COMMIT_BUCKETS`) and their ``sum``; ``journal_entries`` kept (at most the limit and
         its slack), ``journal_seq`` (the last entry's) and ``journal_keep`` (the limit; 0: off)."""
         with self._cv:
             counts, total = list(self._commit_counts), self._commit_s
             out: dict[str, Any] = {"submitted": self._submitted, "durable": self._durable, "commits": self.commits,
-                   "healthy": self._error is None}  # fmt: skip
+                   "healthy": self._error is None and self._lost is None and self._is_the_file()}  # fmt: skip
         run, buckets = 0, []
         for bound, n in zip(COMMIT_BUCKETS, counts, strict=True):
             run += n

@@ -18,6 +18,7 @@ from dcplace.engine import (
     PlacementEngine,
     Rejection,
     StoreError,
+    Unavailable,
     VmColumns,
     VmRecord,
     VmRequest,
@@ -30,6 +31,7 @@ from dcplace.service.models import VmIn
 ERROR_STATUS: tuple[tuple[type[Exception], int], ...] = (
     (NotFound, 404),
     (Conflict, 409),
+    (Unavailable, 503),
     (InputError, 422),
     (StoreError, 503),
 )

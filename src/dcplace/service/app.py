@@ -125,7 +125,7 @@ REFUSALS: dict[str, str] = {
     "413": "the request body is over the service's limit (serve --max-body-mb; POST /vms: one VM's worth)",
     "421": "the Host header names a host this service does not answer to (serve --allowed-host)",
     "422": "a query parameter the operation does not take, named (or a malformed body or bad number)",
-    "503": "the database failed; restart the service",
+    "503": "the database failed (restart the service), or a past state's temporary copy found no room (free space)",
 }
 """Answers middleware or a dependency gives before or around any route, added to each operation they apply to."""
 
