@@ -132,3 +132,17 @@ def test_cluster_reports_print_the_documented_keys(tmp_path: Path) -> None:
     assert set(moved) == keys and moved["applied"]
     assert {k for m in moved["moves"] for k in m} == {"vm", "source", "machine", "node", "staging", "gb"}  # type: ignore[attr-defined]
     assert set(printed("cluster", "evacuate", "pm0", "--db", str(db))) == keys
+
+
+def test_cluster_reconcile_prints_the_documented_keys(tmp_path: Path) -> None:
+    keys, _ = documented("`cluster reconcile --json`")
+    db = tmp_path / "c.db"
+    e = PlacementEngine.open(db)
+    e.add_machine("m0", 8, 16)
+    e.assign("a", "m0", 0, 1, 1)
+    e.close()
+    inv = tmp_path / "inv.csv"
+    inv.write_text("vm,machine,node,cpu,mem\na,m0,1,1,1\n", encoding="utf-8")
+    out = printed("cluster", "reconcile", str(inv), "--db", str(db), "--dry-run")
+    assert set(out) == keys and out["moved"] == [{"vm": "a", "from_machine": "m0", "from_node": 0, "machine": "m0",
+                                                  "node": 1}]  # fmt: skip

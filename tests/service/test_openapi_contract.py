@@ -138,6 +138,19 @@ def test_every_operation_answers_as_documented(contract: Contract) -> None:
     assert c.call("GET", "/vms/imp-all").json()["node"] is None
     assert c.call("POST", "/allocations", json=[{**split[0], "vm": "x", "node": "any"}]).status_code == 422
     assert c.call("POST", "/allocations", json=[{**rows[0], "vm": "i2", "machine": "none"}]).status_code in (404, 422)
+    assert c.call("POST", "/vms/imp/move", json={"machine": "pm1", "node": 0}).json()["machine"] == "pm1"
+    assert c.call("POST", "/vms/imp/move", json={"machine": "none", "node": 0}).status_code == 404
+    assert c.call("POST", "/vms/imp/move", json={"machine": "pm2", "node": None}).status_code == 422  # it is on one
+    assert c.call("POST", "/vms/imp/move", json={"machine": "pm2"}).status_code == 422
+    inventory = c.call("GET", "/allocations").json()
+    same = c.call("POST", "/allocations/reconcile?dry_run=true", json=inventory).json()
+    assert same["unchanged"] == len(inventory) and not same["applied"]
+    moved = [{**r, "machine": "pm2", "node": 1} if r["vm"] == "imp" else r for r in inventory]
+    assert c.call("POST", "/allocations/reconcile", json=moved).json()["moved"][0]["vm"] == "imp"
+    assert c.call("POST", "/allocations/reconcile", json=[{"vm": "a"}]).status_code == 422
+    assert c.call("POST", "/allocations/reconcile", content=b"").status_code == 422
+    assert c.call("POST", "/allocations/reconcile", json=[{**moved[0], "machine": "none"}]).status_code == 404
+    assert c.call("POST", "/allocations/reconcile", json=moved).json()["unchanged"] == len(moved)
     assert c.call("GET", "/state").status_code == 200
     then = c.call("GET", "/state/snapshot").json()
     seq_then = c.call("GET", "/journal?tail=1").json()["entries"][0]["seq"]
@@ -255,6 +268,8 @@ GOOD = {  # a request each operation would carry out: a refusal must come from t
     ("POST", "/extender/filter"): {"NodeNames": ["pm0"], "Pod": POD},
     ("POST", "/extender/prioritize"): {"NodeNames": ["pm0"], "Pod": POD},
     ("POST", "/extender/bind"): {"PodName": "p1", "PodNamespace": "default", "PodUID": "u1", "Node": "pm0"},
+    ("POST", "/vms/{vm_id}/move"): {"machine": "pm1", "node": 0},
+    ("POST", "/allocations/reconcile"): [],
 }
 IDS = {"{machine_id}": "pm0", "{vm_id}": "a"}
 
@@ -278,12 +293,12 @@ def test_an_unknown_query_parameter_is_a_422_on_every_operation_and_changes_noth
             path = template
             for key, value in IDS.items():
                 path = path.replace(key, value)
-            r = c.call(method.upper(), f"{path}?dry_run=1", json=GOOD.get((method.upper(), template)))
+            r = c.call(method.upper(), f"{path}?dryrun=1", json=GOOD.get((method.upper(), template)))
             said = r.json()["detail"]
-            assert r.status_code == 422 and "'dry_run': is not a query parameter of" in said, (method, template, said)
+            assert r.status_code == 422 and "'dryrun': is not a query parameter of" in said, (method, template, said)
             checked += 1
-    assert checked == 27 and engine.snapshot() == before and len(engine.journal(limit=None)) == entries
-    assert c.call("GET", "/healthz?dry_run=1").status_code == 200  # a probe's parameter never fails it
+    assert checked == 29 and engine.snapshot() == before and len(engine.journal(limit=None)) == entries
+    assert c.call("GET", "/healthz?dryrun=1").status_code == 200  # a probe's parameter never fails it
 
 
 def test_the_id_pattern_means_the_same_to_every_regex_engine_and_to_the_engine() -> None:

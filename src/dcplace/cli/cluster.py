@@ -1,12 +1,14 @@
-"""Operate on a cluster database offline: re-optimise, evacuate, back up, plan, read its journal, export, rewind.
+"""Operate on a cluster database offline: re-optimise, evacuate, reconcile, move, back up, plan, journal, trace, rewind.
 
-Re-optimise the machines in use, evacuate a machine, back the database up, plan how many machines to add, read its
-journal, write its demand as a trace, write its state as it was at a past moment.
+Re-optimise the machines in use, evacuate a machine, make the records what the cluster runs (reconcile), record a
+migration done outside dcplace (move), back the database up, plan how many machines to add, read its journal,
+write its demand as a trace, write its state as it was at a past moment.
 
-The database is the one ``dcplace serve --db`` keeps. ``reoptimise`` and ``evacuate`` change it (stop the service
-first: one process owns a database); every plan is verified by the independent checker before it is applied, and
-``--dry-run`` prints the plan and changes nothing. ``backup``, ``plan``, ``journal``, ``trace`` and ``rewind`` only
-read it, also while the service runs.
+The database is the one ``dcplace serve --db`` keeps. ``reoptimise``, ``evacuate``, ``reconcile`` and ``move``
+change it (stop the service first: one process owns a database; the service has the same operations over HTTP);
+every plan is verified by the independent checker before it is applied, and ``--dry-run`` prints the plan and
+changes nothing. ``backup``, ``plan``, ``journal``, ``trace`` and ``rewind`` only read it, also while the service
+runs.
 """
 
 from __future__ import annotations
@@ -154,6 +156,75 @@ def evacuate(
         _fail(unwritten(db, exc))
     _report(rep, json_out)
     _judge(rep)
+
+
+@app.command("reconcile")
+def reconcile(
+    inventory: Annotated[Path, typer.Argument(help="every VM the cluster runs: a CSV or JSON file as `serve "
+                                              "--import` reads", metavar="INVENTORY")],
+    db: Db,
+    dry_run: Annotated[bool, typer.Option(help="only say what would change")] = False,
+    json_out: JsonOut = False,
+) -> None:  # fmt: skip
+    """Make the recorded allocations what the cluster runs (drift: VMs made, deleted, resized or migrated outside
+    dcplace): VMs not in INVENTORY are released, new ones recorded, VMs elsewhere moved (journalled as moves),
+    VMs of another size or uid recorded anew; a row's pinned or uid is set where given, kept where not. All or
+    nothing in one commit; machines are not touched (register new ones first). Stop `dcplace serve` first, or
+    send the same rows to its POST /allocations/reconcile."""
+    from dcplace.engine import read_allocations_at
+
+    try:
+        rows, lines = read_allocations_at(inventory)
+        engine = _open(db)
+        try:
+            rep = engine.reconcile(rows, str(inventory), lines, apply=not dry_run)
+        finally:
+            engine.close()
+    except InputError as exc:
+        _fail(exc)
+    except StoreError as exc:
+        _fail(unwritten(db, exc))
+    if json_out:
+        typer.echo(json.dumps(rep.as_dict()))
+        return
+    for vm, src, src_node, dst, dst_node in rep.moved:
+        typer.echo(f"  moved {vm}: {src} node {'all' if src_node is None else src_node} -> {dst} node "
+                   f"{'all' if dst_node is None else dst_node}")  # fmt: skip
+    for what, ids in (("released", rep.removed), ("recorded", rep.added), ("recorded anew", rep.replaced),
+                      ("pin changed", rep.repinned)):  # fmt: skip
+        if ids:
+            shown = ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
+            typer.echo(f"  {what}: {shown}")
+    verb = "would change (dry run)" if dry_run else "changed"
+    typer.echo(f"{verb}: {len(rep.added)} recorded, {len(rep.removed)} released, {len(rep.moved)} moved, "
+               f"{len(rep.replaced)} recorded anew, {len(rep.repinned)} pins; {rep.unchanged} unchanged")  # fmt: skip
+
+
+@app.command("move")
+def move(
+    vm: Annotated[str, typer.Argument(help="the VM's id", metavar="VM")],
+    machine: Annotated[str, typer.Argument(help="the machine it now runs on", metavar="MACHINE")],
+    db: Db,
+    node: Annotated[str, typer.Option(help="the NUMA node it runs on; 'all' for a VM split over every node")] = "0",
+) -> None:  # fmt: skip
+    """Record that VM now runs on MACHINE: a live migration done outside dcplace (by hand, or a move of a
+    re-optimisation plan carried out by your own tooling). It keeps its size, pin and uid; journalled as moved.
+    Stop `dcplace serve` first, or use its POST /vms/{id}/move."""
+    try:
+        if node.strip() != "all" and not node.strip().isdigit():
+            raise InputError(f"must be a NUMA node number or 'all', got {node!r}", field="node")
+        engine = _open(db)
+        try:
+            rec = engine.move(vm, machine, None if node.strip() == "all" else int(node))
+        finally:
+            engine.close()
+    except InputError as exc:
+        if exc.field in ("vm", "machine"):  # positional arguments, not flags
+            exc = InputError(f"{exc.field.upper()}: {exc.detail}")
+        _fail(exc)
+    except StoreError as exc:
+        _fail(unwritten(db, exc))
+    typer.echo(f"{rec.id} now on {rec.machine} node {'all' if rec.node is None else rec.node}")
 
 
 @app.command("backup")

@@ -350,6 +350,33 @@ class FailReport:
     dropped: list[Rejection] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class ReconcileReport:
+    """What :meth:`PlacementEngine.reconcile` did (or, not ``applied``, would do) to make the records the
+    inventory."""
+
+    added: tuple[str, ...]
+    """VMs the records lacked: recorded (counted as imported)."""
+    removed: tuple[str, ...]
+    """VMs the inventory lacks: released."""
+    replaced: tuple[str, ...]
+    """VMs of another size or uid under a recorded id: released and recorded anew."""
+    moved: tuple[tuple[str, str, int | None, str, int | None], ...]
+    """``(vm, from machine, from node, to machine, to node)`` (node None: split): journalled as moves."""
+    repinned: tuple[str, ...]
+    """VMs whose pin the inventory changed."""
+    unchanged: int
+    applied: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["moved"] = [dict(zip(("vm", "from_machine", "from_node", "machine", "node"), m, strict=True))
+                        for m in self.moved]  # fmt: skip
+        for key in ("added", "removed", "replaced", "repinned"):
+            out[key] = list(out[key])
+        return out
+
+
 def _applied_summary(moves: tuple[reopt.MoveRecord, ...]) -> dict[str, Any]:
     """The report's counts of the moves done (a plan that stopped early did fewer than it planned)."""
     return {"gb_moved": sum(m.gb for m in moves), "staging": sum(m.staging for m in moves)}
@@ -2092,26 +2119,7 @@ class PlacementEngine:
         def at(i: int, fld: str | None) -> dict[str, Any]:  # i: 1-based
             return _where(i - 1, fld, source, lines)
 
-        parsed: list[tuple[VmRequest, str, int | None]] = []
-        for i, row in enumerate(rows, 1):
-            try:
-                node = _node_of(row.get("node"))
-                uid = row.get("uid")
-                req = VmRequest(str(row["vm"]), row["cpu"], row["mem"], node is None, _pinned(row.get("pinned")),
-                                None if uid in (None, "") else uid)  # fmt: skip
-                parsed.append((self._validate(req), str(row["machine"]), node))
-            except KeyError as e:
-                raise InputError(f"missing column {e}", **at(i, None)) from None
-            except (ValueError, TypeError) as e:
-                raise InputError(f"bad node ({e})", **at(i, "node")) from None
-            except InputError as e:
-                raise InputError(e.detail, **at(i, e.field)) from None
-        first: dict[str, int] = {}
-        for i, (req, _, _) in enumerate(parsed, 1):
-            if req.id in first:
-                where = f"line {lines[first[req.id] - 1]}" if lines is not None else f"[{first[req.id] - 1}]"
-                raise InputError(f"names VM {req.id!r} a second time (first at {where})", **at(i, "vm"))
-            first[req.id] = i
+        parsed = [(req, machine, node) for req, machine, node, _ in self._parse_allocations(rows, source, lines)]
         with self.lock:
             self.check_store()
             done: list[int] = []
@@ -2137,6 +2145,199 @@ class PlacementEngine:
             ticket = self._commit(changes)
         self._wait(ticket)
         return len(done)
+
+    def _parse_allocations(
+        self, rows: list[dict[str, Any]], source: str, lines: Sequence[int] | None
+    ) -> list[tuple[VmRequest, str, int | None, frozenset[str]]]:
+        """Allocation rows checked (each error naming its row; a VM named twice refused): each as the request, its
+        machine, its node (None: split), and which of ``pinned`` and ``uid`` it gives."""
+
+        def at(i: int, fld: str | None) -> dict[str, Any]:  # i: 1-based
+            return _where(i - 1, fld, source, lines)
+
+        parsed: list[tuple[VmRequest, str, int | None, frozenset[str]]] = []
+        for i, row in enumerate(rows, 1):
+            try:
+                node = _node_of(row.get("node"))
+                uid = row.get("uid")
+                req = VmRequest(str(row["vm"]), row["cpu"], row["mem"], node is None, _pinned(row.get("pinned")),
+                                None if uid in (None, "") else uid)  # fmt: skip
+                given = frozenset(k for k in ("pinned", "uid") if row.get(k) not in (None, ""))
+                parsed.append((self._validate(req), str(row["machine"]), node, given))
+            except KeyError as e:
+                raise InputError(f"missing column {e}", **at(i, None)) from None
+            except (ValueError, TypeError) as e:
+                raise InputError(f"bad node ({e})", **at(i, "node")) from None
+            except InputError as e:
+                raise InputError(e.detail, **at(i, e.field)) from None
+        first: dict[str, int] = {}
+        for i, (req, _, _, _) in enumerate(parsed, 1):
+            if req.id in first:
+                where = f"line {lines[first[req.id] - 1]}" if lines is not None else f"[{first[req.id] - 1}]"
+                raise InputError(f"names VM {req.id!r} a second time (first at {where})", **at(i, "vm"))
+            first[req.id] = i
+        return parsed
+
+    def move(self, vm_id: str, machine_id: str, node: int | None = None, now: float | None = None) -> VmRecord:
+        """Record that VM ``vm_id`` now runs on ``machine_id`` at ``node`` (None: split over every node, as the VM
+        is): a live migration done outside dcplace (by hand, or a move of a re-optimisation plan that the
+        operator's own tooling carried out). Journalled as ``moved``; the VM keeps its size, pin and uid, and its
+        cool-down starts at ``now``. The machine must be registered and not failed (a drained one may hold it, as
+        an import may), and the VM must fit there; a VM already there is answered as it is. Durable on return."""
+        with self.lock:
+            self.check_store()
+            s = self.state
+            v = self._vm_slot(vm_id)
+            rec = s.record(v)
+            if rec.multi != (node is None):
+                said = "no node (null or 'all')" if rec.multi else "the node it runs on"
+                raise InputError(f"VM {vm_id!r} is {'split over every node' if rec.multi else 'on one node'}: give "
+                                 f"{said}", field="node")  # fmt: skip
+            if (rec.machine, rec.node) == (machine_id, node):
+                ticket = self._commit([])  # durable once everything before it is
+            else:
+                self._move_locked(rec, machine_id, node)
+                if now is not None:
+                    self.moved_at[vm_id] = now
+                self.counters["migrated"] += 1
+                ticket = self._commit([self._vm_row(s.slot_of_vm[vm_id])])
+            out = s.record(s.slot_of_vm[vm_id])
+        self._wait(ticket)
+        return out
+
+    def _move_locked(self, rec: VmRecord, machine_id: str, node: int | None) -> None:
+        """Move ``rec`` to ``machine_id`` at ``node`` in the ledger (the caller holds the lock), or raise and leave
+        it where it was."""
+        s = self.state
+        m = self._machine_slot(machine_id)
+        if s.status[m] == FAILED:
+            raise Conflict(f"machine {machine_id!r} has failed: it hosts nothing", field="machine")
+        if node is not None and not (type(node) is int and 0 <= node < self.numa):
+            raise InputError(f"must be a NUMA node from 0 to {self.numa - 1}, or empty for all, got {node!r}",
+                             field="node")  # fmt: skip
+        v = s.slot_of_vm[rec.id]
+        s.release(v)
+        k = 0 if node is None else node
+        if not s.fits(m, k, rec.cpu, rec.mem, rec.multi):
+            back = 0 if rec.node is None else rec.node
+            s.place(rec.id, s.vm_slot(), rec.cpu, rec.mem, rec.multi, s.slot_of_machine[rec.machine] * self.numa + back)
+            raise Conflict(f"VM {rec.id!r} ({rec.cpu:g} cores, {rec.mem:g} GB) does not fit on machine {machine_id!r} "
+                           f"node {'all' if node is None else node}", field="machine")  # fmt: skip
+        s.place(rec.id, s.vm_slot(), rec.cpu, rec.mem, rec.multi, m * self.numa + k)
+        self._explanations.pop(rec.id, None)  # it explained a machine the VM has left
+
+    def reconcile(
+        self,
+        rows: list[dict[str, Any]],
+        source: str = "<records>",
+        lines: Sequence[int] | None = None,
+        apply: bool = True,
+        now: float | None = None,
+    ) -> ReconcileReport:
+        """Make the recorded allocations what ``rows`` says the cluster runs (the whole inventory, as
+        :meth:`import_allocations` reads rows): VMs not in it are released, VMs new to it recorded, VMs elsewhere moved
+        (journalled ``moved``; ``now`` starts their cool-down), VMs of another size or another given uid released and
+        recorded anew (a VM recreated under its name: its uid the row's, if any), pins a row gives set (a row without
+        ``pinned`` or ``uid`` keeps what is recorded). All or nothing, in one commit: the result must fit every node
+        (what reality runs does, if the machines are registered as they are; a refusal names the row). ``apply=False``:
+        the same checks and the same report, nothing changed (a dry run). Machines are not touched: register new ones
+        first (:meth:`add_machines`)."""
+        parsed = self._parse_allocations(rows, source, lines)
+        with self.lock:
+            self.check_store()
+            s = self.state
+            saved, counted, moved_at = copy.deepcopy(s), dict(self.counters), dict(self.moved_at)
+            pins, uids, said = set(self.pinned), dict(self.uids), dict(self._explanations)
+            listed = {req.id for req, _, _, _ in parsed}
+            removed = [s.vm_ids[v] for v in sorted(s.slot_of_vm.values()) if s.vm_ids[v] not in listed]
+            added: list[str] = []
+            replaced: list[str] = []
+            moves: list[tuple[int, VmRecord, str, int | None]] = []
+            repinned: list[str] = []
+            unchanged = 0
+            changes: list[Change] = []
+            try:
+                for vm_id in removed:
+                    self._release_slot(vm_id)
+                    changes.append(VmDelete(vm_id, "released"))
+                todo: list[tuple[int, VmRequest, str, int | None]] = []
+                for i, (req, machine, node, given) in enumerate(parsed, 1):
+                    v = s.slot_of_vm.get(req.id)
+                    if v is None:
+                        added.append(req.id)
+                        todo.append((i, req, machine, node))
+                        continue
+                    rec = s.record(v)
+                    new_uid = "uid" in given and self.uids.get(req.id) != req.uid
+                    if (rec.cpu, rec.mem, rec.multi) != (req.cpu, req.mem, req.multi) or new_uid:
+                        # a new incarnation: the row's uid (none where it gives none), the pin kept unless given
+                        keep = replace(req, pinned=req.pinned if "pinned" in given else req.id in self.pinned)
+                        self._release_slot(req.id)
+                        changes.append(VmDelete(req.id, "released"))
+                        replaced.append(req.id)
+                        todo.append((i, keep, machine, node))
+                        continue
+                    pin_changes = "pinned" in given and req.pinned != (req.id in self.pinned)
+                    if pin_changes:
+                        (self.pinned.add if req.pinned else self.pinned.discard)(req.id)
+                        repinned.append(req.id)
+                    if (rec.machine, rec.node) != (machine, node):
+                        s.release(v)  # every move leaves first, so swaps and chains fit as reality has them
+                        moves.append((i, rec, machine, node))
+                    elif pin_changes:
+                        changes.append(self._vm_row(v))
+                    else:
+                        unchanged += 1
+                for i, req, machine, node in todo:
+                    try:
+                        changes.append(self._assign_locked(req, machine, node))
+                    except InputError as e:
+                        raise type(e)(e.detail, **_where(i - 1, e.field, source, lines)) from None
+                    self._remember(req)
+                for i, rec, machine, node in moves:
+                    try:
+                        m = self._machine_slot(machine)
+                        if node is not None and not (type(node) is int and 0 <= node < self.numa):
+                            raise InputError(f"must be a NUMA node from 0 to {self.numa - 1}, or empty for all, got "
+                                             f"{node!r}", field="node")  # fmt: skip
+                        k = 0 if node is None else node
+                        if s.status[m] == FAILED or not s.fits(m, k, rec.cpu, rec.mem, rec.multi):
+                            raise Conflict(f"VM {rec.id!r} ({rec.cpu:g} cores, {rec.mem:g} GB) does not fit on "
+                                           f"machine {machine!r} node {'all' if node is None else node} with the rest "
+                                           "of the inventory", field="machine")  # fmt: skip
+                    except InputError as e:
+                        raise type(e)(e.detail, **_where(i - 1, e.field, source, lines)) from None
+                    s.place(rec.id, s.vm_slot(), rec.cpu, rec.mem, rec.multi, m * self.numa + k)
+                    self._explanations.pop(rec.id, None)
+                    changes.append(self._vm_row(s.slot_of_vm[rec.id]))
+                    if now is not None:
+                        self.moved_at[rec.id] = now
+            except BaseException:
+                self._undo_reconcile(saved, counted, moved_at, pins, uids, said)
+                raise
+            report = ReconcileReport(
+                added=tuple(added), removed=tuple(removed), replaced=tuple(replaced),
+                moved=tuple((r.id, r.machine, r.node, mm, nn) for _, r, mm, nn in moves), repinned=tuple(repinned),
+                unchanged=unchanged, applied=apply,
+            )  # fmt: skip
+            if not apply:
+                self._undo_reconcile(saved, counted, moved_at, pins, uids, said)
+                return report
+            self.counters["released"] += len(removed) + len(replaced)
+            self.counters["imported"] += len(added) + len(replaced)
+            self.counters["migrated"] += len(moves)
+            ticket = self._commit(changes)
+        self._wait(ticket)
+        return report
+
+    def _undo_reconcile(self, *kept: Any) -> None:
+        """Put back what :meth:`reconcile` saved before it began (the caller holds the lock)."""
+        self.state, self.counters, self.moved_at, self.pinned, self.uids, self._explanations = kept
+
+    def _release_slot(self, vm_id: str) -> None:
+        """Release ``vm_id`` from the ledger and forget its pin, uid and explanation (the caller holds the lock)."""
+        self.state.release(self.state.slot_of_vm[vm_id])
+        self._forget(vm_id)
 
     def imported_before(self, mark: str) -> str | None:
         """When the import marked ``mark`` was committed to this engine's database (None: never, or no database)."""

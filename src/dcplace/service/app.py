@@ -36,6 +36,7 @@ from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 from fastapi.routing import APIRoute
 from fastapi_offline import FastAPIOffline
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import Field, TypeAdapter, ValidationError
 from starlette.convertors import Convertor, register_url_convertor
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match, Route
@@ -76,6 +77,7 @@ from dcplace.service.extender import add_extender_routes
 from dcplace.service.hotpath import MAX_BODY, BodyLimit, HotPaths, send_json
 from dcplace.service.metrics import Observed, ServiceMetrics
 from dcplace.service.models import (
+    MAX_INVENTORY,
     AllocationIn,
     AllocationsIn,
     BatchOut,
@@ -91,8 +93,10 @@ from dcplace.service.models import (
     MachineOut,
     MachinesIn,
     MachinesOut,
+    MoveIn,
     PinIn,
     PlacementOut,
+    ReconcileOut,
     RejectionOut,
     ReoptIn,
     ReoptOut,
@@ -250,6 +254,21 @@ async def _known_query(request: Request) -> None:
     if route.path_format in UNCHECKED_QUERY:
         return
     refuse_query(request.method, route.path_format, _query_names(route), request.query_params)
+
+
+_INVENTORY = TypeAdapter(Annotated[list[AllocationIn], Field(max_length=MAX_INVENTORY)])
+
+
+def _inventory(raw: bytes) -> list[dict[str, Any]]:
+    """``POST /allocations/reconcile``'s body, checked as ``POST /allocations`` checks its rows; each row as given
+    (a ``pinned`` or ``uid`` it leaves out is not set, so the records keep theirs)."""
+    if not raw:
+        raise InputError("the body must be the inventory, a JSON list of allocations", field="body")
+    try:
+        rows = _INVENTORY.validate_json(raw)
+    except ValidationError as e:
+        raise InputError(validation_sentence([{**x, "loc": ("body", *x["loc"])} for x in e.errors()])) from None
+    return [r.model_dump(exclude_unset=True) for r in rows]
 
 
 def _answer_with(status: int) -> Any:
@@ -713,6 +732,15 @@ def create_app(
         """Pin (or unpin) a VM: re-optimisation never moves a pinned VM."""
         return _json(vm_json(engine.pin(vm_id, body.pinned), body.pinned, engine.uids.get(vm_id)))
 
+    @app.post("/vms/{vm_id:vmid}/move", response_model=VmOut, tags=["vms"], responses=ERRORS)
+    def move(vm_id: str, body: MoveIn) -> Response:
+        """Record that a VM now runs on another machine (or node): a live migration done outside dcplace, by hand
+        or by the operator's own tooling carrying out a re-optimisation plan's move. It keeps its size, pin and
+        uid; journalled as ``moved``; it must fit there. Durable when answered."""
+        node = None if body.node in (None, "all") else body.node
+        rec = engine.move(vm_id, body.machine, node, now=time.time())  # type: ignore[arg-type]
+        return _json(vm_json(rec, vm_id in engine.pinned, engine.uids.get(vm_id)))
+
     @app.delete("/machines/{machine_id:vmid}", status_code=204, tags=["machines"], responses=ERRORS)
     def remove(machine_id: str) -> Response:
         """Unregister an empty machine."""
@@ -809,6 +837,22 @@ def create_app(
         request changes nothing) and counted in ``already_recorded``."""
         n = engine.import_allocations([b.model_dump() for b in body], "request body")
         return _json({"imported": n, "already_recorded": len(body) - n})
+
+    @app.post("/allocations/reconcile", tags=["allocations"], response_model=ReconcileOut, responses=ERRORS,
+              openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": {
+                  "type": "array", "maxItems": MAX_INVENTORY,
+                  "items": {"$ref": "#/components/schemas/AllocationIn"}}}}}})  # fmt: skip
+    async def reconcile(request: Request, dry_run: Annotated[bool, Query(description="only say what would change")]
+                        = False) -> Response:  # fmt: skip
+        """Make the records what the cluster runs: the body is the whole inventory (every VM, as ``POST
+        /allocations`` takes them). VMs not in it are released, new ones recorded, VMs elsewhere moved, VMs of
+        another size or uid recorded anew, pins a row gives set (a row without ``pinned`` or ``uid`` keeps what is
+        recorded); all or nothing, one commit. ``dry_run``: the same answer, nothing changed. Machines are not
+        touched: register new ones first."""
+        raw = await request.body()
+        rows = await asyncio.to_thread(_inventory, raw)
+        report = await asyncio.to_thread(engine.reconcile, rows, "request body", None, not dry_run, time.time())
+        return _json(report.as_dict())
 
     add_extender_routes(app, engine)
     add_ui_routes(app)

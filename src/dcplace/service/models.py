@@ -349,6 +349,39 @@ class EventErrorOut(BaseModel):
 LastReoptOut = ReoptOut | NoEventOut | EventErrorOut
 
 
+MAX_INVENTORY = 200_000
+"""The most allocations one ``POST /allocations/reconcile`` takes (a whole cluster's inventory: about 22 MB of JSON;
+read and checked off the event loop, so other requests are served meanwhile)."""
+
+
+class MoveIn(BaseModel):
+    """Where a VM now runs, after a live migration done outside dcplace."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+    machine: str
+    node: int | Literal["all"] | None = Field(
+        description='NUMA node; null (or "all") for a VM split over every node, as it is'
+    )
+
+
+class ReconcileMoveOut(BaseModel):
+    vm: str
+    from_machine: str
+    from_node: int | None
+    machine: str
+    node: int | None
+
+
+class ReconcileOut(BaseModel):
+    added: list[str] = Field(description="VMs the records lacked: recorded")
+    removed: list[str] = Field(description="VMs the inventory lacks: released")
+    replaced: list[str] = Field(description="VMs of another size or uid under a recorded id: released, recorded anew")
+    moved: list[ReconcileMoveOut] = Field(description="VMs elsewhere: moved (journalled as moves)")
+    repinned: list[str] = Field(description="VMs whose pin the inventory changed")
+    unchanged: int
+    applied: bool = Field(description="false: a dry run, nothing changed")
+
+
 class ImportOut(BaseModel):
     imported: int = Field(description="rows recorded")
     already_recorded: int = Field(description="rows skipped: recorded exactly so before (a retry)")

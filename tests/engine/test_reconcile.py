@@ -1,0 +1,203 @@
+"""Drift: making the records what the cluster runs (``PlacementEngine.reconcile``) and recording a migration done
+outside dcplace (``PlacementEngine.move``), from an operator's review (2026-11-29): a re-import of a fresh export of
+reality stopped at the first changed VM, and a hand migration could only be recorded as a release and a new
+placement, which are not one step and lost the VM's pin and uid."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from conftest import journal_replay, journal_tables
+from dcplace.cli.main import app
+from dcplace.engine import Conflict, NotFound, PlacementEngine, VmRequest
+from dcplace.errors import InputError
+
+
+def _cluster(e: PlacementEngine, seed: int, vms: int = 40) -> None:
+    rng = np.random.default_rng(seed)
+    for m in range(6):
+        e.add_machine(f"m{m}", 16, 32)
+    for i in range(vms):
+        cpu = float(rng.choice([1, 2, 4]))
+        e.place(VmRequest(f"v{i}", cpu, cpu, bool(rng.random() < 0.2), bool(rng.random() < 0.2),
+                          f"u{i}" if rng.random() < 0.3 else None), explain=False)  # fmt: skip
+
+
+def _reality(e: PlacementEngine, seed: int) -> list[dict[str, object]]:
+    """What the cluster runs after drift the records missed: VMs made, deleted, resized (recreated), migrated, pins
+    changed, on a copy of the records (so it fits the machines, as reality does)."""
+    rng = np.random.default_rng(10_000 + seed)
+    r = e.copy()
+    for vm in [v.id for v in r.vms()]:
+        x = rng.random()
+        rec = r.vm(vm)
+        if x < 0.15:
+            r.release(vm)
+        elif x < 0.25:  # recreated under its name with another size
+            r.release(vm)
+            r.place(VmRequest(vm, rec.cpu / 2, rec.mem, rec.multi), explain=False)
+        elif x < 0.45:  # migrated by hand somewhere it fits
+            for m in r.machines():
+                node = None if rec.multi else int(rng.integers(0, 2))
+                try:
+                    r.move(vm, m.id, node)
+                    break
+                except Conflict:
+                    continue
+        elif x < 0.55:
+            r.pin(vm, vm not in r.pinned)
+    for i in range(int(rng.integers(0, 8))):
+        r.place(VmRequest(f"new{i}", 1, 1), explain=False)
+    return r.export_allocations()
+
+
+def _as_inventory(e: PlacementEngine) -> dict[str, tuple[object, ...]]:
+    return {v.id: (v.machine, v.node, v.cpu, v.mem, v.multi, v.id in e.pinned, e.uids.get(v.id)) for v in e.vms()}
+
+
+def _rows(rows: list[dict[str, object]]) -> dict[str, tuple[object, ...]]:
+    return {str(r["vm"]): (r["machine"], r["node"], r["cpu"], r["mem"], r["node"] is None, r["pinned"], r["uid"])
+            for r in rows}  # fmt: skip
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000))
+def test_reconcile_makes_the_records_the_inventory_and_the_journal_says_how(tmp_path_factory, seed) -> None:  # type: ignore[no-untyped-def]
+    db = tmp_path_factory.mktemp("rec") / "c.db"
+    e = PlacementEngine.open(db)
+    _cluster(e, seed)
+    rows = _reality(e, seed)
+    before, journal_before = e.snapshot(), len(e.journal(limit=None))
+    dry = e.reconcile(rows, apply=False)
+    assert e.snapshot() == before and len(e.journal(limit=None)) == journal_before  # a dry run changes nothing
+    done = e.reconcile(rows)
+    assert done.as_dict() | {"applied": False} == dry.as_dict()  # the dry run said what was done
+    assert _as_inventory(e) == _rows(rows)
+    e.check_invariants()
+    assert journal_replay(e.journal(limit=None)) == journal_tables(e)  # moves as moves: the history holds
+    moved = {m[0] for m in done.moved}
+    assert moved.isdisjoint(done.replaced) and moved.isdisjoint(done.added)
+    assert {x.vm for x in e.journal(event="moved", limit=None)} >= moved
+    again = e.reconcile(rows)  # nothing left to do
+    assert (again.added, again.removed, again.moved, again.replaced, again.repinned) == ((), (), (), (), ())
+    e.close()
+    reopened = PlacementEngine.open(db)
+    assert _as_inventory(reopened) == _rows(rows)
+    reopened.close()
+
+
+def test_an_inventory_that_does_not_fit_is_refused_whole_naming_its_row() -> None:
+    e = PlacementEngine(2, "first-fit")
+    e.add_machine("m0", 8, 16)
+    e.add_machine("m1", 8, 16)
+    e.assign("a", "m0", 0, 4, 4)
+    e.pin("a")
+    before, pins = e.snapshot(), set(e.pinned)
+    rows = [{"vm": "a", "machine": "m1", "node": 0, "cpu": 4, "mem": 4},
+            {"vm": "b", "machine": "m1", "node": 0, "cpu": 4, "mem": 4},
+            {"vm": "c", "machine": "m1", "node": 0, "cpu": 1, "mem": 1}]  # fmt: skip
+    with pytest.raises(Conflict, match=r"does not fit on machine 'm1' node 0") as err:
+        e.reconcile(rows)
+    assert err.value.field == "[0].machine"  # the move that found no room, as the row it came from
+    assert e.snapshot() == before and e.pinned == pins
+    with pytest.raises(NotFound) as err:
+        e.reconcile([{"vm": "a", "machine": "m9", "node": 0, "cpu": 4, "mem": 4}])
+    assert err.value.field == "[0].machine" and e.snapshot() == before
+    with pytest.raises(InputError, match="a second time"):
+        e.reconcile([rows[0], rows[0]])
+    e.check_invariants()
+
+
+def test_a_swap_on_full_machines_is_one_step() -> None:
+    """Reality swapped two VMs that fill their nodes: moved one at a time, neither fits; all moves leave first."""
+    e = PlacementEngine(2, "first-fit")
+    e.add_machine("m0", 8, 16)
+    e.add_machine("m1", 8, 16)
+    e.assign("a", "m0", 0, 8, 16)  # each fills its node
+    e.assign("b", "m1", 0, 8, 16)
+    rows = [{"vm": "a", "machine": "m1", "node": 0, "cpu": 8, "mem": 16},
+            {"vm": "b", "machine": "m0", "node": 0, "cpu": 8, "mem": 16}]  # fmt: skip
+    with pytest.raises(Conflict):
+        e.move("a", "m1", 0)
+    rep = e.reconcile(rows)
+    assert len(rep.moved) == 2 and (e.vm("a").machine, e.vm("b").machine) == ("m1", "m0")
+    e.check_invariants()
+
+
+def test_a_row_without_pin_or_uid_keeps_the_records_and_one_with_them_sets_them() -> None:
+    e = PlacementEngine(2, "first-fit")
+    e.add_machine("m0", 8, 16)
+    e.place(VmRequest("a", 1, 1, pinned=True, uid="u1"))
+    e.place(VmRequest("b", 1, 1, pinned=True))
+    here = {v.id: (v.machine, v.node) for v in e.vms()}
+    a = {"vm": "a", "machine": here["a"][0], "node": here["a"][1], "cpu": 1, "mem": 1}  # what reality knows
+    rows = [a, {"vm": "b", "machine": here["b"][0], "node": here["b"][1], "cpu": 1, "mem": 1, "pinned": False}]
+    rep = e.reconcile(rows)
+    assert rep.repinned == ("b",) and rep.unchanged == 1
+    assert e.pinned == {"a"} and e.uids == {"a": "u1"}
+    rep = e.reconcile([{**rows[0], "uid": "u2"}, rows[1]])  # another incarnation under its name
+    assert rep.replaced == ("a",) and e.uids == {"a": "u2"} and "a" in e.pinned
+
+
+def test_move_records_a_migration_done_outside(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    e = PlacementEngine.open(db)
+    e.add_machine("m0", 8, 16)
+    e.add_machine("m1", 8, 16)
+    e.place(VmRequest("a", 2, 2, pinned=True, uid="u"))
+    e.place(VmRequest("s", 2, 2, multi=True))
+    rec = e.move("a", "m1", 1, now=5.0)
+    assert (rec.machine, rec.node) == ("m1", 1) and "a" in e.pinned and e.uids["a"] == "u"
+    assert e.moved_at["a"] == 5.0 and e.counters["migrated"] == 1
+    assert e.move("a", "m1", 1).machine == "m1" and e.counters["migrated"] == 1  # already there: nothing done
+    assert e.move("s", "m1", None).node is None
+    for args, kind, words in ((("s", "m0", 0), InputError, "split over every node"),
+                              (("a", "m0", None), InputError, "on one node"),
+                              (("a", "m9", 0), NotFound, "m9"), (("zz", "m0", 0), NotFound, "zz"),
+                              (("a", "m0", 5), InputError, "NUMA node")):  # fmt: skip
+        with pytest.raises(kind, match=words):
+            e.move(*args)
+    e.assign("big", "m0", 0, 8, 8)
+    with pytest.raises(Conflict, match="does not fit"):
+        e.move("a", "m0", 0)
+    assert e.vm("a").machine == "m1"  # left where it was
+    e.check_invariants()
+    moved = e.journal(vm="a", event="moved", limit=None)
+    assert [(x.machine, x.node, x.detail) for x in moved] == [("m1", 1, {"from": "m0", "from_node": 0})]
+    assert journal_replay(e.journal(limit=None)) == journal_tables(e)
+    e.close()
+
+
+def test_reconcile_and_move_on_the_command_line(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    e = PlacementEngine.open(db)
+    e.add_machine("m0", 8, 16)
+    e.add_machine("m1", 8, 16)
+    e.assign("a", "m0", 0, 2, 2)
+    e.assign("gone", "m0", 1, 2, 2)
+    e.close()
+    inv = tmp_path / "inv.csv"
+    inv.write_text("vm,machine,node,cpu,mem\na,m1,1,2,2\nnew,m0,all,2,2\n", encoding="utf-8")
+    runner = CliRunner()
+    dry = runner.invoke(app, ["cluster", "reconcile", str(inv), "--db", str(db), "--dry-run"])
+    assert dry.exit_code == 0 and "would change (dry run): 1 recorded, 1 released, 1 moved" in dry.output, dry.output
+    done = runner.invoke(app, ["cluster", "reconcile", str(inv), "--db", str(db), "--json"])
+    assert done.exit_code == 0 and '"applied": true' in done.output, done.output
+    e = PlacementEngine.open(db)
+    assert {v.id: (v.machine, v.node) for v in e.vms()} == {"a": ("m1", 1), "new": ("m0", None)}
+    e.close()
+    res = runner.invoke(app, ["cluster", "move", "a", "m0", "--node", "0", "--db", str(db)])
+    assert res.exit_code == 0 and "a now on m0 node 0" in res.output, res.output
+    bad = tmp_path / "bad.csv"
+    bad.write_text("vm,machine,node,cpu,mem\na,m1,1,2,2\nb,m1,1,99,2\n", encoding="utf-8")
+    for args, said in ((["cluster", "reconcile", str(bad), "--db", str(db)], f"{bad}, line 3, field 'vm'"),
+                       (["cluster", "move", "a", "m9", "--db", str(db)], "MACHINE: "),
+                       (["cluster", "move", "a", "m0", "--node", "x", "--db", str(db)], "--node")):  # fmt: skip
+        res = runner.invoke(app, args)
+        assert res.exit_code == 2 and said in res.output and "Traceback" not in res.output, (args, res.output)
