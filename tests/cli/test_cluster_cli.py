@@ -50,6 +50,14 @@ def test_reoptimise_dry_run_then_apply_then_evacuate(tmp_path: Path) -> None:
     busy = max((m for m in e.machines() if m.vms), key=lambda m: m.vms).id
     e.pin("v0", False)
     e.close()
+    look = PlacementEngine.open(db)
+    kept = look.snapshot()
+    look.close()
+    dry_ev = dcplace("cluster", "evacuate", busy, "--db", str(db), "--dry-run")
+    assert dry_ev.returncode == 0 and "planned (dry run)" in dry_ev.stdout, dry_ev.stderr
+    look = PlacementEngine.open(db)
+    assert look.snapshot() == kept  # nothing changed
+    look.close()
     ev = dcplace("cluster", "evacuate", busy, "--db", str(db))
     assert ev.returncode == 0 and "verified: yes" in ev.stdout, ev.stderr
     e = PlacementEngine.open(db)

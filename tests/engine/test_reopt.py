@@ -450,3 +450,18 @@ def test_an_evacuation_decides_the_same_after_a_restart(tmp_path, failed) -> Non
         return [(m.vm, m.machine) for m in r.moves], r.dropped
 
     assert run(False) == run(True)
+
+
+@pytest.mark.parametrize("failed", [False, True])
+def test_an_evacuation_dry_run_plans_what_the_real_one_does_and_changes_nothing(failed: bool) -> None:
+    """An operator's review: where would this machine's VMs go before it is taken out? Only doing it said."""
+    e = fragmented(9, machines=6, vms=60)
+    busy = max(e.machines(), key=lambda m: m.vms).id
+    before, counters, explained = e.snapshot(), dict(e.counters), dict(e._explanations)
+    dry = e.evacuate(busy, failed=failed, execute=False)
+    assert e.snapshot() == before and e.counters == counters and e._explanations == explained
+    assert dry.applied == 0 and dry.planned == len(dry.moves) > 0
+    done = e.evacuate(busy, failed=failed)
+    assert [(m.vm, m.machine, m.node) for m in done.moves] == [(m.vm, m.machine, m.node) for m in dry.moves]
+    assert done.dropped == dry.dropped and e.machine(busy).vms == 0
+    e.check_invariants()

@@ -45,7 +45,7 @@ def test_place_explain_release(client: TestClient) -> None:
 @pytest.mark.parametrize(
     ("method", "path", "body", "status", "words"),
     [
-        ("post", "/machines", {"id": "pm0", "cpu": 40, "mem": 90}, 409, "already registered"),
+        ("post", "/machines", {"id": "pm0", "cpu": 41, "mem": 90}, 409, "already registered with another capacity"),
         ("post", "/machines", {"id": "x", "cpu": [1, 2, 3], "mem": 90}, 422, "one value per NUMA node"),
         ("post", "/machines", {"id": "x", "cpu": -4, "mem": 90}, 422, "field 'cpu"),
         ("post", "/machines", {"id": "", "cpu": 4, "mem": 90}, 422, "field 'id'"),

@@ -138,6 +138,7 @@ def evacuate(
     machine: Annotated[str, typer.Argument(help="the machine's id", metavar="MACHINE")],
     db: Db,
     failed: Annotated[bool, typer.Option(help="the machine failed (its VMs restart); default: drain")] = False,
+    dry_run: Annotated[bool, typer.Option(help="print the plan, change nothing")] = False,
     json_out: JsonOut = False,
 ) -> None:  # fmt: skip
     """Drain a machine (live-migrate its VMs away) or mark it failed (place its VMs again), with the fewest moves
@@ -145,7 +146,7 @@ def evacuate(
     try:
         engine = _open(db)
         try:
-            rep = engine.evacuate(machine, failed=failed)
+            rep = engine.evacuate(machine, failed=failed, execute=not dry_run)
         finally:
             engine.close()
     except InputError as exc:
@@ -154,7 +155,7 @@ def evacuate(
         _fail(exc)
     except StoreError as exc:
         _fail(unwritten(db, exc))
-    _report(rep, json_out)
+    _report(rep, json_out, dry_run)
     _judge(rep)
 
 

@@ -1627,11 +1627,14 @@ class PlacementEngine:
         _log_event(self._log, report, "re-optimisation")
         return report
 
-    def evacuate(self, machine_id: str, failed: bool = False, now: float | None = None) -> ReoptReport:
+    def evacuate(
+        self, machine_id: str, failed: bool = False, now: float | None = None, execute: bool = True
+    ) -> ReoptReport:
         """Drain (``failed=False``: its VMs live-migrate away) or fail the machine and re-home its VMs with the
         fewest moves (:func:`dcplace.placement.migration.evacuate`: free room first, moving other VMs only where
         room is too fragmented); a failed machine's VMs that fit nowhere are released and reported as dropped.
-        The machine stays drained or failed. Durable on return."""
+        The machine stays drained or failed. Durable on return. ``execute=False``: the same report with the moves
+        planned, nothing changed (where would this machine's VMs go before it is taken out?)."""
         with self.lock:
             self.check_store()
             s = self.state
@@ -1641,7 +1644,7 @@ class PlacementEngine:
                 if stuck:
                     raise Conflict(f"VM {stuck[0]!r} on machine {machine_id!r} is pinned; unpin it before draining",
                                    field="machine")  # fmt: skip
-            saved, counted, moved = copy.deepcopy(self.state), dict(self.counters), dict(self.moved_at)
+            kept = self._saved()
             try:
                 snap, _ = reopt.in_id_order(reopt.snapshot(s, self.pinned))  # decisions independent of the ledger
                 before = s.machines_in_use
@@ -1658,7 +1661,7 @@ class PlacementEngine:
                         s.release(s.slot_of_vm[dropped[-1]])
                         changes.append(VmDelete(dropped[-1], "dropped"))
             except BaseException:
-                self.state, self.counters, self.moved_at = saved, counted, moved
+                self._restore(kept)
                 raise
             for vm_id in dropped:
                 self._forget(vm_id)
@@ -1675,9 +1678,12 @@ class PlacementEngine:
                 trigger="failure" if failed else "drain", time=now, vms=snap.placement.vms,
                 movable=len(ev.evacuated) + len(ev.evicted), machines_before=before, machines_target=after,
                 machines_after=after, bound=None, bound_proven=False, migration_cost=0.0,
-                verified=bool(ev.plan.verified), applied=len(moves), solve_s=0.0,
+                verified=bool(ev.plan.verified), applied=len(moves) if execute else 0, solve_s=0.0,
                 moves=moves, dropped=tuple(dropped), **summary,
             )  # fmt: skip
+            if not execute:
+                self._restore(kept)
+                return report
             ticket = self._commit(changes)
         self._wait(ticket)
         _log_event(self._log, report, f"machine {machine_id!r} evacuated")
@@ -2246,8 +2252,7 @@ class PlacementEngine:
         with self.lock:
             self.check_store()
             s = self.state
-            saved, counted, moved_at = copy.deepcopy(s), dict(self.counters), dict(self.moved_at)
-            pins, uids, said = set(self.pinned), dict(self.uids), dict(self._explanations)
+            kept = self._saved()
             listed = {req.id for req, _, _, _ in parsed}
             removed = [s.vm_ids[v] for v in sorted(s.slot_of_vm.values()) if s.vm_ids[v] not in listed]
             added: list[str] = []
@@ -2313,7 +2318,7 @@ class PlacementEngine:
                     if now is not None:
                         self.moved_at[rec.id] = now
             except BaseException:
-                self._undo_reconcile(saved, counted, moved_at, pins, uids, said)
+                self._restore(kept)
                 raise
             report = ReconcileReport(
                 added=tuple(added), removed=tuple(removed), replaced=tuple(replaced),
@@ -2321,7 +2326,7 @@ class PlacementEngine:
                 unchanged=unchanged, applied=apply,
             )  # fmt: skip
             if not apply:
-                self._undo_reconcile(saved, counted, moved_at, pins, uids, said)
+                self._restore(kept)
                 return report
             self.counters["released"] += len(removed) + len(replaced)
             self.counters["imported"] += len(added) + len(replaced)
@@ -2330,8 +2335,13 @@ class PlacementEngine:
         self._wait(ticket)
         return report
 
-    def _undo_reconcile(self, *kept: Any) -> None:
-        """Put back what :meth:`reconcile` saved before it began (the caller holds the lock)."""
+    def _saved(self) -> tuple[Any, ...]:
+        """What an operation that may be undone or is only a dry run changes beside the database (the caller holds
+        the lock): the ledger and what the engine keeps about its VMs, for :meth:`_restore`."""
+        return (copy.deepcopy(self.state), dict(self.counters), dict(self.moved_at), set(self.pinned),
+                dict(self.uids), dict(self._explanations))  # fmt: skip
+
+    def _restore(self, kept: tuple[Any, ...]) -> None:
         self.state, self.counters, self.moved_at, self.pinned, self.uids, self._explanations = kept
 
     def _release_slot(self, vm_id: str) -> None:

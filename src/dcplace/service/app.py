@@ -42,6 +42,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match, Route
 
 from dcplace.engine import (
+    Conflict,
     MachineSpec,
     Placement,
     PlacementEngine,
@@ -630,10 +631,26 @@ def create_app(
         return _json(PlacementEngine.read_state_at(store.path, seq=seq, at=None if at is None else parse_time(at)))
 
     # -- machines -----------------------------------------------------------------------------------------------
-    @app.post("/machines", status_code=201, response_model=MachineOut, tags=["machines"], responses=ERRORS)
+    @app.post("/machines", status_code=201, response_model=MachineOut, tags=["machines"],
+              responses={**ERRORS, 200: {"model": MachineOut, "description": "registered exactly so already (a "
+                                         "retry): what it holds"}})  # fmt: skip
     def add_machine(body: MachineIn) -> Response:
-        """Register a machine (active)."""
-        return _json(asdict(engine.add_machine(body.id, body.cpu, body.mem, body.rack)), 201)
+        """Register a machine (active); 201. One registered exactly so already is answered 200 with what it holds
+        (a retry changes nothing, as ``POST /machines/batch`` skips it); the same id with another shape is a 409."""
+        try:
+            return _json(asdict(engine.add_machine(body.id, body.cpu, body.mem, body.rack)), 201)
+        except Conflict as exc:
+            if exc.field != "id":
+                raise
+            try:  # the batch's rule: skipped where registered exactly so, a conflict where not
+                _, skipped = engine.add_machines([MachineSpec(body.id, body.cpu, body.mem, body.rack)])
+            except Conflict:
+                raise Conflict(f"a machine {body.id!r} is already registered with another capacity or rack (GET "
+                               "/machines/{id} says which); remove it first to register it anew",
+                               field="id") from None  # fmt: skip
+            if not skipped:  # removed between the two calls, and registered now by the second
+                return _json(asdict(engine.machine(body.id)), 201)
+            return _json(asdict(engine.machine(body.id)), 200)
 
     @app.post("/machines/batch", status_code=201, response_model=MachinesOut, tags=["machines"], responses=ERRORS)
     def add_machines(body: MachinesIn) -> Response:
@@ -675,11 +692,12 @@ def create_app(
         return _json(fail_json(engine.fail(machine_id, policy)))
 
     @app.post("/machines/{machine_id:vmid}/evacuate", response_model=ReoptOut, tags=["machines"], responses=ERRORS)
-    def evacuate(machine_id: str, failed: bool = False) -> Response:
+    def evacuate(machine_id: str, failed: bool = False, dry_run: bool = False) -> Response:
         """Drain the machine (or, ``failed=true``, fail it) and re-home its VMs with the fewest moves, through a
         verified migration plan; a failed machine's VMs that fit nowhere are dropped. 409 for a pinned VM on a
-        drained machine."""
-        return _json(engine.evacuate(machine_id, failed=failed, now=time.time()).as_dict())
+        drained machine. ``dry_run``: the same report with the moves planned, nothing changed."""
+        rep = engine.evacuate(machine_id, failed=failed, now=time.time(), execute=not dry_run)
+        return _json(rep.as_dict())
 
     manual = threading.Lock()  # one event asked for over HTTP at a time: they queued without limit, each solving
 
