@@ -466,3 +466,24 @@ def test_serve_import_on_a_full_disk_is_one_sentence_and_leaves_no_database(smal
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
     assert "could not be written" in res.stderr and "free space" in res.stderr, res.stderr
     assert sorted(p.name for p in small_disk.iterdir()) == ["filler"]
+
+
+def test_cluster_commands_show_the_stores_warnings_but_not_its_fail_stop_line(capsys) -> None:
+    """A resource review: `cluster reoptimise` on a full disk printed the store's CRITICAL fail-stop line (meant for
+    a service's log: "until it is restarted") before its own one sentence. The commands keep the store's warnings
+    (a lock waited for) and say the failure themselves."""
+    import logging
+
+    from dcplace.cli.cluster import _store_log_says_warnings_only
+
+    logger = logging.getLogger("dcplace.engine.store")
+    handlers, propagate = list(logger.handlers), logger.propagate
+    try:
+        _store_log_says_warnings_only()
+        _store_log_says_warnings_only()  # once only, however many commands a process runs
+        logger.critical("the database failed; fail-stop")
+        logger.warning("the database has been locked by another program for 10 s")
+        err = capsys.readouterr().err
+        assert err == "warning: the database has been locked by another program for 10 s\n", err
+    finally:
+        logger.handlers[:], logger.propagate = handlers, propagate

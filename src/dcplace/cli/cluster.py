@@ -14,6 +14,7 @@ runs.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from typing import Annotated, Any
 
 import typer
 
-from dcplace.cli.common import JSON_HELP, outcome_failed, unwritten
+from dcplace.cli.common import JSON_HELP, StderrHandler, outcome_failed, unwritten
 from dcplace.cli.compare import FromClusterState
 from dcplace.cli.options import config_command
 from dcplace.cli.serve import _fail
@@ -42,6 +43,8 @@ JsonOut = Annotated[bool, typer.Option("--json", help="print the report as one J
 def _open(db: Path) -> Any:
     from dcplace.engine import PlacementEngine
 
+    _store_log_says_warnings_only()
+
     if not db.exists():
         raise InputError(f"{db} does not exist (a cluster's database is made by `dcplace serve --db`)", field="db")
     if not db.is_file():
@@ -53,6 +56,25 @@ def _open(db: Path) -> Any:
     for warning in engine.load_warnings:
         typer.echo(f"warning: {warning}", err=True)
     return engine
+
+
+class _BelowCritical(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno < logging.CRITICAL
+
+
+def _store_log_says_warnings_only() -> None:
+    """The store's warnings (a lock held by another program, waited for) on stderr as ``warning: ...``; not its
+    fail-stop line, which the command says itself as its one sentence (both were printed, two lines)."""
+    logger = logging.getLogger("dcplace.engine.store")
+    if any(getattr(h, "_dcplace_cli", False) for h in logger.handlers):
+        return
+    handler = StderrHandler()
+    handler.setFormatter(logging.Formatter("warning: %(message)s"))
+    handler.addFilter(_BelowCritical())
+    handler._dcplace_cli = True  # type: ignore[attr-defined]
+    logger.addHandler(handler)
+    logger.propagate = False
 
 
 def _not_written(out: Path, exc: OSError) -> InputError:

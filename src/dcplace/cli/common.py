@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -99,3 +100,16 @@ def unwritten(db: Path, exc: Any, what: str = "the change", then: str = "run the
     service there is none of)."""
     return InputError(f"{what} could not be written to {db} ({getattr(exc, 'reason', '') or exc}); nothing of it was "
                       f"recorded: free space on its disk or make it writable, then {then}", field="db")  # fmt: skip
+
+
+class StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """A handler that writes to whatever ``sys.stderr`` is when a record comes (as logging's last resort does): one
+    bound to the stream of its creation wrote to a closed one after a test runner had swapped it back."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass

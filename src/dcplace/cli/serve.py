@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from dcplace.cli.common import unwritten
+from dcplace.cli.common import StderrHandler, unwritten
 from dcplace.errors import InputError, Terminated
 
 if TYPE_CHECKING:
@@ -383,19 +383,6 @@ def serve(
         typer.echo(f"dcplace serve: stopped; every acknowledged change is durable in {db}", err=True)
 
 
-class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
-    """A handler that writes to whatever ``sys.stderr`` is when a record comes (as logging's last resort does): one
-    bound to the stream of its creation wrote to a closed one after a test runner had swapped it back."""
-
-    @property
-    def stream(self) -> Any:
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, value: Any) -> None:
-        pass
-
-
 class _Dropping(logging.handlers.QueueHandler):
     """Puts a record in a bounded queue for the writer thread, or drops it when the queue is full: logging wrote to
     stderr on the event loop, so a reader of stderr that paused for 12 s (a pipe to a stalled log shipper) held
@@ -417,7 +404,7 @@ class _Dropping(logging.handlers.QueueHandler):
             self.dropped += 1
 
 
-class _Writer(_Stderr):
+class _Writer(StderrHandler):
     def __init__(self, source: _Dropping) -> None:
         super().__init__()
         self.source = source
