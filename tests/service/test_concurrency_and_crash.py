@@ -330,3 +330,22 @@ def test_a_database_deleted_under_the_service_is_503_and_its_stop_says_so(tmp_pa
     (saved,) = tmp_path.glob("c.db.recovered-*")
     with sqlite3.connect(saved) as conn:
         assert [r[0] for r in conn.execute("SELECT id FROM vms")] == ["a"]
+
+
+def test_exit_on_failure_stops_the_service_by_itself(tmp_path) -> None:
+    """`serve --exit-on-failure`: a supervisor that restarts on failure and probes nothing (systemd) sees the exit;
+    without it a failed service answered 503 until someone stopped it."""
+    db = tmp_path / "c.db"
+    port = free_port()
+    proc = start_serve(db, port, "--exit-on-failure")
+    base = f"http://127.0.0.1:{port}"
+    try:
+        assert httpx.post(f"{base}/machines", json={"id": "m0", "cpu": 8, "mem": 16}, timeout=5).status_code == 201
+        db.unlink()
+        assert httpx.post(f"{base}/vms", json={"id": "b", "cpu": 1, "mem": 1}, timeout=5).status_code == 503
+        _, err = proc.communicate(timeout=30)  # it stops by itself
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    said = err.decode()
+    assert proc.returncode == 3 and "stopped after its database" in said and "Traceback" not in said, said

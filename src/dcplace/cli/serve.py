@@ -193,6 +193,13 @@ def serve(
             "close them (every acknowledged change is durable already); an idle TLS connection held a stop 30 s"
         ),
     ] = 10,
+    exit_on_failure: Annotated[
+        bool,
+        typer.Option(
+            help="stop (exit 3) once the database fails, instead of answering 503 until stopped: for a supervisor "
+            "that restarts on failure and probes nothing (systemd's Restart=on-failure)"
+        ),
+    ] = False,
     max_in_flight: Annotated[
         int | None,
         typer.Option(
@@ -362,6 +369,8 @@ def serve(
             timeout_graceful_shutdown=stop_timeout,
         )
         server = uvicorn.Server(config)
+        if exit_on_failure and engine.store is not None:
+            engine.store.on_failure = lambda: setattr(server, "should_exit", True)  # type: ignore[attr-defined]
         server.run(sockets=main_socks)
         if not server.started:  # as uvicorn.run ends then: the application's start failed, uvicorn said why
             raise typer.Exit(3)

@@ -36,7 +36,7 @@ import sqlite3
 import threading
 import time
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -397,6 +397,10 @@ class SqliteStore:
         self._lock_fd: int | None = None
         self._closing = False
         self._lost: StoreError | None = None
+        self.on_failure: Callable[[], None] | None = None
+        """Called once (from whichever thread noticed) when the store fails: ``serve --exit-on-failure`` stops the
+        server with it."""
+        self._told = False
         try:
             self._conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None,
                                          timeout=BUSY_TIMEOUT_S)  # fmt: skip
@@ -559,6 +563,7 @@ class SqliteStore:
         if self._closing:
             raise StoreError(f"the database {self.path} is closed")
         if not self._is_the_file():  # refused before anything more is acknowledged; the committer saves what it had
+            self._tell()
             raise StoreError(f"the database file {self.path} was deleted or replaced while the engine had it open; "
                              "nothing more is acknowledged (the service saves what it committed when it stops)",
                              "deleted or replaced")  # fmt: skip
@@ -700,10 +705,19 @@ class SqliteStore:
                                     f"open; {saved}; nothing more is acknowledged", "deleted or replaced")  # fmt: skip
         return self._lost
 
+    def _tell(self) -> None:
+        if not self._told and self.on_failure is not None:
+            self._told = True
+            try:
+                self.on_failure()
+            except Exception:  # a callback's bug must not hide the failure it reports
+                log.exception("dcplace: the store's on_failure callback failed")
+
     def _failed(self, e: BaseException) -> None:
         """Fail-stop (the caller holds ``_cv``): remember why, and say so once in the log; an operator saw a 503
         and nothing on stderr or in /metrics."""
         self._error = e
+        self._tell()
         log.critical("dcplace: the database %s failed (%s: %s); the engine stops writing and reading until it is "
                      "restarted (fail-stop); nothing after the last commit was acknowledged", self.path,
                      type(e).__name__, e)  # fmt: skip
