@@ -82,11 +82,11 @@ def tiny_instance(ep, limit: int = 7):  # type: ignore[no-untyped-def]
     return sim, instance_from_sim(sim, limit=limit)
 
 
-def journal_replay(entries: list[JournalEntry]) -> tuple[dict[str, tuple[object, ...]], dict[str, str]]:
-    """The VMs (id -> machine, node, cpu, mem, multi, pinned) and machines (id -> status) that the journal's events
-    build from an empty cluster: an independent reading of what the journal says."""
+def journal_replay(entries: list[JournalEntry]) -> tuple[dict[str, tuple[object, ...]], dict[str, tuple[object, ...]]]:
+    """The VMs (id -> machine, node, cpu, mem, multi, pinned) and machines (id -> status, rack, capacity per node)
+    that the journal's events build from an empty cluster: an independent reading of what the journal says."""
     vms: dict[str, tuple[object, ...]] = {}
-    machines: dict[str, str] = {}
+    machines: dict[str, tuple[object, ...]] = {}
     for e in entries:
         if e.event == "placed":
             assert e.vm not in vms, f"placed twice without a release: {e}"
@@ -100,16 +100,23 @@ def journal_replay(entries: list[JournalEntry]) -> tuple[dict[str, tuple[object,
         elif e.event in ("released", "dropped"):
             assert vms.pop(e.vm)[:2] == (e.machine, e.node)  # type: ignore[arg-type]
         elif e.event == "machine-added":
-            machines[e.machine] = "active"  # type: ignore[index]
+            d = e.detail or {}
+            machines[e.machine] = ("active", d.get("rack"), d.get("capacity"))  # type: ignore[index]
         elif e.event == "machine-removed":
             del machines[e.machine]  # type: ignore[arg-type]
+        elif e.event == "machine-changed":
+            d = e.detail or {}
+            was = machines[e.machine]  # type: ignore[index]
+            assert (was[1], was[2]) == (d["from_rack"], d["from_capacity"]), (was, e)
+            machines[e.machine] = (was[0], d["rack"], d["capacity"])  # type: ignore[index]
         elif e.event.startswith("machine-"):
-            machines[e.machine] = e.event.removeprefix("machine-")  # type: ignore[index]
+            machines[e.machine] = (e.event.removeprefix("machine-"), *machines[e.machine][1:])  # type: ignore[index]
         else:  # a journal-resumed entry would mean a gap: these tests never turn the journal off
             assert e.event == "rejected" and e.machine is None, e
     return vms, machines
 
 
-def journal_tables(e: PlacementEngine) -> tuple[dict[str, tuple[object, ...]], dict[str, str]]:
+def journal_tables(e: PlacementEngine) -> tuple[dict[str, tuple[object, ...]], dict[str, tuple[object, ...]]]:
     vms = {v.id: (v.machine, v.node, v.cpu, v.mem, v.multi, v.id in e.pinned) for v in e.vms()}
-    return vms, {m.id: m.status for m in e.machines()}
+    machines = {m.id: (m.status, m.rack, [[c, g] for c, g in zip(m.cpu, m.mem, strict=True)]) for m in e.machines()}
+    return vms, machines

@@ -39,6 +39,15 @@ OPS = st.lists(
         st.tuples(st.sampled_from(["drain", "activate", "fail", "remove", "evacuate"]), st.integers(0, 4)),
         st.tuples(st.just("add"), st.integers(0, 4)),
         st.tuples(st.just("reoptimise")),
+        st.tuples(
+            st.just("change"),
+            st.integers(0, 4),
+            st.sampled_from([None, 8, 24]),
+            st.sampled_from([None, 40]),
+            st.sampled_from(["keep", None, "r2"]),
+        ),
+        st.tuples(st.just("move"), st.integers(0, 30), st.integers(0, 4), st.integers(0, 1)),
+        st.tuples(st.just("reconcile"), st.integers(0, 30), st.integers(0, 4)),
     ),
     max_size=60,
 )
@@ -60,6 +69,17 @@ def apply(e: PlacementEngine, op: tuple[object, ...]) -> None:
             e.add_machine(f"m{op[1]}", 16, 32)
         elif kind == "reoptimise":
             e.reoptimise(now=0.0)
+        elif kind == "change":
+            e.change_machine(f"m{op[1]}", op[2], op[3], op[4])  # type: ignore[arg-type]
+        elif kind == "move":
+            rec = e.vm(f"v{op[1]}")
+            e.move(rec.id, f"m{op[2]}", None if rec.multi else int(op[3]))  # type: ignore[call-overload]
+        elif kind == "reconcile":  # drift: one VM gone, another moved, the rest as recorded
+            rows = e.export_allocations()
+            rows = [r for r in rows if r["vm"] != f"v{op[1]}"]
+            if rows:
+                rows[0] = {**rows[0], "machine": f"m{op[2]}"}
+            e.reconcile(rows)
         else:
             mid = f"m{op[1]}"
             {"drain": e.drain, "activate": e.activate, "fail": e.fail, "remove": e.remove_machine,

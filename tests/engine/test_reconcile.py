@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from conftest import journal_replay, journal_tables
 from dcplace.cli.main import app
-from dcplace.engine import Conflict, NotFound, PlacementEngine, VmRequest
+from dcplace.engine import Conflict, MachineSpec, NotFound, PlacementEngine, VmRequest
 from dcplace.errors import InputError
 
 
@@ -201,3 +201,24 @@ def test_reconcile_and_move_on_the_command_line(tmp_path: Path) -> None:
                        (["cluster", "move", "a", "m0", "--node", "x", "--db", str(db)], "--node")):  # fmt: skip
         res = runner.invoke(app, args)
         assert res.exit_code == 2 and said in res.output and "Traceback" not in res.output, (args, res.output)
+
+
+@pytest.mark.parametrize("machines", [4, 600])  # 600: the heuristics' capacity index decides from 512 machines
+def test_a_machine_changed_while_it_hosts_vms_takes_what_its_new_capacity_holds(machines: int) -> None:
+    """An operator's review: a machine replaced by a bigger one (or moved to another rack) could not be changed while
+    it hosted VMs; re-registering it was a 409, and removing it needed it empty."""
+    e = PlacementEngine(2, "best-fit")
+    e.add_machines([MachineSpec(f"m{m}", 8, 16, "r1") for m in range(machines)])
+    e.import_allocations([{"vm": f"a{m}", "machine": f"m{m}", "node": 0, "cpu": 6, "mem": 6} for m in range(machines)])
+    big = f"m{machines - 1}"
+    with pytest.raises(Conflict, match="node 0 holds 6 cores of VMs, more than the 4 asked for") as err:
+        e.change_machine(big, 4)
+    assert err.value.field == "cpu" and e.machine(big).cpu == [8.0, 8.0]
+    info = e.change_machine(big, [32, 8], None, rack="r9")  # the new box: one bigger node, memory as it was
+    assert (info.cpu, info.mem, info.rack, info.free_cpu) == ([32.0, 8.0], [16.0, 16.0], "r9", [26.0, 8.0])
+    d = e.place(VmRequest("huge", 20, 4), explain=False)  # only the new node can take it
+    assert (d.machine, d.node) == (big, 0)
+    assert e.change_machine(big, rack=None).rack is None and e.change_machine(big).cpu == [32.0, 8.0]
+    e.check_invariants()
+    with pytest.raises(NotFound):
+        e.change_machine("nope", 1)

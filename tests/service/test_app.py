@@ -553,7 +553,7 @@ def test_allow_names_every_method_a_path_takes(client: TestClient, caplog) -> No
     answers 204 with every method the path takes, and a 405 names them all."""
     r = client.options("/vms")
     assert r.status_code == 204 and r.headers["allow"] == "GET, HEAD, OPTIONS, POST"
-    assert client.options("/machines/pm0/drain").headers["allow"] == "DELETE, GET, HEAD, OPTIONS, POST"
+    assert client.options("/machines/pm0/drain").headers["allow"] == "DELETE, GET, HEAD, OPTIONS, PATCH, POST"
     assert client.options("/vms/a").headers["allow"] == "DELETE, GET, HEAD, OPTIONS"
     r = client.put("/machines")
     assert r.status_code == 405 and r.headers["allow"] == "GET, HEAD, OPTIONS, POST" and one_sentence(r)

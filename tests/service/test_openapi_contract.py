@@ -140,6 +140,11 @@ def test_every_operation_answers_as_documented(contract: Contract) -> None:
     assert c.call("GET", "/vms/imp-all").json()["node"] is None
     assert c.call("POST", "/allocations", json=[{**split[0], "vm": "x", "node": "any"}]).status_code == 422
     assert c.call("POST", "/allocations", json=[{**rows[0], "vm": "i2", "machine": "none"}]).status_code in (404, 422)
+    assert c.call("PATCH", "/machines/pm1", json={"cpu": 24, "rack": None}).json()["cpu"] == [24.0, 24.0]
+    assert c.call("PATCH", "/machines/pm1", json={"cpu": 0.5}).status_code in (200, 409)  # below what it holds: 409
+    assert c.call("PATCH", "/machines/pm1", json={"cpu": 24}).status_code == 200
+    assert c.call("PATCH", "/machines/none", json={"rack": "r"}).status_code == 404
+    assert c.call("PATCH", "/machines/pm1", json={"cpu": "4"}).status_code == 422
     assert c.call("POST", "/vms/imp/move", json={"machine": "pm1", "node": 0}).json()["machine"] == "pm1"
     assert c.call("POST", "/vms/imp/move", json={"machine": "none", "node": 0}).status_code == 404
     assert c.call("POST", "/vms/imp/move", json={"machine": "pm2", "node": None}).status_code == 422  # it is on one
@@ -272,6 +277,7 @@ GOOD = {  # a request each operation would carry out: a refusal must come from t
     ("POST", "/extender/bind"): {"PodName": "p1", "PodNamespace": "default", "PodUID": "u1", "Node": "pm0"},
     ("POST", "/vms/{vm_id}/move"): {"machine": "pm1", "node": 0},
     ("POST", "/allocations/reconcile"): [],
+    ("PATCH", "/machines/{machine_id}"): {"cpu": 16},
 }
 IDS = {"{machine_id}": "pm0", "{vm_id}": "a"}
 
@@ -299,7 +305,7 @@ def test_an_unknown_query_parameter_is_a_422_on_every_operation_and_changes_noth
             said = r.json()["detail"]
             assert r.status_code == 422 and "'dryrun': is not a query parameter of" in said, (method, template, said)
             checked += 1
-    assert checked == 29 and engine.snapshot() == before and len(engine.journal(limit=None)) == entries
+    assert checked == 30 and engine.snapshot() == before and len(engine.journal(limit=None)) == entries
     assert c.call("GET", "/healthz?dryrun=1").status_code == 200  # a probe's parameter never fails it
 
 

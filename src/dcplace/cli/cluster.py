@@ -275,7 +275,8 @@ def journal(
     = None,
     event: Annotated[str | None, typer.Option(help="only this event: placed, moved, pinned, unpinned, released, "
                                                    "dropped, rejected, machine-added, machine-drained, "
-                                                   "machine-active, machine-failed, machine-removed, "
+                                                   "machine-active, machine-failed, machine-changed, "
+                                                   "machine-removed, "
                                                    "journal-resumed")] = None,
     after: Annotated[int, typer.Option(help="entries after this seq (the last one read)")] = 0,
     limit: Annotated[int, typer.Option(help="entries at most (1-10,000)")] = 100,

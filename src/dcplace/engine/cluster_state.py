@@ -321,6 +321,16 @@ class ClusterState:
         self.active = max(self.active, slot + 1)
         self._capacities_changed = True
 
+    def change_machine(self, slot: int, capacity: F64, rack: str | None) -> None:
+        """Give the machine at ``slot`` a new ``capacity`` ``(K, 2)`` (each node at least what its VMs take: checked
+        by the caller) and ``rack``; what its VMs take stays taken."""
+        used = self.cap[slot] - self.free[slot]
+        self.cap[slot] = capacity
+        self.free[slot] = np.maximum(capacity - used, 0.0)
+        self.rack[slot] = rack
+        self._capacities_changed = True  # the indexes' capacity classes change: a new log rebuilds them
+        K.note_change(self.chg, slot)
+
     def remove_machine(self, slot: int) -> None:
         """Empty ``slot`` (the machine must host no VM)."""
         del self.slot_of_machine[self.machine_ids[slot]]

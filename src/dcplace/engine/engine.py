@@ -78,6 +78,7 @@ from dcplace.engine.journal import JournalEntry, JournalQuery, paged, query_jour
 from dcplace.engine.reopt import ReoptPolicy, ReoptReport
 from dcplace.engine.store import (
     Change,
+    MachineChange,
     MachineDelete,
     MachineRow,
     MachineStatus,
@@ -891,6 +892,46 @@ class PlacementEngine:
             "machine %r failed: %d VM(s) placed again, %d dropped (they fit nowhere else)", machine_id,
             len(report.replaced), len(report.dropped))  # fmt: skip
         return report
+
+    def change_machine(
+        self,
+        machine_id: str,
+        cpu: float | Iterable[float] | None = None,
+        mem: float | Iterable[float] | None = None,
+        rack: str | Literal["keep"] | None = "keep",
+    ) -> MachineInfo:
+        """Give a registered machine another capacity per NUMA node (``cpu``, ``mem``: a number for every node or
+        one each; None keeps it) or rack (None: none; ``"keep"``: as it is), also while it hosts VMs: a machine
+        replaced by a bigger one, memory added, a machine moved to another rack. Every node must keep at least what
+        its VMs take (a Conflict naming the node otherwise). Journalled as ``machine-changed`` (with what it was,
+        so a rewind puts it back). Durable on return."""
+        if rack not in ("keep", None):
+            check_id(rack, "rack")
+        with self.lock:
+            self.check_store()
+            s = self.state
+            slot = self._machine_slot(machine_id)
+            old = s.cap[slot]
+            cap = self._capacity(old[:, 0] if cpu is None else cpu, old[:, 1] if mem is None else mem)
+            new_rack = s.rack[slot] if rack == "keep" else rack
+            used = old - s.free[slot]
+            short = np.argwhere(cap < used - numa_kernel.FIT_TOL)
+            if len(short):
+                k, r = (int(x) for x in short[0])
+                what = ("cores", "GB")[r]
+                raise Conflict(f"machine {machine_id!r} node {k} holds {used[k, r]:g} {what} of VMs, more than the "
+                               f"{cap[k, r]:g} asked for: move some away first",
+                               field="cpu" if r == 0 else "mem")  # fmt: skip
+            if np.array_equal(cap, old) and new_rack == s.rack[slot]:
+                ticket = self._commit([])  # as it is: durable once everything before it is
+            else:
+                s.change_machine(slot, cap, new_rack)
+                ticket = self._commit([MachineChange(machine_id, new_rack, cap.tolist())])
+            info = self._info(slot)
+        self._wait(ticket)
+        self._log.info("machine %r changed: %s cores, %s GB per NUMA node, rack %s", machine_id, info.cpu, info.mem,
+                       info.rack)  # fmt: skip
+        return info
 
     def remove_machine(self, machine_id: str) -> None:
         """Unregister an empty machine."""

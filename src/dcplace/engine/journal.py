@@ -5,9 +5,9 @@ each change, it appends one ``journal`` row per thing that happened: a VM ``plac
 evacuation, a failed machine's VM placed again), ``pinned`` or ``unpinned``, ``released`` by its client or
 ``dropped`` (its failed machine's VM that fit nowhere); a request ``rejected`` (nothing changed, but it is demand); a
 machine ``machine-added``, ``machine-drained``, ``machine-active`` (activated), ``machine-failed``,
-``machine-removed``; ``journal-resumed`` where it was off for a while. Since a row commits with its change or not at
-all, the journal never says something happened that is not in the tables, and replaying its events from an empty
-cluster gives the tables (tested).
+``machine-changed`` (its capacity or rack), ``machine-removed``; ``journal-resumed`` where it was off for a while.
+Since a row commits with its change or not at all, the journal never says something happened that is not in the
+tables, and replaying its events from an empty cluster gives the tables (tested).
 
 Four uses: an operator's "what happened to this VM, on this machine" (:func:`read_journal`, ``GET /journal``,
 ``dcplace cluster journal``); an audit of re-optimisation's moves; the state at a past moment (:func:`rewind`,
@@ -37,7 +37,14 @@ from dcplace.errors import InputError
 from dcplace.workload.table import RequestTable
 
 VM_EVENTS = ("placed", "moved", "pinned", "unpinned", "released", "dropped", "rejected")
-MACHINE_EVENTS = ("machine-added", "machine-drained", "machine-active", "machine-failed", "machine-removed")
+MACHINE_EVENTS = (
+    "machine-added",
+    "machine-drained",
+    "machine-active",
+    "machine-failed",
+    "machine-changed",
+    "machine-removed",
+)
 EVENTS = VM_EVENTS + MACHINE_EVENTS + ("journal-resumed",)
 """Every event the journal records (module docstring)."""
 
@@ -391,6 +398,11 @@ def rewind(snapshot: Mapping[str, Any], entries: Sequence[JournalEntry], to_seq:
             needs("slot", "rack", "status", "capacity")
             machines[str(e.machine)] = {"id": e.machine, "slot": d["slot"], "rack": d["rack"], "status": d["status"],
                                         "capacity": d["capacity"]}  # fmt: skip
+        elif e.event == "machine-changed":
+            needs("from_rack", "from_capacity")
+            m = machines[str(e.machine)]
+            assert (m["rack"], m["capacity"]) == (d.get("rack"), d.get("capacity")), f"entry {e.seq}: {m} is not {d}"
+            m["rack"], m["capacity"] = d["from_rack"], d["from_capacity"]
         elif e.event.startswith("machine-"):
             needs("from")
             machines[str(e.machine)]["status"] = d["from"]

@@ -110,6 +110,15 @@ class MachineDelete:
 
 
 @dataclass(frozen=True)
+class MachineChange:
+    """A registered machine's new rack and capacity (``(K, 2)`` cores and GB per node), as it now is."""
+
+    id: str
+    rack: str | None
+    capacity: list[list[float]]
+
+
+@dataclass(frozen=True)
 class VmDelete:
     id: str
     reason: str = "released"
@@ -142,7 +151,7 @@ class MetaSet:
     value: str
 
 
-Change = MachineRow | MachineStatus | MachineDelete | VmRow | VmDelete | MetaSet | Rejected
+Change = MachineRow | MachineStatus | MachineChange | MachineDelete | VmRow | VmDelete | MetaSet | Rejected
 
 
 class Store(Protocol):
@@ -789,6 +798,12 @@ class SqliteStore:
             ex("UPDATE machines SET status = ? WHERE id = ?", (c.status, c.id))
             if was is not None and was[0] != c.status:  # evacuating a drained machine drains it again: no event
                 self._note(at, f"machine-{c.status}", None, c.id, detail={"from": was[0]})
+        elif isinstance(c, MachineChange):
+            was = ex("SELECT rack, capacity FROM machines WHERE id = ?", (c.id,)).fetchone() if journal else None
+            ex("UPDATE machines SET rack = ?, capacity = ? WHERE id = ?", (c.rack, json.dumps(c.capacity), c.id))
+            if was is not None:  # what it was: what puts it back when the journal is rewound
+                self._note(at, "machine-changed", None, c.id, detail={"from_rack": was[0], "from_capacity":
+                           json.loads(was[1]), "rack": c.rack, "capacity": c.capacity})  # fmt: skip
         elif isinstance(c, MetaSet):
             ex(
                 "INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",

@@ -90,6 +90,7 @@ from dcplace.service.models import (
     ImportOut,
     JournalOut,
     LastReoptOut,
+    MachineChangeIn,
     MachineIn,
     MachineOut,
     MachinesIn,
@@ -758,6 +759,15 @@ def create_app(
         node = None if body.node in (None, "all") else body.node
         rec = engine.move(vm_id, body.machine, node, now=time.time())  # type: ignore[arg-type]
         return _json(vm_json(rec, vm_id in engine.pinned, engine.uids.get(vm_id)))
+
+    @app.patch("/machines/{machine_id:vmid}", response_model=MachineOut, tags=["machines"], responses=ERRORS)
+    def change_machine(machine_id: str, body: MachineChangeIn) -> Response:
+        """Give a registered machine another capacity per NUMA node or another rack, also while it hosts VMs (a
+        machine replaced by a bigger one, memory added, moved to another rack); what the body leaves out stays. Each
+        node must keep at least what its VMs take (409 otherwise). Journalled as ``machine-changed``."""
+        given = body.model_dump(exclude_unset=True)
+        info = engine.change_machine(machine_id, given.get("cpu"), given.get("mem"), given.get("rack", "keep"))
+        return _json(asdict(info))
 
     @app.delete("/machines/{machine_id:vmid}", status_code=204, tags=["machines"], responses=ERRORS)
     def remove(machine_id: str) -> Response:

@@ -64,6 +64,16 @@ class MachineIn(BaseModel):
                              description=f"the machine's rack ({ID_RULE})")  # fmt: skip
 
 
+class MachineChangeIn(BaseModel):
+    """A registered machine's new capacity or rack; what is left out stays as it is."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+    cpu: Amount | list[Amount] | None = Field(default=None, description="cores per NUMA node (a list: one per node)")
+    mem: Amount | list[Amount] | None = Field(default=None, description="GB per NUMA node (a list: one per node)")
+    rack: str | None = Field(default=None, min_length=1, max_length=256, pattern=ID_PATTERN,
+                             description=f"the machine's rack ({ID_RULE}); null: none")  # fmt: skip
+
+
 class MachinesIn(BaseModel):
     """Machines registered with one commit, all or nothing; one already registered exactly so is skipped."""
 
@@ -289,7 +299,8 @@ class JournalEntryOut(BaseModel):
     seq: int = Field(description="grows with every entry: pass the last one read as `after` to read on")
     at: float = Field(description="Unix time the operation was submitted")
     event: str = Field(description="placed, moved, pinned, unpinned, released, dropped, rejected, machine-added, "
-                                   "machine-drained, machine-active, machine-failed, machine-removed, "
+                                   "machine-drained, machine-active, machine-failed, machine-changed, "
+                                   "machine-removed, "
                                    "journal-resumed")  # fmt: skip
     vm: str | None
     machine: str | None
@@ -299,8 +310,9 @@ class JournalEntryOut(BaseModel):
     multi: bool | None
     detail: dict[str, Any] | None = Field(
         description="placed, released, dropped: the VM's uid and pinned, where it had them; moved: from, from_node; "
-        "rejected: reason; machine-added, machine-removed: slot, rack, status, capacity per NUMA node; other machine "
-        "events: from (the status before); journal-resumed: off_since"
+        "rejected: reason; machine-added, machine-removed: slot, rack, status, capacity per NUMA node; "
+        "machine-changed: from_rack, from_capacity, rack, capacity; other machine events: from (the status before); "
+        "journal-resumed: off_since"
     )
 
 
