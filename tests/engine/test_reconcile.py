@@ -222,3 +222,32 @@ def test_a_machine_changed_while_it_hosts_vms_takes_what_its_new_capacity_holds(
     e.check_invariants()
     with pytest.raises(NotFound):
         e.change_machine("nope", 1)
+
+
+@pytest.mark.parametrize("form", ["csv", "json"])
+def test_cluster_export_round_trips_through_import_and_reconcile(tmp_path: Path, form: str) -> None:
+    """`dcplace cluster export` (the group's help named an export that did not exist): the allocations and machines
+    as `serve --machines --import` and `cluster reconcile` read them, written while an engine holds the database."""
+    from dcplace.engine import read_allocations_at, read_machines_at
+
+    db = tmp_path / "c.db"
+    e = PlacementEngine.open(db)
+    e.add_machine("m0", [8, 12.5], [16, 0.1], "r,1")  # a comma in a rack, a capacity that is no whole number
+    e.add_machine("m1", 16, 32)
+    e.place(VmRequest("a", 1, 1, pinned=True, uid="u-1"))
+    e.place(VmRequest("s,\"q\"", 2, 0.05, multi=True))
+    out, machines = tmp_path / f"a.{form}", tmp_path / f"m.{form}"
+    runner = CliRunner()
+    res = runner.invoke(app, ["cluster", "export", str(out), "--db", str(db), "--machines", str(machines)])
+    assert res.exit_code == 0 and "wrote 2 allocations" in res.output and "2 machines" in res.output, res.output
+    fresh = PlacementEngine(2, "best-fit")
+    fresh.add_machines(read_machines_at(machines)[0])
+    rows, lines = read_allocations_at(out)
+    assert fresh.import_allocations(rows, str(out), lines) == 2
+    assert fresh.snapshot() == e.snapshot()
+    assert e.reconcile(rows, str(out), lines).unchanged == 2  # the inventory it wrote is the records
+    e.close()
+    again = runner.invoke(app, ["cluster", "export", str(out), "--db", str(db)])
+    assert again.exit_code == 2 and "already exists" in again.output
+    bad = runner.invoke(app, ["cluster", "export", str(tmp_path / "x.txt"), "--db", str(db)])
+    assert bad.exit_code == 2 and ".csv or .json" in bad.output

@@ -1,14 +1,15 @@
-"""Operate on a cluster database offline: re-optimise, evacuate, reconcile, move, back up, plan, journal, trace, rewind.
+"""Operate on a cluster database offline: re-optimise, evacuate, reconcile, move, export, back up, plan, its history.
 
 Re-optimise the machines in use, evacuate a machine, make the records what the cluster runs (reconcile), record a
-migration done outside dcplace (move), back the database up, plan how many machines to add, read its journal,
-write its demand as a trace, write its state as it was at a past moment.
+migration done outside dcplace (move), write its allocations and machines in the import forms (export), back the
+database up, plan how many machines to add, read its journal, write its demand as a trace, write its state as it
+was at a past moment.
 
 The database is the one ``dcplace serve --db`` keeps. ``reoptimise``, ``evacuate``, ``reconcile`` and ``move``
 change it (stop the service first: one process owns a database; the service has the same operations over HTTP);
 every plan is verified by the independent checker before it is applied, and ``--dry-run`` prints the plan and
-changes nothing. ``backup``, ``plan``, ``journal``, ``trace`` and ``rewind`` only read it, also while the service
-runs.
+changes nothing. ``export``, ``backup``, ``plan``, ``journal``, ``trace`` and ``rewind`` only read it, also while
+the service runs.
 """
 
 from __future__ import annotations
@@ -221,6 +222,69 @@ def reconcile(
     verb = "would change (dry run)" if dry_run else "changed"
     typer.echo(f"{verb}: {len(rep.added)} recorded, {len(rep.removed)} released, {len(rep.moved)} moved, "
                f"{len(rep.replaced)} recorded anew, {len(rep.repinned)} pins; {rep.unchanged} unchanged")  # fmt: skip
+
+
+@app.command("export")
+def export(
+    out: Annotated[Path, typer.Argument(help="the allocations to write, .csv or .json (must not exist)",
+                                        metavar="OUT")],
+    db: Db,
+    machines: Annotated[Path | None, typer.Option(help="also write the machines here, .csv or .json (must not "
+                                                       "exist), as `serve --machines` reads them")] = None,
+) -> None:  # fmt: skip
+    """Write the cluster's allocations as `serve --import`, `POST /allocations` and `cluster reconcile` read them
+    (vm, machine, node, cpu, mem, pinned, uid), and with --machines its machines as `serve --machines` reads them:
+    a cluster moved to a new database, or an inventory to edit and reconcile. Read-only (an online backup), also
+    while `dcplace serve` runs on DB."""
+    from dcplace.engine import PlacementEngine, write_allocations
+
+    try:
+        for path, flag in ((out, "OUT"), (machines, "--machines")):
+            if path is None:
+                continue
+            if path.exists() or path.is_symlink():
+                raise InputError(f"{flag}: {path} already exists; choose another name")
+            if not path.parent.is_dir():
+                raise InputError(f"{flag}: the folder {path.parent} does not exist")
+            if path.suffix.lower() not in (".csv", ".json"):
+                raise InputError(f"{flag}: {path} must end in .csv or .json (which form to write)")
+        state = PlacementEngine.read_snapshot(db)
+    except InputError as exc:
+        _fail(exc)
+    rows = [{"vm": v["id"], "machine": v["machine"], "node": v["node"], "cpu": v["cpu"], "mem": v["mem"],
+             "pinned": v["pinned"], "uid": v["uid"]} for v in state["vms"]]  # fmt: skip
+    try:
+        write_allocations(rows, out)
+        if machines is not None:
+            _write_machines(state["machines"], machines)
+    except OSError as exc:
+        _fail(_not_written(out, exc))
+    typer.echo(
+        f"wrote {len(rows):,} allocations to {out}"
+        + (f" and {len(state['machines']):,} machines to {machines}" if machines is not None else "")
+    )
+
+
+def _write_machines(machines: list[dict[str, Any]], path: Path) -> None:
+    """Machines (the snapshot's form) as ``serve --machines`` reads them; a failed or drained machine's status is
+    not part of that form (it registers machines active)."""
+    from dcplace.atomic import write_text
+
+    specs = [{"id": m["id"], "cpu": [c for c, _ in m["capacity"]], "mem": [g for _, g in m["capacity"]],
+              "rack": m["rack"]} for m in machines]  # fmt: skip
+    if path.suffix.lower() == ".json":
+        write_text(path, json.dumps(specs, indent=1) + "\n")
+        return
+    import csv
+    import io
+
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["id", "cpu", "mem", "rack"])
+    for m in specs:
+        w.writerow([m["id"], ";".join(repr(float(c)) for c in m["cpu"]), ";".join(repr(float(g)) for g in m["mem"]),
+                    m["rack"] or ""])  # fmt: skip
+    write_text(path, buf.getvalue())
 
 
 @app.command("move")
