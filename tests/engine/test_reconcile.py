@@ -235,7 +235,7 @@ def test_cluster_export_round_trips_through_import_and_reconcile(tmp_path: Path,
     e.add_machine("m0", [8, 12.5], [16, 0.1], "r,1")  # a comma in a rack, a capacity that is no whole number
     e.add_machine("m1", 16, 32)
     e.place(VmRequest("a", 1, 1, pinned=True, uid="u-1"))
-    e.place(VmRequest("s,\"q\"", 2, 0.05, multi=True))
+    e.place(VmRequest('s,"q"', 2, 0.05, multi=True))
     out, machines = tmp_path / f"a.{form}", tmp_path / f"m.{form}"
     runner = CliRunner()
     res = runner.invoke(app, ["cluster", "export", str(out), "--db", str(db), "--machines", str(machines)])
@@ -251,3 +251,37 @@ def test_cluster_export_round_trips_through_import_and_reconcile(tmp_path: Path,
     assert again.exit_code == 2 and "already exists" in again.output
     bad = runner.invoke(app, ["cluster", "export", str(tmp_path / "x.txt"), "--db", str(db)])
     assert bad.exit_code == 2 and ".csv or .json" in bad.output
+
+
+def test_an_inventory_older_than_the_records_leaves_what_changed_since(tmp_path: Path) -> None:
+    """An operator's walkthrough: an inventory taken, then a create notification recorded a new VM, then the periodic
+    reconcile with that inventory released the new VM. With ``as_of`` (the inventory's time) the records of VMs
+    that changed since stand."""
+    import time
+
+    e = PlacementEngine.open(tmp_path / "c.db")
+    e.add_machine("m0", 8, 16)
+    e.add_machine("m1", 8, 16)
+    e.assign("a", "m0", 0, 1, 1)
+    e.assign("b", "m0", 0, 1, 1)
+    e.assign("c", "m0", 1, 1, 1)
+    inventory = [{"vm": "a", "machine": "m1", "node": 0, "cpu": 1, "mem": 1},  # moved by hand
+                 {"vm": "b", "machine": "m0", "node": 0, "cpu": 1, "mem": 1},
+                 {"vm": "c", "machine": "m0", "node": 1, "cpu": 1, "mem": 1}]  # fmt: skip
+    taken = time.time()
+    time.sleep(0.01)
+    e.assign("late", "m1", 1, 1, 1)  # a create notification after the inventory was taken
+    e.move("c", "m1", 1)  # and a migration reported meanwhile
+    e.release("b")  # and a delete
+    stale = e.reconcile(inventory, apply=False)  # without as_of the stale inventory undoes all three
+    assert set(stale.removed) == {"late"} and set(stale.added) == {"b"} and {m[0] for m in stale.moved} == {"a", "c"}
+    rep = e.reconcile(inventory, as_of=taken)
+    assert rep.newer == ("b", "c", "late") and rep.removed == () and rep.added == ()
+    assert [m[0] for m in rep.moved] == ["a"]  # what the inventory knows better is still done
+    assert {v.id: v.machine for v in e.vms()} == {"a": "m1", "c": "m1", "late": "m1"}
+    e.check_invariants()
+    e.close()
+    memory = PlacementEngine(2, "first-fit")
+    with pytest.raises(InputError, match="needs the journal") as err:
+        memory.reconcile([], as_of=taken)
+    assert err.value.field == "as_of"

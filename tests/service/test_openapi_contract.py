@@ -152,6 +152,9 @@ def test_every_operation_answers_as_documented(contract: Contract) -> None:
     inventory = c.call("GET", "/allocations").json()
     same = c.call("POST", "/allocations/reconcile?dry_run=true", json=inventory).json()
     assert same["unchanged"] == len(inventory) and not same["applied"]
+    old = c.call("POST", "/allocations/reconcile?dry_run=true&as_of=2026-01-01T00:00:00Z", json=[]).json()
+    assert old["removed"] == [] and set(old["newer"]) == {r["vm"] for r in inventory}  # all changed since then
+    assert c.call("POST", "/allocations/reconcile?as_of=yesterday", json=[]).status_code == 422
     moved = [{**r, "machine": "pm2", "node": 1} if r["vm"] == "imp" else r for r in inventory]
     assert c.call("POST", "/allocations/reconcile", json=moved).json()["moved"][0]["vm"] == "imp"
     assert c.call("POST", "/allocations/reconcile", json=[{"vm": "a"}]).status_code == 422

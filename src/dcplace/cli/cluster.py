@@ -188,6 +188,9 @@ def reconcile(
                                               "--import` reads", metavar="INVENTORY")],
     db: Db,
     dry_run: Annotated[bool, typer.Option(help="only say what would change")] = False,
+    as_of: Annotated[str | None, typer.Option(help="when INVENTORY was taken (Unix seconds or ISO 8601, UTC "
+                                                   "unless it says otherwise): VMs whose records changed since are "
+                                                   "left as they are")] = None,
     json_out: JsonOut = False,
 ) -> None:  # fmt: skip
     """Make the recorded allocations what the cluster runs (drift: VMs made, deleted, resized or migrated outside
@@ -196,12 +199,14 @@ def reconcile(
     nothing in one commit; machines are not touched (register new ones first). Stop `dcplace serve` first, or
     send the same rows to its POST /allocations/reconcile."""
     from dcplace.engine import read_allocations_at
+    from dcplace.engine.journal import parse_time
 
     try:
+        when = None if as_of is None else parse_time(as_of)
         rows, lines = read_allocations_at(inventory)
         engine = _open(db)
         try:
-            rep = engine.reconcile(rows, str(inventory), lines, apply=not dry_run)
+            rep = engine.reconcile(rows, str(inventory), lines, apply=not dry_run, as_of=when)
         finally:
             engine.close()
     except InputError as exc:
@@ -215,7 +220,8 @@ def reconcile(
         typer.echo(f"  moved {vm}: {src} node {'all' if src_node is None else src_node} -> {dst} node "
                    f"{'all' if dst_node is None else dst_node}")  # fmt: skip
     for what, ids in (("released", rep.removed), ("recorded", rep.added), ("recorded anew", rep.replaced),
-                      ("pin changed", rep.repinned)):  # fmt: skip
+                      ("pin changed", rep.repinned),
+                      ("left as recorded (changed since --as-of)", rep.newer)):  # fmt: skip
         if ids:
             shown = ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
             typer.echo(f"  {what}: {shown}")

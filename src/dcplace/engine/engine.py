@@ -368,12 +368,14 @@ class ReconcileReport:
     """VMs whose pin the inventory changed."""
     unchanged: int
     applied: bool
+    newer: tuple[str, ...] = ()
+    """VMs left as recorded because the records changed after the inventory was taken (``as_of``)."""
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["moved"] = [dict(zip(("vm", "from_machine", "from_node", "machine", "node"), m, strict=True))
                         for m in self.moved]  # fmt: skip
-        for key in ("added", "removed", "replaced", "repinned"):
+        for key in ("added", "removed", "replaced", "repinned", "newer"):
             out[key] = list(out[key])
         return out
 
@@ -2280,6 +2282,7 @@ class PlacementEngine:
         lines: Sequence[int] | None = None,
         apply: bool = True,
         now: float | None = None,
+        as_of: float | None = None,
     ) -> ReconcileReport:
         """Make the recorded allocations what ``rows`` says the cluster runs (the whole inventory, as
         :meth:`import_allocations` reads rows): VMs not in it are released, VMs new to it recorded, VMs elsewhere moved
@@ -2288,14 +2291,18 @@ class PlacementEngine:
         ``pinned`` or ``uid`` keeps what is recorded). All or nothing, in one commit: the result must fit every node
         (what reality runs does, if the machines are registered as they are; a refusal names the row). ``apply=False``:
         the same checks and the same report, nothing changed (a dry run). Machines are not touched: register new ones
-        first (:meth:`add_machines`)."""
+        first (:meth:`add_machines`). ``as_of``: the Unix time the inventory was taken; a VM placed, moved,
+        pinned or released after it is left as recorded (``newer``), since the inventory may not know of it yet (a
+        create notification that came after the export: it was released). Needs the journal."""
         parsed = self._parse_allocations(rows, source, lines)
         with self.lock:
             self.check_store()
+            newer = self._changed_since(as_of) if as_of is not None else set()
             s = self.state
             kept = self._saved()
             listed = {req.id for req, _, _, _ in parsed}
-            removed = [s.vm_ids[v] for v in sorted(s.slot_of_vm.values()) if s.vm_ids[v] not in listed]
+            removed = [s.vm_ids[v] for v in sorted(s.slot_of_vm.values())
+                       if s.vm_ids[v] not in listed and s.vm_ids[v] not in newer]  # fmt: skip
             added: list[str] = []
             replaced: list[str] = []
             moves: list[tuple[int, VmRecord, str, int | None]] = []
@@ -2308,6 +2315,8 @@ class PlacementEngine:
                     changes.append(VmDelete(vm_id, "released"))
                 todo: list[tuple[int, VmRequest, str, int | None]] = []
                 for i, (req, machine, node, given) in enumerate(parsed, 1):
+                    if req.id in newer:  # changed after the inventory was taken: the records know better
+                        continue
                     v = s.slot_of_vm.get(req.id)
                     if v is None:
                         added.append(req.id)
@@ -2364,7 +2373,7 @@ class PlacementEngine:
             report = ReconcileReport(
                 added=tuple(added), removed=tuple(removed), replaced=tuple(replaced),
                 moved=tuple((r.id, r.machine, r.node, mm, nn) for _, r, mm, nn in moves), repinned=tuple(repinned),
-                unchanged=unchanged, applied=apply,
+                unchanged=unchanged, applied=apply, newer=tuple(sorted(newer)),
             )  # fmt: skip
             if not apply:
                 self._restore(kept)
@@ -2375,6 +2384,30 @@ class PlacementEngine:
             ticket = self._commit(changes)
         self._wait(ticket)
         return report
+
+    def _changed_since(self, at: float) -> set[str]:
+        """The VMs the journal records as placed, moved, pinned, unpinned, released or dropped after Unix time
+        ``at`` (the caller holds the lock: what is queued is made durable first, so the journal has all of it)."""
+        from dcplace.engine.journal import seq_at
+
+        reading = getattr(self.store, "reading", None)
+        if reading is None or not self._journals():
+            raise InputError("needs the journal, which this engine does not keep (no database, or --journal-keep 0)",
+                             field="as_of")  # fmt: skip
+        if not math.isfinite(at):
+            raise InputError(f"must be a time, got {at!r}", field="as_of")
+        self._wait(self._commit([]))  # a barrier: everything applied before it is in the journal after it
+        with reading() as conn:
+            after = seq_at(conn, at)
+            first = conn.execute("SELECT min(seq) FROM journal").fetchone()[0]
+            if first is not None and first > after + 1:
+                raise InputError("the journal no longer reaches back to that time (pruned): it begins at entry "
+                                 f"{first}", field="as_of")  # fmt: skip
+            entries = query_journal(conn, JournalQuery(after=after, limit=None))
+        if any(e.event == "journal-resumed" for e in entries):
+            raise InputError("the journal was off after that time: what changed then is not in it", field="as_of")
+        moves = ("placed", "moved", "pinned", "unpinned", "released", "dropped")
+        return {e.vm for e in entries if e.vm is not None and e.event in moves}
 
     def _saved(self) -> tuple[Any, ...]:
         """What an operation that may be undone or is only a dry run changes beside the database (the caller holds

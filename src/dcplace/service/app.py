@@ -870,16 +870,22 @@ def create_app(
               openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": {
                   "type": "array", "maxItems": MAX_INVENTORY,
                   "items": {"$ref": "#/components/schemas/AllocationIn"}}}}}})  # fmt: skip
-    async def reconcile(request: Request, dry_run: Annotated[bool, Query(description="only say what would change")]
-                        = False) -> Response:  # fmt: skip
+    async def reconcile(
+        request: Request,
+        dry_run: Annotated[bool, Query(description="only say what would change")] = False,
+        as_of: Annotated[str | None, Query(description="when the inventory was taken (Unix seconds or ISO 8601): "
+                                           "VMs whose records changed since are left as they are")] = None,
+    ) -> Response:  # fmt: skip
         """Make the records what the cluster runs: the body is the whole inventory (every VM, as ``POST
         /allocations`` takes them). VMs not in it are released, new ones recorded, VMs elsewhere moved, VMs of
         another size or uid recorded anew, pins a row gives set (a row without ``pinned`` or ``uid`` keeps what is
-        recorded); all or nothing, one commit. ``dry_run``: the same answer, nothing changed. Machines are not
+        recorded); all or nothing, one commit. ``dry_run``: the same answer, nothing changed. ``as_of``: when the
+        inventory was taken; VMs whose records changed since are left as they are (``newer``). Machines are not
         touched: register new ones first."""
+        when = None if as_of is None else parse_time(as_of)
         raw = await request.body()
         rows = await asyncio.to_thread(_inventory, raw)
-        report = await asyncio.to_thread(engine.reconcile, rows, "request body", None, not dry_run, time.time())
+        report = await asyncio.to_thread(engine.reconcile, rows, "request body", None, not dry_run, time.time(), when)
         return _json(report.as_dict())
 
     add_extender_routes(app, engine)

@@ -392,6 +392,7 @@ class ReconcileOut(BaseModel):
     repinned: list[str] = Field(description="VMs whose pin the inventory changed")
     unchanged: int
     applied: bool = Field(description="false: a dry run, nothing changed")
+    newer: list[str] = Field(description="VMs left as recorded: their records changed after as_of")
 
 
 class ImportOut(BaseModel):
