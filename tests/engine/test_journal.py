@@ -146,7 +146,7 @@ def test_rejections_moves_and_reasons_are_recorded(tmp_path: Path) -> None:
     assert by[("placed", "a")].detail == {"uid": "pod-1"} and by[("placed", "a")].machine == "m0"
     assert by[("rejected", "big")].detail == {"reason": "no-fit"} and by[("rejected", "big")].cpu == 100
     moved = by[("moved", "a")]
-    assert moved.machine == "m1" and moved.detail == {"from": "m0", "from_node": 0}
+    assert moved.machine == "m1" and moved.detail == {"from": "m0", "from_node": 0, "by": "evacuation"}
     assert by[("dropped", "a")].machine == "m1"
     # the machine filter finds the move away from m0 too, and nothing of m1's own placements
     assert [x.event for x in e.journal(machine="m0")] == ["machine-added", "placed", "machine-drained", "moved"]

@@ -152,6 +152,9 @@ def test_move_records_a_migration_done_outside(tmp_path: Path) -> None:
     e.add_machine("m1", 8, 16)
     e.place(VmRequest("a", 2, 2, pinned=True, uid="u"))
     e.place(VmRequest("s", 2, 2, multi=True))
+    before = e.snapshot()
+    asked = e.move("a", "m1", 1, execute=False)  # before migrating: would it fit?
+    assert (asked.machine, asked.node) == ("m1", 1) and e.snapshot() == before and e.counters["migrated"] == 0
     rec = e.move("a", "m1", 1, now=5.0)
     assert (rec.machine, rec.node) == ("m1", 1) and "a" in e.pinned and e.uids["a"] == "u"
     assert e.moved_at["a"] == 5.0 and e.counters["migrated"] == 1
@@ -169,7 +172,9 @@ def test_move_records_a_migration_done_outside(tmp_path: Path) -> None:
     assert e.vm("a").machine == "m1"  # left where it was
     e.check_invariants()
     moved = e.journal(vm="a", event="moved", limit=None)
-    assert [(x.machine, x.node, x.detail) for x in moved] == [("m1", 1, {"from": "m0", "from_node": 0})]
+    assert [(x.machine, x.node, x.detail) for x in moved] == [
+        ("m1", 1, {"from": "m0", "from_node": 0, "by": "reported"})
+    ]
     assert journal_replay(e.journal(limit=None)) == journal_tables(e)
     e.close()
 
@@ -285,3 +290,90 @@ def test_an_inventory_older_than_the_records_leaves_what_changed_since(tmp_path:
     with pytest.raises(InputError, match="needs the journal") as err:
         memory.reconcile([], as_of=taken)
     assert err.value.field == "as_of"
+
+
+def test_placements_after_a_dry_run_or_a_refused_reconcile_still_evict_old_explanations(tmp_path: Path) -> None:
+    """A correctness review: the dry runs' save-and-restore put the explanation cache back as a plain dict, so once
+    it was full the next placement raised TypeError after the VM was in the ledger and before its commit (a 500,
+    and a retry answered 'replayed' for a VM a restart did not have)."""
+    db = tmp_path / "c.db"
+    e = PlacementEngine.open(db, keep_explanations=3)
+    e.add_machine("A", 64, 128)
+    for i in range(3):
+        e.place(VmRequest(f"v{i}", 1, 1))
+    e.evacuate("A", execute=False)
+    with pytest.raises(NotFound):
+        e.reconcile([{"vm": "v0", "machine": "nope", "node": 0, "cpu": 1, "mem": 1}])
+    e.reconcile(e.export_allocations(), apply=False)
+    for i in range(3, 8):
+        assert e.place(VmRequest(f"v{i}", 1, 1)).accepted
+    e.close()
+    again = PlacementEngine.open(db)
+    assert len(again.vms()) == 8
+    again.close()
+
+
+def test_a_placement_that_fails_after_the_ledger_took_it_leaves_nothing_behind(monkeypatch) -> None:
+    """The same review's second half: an error between the ledger's place and the commit (any bug there) left the VM
+    in memory only, and a retry was answered 'replayed' for it. It is undone now, and a retry places it."""
+    e = PlacementEngine(2, "best-fit")
+    e.add_machine("A", 8, 16)
+    before, counters = e.snapshot(), dict(e.counters)
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("a bug after the ledger's place")
+
+    monkeypatch.setattr(e, "_explain", broken)  # runs after the policy chose and before the ledger's place...
+    monkeypatch.setattr(e, "_remember", broken)  # ...and this one after it
+    with pytest.raises(RuntimeError):
+        e.place(VmRequest("x", 1, 1), explain=False)
+    assert e.snapshot() == before and e.counters == counters
+    monkeypatch.undo()
+    assert not e.place(VmRequest("x", 1, 1)).replayed
+    e.check_invariants()
+
+
+def test_a_rewind_to_an_entry_inside_a_reconcile_gives_the_state_after_it(tmp_path: Path) -> None:
+    """A correctness review: the journal of a swap on full nodes plus an added VM, rewound to an entry between
+    them, over-committed a node, and restoring that state was a Conflict."""
+    db = tmp_path / "c.db"
+    e = PlacementEngine.open(db)
+    e.add_machine("A", 4, 8)
+    e.add_machine("B", 4, 8)
+    e.assign("x", "A", 0, 3, 3)
+    e.assign("y", "B", 0, 4, 4)
+    before = e.journal(tail=1)[0].seq
+    e.reconcile([{"vm": "x", "machine": "B", "node": 0, "cpu": 3, "mem": 3},
+                 {"vm": "y", "machine": "A", "node": 0, "cpu": 4, "mem": 4},
+                 {"vm": "z", "machine": "B", "node": 0, "cpu": 1, "mem": 1}])  # fmt: skip
+    after, entries = e.snapshot(), e.journal(after=before, limit=None)
+    e.close()
+    assert len(entries) == 3 and len({x.at for x in entries}) == 1  # one operation, one time
+    for x in entries:
+        state = PlacementEngine.read_state_at(db, seq=x.seq)
+        assert state == after, x
+        PlacementEngine.restore(state).check_invariants()
+    assert PlacementEngine.read_state_at(db, seq=before)["vms"] != after["vms"]
+
+
+def test_the_journal_says_who_moved_a_vm(tmp_path: Path) -> None:
+    """An operator's walkthrough: every move was journalled alike, so an audit could not tell dcplace's own
+    decisions from drift it was told of. The VM entries now say why (``by``), where it was not a client's own call."""
+    e = PlacementEngine.open(tmp_path / "c.db")
+    e.add_machine("A", 16, 32)
+    e.add_machine("B", 16, 32)
+    e.place(VmRequest("p", 1, 1))
+    e.import_allocations([{"vm": "i", "machine": "A", "node": 0, "cpu": 1, "mem": 1}])
+    e.move("p", "B", 1)
+    e.reconcile([{"vm": "p", "machine": "A", "node": 1, "cpu": 1, "mem": 1},
+                 {"vm": "i", "machine": "A", "node": 0, "cpu": 1, "mem": 1}])  # fmt: skip
+    e.evacuate("A")
+    e.release("p")
+    said = [(x.event, x.vm, (x.detail or {}).get("by")) for x in e.journal(limit=None) if x.vm]
+    evacuated = sorted(x for x in said if x[2] == "evacuation")
+    assert [x for x in said if x[2] != "evacuation"] == [("placed", "p", None), ("placed", "i", "import"),
+                                                          ("moved", "p", "reported"), ("moved", "p", "reconcile"),
+                                                          ("released", "p", None)]  # fmt: skip
+    assert evacuated == [("moved", "i", "evacuation"), ("moved", "p", "evacuation")]
+    assert journal_replay(e.journal(limit=None)) == journal_tables(e)
+    e.close()

@@ -487,3 +487,31 @@ def test_cluster_commands_show_the_stores_warnings_but_not_its_fail_stop_line(ca
         assert err == "warning: the database has been locked by another program for 10 s\n", err
     finally:
         logger.handlers[:], logger.propagate = handlers, propagate
+
+
+def test_a_relative_path_survives_a_chdir_and_a_link_saves_beside_the_real_file(tmp_path: Path, monkeypatch) -> None:
+    """A correctness review: a database opened by a relative path was taken for deleted after the process changed
+    directory (a healthy store stopped), and through a symbolic link the recovery copy went beside the link, with
+    the advice to rename it over the link, and readable by every user."""
+    (tmp_path / "run").mkdir()
+    monkeypatch.chdir(tmp_path / "run")
+    e = PlacementEngine.open("c.db")
+    e.add_machine("A", 8, 16)
+    monkeypatch.chdir(tmp_path)
+    assert e.place(VmRequest("x", 1, 1), explain=False).accepted and e.store.stats()["healthy"]  # type: ignore[union-attr]
+    e.close()
+    real, links = tmp_path / "real", tmp_path / "links"
+    real.mkdir()
+    links.mkdir()
+    (links / "c.db").symlink_to(real / "c.db")
+    e = PlacementEngine.open(links / "c.db")
+    e.add_machine("A", 8, 16)
+    e.place(VmRequest("y", 1, 1))
+    (real / "c.db").unlink()
+    with pytest.raises(StoreError, match="deleted or replaced"):
+        e.place(VmRequest("z", 1, 1))
+    e.close()
+    (saved,) = real.glob("c.db.recovered-*")
+    assert not list(links.glob("*.recovered-*")) and (saved.stat().st_mode & 0o777) == 0o600
+    with contextlib.closing(sqlite3.connect(saved)) as conn:
+        assert [r[0] for r in conn.execute("SELECT id FROM vms")] == ["y"]

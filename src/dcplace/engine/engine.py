@@ -77,6 +77,7 @@ from dcplace.engine.explain import (
 from dcplace.engine.journal import JournalEntry, JournalQuery, paged, query_journal
 from dcplace.engine.reopt import ReoptPolicy, ReoptReport
 from dcplace.engine.store import (
+    Cause,
     Change,
     MachineChange,
     MachineDelete,
@@ -698,7 +699,11 @@ class PlacementEngine:
         """Whether the store keeps a journal now (a store without the setting: it is given every change)."""
         return self.store is not None and getattr(self.store, "journal_keep", 1) > 0
 
-    def _commit(self, changes: list[Change]) -> int:
+    def _commit(self, changes: list[Change], by: str | None = None) -> int:
+        """Queue one operation's changes; ``by``: why, where it was not a client's own call (the journal's VM
+        entries say it)."""
+        if by is not None and changes:
+            changes = [Cause(by), *changes]
         return 0 if self.store is None else self.store.submit(changes)
 
     def _wait(self, ticket: int) -> None:
@@ -888,7 +893,7 @@ class PlacementEngine:
             self.counters["dropped"] += len(report.dropped)
             for r in report.dropped:
                 self._forget(r.vm)
-            ticket = self._commit(changes)
+            ticket = self._commit(changes, by="failure")
         self._wait(ticket)
         (self._log.warning if report.dropped else self._log.info)(
             "machine %r failed: %d VM(s) placed again, %d dropped (they fit nowhere else)", machine_id,
@@ -1072,17 +1077,27 @@ class PlacementEngine:
         if request.id in self.state.slot_of_vm:
             self._last = self._replay(request)
             return self._commit([])  # a barrier: answered once the first placement's commit is durable
-        decision = self._decide_and_place(self.policy(policy), request, explain)
-        self._last = decision
-        if isinstance(decision, Rejection):
-            # journalled, and answered once that is durable (as a placement): the journal holds every answer given;
-            # with the journal off there is nothing to write, and the answer need not wait for a commit
-            if not self._journals():
-                return 0
-            return self._commit([Rejected(request.id, request.cpu, request.mem, request.multi, decision.code)])
-        self._remember(request)
-        return self._commit([VmRow(request.id, decision.machine, decision.node, request.cpu, request.mem,
-                                   request.multi, request.pinned, request.uid)])  # fmt: skip
+        counted = dict(self.counters)
+        try:
+            decision = self._decide_and_place(self.policy(policy), request, explain)
+            self._last = decision
+            if isinstance(decision, Rejection):
+                # journalled, and answered once that is durable (as a placement): the journal holds every answer
+                # given; with the journal off there is nothing to write, and the answer need not wait for a commit
+                if not self._journals():
+                    return 0
+                return self._commit([Rejected(request.id, request.cpu, request.mem, request.multi, decision.code)])
+            self._remember(request)
+            return self._commit([VmRow(request.id, decision.machine, decision.node, request.cpu, request.mem,
+                                       request.multi, request.pinned, request.uid)])  # fmt: skip
+        except BaseException:  # a bug, or a store that refused the commit, after the ledger took the VM: undone, so
+            v = self.state.slot_of_vm.get(request.id)  # memory never holds a VM that was not queued for disk
+            if v is not None:
+                self.state.release(v)
+                self._forget(request.id)
+            self._explanations.pop(request.id, None)
+            self.counters = counted
+            raise
 
     def place_batch(self, requests: list[VmRequest], policy: str | NumaPolicy | None = None) -> list[Decision]:
         """Place ``requests`` in order: the same decisions as one :meth:`place` call each (``explain=False``), under
@@ -1507,7 +1522,7 @@ class PlacementEngine:
             self.check_store()
             changes: list[Change] = [self._assign_locked(req, machine_id, node)]
             self.counters["placed"] += 1  # the extender's bind: a placement, decided by kube-scheduler with us
-            ticket = self._commit(changes)
+            ticket = self._commit(changes, by="assign")
         self._wait(ticket)
         return Placement(vm_id, machine_id, node)
 
@@ -1551,7 +1566,7 @@ class PlacementEngine:
                 self._remember(req)  # the pin was written to the database only: memory and disk disagreed
                 placement = Placement(req.id, machine_id, node)
                 ticket = self._commit([VmRow(req.id, machine_id, node, req.cpu, req.mem, req.multi, req.pinned,
-                                             req.uid)])  # fmt: skip
+                                             req.uid)], by="bind")  # fmt: skip
         self._wait(ticket)
         return placement
 
@@ -1649,7 +1664,7 @@ class PlacementEngine:
                 verified=bool(answer.verified and plan.verified), applied=len(moves) if execute else 0,
                 solve_s=answer.solve_s, moves=moves, held=held, **summary,
             )  # fmt: skip
-            ticket = self._commit(changes)
+            ticket = self._commit(changes, by="reoptimisation")
         return report, ticket
 
     def reoptimise_if_due(self, policy: ReoptPolicy, now: float) -> ReoptReport | None:
@@ -1727,7 +1742,7 @@ class PlacementEngine:
             if not execute:
                 self._restore(kept)
                 return report
-            ticket = self._commit(changes)
+            ticket = self._commit(changes, by="failure" if failed else "evacuation")
         self._wait(ticket)
         _log_event(self._log, report, f"machine {machine_id!r} evacuated")
         return report
@@ -1962,7 +1977,9 @@ class PlacementEngine:
         """The state of the cluster database ``path`` as it was right after its journal's entry ``seq`` (0: before
         its first entry), or at Unix time ``at`` (after the last entry committed then), in :meth:`snapshot`'s form:
         the state now with the journal's entries since undone (:func:`dcplace.engine.journal.rewind`), both read
-        from one online backup, so also while a service runs on it. Give exactly one of ``seq`` and ``at``."""
+        from one online backup, so also while a service runs on it. Give exactly one of ``seq`` and ``at``. A
+        ``seq`` inside one operation's entries (a reconcile's or a re-optimisation's, which share their time) gives
+        the state after the whole operation: halfway through, a swap of two VMs on full nodes over-commits one."""
         from dcplace.engine.journal import check_seq, rewind, seq_at, utc
 
         if (seq is None) == (at is None):
@@ -1987,6 +2004,14 @@ class PlacementEngine:
                                  "after that", field=field)  # fmt: skip
             with store.reading() as conn:
                 to = seq if seq is not None else seq_at(conn, float(at))  # type: ignore[arg-type]
+                if seq is not None and seq > 0:  # inside one operation (its entries share their time): its end
+                    mark = conn.execute("SELECT at FROM journal WHERE seq = ?", (seq,)).fetchone()
+                    if mark is not None:
+                        for nxt, when in conn.execute("SELECT seq, at FROM journal WHERE seq > ? ORDER BY seq",
+                                                      (seq,)):  # fmt: skip
+                            if nxt != to + 1 or when != mark[0]:
+                                break
+                            to = nxt
                 last = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'journal'").fetchone()
                 oldest = conn.execute("SELECT min(seq), min(at) FROM journal").fetchone()
             if at is not None and oldest[0] is not None and to == oldest[0] - 1 and oldest[0] > 1:
@@ -2191,7 +2216,7 @@ class PlacementEngine:
             self.counters["imported"] += len(done)
             if mark is not None:
                 changes.append(MetaSet(mark, time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())))
-            ticket = self._commit(changes)
+            ticket = self._commit(changes, by="import")
         self._wait(ticket)
         return len(done)
 
@@ -2227,12 +2252,15 @@ class PlacementEngine:
             first[req.id] = i
         return parsed
 
-    def move(self, vm_id: str, machine_id: str, node: int | None = None, now: float | None = None) -> VmRecord:
+    def move(
+        self, vm_id: str, machine_id: str, node: int | None = None, now: float | None = None, execute: bool = True
+    ) -> VmRecord:
         """Record that VM ``vm_id`` now runs on ``machine_id`` at ``node`` (None: split over every node, as the VM
         is): a live migration done outside dcplace (by hand, or a move of a re-optimisation plan that the
         operator's own tooling carried out). Journalled as ``moved``; the VM keeps its size, pin and uid, and its
         cool-down starts at ``now``. The machine must be registered and not failed (a drained one may hold it, as
-        an import may), and the VM must fit there; a VM already there is answered as it is. Durable on return."""
+        an import may), and the VM must fit there; a VM already there is answered as it is. Durable on return.
+        ``execute=False``: the same checks and answer (where it would be), nothing changed: ask before migrating."""
         with self.lock:
             self.check_store()
             s = self.state
@@ -2244,12 +2272,19 @@ class PlacementEngine:
                                  f"{said}", field="node")  # fmt: skip
             if (rec.machine, rec.node) == (machine_id, node):
                 ticket = self._commit([])  # durable once everything before it is
+            elif not execute:
+                explained = self._explanations.copy()
+                self._move_locked(rec, machine_id, node)
+                out = s.record(s.slot_of_vm[vm_id])
+                self._move_locked(out, rec.machine, rec.node)  # back where it was: its room is free again
+                self._explanations = explained
+                return out
             else:
                 self._move_locked(rec, machine_id, node)
                 if now is not None:
                     self.moved_at[vm_id] = now
                 self.counters["migrated"] += 1
-                ticket = self._commit([self._vm_row(s.slot_of_vm[vm_id])])
+                ticket = self._commit([self._vm_row(s.slot_of_vm[vm_id])], by="reported")
             out = s.record(s.slot_of_vm[vm_id])
         self._wait(ticket)
         return out
@@ -2381,7 +2416,7 @@ class PlacementEngine:
             self.counters["released"] += len(removed) + len(replaced)
             self.counters["imported"] += len(added) + len(replaced)
             self.counters["migrated"] += len(moves)
-            ticket = self._commit(changes)
+            ticket = self._commit(changes, by="reconcile")
         self._wait(ticket)
         return report
 
@@ -2413,7 +2448,7 @@ class PlacementEngine:
         """What an operation that may be undone or is only a dry run changes beside the database (the caller holds
         the lock): the ledger and what the engine keeps about its VMs, for :meth:`_restore`."""
         return (copy.deepcopy(self.state), dict(self.counters), dict(self.moved_at), set(self.pinned),
-                dict(self.uids), dict(self._explanations))  # fmt: skip
+                dict(self.uids), self._explanations.copy())  # fmt: skip  # an OrderedDict: its oldest is evicted
 
     def _restore(self, kept: tuple[Any, ...]) -> None:
         self.state, self.counters, self.moved_at, self.pinned, self.uids, self._explanations = kept

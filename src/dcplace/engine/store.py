@@ -71,6 +71,10 @@ LOCK_CLOSE_S = 30.0
 def _failed(path: Path, error: BaseException | None) -> StoreError:
     if isinstance(error, StoreError):  # one that says all itself (the file deleted or replaced)
         return StoreError(str(error), error.reason)
+    if isinstance(error, sqlite3.OperationalError) and ("locked" in str(error) or "busy" in str(error)):
+        return StoreError(f"the database {path} stayed locked by another program ({error}) while the engine was "
+                          "stopping, so what was queued last was not written; close that program (an sqlite3 shell "
+                          "or a backup tool holding a transaction?) and restart the service", str(error))  # fmt: skip
     return StoreError(f"the database {path} failed ({error}); fix that (free space on its disk, make it writable) "
                       "and restart the service, which reloads exactly what is durable", str(error))  # fmt: skip
 
@@ -143,6 +147,15 @@ class Rejected:
 
 
 @dataclass(frozen=True)
+class Cause:
+    """Why the operation whose changes follow it happened, where it was not a client's own call (``import``,
+    ``reconcile``, ``reported``, ``reoptimisation``, ``evacuation``, ``failure``, ``bind``, ``assign``): the journal's
+    VM entries of that operation carry it as ``by``. A store that keeps no journal ignores it."""
+
+    by: str
+
+
+@dataclass(frozen=True)
 class MetaSet:
     """A note kept with the cluster (``meta`` table), committed with the changes it describes: ``imported:<sha256>``
     marks an allocations file ``serve --import`` recorded, in the same transaction as its VMs."""
@@ -151,7 +164,7 @@ class MetaSet:
     value: str
 
 
-Change = MachineRow | MachineStatus | MachineChange | MachineDelete | VmRow | VmDelete | MetaSet | Rejected
+Change = MachineRow | MachineStatus | MachineChange | MachineDelete | VmRow | VmDelete | MetaSet | Rejected | Cause
 
 
 class Store(Protocol):
@@ -396,7 +409,9 @@ class SqliteStore:
         self._asked_keep = journal_keep
         self.journal_keep = JOURNAL_KEEP if journal_keep is None else journal_keep
         self.path = Path(path)
+        self._abs = Path(os.path.abspath(self.path))  # what a later chdir does not move (links kept: followed per stat)
         real = _real(self.path)
+        self._real_path = real  # the file opened: its -wal and -shm lie beside it, and so does a recovery copy
         if not real.parent.exists():
             raise InputError(f"the directory {real.parent} does not exist", field="db")
         if real.exists() and not created:
@@ -406,6 +421,7 @@ class SqliteStore:
         self._lock_fd: int | None = None
         self._closing = False
         self._lost: StoreError | None = None
+        self._by: str | None = None
         self.on_failure: Callable[[], None] | None = None
         """Called once (from whichever thread noticed) when the store fails: ``serve --exit-on-failure`` stops the
         server with it."""
@@ -625,6 +641,7 @@ class SqliteStore:
             try:
                 self._begin()
                 for at, changes in batch:
+                    self._by = None  # each operation's own cause, if it has one (Cause)
                     for c in changes:
                         self._write(c, at)
                 self._flush_notes()
@@ -684,7 +701,7 @@ class SqliteStore:
             return True
         held = os.fstat(self._lock_fd)
         try:
-            now = os.stat(self.path)
+            now = os.stat(self._abs)
         except OSError:
             return False
         return (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino) and held.st_nlink > 0
@@ -696,17 +713,20 @@ class SqliteStore:
         what the connection still sees (the old file, which the open descriptor keeps, and its -wal) is saved
         beside the path, for the operator to put back."""
         if self._lost is None:
-            out = self.path.with_name(f"{self.path.name}.recovered-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
+            real = self._real_path
+            out = real.with_name(f"{real.name}.recovered-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
             try:
                 if out.exists():
                     raise FileExistsError(f"{out} exists")
+                os.close(os.open(out, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))  # the inventory: its owner's only
                 with contextlib.closing(sqlite3.connect(out)) as dst:
                     self._conn.backup(dst)
                 saved = (
-                    f"everything it committed was saved to {out}: stop the service, remove "
-                    f"{self.path.name}-wal and {self.path.name}-shm beside it, and rename that file to "
-                    f"{self.path.name}"
+                    f"everything it committed was saved to {out}: stop the service, remove {real.name}-wal and "
+                    f"{real.name}-shm beside it, and rename that file to {real}"
                 )
+            except FileExistsError as e:
+                saved = f"saving what it committed failed ({e})"
             except (OSError, sqlite3.Error) as e:
                 out.unlink(missing_ok=True)
                 saved = f"saving what it committed to {out} failed ({e})"
@@ -752,7 +772,10 @@ class SqliteStore:
     def _write(self, c: Change, at: float) -> None:
         ex = self._conn.execute
         journal = self.journal_keep > 0
-        if isinstance(c, VmRow):
+        by = {"by": self._by} if self._by is not None else {}
+        if isinstance(c, Cause):
+            self._by = c.by
+        elif isinstance(c, VmRow):
             before = ex("SELECT machine, node, pinned FROM vms WHERE id = ?", (c.id,)).fetchone() if journal else None
             ex(
                 "INSERT INTO vms (id, machine, node, cpu, mem, multi, pinned, uid) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
@@ -764,10 +787,10 @@ class SqliteStore:
                 where = (c.id, c.machine, c.node, c.cpu, c.mem, int(c.multi))
                 if before is None:
                     given = {k: v for k, v in (("uid", c.uid), ("pinned", c.pinned or None)) if v is not None}
-                    self._note(at, "placed", *where, given or None)
+                    self._note(at, "placed", *where, (given | by) or None)
                 else:
                     if (before[0], before[1]) != (c.machine, c.node):
-                        self._note(at, "moved", *where, {"from": before[0], "from_node": before[1]})
+                        self._note(at, "moved", *where, {"from": before[0], "from_node": before[1]} | by)
                     if bool(before[2]) != c.pinned:
                         self._note(at, "pinned" if c.pinned else "unpinned", *where)
         elif isinstance(c, VmDelete):
@@ -779,7 +802,7 @@ class SqliteStore:
             ex("DELETE FROM vms WHERE id = ?", (c.id,))
             if gone is not None:  # its pin and uid: what puts it back when the journal is rewound ({}: neither)
                 kept = {k: v for k, v in (("uid", gone[6]), ("pinned", bool(gone[5]) or None)) if v is not None}
-                self._note(at, c.reason, c.id, gone[0], gone[1], gone[2], gone[3], gone[4], kept)
+                self._note(at, c.reason, c.id, gone[0], gone[1], gone[2], gone[3], gone[4], kept | by)
         elif isinstance(c, MachineRow):
             ex(
                 "INSERT INTO machines (id, slot, rack, status, capacity) VALUES (?, ?, ?, ?, ?)",

@@ -752,12 +752,13 @@ def create_app(
         return _json(vm_json(engine.pin(vm_id, body.pinned), body.pinned, engine.uids.get(vm_id)))
 
     @app.post("/vms/{vm_id:vmid}/move", response_model=VmOut, tags=["vms"], responses=ERRORS)
-    def move(vm_id: str, body: MoveIn) -> Response:
+    def move(vm_id: str, body: MoveIn, dry_run: bool = False) -> Response:
         """Record that a VM now runs on another machine (or node): a live migration done outside dcplace, by hand
         or by the operator's own tooling carrying out a re-optimisation plan's move. It keeps its size, pin and
-        uid; journalled as ``moved``; it must fit there. Durable when answered."""
+        uid; journalled as ``moved``; it must fit there. Durable when answered. ``dry_run``: whether it would fit
+        (the same answer or refusal), nothing changed: ask before migrating."""
         node = None if body.node in (None, "all") else body.node
-        rec = engine.move(vm_id, body.machine, node, now=time.time())  # type: ignore[arg-type]
+        rec = engine.move(vm_id, body.machine, node, now=time.time(), execute=not dry_run)  # type: ignore[arg-type]
         return _json(vm_json(rec, vm_id in engine.pinned, engine.uids.get(vm_id)))
 
     @app.patch("/machines/{machine_id:vmid}", response_model=MachineOut, tags=["machines"], responses=ERRORS)

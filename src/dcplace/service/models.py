@@ -310,6 +310,8 @@ class JournalEntryOut(BaseModel):
     multi: bool | None
     detail: dict[str, Any] | None = Field(
         description="placed, released, dropped: the VM's uid and pinned, where it had them; moved: from, from_node; "
+        "VM events: by (import, reconcile, reported, reoptimisation, evacuation, failure, bind, assign), where not a "
+        "client's own call; "
         "rejected: reason; machine-added, machine-removed: slot, rack, status, capacity per NUMA node; "
         "machine-changed: from_rack, from_capacity, rack, capacity; other machine events: from (the status before); "
         "journal-resumed: off_since"
