@@ -198,4 +198,13 @@ def test_machines_file_is_registered_once_per_content(tmp_path):
     f.write_text("id,cpu,mem\npm0,8,16\npm2,4,8\n")  # the operator's file, edited
     _register(e, f)
     assert [m.id for m in e.machines()] == ["pm0", "pm2"]
+    # an edited file that still lists the removed machine (an operator's walkthrough: it came back, empty, active)
+    f.write_text("id,cpu,mem\npm0,8,16\npm1,8,16\npm2,4,8\npm3,4,8\n")
+    _register(e, f)
+    assert [m.id for m in e.machines()] == ["pm0", "pm2", "pm3"]
+    e.add_machine("pm1", 8, 16)  # registered again on purpose
+    e.remove_machine("pm3")
+    f.write_text("id,cpu,mem\npm0,8,16\npm1,8,16\npm2,4,8\n")
+    _register(e, f)
+    assert [m.id for m in e.machines()] == ["pm0", "pm2", "pm1"]
     e.close()

@@ -485,9 +485,27 @@ def _register(engine: PlacementEngine, path: Path) -> None:
     mark = _new_file(engine, path, "machines", "--machines", "registered", "POST /machines/batch")
     if mark is None:
         return
+    gone = _removed_machines(engine, {m.id for m in specs})
+    if gone:  # an edited file that still lists a machine removed since brought it back, empty and active
+        keep = [i for i, m in enumerate(specs) if m.id not in gone]
+        specs, lines = [specs[i] for i in keep], None if lines is None else [lines[i] for i in keep]
+        named = ", ".join(sorted(gone)[:5]) + (f" and {len(gone) - 5} more" if len(gone) > 5 else "")
+        typer.echo(f"--machines {path}: skipped {len(gone)} machine(s) removed since it was first registered "
+                   f"({named}); POST /machines registers one again", err=True)  # fmt: skip
     added, skipped = engine.add_machines(specs, mark=mark, source=str(path), lines=lines)
     again = f" ({skipped} already registered)" if skipped else ""
     typer.echo(f"registered {len(added)} machine(s) from {path}{again}", err=True)
+
+
+def _removed_machines(engine: PlacementEngine, ids: set[str]) -> set[str]:
+    """Those of ``ids`` that the journal says were removed and that are not registered now (none where the engine
+    keeps no journal)."""
+    try:
+        removed = {e.machine for e in engine.journal(event="machine-removed", limit=None)}
+    except InputError:  # no journal: nothing is known of removals
+        return set()
+    present = {m.id for m in engine.machines()}
+    return {i for i in ids if i in removed and i not in present}
 
 
 def _new_file(engine: PlacementEngine, path: Path, kind: str, flag: str, done: str, route: str) -> str | None:
