@@ -377,3 +377,28 @@ def test_the_journal_says_who_moved_a_vm(tmp_path: Path) -> None:
     assert evacuated == [("moved", "i", "evacuation"), ("moved", "p", "evacuation")]
     assert journal_replay(e.journal(limit=None)) == journal_tables(e)
     e.close()
+
+
+def test_resize_records_a_new_size_where_the_vm_runs(tmp_path: Path) -> None:
+    """An operator's walkthrough: a resize could only be recorded as DELETE then POST /allocations (two steps, the
+    pin lost) or by sending the whole inventory."""
+    e = PlacementEngine.open(tmp_path / "c.db")
+    e.add_machine("A", 8, 16)
+    e.place(VmRequest("a", 2, 2, pinned=True, uid="u"))
+    e.assign("b", "A", 0, 4, 4)
+    where = (e.vm("a").machine, e.vm("a").node)
+    rec = e.resize("a", 3, 6)
+    assert (rec.machine, rec.node, rec.cpu, rec.mem) == (*where, 3.0, 6.0)
+    assert "a" in e.pinned and e.uids["a"] == "u"
+    with pytest.raises(Conflict, match="does not fit"):
+        e.resize("a", 8, 8)  # node 0 holds b's 4 of 8 cores
+    assert (e.vm("a").cpu, "a" in e.pinned, e.uids.get("a")) == (3.0, True, "u")  # left as it was
+    with pytest.raises(NotFound):
+        e.resize("nope", 1, 1)
+    with pytest.raises(InputError):
+        e.resize("a", -1, 1)
+    e.check_invariants()
+    events = [(x.event, (x.detail or {}).get("by")) for x in e.journal(vm="a", limit=None)]
+    assert events[-2:] == [("released", "resize"), ("placed", "resize")]
+    assert journal_replay(e.journal(limit=None)) == journal_tables(e)
+    e.close()

@@ -146,6 +146,10 @@ def test_every_operation_answers_as_documented(contract: Contract) -> None:
     assert c.call("PATCH", "/machines/none", json={"rack": "r"}).status_code == 404
     assert c.call("PATCH", "/machines/pm1", json={"cpu": "4"}).status_code == 422
     assert c.call("POST", "/vms/imp/move", json={"machine": "pm1", "node": 0}).json()["machine"] == "pm1"
+    assert c.call("PATCH", "/vms/imp", json={"cpu": 2, "mem": 2}).json()["cpu"] == 2
+    assert c.call("PATCH", "/vms/imp", json={"cpu": 99999, "mem": 2}).status_code == 409
+    assert c.call("PATCH", "/vms/none", json={"cpu": 1, "mem": 1}).status_code == 404
+    assert c.call("PATCH", "/vms/imp", json={"cpu": 1}).status_code == 422
     assert c.call("POST", "/vms/imp/move", json={"machine": "none", "node": 0}).status_code == 404
     assert c.call("POST", "/vms/imp/move", json={"machine": "pm2", "node": None}).status_code == 422  # it is on one
     assert c.call("POST", "/vms/imp/move", json={"machine": "pm2"}).status_code == 422
@@ -281,6 +285,7 @@ GOOD = {  # a request each operation would carry out: a refusal must come from t
     ("POST", "/vms/{vm_id}/move"): {"machine": "pm1", "node": 0},
     ("POST", "/allocations/reconcile"): [],
     ("PATCH", "/machines/{machine_id}"): {"cpu": 16},
+    ("PATCH", "/vms/{vm_id}"): {"cpu": 2, "mem": 2},
 }
 IDS = {"{machine_id}": "pm0", "{vm_id}": "a"}
 
@@ -308,7 +313,7 @@ def test_an_unknown_query_parameter_is_a_422_on_every_operation_and_changes_noth
             said = r.json()["detail"]
             assert r.status_code == 422 and "'dryrun': is not a query parameter of" in said, (method, template, said)
             checked += 1
-    assert checked == 30 and engine.snapshot() == before and len(engine.journal(limit=None)) == entries
+    assert checked == 31 and engine.snapshot() == before and len(engine.journal(limit=None)) == entries
     assert c.call("GET", "/healthz?dryrun=1").status_code == 200  # a probe's parameter never fails it
 
 

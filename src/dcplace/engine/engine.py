@@ -2289,6 +2289,40 @@ class PlacementEngine:
         self._wait(ticket)
         return out
 
+    def resize(self, vm_id: str, cpu: float, mem: float) -> VmRecord:
+        """Record that VM ``vm_id`` now has ``cpu`` cores and ``mem`` GB where it runs (a resize done outside
+        dcplace: Nova's ``resize.confirm``): one step, keeping its place, span, pin and uid; journalled as its
+        release and a placement anew (``by``: ``resize``), as a reconcile records a VM of another size. It must fit
+        there (a Conflict otherwise: a resize that moved it is a move and a resize, or a reconcile). Durable on
+        return."""
+        with self.lock:
+            self.check_store()
+            s = self.state
+            rec = s.record(self._vm_slot(vm_id))
+            req = self._validate(VmRequest(vm_id, cpu, mem, rec.multi, vm_id in self.pinned, self.uids.get(vm_id)))
+            if (rec.cpu, rec.mem) == (req.cpu, req.mem):
+                ticket = self._commit([])  # as it is: durable once everything before it is
+            else:
+                moved_at = self.moved_at.get(vm_id)
+                self._release_slot(vm_id)
+                try:
+                    row = self._assign_locked(req, rec.machine, rec.node)
+                except BaseException:  # put back as it was: its room was just freed, so it fits
+                    self._assign_locked(replace(req, cpu=rec.cpu, mem=rec.mem), rec.machine, rec.node)
+                    self._remember(req)
+                    if moved_at is not None:
+                        self.moved_at[vm_id] = moved_at
+                    raise
+                if moved_at is not None:
+                    self.moved_at[vm_id] = moved_at
+                self._remember(req)
+                self.counters["released"] += 1
+                self.counters["imported"] += 1
+                ticket = self._commit([VmDelete(vm_id, "released"), row], by="resize")
+            out = s.record(s.slot_of_vm[vm_id])
+        self._wait(ticket)
+        return out
+
     def _move_locked(self, rec: VmRecord, machine_id: str, node: int | None) -> None:
         """Move ``rec`` to ``machine_id`` at ``node`` in the ledger (the caller holds the lock), or raise and leave
         it where it was."""

@@ -149,8 +149,9 @@ class Rejected:
 @dataclass(frozen=True)
 class Cause:
     """Why the operation whose changes follow it happened, where it was not a client's own call (``import``,
-    ``reconcile``, ``reported``, ``reoptimisation``, ``evacuation``, ``failure``, ``bind``, ``assign``): the journal's
-    VM entries of that operation carry it as ``by``. A store that keeps no journal ignores it."""
+    ``reconcile``, ``reported``, ``resize``, ``reoptimisation``, ``evacuation``, ``failure``, ``bind``,
+    ``assign``): the journal's VM entries of that operation carry it as ``by``. A store that keeps no journal
+    ignores it."""
 
     by: str
 

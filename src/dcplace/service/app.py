@@ -102,6 +102,7 @@ from dcplace.service.models import (
     RejectionOut,
     ReoptIn,
     ReoptOut,
+    ResizeIn,
     SnapshotOut,
     StateOut,
     VmBatchIn,
@@ -750,6 +751,14 @@ def create_app(
     def pin(vm_id: str, body: PinIn) -> Response:
         """Pin (or unpin) a VM: re-optimisation never moves a pinned VM."""
         return _json(vm_json(engine.pin(vm_id, body.pinned), body.pinned, engine.uids.get(vm_id)))
+
+    @app.patch("/vms/{vm_id:vmid}", response_model=VmOut, tags=["vms"], responses=ERRORS)
+    def resize(vm_id: str, body: ResizeIn) -> Response:
+        """Record a VM's new size where it runs (a resize done outside dcplace, Nova's ``resize.confirm``): one
+        step, keeping its place, pin and uid; journalled as its release and a placement anew (``by``: ``resize``);
+        409 where it does not fit there. Durable when answered."""
+        rec = engine.resize(vm_id, body.cpu, body.mem)
+        return _json(vm_json(rec, vm_id in engine.pinned, engine.uids.get(vm_id)))
 
     @app.post("/vms/{vm_id:vmid}/move", response_model=VmOut, tags=["vms"], responses=ERRORS)
     def move(vm_id: str, body: MoveIn, dry_run: bool = False) -> Response:

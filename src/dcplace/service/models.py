@@ -310,7 +310,8 @@ class JournalEntryOut(BaseModel):
     multi: bool | None
     detail: dict[str, Any] | None = Field(
         description="placed, released, dropped: the VM's uid and pinned, where it had them; moved: from, from_node; "
-        "VM events: by (import, reconcile, reported, reoptimisation, evacuation, failure, bind, assign), where not a "
+        "VM events: by (import, reconcile, reported, resize, reoptimisation, evacuation, failure, bind, assign), where "
+        "not a "
         "client's own call; "
         "rejected: reason; machine-added, machine-removed: slot, rack, status, capacity per NUMA node; "
         "machine-changed: from_rack, from_capacity, rack, capacity; other machine events: from (the status before); "
@@ -366,6 +367,14 @@ LastReoptOut = ReoptOut | NoEventOut | EventErrorOut
 MAX_INVENTORY = 200_000
 """The most allocations one ``POST /allocations/reconcile`` takes (a whole cluster's inventory: about 22 MB of JSON;
 read and checked off the event loop, so other requests are served meanwhile)."""
+
+
+class ResizeIn(BaseModel):
+    """A VM's new size where it runs, after a resize done outside dcplace."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+    cpu: Amount
+    mem: Amount
 
 
 class MoveIn(BaseModel):
