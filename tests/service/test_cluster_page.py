@@ -122,6 +122,12 @@ def test_the_page_shows_what_the_api_says(tmp_path: Path, browser: Browser) -> N
         assert (
             shown[0][0].endswith(" UTC") and _text(browser, "events-note") == f"the newest {len(journal)}, newest first"
         )
+        # a migration reported by the operator's tooling says so (the journal's "by")
+        elsewhere = next(v for v in engine.vms() if v.machine not in ("m0", "m4", "m5") and not v.multi)
+        engine.move(elsewhere.id, "m0", 1)
+        newest = "document.querySelector('#events tbody tr').cells[2].textContent"
+        said = browser.wait_for(f"{newest}.startsWith('moved from') && {newest}")
+        assert said == f"moved from {elsewhere.machine} to m0 node 1 (reported)", said
 
         # a VM found by its id selects its machine
         where = engine.vm("vm7")

@@ -306,9 +306,10 @@ function when(at) {
 function what(e) {
   // one entry as a person reads it; every value is text, put in with textContent
   const on = e.machine === null ? "" : ` ${e.machine}${e.node === null ? "" : ` node ${e.node}`}`;
-  if (e.event === "placed") return `placed on${on}`;
-  if (e.event === "moved") return `moved from ${e.detail.from} to${on}`;
-  if (e.event === "released" || e.event === "dropped") return `${e.event} from${on}`;
+  const by = e.detail && typeof e.detail.by === "string" ? ` (${e.detail.by})` : ""; // why, where not a client's call
+  if (e.event === "placed") return `placed on${on}${by}`;
+  if (e.event === "moved") return `moved from ${e.detail.from} to${on}${by}`;
+  if (e.event === "released" || e.event === "dropped") return `${e.event} from${on}${by}`;
   if (e.event === "rejected") return `rejected (${e.detail.reason})`;
   if (e.event === "pinned" || e.event === "unpinned") return `${e.event} on${on}`;
   return e.event.replace("machine-", "machine ");
