@@ -402,3 +402,21 @@ def test_resize_records_a_new_size_where_the_vm_runs(tmp_path: Path) -> None:
     assert events[-2:] == [("released", "resize"), ("placed", "resize")]
     assert journal_replay(e.journal(limit=None)) == journal_tables(e)
     e.close()
+
+
+def test_as_of_is_refused_where_the_journal_was_pruned_past_it(tmp_path: Path) -> None:
+    """A final review: the check never fired (the entry a time maps to is never before the oldest kept), so a VM
+    placed after the inventory, whose entries were pruned since, was released."""
+    import time
+
+    e = PlacementEngine.open(tmp_path / "c.db", journal_keep=10)
+    e.add_machine("A", 4096, 8192)
+    e.place(VmRequest("old", 1, 1))
+    taken = time.time()
+    time.sleep(0.01)
+    e.place(VmRequest("late", 1, 1))
+    e.place_batch([VmRequest(f"b{i}", 1, 1) for i in range(1100)])  # prunes late's entry
+    with pytest.raises(InputError, match="no longer reaches back") as err:
+        e.reconcile(e.export_allocations()[:1], as_of=taken)
+    assert err.value.field == "as_of" and "late" in {v.id for v in e.vms()}
+    e.close()

@@ -77,7 +77,6 @@ from dcplace.engine.explain import (
 from dcplace.engine.journal import JournalEntry, JournalQuery, paged, query_journal
 from dcplace.engine.reopt import ReoptPolicy, ReoptReport
 from dcplace.engine.store import (
-    Cause,
     Change,
     MachineChange,
     MachineDelete,
@@ -702,8 +701,8 @@ class PlacementEngine:
     def _commit(self, changes: list[Change], by: str | None = None) -> int:
         """Queue one operation's changes; ``by``: why, where it was not a client's own call (the journal's VM
         entries say it)."""
-        if by is not None and changes:
-            changes = [Cause(by), *changes]
+        if by is not None:
+            changes = [replace(c, by=by) if isinstance(c, VmRow | VmDelete) else c for c in changes]
         return 0 if self.store is None else self.store.submit(changes)
 
     def _wait(self, ticket: int) -> None:
@@ -2469,7 +2468,7 @@ class PlacementEngine:
         with reading() as conn:
             after = seq_at(conn, at)
             first = conn.execute("SELECT min(seq) FROM journal").fetchone()[0]
-            if first is not None and first > after + 1:
+            if first is not None and first > 1 and after < first:  # the time lies in what was pruned, or before
                 raise InputError("the journal no longer reaches back to that time (pruned): it begins at entry "
                                  f"{first}", field="as_of")  # fmt: skip
             entries = query_journal(conn, JournalQuery(after=after, limit=None))

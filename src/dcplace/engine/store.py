@@ -100,6 +100,10 @@ class VmRow:
     pinned: bool = False
     uid: str | None = None
     """The client's id of this incarnation of the VM (a pod's UID; None: not given): kept from its placement on."""
+    by: str | None = None
+    """Why, where it was not a client's own call (``import``, ``reconcile``, ``reported``, ``resize``,
+    ``reoptimisation``, ``evacuation``, ``failure``, ``bind``, ``assign``): the journal's entry carries it. Not stored
+    in the table; a store that keeps no journal may ignore it."""
 
 
 @dataclass(frozen=True)
@@ -128,6 +132,8 @@ class VmDelete:
     reason: str = "released"
     """Why the VM went, as the journal names it: ``released`` by a client, ``dropped`` (its failed machine's VM that
     fit nowhere)."""
+    by: str | None = None
+    """As :attr:`VmRow.by`."""
 
     def __post_init__(self) -> None:
         if self.reason not in ("released", "dropped"):
@@ -147,16 +153,6 @@ class Rejected:
 
 
 @dataclass(frozen=True)
-class Cause:
-    """Why the operation whose changes follow it happened, where it was not a client's own call (``import``,
-    ``reconcile``, ``reported``, ``resize``, ``reoptimisation``, ``evacuation``, ``failure``, ``bind``,
-    ``assign``): the journal's VM entries of that operation carry it as ``by``. A store that keeps no journal
-    ignores it."""
-
-    by: str
-
-
-@dataclass(frozen=True)
 class MetaSet:
     """A note kept with the cluster (``meta`` table), committed with the changes it describes: ``imported:<sha256>``
     marks an allocations file ``serve --import`` recorded, in the same transaction as its VMs."""
@@ -165,7 +161,7 @@ class MetaSet:
     value: str
 
 
-Change = MachineRow | MachineStatus | MachineChange | MachineDelete | VmRow | VmDelete | MetaSet | Rejected | Cause
+Change = MachineRow | MachineStatus | MachineChange | MachineDelete | VmRow | VmDelete | MetaSet | Rejected
 
 
 class Store(Protocol):
@@ -422,7 +418,6 @@ class SqliteStore:
         self._lock_fd: int | None = None
         self._closing = False
         self._lost: StoreError | None = None
-        self._by: str | None = None
         self.on_failure: Callable[[], None] | None = None
         """Called once (from whichever thread noticed) when the store fails: ``serve --exit-on-failure`` stops the
         server with it."""
@@ -642,7 +637,6 @@ class SqliteStore:
             try:
                 self._begin()
                 for at, changes in batch:
-                    self._by = None  # each operation's own cause, if it has one (Cause)
                     for c in changes:
                         self._write(c, at)
                 self._flush_notes()
@@ -773,10 +767,7 @@ class SqliteStore:
     def _write(self, c: Change, at: float) -> None:
         ex = self._conn.execute
         journal = self.journal_keep > 0
-        by = {"by": self._by} if self._by is not None else {}
-        if isinstance(c, Cause):
-            self._by = c.by
-        elif isinstance(c, VmRow):
+        if isinstance(c, VmRow):
             before = ex("SELECT machine, node, pinned FROM vms WHERE id = ?", (c.id,)).fetchone() if journal else None
             ex(
                 "INSERT INTO vms (id, machine, node, cpu, mem, multi, pinned, uid) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
@@ -788,10 +779,10 @@ class SqliteStore:
                 where = (c.id, c.machine, c.node, c.cpu, c.mem, int(c.multi))
                 if before is None:
                     given = {k: v for k, v in (("uid", c.uid), ("pinned", c.pinned or None)) if v is not None}
-                    self._note(at, "placed", *where, (given | by) or None)
+                    self._note(at, "placed", *where, (given | _by(c)) or None)
                 else:
                     if (before[0], before[1]) != (c.machine, c.node):
-                        self._note(at, "moved", *where, {"from": before[0], "from_node": before[1]} | by)
+                        self._note(at, "moved", *where, {"from": before[0], "from_node": before[1]} | _by(c))
                     if bool(before[2]) != c.pinned:
                         self._note(at, "pinned" if c.pinned else "unpinned", *where)
         elif isinstance(c, VmDelete):
@@ -803,7 +794,7 @@ class SqliteStore:
             ex("DELETE FROM vms WHERE id = ?", (c.id,))
             if gone is not None:  # its pin and uid: what puts it back when the journal is rewound ({}: neither)
                 kept = {k: v for k, v in (("uid", gone[6]), ("pinned", bool(gone[5]) or None)) if v is not None}
-                self._note(at, c.reason, c.id, gone[0], gone[1], gone[2], gone[3], gone[4], kept | by)
+                self._note(at, c.reason, c.id, gone[0], gone[1], gone[2], gone[3], gone[4], kept | _by(c))
         elif isinstance(c, MachineRow):
             ex(
                 "INSERT INTO machines (id, slot, rack, status, capacity) VALUES (?, ?, ?, ?, ?)",
@@ -950,6 +941,11 @@ def _hold(path: Path, conn: sqlite3.Connection) -> int | None:
             field="db",
         ) from None
     return fd
+
+
+def _by(c: VmRow | VmDelete) -> dict[str, str]:
+    """A VM entry's ``by``, where its change says why."""
+    return {} if c.by is None else {"by": c.by}
 
 
 def _settle(futs: list[asyncio.Future[None]], e: BaseException | None) -> None:
