@@ -420,3 +420,32 @@ def test_as_of_is_refused_where_the_journal_was_pruned_past_it(tmp_path: Path) -
         e.reconcile(e.export_allocations()[:1], as_of=taken)
     assert err.value.field == "as_of" and "late" in {v.id for v in e.vms()}
     e.close()
+
+
+def test_a_store_that_refuses_changes_memory_holds_stops_the_engine(tmp_path: Path, monkeypatch) -> None:
+    """A final review: only `place` undid its change when the store refused it; a batch, a move or a resize left
+    memory ahead of the database, and a retry of the batch was answered 'replayed' for VMs a restart lacked. Now any
+    refusal after memory changed stops the engine (fail-stop) until it is restarted."""
+    from dcplace.engine import StoreError
+
+    db = tmp_path / "c.db"
+    e = PlacementEngine.open(db)
+    e.add_machine("A", 8, 16)
+    store = e.store
+    real = store.submit  # type: ignore[union-attr]
+
+    def refuse(changes: list[object]) -> int:
+        raise StoreError("refused")
+
+    monkeypatch.setattr(store, "submit", refuse)
+    with pytest.raises(StoreError):
+        e.place_batch([VmRequest("b1", 1, 1)])
+    monkeypatch.setattr(store, "submit", real)
+    with pytest.raises(StoreError, match="holds changes its database did not take"):
+        e.place_batch([VmRequest("b1", 1, 1)])  # not 'replayed': the engine stopped
+    with pytest.raises(StoreError):
+        e.health()
+    e.close()
+    again = PlacementEngine.open(db)
+    assert again.vms() == []  # what is durable
+    again.close()

@@ -86,6 +86,7 @@ from dcplace.engine.store import (
     Rejected,
     SqliteStore,
     Store,
+    StoreError,
     VmDelete,
     VmRow,
     create_new,
@@ -554,6 +555,7 @@ class PlacementEngine:
             self._policies[policy.name] = policy
         self._log = log
         self._explanations: OrderedDict[str, Explanation] = OrderedDict()
+        self._diverged: StoreError | None = None  # set where the store refused changes memory already holds
         self._keep = keep_explanations
         self.counters = {
             "placed": 0,
@@ -703,7 +705,15 @@ class PlacementEngine:
         entries say it)."""
         if by is not None:
             changes = [replace(c, by=by) if isinstance(c, VmRow | VmDelete) else c for c in changes]
-        return 0 if self.store is None else self.store.submit(changes)
+        if self.store is None:
+            return 0
+        try:
+            return self.store.submit(changes)
+        except BaseException as e:  # memory holds changes the store did not take: nothing more may be answered
+            if changes:
+                self._diverged = StoreError(f"the engine holds changes its database did not take ({e}); restart it, "
+                                            "which reloads exactly what is durable", str(e))  # fmt: skip
+            raise
 
     def _wait(self, ticket: int) -> None:
         if self.store is not None and ticket:
@@ -712,6 +722,8 @@ class PlacementEngine:
     def check_store(self) -> None:
         """Raise :class:`~dcplace.engine.store.StoreError` once the database has failed (no store: never): writes,
         and the service's reads, stop there, since memory may then hold a change that never committed."""
+        if self._diverged is not None:
+            raise StoreError(str(self._diverged), self._diverged.reason)
         if self.store is not None:
             self.store.check()
 
