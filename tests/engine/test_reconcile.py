@@ -449,3 +449,32 @@ def test_a_store_that_refuses_changes_memory_holds_stops_the_engine(tmp_path: Pa
     again = PlacementEngine.open(db)
     assert again.vms() == []  # what is durable
     again.close()
+
+
+def test_dry_runs_work_on_copies_so_readers_without_the_lock_see_nothing_change() -> None:
+    """A final review: a dry run changed the live ledger and put a copy back, so /healthz and /metrics (read without
+    the lock) saw 116 of 40,000 VMs during a dry-run reconcile of an empty inventory, and the heuristics' indexes
+    rebuilt after every dry run. Dry runs now work on copies; the live objects are never touched."""
+    e = PlacementEngine(2, "best-fit")
+    e.add_machine("A", 64, 128)
+    e.add_machine("B", 64, 128)
+    for i in range(20):
+        e.place(VmRequest(f"v{i}", 1, 1), explain=False)
+    live, free = e.state, e.state.free.copy()
+    seen: list[int] = []
+    real_release = type(live).release
+
+    def watched(self: object, v: int) -> None:  # every release a dry run makes, on whichever ledger it makes it
+        seen.append(id(self))
+        real_release(self, v)  # type: ignore[arg-type]
+
+    type(live).release = watched  # type: ignore[method-assign]
+    try:
+        e.reconcile([], apply=False)
+        e.evacuate("A", execute=False)
+        e.move("v0", "B", 1, execute=False)
+    finally:
+        type(live).release = real_release  # type: ignore[method-assign]
+    assert seen and id(live) not in seen  # the copies were changed, never the live ledger
+    assert e.state is live and np.array_equal(live.free, free) and len(live.slot_of_vm) == 20
+    e.check_invariants()

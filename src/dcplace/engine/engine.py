@@ -1713,7 +1713,8 @@ class PlacementEngine:
                 if stuck:
                     raise Conflict(f"VM {stuck[0]!r} on machine {machine_id!r} is pinned; unpin it before draining",
                                    field="machine")  # fmt: skip
-            kept = self._saved()
+            kept = self._saved(dry=not execute)
+            s = self.state
             try:
                 snap, _ = reopt.in_id_order(reopt.snapshot(s, self.pinned))  # decisions independent of the ledger
                 before = s.machines_in_use
@@ -2284,12 +2285,12 @@ class PlacementEngine:
             if (rec.machine, rec.node) == (machine_id, node):
                 ticket = self._commit([])  # durable once everything before it is
             elif not execute:
-                explained = self._explanations.copy()
-                self._move_locked(rec, machine_id, node)
-                out = s.record(s.slot_of_vm[vm_id])
-                self._move_locked(out, rec.machine, rec.node)  # back where it was: its room is free again
-                self._explanations = explained
-                return out
+                kept = self._saved(dry=True)
+                try:
+                    self._move_locked(rec, machine_id, node)
+                    return self.state.record(self.state.slot_of_vm[vm_id])
+                finally:
+                    self._restore(kept)
             else:
                 self._move_locked(rec, machine_id, node)
                 if now is not None:
@@ -2378,8 +2379,8 @@ class PlacementEngine:
         with self.lock:
             self.check_store()
             newer = self._changed_since(as_of) if as_of is not None else set()
+            kept = self._saved(dry=not apply)
             s = self.state
-            kept = self._saved()
             listed = {req.id for req, _, _, _ in parsed}
             removed = [s.vm_ids[v] for v in sorted(s.slot_of_vm.values())
                        if s.vm_ids[v] not in listed and s.vm_ids[v] not in newer]  # fmt: skip
@@ -2489,11 +2490,19 @@ class PlacementEngine:
         moves = ("placed", "moved", "pinned", "unpinned", "released", "dropped")
         return {e.vm for e in entries if e.vm is not None and e.event in moves}
 
-    def _saved(self) -> tuple[Any, ...]:
-        """What an operation that may be undone or is only a dry run changes beside the database (the caller holds
-        the lock): the ledger and what the engine keeps about its VMs, for :meth:`_restore`."""
-        return (copy.deepcopy(self.state), dict(self.counters), dict(self.moved_at), set(self.pinned),
-                dict(self.uids), self._explanations.copy())  # fmt: skip  # an OrderedDict: its oldest is evicted
+    def _saved(self, dry: bool = False) -> tuple[Any, ...]:
+        """What an operation that may be undone, or is only a dry run, changes beside the database (the caller holds
+        the lock): the ledger and what the engine keeps about its VMs, for :meth:`_restore`. An operation works on
+        the live objects and keeps copies to put back on an error; a dry run (``dry``) works on copies and keeps the
+        live objects, which readers without the lock (``/healthz``, ``/metrics``) and the heuristics' indexes then
+        never see changed."""
+        copies = (copy.deepcopy(self.state), dict(self.counters), dict(self.moved_at), set(self.pinned),
+                  dict(self.uids), self._explanations.copy())  # fmt: skip  # an OrderedDict: its oldest is evicted
+        if not dry:
+            return copies
+        live = (self.state, self.counters, self.moved_at, self.pinned, self.uids, self._explanations)
+        self._restore(copies)
+        return live
 
     def _restore(self, kept: tuple[Any, ...]) -> None:
         self.state, self.counters, self.moved_at, self.pinned, self.uids, self._explanations = kept
