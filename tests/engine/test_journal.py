@@ -70,7 +70,7 @@ def apply(e: PlacementEngine, op: tuple[object, ...]) -> None:
         elif kind == "reoptimise":
             e.reoptimise(now=0.0)
         elif kind == "change":
-            e.change_machine(f"m{op[1]}", op[2], op[3], op[4])  # type: ignore[arg-type]
+            e.change_machine(f"m{op[1]}", op[2], op[3], **({} if op[4] == "keep" else {"rack": op[4]}))  # type: ignore[arg-type]
         elif kind == "move":
             rec = e.vm(f"v{op[1]}")
             e.move(rec.id, f"m{op[2]}", None if rec.multi else int(op[3]))  # type: ignore[call-overload]

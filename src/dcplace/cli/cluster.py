@@ -80,8 +80,11 @@ def _store_log_says_warnings_only() -> None:
 
 def _not_written(out: Path, exc: OSError) -> InputError:
     """OUT could not be written (a full disk): one sentence; the atomic write left nothing behind."""
-    return InputError(f"OUT: {out} could not be written ({exc.strerror or exc}); nothing was written: free space in "
-                      f"{out.parent.resolve()}")  # fmt: skip
+    import errno
+
+    full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    return InputError(f"OUT: {out} could not be written ({exc.strerror or exc}); nothing was written"
+                      + (f": free space in {out.parent.resolve()}" if full else ""))  # fmt: skip
 
 
 def _report(rep: Any, json_out: bool, dry_run: bool = False) -> None:
@@ -202,7 +205,10 @@ def reconcile(
     from dcplace.engine.journal import parse_time
 
     try:
-        when = None if as_of is None else parse_time(as_of)
+        try:
+            when = None if as_of is None else parse_time(as_of)
+        except InputError as e:
+            raise InputError(e.detail, field="as_of") from None
         rows, lines = read_allocations_at(inventory)
         engine = _open(db)
         try:
@@ -261,10 +267,15 @@ def export(
              "pinned": v["pinned"], "uid": v["uid"]} for v in state["vms"]]  # fmt: skip
     try:
         write_allocations(rows, out)
-        if machines is not None:
-            _write_machines(state["machines"], machines)
     except OSError as exc:
         _fail(_not_written(out, exc))
+    if machines is not None:
+        try:
+            _write_machines(state["machines"], machines)
+        except OSError as exc:  # all or nothing: the allocations written just now go too
+            out.unlink(missing_ok=True)
+            why = exc.strerror or str(exc)
+            _fail(InputError(f"--machines: {machines} could not be written ({why}); nothing was written"))
     typer.echo(
         f"wrote {len(rows):,} allocations to {out}"
         + (f" and {len(state['machines']):,} machines to {machines}" if machines is not None else "")

@@ -352,6 +352,16 @@ class FailReport:
     dropped: list[Rejection] = field(default_factory=list)
 
 
+class _Unchanged:
+    """A keyword left out (``change_machine``'s ``rack``, where None already means "none")."""
+
+    def __repr__(self) -> str:
+        return "<unchanged>"
+
+
+_UNCHANGED = _Unchanged()
+
+
 @dataclass(frozen=True)
 class ReconcileReport:
     """What :meth:`PlacementEngine.reconcile` did (or, not ``applied``, would do) to make the records the
@@ -916,14 +926,14 @@ class PlacementEngine:
         machine_id: str,
         cpu: float | Iterable[float] | None = None,
         mem: float | Iterable[float] | None = None,
-        rack: str | Literal["keep"] | None = "keep",
+        rack: str | _Unchanged | None = _UNCHANGED,
     ) -> MachineInfo:
         """Give a registered machine another capacity per NUMA node (``cpu``, ``mem``: a number for every node or
-        one each; None keeps it) or rack (None: none; ``"keep"``: as it is), also while it hosts VMs: a machine
+        one each; None keeps it) or rack (None: none; left out: as it is), also while it hosts VMs: a machine
         replaced by a bigger one, memory added, a machine moved to another rack. Every node must keep at least what
         its VMs take (a Conflict naming the node otherwise). Journalled as ``machine-changed`` (with what it was,
         so a rewind puts it back). Durable on return."""
-        if rack not in ("keep", None):
+        if isinstance(rack, str):
             check_id(rack, "rack")
         with self.lock:
             self.check_store()
@@ -931,7 +941,7 @@ class PlacementEngine:
             slot = self._machine_slot(machine_id)
             old = s.cap[slot]
             cap = self._capacity(old[:, 0] if cpu is None else cpu, old[:, 1] if mem is None else mem)
-            new_rack = s.rack[slot] if rack == "keep" else rack
+            new_rack = s.rack[slot] if isinstance(rack, _Unchanged) else rack
             used = old - s.free[slot]
             short = np.argwhere(cap < used - numa_kernel.FIT_TOL)
             if len(short):

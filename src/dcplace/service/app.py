@@ -117,7 +117,6 @@ from dcplace.service.ui import add_ui_routes
 UNCHECKED_QUERY = frozenset({"/healthz", "/metrics"})
 """Routes whose query is not checked: a probe or a scrape that a parameter turned into a 422 would restart the
 service or lose its metrics, and neither route changes or filters anything."""
-"""The query parameters of ``GET /journal``: another (a misspelt filter, which matched everything) is a 422."""
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorOut, "description": "unknown machine or VM"},
@@ -260,6 +259,14 @@ async def _known_query(request: Request) -> None:
 
 
 _INVENTORY = TypeAdapter(Annotated[list[AllocationIn], Field(max_length=MAX_INVENTORY)])
+
+
+def _as_of(text: str) -> float:
+    """``as_of`` as :func:`parse_time` reads a time, an error naming ``as_of``."""
+    try:
+        return parse_time(text)
+    except InputError as e:
+        raise InputError(e.detail, field="as_of") from None
 
 
 def _inventory(raw: bytes) -> list[dict[str, Any]]:
@@ -648,7 +655,7 @@ def create_app(
                 _, skipped = engine.add_machines([MachineSpec(body.id, body.cpu, body.mem, body.rack)])
             except Conflict:
                 raise Conflict(f"a machine {body.id!r} is already registered with another capacity or rack (GET "
-                               "/machines/{id} says which); remove it first to register it anew",
+                               "/machines/{id} says which); PATCH /machines/{id} changes it",
                                field="id") from None  # fmt: skip
             if not skipped:  # removed between the two calls, and registered now by the second
                 return _json(asdict(engine.machine(body.id)), 201)
@@ -776,7 +783,8 @@ def create_app(
         machine replaced by a bigger one, memory added, moved to another rack); what the body leaves out stays. Each
         node must keep at least what its VMs take (409 otherwise). Journalled as ``machine-changed``."""
         given = body.model_dump(exclude_unset=True)
-        info = engine.change_machine(machine_id, given.get("cpu"), given.get("mem"), given.get("rack", "keep"))
+        rack = {"rack": given["rack"]} if "rack" in given else {}
+        info = engine.change_machine(machine_id, given.get("cpu"), given.get("mem"), **rack)
         return _json(asdict(info))
 
     @app.delete("/machines/{machine_id:vmid}", status_code=204, tags=["machines"], responses=ERRORS)
@@ -892,7 +900,7 @@ def create_app(
         recorded); all or nothing, one commit. ``dry_run``: the same answer, nothing changed. ``as_of``: when the
         inventory was taken; VMs whose records changed since are left as they are (``newer``). Machines are not
         touched: register new ones first."""
-        when = None if as_of is None else parse_time(as_of)
+        when = None if as_of is None else _as_of(as_of)
         raw = await request.body()
         rows = await asyncio.to_thread(_inventory, raw)
         report = await asyncio.to_thread(engine.reconcile, rows, "request body", None, not dry_run, time.time(), when)
