@@ -422,6 +422,7 @@ class SqliteStore:
         """Called once (from whichever thread noticed) when the store fails: ``serve --exit-on-failure`` stops the
         server with it."""
         self._told = False
+        self._tell_lock = threading.Lock()
         try:
             self._conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None,
                                          timeout=BUSY_TIMEOUT_S)  # fmt: skip
@@ -692,9 +693,13 @@ class SqliteStore:
 
     def _is_the_file(self) -> bool:
         """Whether the path still names the file this store holds open (no ``flock`` here: assumed so)."""
-        if self._lock_fd is None:
+        fd = self._lock_fd  # once: close() may set it to None meanwhile
+        if fd is None:
             return True
-        held = os.fstat(self._lock_fd)
+        try:
+            held = os.fstat(fd)
+        except OSError:  # closed meanwhile: the store is closing, and says so itself
+            return True
         try:
             now = os.stat(self._abs)
         except OSError:
@@ -730,12 +735,16 @@ class SqliteStore:
         return self._lost
 
     def _tell(self) -> None:
-        if not self._told and self.on_failure is not None:
+        """Call :attr:`on_failure` once, from whichever thread noticed first (it may hold the store's condition: the
+        callback must not call the store, as serve's, which only sets a flag, does not)."""
+        with self._tell_lock:
+            if self._told or self.on_failure is None:
+                return
             self._told = True
-            try:
-                self.on_failure()
-            except Exception:  # a callback's bug must not hide the failure it reports
-                log.exception("dcplace: the store's on_failure callback failed")
+        try:
+            self.on_failure()
+        except Exception:  # a callback's bug must not hide the failure it reports
+            log.exception("dcplace: the store's on_failure callback failed")
 
     def _failed(self, e: BaseException) -> None:
         """Fail-stop (the caller holds ``_cv``): remember why, and say so once in the log; an operator saw a 503
