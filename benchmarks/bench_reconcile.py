@@ -73,7 +73,7 @@ def engine_runs(db: Path, rows: list[dict[str, object]], runs: int) -> dict[str,
                 shutil.copy(db, copy)
                 e = PlacementEngine.open(copy)
                 t0 = time.perf_counter()
-                rep = e.reconcile(rows, apply=kind == "apply")
+                rep = e.reconcile(rows, execute=kind == "apply")
                 out[kind].append(time.perf_counter() - t0)
                 e.close()
     print(f"report: {len(rep.added)} added, {len(rep.removed)} removed, {len(rep.moved)} moved, "

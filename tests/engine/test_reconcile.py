@@ -74,7 +74,7 @@ def test_reconcile_makes_the_records_the_inventory_and_the_journal_says_how(tmp_
     _cluster(e, seed)
     rows = _reality(e, seed)
     before, journal_before = e.snapshot(), len(e.journal(limit=None))
-    dry = e.reconcile(rows, apply=False)
+    dry = e.reconcile(rows, execute=False)
     assert e.snapshot() == before and len(e.journal(limit=None)) == journal_before  # a dry run changes nothing
     done = e.reconcile(rows)
     assert done.as_dict() | {"applied": False} == dry.as_dict()  # the dry run said what was done
@@ -250,7 +250,7 @@ def test_cluster_export_round_trips_through_import_and_reconcile(tmp_path: Path,
     rows, lines = read_allocations_at(out)
     assert fresh.import_allocations(rows, str(out), lines) == 2
     assert fresh.snapshot() == e.snapshot()
-    assert e.reconcile(rows, str(out), lines).unchanged == 2  # the inventory it wrote is the records
+    assert e.reconcile(rows, source=str(out), lines=lines).unchanged == 2  # the inventory it wrote is the records
     e.close()
     again = runner.invoke(app, ["cluster", "export", str(out), "--db", str(db)])
     assert again.exit_code == 2 and "already exists" in again.output
@@ -278,7 +278,7 @@ def test_an_inventory_older_than_the_records_leaves_what_changed_since(tmp_path:
     e.assign("late", "m1", 1, 1, 1)  # a create notification after the inventory was taken
     e.move("c", "m1", 1)  # and a migration reported meanwhile
     e.release("b")  # and a delete
-    stale = e.reconcile(inventory, apply=False)  # without as_of the stale inventory undoes all three
+    stale = e.reconcile(inventory, execute=False)  # without as_of the stale inventory undoes all three
     assert set(stale.removed) == {"late"} and set(stale.added) == {"b"} and {m[0] for m in stale.moved} == {"a", "c"}
     rep = e.reconcile(inventory, as_of=taken)
     assert rep.newer == ("b", "c", "late") and rep.removed == () and rep.added == ()
@@ -304,7 +304,7 @@ def test_placements_after_a_dry_run_or_a_refused_reconcile_still_evict_old_expla
     e.evacuate("A", execute=False)
     with pytest.raises(NotFound):
         e.reconcile([{"vm": "v0", "machine": "nope", "node": 0, "cpu": 1, "mem": 1}])
-    e.reconcile(e.export_allocations(), apply=False)
+    e.reconcile(e.export_allocations(), execute=False)
     for i in range(3, 8):
         assert e.place(VmRequest(f"v{i}", 1, 1)).accepted
     e.close()
@@ -470,7 +470,7 @@ def test_dry_runs_work_on_copies_so_readers_without_the_lock_see_nothing_change(
 
     type(live).release = watched  # type: ignore[method-assign]
     try:
-        e.reconcile([], apply=False)
+        e.reconcile([], execute=False)
         e.evacuate("A", execute=False)
         e.move("v0", "B", 1, execute=False)
     finally:

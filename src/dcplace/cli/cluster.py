@@ -212,7 +212,7 @@ def reconcile(
         rows, lines = read_allocations_at(inventory)
         engine = _open(db)
         try:
-            rep = engine.reconcile(rows, str(inventory), lines, apply=not dry_run, as_of=when)
+            rep = engine.reconcile(rows, source=str(inventory), lines=lines, execute=not dry_run, as_of=when)
         finally:
             engine.close()
     except InputError as exc:

@@ -2369,9 +2369,10 @@ class PlacementEngine:
     def reconcile(
         self,
         rows: list[dict[str, Any]],
+        *,
         source: str = "<records>",
         lines: Sequence[int] | None = None,
-        apply: bool = True,
+        execute: bool = True,
         now: float | None = None,
         as_of: float | None = None,
     ) -> ReconcileReport:
@@ -2380,16 +2381,16 @@ class PlacementEngine:
         (journalled ``moved``; ``now`` starts their cool-down), VMs of another size or another given uid released and
         recorded anew (a VM recreated under its name: its uid the row's, if any), pins a row gives set (a row without
         ``pinned`` or ``uid`` keeps what is recorded). All or nothing, in one commit: the result must fit every node
-        (what reality runs does, if the machines are registered as they are; a refusal names the row). ``apply=False``:
-        the same checks and the same report, nothing changed (a dry run). Machines are not touched: register new ones
-        first (:meth:`add_machines`). ``as_of``: the Unix time the inventory was taken; a VM placed, moved,
-        pinned or released after it is left as recorded (``newer``), since the inventory may not know of it yet (a
-        create notification that came after the export: it was released). Needs the journal."""
+        (what reality runs does, if the machines are registered as they are; a refusal names the row).
+        ``execute=False``: the same checks and the same report, nothing changed (a dry run). Machines are not touched:
+        register new ones first (:meth:`add_machines`). ``as_of``: the Unix time the inventory was taken; a VM placed,
+        moved, pinned or released after it is left as recorded (``newer``), since the inventory may not know of it yet
+        (a create notification that came after the export: it was released). Needs the journal."""
         parsed = self._parse_allocations(rows, source, lines)
         with self.lock:
             self.check_store()
             newer = self._changed_since(as_of) if as_of is not None else set()
-            kept = self._saved(dry=not apply)
+            kept = self._saved(dry=not execute)
             s = self.state
             listed = {req.id for req, _, _, _ in parsed}
             removed = [s.vm_ids[v] for v in sorted(s.slot_of_vm.values())
@@ -2464,9 +2465,9 @@ class PlacementEngine:
             report = ReconcileReport(
                 added=tuple(added), removed=tuple(removed), replaced=tuple(replaced),
                 moved=tuple((r.id, r.machine, r.node, mm, nn) for _, r, mm, nn in moves), repinned=tuple(repinned),
-                unchanged=unchanged, applied=apply, newer=tuple(sorted(newer)),
+                unchanged=unchanged, applied=execute, newer=tuple(sorted(newer)),
             )  # fmt: skip
-            if not apply:
+            if not execute:
                 self._restore(kept)
                 return report
             self.counters["released"] += len(removed) + len(replaced)

@@ -903,7 +903,9 @@ def create_app(
         when = None if as_of is None else _as_of(as_of)
         raw = await request.body()
         rows = await asyncio.to_thread(_inventory, raw)
-        report = await asyncio.to_thread(engine.reconcile, rows, "request body", None, not dry_run, time.time(), when)
+        report = await asyncio.to_thread(
+            lambda: engine.reconcile(rows, source="request body", execute=not dry_run, now=time.time(), as_of=when)
+        )
         return _json(report.as_dict())
 
     add_extender_routes(app, engine)
