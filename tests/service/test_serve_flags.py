@@ -207,4 +207,9 @@ def test_machines_file_is_registered_once_per_content(tmp_path):
     f.write_text("id,cpu,mem\npm0,8,16\npm1,8,16\npm2,4,8\n")
     _register(e, f)
     assert [m.id for m in e.machines()] == ["pm0", "pm2", "pm1"]
+    # a machine changed by PATCH since, the file not edited for it but for another machine: the start went on
+    e.change_machine("pm0", 16, 32)  # (it was refused: the same id with another shape, a restart loop)
+    f.write_text("id,cpu,mem\npm0,8,16\npm1,8,16\npm2,4,8\npm4,4,8\n")
+    _register(e, f)
+    assert {m.id: m.cpu[0] for m in e.machines()} == {"pm0": 16.0, "pm1": 8.0, "pm2": 4.0, "pm4": 4.0}
     e.close()

@@ -485,27 +485,40 @@ def _register(engine: PlacementEngine, path: Path) -> None:
     mark = _new_file(engine, path, "machines", "--machines", "registered", "POST /machines/batch")
     if mark is None:
         return
-    gone = _removed_machines(engine, {m.id for m in specs})
-    if gone:  # an edited file that still lists a machine removed since brought it back, empty and active
-        keep = [i for i, m in enumerate(specs) if m.id not in gone]
+    gone, changed = _changed_machines(engine, specs)
+    for ids, what, how in ((gone, "removed", "POST /machines registers one again"),
+                           (changed, "changed (PATCH /machines) since", "the file has them as they were")):  # fmt: skip
+        if not ids:  # an edited file that still listed a machine removed since brought it back, empty and active;
+            continue  # one that listed a machine as it was before a PATCH refused the start (a restart loop)
+        keep = [i for i, m in enumerate(specs) if m.id not in ids]
         specs, lines = [specs[i] for i in keep], None if lines is None else [lines[i] for i in keep]
-        named = ", ".join(sorted(gone)[:5]) + (f" and {len(gone) - 5} more" if len(gone) > 5 else "")
-        typer.echo(f"--machines {path}: skipped {len(gone)} machine(s) removed since it was first registered "
-                   f"({named}); POST /machines registers one again", err=True)  # fmt: skip
+        named = ", ".join(sorted(ids)[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+        typer.echo(f"--machines {path}: skipped {len(ids)} machine(s) {what} it was first registered ({named}); "
+                   f"{how}", err=True)  # fmt: skip
     added, skipped = engine.add_machines(specs, mark=mark, source=str(path), lines=lines)
     again = f" ({skipped} already registered)" if skipped else ""
     typer.echo(f"registered {len(added)} machine(s) from {path}{again}", err=True)
 
 
-def _removed_machines(engine: PlacementEngine, ids: set[str]) -> set[str]:
-    """Those of ``ids`` that the journal says were removed and that are not registered now (none where the engine
-    keeps no journal)."""
+def _changed_machines(engine: PlacementEngine, specs: list[Any]) -> tuple[set[str], set[str]]:
+    """The machines of ``specs`` that the journal says were removed and are not registered now, and those it says
+    were changed (``PATCH /machines``) and are registered now otherwise than ``specs`` has them (neither where the
+    engine keeps no journal)."""
     try:
         removed = {e.machine for e in engine.journal(event="machine-removed", limit=None)}
-    except InputError:  # no journal: nothing is known of removals
-        return set()
-    present = {m.id for m in engine.machines()}
-    return {i for i in ids if i in removed and i not in present}
+        patched = {e.machine for e in engine.journal(event="machine-changed", limit=None)}
+    except InputError:  # no journal: nothing is known of removals or changes
+        return set(), set()
+    present = {m.id: m for m in engine.machines()}
+    gone = {m.id for m in specs if m.id in removed and m.id not in present}
+
+    def per_node(value: Any) -> list[float]:
+        return [float(x) for x in value] if isinstance(value, list | tuple) else [float(value)] * engine.numa
+
+    changed = {m.id for m in specs if m.id in patched and m.id in present
+               and (per_node(m.cpu), per_node(m.mem), m.rack) != (present[m.id].cpu, present[m.id].mem,
+                                                                  present[m.id].rack)}  # fmt: skip
+    return gone, changed
 
 
 def _new_file(engine: PlacementEngine, path: Path, kind: str, flag: str, done: str, route: str) -> str | None:
