@@ -34,6 +34,7 @@ acknowledged before it is durable.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import csv
 import io
@@ -2387,7 +2388,7 @@ class PlacementEngine:
         moved, pinned or released after it is left as recorded (``newer``), since the inventory may not know of it yet
         (a create notification that came after the export: it was released). Needs the journal."""
         parsed = self._parse_allocations(rows, source, lines)
-        with self.lock:
+        with self._locked_when_durable(as_of is not None):
             self.check_store()
             newer = self._changed_since(as_of) if as_of is not None else set()
             kept = self._saved(dry=not execute)
@@ -2477,9 +2478,35 @@ class PlacementEngine:
         self._wait(ticket)
         return report
 
+    @contextlib.contextmanager
+    def _locked_when_durable(self, durable: bool) -> Iterator[None]:
+        """Hold the engine's lock; with ``durable``, at a moment when everything queued is durable, so the journal
+        holds every change the state does. The wait for the commit happens without the lock (a commit waiting for
+        another program's lock on the database would otherwise hold every operation up), and is tried again while
+        something was queued meanwhile; at last it waits under the lock."""
+        stats = getattr(self.store, "stats", None)
+        held = False
+        for _ in range(20 if durable and callable(stats) else 0):
+            self._wait(self._commit([]))
+            self.lock.acquire()
+            st = stats()  # type: ignore[misc]
+            if st["submitted"] == st["durable"]:
+                held = True
+                break
+            self.lock.release()
+        if not held:
+            self.lock.acquire()
+            if durable:
+                self._wait(self._commit([]))
+        try:
+            yield
+        finally:
+            self.lock.release()
+
     def _changed_since(self, at: float) -> set[str]:
         """The VMs the journal records as placed, moved, pinned, unpinned, released or dropped after Unix time
-        ``at`` (the caller holds the lock: what is queued is made durable first, so the journal has all of it)."""
+        ``at`` (the caller holds the lock, at a moment when the journal has every change:
+        :meth:`_locked_when_durable`)."""
         from dcplace.engine.journal import seq_at
 
         reading = getattr(self.store, "reading", None)
@@ -2488,7 +2515,6 @@ class PlacementEngine:
                              field="as_of")  # fmt: skip
         if not math.isfinite(at):
             raise InputError(f"must be a time, got {at!r}", field="as_of")
-        self._wait(self._commit([]))  # a barrier: everything applied before it is in the journal after it
         with reading() as conn:
             after = seq_at(conn, at)
             first = conn.execute("SELECT min(seq) FROM journal").fetchone()[0]
