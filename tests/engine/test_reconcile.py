@@ -303,7 +303,7 @@ def test_placements_after_a_dry_run_or_a_refused_reconcile_still_evict_old_expla
         e.place(VmRequest(f"v{i}", 1, 1))
     e.evacuate("A", execute=False)
     with pytest.raises(NotFound):
-        e.reconcile([{"vm": "v0", "machine": "nope", "node": 0, "cpu": 1, "mem": 1}])
+        e.reconcile([{"vm": "v0", "machine": "nope", "node": 0, "cpu": 1, "mem": 1}], force=True)
     e.reconcile(e.export_allocations(), execute=False)
     for i in range(3, 8):
         assert e.place(VmRequest(f"v{i}", 1, 1)).accepted
@@ -470,11 +470,28 @@ def test_dry_runs_work_on_copies_so_readers_without_the_lock_see_nothing_change(
 
     type(live).release = watched  # type: ignore[method-assign]
     try:
-        e.reconcile([], execute=False)
+        e.reconcile([], execute=False, force=True)
         e.evacuate("A", execute=False)
         e.move("v0", "B", 1, execute=False)
     finally:
         type(live).release = real_release  # type: ignore[method-assign]
     assert seen and id(live) not in seen  # the copies were changed, never the live ledger
     assert e.state is live and np.array_equal(live.free, free) and len(live.slot_of_vm) == 20
+    e.check_invariants()
+
+
+def test_an_inventory_that_would_release_most_vms_needs_force() -> None:
+    """A final review: an empty or truncated inventory (a failed export) released every VM, and the records then
+    showed room that the cluster's VMs are using."""
+    e = PlacementEngine(2, "first-fit")
+    e.add_machine("A", 64, 128)
+    for i in range(10):
+        e.assign(f"v{i}", "A", 0, 1, 1)
+    before = e.snapshot()
+    for rows in ([], e.export_allocations()[:4]):
+        with pytest.raises(Conflict, match="more than half") as err:
+            e.reconcile(rows)
+        assert err.value.field == "force" and e.snapshot() == before
+    assert len(e.reconcile(e.export_allocations()[:5]).removed) == 5  # half: done
+    assert len(e.reconcile([], force=True).removed) == 5
     e.check_invariants()

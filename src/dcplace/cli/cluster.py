@@ -194,6 +194,8 @@ def reconcile(
     as_of: Annotated[str | None, typer.Option(help="when INVENTORY was taken (Unix seconds or ISO 8601, UTC "
                                                    "unless it says otherwise): VMs whose records changed since are "
                                                    "left as they are")] = None,
+    force: Annotated[bool, typer.Option(help="release more than half of the VMs recorded if INVENTORY says so "
+                                             "(refused otherwise: an empty or truncated file)")] = False,
     json_out: JsonOut = False,
 ) -> None:  # fmt: skip
     """Make the recorded allocations what the cluster runs (drift: VMs made, deleted, resized or migrated outside
@@ -212,7 +214,9 @@ def reconcile(
         rows, lines = read_allocations_at(inventory)
         engine = _open(db)
         try:
-            rep = engine.reconcile(rows, source=str(inventory), lines=lines, execute=not dry_run, as_of=when)
+            rep = engine.reconcile(
+                rows, source=str(inventory), lines=lines, execute=not dry_run, as_of=when, force=force
+            )
         finally:
             engine.close()
     except InputError as exc:

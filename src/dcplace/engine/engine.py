@@ -2376,6 +2376,7 @@ class PlacementEngine:
         execute: bool = True,
         now: float | None = None,
         as_of: float | None = None,
+        force: bool = False,
     ) -> ReconcileReport:
         """Make the recorded allocations what ``rows`` says the cluster runs (the whole inventory, as
         :meth:`import_allocations` reads rows): VMs not in it are released, VMs new to it recorded, VMs elsewhere moved
@@ -2386,7 +2387,9 @@ class PlacementEngine:
         ``execute=False``: the same checks and the same report, nothing changed (a dry run). Machines are not touched:
         register new ones first (:meth:`add_machines`). ``as_of``: the Unix time the inventory was taken; a VM placed,
         moved, pinned or released after it is left as recorded (``newer``), since the inventory may not know of it yet
-        (a create notification that came after the export: it was released). Needs the journal."""
+        (a create notification that came after the export: it was released). Needs the journal. A reconcile that would
+        release more than half of the recorded VMs is refused unless ``force`` (an empty or truncated inventory released
+        them all)."""
         parsed = self._parse_allocations(rows, source, lines)
         with self._locked_when_durable(as_of is not None):
             self.check_store()
@@ -2396,6 +2399,11 @@ class PlacementEngine:
             listed = {req.id for req, _, _, _ in parsed}
             removed = [s.vm_ids[v] for v in sorted(s.slot_of_vm.values())
                        if s.vm_ids[v] not in listed and s.vm_ids[v] not in newer]  # fmt: skip
+            if not force and removed and 2 * len(removed) > len(s.slot_of_vm):
+                self._restore(kept)
+                raise Conflict(f"the inventory would release {len(removed):,} of the {len(s.slot_of_vm):,} VMs "
+                               "recorded, more than half: an empty or truncated inventory? force does it",
+                               field="force")  # fmt: skip
             added: list[str] = []
             replaced: list[str] = []
             moves: list[tuple[int, VmRecord, str, int | None]] = []

@@ -893,6 +893,8 @@ def create_app(
         dry_run: Annotated[bool, Query(description="only say what would change")] = False,
         as_of: Annotated[str | None, Query(description="when the inventory was taken (Unix seconds or ISO 8601): "
                                            "VMs whose records changed since are left as they are")] = None,
+        force: Annotated[bool, Query(description="release more than half of the VMs recorded if the inventory "
+                                     "says so (refused otherwise: an empty or truncated inventory)")] = False,
     ) -> Response:  # fmt: skip
         """Make the records what the cluster runs: the body is the whole inventory (every VM, as ``POST
         /allocations`` takes them). VMs not in it are released, new ones recorded, VMs elsewhere moved, VMs of
@@ -904,7 +906,9 @@ def create_app(
         raw = await request.body()
         rows = await asyncio.to_thread(_inventory, raw)
         report = await asyncio.to_thread(
-            lambda: engine.reconcile(rows, source="request body", execute=not dry_run, now=time.time(), as_of=when)
+            lambda: engine.reconcile(
+                rows, source="request body", execute=not dry_run, now=time.time(), as_of=when, force=force
+            )
         )
         return _json(report.as_dict())
 
