@@ -197,6 +197,8 @@ def test_reconcile_and_move_on_the_command_line(tmp_path: Path) -> None:
     e = PlacementEngine.open(db)
     assert {v.id: (v.machine, v.node) for v in e.vms()} == {"a": ("m1", 1), "new": ("m0", None)}
     e.close()
+    res = runner.invoke(app, ["cluster", "move", "a", "m0", "--node", "0", "--db", str(db), "--dry-run"])
+    assert res.exit_code == 0 and "a would fit on m0 node 0 (dry run)" in res.output, res.output
     res = runner.invoke(app, ["cluster", "move", "a", "m0", "--node", "0", "--db", str(db)])
     assert res.exit_code == 0 and "a now on m0 node 0" in res.output, res.output
     bad = tmp_path / "bad.csv"

@@ -314,6 +314,7 @@ def move(
     machine: Annotated[str, typer.Argument(help="the machine it now runs on", metavar="MACHINE")],
     db: Db,
     node: Annotated[str, typer.Option(help="the NUMA node it runs on; 'all' for a VM split over every node")] = "0",
+    dry_run: Annotated[bool, typer.Option(help="only say whether it would fit there")] = False,
 ) -> None:  # fmt: skip
     """Record that VM now runs on MACHINE: a live migration done outside dcplace (by hand, or a move of a
     re-optimisation plan carried out by your own tooling). It keeps its size, pin and uid; journalled as moved.
@@ -323,7 +324,7 @@ def move(
             raise InputError(f"must be a NUMA node number or 'all', got {node!r}", field="node")
         engine = _open(db)
         try:
-            rec = engine.move(vm, machine, None if node.strip() == "all" else int(node))
+            rec = engine.move(vm, machine, None if node.strip() == "all" else int(node), execute=not dry_run)
         finally:
             engine.close()
     except InputError as exc:
@@ -332,7 +333,8 @@ def move(
         _fail(exc)
     except StoreError as exc:
         _fail(unwritten(db, exc))
-    typer.echo(f"{rec.id} now on {rec.machine} node {'all' if rec.node is None else rec.node}")
+    where = f"{rec.machine} node {'all' if rec.node is None else rec.node}"
+    typer.echo(f"{rec.id} would fit on {where} (dry run)" if dry_run else f"{rec.id} now on {where}")
 
 
 @app.command("backup")

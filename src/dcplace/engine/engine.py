@@ -1596,13 +1596,7 @@ class PlacementEngine:
         s = self.state
         if req.id in s.slot_of_vm:
             raise Conflict(f"a VM {req.id!r} is already placed", field="vm")
-        m = self._machine_slot(machine_id)
-        if s.status[m] == FAILED:  # it was recorded, leaving a failed machine that hosts a VM
-            raise Conflict(f"machine {machine_id!r} has failed: it hosts nothing", field="machine")
-        if node is not None and not (type(node) is int and 0 <= node < self.numa):  # True was node 1, in numba
-            raise InputError(f"must be a NUMA node from 0 to {self.numa - 1}, or empty for all, got {node!r}",
-                             field="node")  # fmt: skip
-        k = 0 if node is None else node
+        m, k = self._destination(machine_id, node)
         if not s.fits(m, k, req.cpu, req.mem, req.multi):
             raise Conflict(f"VM {req.id!r} ({req.cpu:g} cores, {req.mem:g} GB) does not fit on machine "
                            f"{machine_id!r} node {'all' if node is None else node}", field="vm")  # fmt: skip
@@ -2346,19 +2340,24 @@ class PlacementEngine:
         self._wait(ticket)
         return out
 
+    def _destination(self, machine_id: str, node: int | None) -> tuple[int, int]:
+        """The slot and node a VM is recorded at on ``machine_id`` (``node`` None: split, recorded at node 0): the
+        machine registered and not failed, the node a number the machine has."""
+        m = self._machine_slot(machine_id)
+        if self.state.status[m] == FAILED:  # it was recorded, leaving a failed machine that hosts a VM
+            raise Conflict(f"machine {machine_id!r} has failed: it hosts nothing", field="machine")
+        if node is not None and not (type(node) is int and 0 <= node < self.numa):  # True was node 1, in numba
+            raise InputError(f"must be a NUMA node from 0 to {self.numa - 1}, or empty for all, got {node!r}",
+                             field="node")  # fmt: skip
+        return m, 0 if node is None else node
+
     def _move_locked(self, rec: VmRecord, machine_id: str, node: int | None) -> None:
         """Move ``rec`` to ``machine_id`` at ``node`` in the ledger (the caller holds the lock), or raise and leave
         it where it was."""
         s = self.state
-        m = self._machine_slot(machine_id)
-        if s.status[m] == FAILED:
-            raise Conflict(f"machine {machine_id!r} has failed: it hosts nothing", field="machine")
-        if node is not None and not (type(node) is int and 0 <= node < self.numa):
-            raise InputError(f"must be a NUMA node from 0 to {self.numa - 1}, or empty for all, got {node!r}",
-                             field="node")  # fmt: skip
+        m, k = self._destination(machine_id, node)
         v = s.slot_of_vm[rec.id]
         s.release(v)
-        k = 0 if node is None else node
         if not s.fits(m, k, rec.cpu, rec.mem, rec.multi):
             back = 0 if rec.node is None else rec.node
             s.place(rec.id, s.vm_slot(), rec.cpu, rec.mem, rec.multi, s.slot_of_machine[rec.machine] * self.numa + back)
@@ -2452,12 +2451,8 @@ class PlacementEngine:
                     self._remember(req)
                 for i, rec, machine, node in moves:
                     try:
-                        m = self._machine_slot(machine)
-                        if node is not None and not (type(node) is int and 0 <= node < self.numa):
-                            raise InputError(f"must be a NUMA node from 0 to {self.numa - 1}, or empty for all, got "
-                                             f"{node!r}", field="node")  # fmt: skip
-                        k = 0 if node is None else node
-                        if s.status[m] == FAILED or not s.fits(m, k, rec.cpu, rec.mem, rec.multi):
+                        m, k = self._destination(machine, node)
+                        if not s.fits(m, k, rec.cpu, rec.mem, rec.multi):
                             raise Conflict(f"VM {rec.id!r} ({rec.cpu:g} cores, {rec.mem:g} GB) does not fit on "
                                            f"machine {machine!r} node {'all' if node is None else node} with the rest "
                                            "of the inventory", field="machine")  # fmt: skip
