@@ -497,3 +497,84 @@ def test_an_inventory_that_would_release_most_vms_needs_force() -> None:
     assert len(e.reconcile(e.export_allocations()[:5]).removed) == 5  # half: done
     assert len(e.reconcile([], force=True).removed) == 5
     e.check_invariants()
+
+
+def test_fixes_from_the_review_of_the_fixes(tmp_path: Path, monkeypatch) -> None:
+    """A review of the fixes above: a resize of a failed machine's VM dropped it from memory only; a rack that was
+    no string reached the database (fail-stop) or rewound wrongly; readers without the lock saw a dry run's changes;
+    an error before the lock was taken for an as_of reconcile left the lock held; the mass-release guard counted
+    VMs the inventory could not know of; an error late in a dry run left its copies installed."""
+    import threading
+    import time
+
+    from dcplace.engine import reopt
+
+    db = tmp_path / "c.db"
+    e = PlacementEngine.open(db)
+    e.add_machine("A", 8, 16)
+    e.add_machine("B", 8, 16)
+    e.assign("v1", "A", 0, 2, 2)
+    e.pin("v1")
+    e.state.set_status(e.state.slot_of_machine["A"], 3)  # failed while hosting v1 (what older versions could write)
+    before = e.snapshot()
+    with pytest.raises(Conflict, match="has failed"):
+        e.resize("v1", 3, 4)
+    assert e.snapshot() == before and "v1" in e.pinned
+    e.state.set_status(e.state.slot_of_machine["A"], 1)
+    e.assign("w1", "B", 1, 1, 1)
+    e.assign("w2", "B", 1, 1, 1)
+    for bad in (["r1"], 7):
+        with pytest.raises(InputError, match="must be a string"):
+            e.change_machine("A", rack=bad)  # type: ignore[arg-type]
+    assert e.store.stats()["healthy"]  # type: ignore[union-attr]
+
+    seen: list[tuple[int, int]] = []
+    live = e.state
+    real_release = type(live).release
+
+    def watched(self: object, v: int) -> None:
+        scraped: list[int] = []  # a scrape runs in another thread: it does not get the lock the dry run holds
+        t = threading.Thread(target=lambda: scraped.append(e.stats(wait_s=0.0)["vms"]))
+        t.start()
+        t.join()
+        seen.append((e.health()["vms"], scraped[0]))  # what a probe and a scrape see meanwhile
+        real_release(self, v)  # type: ignore[arg-type]
+
+    type(live).release = watched  # type: ignore[method-assign]
+    try:
+        e.reconcile([], execute=False, force=True)
+    finally:
+        type(live).release = real_release  # type: ignore[method-assign]
+    assert len(seen) == 3 and all(x == (3, 3) for x in seen), seen  # the live count, never the copy's
+
+    def broken() -> dict[str, int]:
+        raise RuntimeError("stats failed")
+
+    monkeypatch.setattr(e.store, "stats", broken)
+    with pytest.raises(RuntimeError):
+        e.reconcile(e.export_allocations(), as_of=time.time())
+    monkeypatch.undo()
+    took: list[bool] = []
+    t = threading.Thread(target=lambda: took.append(e.lock.acquire(timeout=2) and (e.lock.release() or True)))
+    t.start()
+    t.join()
+    assert took == [True]  # the lock was released
+
+    taken = time.time()
+    time.sleep(0.01)
+    for i in range(3):
+        e.assign(f"late{i}", "B", 0, 1, 1)
+    with pytest.raises(Conflict, match="more than half"):
+        e.reconcile([], as_of=taken)  # 3 VMs it could know of, and it would release them
+
+    def bug(*args: object) -> None:
+        raise RuntimeError("a bug late in the dry run")
+
+    e.pin("v1", False)
+    monkeypatch.setattr(reopt, "plan_summary", bug)
+    kept, live = e.snapshot(), e.state
+    with pytest.raises(RuntimeError):
+        e.evacuate("A", execute=False)
+    assert e.state is live and e.snapshot() == kept
+    e.check_invariants()
+    e.close()

@@ -486,38 +486,44 @@ def _register(engine: PlacementEngine, path: Path) -> None:
     if mark is None:
         return
     gone, changed = _changed_machines(engine, specs)
-    for ids, what, how in ((gone, "removed", "POST /machines registers one again"),
-                           (changed, "changed (PATCH /machines) since", "the file has them as they were")):  # fmt: skip
+    for ids, what in ((gone, "removed since (POST /machines registers one again)"),
+                      (changed, "registered now with another capacity or rack than the file gives (PATCH "
+                                "/machines/{id} changes one)")):  # fmt: skip
         if not ids:  # an edited file that still listed a machine removed since brought it back, empty and active;
-            continue  # one that listed a machine as it was before a PATCH refused the start (a restart loop)
+            continue  # one that listed a machine otherwise than it is registered refused the start (a restart loop)
         keep = [i for i, m in enumerate(specs) if m.id not in ids]
         specs, lines = [specs[i] for i in keep], None if lines is None else [lines[i] for i in keep]
         named = ", ".join(sorted(ids)[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
-        typer.echo(f"--machines {path}: skipped {len(ids)} machine(s) {what} it was first registered ({named}); "
-                   f"{how}", err=True)  # fmt: skip
+        typer.echo(f"--machines {path}: skipped {len(ids)} machine(s) {what}: {named}", err=True)
     added, skipped = engine.add_machines(specs, mark=mark, source=str(path), lines=lines)
     again = f" ({skipped} already registered)" if skipped else ""
     typer.echo(f"registered {len(added)} machine(s) from {path}{again}", err=True)
 
 
 def _changed_machines(engine: PlacementEngine, specs: list[Any]) -> tuple[set[str], set[str]]:
-    """The machines of ``specs`` that the journal says were removed and are not registered now, and those it says
-    were changed (``PATCH /machines``) and are registered now otherwise than ``specs`` has them (neither where the
-    engine keeps no journal)."""
+    """The machines of ``specs`` that the journal says were removed and are not registered now (none where the engine
+    keeps no journal), and those registered now otherwise than ``specs`` has them (changed since: ``PATCH
+    /machines``, or removed and registered again with another shape), which a start refused (a restart loop)."""
     try:
         removed = {e.machine for e in engine.journal(event="machine-removed", limit=None)}
-        patched = {e.machine for e in engine.journal(event="machine-changed", limit=None)}
-    except InputError:  # no journal: nothing is known of removals or changes
-        return set(), set()
+    except InputError:  # no journal: nothing is known of removals
+        removed = set()
     present = {m.id: m for m in engine.machines()}
     gone = {m.id for m in specs if m.id in removed and m.id not in present}
 
-    def per_node(value: Any) -> list[float]:
-        return [float(x) for x in value] if isinstance(value, list | tuple) else [float(value)] * engine.numa
+    def per_node(value: Any) -> list[float] | None:
+        try:
+            return [float(x) for x in value] if isinstance(value, list | tuple) else [float(value)] * engine.numa
+        except (TypeError, ValueError):  # not a number: the registration says so, naming the file and field
+            return None
 
-    changed = {m.id for m in specs if m.id in patched and m.id in present
-               and (per_node(m.cpu), per_node(m.mem), m.rack) != (present[m.id].cpu, present[m.id].mem,
-                                                                  present[m.id].rack)}  # fmt: skip
+    changed = set()
+    for m in specs:
+        now = present.get(m.id)
+        cpu, mem = per_node(m.cpu), per_node(m.mem)
+        if now is not None and cpu is not None and mem is not None and (cpu, mem, m.rack) != (now.cpu, now.mem,
+                                                                                                now.rack):  # fmt: skip
+            changed.add(m.id)
     return gone, changed
 
 

@@ -567,6 +567,7 @@ class PlacementEngine:
         self._log = log
         self._explanations: OrderedDict[str, Explanation] = OrderedDict()
         self._diverged: StoreError | None = None  # set where the store refused changes memory already holds
+        self._live: tuple[Any, ...] | None = None  # during a dry run: the live objects (_saved, _shown)
         self._keep = keep_explanations
         self.counters = {
             "placed": 0,
@@ -934,7 +935,7 @@ class PlacementEngine:
         replaced by a bigger one, memory added, a machine moved to another rack. Every node must keep at least what
         its VMs take (a Conflict naming the node otherwise). Journalled as ``machine-changed`` (with what it was,
         so a rewind puts it back). Durable on return."""
-        if isinstance(rack, str):
+        if rack is not None and not isinstance(rack, _Unchanged):
             check_id(rack, "rack")
         with self.lock:
             self.check_store()
@@ -1709,6 +1710,13 @@ class PlacementEngine:
         room is too fragmented); a failed machine's VMs that fit nowhere are released and reported as dropped.
         The machine stays drained or failed. Durable on return. ``execute=False``: the same report with the moves
         planned, nothing changed (where would this machine's VMs go before it is taken out?)."""
+        with self._dry_runs_end():
+            return self._evacuate(machine_id, failed, now, execute)
+
+    def _evacuate(
+        self, machine_id: str, failed: bool = False, now: float | None = None, execute: bool = True
+    ) -> ReoptReport:
+        """The body of :meth:`evacuate`."""
         with self.lock:
             self.check_store()
             s = self.state
@@ -1910,7 +1918,7 @@ class PlacementEngine:
         that it never waits behind a long call holding the lock."""
         got = self.lock.acquire(timeout=-1 if wait_s is None else wait_s)
         try:
-            s = self.state
+            s, counters = (self.state, self.counters) if got else self._shown()
             active = s.active  # read once: without the lock a machine added between two reads misaligned them
             st = s.status[:active]
             present = st != ABSENT
@@ -1921,17 +1929,23 @@ class PlacementEngine:
                 "vms": len(s.slot_of_vm),
                 "capacity": {"cpu": float(cap[0]), "mem": float(cap[1])},
                 "allocated": {"cpu": float(s.used[0]), "mem": float(s.used[1])},
-                "counters": dict(self.counters),
+                "counters": dict(counters),
             }
         finally:
             if got:
                 self.lock.release()
 
+    def _shown(self) -> tuple[ClusterState, dict[str, int]]:
+        """The ledger and counters a reader without the lock sees: the live ones, also while a dry run works on
+        copies of them (:meth:`_saved`)."""
+        live = self._live
+        return (live[0], live[1]) if live is not None else (self.state, self.counters)
+
     def health(self) -> dict[str, int]:
         """Machines registered and VMs placed, read without the engine's lock (so a probe never waits behind a long
         call holding it, such as a re-optimisation event); raises :class:`StoreError` once the database failed."""
         self.check_store()
-        s = self.state
+        s = self._shown()[0]
         return {"machines": int(np.count_nonzero(s.status[: s.active] != ABSENT)), "vms": len(s.slot_of_vm)}
 
     def check_invariants(self) -> None:
@@ -2320,21 +2334,17 @@ class PlacementEngine:
             if (rec.cpu, rec.mem) == (req.cpu, req.mem):
                 ticket = self._commit([])  # as it is: durable once everything before it is
             else:
-                moved_at = self.moved_at.get(vm_id)
-                self._release_slot(vm_id)
-                try:
-                    row = self._assign_locked(req, rec.machine, rec.node)
-                except BaseException:  # put back as it was: its room was just freed, so it fits
-                    self._assign_locked(replace(req, cpu=rec.cpu, mem=rec.mem), rec.machine, rec.node)
-                    self._remember(req)
-                    if moved_at is not None:
-                        self.moved_at[vm_id] = moved_at
-                    raise
-                if moved_at is not None:
-                    self.moved_at[vm_id] = moved_at
-                self._remember(req)
+                m, k = self._destination(rec.machine, rec.node)  # a failed machine's VM: refused, nothing changed
+                s.release(s.slot_of_vm[vm_id])  # in the ledger only: its pin, uid and explanation stay
+                if not s.fits(m, k, req.cpu, req.mem, req.multi):
+                    s.place(vm_id, s.vm_slot(), rec.cpu, rec.mem, rec.multi, m * self.numa + k)  # its room is free
+                    raise Conflict(f"VM {vm_id!r} with {req.cpu:g} cores and {req.mem:g} GB does not fit on machine "
+                                   f"{rec.machine!r} node {'all' if rec.node is None else rec.node}",
+                                   field="cpu")  # fmt: skip
+                s.place(vm_id, s.vm_slot(), req.cpu, req.mem, req.multi, m * self.numa + k)
                 self.counters["released"] += 1
                 self.counters["imported"] += 1
+                row = VmRow(vm_id, rec.machine, rec.node, req.cpu, req.mem, req.multi, req.pinned, req.uid)
                 ticket = self._commit([VmDelete(vm_id, "released"), row], by="resize")
             out = s.record(s.slot_of_vm[vm_id])
         self._wait(ticket)
@@ -2389,6 +2399,33 @@ class PlacementEngine:
         (a create notification that came after the export: it was released). Needs the journal. A reconcile that would
         release more than half of the recorded VMs is refused unless ``force`` (an empty or truncated inventory released
         them all)."""
+        with self._dry_runs_end():
+            return self._reconcile(rows, source=source, lines=lines, execute=execute, now=now, as_of=as_of,
+                                   force=force)  # fmt: skip
+
+    @contextlib.contextmanager
+    def _dry_runs_end(self) -> Iterator[None]:
+        """A dry run's copies never outlive it: whatever ends it (a bug included), the live objects are put back."""
+        try:
+            yield
+        finally:
+            live = self._live
+            if live is not None:
+                with self.lock:
+                    self._restore(live)
+
+    def _reconcile(
+        self,
+        rows: list[dict[str, Any]],
+        *,
+        source: str = "<records>",
+        lines: Sequence[int] | None = None,
+        execute: bool = True,
+        now: float | None = None,
+        as_of: float | None = None,
+        force: bool = False,
+    ) -> ReconcileReport:
+        """The body of :meth:`reconcile`."""
         parsed = self._parse_allocations(rows, source, lines)
         with self._locked_when_durable(as_of is not None):
             self.check_store()
@@ -2398,11 +2435,13 @@ class PlacementEngine:
             listed = {req.id for req, _, _, _ in parsed}
             removed = [s.vm_ids[v] for v in sorted(s.slot_of_vm.values())
                        if s.vm_ids[v] not in listed and s.vm_ids[v] not in newer]  # fmt: skip
-            if not force and removed and 2 * len(removed) > len(s.slot_of_vm):
-                self._restore(kept)
-                raise Conflict(f"the inventory would release {len(removed):,} of the {len(s.slot_of_vm):,} VMs "
-                               "recorded, more than half: an empty or truncated inventory? force does it",
-                               field="force")  # fmt: skip
+            known = len(s.slot_of_vm) - len(newer & s.slot_of_vm.keys())  # what the inventory can know of
+            if not force and removed and 2 * len(removed) > known:
+                if not execute:  # a dry run's live objects back (a real run has changed nothing yet)
+                    self._restore(kept)
+                raise Conflict(f"the inventory would release {len(removed):,} of the {known:,} VMs recorded"
+                               f"{' before it was taken' if newer else ''}, more than half: an empty or truncated "
+                               "inventory? force does it", field="force")  # fmt: skip
             added: list[str] = []
             replaced: list[str] = []
             moves: list[tuple[int, VmRecord, str, int | None]] = []
@@ -2489,22 +2528,25 @@ class PlacementEngine:
         something was queued meanwhile; at last it waits under the lock."""
         stats = getattr(self.store, "stats", None)
         held = False
-        for _ in range(20 if durable and callable(stats) else 0):
-            self._wait(self._commit([]))
-            self.lock.acquire()
-            st = stats()  # type: ignore[misc]
-            if st["submitted"] == st["durable"]:
-                held = True
-                break
-            self.lock.release()
-        if not held:
-            self.lock.acquire()
-            if durable:
-                self._wait(self._commit([]))
         try:
+            for _ in range(20 if durable and callable(stats) else 0):
+                self._wait(self._commit([]))
+                self.lock.acquire()
+                held = True
+                st = stats()  # type: ignore[misc]
+                if st["submitted"] == st["durable"]:
+                    break
+                self.lock.release()
+                held = False
+            if not held:
+                self.lock.acquire()
+                held = True
+                if durable:
+                    self._wait(self._commit([]))
             yield
         finally:
-            self.lock.release()
+            if held:
+                self.lock.release()
 
     def _changed_since(self, at: float) -> set[str]:
         """The VMs the journal records as placed, moved, pinned, unpinned, released or dropped after Unix time
@@ -2541,11 +2583,13 @@ class PlacementEngine:
         if not dry:
             return copies
         live = (self.state, self.counters, self.moved_at, self.pinned, self.uids, self._explanations)
-        self._restore(copies)
+        self._live = live  # what readers without the lock go on seeing (_shown)
+        self.state, self.counters, self.moved_at, self.pinned, self.uids, self._explanations = copies
         return live
 
     def _restore(self, kept: tuple[Any, ...]) -> None:
         self.state, self.counters, self.moved_at, self.pinned, self.uids, self._explanations = kept
+        self._live = None
 
     def _release_slot(self, vm_id: str) -> None:
         """Release ``vm_id`` from the ledger and forget its pin, uid and explanation (the caller holds the lock)."""

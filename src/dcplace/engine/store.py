@@ -897,9 +897,9 @@ class SqliteStore:
         if self._lost is None and not self._is_the_file():  # closing checkpoints into the old file and deletes -wal
             log.critical("dcplace: %s", self._gone())
         self._conn.close()
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)  # releases the lock
-            self._lock_fd = None
+        fd, self._lock_fd = self._lock_fd, None  # first: a reader of it (_is_the_file) must not fstat a reused number
+        if fd is not None:
+            os.close(fd)  # releases the lock
 
     def stats(self) -> dict[str, Any]:
         """Operations ``submitted`` and ``durable``, ``commits``, ``healthy`` (no failed commit, and the path still
