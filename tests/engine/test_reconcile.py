@@ -204,7 +204,8 @@ def test_reconcile_and_move_on_the_command_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.csv"
     bad.write_text("vm,machine,node,cpu,mem\na,m1,1,2,2\nb,m1,1,99,2\n", encoding="utf-8")
     for args, said in ((["cluster", "reconcile", str(bad), "--db", str(db)], f"{bad}, line 3, field 'vm'"),
-                       (["cluster", "move", "a", "m9", "--db", str(db)], "MACHINE: "),
+                       (["cluster", "move", "a", "m9", "--node", "0", "--db", str(db)], "MACHINE: "),
+                       (["cluster", "move", "a", "m0", "--db", str(db)], "--node"),
                        (["cluster", "move", "a", "m0", "--node", "x", "--db", str(db)], "--node")):  # fmt: skip
         res = runner.invoke(app, args)
         assert res.exit_code == 2 and said in res.output and "Traceback" not in res.output, (args, res.output)

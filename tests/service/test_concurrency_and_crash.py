@@ -341,8 +341,7 @@ def test_exit_on_failure_stops_the_service_by_itself(tmp_path) -> None:
     base = f"http://127.0.0.1:{port}"
     try:
         assert httpx.post(f"{base}/machines", json={"id": "m0", "cpu": 8, "mem": 16}, timeout=5).status_code == 201
-        db.unlink()
-        assert httpx.post(f"{base}/vms", json={"id": "b", "cpu": 1, "mem": 1}, timeout=5).status_code == 503
+        db.unlink()  # and no request after: an idle service notices too
         _, err = proc.communicate(timeout=30)  # it stops by itself
     finally:
         if proc.poll() is None:

@@ -313,7 +313,7 @@ def move(
     vm: Annotated[str, typer.Argument(help="the VM's id", metavar="VM")],
     machine: Annotated[str, typer.Argument(help="the machine it now runs on", metavar="MACHINE")],
     db: Db,
-    node: Annotated[str, typer.Option(help="the NUMA node it runs on; 'all' for a VM split over every node")] = "0",
+    node: Annotated[str, typer.Option(help="the NUMA node it runs on; 'all' for a VM split over every node")],
     dry_run: Annotated[bool, typer.Option(help="only say whether it would fit there")] = False,
 ) -> None:  # fmt: skip
     """Record that VM now runs on MACHINE: a live migration done outside dcplace (by hand, or a move of a

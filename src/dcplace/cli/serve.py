@@ -371,6 +371,7 @@ def serve(
         server = uvicorn.Server(config)
         if exit_on_failure and engine.store is not None:
             engine.store.on_failure = lambda: setattr(server, "should_exit", True)  # type: ignore[attr-defined]
+            _watch_the_database(engine, server)
         server.run(sockets=main_socks)
         if not server.started:  # as uvicorn.run ends then: the application's start failed, uvicorn said why
             raise typer.Exit(3)
@@ -498,6 +499,26 @@ def _register(engine: PlacementEngine, path: Path) -> None:
     added, skipped = engine.add_machines(specs, mark=mark, source=str(path), lines=lines)
     again = f" ({skipped} already registered)" if skipped else ""
     typer.echo(f"registered {len(added)} machine(s) from {path}{again}", err=True)
+
+
+def _watch_the_database(engine: PlacementEngine, server: Any, every_s: float = 2.0) -> None:
+    """``--exit-on-failure`` on an idle service: a daemon thread checks the database every ``every_s`` (its file
+    deleted or replaced is noticed by the check itself), so the stop does not wait for the next request."""
+    import threading
+    import time
+
+    from dcplace.engine import StoreError
+
+    def watch() -> None:
+        while not server.should_exit:
+            time.sleep(every_s)
+            try:
+                engine.health()
+            except StoreError:
+                server.should_exit = True
+                return
+
+    threading.Thread(target=watch, name="dcplace-watch-database", daemon=True).start()
 
 
 def _changed_machines(engine: PlacementEngine, specs: list[Any]) -> tuple[set[str], set[str]]:

@@ -2508,7 +2508,7 @@ class PlacementEngine:
             report = ReconcileReport(
                 added=tuple(added), removed=tuple(removed), replaced=tuple(replaced),
                 moved=tuple((r.id, r.machine, r.node, mm, nn) for _, r, mm, nn in moves), repinned=tuple(repinned),
-                unchanged=unchanged, applied=execute, newer=tuple(sorted(newer)),
+                unchanged=unchanged, applied=execute, newer=tuple(sorted(newer & (listed | set(s.slot_of_vm)))),
             )  # fmt: skip
             if not execute:
                 self._restore(kept)
