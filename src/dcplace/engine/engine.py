@@ -1710,7 +1710,9 @@ class PlacementEngine:
         room is too fragmented); a failed machine's VMs that fit nowhere are released and reported as dropped.
         The machine stays drained or failed. Durable on return. ``execute=False``: the same report with the moves
         planned, nothing changed (where would this machine's VMs go before it is taken out?)."""
-        with self._dry_runs_end():
+        if execute:  # its commit is waited for without the lock (inside)
+            return self._evacuate(machine_id, failed, now, execute)
+        with self.lock, self._dry_runs_end():  # a dry run's live objects back under the same hold of the lock
             return self._evacuate(machine_id, failed, now, execute)
 
     def _evacuate(
@@ -2399,35 +2401,8 @@ class PlacementEngine:
         (a create notification that came after the export: it was released). Needs the journal. A reconcile that would
         release more than half of the recorded VMs is refused unless ``force`` (an empty or truncated inventory released
         them all)."""
-        with self._dry_runs_end():
-            return self._reconcile(rows, source=source, lines=lines, execute=execute, now=now, as_of=as_of,
-                                   force=force)  # fmt: skip
-
-    @contextlib.contextmanager
-    def _dry_runs_end(self) -> Iterator[None]:
-        """A dry run's copies never outlive it: whatever ends it (a bug included), the live objects are put back."""
-        try:
-            yield
-        finally:
-            live = self._live
-            if live is not None:
-                with self.lock:
-                    self._restore(live)
-
-    def _reconcile(
-        self,
-        rows: list[dict[str, Any]],
-        *,
-        source: str = "<records>",
-        lines: Sequence[int] | None = None,
-        execute: bool = True,
-        now: float | None = None,
-        as_of: float | None = None,
-        force: bool = False,
-    ) -> ReconcileReport:
-        """The body of :meth:`reconcile`."""
         parsed = self._parse_allocations(rows, source, lines)
-        with self._locked_when_durable(as_of is not None):
+        with self._locked_when_durable(as_of is not None), self._dry_runs_end():  # put back under the same hold
             self.check_store()
             newer = self._changed_since(as_of) if as_of is not None else set()
             kept = self._saved(dry=not execute)
@@ -2519,6 +2494,17 @@ class PlacementEngine:
             ticket = self._commit(changes, by="reconcile")
         self._wait(ticket)
         return report
+
+    @contextlib.contextmanager
+    def _dry_runs_end(self) -> Iterator[None]:
+        """A dry run's copies never outlive it: whatever ends it (a bug included), the live objects are put back."""
+        try:
+            yield
+        finally:
+            live = self._live
+            if live is not None:
+                with self.lock:
+                    self._restore(live)
 
     @contextlib.contextmanager
     def _locked_when_durable(self, durable: bool) -> Iterator[None]:
