@@ -715,8 +715,8 @@ class PlacementEngine:
     def _commit(self, changes: list[Change], by: str | None = None) -> int:
         """Queue one operation's changes; ``by``: why, where it was not a client's own call (the journal's VM
         entries say it)."""
-        if by is not None:
-            changes = [replace(c, by=by) if isinstance(c, VmRow | VmDelete) else c for c in changes]
+        if by is not None:  # rows made with it already (an import's thousands) are not copied again
+            changes = [replace(c, by=by) if isinstance(c, VmRow | VmDelete) and c.by != by else c for c in changes]
         if self.store is None:
             return 0
         try:
@@ -878,8 +878,7 @@ class PlacementEngine:
             self.check_store()
             slot = self._machine_slot(machine_id)
             pol = self.policy(policy)
-            saved = copy.deepcopy(self.state)  # a policy that raises half-way must not leave half a failure behind
-            counted, explained = dict(self.counters), self._explanations.copy()
+            kept = self._saved()  # a policy that raises half-way must not leave half a failure behind
             s = self.state
             try:
                 s.set_status(slot, FAILED)
@@ -908,10 +907,10 @@ class PlacementEngine:
                         report.dropped.append(decision)
                         changes.append(VmDelete(rec.id, "dropped"))
             except BaseException:
-                self.state, self.counters, self._explanations = saved, counted, explained
+                self._restore(kept)
                 raise
             # the policy counted these as new placements and rejections: they are moves and losses
-            self.counters = counted
+            self.counters = kept[1]  # the counters before
             self.counters["migrated"] += len(report.replaced)
             self.counters["dropped"] += len(report.dropped)
             for r in report.dropped:
@@ -1593,7 +1592,7 @@ class PlacementEngine:
         self._wait(ticket)
         return placement
 
-    def _assign_locked(self, req: VmRequest, machine_id: str, node: int | None) -> VmRow:
+    def _assign_locked(self, req: VmRequest, machine_id: str, node: int | None, by: str | None = None) -> VmRow:
         s = self.state
         if req.id in s.slot_of_vm:
             raise Conflict(f"a VM {req.id!r} is already placed", field="vm")
@@ -1602,7 +1601,7 @@ class PlacementEngine:
             raise Conflict(f"VM {req.id!r} ({req.cpu:g} cores, {req.mem:g} GB) does not fit on machine "
                            f"{machine_id!r} node {'all' if node is None else node}", field="vm")  # fmt: skip
         s.place(req.id, s.vm_slot(), req.cpu, req.mem, req.multi, m * self.numa + k)
-        return VmRow(req.id, machine_id, node, req.cpu, req.mem, req.multi, req.pinned, req.uid)
+        return VmRow(req.id, machine_id, node, req.cpu, req.mem, req.multi, req.pinned, req.uid, by)
 
     # -- re-optimisation, migration, evacuation (module dcplace.engine.reopt) ---------------------------------
     def pin(self, vm_id: str, pinned: bool = True) -> VmRecord:
@@ -2236,7 +2235,7 @@ class PlacementEngine:
                     try:
                         if self._recorded_as(req, machine, node):
                             continue
-                        changes.append(self._assign_locked(req, machine, node))
+                        changes.append(self._assign_locked(req, machine, node, by="import"))
                         self._remember(req)
                     except InputError as e:
                         raise type(e)(e.detail, **at(i, e.field)) from None
@@ -2459,7 +2458,7 @@ class PlacementEngine:
                         unchanged += 1
                 for i, req, machine, node in todo:
                     try:
-                        changes.append(self._assign_locked(req, machine, node))
+                        changes.append(self._assign_locked(req, machine, node, by="reconcile"))
                     except InputError as e:
                         raise type(e)(e.detail, **_where(i - 1, e.field, source, lines)) from None
                     self._remember(req)

@@ -196,13 +196,6 @@ def in_id_order(snap: Snapshot, *masks: npt.NDArray[np.bool_]) -> tuple[Snapshot
     return Snapshot(placement, ids, snap.machine_ids, snap.pinned[order]), [m[order] for m in masks]
 
 
-def movable(
-    state: ClusterState, snap: Snapshot, policy: ReoptPolicy, moved_at: dict[str, float], now: float | None
-) -> npt.NDArray[np.bool_]:
-    """``(V,)`` the VMs the event may move (module docstring, step 2)."""
-    return movable_and_held(state, snap, policy, moved_at, now)[0]
-
-
 HELD_REASONS = ("unusable", "pinned", "selection", "cooling")
 """Why a placed VM may not move, in the order a VM is counted under the first that applies: its machine is drained
 or failed (an evacuation moves those), it is pinned, the selection left its machine out (``underused``: the machine
@@ -212,9 +205,9 @@ is filled above ``underused_below``), it moved less than ``cooldown_s`` ago."""
 def movable_and_held(
     state: ClusterState, snap: Snapshot, policy: ReoptPolicy, moved_at: dict[str, float], now: float | None
 ) -> tuple[npt.NDArray[np.bool_], dict[str, int]]:
-    """:func:`movable`, and how many placed VMs each of :data:`HELD_REASONS` held back (each VM under the first
-    reason that applies), which the report carries: an event that moved nothing because every VM was pinned said
-    only ``movable: 0``."""
+    """``(V,)`` the VMs the event may move (module docstring, step 2), and how many placed VMs each of
+    :data:`HELD_REASONS` held back (each VM under the first reason that applies), which the report carries: an
+    event that moved nothing because every VM was pinned said only ``movable: 0``."""
     cp = snap.placement
     where = cp.current.machine
     placed = where >= 0
