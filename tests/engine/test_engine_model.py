@@ -767,7 +767,11 @@ class EngineModel(RuleBasedStateMachine):
         # the twin keeps its live ledger layout; only its random streams restart, as the reopened one's do
         self.twin._rng = np.random.default_rng(self.twin.seed)
         self.twin._dry_rng = np.random.default_rng([self.twin.seed, 1])
-        self.twin.last_reoptimisation, self.twin.moved_at = None, {}  # in memory only (documented)
+        # durable since 2026-11-29: the cool-down and the timer outlive the restart
+        assert (self.engine.last_reoptimisation, self.engine.moved_at) == (
+            self.twin.last_reoptimisation,
+            self.twin.moved_at,
+        ), "a reopen lost when VMs moved or when the last re-optimisation ran"
         self.log.append("reopen()")
         self.reopened = True
 

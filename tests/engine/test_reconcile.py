@@ -5,6 +5,7 @@ placement, which are not one step and lost the VM's pin and uid."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -192,15 +193,21 @@ def test_reconcile_and_move_on_the_command_line(tmp_path: Path) -> None:
     runner = CliRunner()
     dry = runner.invoke(app, ["cluster", "reconcile", str(inv), "--db", str(db), "--dry-run"])
     assert dry.exit_code == 0 and "would change (dry run): 1 recorded, 1 released, 1 moved" in dry.output, dry.output
+    t0 = time.time()
     done = runner.invoke(app, ["cluster", "reconcile", str(inv), "--db", str(db), "--json"])
     assert done.exit_code == 0 and '"applied": true' in done.output, done.output
     e = PlacementEngine.open(db)
     assert {v.id: (v.machine, v.node) for v in e.vms()} == {"a": ("m1", 1), "new": ("m0", None)}
+    # the offline commands move on the service's clock, so a service started after them cools the VM down
+    assert list(e.moved_at) == ["a"] and t0 <= e.moved_at["a"] <= (t1 := time.time())
     e.close()
     res = runner.invoke(app, ["cluster", "move", "a", "m0", "--node", "0", "--db", str(db), "--dry-run"])
     assert res.exit_code == 0 and "a would fit on m0 node 0 (dry run)" in res.output, res.output
     res = runner.invoke(app, ["cluster", "move", "a", "m0", "--node", "0", "--db", str(db)])
     assert res.exit_code == 0 and "a now on m0 node 0" in res.output, res.output
+    e = PlacementEngine.open(db)
+    assert e.moved_at["a"] >= t1 and e.vm("a").machine == "m0"
+    e.close()
     bad = tmp_path / "bad.csv"
     bad.write_text("vm,machine,node,cpu,mem\na,m1,1,2,2\nb,m1,1,99,2\n", encoding="utf-8")
     for args, said in ((["cluster", "reconcile", str(bad), "--db", str(db)], f"{bad}, line 3, field 'vm'"),

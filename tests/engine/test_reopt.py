@@ -3,6 +3,7 @@ clusters (hypothesis), pins, budgets, cool-down, selection, triggers, durability
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
@@ -351,6 +352,60 @@ def test_reoptimisation_is_durable(tmp_path: Path) -> None:
     assert rep.applied and again.snapshot() == snap and again.pinned == {v["id"] for v in snap["vms"] if v["pinned"]}
     again.check_invariants()
     again.close()
+
+
+def test_the_cool_down_and_the_timer_outlive_a_restart(tmp_path: Path) -> None:
+    """A restart (a deploy, a crash loop) forgot both: a timer event was due 60 s after every start, and VMs just
+    moved could move again at once."""
+    db = tmp_path / "state.db"
+    e = fragmented(12, machines=10, vms=90, engine=PlacementEngine.open(db, policy="first-fit"))
+    first = e.reoptimise(ReoptPolicy(migration_weight=0.0), now=1000.0)
+    moved = {m.vm for m in first.moves if not m.staging}
+    assert moved and e.moved_at == dict.fromkeys(moved, 1000.0)
+    e.add_machine("spare", 16, 32)
+    e.move(sorted({r.id for r in e.vms() if not r.multi} - moved)[0], "spare", 0, now=1010.0)  # done outside
+    resized = sorted(moved)[0]
+    e.resize(resized, e.vm(resized).cpu, e.vm(resized).mem + 0.5)  # a resize where it runs keeps its last move
+    kept = dict(e.moved_at)
+    e.close()
+    again = PlacementEngine.open(db, policy="first-fit")
+    assert again.moved_at == kept and again.last_reoptimisation == 1000.0
+    timer = ReoptPolicy(every_s=3600.0)
+    assert again.reoptimise_if_due(timer, 1060.0) is None  # it was due at once after a restart
+    for rid in [r.id for r in again.vms() if r.id not in kept][::2]:
+        again.release(rid)
+    second = again.reoptimise(ReoptPolicy(migration_weight=0.0, cooldown_s=100.0), now=1050.0)
+    assert second.held["cooling"] == len(kept) and not set(kept) & {m.vm for m in second.moves}
+    again.release(resized)  # gone: a new VM of that id has never moved
+    again.close()
+    third = PlacementEngine.open(db)
+    assert resized not in third.moved_at and third.last_reoptimisation == 1050.0
+    third.close()
+
+
+def test_a_database_without_move_times_opens_and_a_damaged_time_is_no_cool_down(tmp_path: Path) -> None:
+    """A file written before the column (dcplace before 2026-11-29) gains it; one that older code wrote a row to
+    since, or a hand-edited value, opens with no cool-down for that VM rather than refusing the cluster."""
+    db = tmp_path / "state.db"
+    e = fragmented(12, machines=10, vms=90, engine=PlacementEngine.open(db, policy="first-fit"))
+    e.reoptimise(ReoptPolicy(migration_weight=0.0), now=5.0)
+    snap, moved = e.snapshot(), dict(e.moved_at)
+    e.close()
+    with sqlite3.connect(db) as conn:
+        conn.execute("ALTER TABLE vms DROP COLUMN moved_at")
+        conn.execute("DELETE FROM meta WHERE key = 'last_reoptimisation'")
+    old = PlacementEngine.open(db)
+    assert old.snapshot() == snap and old.moved_at == {} and old.last_reoptimisation is None
+    old.close()
+    vm = sorted(moved)[0]
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE vms SET moved_at = 'soon' WHERE id = ?", (vm,))
+        conn.execute("UPDATE vms SET moved_at = 7.0 WHERE id <> ?", (vm,))
+        conn.execute("INSERT INTO meta VALUES ('last_reoptimisation', 'nan')")
+    damaged = PlacementEngine.open(db)
+    assert damaged.snapshot() == snap and vm not in damaged.moved_at and damaged.last_reoptimisation is None
+    assert set(damaged.moved_at.values()) == {7.0} and len(damaged.moved_at) == len(snap["vms"]) - 1
+    damaged.close()
 
 
 def scattered(seed: int) -> PlacementEngine:

@@ -147,7 +147,7 @@ def reoptimise(
                              time_limit_s=time_limit, bound=bound, improve_s=improve)  # fmt: skip
         engine = _open(db)
         try:
-            rep = engine.reoptimise(policy, execute=not dry_run)
+            rep = engine.reoptimise(policy, now=time.time(), execute=not dry_run)  # the service's clock
         finally:
             engine.close()
     except InputError as exc:
@@ -172,7 +172,7 @@ def evacuate(
     try:
         engine = _open(db)
         try:
-            rep = engine.evacuate(machine, failed=failed, execute=not dry_run)
+            rep = engine.evacuate(machine, failed=failed, now=time.time(), execute=not dry_run)
         finally:
             engine.close()
     except InputError as exc:
@@ -215,7 +215,7 @@ def reconcile(
         engine = _open(db)
         try:
             rep = engine.reconcile(
-                rows, source=str(inventory), lines=lines, execute=not dry_run, as_of=when, force=force
+                rows, source=str(inventory), lines=lines, execute=not dry_run, now=time.time(), as_of=when, force=force
             )
         finally:
             engine.close()
@@ -324,7 +324,8 @@ def move(
             raise InputError(f"must be a NUMA node number or 'all', got {node!r}", field="node")
         engine = _open(db)
         try:
-            rec = engine.move(vm, machine, None if node.strip() == "all" else int(node), execute=not dry_run)
+            at_node = None if node.strip() == "all" else int(node)
+            rec = engine.move(vm, machine, at_node, now=time.time(), execute=not dry_run)
         finally:
             engine.close()
     except InputError as exc:

@@ -426,6 +426,23 @@ MAX_SLOTS = 2**20
 """The most machine slots a database may hold (slots are reused, so this is the most machines at once)."""
 
 
+LAST_REOPTIMISATION = "last_reoptimisation"
+"""The store's note (:class:`MetaSet`) of :attr:`PlacementEngine.last_reoptimisation`."""
+
+
+def _stored_time(value: object) -> float | None:
+    """A time the store kept (a number, or a note's text), or None where there is none or it is not a finite
+    number (a hand-edited row): a lost cool-down or timer, not a database that no longer opens."""
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            return None
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
 def _positive(value: Any, name: str) -> float:
     try:
         x = float(value)
@@ -596,8 +613,12 @@ class PlacementEngine:
         self.uids: dict[str, str] = {}
         """Each VM's uid where it was placed with one (:attr:`VmRequest.uid`; durable with the VM)."""
         self.moved_at: dict[str, float] = {}
-        """When each VM last moved, in the caller's clock (``now`` of :meth:`reoptimise`); in memory only."""
+        """When each VM last moved, in the caller's clock (the ``now`` of :meth:`reoptimise`, :meth:`evacuate`,
+        :meth:`move`, :meth:`reconcile`); durable with the VM (:attr:`VmRow.moved_at`), so the cool-down outlives a
+        restart where the caller's clock does (the service's is the wall clock)."""
         self.last_reoptimisation: float | None = None
+        """When the last executed re-optimisation ran, in the caller's clock (None: none with a clock); durable
+        (``last_reoptimisation`` in the store's notes), so a restart does not make a timer event due at once."""
 
     # -- construction ---------------------------------------------------------------------------------------
     @classmethod
@@ -632,6 +653,7 @@ class PlacementEngine:
                 engine._load(machines, vms)
             except InputError as e:  # the rows, not the caller's input: name the database
                 raise InputError(f"{path} does not hold a consistent cluster: {e.detail}", field="db") from None
+            engine.last_reoptimisation = _stored_time(store.meta(LAST_REOPTIMISATION))
         except BaseException:
             store.close()
             if made is not None:
@@ -891,18 +913,7 @@ class PlacementEngine:
                     decision = self._decide_and_place(pol, req, explain=True)
                     if isinstance(decision, Placement):
                         report.replaced.append(decision)
-                        changes.append(
-                            VmRow(
-                                rec.id,
-                                decision.machine,
-                                decision.node,
-                                rec.cpu,
-                                rec.mem,
-                                rec.multi,
-                                rec.id in self.pinned,
-                                self.uids.get(rec.id),
-                            )
-                        )
+                        changes.append(self._vm_row(s.slot_of_vm[rec.id]))  # its pin, uid, last move kept
                     else:
                         report.dropped.append(decision)
                         changes.append(VmDelete(rec.id, "dropped"))
@@ -1670,6 +1681,7 @@ class PlacementEngine:
                 self.counters["reoptimisations"] += 1  # a dry run changes nothing: the counters, the timer
                 if now is not None:
                     self.last_reoptimisation = now
+                    changes.append(MetaSet(LAST_REOPTIMISATION, repr(float(now))))
             else:
                 moves, changes = self._planned(snap, plan), []
             report = ReoptReport(
@@ -1838,10 +1850,9 @@ class PlacementEngine:
             s.place(rec.id, s.vm_slot(), rec.cpu, rec.mem, rec.multi, mv.dst_machine * kn + node)
             self._explanations.pop(rec.id, None)  # it explained a machine the VM has left (GET said "chose ex1")
             done.append(_move_record(rec, mv, s.machine_ids[mv.dst_machine]))
-            changes.append(VmRow(rec.id, done[-1].machine, done[-1].node, rec.cpu, rec.mem, rec.multi,
-                                 rec.id in self.pinned, self.uids.get(rec.id)))  # fmt: skip
             if now is not None and not mv.staging:
                 self.moved_at[rec.id] = now
+            changes.append(self._vm_row(s.slot_of_vm[rec.id]))
         self.counters["migrated"] += len(done)
         return tuple(done), changes, stopped
 
@@ -2082,8 +2093,10 @@ class PlacementEngine:
                 engine.close()
 
     def _vm_row(self, v: int) -> VmRow:
+        """Ledger slot ``v``'s VM as the store keeps it: place, size, pin, uid, last move."""
         r = self.state.record(v)
-        return VmRow(r.id, r.machine, r.node, r.cpu, r.mem, r.multi, r.id in self.pinned, self.uids.get(r.id))
+        return VmRow(r.id, r.machine, r.node, r.cpu, r.mem, r.multi, r.id in self.pinned, self.uids.get(r.id),
+                     moved_at=self.moved_at.get(r.id))  # fmt: skip
 
     @classmethod
     def restore(cls, snapshot: dict[str, Any], policy: str | NumaPolicy = "best-fit", **kw: Any) -> PlacementEngine:
@@ -2127,6 +2140,7 @@ class PlacementEngine:
             self.pinned.clear()
             self.uids.clear()
             self._load_vms_one_by_one(vms)
+        self.moved_at = {v.id: t for v in vms if (t := _stored_time(v.moved_at)) is not None}
         self._set_loaded_status(machines)
 
     def _load_vms_at_once(self, vms: list[VmRow]) -> bool:
@@ -2345,7 +2359,7 @@ class PlacementEngine:
                 s.place(vm_id, s.vm_slot(), req.cpu, req.mem, req.multi, m * self.numa + k)
                 self.counters["released"] += 1
                 self.counters["imported"] += 1
-                row = VmRow(vm_id, rec.machine, rec.node, req.cpu, req.mem, req.multi, req.pinned, req.uid)
+                row = self._vm_row(s.slot_of_vm[vm_id])  # its pin, uid and last move kept
                 ticket = self._commit([VmDelete(vm_id, "released"), row], by="resize")
             out = s.record(s.slot_of_vm[vm_id])
         self._wait(ticket)
@@ -2473,9 +2487,9 @@ class PlacementEngine:
                         raise type(e)(e.detail, **_where(i - 1, e.field, source, lines)) from None
                     s.place(rec.id, s.vm_slot(), rec.cpu, rec.mem, rec.multi, m * self.numa + k)
                     self._explanations.pop(rec.id, None)
-                    changes.append(self._vm_row(s.slot_of_vm[rec.id]))
                     if now is not None:
                         self.moved_at[rec.id] = now
+                    changes.append(self._vm_row(s.slot_of_vm[rec.id]))
             except BaseException:
                 self._restore(kept)
                 raise

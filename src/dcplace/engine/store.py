@@ -104,6 +104,9 @@ class VmRow:
     """Why, where it was not a client's own call (``import``, ``reconcile``, ``reported``, ``resize``,
     ``reoptimisation``, ``evacuation``, ``failure``, ``bind``, ``assign``): the journal's entry carries it. Not stored
     in the table; a store that keeps no journal may ignore it."""
+    moved_at: float | None = None
+    """When it last moved (the ``now`` its move was given, in the engine's caller's clock; None: never, or without a
+    clock): re-optimisation's cool-down (:attr:`ReoptPolicy.cooldown_s`) outlives a restart. Stored in the table."""
 
 
 @dataclass(frozen=True)
@@ -206,7 +209,8 @@ CREATE TABLE IF NOT EXISTS machines (
 );
 CREATE TABLE IF NOT EXISTS vms (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, machine TEXT NOT NULL, node INTEGER,
-    cpu REAL NOT NULL, mem REAL NOT NULL, multi INTEGER NOT NULL, pinned INTEGER NOT NULL DEFAULT 0, uid TEXT
+    cpu REAL NOT NULL, mem REAL NOT NULL, multi INTEGER NOT NULL, pinned INTEGER NOT NULL DEFAULT 0, uid TEXT,
+    moved_at REAL
 );
 CREATE TABLE IF NOT EXISTS journal (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, event TEXT NOT NULL, vm TEXT, machine TEXT,
@@ -227,7 +231,9 @@ SCHEMA_VERSION = 3
 without the ``uid`` column (2026-11-28), 2 one without the journal (2026-11-28), 3 the tables above; an older one
 is upgraded on open (the ``pinned`` and ``uid`` columns added: every VM it holds has no uid; a journal that begins
 with ``journal-resumed``, since the cluster's history before it is not in it). A newer one is refused, not read
-wrongly."""
+wrongly. A column that older code reads and writes around without harm is added without a new version, so that going
+back to the dcplace before still opens the file: ``moved_at`` (2026-11-29; that code leaves it as it is, so a VM it
+moves keeps its earlier time and cools down at most ``cooldown_s`` longer after the upgrade again)."""
 
 
 def _why(path: Path, e: sqlite3.DatabaseError) -> str:
@@ -477,6 +483,8 @@ class SqliteStore:
                 self._conn.execute("ALTER TABLE vms ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0")
             if "uid" not in columns:  # schema 0 or 1: before VMs carried their client's uid
                 self._conn.execute("ALTER TABLE vms ADD COLUMN uid TEXT")
+            if "moved_at" not in columns:  # before 2026-11-29 (no new version: older code reads the table as it is)
+                self._conn.execute("ALTER TABLE vms ADD COLUMN moved_at REAL")
             self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             holds_machines = self._conn.execute("SELECT EXISTS (SELECT 1 FROM machines)").fetchone()[0]
             self._journal_setting(begun_on_a_cluster=had_journal is None and bool(holds_machines))
@@ -541,9 +549,9 @@ class SqliteStore:
                 )
             ]
             vms = [
-                VmRow(i, m, n, c, me, bool(mu), bool(p), u)
-                for i, m, n, c, me, mu, p, u in self._conn.execute(
-                    "SELECT id, machine, node, cpu, mem, multi, pinned, uid FROM vms ORDER BY seq"
+                VmRow(i, m, n, c, me, bool(mu), bool(p), u, moved_at=t)
+                for i, m, n, c, me, mu, p, u, t in self._conn.execute(
+                    "SELECT id, machine, node, cpu, mem, multi, pinned, uid, moved_at FROM vms ORDER BY seq"
                 )
             ]
         return (None if row is None else int(row[0])), machines, vms
@@ -779,10 +787,10 @@ class SqliteStore:
         if isinstance(c, VmRow):
             before = ex("SELECT machine, node, pinned FROM vms WHERE id = ?", (c.id,)).fetchone() if journal else None
             ex(
-                "INSERT INTO vms (id, machine, node, cpu, mem, multi, pinned, uid) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (id) DO UPDATE SET machine = excluded.machine, node = excluded.node, "
-                "pinned = excluded.pinned",
-                (c.id, c.machine, c.node, c.cpu, c.mem, int(c.multi), int(c.pinned), c.uid),
+                "INSERT INTO vms (id, machine, node, cpu, mem, multi, pinned, uid, moved_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET machine = excluded.machine, "
+                "node = excluded.node, pinned = excluded.pinned, moved_at = excluded.moved_at",
+                (c.id, c.machine, c.node, c.cpu, c.mem, int(c.multi), int(c.pinned), c.uid, c.moved_at),
             )
             if journal:
                 where = (c.id, c.machine, c.node, c.cpu, c.mem, int(c.multi))
