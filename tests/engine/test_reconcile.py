@@ -5,6 +5,7 @@ placement, which are not one step and lost the VM's pin and uid."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from typer.testing import CliRunner
 from conftest import journal_replay, journal_tables
 from dcplace.cli.main import app
 from dcplace.engine import Conflict, MachineSpec, NotFound, PlacementEngine, VmRequest
+from dcplace.engine.journal import BY
 from dcplace.errors import InputError
 
 
@@ -386,7 +388,22 @@ def test_the_journal_says_who_moved_a_vm(tmp_path: Path) -> None:
                                                           ("released", "p", None)]  # fmt: skip
     assert evacuated == [("moved", "i", "evacuation"), ("moved", "p", "evacuation")]
     assert journal_replay(e.journal(limit=None)) == journal_tables(e)
+    # and one asks for them by it: in Python, over HTTP, on the command line
+    for by in BY:
+        want = [x for x in said if x[2] == by]
+        got = [(x.event, x.vm, x.detail["by"]) for x in e.journal(limit=None, by=by)]
+        assert got == want and (by not in ("import", "reported", "reconcile", "evacuation") or got), by
+    page, more = e.journal_page(by="evacuation", limit=1)
+    assert len(page) == 1 and page[0].detail["by"] == "evacuation" and more is not None
+    assert [x.detail["by"] for x in e.journal_page(by="evacuation", after=more)[0]] == ["evacuation"]
+    with pytest.raises(InputError, match="must be one of import, reconcile") as bad:
+        e.journal(by="client")
+    assert bad.value.field == "by"
     e.close()
+    res = CliRunner().invoke(app, ["cluster", "journal", "--db", str(tmp_path / "c.db"), "--by", "reported", "--json"])
+    assert res.exit_code == 0 and [x["vm"] for x in json.loads(res.stdout)["entries"]] == ["p"], res.output
+    res = CliRunner().invoke(app, ["cluster", "journal", "--db", str(tmp_path / "c.db"), "--by", "nobody"])
+    assert res.exit_code == 2 and "--by" in res.output, res.output
 
 
 def test_resize_records_a_new_size_where_the_vm_runs(tmp_path: Path) -> None:

@@ -209,6 +209,8 @@ def test_every_operation_answers_as_documented(contract: Contract) -> None:
     assert events == ["placed", "pinned", "released"]
     assert c.call("GET", "/journal?event=rejected").json()["entries"][0]["detail"] == {"reason": "no-fit"}
     assert c.call("GET", "/journal?machine=pm2&after=1").status_code == 200
+    bound = c.call("GET", "/journal?by=bind").json()["entries"]
+    assert [(x["event"], x["vm"], x["detail"]["by"]) for x in bound] == [("placed", "default/p1", "bind")]
     newest = c.call("GET", "/journal?tail=2").json()
     seqs = [x["seq"] for x in newest["entries"]]
     assert newest["next"] is None and len(seqs) == 2 and seqs == sorted(seqs)
@@ -218,6 +220,7 @@ def test_every_operation_answers_as_documented(contract: Contract) -> None:
     assert "is not a query parameter of GET /journal" in c.call("GET", "/journal?evnt=rejected").json()["detail"]
     for bad in (
         "event=placd",
+        "by=client",
         "limit=0",
         "limit=10001",
         "after=-1",

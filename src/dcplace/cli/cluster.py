@@ -366,6 +366,8 @@ def journal(
                                                    "machine-active, machine-failed, machine-changed, "
                                                    "machine-removed, "
                                                    "journal-resumed")] = None,
+    by: Annotated[str | None, typer.Option(help="only VM entries made for this reason: import, reconcile, reported, "
+                                                "resize, reoptimisation, evacuation, failure, bind, assign")] = None,
     after: Annotated[int, typer.Option(help="entries after this seq (the last one read)")] = 0,
     limit: Annotated[int, typer.Option(help="entries at most (1-10,000)")] = 100,
     tail: Annotated[int | None, typer.Option(help="instead: the newest this many (1-10,000), oldest first")] = None,
@@ -381,7 +383,8 @@ def journal(
     from dcplace.engine.journal import MAX_LIMIT, paged, read_journal
 
     def read(since: int, most: int, newest: int | None = None, peek: bool = False) -> list[Any]:
-        return read_journal(db, vm=vm, machine=machine, event=event, after=since, limit=most, tail=newest, peek=peek)
+        return read_journal(db, vm=vm, machine=machine, event=event, after=since, limit=most, tail=newest, peek=peek,
+                            by=by)  # fmt: skip
 
     try:
         if follow and not 0.05 <= every <= 3600:

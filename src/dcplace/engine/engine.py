@@ -700,17 +700,19 @@ class PlacementEngine:
         tail: int | None = None,
         *,
         peek: bool = False,
+        by: str | None = None,
     ) -> list[JournalEntry]:
         """What happened, oldest first (:mod:`dcplace.engine.journal`): the entries after ``after`` (a ``seq``), at
         most ``limit`` (None: all), about the VM ``vm``, the machine ``machine`` (a move away from it included), of
-        kind ``event``; ``tail``: the newest ``tail`` of them instead; ``peek``: one more than ``limit`` where there
-        is one (:meth:`journal_page` pages with it). Committed entries only; an engine without a database keeps
-        none (InputError)."""
+        kind ``event``, made for the reason ``by`` (:data:`~dcplace.engine.journal.BY`: ``reoptimisation``,
+        ``evacuation``, ``reconcile``, ...); ``tail``: the newest ``tail`` of them instead; ``peek``: one more than
+        ``limit`` where there is one (:meth:`journal_page` pages with it). Committed entries only; an engine without
+        a database keeps none (InputError)."""
         reading = getattr(self.store, "reading", None)
         if reading is None:
             raise InputError("this engine keeps no journal: it has no database, or its store keeps none "
                              "(PlacementEngine.open keeps one)", field="db")  # fmt: skip
-        query = JournalQuery(vm, machine, event, after, limit, tail, peek)
+        query = JournalQuery(vm, machine, event, after, limit, tail, peek, by)
         self.check_store()
         with reading() as conn:
             return query_journal(conn, query)
@@ -723,11 +725,13 @@ class PlacementEngine:
         after: int = 0,
         limit: int = 1000,
         tail: int | None = None,
+        *,
+        by: str | None = None,
     ) -> tuple[list[JournalEntry], int | None]:
         """:meth:`journal` as pages: the entries, and the ``after`` of the next page (None: nothing more now)."""
         if tail is not None:
-            return self.journal(vm, machine, event, after, tail=tail), None
-        return paged(self.journal(vm, machine, event, after, limit, peek=True), limit)
+            return self.journal(vm, machine, event, after, tail=tail, by=by), None
+        return paged(self.journal(vm, machine, event, after, limit, peek=True, by=by), limit)
 
     # -- durability -----------------------------------------------------------------------------------------
     def _journals(self) -> bool:

@@ -47,6 +47,8 @@ MACHINE_EVENTS = (
 )
 EVENTS = VM_EVENTS + MACHINE_EVENTS + ("journal-resumed",)
 """Every event the journal records (module docstring)."""
+BY = ("import", "reconcile", "reported", "resize", "reoptimisation", "evacuation", "failure", "bind", "assign")
+"""Why a VM entry was made, where it was not a client's own call (its ``detail``'s ``by``; :attr:`VmRow.by`)."""
 
 MAX_SEQ = 2**63 - 1
 """SQLite's largest integer: no seq is above it."""
@@ -88,7 +90,8 @@ class JournalEntry:
 @dataclass(frozen=True)
 class JournalQuery:
     """Which entries to read: those after ``after`` (a seq) in commit order, at most ``limit`` (None: all), about the
-    VM ``vm``, the machine ``machine`` (a VM event on it, a move *from* it included), of kind ``event``; ``tail``:
+    VM ``vm``, the machine ``machine`` (a VM event on it, a move *from* it included), of kind ``event``, made for the
+    reason ``by`` (one of :data:`BY`: ``reoptimisation`` gives the moves re-optimisation made); ``tail``:
     instead, the newest ``tail`` such entries (still oldest first; ``limit`` is not used); ``peek``: one entry past
     ``limit`` where there is one (:func:`paged` tells from it whether a page is the last). Checked when made: one
     sentence naming the field (InputError)."""
@@ -100,6 +103,7 @@ class JournalQuery:
     limit: int | None = 1000
     tail: int | None = None
     peek: bool = False
+    by: str | None = None
 
     def __post_init__(self) -> None:
         for name, value in (("vm", self.vm), ("machine", self.machine)):
@@ -107,6 +111,8 @@ class JournalQuery:
                 raise InputError(f"must be a non-empty id, got {value!r}", field=name)
         if self.event is not None and self.event not in EVENTS:
             raise InputError(f"must be one of {', '.join(EVENTS)}; got {self.event!r}", field="event")
+        if self.by is not None and self.by not in BY:
+            raise InputError(f"must be one of {', '.join(BY)}; got {self.by!r}", field="by")
         after = self.after
         if isinstance(after, bool) or not isinstance(after, int) or not 0 <= after <= MAX_SEQ:
             raise InputError(f"must be a whole number from 0 to {MAX_SEQ} (the last seq already read), got "
@@ -129,6 +135,9 @@ def query_journal(conn: sqlite3.Connection, q: JournalQuery) -> list[JournalEntr
     if q.event is not None:
         where.append("event = ?")
         args.append(q.event)
+    if q.by is not None:
+        where.append("json_extract(detail, '$.by') = ?")
+        args.append(q.by)
     sql = f"SELECT {_COLUMNS} FROM journal WHERE {' AND '.join(where)} ORDER BY seq"
     if q.tail is not None:
         sql += f" DESC LIMIT {int(q.tail)}"
@@ -181,10 +190,11 @@ def read_journal(
     limit: int | None = 1000,
     tail: int | None = None,
     peek: bool = False,
+    by: str | None = None,
 ) -> list[JournalEntry]:
     """The entries of the database ``path`` that the filters ask for (:class:`JournalQuery`), read-only: also while
     ``dcplace serve`` runs on it, and writing nothing beside it where no engine holds it."""
-    q = JournalQuery(vm, machine, event, after, limit, tail, peek)
+    q = JournalQuery(vm, machine, event, after, limit, tail, peek, by)
     with _connected(path) as conn:
         return query_journal(conn, q)
 

@@ -53,8 +53,8 @@ from dcplace.engine import (
     VmListing,
     VmRequest,
 )
+from dcplace.engine.journal import BY, parse_time
 from dcplace.engine.journal import MAX_LIMIT as MAX_JOURNAL
-from dcplace.engine.journal import parse_time
 from dcplace.errors import InputError
 from dcplace.service.admission import LISTING_STALL_S, MAX_LISTINGS, Admission, Gate, remember_transport
 from dcplace.service.answers import (
@@ -743,6 +743,7 @@ def create_app(
         machine: Annotated[str | None, Query(description="only this machine's (a VM moved away from it included)")]
         = None,
         event: Annotated[str | None, Query(description="only this event (placed, moved, released, ...)")] = None,
+        by: Annotated[str | None, Query(description="only VM entries made for this reason: " + ", ".join(BY))] = None,
         after: Annotated[int, Query(ge=0, description="entries after this seq: the page before's `next`")] = 0,
         limit: Annotated[int, Query(ge=1, le=MAX_JOURNAL, description="entries at most")] = 1000,
         tail: Annotated[int | None, Query(ge=1, le=MAX_JOURNAL, description="instead: the newest this many, still "
@@ -751,7 +752,8 @@ def create_app(
         """What happened to the cluster, oldest first (docs/engine.md, "The journal"): VMs placed, moved, pinned,
         released, dropped, requests rejected, machines added, drained, activated, failed, removed. Read on a
         connection of its own: it never holds up the commits."""
-        entries, more = engine.journal_page(vm=vm, machine=machine, event=event, after=after, limit=limit, tail=tail)
+        entries, more = engine.journal_page(vm=vm, machine=machine, event=event, after=after, limit=limit, tail=tail,
+                                            by=by)  # fmt: skip
         return _json({"entries": [e.as_dict() for e in entries], "next": more})
 
     @app.put("/vms/{vm_id:vmid}/pinned", response_model=VmOut, tags=["vms"], responses=ERRORS)
