@@ -363,9 +363,13 @@ def test_a_rewind_to_an_entry_inside_a_reconcile_gives_the_state_after_it(tmp_pa
     assert len(entries) == 3 and len({x.at for x in entries}) == 1  # one operation, one time
     for x in entries:
         state = PlacementEngine.read_state_at(db, seq=x.seq)
-        assert state == after, x
+        assert state == after | {"seq": entries[-1].seq}, x  # and it says which entry it is the state after
         PlacementEngine.restore(state).check_invariants()
     assert PlacementEngine.read_state_at(db, seq=before)["vms"] != after["vms"]
+    out = tmp_path / "then.json"
+    res = CliRunner().invoke(app, ["cluster", "rewind", str(out), "--db", str(db), "--seq", str(entries[0].seq)])
+    assert res.exit_code == 0 and f"after journal entry {entries[-1].seq}" in res.stdout, res.output
+    assert f"entry {entries[0].seq} is inside one operation" in res.stderr, res.output
 
 
 def test_the_journal_says_who_moved_a_vm(tmp_path: Path) -> None:

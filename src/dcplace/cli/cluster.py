@@ -519,7 +519,11 @@ def rewind(
         state = PlacementEngine.read_state_at(db, seq=seq, at=when)
     except InputError as exc:
         _fail(exc)
-    moment_said = "" if when is None else f" ({utc(when)})"
+    moment_said = f" after journal entry {state['seq']:,}" + ("" if when is None else f" ({utc(when)})")
+    if seq is not None and state["seq"] != seq:
+        typer.echo(f"note: entry {seq:,} is inside one operation (a reconcile's or a re-optimisation's entries "
+                   f"share their time), so the state is the one after all of it, entry {state['seq']:,}",
+                   err=True)  # fmt: skip
     try:
         write_text(out, json.dumps(state))
     except OSError as exc:

@@ -2026,7 +2026,9 @@ class PlacementEngine:
         the state now with the journal's entries since undone (:func:`dcplace.engine.journal.rewind`), both read
         from one online backup, so also while a service runs on it. Give exactly one of ``seq`` and ``at``. A
         ``seq`` inside one operation's entries (a reconcile's or a re-optimisation's, which share their time) gives
-        the state after the whole operation: halfway through, a swap of two VMs on full nodes over-commits one."""
+        the state after the whole operation: halfway through, a swap of two VMs on full nodes over-commits one. The
+        answer's ``seq`` says which entry the state is right after (the one given, that operation's last, or for
+        ``at`` the last committed then)."""
         from dcplace.engine.journal import check_seq, rewind, seq_at, utc
 
         if (seq is None) == (at is None):
@@ -2069,7 +2071,7 @@ class PlacementEngine:
             if to > (0 if last is None else int(last[0])):
                 raise InputError(f"the journal's last entry is {0 if last is None else int(last[0])}; a later one "
                                  "has not happened yet", field="seq")  # fmt: skip
-            return rewind(engine.snapshot(), engine.journal(after=to, limit=None), to)
+            return rewind(engine.snapshot(), engine.journal(after=to, limit=None), to) | {"seq": to}
 
         return cls._on_a_copy(path, state)
 

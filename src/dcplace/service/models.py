@@ -348,6 +348,8 @@ class SnapshotOut(BaseModel):
     numa: int = Field(description="NUMA nodes per machine")
     machines: list[SnapshotMachine]
     vms: list[VmOut] = Field(description="by id")
+    seq: int | None = Field(None, description="with `seq` or `at`: the journal entry this state is right after (a "
+                            "`seq` inside one operation's entries gives that operation's last)")  # fmt: skip
 
 
 class NoEventOut(BaseModel):
