@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -406,6 +407,53 @@ def test_a_database_without_move_times_opens_and_a_damaged_time_is_no_cool_down(
     assert damaged.snapshot() == snap and vm not in damaged.moved_at and damaged.last_reoptimisation is None
     assert set(damaged.moved_at.values()) == {7.0} and len(damaged.moved_at) == len(snap["vms"]) - 1
     damaged.close()
+
+
+@pytest.mark.parametrize("now", [float("nan"), float("inf"), -1.0, 1.8e12, True, "5"])
+def test_a_time_that_is_not_one_is_refused_naming_now(now: object) -> None:
+    """A clock review: NaN, infinity or milliseconds stopped the timer or held the VMs an event moved for good."""
+    e = fragmented(3)
+    e.add_machine("spare", 16, 32)
+    vm = next(r for r in e.vms() if not r.multi)
+    row = {"vm": vm.id, "machine": vm.machine, "node": vm.node, "cpu": vm.cpu, "mem": vm.mem}
+    for call in (lambda: e.reoptimise(now=now), lambda: e.reoptimise_if_due(ReoptPolicy(every_s=1.0), now),
+                 lambda: e.evacuate("pm0", now=now), lambda: e.move(vm.id, "spare", 0, now=now),
+                 lambda: e.reconcile([row], now=now, force=True)):  # fmt: skip
+        with pytest.raises(InputError, match="must be a time in seconds") as bad:
+            call()
+        assert bad.value.field == "now"
+    assert e.last_reoptimisation is None and not e.moved_at and e.vm(vm.id).machine == vm.machine
+
+
+def test_a_clock_that_goes_back_delays_neither_the_timer_nor_the_cool_down_by_the_step(tmp_path: Path) -> None:
+    """The wall clock stepped back an hour (NTP): the timer waited for the clock to pass the last event's time again,
+    and VMs moved "in the future" stayed held that long; now both count from the moment the step is seen."""
+    e = fragmented(12, machines=10, vms=90, engine=PlacementEngine.open(tmp_path / "c.db", policy="first-fit"))
+    t = 1_800_000_000.0
+    first = e.reoptimise_if_due(ReoptPolicy(every_s=600.0, migration_weight=0.0), t)
+    assert first is not None and first.applied and e.last_reoptimisation == t
+    moved = {m.vm for m in first.moves if not m.staging}
+    back = t - 3600.0
+    timer = ReoptPolicy(every_s=600.0, migration_weight=0.0, cooldown_s=100.0)
+    assert e.reoptimise_if_due(timer, back) is None and e.last_reoptimisation == back  # counts from now
+    cooling = ReoptPolicy(migration_weight=0.0, cooldown_s=100.0)
+    dry = e.reoptimise(cooling, now=back + 50.0, execute=False)
+    assert dry.held["cooling"] == len(moved) and set(e.moved_at.values()) == {back + 50.0}  # from the step seen
+    assert e.reoptimise(cooling, now=back + 149.0, execute=False).held["cooling"] == len(moved)
+    assert e.reoptimise(cooling, now=back + 150.0, execute=False).held["cooling"] == 0  # not an hour on
+    assert e.reoptimise_if_due(timer, back + 599.0) is None and e.reoptimise_if_due(timer, back + 600.0) is not None
+    e.close()
+
+
+def test_an_inventory_time_after_this_hosts_clock_is_refused() -> None:
+    """as_of in milliseconds, or from a host whose clock is hours ahead, released VMs created since."""
+    e = PlacementEngine()
+    e.add_machine("m", 8, 16)
+    for as_of, said in ((time.time() * 1000, "must be a time in seconds"), (-5.0, "must be a time in seconds"),
+                        (time.time() + 3600, "after this host's clock")):  # fmt: skip
+        with pytest.raises(InputError, match=said) as bad:
+            e.reconcile([], as_of=as_of, force=True)
+        assert bad.value.field == "as_of"
 
 
 def scattered(seed: int) -> PlacementEngine:

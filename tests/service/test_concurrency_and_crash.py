@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import re
 import signal
 import sqlite3
 import threading
@@ -136,6 +137,9 @@ def test_sigterm_stops_the_server_cleanly(tmp_path) -> None:
     assert "stopped; every acknowledged change is durable" in said
     assert " INFO dcplace.engine.engine: machine 'pm' registered: [8.0, 8.0] cores" in said
     assert " INFO dcplace.service.access: POST /vms 201 " in said and " ms request op-1\n" in said
+    stamp = re.search(r"^(\S+) INFO dcplace\.service\.access: POST /vms 201 ", said, re.M)
+    assert stamp and re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", stamp[1]), said  # UTC, labelled
+    assert abs(time.mktime(time.strptime(stamp[1][:19], "%Y-%m-%dT%H:%M:%S")) - time.mktime(time.gmtime())) < 120
     assert "machine m0 registered" not in said  # the warm-up's scratch machine is nobody's
     assert f"registered 2 machine(s) from {listed}" in said
     engine = PlacementEngine.open(tmp_path / "s.db")

@@ -11,6 +11,7 @@ import json
 import logging
 import logging.handlers
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
@@ -464,7 +465,9 @@ class _Logs:
         self.root.setLevel(level)
         self.handler = _Dropping(queue_size)
         writer = _Writer(self.handler)
-        writer.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        utc = logging.Formatter("%(asctime)s.%(msecs)03dZ %(levelname)s %(name)s: %(message)s", "%Y-%m-%dT%H:%M:%S")
+        utc.converter = time.gmtime  # UTC and labelled, as the journal and the start line (it was local, unlabelled)
+        writer.setFormatter(utc)
         self.listener = _Listener(self.handler.queue, writer)
         self.listener.start()
         self.root.addHandler(self.handler)

@@ -299,7 +299,23 @@ REJECTION_COUNTER = {"no-fit": "rejected_no_fit", "declined": "rejected_declined
 
 
 LATEST_TIME = 253_402_300_799
-"""The last second of the year 9999 in Unix time: the latest moment a past state may be asked for."""
+"""The last second of the year 9999 in Unix time: the latest moment a past state may be asked for, and the latest
+``now`` a caller may give (milliseconds, 1.8e12 today, are refused rather than read as seconds)."""
+
+CLOCK_SKEW_S = 300.0
+"""How far ahead of this host's clock an inventory's ``as_of`` may be (it was taken on another host)."""
+
+
+def _check_time(value: object, name: str) -> float | None:
+    """``value`` (None, or a time in seconds from 0 to :data:`LATEST_TIME`) as a float, or InputError naming
+    ``name``: a NaN, infinite or millisecond ``now`` stopped the re-optimisation timer or held VMs for good."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= LATEST_TIME:
+        raise InputError(f"must be a time in seconds from 0 to {LATEST_TIME} (the year 9999), got {value!r}",
+                         field=name)  # fmt: skip
+    return float(value)
+
 
 MAX_NUMA = 256
 """NUMA nodes per machine at most: the largest shared-memory machines sold have 32 sockets of 1-4 nodes each; the
@@ -1647,6 +1663,7 @@ class PlacementEngine:
         pol = policy or ReoptPolicy()
         if not isinstance(pol, ReoptPolicy):  # "best-fit" was an AttributeError
             raise InputError(f"must be a ReoptPolicy, got {policy!r}", field="policy")
+        now = _check_time(now, "now")
         with self._reopt_lock:
             with self.lock:
                 snap, may, held = self._reopt_select(pol, now)
@@ -1662,6 +1679,10 @@ class PlacementEngine:
         """Steps 1-2 under the engine's lock (the caller holds it): a copy of the placement, the VMs that may
         move, and how many each reason held back."""
         self.check_store()
+        if now is not None:  # moved "after" now: the clock went back; such a VM cools down from now, not for hours
+            for vm, t in self.moved_at.items():
+                if t > now:
+                    self.moved_at[vm] = now
         snap = reopt.snapshot(self.state, self.pinned)
         return snap, *reopt.movable_and_held(self.state, snap, pol, self.moved_at, now)
 
@@ -1706,8 +1727,15 @@ class PlacementEngine:
         the event's fsync too)."""
         if not isinstance(policy, ReoptPolicy):
             raise InputError(f"must be a ReoptPolicy, got {policy!r}", field="policy")
+        if _check_time(now, "now") is None:
+            raise InputError("must be a time in seconds, got None", field="now")
         with self._reopt_lock:
             with self.lock:
+                last = self.last_reoptimisation
+                if last is not None and now < last:  # the clock went back: the timer counts from now, not from then
+                    self._log.warning("the clock is %.0f s before the last re-optimisation's time: the timer counts "
+                                      "from now", last - now)  # fmt: skip
+                    self.last_reoptimisation = now
                 why = policy.due(self.state, now, self.last_reoptimisation)
                 if why is None:
                     return None
@@ -1734,6 +1762,7 @@ class PlacementEngine:
         self, machine_id: str, failed: bool = False, now: float | None = None, execute: bool = True
     ) -> ReoptReport:
         """The body of :meth:`evacuate`."""
+        now = _check_time(now, "now")
         with self.lock:
             self.check_store()
             s = self.state
@@ -2033,11 +2062,7 @@ class PlacementEngine:
 
         if (seq is None) == (at is None):
             raise InputError("give exactly one of seq (a journal entry) and at (a time)", field="seq")
-        if at is not None and (
-            isinstance(at, bool) or not isinstance(at, int | float) or not 0 <= at <= LATEST_TIME
-        ):  # fmt: skip
-            raise InputError(f"must be a time in Unix seconds from 0 to {LATEST_TIME} (the year 9999), got {at!r}",
-                             field="at")  # fmt: skip
+        _check_time(at, "at")
         if seq is not None:
             check_seq(seq)
 
@@ -2313,6 +2338,7 @@ class PlacementEngine:
         cool-down starts at ``now``. The machine must be registered and not failed (a drained one may hold it, as
         an import may), and the VM must fit there; a VM already there is answered as it is. Durable on return.
         ``execute=False``: the same checks and answer (where it would be), nothing changed: ask before migrating."""
+        now = _check_time(now, "now")
         with self.lock:
             self.check_store()
             s = self.state
@@ -2421,6 +2447,10 @@ class PlacementEngine:
         release more than half of the recorded VMs is refused unless ``force`` (an empty or truncated inventory released
         them all)."""
         parsed = self._parse_allocations(rows, source, lines)
+        now, as_of = _check_time(now, "now"), _check_time(as_of, "as_of")
+        if as_of is not None and as_of > time.time() + CLOCK_SKEW_S:
+            raise InputError(f"is {as_of - time.time():.0f} s after this host's clock: an inventory cannot have been "
+                             "taken later than it is given (seconds, not milliseconds?)", field="as_of")  # fmt: skip
         with self._locked_when_durable(as_of is not None), self._dry_runs_end():  # put back under the same hold
             self.check_store()
             newer = self._changed_since(as_of) if as_of is not None else set()
@@ -2563,8 +2593,6 @@ class PlacementEngine:
         if reading is None or not self._journals():
             raise InputError("needs the journal, which this engine does not keep (no database, or --journal-keep 0)",
                              field="as_of")  # fmt: skip
-        if not math.isfinite(at):
-            raise InputError(f"must be a time, got {at!r}", field="as_of")
         with reading() as conn:
             after = seq_at(conn, at)
             first = conn.execute("SELECT min(seq) FROM journal").fetchone()[0]

@@ -893,8 +893,9 @@ def create_app(
     async def reconcile(
         request: Request,
         dry_run: Annotated[bool, Query(description="only say what would change")] = False,
-        as_of: Annotated[str | None, Query(description="when the inventory was taken (Unix seconds or ISO 8601): "
-                                           "VMs whose records changed since are left as they are")] = None,
+        as_of: Annotated[str | None, Query(description="when the inventory was taken (Unix seconds or ISO 8601, UTC "
+                                           "unless it says otherwise): VMs whose records changed since are left as "
+                                           "they are")] = None,
         force: Annotated[bool, Query(description="release more than half of the VMs recorded if the inventory "
                                      "says so (refused otherwise: an empty or truncated inventory)")] = False,
     ) -> Response:  # fmt: skip

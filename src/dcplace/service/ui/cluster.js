@@ -125,9 +125,9 @@ function renderReopt(report) {
   } else if (report.error) {
     p.textContent = `could not re-optimise: ${report.error}`;
   } else {
-    const when = report.time ? `${new Date(report.time * 1000).toLocaleTimeString()} ` : "";
+    const at = report.time ? `${when(report.time)} ` : ""; // UTC, as the journal beside it (it was local time)
     p.textContent =
-      `${when}(${report.trigger}): ${report.applied} of ${report.planned} moves applied, ` +
+      `${at}(${report.trigger}): ${report.applied} of ${report.planned} moves applied, ` +
       `machines in use ${report.machines_before} -> ${report.machines_after} (target ${report.machines_target}), ` +
       `${fmt(report.gb_moved)} GB moved; plan ${report.verified ? "verified" : "NOT verified"}. ${report.reason}`;
   }
