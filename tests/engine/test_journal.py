@@ -464,6 +464,54 @@ def test_rewinding_the_journal_gives_every_state_the_cluster_was_in(tmp_path_fac
     r.close()
 
 
+def test_a_rewind_over_tables_changed_without_the_journal_is_one_sentence(tmp_path: Path) -> None:
+    """An upgrade review: a dcplace from before the journal released VMs in a newer file (so did a hand edit), and
+    `cluster rewind` printed a KeyError traceback, `GET /state/snapshot?seq=` answered 500."""
+    db = tmp_path / "c.db"
+    e = PlacementEngine.open(db)
+    e.add_machine("m0", 16, 32)
+    for i in range(4):
+        e.place(VmRequest(f"v{i}", 1, 2))
+    placed = {x.vm: x.seq for x in e.journal(event="placed", limit=None)}
+    e.close()
+    with sqlite3.connect(db) as conn:
+        conn.execute("DELETE FROM vms WHERE id = 'v1'")  # released, and no entry says so
+    for kw, name in (({"seq": placed["v0"]}, "seq"), ({"at": 0.0}, "at")):
+        with pytest.raises(InputError, match=f"entry {placed['v1']} \\(placed v1\\) does not match") as bad:
+            PlacementEngine.read_state_at(db, **kw)  # type: ignore[arg-type]
+        assert bad.value.field == name
+    assert len(PlacementEngine.read_state_at(db, seq=placed["v2"])["vms"]) == 2  # what it can rewind, it does
+    res = CliRunner().invoke(app, ["cluster", "rewind", str(tmp_path / "then.json"), "--db", str(db), "--seq", "1"])
+    assert res.exit_code == 2 and "does not match the state" in res.output and "Traceback" not in res.output
+    assert not (tmp_path / "then.json").exists()
+
+
+def test_a_journal_that_began_on_a_running_cluster_does_not_invent_its_first_state(tmp_path: Path) -> None:
+    """A file of schema 2 first opened by a dcplace whose journal began without a journal-resumed entry: rewinding
+    to before its first entry gave the machines and VMs it held then as the state at any earlier time."""
+    db = tmp_path / "c.db"
+    e = PlacementEngine.open(db)
+    e.add_machine("m0", 16, 32)
+    e.place(VmRequest("old", 1, 2))
+    e.close()
+    with sqlite3.connect(db) as conn:  # the history before, as such a file has it: none
+        conn.execute("DELETE FROM journal")
+        conn.execute("DELETE FROM sqlite_sequence WHERE name = 'journal'")
+    e = PlacementEngine.open(db)
+    e.place(VmRequest("new", 1, 2))
+    e.close()
+    assert [x.vm for x in read_journal(db, limit=None)] == ["new"]
+    assert [v["id"] for v in PlacementEngine.read_state_at(db, seq=1)["vms"]] == ["new", "old"]
+    for kw in ({"seq": 0}, {"at": 0.0}):
+        with pytest.raises(InputError, match="began on a cluster that held machines already"):
+            PlacementEngine.read_state_at(db, **kw)  # type: ignore[arg-type]
+    fresh = PlacementEngine.open(tmp_path / "fresh.db")
+    fresh.add_machine("m0", 16, 32)
+    fresh.close()
+    assert PlacementEngine.read_state_at(tmp_path / "fresh.db", seq=0) == {"numa": 2, "machines": [], "vms": [],
+                                                                         "seq": 0}  # fmt: skip
+
+
 def test_a_rewind_stops_where_the_journal_does(tmp_path: Path) -> None:
     db = tmp_path / "c.db"
     e = PlacementEngine.open(db, journal_keep=10)

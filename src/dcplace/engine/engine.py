@@ -2096,7 +2096,7 @@ class PlacementEngine:
             if to > (0 if last is None else int(last[0])):
                 raise InputError(f"the journal's last entry is {0 if last is None else int(last[0])}; a later one "
                                  "has not happened yet", field="seq")  # fmt: skip
-            return rewind(engine.snapshot(), engine.journal(after=to, limit=None), to) | {"seq": to}
+            return rewind(engine.snapshot(), engine.journal(after=to, limit=None), to, field) | {"seq": to}
 
         return cls._on_a_copy(path, state)
 

@@ -353,15 +353,19 @@ def journal_trace(entries: Iterable[JournalEntry], rejected: str = "skip") -> tu
     return table, summary
 
 
-def rewind(snapshot: Mapping[str, Any], entries: Sequence[JournalEntry], to_seq: int) -> dict[str, Any]:
+def rewind(
+    snapshot: Mapping[str, Any], entries: Sequence[JournalEntry], to_seq: int, field: str = "seq"
+) -> dict[str, Any]:
     """The cluster's state right after the journal's entry ``to_seq`` committed (0: before its first entry), from
     ``snapshot`` (:meth:`~dcplace.engine.PlacementEngine.snapshot`: the state after the last of ``entries``) by
     undoing ``entries`` (every entry after ``to_seq``, in order; those before it are passed over, so the whole
     journal will do), newest first: a placement taken back, a release or
     drop put back (with its pin and uid), a move moved back, a machine's status, addition or removal undone. Only
-    the entries after ``to_seq`` are needed, so a pruned journal rewinds as far as it reaches. InputError (field
-    ``seq``) where it cannot: an entry missing (pruned, or the journal was off: ``journal-resumed``), or one written
-    before its entries carried what undoes it; where the journal and the state disagree (a bug), AssertionError.
+    the entries after ``to_seq`` are needed, so a pruned journal rewinds as far as it reaches. InputError (naming
+    ``field``, the caller's parameter: ``seq`` or ``at``) where it cannot: an entry missing (pruned, or the journal
+    was off: ``journal-resumed``), one written before its entries carried what undoes it, an entry the state does
+    not match (the tables changed by something that wrote no journal: another program, a dcplace from before the
+    journal), or a journal that began on a cluster already running, rewound to before its first entry.
     The answer has :meth:`~dcplace.engine.PlacementEngine.snapshot`'s form (machines by slot, VMs by id), so
     :meth:`~dcplace.engine.PlacementEngine.restore` and ``compare cluster --snapshot`` take it."""
     check_seq(to_seq)
@@ -372,59 +376,84 @@ def rewind(snapshot: Mapping[str, Any], entries: Sequence[JournalEntry], to_seq:
         first = entries[0].seq
         missing = f"entry {to_seq + 1}" if first == to_seq + 2 else f"entries {to_seq + 1} to {first - 1}"
         raise InputError(f"the journal no longer holds {missing} (pruned): it rewinds to seq {entries[0].seq - 1} at "
-                         "the earliest", field="seq")  # fmt: skip
+                         "the earliest", field=field)  # fmt: skip
     for before, e in itertools.pairwise(entries):
         if e.seq != before.seq + 1:
-            raise InputError(f"the journal lacks entries {before.seq + 1} to {e.seq - 1}", field="seq")
+            raise InputError(f"the journal lacks entries {before.seq + 1} to {e.seq - 1}", field=field)
     for e in reversed(entries):
-        d = e.detail or {}
-
-        def needs(*keys: str, e: JournalEntry = e, d: dict[str, Any] = d) -> None:
-            if e.detail is None or not all(k in d for k in keys):
-                raise InputError(f"entry {e.seq} ({e.event}) was written before the journal kept what undoes it; "
-                                 f"it rewinds to seq {e.seq} at the earliest", field="seq")  # fmt: skip
-
-        if e.event == "placed":
-            v = vms.pop(str(e.vm))
-            assert (v["machine"], v["node"]) == (e.machine, e.node), f"entry {e.seq}: {v} was not placed as {e}"
-        elif e.event == "moved":
-            needs("from", "from_node")
-            v = vms[str(e.vm)]
-            assert (v["machine"], v["node"]) == (e.machine, e.node), f"entry {e.seq}: {v} is not where {e} moved it"
-            v["machine"], v["node"] = d["from"], d["from_node"]
-        elif e.event in ("pinned", "unpinned"):
-            vms[str(e.vm)]["pinned"] = e.event == "unpinned"
-        elif e.event in ("released", "dropped"):
-            needs()  # {} where the VM had neither pin nor uid; None: written before releases kept them
-            assert e.vm not in vms, f"entry {e.seq}: {e.vm} is still placed"
-            vms[str(e.vm)] = {"id": e.vm, "machine": e.machine, "node": e.node, "cpu": e.cpu, "mem": e.mem,
-                              "multi": bool(e.multi), "pinned": bool(d.get("pinned", False)),
-                              "uid": d.get("uid")}  # fmt: skip
-        elif e.event == "machine-added":
-            gone = machines.pop(str(e.machine))
-            assert not any(v["machine"] == e.machine for v in vms.values()), f"entry {e.seq}: {e.machine} hosts VMs"
-            assert gone["status"] == "active" or "status" in d, gone
-        elif e.event == "machine-removed":
-            needs("slot", "rack", "status", "capacity")
-            machines[str(e.machine)] = {"id": e.machine, "slot": d["slot"], "rack": d["rack"], "status": d["status"],
-                                        "capacity": d["capacity"]}  # fmt: skip
-        elif e.event == "machine-changed":
-            needs("from_rack", "from_capacity")
-            m = machines[str(e.machine)]
-            assert (m["rack"], m["capacity"]) == (d.get("rack"), d.get("capacity")), f"entry {e.seq}: {m} is not {d}"
-            m["rack"], m["capacity"] = d["from_rack"], d["from_capacity"]
-        elif e.event.startswith("machine-"):
-            needs("from")
-            machines[str(e.machine)]["status"] = d["from"]
-        elif e.event == "journal-resumed":
-            raise InputError(f"the journal was off before entry {e.seq} (or began there, on a cluster that was "
-                             f"running already): what happened before is not in it; it rewinds to seq {e.seq} at the "
-                             "earliest", field="seq")  # fmt: skip
+        try:
+            _undo(e, machines, vms, field)
+        except (KeyError, _Disagrees):  # a KeyError: a VM or machine the entry names is not in the state
+            raise InputError(f"entry {e.seq} ({e.event} {e.vm or e.machine}) does not match the state it would "
+                             "undo: the tables were changed without a journal entry (another program, or a dcplace "
+                             f"from before the journal); it rewinds to seq {e.seq} at the earliest",
+                             field=field) from None  # fmt: skip
+    if entries and entries[0].seq == 1 and (machines or vms):  # before the very first entry the cluster was empty
+        raise InputError("the journal began on a cluster that held machines already (it was first opened by a "
+                         "dcplace from before the journal): it rewinds to seq 1 at the earliest",
+                         field=field)  # fmt: skip
     return {
         "numa": snapshot["numa"],
         "machines": sorted(machines.values(), key=lambda m: int(m["slot"])),
         "vms": [vms[k] for k in sorted(vms)],
     }
+
+
+class _Disagrees(Exception):
+    """An entry that does not match the state it would undo."""
+
+
+def _agree(ok: bool) -> None:
+    if not ok:
+        raise _Disagrees
+
+
+def _undo(e: JournalEntry, machines: dict[str, dict[str, Any]], vms: dict[str, dict[str, Any]], field: str) -> None:
+    """Undo entry ``e`` on ``machines`` and ``vms`` (:func:`rewind`)."""
+    d = e.detail or {}
+
+    def needs(*keys: str) -> None:
+        if e.detail is None or not all(k in d for k in keys):
+            raise InputError(f"entry {e.seq} ({e.event}) was written before the journal kept what undoes it; "
+                             f"it rewinds to seq {e.seq} at the earliest", field=field)  # fmt: skip
+
+    if e.event == "placed":
+        v = vms.pop(str(e.vm))
+        _agree((v["machine"], v["node"]) == (e.machine, e.node))
+    elif e.event == "moved":
+        needs("from", "from_node")
+        v = vms[str(e.vm)]
+        _agree((v["machine"], v["node"]) == (e.machine, e.node))
+        v["machine"], v["node"] = d["from"], d["from_node"]
+    elif e.event in ("pinned", "unpinned"):
+        vms[str(e.vm)]["pinned"] = e.event == "unpinned"
+    elif e.event in ("released", "dropped"):
+        needs()  # {} where the VM had neither pin nor uid; None: written before releases kept them
+        _agree(e.vm not in vms)
+        vms[str(e.vm)] = {"id": e.vm, "machine": e.machine, "node": e.node, "cpu": e.cpu, "mem": e.mem,
+                          "multi": bool(e.multi), "pinned": bool(d.get("pinned", False)),
+                          "uid": d.get("uid")}  # fmt: skip
+    elif e.event == "machine-added":
+        gone = machines.pop(str(e.machine))
+        _agree(not any(v["machine"] == e.machine for v in vms.values()))
+        _agree(gone["status"] == "active" or "status" in d)
+    elif e.event == "machine-removed":
+        needs("slot", "rack", "status", "capacity")
+        _agree(str(e.machine) not in machines)
+        machines[str(e.machine)] = {"id": e.machine, "slot": d["slot"], "rack": d["rack"], "status": d["status"],
+                                    "capacity": d["capacity"]}  # fmt: skip
+    elif e.event == "machine-changed":
+        needs("from_rack", "from_capacity")
+        m = machines[str(e.machine)]
+        _agree((m["rack"], m["capacity"]) == (d.get("rack"), d.get("capacity")))
+        m["rack"], m["capacity"] = d["from_rack"], d["from_capacity"]
+    elif e.event.startswith("machine-"):
+        needs("from")
+        machines[str(e.machine)]["status"] = d["from"]
+    elif e.event == "journal-resumed":
+        raise InputError(f"the journal was off before entry {e.seq} (or began there, on a cluster that was "
+                         f"running already): what happened before is not in it; it rewinds to seq {e.seq} at the "
+                         "earliest", field=field)  # fmt: skip
 
 
 def parse_time(text: str) -> float:
