@@ -90,8 +90,10 @@ from dcplace.engine.store import (
     StoreError,
     VmDelete,
     VmRow,
+    check_existing,
     create_new,
     remove_database,
+    stored_numa,
 )
 from dcplace.errors import InputError
 from dcplace.inputs import read_csv, read_text
@@ -652,6 +654,10 @@ class PlacementEngine:
         last opened, else 1,000,000)."""
         _check_numa(numa)
         made = create_new(path)  # the file, if this call made it: only then is it ours to remove on failure
+        if made is None and Path(path).is_file():  # refused before anything is written: an open upgrades the file
+            check_existing(Path(path))
+            if (recorded := stored_numa(Path(path))) not in (None, numa):
+                raise InputError(f"{path} holds machines with {recorded} NUMA nodes, not {numa}", field="numa")
         try:
             store = SqliteStore(path, created=made is not None, journal_keep=journal_keep)
         except BaseException:  # refused (a full disk, a folder it cannot write): no empty new file left behind
@@ -659,11 +665,11 @@ class PlacementEngine:
                 remove_database(made)
             raise
         try:
-            stored_numa, machines, vms = store.load()
-            if stored_numa is None:
+            loaded_numa, machines, vms = store.load()
+            if loaded_numa is None:
                 store.set_numa(numa)
-            elif stored_numa != numa:
-                raise InputError(f"{path} holds machines with {stored_numa} NUMA nodes, not {numa}", field="numa")
+            elif loaded_numa != numa:
+                raise InputError(f"{path} holds machines with {loaded_numa} NUMA nodes, not {numa}", field="numa")
             engine = cls(numa, policy, None, **kw)
             try:
                 engine._load(machines, vms)

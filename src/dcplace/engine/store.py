@@ -226,14 +226,15 @@ JOURNAL_KEEP = 1_000_000
 limit by a tenth (docs/engine.md, "The journal", measures the size)."""
 
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The tables' layout, in SQLite's ``user_version``: 0 is a database from before versions were recorded, 1 one
-without the ``uid`` column (2026-11-28), 2 one without the journal (2026-11-28), 3 the tables above; an older one
-is upgraded on open (the ``pinned`` and ``uid`` columns added: every VM it holds has no uid; a journal that begins
-with ``journal-resumed``, since the cluster's history before it is not in it). A newer one is refused, not read
-wrongly. A column that older code reads and writes around without harm is added without a new version, so that going
-back to the dcplace before still opens the file: ``moved_at`` (2026-11-29; that code leaves it as it is, so a VM it
-moves keeps its earlier time and cools down at most ``cooldown_s`` longer after the upgrade again)."""
+without the ``uid`` column (2026-11-28), 2 one without the journal (2026-11-28), 3 one without ``moved_at``
+(2026-11-29), 4 the tables above; an older one is upgraded on open (the ``pinned``, ``uid`` and ``moved_at``
+columns added: every VM it holds has no uid and no last move; a journal that begins with ``journal-resumed``, since
+the cluster's history before it is not in it). A newer one is refused, not read wrongly: by every command, the
+read-only ones included (:func:`check_existing`). Version 4 is also where the journal's entries all carry what
+undoes them (``by``, ``machine-changed``): a dcplace of version 3 from before that wrote entries a rewind misread,
+so it must not open these files (an upgrade review)."""
 
 
 def _why(path: Path, e: sqlite3.DatabaseError) -> str:
@@ -326,6 +327,13 @@ def _reading(path: Path) -> Iterator[str]:
             os.close(fd)
 
 
+def newer_schema(path: Path, version: int) -> str:
+    """The sentence for a database a newer dcplace wrote."""
+    return (f"{path} was written by a newer dcplace (schema version {version}; this one reads up to "
+            f"{SCHEMA_VERSION}): upgrade dcplace, or restore the backup taken before the upgrade (docs/engine.md, "
+            "\"Upgrading\")")  # fmt: skip
+
+
 def check_existing(path: Path, integrity: bool = False) -> None:
     """Refuse an existing file that is not a dcplace database, looking at it read-only (opening it would switch
     it to WAL mode and add the tables): an empty file, another program's database, or a crashed database whose
@@ -337,8 +345,11 @@ def check_existing(path: Path, integrity: bool = False) -> None:
         with _reading(path) as uri, contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
             tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             check = conn.execute("PRAGMA integrity_check(1)").fetchone()[0] if integrity else "ok"
+            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
     except sqlite3.DatabaseError as e:
         raise InputError(f"{path} {_why(path, e)}", field="db") from None
+    if version > SCHEMA_VERSION:
+        raise InputError(newer_schema(path, version), field="db")
     if not {"machines", "vms", "meta"} <= tables:
         what = "is empty" if path.stat().st_size == 0 else "has no dcplace tables"
         raise InputError(f"{path} {what}, so it is not a dcplace cluster database (another program's database, or "
@@ -462,8 +473,7 @@ class SqliteStore:
         try:
             version = int(self._conn.execute("PRAGMA user_version").fetchone()[0])
             if version > SCHEMA_VERSION:
-                raise InputError(f"{self.path} was written by a newer dcplace (schema version {version}; this one "
-                                 f"reads up to {SCHEMA_VERSION}): upgrade dcplace", field="db")  # fmt: skip
+                raise InputError(newer_schema(self.path, version), field="db")
             mode = self._conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 raise InputError(f"{self.path}: SQLite refused WAL mode (got {mode})", field="db")
