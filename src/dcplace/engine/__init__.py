@@ -1,6 +1,7 @@
 """The live placement engine: machines with NUMA nodes, an allocation ledger, place / release / drain / fail
 through the simulator's transitions, any NUMA policy deciding, periodic re-optimisation with verified migration
-plans, durable state (SQLite), explanations (docs/engine.md, docs/reoptimisation.md)."""
+plans, durable state (SQLite), explanations (docs/engine.md, docs/reoptimisation.md); and the network-aware setting
+live: multi-server jobs with bandwidth on a datacenter network (:mod:`dcplace.engine.network`)."""
 
 from dcplace.engine.cluster_state import ClusterState, VmRecord
 from dcplace.engine.engine import (
@@ -28,6 +29,7 @@ from dcplace.engine.engine import (
     write_allocations,
 )
 from dcplace.engine.explain import Candidate, Explanation
+from dcplace.engine.network import JobPlacement, JobRejection, NetJob, NetworkEngine
 from dcplace.engine.reopt import MoveRecord, ReoptPolicy, ReoptReport, efficiency
 from dcplace.engine.store import SqliteStore, Store, StoreError
 
@@ -39,9 +41,13 @@ __all__ = [
     "Decision",
     "Explanation",
     "FailReport",
+    "JobPlacement",
+    "JobRejection",
     "MachineInfo",
     "MachineSpec",
     "MoveRecord",
+    "NetJob",
+    "NetworkEngine",
     "NotFound",
     "Placement",
     "PlacementEngine",

@@ -47,7 +47,7 @@ servers and locality (0 one server, 1 one rack, 2 neighbouring racks = one pod, 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import IntEnum
 
 import numba as nb
@@ -532,3 +532,104 @@ class NetAllocSim:
         for tier in range(3):
             assert int(used[top.link_tier == tier].sum()) == int(self.bw_used_by_tier[tier]), "tier totals drifted"
         assert self.accepted + sum(self.rejected.values()) == self.t, "every request is accepted or rejected once"
+
+
+class LiveNetSim(NetAllocSim):
+    """The same state and transitions, driven by requests as they come instead of an episode's table: what a live
+    cluster runs (:class:`dcplace.engine.network.NetworkEngine`). :meth:`submit` makes a request wait (or rejects it
+    for capacity, as step 1 does), :meth:`~NetAllocSim.pick` decides it server by server exactly as in an episode,
+    and :meth:`release` returns an allocation when its job ends (no holding periods: the client says when).
+    ``hold``, a request's expected holding period in arrivals, only feeds the observation of a learned policy (Nara
+    reads ``hold / hold_max``)."""
+
+    def __init__(
+        self, topology: Topology, k: int = 3, routing: Routing | None = None, any_server: bool = False,
+        hold_max: int = 100,
+    ) -> None:  # fmt: skip
+        empty = np.zeros(0, dtype=np.int64)
+        self.last_rejection: str | None = None
+        """Why the last request decided was rejected (None: it was accepted)."""
+        super().__init__(topology, NetRequests(empty, empty, empty, empty, hold_max, "live"), k, Rewards(), routing,
+                         any_server)  # fmt: skip
+
+    def _begin(self) -> None:
+        """No table to walk: the request :meth:`submit` made wait, or none."""
+        self.done = self.t >= len(self._req_cpu)
+
+    def submit(self, cpu: int, mem: int, bw: int, hold: int) -> bool:
+        """Request ``(cpu, mem, bw micro-units, hold)`` waits: True when a pick is awaited, False when the free
+        totals cannot hold it (rejected for capacity, decided)."""
+        if not self.done:
+            raise RuntimeError("a request is still waiting for its picks")
+        for column, value in ((self._req_cpu, cpu), (self._req_mem, mem), (self._req_bw, bw), (self._req_hold, hold)):
+            column.append(int(value))
+        self.done, self.last_rejection = False, None
+        if cpu <= self.free_cpu_total and mem <= self.free_mem_total:
+            self.need_cpu, self.need_mem = int(cpu), int(mem)
+            return True
+        self.rejected["capacity"] += 1
+        self.last_rejection = "capacity"
+        self._sample()
+        self.t += 1
+        self.clock += 1
+        self.done = True
+        return False
+
+    def _reject(self, reason: str) -> tuple[Outcome, float, dict[str, str]]:
+        self.last_rejection = reason
+        return super()._reject(reason)
+
+    def _accept(self, bw: int) -> None:
+        rid = self.t
+        super()._accept(bw)
+        self.active[rid] = replace(self.active[rid], end=LIVE_END)  # it ends when released, not after a period
+        self._ends.clear()
+
+    def abandon(self) -> None:
+        """The waiting request rejected as ``invalid``, what it took returned (a policy that raised mid-request)."""
+        if not self.done:
+            self._reject("invalid")
+
+    def release(self, rid: int) -> None:
+        """Return allocation ``rid`` (the ``t`` of its request) in full."""
+        if not self.done:
+            raise RuntimeError("a request is still waiting for its picks")
+        self._release(rid)
+
+    def restore(self, alloc: Allocation) -> int:
+        """Take ``alloc`` again (a database reloaded) as the next request's allocation, whose ``t`` is returned:
+        what it holds leaves the free arrays as when it was accepted. ValueError, nothing changed, where it does not
+        fit or names a server or link twice or not in this topology."""
+        if not self.done:
+            raise RuntimeError("a request is still waiting for its picks")
+        servers, links = alloc.servers, alloc.links
+        if len(np.unique(servers)) != len(servers) or len(np.unique(links)) != len(links) or not len(servers):
+            raise ValueError("no server, or a server or link twice")
+        if ((servers < 0) | (servers >= self.n_servers)).any() or ((links < 0) | (links >= len(self.free_bw))).any():
+            raise ValueError("a server or link this topology does not have")
+        if ((alloc.cpu < 0) | (alloc.mem < 0)).any() or alloc.bw < 0 or len(alloc.cpu) != len(servers):
+            raise ValueError("a negative amount, or amounts that are not one per server")
+        if ((self.free_cpu[servers] < alloc.cpu) | (self.free_mem[servers] < alloc.mem)).any():
+            raise ValueError("more than its servers have free")
+        if len(links) and (self.free_bw[links] < alloc.bw).any():
+            raise ValueError("more bandwidth than its links have free")
+        self.free_cpu[servers] -= alloc.cpu
+        self.free_mem[servers] -= alloc.mem
+        self.free_cpu_total -= int(alloc.cpu.sum())
+        self.free_mem_total -= int(alloc.mem.sum())
+        if len(links):
+            self.free_bw[links] -= alloc.bw
+            self._add_tier_use(links, alloc.bw)
+        rid = self.t
+        self.active[rid] = replace(alloc, end=LIVE_END)
+        for column, value in ((self._req_cpu, int(alloc.cpu.sum())), (self._req_mem, int(alloc.mem.sum())),
+                              (self._req_bw, alloc.bw), (self._req_hold, 1)):  # fmt: skip
+            column.append(value)
+        self.t += 1
+        self.clock += 1
+        self.accepted += 1
+        return rid
+
+
+LIVE_END = np.iinfo(np.int64).max
+"""The end of a live allocation: none until it is released."""

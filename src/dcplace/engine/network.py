@@ -1,0 +1,369 @@
+"""A live network-aware cluster: jobs of several servers that talk to each other, placed on a datacenter network by
+any network-aware policy (Nara, Tetris, NALB, NULB, a user's), durable in SQLite.
+
+This is the Nara paper's setting (its section 3) outside an episode: a job asks for CPU and memory, spread over as
+many servers as it takes, and bandwidth on every link between them; a policy picks its servers one at a time and
+the job is accepted once it has them all and a path with that bandwidth joins every pair, or rejected with what it
+took returned. The transitions are the simulator's own (:class:`~dcplace.sim.netalloc.LiveNetSim`, a subclass of
+the episode simulator that takes requests as they come), so a policy decides here exactly as it was evaluated and
+trained (a test replays an episode through both and compares every server), and the same invariants hold: no
+server or link is ever over its capacity, and everything is free after every job has been released.
+
+``NetworkEngine.open(path, topology, policy)`` keeps the running jobs in a SQLite file (WAL, ``synchronous=FULL``,
+one transaction per placement or release, durable when it returns); a restart reloads them exactly (their servers,
+amounts and links, not decided again) and refuses a file written for another topology. The service mounts it with
+``dcplace serve --network TOPOLOGY`` (``POST /jobs``, docs/engine.md, "The network-aware setting, live").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dcplace.cluster.topology import BW_SCALE, Topology, load_topology
+from dcplace.engine.engine import Conflict, NotFound, _id_ok
+from dcplace.engine.store import StoreError
+from dcplace.errors import InputError
+from dcplace.inputs import MAX_BANDWIDTH, MIN_BANDWIDTH
+from dcplace.policies.base import NetPolicy
+from dcplace.policies.registry import get_net_policy
+from dcplace.sim.netalloc import LOCALITY_NAMES, Allocation, LiveNetSim
+from dcplace.sim.netalloc_episodes import Routings, get_setting
+from dcplace.sim.policy_calls import as_action, decide
+
+MAX_UNITS = 1_000_000
+"""CPU or memory units one job may ask for at most (a Nara server has 10 of each)."""
+
+
+@dataclass(frozen=True)
+class NetJob:
+    """A job: ``cpu`` and ``mem`` in server units over as many servers as it takes, ``bw`` in link units (1.0: a
+    whole server-rack link of the presets) on every link between its servers, ``hold`` its expected holding period
+    in arrivals where known (only a learned policy reads it; None: half the policy's horizon). Checked when made:
+    one sentence naming the field."""
+
+    id: str
+    cpu: int
+    mem: int
+    bw: float
+    hold: int | None = None
+
+    def __post_init__(self) -> None:
+        if not _id_ok(self.id):
+            raise InputError(f"must be 1-256 printable characters without '/', got {self.id!r}", field="id")
+        for name, value in (("cpu", self.cpu), ("mem", self.mem)):
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_UNITS:
+                raise InputError(f"must be a whole number of units from 0 to {MAX_UNITS:,}, got {value!r}",
+                                 field=name)  # fmt: skip
+        if self.cpu == 0 and self.mem == 0:
+            raise InputError("a job asks for some CPU or memory; both are 0", field="cpu")
+        bw = self.bw
+        if isinstance(bw, bool) or not isinstance(bw, int | float) or not MIN_BANDWIDTH <= bw <= MAX_BANDWIDTH:
+            raise InputError(f"must be link units from {MIN_BANDWIDTH:g} to {MAX_BANDWIDTH:g}, got {bw!r}", field="bw")
+        hold = self.hold
+        if hold is not None and (isinstance(hold, bool) or not isinstance(hold, int) or not 1 <= hold <= MAX_UNITS):
+            raise InputError(f"must be a whole number of arrivals from 1 to {MAX_UNITS:,}, got {hold!r}", field="hold")
+
+    @property
+    def bw_micro(self) -> int:
+        """The bandwidth in the topology's integer micro-units (:data:`~dcplace.cluster.topology.BW_SCALE`)."""
+        return max(1, round(self.bw * BW_SCALE))
+
+
+@dataclass(frozen=True)
+class JobPlacement:
+    """Where a job runs: its servers (names) with the CPU and memory each gives, the links that carry its
+    bandwidth (each reserved once, by its two endpoints' names), and how local it is (``LOCALITY_NAMES``)."""
+
+    id: str
+    servers: tuple[str, ...]
+    cpu: tuple[int, ...]
+    mem: tuple[int, ...]
+    links: tuple[tuple[str, str], ...]
+    bw: float
+    locality: str
+
+    accepted = True
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "accepted": True, "servers": list(self.servers), "cpu": list(self.cpu),
+                "mem": list(self.mem), "links": [list(x) for x in self.links], "bw": self.bw,
+                "locality": self.locality}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class JobRejection:
+    """A job not placed: ``capacity`` (the cluster's free CPU or memory cannot hold it), ``network`` (no path with
+    its bandwidth between two of its servers), ``invalid`` (the policy picked a server it could not use)."""
+
+    id: str
+    reason: str
+
+    accepted = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "accepted": False, "reason": self.reason}
+
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS jobs (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, "
+    "servers TEXT NOT NULL, cpu TEXT NOT NULL, mem TEXT NOT NULL, links TEXT NOT NULL, bw INTEGER NOT NULL, "
+    "hold INTEGER)",
+)
+
+
+def fingerprint(topology: Topology) -> str:
+    """A digest of what a job's servers and links refer to: the servers' capacities and the links by endpoints and
+    capacity, in order. A file written for another topology (or the same name built otherwise) is refused."""
+    h = hashlib.sha256()
+    for a in (topology.server_cpu, topology.server_mem, topology.link_u, topology.link_v, topology.link_cap):
+        h.update(np.ascontiguousarray(a, dtype=np.int64).tobytes())
+        h.update(b"|")
+    return h.hexdigest()
+
+
+class NetworkEngine:
+    """Jobs placed on ``topology`` (a :class:`Topology`, a preset name or a topology file) by ``policy`` (a
+    registered netalloc name, ``name=checkpoint`` for a learned one, or a :class:`NetPolicy`), with ``k`` candidate
+    paths per pair of servers (the paper's 3; NALB and NULB use their own weighted routing, as in the paper's
+    setting). Thread-safe: one lock serialises every change. In memory only; :meth:`open` keeps the jobs in a
+    database."""
+
+    def __init__(
+        self,
+        topology: Topology | str,
+        policy: str | NetPolicy = "nalb-strict",
+        *,
+        k: int = 3,
+        seed: int = 0,
+        hold_max: int = 100,
+    ) -> None:
+        self.topology = load_topology(topology) if isinstance(topology, str) else topology
+        if isinstance(policy, str):
+            name, _, checkpoint = policy.partition("=")
+            self.policy: Any = get_net_policy(name, seed=seed, checkpoint=checkpoint or None)
+            self.policy_name = policy
+        else:
+            self.policy, self.policy_name = policy, getattr(policy, "name", type(policy).__name__)
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 16:
+            raise InputError(f"must be a whole number of paths from 1 to 16, got {k!r}", field="k")
+        routing = Routings(self.topology, get_setting("paper"), k).for_policy(self.policy)
+        self.sim = LiveNetSim(self.topology, k, routing, bool(getattr(self.policy, "any_server", False)), hold_max)
+        self.hold_max = hold_max
+        self.lock = threading.RLock()
+        self._rid: dict[str, int] = {}  # job id -> its allocation in the simulator
+        self._job: dict[int, NetJob] = {}
+        self._conn: sqlite3.Connection | None = None
+        self._failed: str | None = None
+        self.counters = {"placed": 0, "rejected": 0, "released": 0}
+        self._names = self.topology.node_names
+
+    # -- the database ----------------------------------------------------------------------------------------
+    @classmethod
+    def open(cls, path: str | Path, topology: Topology | str, policy: str | NetPolicy = "nalb-strict",
+             **kw: Any) -> NetworkEngine:  # fmt: skip
+        """An engine whose jobs are kept in the SQLite file ``path`` (made if new), reloaded exactly. A file that
+        is not one, or was written for another topology, is one sentence naming ``db``."""
+        engine = cls(topology, policy, **kw)
+        p = Path(path)
+        made = not p.exists()
+        try:
+            conn = sqlite3.connect(p, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as e:
+            raise InputError(f"{p} cannot be opened ({e})", field="db") from None
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=FULL")
+            conn.execute("BEGIN IMMEDIATE")
+            for statement in _SCHEMA:
+                conn.execute(statement)
+            mark = fingerprint(engine.topology)
+            row = conn.execute("SELECT value FROM meta WHERE key = 'topology'").fetchone()
+            if row is None:
+                if conn.execute("SELECT EXISTS (SELECT 1 FROM jobs)").fetchone()[0]:
+                    raise InputError(f"{p} holds jobs but no topology", field="db")
+                conn.execute("INSERT INTO meta VALUES ('topology', ?)", (mark,))
+                conn.execute("INSERT INTO meta VALUES ('topology_name', ?)", (engine.topology.name,))
+            elif row[0] != mark:
+                said = conn.execute("SELECT value FROM meta WHERE key = 'topology_name'").fetchone()
+                raise InputError(f"{p} was written for another topology ({said[0] if said else 'unnamed'}), not "
+                                 f"this {engine.topology.name}", field="topology")  # fmt: skip
+            rows = conn.execute("SELECT id, servers, cpu, mem, links, bw, hold FROM jobs ORDER BY seq").fetchall()
+            conn.execute("COMMIT")
+        except sqlite3.DatabaseError as e:
+            conn.close()
+            if made:
+                _remove(p)
+            raise InputError(f"{p} is not a dcplace network database ({e})", field="db") from None
+        except BaseException:
+            conn.close()
+            if made:
+                _remove(p)
+            raise
+        try:
+            for row in rows:
+                engine._reload(row)
+        except (ValueError, TypeError, KeyError, InputError) as e:
+            conn.close()
+            raise InputError(f"{p} does not hold a consistent set of jobs: {e}", field="db") from None
+        engine._conn = conn
+        return engine
+
+    def _reload(self, row: tuple[Any, ...]) -> None:
+        job_id, servers, cpu, mem, links, bw, hold = row
+        at, took_cpu, took_mem, over = (
+            np.array(json.loads(x), np.int64).reshape(-1) for x in (servers, cpu, mem, links)
+        )
+        alloc = Allocation(at, took_cpu, took_mem, over, int(bw), 0)
+        try:
+            rid = self.sim.restore(alloc)
+        except ValueError as e:
+            raise ValueError(f"job {job_id!r}: {e}") from None
+        self._rid[job_id] = rid
+        self._job[rid] = NetJob(job_id, int(alloc.cpu.sum()), int(alloc.mem.sum()), max(int(bw), 1) / BW_SCALE,
+                                hold)  # fmt: skip
+
+    def _write(self, sql: str, args: tuple[Any, ...]) -> None:
+        """One change, durable on return; a failure stops the engine (memory then holds what the file does not)."""
+        if self._conn is None:
+            return
+        try:
+            self._conn.execute(sql, args)
+        except sqlite3.Error as e:
+            self._failed = f"the database refused a change ({e}): restart to reload what is durable"
+            raise StoreError(self._failed) from None
+
+    def close(self) -> None:
+        with self.lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def _check(self) -> None:
+        if self._failed is not None:
+            raise StoreError(self._failed)
+
+    # -- operations -------------------------------------------------------------------------------------------
+    def place(self, job: NetJob) -> JobPlacement | JobRejection:
+        """Place ``job`` with the policy, server by server; durable on return where accepted. A job id already
+        running is a Conflict (release it first); a rejection changes nothing."""
+        if not isinstance(job, NetJob):
+            raise InputError(f"must be a NetJob, got {type(job).__name__}", field="job")
+        with self.lock:
+            self._check()
+            if job.id in self._rid:
+                raise Conflict(f"job {job.id!r} is running already: release it first", field="id")
+            sim = self.sim
+            hold = job.hold if job.hold is not None else max(1, self.hold_max // 2)
+            try:
+                if sim.submit(job.cpu, job.mem, job.bw_micro, hold):
+                    rid = sim.t
+                    while not sim.done:
+                        sim.pick(as_action(self.policy, decide(self.policy, sim.view())))
+                else:
+                    rid = -1
+            except BaseException:
+                sim.abandon()  # what the waiting job took goes back
+                raise
+            if rid not in sim.active:
+                self.counters["rejected"] += 1
+                return JobRejection(job.id, sim.last_rejection or "invalid")
+            a = sim.active[rid]
+            try:
+                lists = [json.dumps(x.tolist()) for x in (a.servers, a.cpu, a.mem, a.links)]
+                self._write("INSERT INTO jobs (id, servers, cpu, mem, links, bw, hold) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                            (job.id, *lists, int(a.bw), job.hold))  # fmt: skip
+            except StoreError:
+                sim.release(rid)
+                raise
+            self._rid[job.id] = rid
+            self._job[rid] = job
+            self.counters["placed"] += 1
+            return self._placement(job.id, rid)
+
+    def release(self, job_id: str) -> JobPlacement:
+        """Release a running job (NotFound where none runs under that id): everything it held is free again,
+        durable on return. Returns where it was."""
+        with self.lock:
+            self._check()
+            rid = self._rid.get(job_id)
+            if rid is None:
+                raise NotFound(f"no job {job_id!r} is running", field="id")
+            was = self._placement(job_id, rid)
+            self._write("DELETE FROM jobs WHERE id = ?", (job_id,))
+            self.sim.release(rid)
+            del self._rid[job_id], self._job[rid]
+            self.counters["released"] += 1
+            return was
+
+    # -- reading ----------------------------------------------------------------------------------------------
+    def job(self, job_id: str) -> JobPlacement:
+        with self.lock:
+            rid = self._rid.get(job_id)
+            if rid is None:
+                raise NotFound(f"no job {job_id!r} is running", field="id")
+            return self._placement(job_id, rid)
+
+    def jobs(self) -> list[JobPlacement]:
+        """Every running job, in the order placed."""
+        with self.lock:
+            return [self._placement(j, r) for j, r in self._rid.items()]
+
+    def _placement(self, job_id: str, rid: int) -> JobPlacement:
+        a = self.sim.active[rid]
+        names, top = self._names, self.topology
+        return JobPlacement(
+            job_id,
+            tuple(names[int(v)] for v in a.servers),
+            tuple(int(c) for c in a.cpu),
+            tuple(int(m) for m in a.mem),
+            tuple((names[int(top.link_u[x])], names[int(top.link_v[x])]) for x in a.links),
+            a.bw / BW_SCALE,
+            LOCALITY_NAMES[self.sim.locality_of(a.servers)],
+        )
+
+    def stats(self) -> dict[str, Any]:
+        """Totals: servers, links, jobs running, CPU and memory in use (units and shares), bandwidth in use per
+        tier (share of the tier's capacity), and the counters since this engine started."""
+        with self.lock:
+            sim, top = self.sim, self.topology
+            cpu_cap, mem_cap = int(top.server_cpu.sum()), int(top.server_mem.sum())
+            used_bw = top.link_cap - sim.free_bw
+            tiers = {}
+            for t, name in enumerate(("server-rack", "rack-fabric", "fabric-spine")):
+                cap = int(top.link_cap[top.link_tier == t].sum())
+                if cap:
+                    tiers[name] = int(used_bw[top.link_tier == t].sum()) / cap
+            return {
+                "topology": top.name, "policy": self.policy_name, "servers": top.n_servers, "links": top.n_links,
+                "jobs": len(self._rid), "cpu_used": cpu_cap - sim.free_cpu_total, "cpu_capacity": cpu_cap,
+                "mem_used": mem_cap - sim.free_mem_total, "mem_capacity": mem_cap,
+                "cpu_share": 1 - sim.free_cpu_total / cpu_cap, "mem_share": 1 - sim.free_mem_total / mem_cap,
+                "bw_share_by_tier": tiers, "counters": dict(self.counters), "durable": self._conn is not None,
+            }  # fmt: skip
+
+    def check_invariants(self) -> None:
+        """Every free array recomputed from the running jobs; nothing over or under capacity; the jobs and the
+        simulator's allocations one to one (AssertionError otherwise)."""
+        with self.lock:
+            self.sim.check_invariants()
+            assert self.sim.done, "a job is still waiting for its servers"
+            assert set(self._rid.values()) == set(self.sim.active) == set(self._job), "jobs and allocations differ"
+            assert (self.sim.free_cpu <= self.topology.server_cpu).all(), "free CPU above capacity"
+            assert (self.sim.free_mem <= self.topology.server_mem).all(), "free memory above capacity"
+
+
+def _remove(p: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{p}{suffix}").unlink(missing_ok=True)
+
+
+__all__ = ["MAX_UNITS", "JobPlacement", "JobRejection", "NetJob", "NetworkEngine", "fingerprint"]

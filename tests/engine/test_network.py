@@ -1,0 +1,184 @@
+"""The live network-aware engine (dcplace.engine.network): the simulator's decisions outside an episode, its
+invariants under random jobs and releases (hypothesis), durability, threads, and bad input."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dcplace.cluster.topology import preset
+from dcplace.engine import Conflict, NetJob, NetworkEngine, NotFound, StoreError
+from dcplace.errors import InputError
+from dcplace.policies.registry import get_net_policy
+from dcplace.sim.netalloc import NetAllocSim
+from dcplace.sim.netalloc_episodes import Routings, episode_requests, get_setting, run_episode
+from dcplace.workload.netreq import NetRequests
+
+ALPHA = preset("alpha")
+
+
+@pytest.mark.parametrize("name", ["tetris", "nalb-strict", "nalb", "nulb", "random"])
+def test_a_job_stream_is_decided_exactly_as_the_simulators_episode(name: str) -> None:
+    """The same policy, the same requests in the same order, none leaving: every accept, reject and server the
+    same as in an episode of the simulator (so what was evaluated and trained is what runs)."""
+    req = episode_requests(ALPHA, "uniform", 96, 0, 0)
+    never = np.full(len(req), len(req) + 1, np.int64)  # nobody leaves within the stream
+    req = NetRequests(req.cpu, req.mem, req.bw, never, req.hold_max)
+    policy = get_net_policy(name, seed=3)
+    routing = Routings(ALPHA, get_setting("paper"), 3).for_policy(policy)
+    sim = NetAllocSim(ALPHA, req, routing=routing, any_server=bool(getattr(policy, "any_server", False)))
+    result = run_episode(sim, policy)
+    live = NetworkEngine(ALPHA, get_net_policy(name, seed=3), hold_max=req.hold_max)
+    accepted = []
+    for i in range(len(req)):
+        job = NetJob(f"j{i}", int(req.cpu[i]), int(req.mem[i]), int(req.bw[i]) / 1e6, int(never[i]))
+        if live.place(job).accepted:
+            accepted.append(i)
+    assert accepted == result.accepted_ids and len(accepted) > 10
+    names = ALPHA.node_names
+    for i in accepted:
+        a = sim.active[i]
+        got = live.job(f"j{i}")
+        assert got.servers == tuple(names[v] for v in a.servers) and got.cpu == tuple(a.cpu.tolist()), i
+    assert np.array_equal(live.sim.free_cpu, sim.free_cpu) and np.array_equal(live.sim.free_bw, sim.free_bw)
+    live.check_invariants()
+
+
+JOBS = st.lists(
+    st.tuples(
+        st.sampled_from(["place", "place", "release"]),
+        st.integers(0, 30),  # cpu
+        st.integers(0, 30),  # mem
+        st.sampled_from([1e-6, 0.05, 0.3, 1.0, 2.5]),  # bw: up to more than a server link holds
+        st.integers(0, 1000),  # which job to release
+    ),
+    min_size=1,
+    max_size=60,
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=JOBS, name=st.sampled_from(["tetris", "nalb", "nulb", "random"]))
+def test_no_server_or_link_is_ever_over_capacity_and_all_is_free_after_every_release(
+    tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[str, int, int, float, int]], name: str
+) -> None:
+    db = tmp_path_factory.mktemp("n") / "net.db"
+    e = NetworkEngine.open(db, "alpha", name)
+    running: list[str] = []
+    for n, (op, cpu, mem, bw, pick) in enumerate(ops):
+        if op == "place" and cpu + mem > 0:
+            if e.place(NetJob(f"j{n}", cpu, mem, bw)).accepted:
+                running.append(f"j{n}")
+        elif op == "release" and running:
+            gone = running.pop(pick % len(running))
+            assert e.release(gone).id == gone
+        e.check_invariants()
+    assert [j.id for j in e.jobs()] == running
+    before = (e.jobs(), e.sim.free_cpu.copy(), e.sim.free_mem.copy(), e.sim.free_bw.copy())
+    e.close()
+    again = NetworkEngine.open(db, "alpha", name)  # the running jobs, exactly, not decided again
+    assert (again.jobs(), again.sim.free_cpu.tolist(), again.sim.free_mem.tolist(), again.sim.free_bw.tolist()) == (
+        before[0], before[1].tolist(), before[2].tolist(), before[3].tolist())  # fmt: skip
+    again.check_invariants()
+    for job in running:
+        again.release(job)
+    assert not again.jobs() and again.stats()["cpu_used"] == 0 and again.stats()["mem_used"] == 0
+    assert np.array_equal(again.sim.free_bw, ALPHA.link_cap) and np.array_equal(again.sim.free_cpu, ALPHA.server_cpu)
+    again.check_invariants()
+    again.close()
+
+
+def test_threads_placing_and_releasing_at_once_never_over_commit() -> None:
+    e = NetworkEngine("alpha", "tetris")
+    errors: list[BaseException] = []
+
+    def worker(w: int) -> None:
+        rng = np.random.default_rng(w)
+        mine: list[str] = []
+        try:
+            for i in range(150):
+                job = NetJob(f"w{w}-{i}", int(rng.integers(1, 15)), int(rng.integers(1, 15)), 0.1)
+                if e.place(job).accepted:
+                    mine.append(job.id)
+                if rng.random() < 0.4 and mine:
+                    e.release(mine.pop(0))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    e.check_invariants()
+    assert e.stats()["counters"]["placed"] - e.stats()["counters"]["released"] == len(e.jobs())
+
+
+def test_bad_jobs_and_operations_are_one_sentence_naming_the_field(tmp_path: Path) -> None:
+    for kw, name in (({"cpu": -1}, "cpu"), ({"mem": 2.5}, "mem"), ({"cpu": 0, "mem": 0}, "cpu"), ({"bw": 0.0}, "bw"),
+                     ({"bw": float("nan")}, "bw"), ({"hold": 0}, "hold"), ({"id": ""}, "id"),
+                     ({"cpu": True}, "cpu")):  # fmt: skip
+        with pytest.raises(InputError) as bad:
+            NetJob(**{"id": "j", "cpu": 2, "mem": 2, "bw": 0.1, **kw})  # type: ignore[arg-type]
+        assert bad.value.field == name, kw
+    e = NetworkEngine.open(tmp_path / "n.db", "alpha")
+    assert e.place(NetJob("a", 5, 5, 0.1)).accepted
+    with pytest.raises(Conflict, match="running already"):
+        e.place(NetJob("a", 1, 1, 0.1))
+    with pytest.raises(NotFound, match="no job 'b'"):
+        e.release("b")
+    huge = e.place(NetJob("big", 10_000, 1, 0.1))
+    assert not huge.accepted and huge.reason == "capacity"  # type: ignore[union-attr]
+    e.close()
+    with pytest.raises(InputError, match="written for another topology \\(alpha\\)") as other:
+        NetworkEngine.open(tmp_path / "n.db", "beta")
+    assert other.value.field == "topology"
+    garbage = tmp_path / "g.db"
+    garbage.write_bytes(b"not a database at all" * 100)
+    with pytest.raises(InputError, match="is not a dcplace network database") as bad:
+        NetworkEngine.open(garbage, "alpha")
+    assert bad.value.field == "db"
+    with sqlite3.connect(tmp_path / "n.db") as conn:  # a hand-edited row that over-commits a server
+        conn.execute("UPDATE jobs SET cpu = '[99]' WHERE id = 'a'")
+    with pytest.raises(InputError, match="does not hold a consistent set of jobs: job 'a'"):
+        NetworkEngine.open(tmp_path / "n.db", "alpha")
+
+
+def test_a_policy_that_raises_mid_job_leaves_nothing_taken() -> None:
+    class Flaky:
+        name = "flaky"
+        calls = 0
+
+        def choose(self, view):  # type: ignore[no-untyped-def]
+            self.calls += 1
+            if self.calls == 2:
+                raise RuntimeError("a bug in the user's policy")
+            return int(np.flatnonzero(view.action_mask())[0])
+
+    e = NetworkEngine("alpha", Flaky())  # type: ignore[arg-type]
+    with pytest.raises(Exception, match="a bug in the user's policy"):
+        e.place(NetJob("wide", 25, 25, 0.1))  # needs three servers: the second pick raises
+    e.check_invariants()
+    assert e.stats()["cpu_used"] == 0 and not e.jobs()
+    assert e.place(NetJob("next", 5, 5, 0.1)).accepted  # and the engine goes on
+
+
+def test_a_database_that_refuses_a_change_stops_the_engine(tmp_path: Path) -> None:
+    e = NetworkEngine.open(tmp_path / "n.db", "alpha")
+    assert e.place(NetJob("a", 5, 5, 0.1)).accepted
+    e._conn.execute("PRAGMA query_only = ON")  # type: ignore[union-attr]  # every write refused from here
+    with pytest.raises(StoreError, match="refused a change"):
+        e.place(NetJob("b", 5, 5, 0.1))
+    e.check_invariants()  # what it had taken for b went back
+    assert [j.id for j in e.jobs()] == ["a"]
+    with pytest.raises(StoreError):
+        e.release("a")
+    e.close()
+    assert [j.id for j in NetworkEngine.open(tmp_path / "n.db", "alpha").jobs()] == ["a"]
