@@ -22,6 +22,7 @@ from dcplace.errors import InputError, Terminated
 
 if TYPE_CHECKING:
     from dcplace.engine import PlacementEngine
+    from dcplace.engine.network import NetworkEngine
 
 
 _SECRET_FLAGS = ("token_file", "tls_cert", "tls_key", "tls_client_ca")
@@ -222,6 +223,20 @@ def serve(
             "Node objects, 5-15 KB each"
         ),
     ] = 64.0,
+    network: Annotated[
+        str | None,
+        typer.Option(
+            help="also place jobs of the network-aware setting (POST /jobs: several servers, bandwidth between them) "
+            "on this topology: a preset (alpha, beta, gamma, delta) or a topology file"
+        ),
+    ] = None,
+    network_policy: Annotated[
+        str, typer.Option(help="with --network: the netalloc policy (tetris, nalb-strict, nara, ...; name=checkpoint)")
+    ] = "nalb-strict",
+    network_db: Annotated[
+        Path | None,
+        typer.Option(help="with --network: the SQLite file of its running jobs (default: DB's name with .network)"),
+    ] = None,
     journal_keep: Annotated[
         int | None,
         typer.Option(
@@ -273,6 +288,9 @@ def serve(
             if given:
                 _fail(InputError("applies to background re-optimisation only: add --reoptimise-every or "
                                  "--reoptimise-below", field=name))  # fmt: skip
+    if network is None and (network_db is not None or network_policy != "nalb-strict"):
+        _fail(InputError("applies to the network-aware setting only: add --network TOPOLOGY",
+                         field="network_db" if network_db is not None else "network_policy"))  # fmt: skip
     _raise_open_file_limit()
     main_socks = _bound(host, port)  # held from here on: nobody takes either port while the database opens
     probe_socks = [] if probe_port is None else _bound(host, probe_port, "probe_port")
@@ -310,6 +328,19 @@ def serve(
             exc.field = {"every_s": "reoptimise_every", "below": "reoptimise_below"}[exc.field]
         _close(main_socks + probe_socks)
         _fail(exc)
+    net = None
+    if network is not None:
+        net_db = network_db or db.with_name(f"{db.stem}.network{db.suffix or '.db'}")
+        try:
+            net = _open_network(network, network_policy, net_db)
+        except InputError as exc:
+            engine.close()
+            if new_db:
+                remove_database(db)
+            _close(main_socks + probe_socks)
+            _fail(exc)
+        typer.echo(f"dcplace serve: network {net.topology.name}, {net.stats()['jobs']} jobs from {net_db}; policy "
+                   f"{network_policy} (POST /jobs)", err=True)  # fmt: skip
     for warning in engine.load_warnings:
         typer.echo(f"dcplace serve: warning: {warning}", err=True)
     warm_up_jit()
@@ -360,6 +391,7 @@ def serve(
                 max_in_flight=max_in_flight,
                 max_listings=max_listings,
                 heartbeat=heartbeat,
+                network=net,
             ),
             host=host,
             port=port,
@@ -385,6 +417,8 @@ def serve(
         _close(main_socks + probe_socks)
         healthy = engine.store is None or bool(engine.store.stats()["healthy"])  # type: ignore[attr-defined]
         engine.close()
+        if net is not None:
+            net.close()
         logs.stop()  # every line logged, before the stopped line
     if stopped and not healthy:  # exit 3: a supervisor's Restart=on-failure, and an operator, see it
         typer.echo(f"dcplace serve: stopped after its database {db} failed; the error above says what to do",
@@ -392,6 +426,17 @@ def serve(
         raise typer.Exit(3)
     if stopped:
         typer.echo(f"dcplace serve: stopped; every acknowledged change is durable in {db}", err=True)
+
+
+def _open_network(topology: str, policy: str, path: Path) -> NetworkEngine:
+    """The network-aware engine of ``serve --network``, its errors naming the serve flags."""
+    from dcplace.engine.network import NetworkEngine
+
+    try:
+        return NetworkEngine.open(path, topology, policy)
+    except InputError as exc:
+        flag = {"topology": "network", "db": "network_db", "policy": "network_policy", "checkpoint": "network_policy"}
+        raise InputError(exc.detail, field=flag.get(exc.field or "", "network")) from None
 
 
 class _Dropping(logging.handlers.QueueHandler):

@@ -55,6 +55,7 @@ from dcplace.engine import (
 )
 from dcplace.engine.journal import BY, parse_time
 from dcplace.engine.journal import MAX_LIMIT as MAX_JOURNAL
+from dcplace.engine.network import NetworkEngine
 from dcplace.errors import InputError
 from dcplace.service.admission import LISTING_STALL_S, MAX_LISTINGS, Admission, Gate, remember_transport
 from dcplace.service.answers import (
@@ -111,6 +112,7 @@ from dcplace.service.models import (
     check_policy,
     served_policies,
 )
+from dcplace.service.network import add_network_routes
 from dcplace.service.probe import Heartbeat
 from dcplace.service.ui import add_ui_routes
 
@@ -517,6 +519,7 @@ def create_app(
     max_listings: int = MAX_LISTINGS,
     heartbeat: Heartbeat | None = None,
     listing_stall_s: float = LISTING_STALL_S,
+    network: NetworkEngine | None = None,
 ) -> FastAPI:
     """The service over ``engine`` (which it does not close). ``reopt``: re-optimise in the background whenever its
     timer or threshold is due (checked every ``check_every_s`` seconds, wall clock); the last event's report is at
@@ -530,7 +533,8 @@ def create_app(
     token (kube-scheduler sends none); ``max_in_flight`` (None: no limit), ``max_listings``: more requests in
     flight, or listings being built, are answered 429 at once, and a listing whose client reads nothing for
     ``listing_stall_s`` is cut off (:mod:`dcplace.service.admission`); ``heartbeat``:
-    beaten by a task on the application's event loop, for a probe on another (:mod:`dcplace.service.probe`)."""
+    beaten by a task on the application's event loop, for a probe on another (:mod:`dcplace.service.probe`);
+    ``network``: also serve jobs of the network-aware setting on it (:mod:`dcplace.service.network`)."""
     if not ((max_in_flight is None or max_in_flight >= 1) and max_listings >= 1):
         raise ValueError(f"max_in_flight and max_listings must be at least 1, not {max_in_flight}, {max_listings}")
     last: dict[str, Any] = {}
@@ -917,6 +921,8 @@ def create_app(
 
     add_extender_routes(app, engine)
     add_ui_routes(app)
+    if network is not None:
+        add_network_routes(app, network)
     _complete_document(app, engine.numa)
     paths = [str(getattr(r, "path", "")) for r in app.routes]
     routes = frozenset(p.split("/", 2)[1] for p in paths if p.startswith("/"))

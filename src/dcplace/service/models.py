@@ -457,3 +457,58 @@ class MachinesOut(BaseModel):
     registered: int = Field(description="machines added")
     already_registered: int = Field(description="machines skipped: registered exactly so before (a retry)")
     machines: list[MachineOut] = Field(description="the machines added, active")
+
+
+class JobIn(BaseModel):
+    """A job of the network-aware setting: CPU and memory in server units over as many servers as it takes, and
+    bandwidth on every link between its servers (``dcplace serve --network``)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+    id: str = Ident
+    cpu: int = Field(ge=0, le=1_000_000, description="CPU units (a Nara server has 10)", examples=[15])
+    mem: int = Field(ge=0, le=1_000_000, description="memory units (a Nara server has 10)", examples=[12])
+    bw: float = Field(ge=1e-6, le=1e9, description="link units on every link between its servers (1: a whole "
+                      "server-rack link of the presets)", examples=[0.1])  # fmt: skip
+    hold: int | None = Field(default=None, ge=1, le=1_000_000, description="its expected holding period in arrivals "
+                             "(only a learned policy reads it); default: half the policy's horizon")  # fmt: skip
+
+
+class JobOut(BaseModel):
+    """A job placed: its servers with what each gives, the links that carry its bandwidth, its locality."""
+
+    id: str
+    accepted: Literal[True]
+    servers: list[str]
+    cpu: list[int]
+    mem: list[int]
+    links: list[list[str]] = Field(description="each link by its two endpoints, reserved once")
+    bw: float
+    locality: Literal["single server", "one rack", "neighbouring racks", "non-neighbouring racks"]
+
+
+class JobRejectionOut(BaseModel):
+    """A job not placed: ``capacity`` (the free CPU or memory cannot hold it), ``network`` (no path with its
+    bandwidth between two of its servers), ``invalid`` (the policy picked a server it could not use)."""
+
+    id: str
+    accepted: Literal[False]
+    reason: Literal["capacity", "network", "invalid"]
+
+
+class NetworkOut(BaseModel):
+    """The network-aware cluster's totals."""
+
+    topology: str
+    policy: str
+    servers: int
+    links: int
+    jobs: int
+    cpu_used: int
+    cpu_capacity: int
+    mem_used: int
+    mem_capacity: int
+    cpu_share: float
+    mem_share: float
+    bw_share_by_tier: dict[str, float] = Field(description="bandwidth in use over the tier's capacity")
+    counters: dict[str, int] = Field(description="placed, rejected, released since the service started")
+    durable: bool

@@ -1,0 +1,61 @@
+"""The network-aware setting's routes (``dcplace serve --network TOPOLOGY``): jobs of several servers with bandwidth
+between them, placed by a netalloc policy on a datacenter topology (:mod:`dcplace.engine.network`). They sit in the
+service beside the VM routes, behind the same token check, admission, body limit and error answers."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.responses import Response
+
+from dcplace.engine.network import NetJob, NetworkEngine
+from dcplace.service.models import JobIn, JobOut, JobRejectionOut, NetworkOut
+
+JOB_ERRORS: dict[int | str, dict[str, Any]] = {
+    404: {"description": "no such job running"},
+    422: {"description": "a field out of range, or a query parameter the route does not take"},
+    503: {"description": "the network database failed: restart the service"},
+}
+
+
+def _json(body: Any, status: int = 200) -> Response:
+    return Response(json.dumps(body), status, media_type="application/json")
+
+
+def add_network_routes(app: FastAPI, net: NetworkEngine) -> None:
+    """``POST /jobs``, ``GET /jobs``, ``GET /jobs/{id}``, ``DELETE /jobs/{id}``, ``GET /network`` on ``net``."""
+
+    @app.post("/jobs", status_code=201, tags=["network"], response_model=JobOut,
+              responses={**JOB_ERRORS, 409: {"model": JobRejectionOut, "description": "not placed (its reason), or "
+                                              "a job of that id runs already (`detail`)"}})  # fmt: skip
+    def place_job(body: JobIn) -> Response:
+        """Place a job, server by server, with the service's network policy: 201 and where it runs (durable), or
+        409 and why not."""
+        d = net.place(NetJob(body.id, body.cpu, body.mem, body.bw, body.hold))
+        return _json(d.as_dict(), 201 if d.accepted else 409)
+
+    @app.get("/jobs", tags=["network"], response_model=list[JobOut])
+    def list_jobs() -> Response:
+        """Every running job, in the order placed."""
+        return _json([j.as_dict() for j in net.jobs()])
+
+    @app.get("/jobs/{job_id:vmid}", tags=["network"], response_model=JobOut, responses=JOB_ERRORS)
+    def get_job(job_id: str) -> Response:
+        """Where a running job is."""
+        return _json(net.job(job_id).as_dict())
+
+    @app.delete("/jobs/{job_id:vmid}", tags=["network"], response_model=JobOut, responses=JOB_ERRORS)
+    def release_job(job_id: str) -> Response:
+        """Release a running job (durable when answered): everything it held is free again; the answer says where
+        it was."""
+        return _json(net.release(job_id).as_dict())
+
+    @app.get("/network", tags=["network"], response_model=NetworkOut)
+    def network() -> Response:
+        """Totals: servers, links, jobs, CPU and memory in use, bandwidth in use per tier, counters."""
+        return _json(net.stats())
+
+
+__all__ = ["JOB_ERRORS", "add_network_routes"]

@@ -1,0 +1,88 @@
+"""The network-aware setting over HTTP (``dcplace serve --network``): jobs placed, listed, released, durable across a
+restart of the real server process, bad input a 4xx with one sentence, the OpenAPI document validated."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import httpx
+import jsonschema
+from typer.testing import CliRunner
+
+from dcplace.cli.main import app
+from dcplace.engine import NetworkEngine, PlacementEngine
+from dcplace.service import create_app
+
+from .conftest import free_port, server_thread, start_serve
+
+
+def test_jobs_over_http_answer_as_documented(tmp_path: Path) -> None:
+    net = NetworkEngine.open(tmp_path / "n.db", "alpha", "tetris")
+    engine = PlacementEngine()
+    with server_thread(engine, create_app(engine, network=net)) as url, httpx.Client(base_url=url) as c:
+        doc = c.get("/openapi.json").json()
+        schema = {**doc, "$ref": "#/components/schemas/JobOut"}
+        r = c.post("/jobs", json={"id": "j1", "cpu": 15, "mem": 12, "bw": 0.1})
+        assert r.status_code == 201, r.text
+        jsonschema.validate(r.json(), schema)
+        assert len(r.json()["servers"]) == 2 and r.json()["locality"] == "one rack"
+        assert c.get("/jobs/j1").json() == r.json() and [j["id"] for j in c.get("/jobs").json()] == ["j1"]
+        full = c.post("/jobs", json={"id": "big", "cpu": 10_000, "mem": 1, "bw": 0.1})
+        assert full.status_code == 409 and full.json() == {"id": "big", "accepted": False, "reason": "capacity"}
+        jsonschema.validate(full.json(), {**doc, "$ref": "#/components/schemas/JobRejectionOut"})
+        again = c.post("/jobs", json={"id": "j1", "cpu": 1, "mem": 1, "bw": 0.1})
+        assert again.status_code == 409 and "running already" in again.json()["detail"]
+        stats = c.get("/network").json()
+        jsonschema.validate(stats, {**doc, "$ref": "#/components/schemas/NetworkOut"})
+        assert stats["jobs"] == 1 and stats["cpu_used"] == 15 and stats["counters"]["rejected"] == 1
+        for body, field in (({"id": "x", "cpu": -1, "mem": 1, "bw": 0.1}, "cpu"),
+                            ({"id": "x", "cpu": 1, "mem": 1, "bw": 0}, "bw"),
+                            ({"id": "x", "cpu": 1, "mem": 1, "bw": 0.1, "gpu": 1}, "gpu"),
+                            ({"id": "x", "cpu": 0, "mem": 0, "bw": 0.1}, "cpu")):  # fmt: skip
+            bad = c.post("/jobs", json=body)
+            assert bad.status_code == 422 and field in bad.json()["detail"], (body, bad.text)
+        assert c.get("/jobs?all=1").status_code == 422  # a query parameter it does not take
+        assert c.delete("/jobs/j1").json()["servers"] == r.json()["servers"]
+        assert c.delete("/jobs/j1").status_code == 404 and c.get("/jobs/j1").status_code == 404
+        assert c.get("/network").json()["cpu_used"] == 0
+    net.check_invariants()
+    net.close()
+
+
+def test_serve_network_keeps_its_jobs_across_a_restart(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    port = free_port()
+    proc = start_serve(db, port, "--network", "alpha", "--network-policy", "nalb-strict")
+    try:
+        url = f"http://127.0.0.1:{port}"
+        placed = [httpx.post(f"{url}/jobs", json={"id": f"j{i}", "cpu": 12, "mem": 8, "bw": 0.2}) for i in range(6)]
+        assert all(p.status_code == 201 for p in placed), [p.text for p in placed]
+        assert httpx.delete(f"{url}/jobs/j2").status_code == 200
+        before = httpx.get(f"{url}/jobs").json()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and "network alpha, 0 jobs from" in err.decode(), err.decode()
+    assert (tmp_path / "c.network.db").is_file()
+    proc = start_serve(db, port, "--network", "alpha")
+    try:
+        assert httpx.get(f"http://127.0.0.1:{port}/jobs").json() == before  # reloaded exactly, not decided again
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    assert "network alpha, 5 jobs from" in err.decode(), err.decode()
+
+
+def test_serve_network_flags_are_checked_before_anything_starts(tmp_path: Path) -> None:
+    runner = CliRunner()
+    db = tmp_path / "c.db"
+    for args, said in ((["--network", "omega"], "--network"), (["--network-policy", "tetris"], "--network"),
+                       (["--network", "alpha", "--network-policy", "best-fit"], "--network-policy")):  # fmt: skip
+        res = runner.invoke(app, ["serve", "--db", str(db), "--port", str(free_port()), *args])
+        assert res.exit_code == 2 and said in res.output and "Traceback" not in res.output, (args, res.output)
+        assert not db.exists(), args  # nothing left behind
+    NetworkEngine.open(tmp_path / "n.db", "alpha").close()
+    res = runner.invoke(app, ["serve", "--db", str(db), "--port", str(free_port()), "--network", "beta",
+                              "--network-db", str(tmp_path / "n.db")])  # fmt: skip
+    assert res.exit_code == 2 and "written for another topology (alpha)" in res.output, res.output
