@@ -46,6 +46,11 @@ def test_jobs_over_http_answer_as_documented(tmp_path: Path) -> None:
         assert c.delete("/jobs/j1").json()["servers"] == r.json()["servers"]
         assert c.delete("/jobs/j1").status_code == 404 and c.get("/jobs/j1").status_code == 404
         assert c.get("/network").json()["cpu_used"] == 0
+        assert c.get("/healthz").json() == {"status": "ok", "machines": 0, "vms": 0, "jobs": 0}
+        net._conn.execute("PRAGMA query_only = ON")  # type: ignore[union-attr]  # the network database fails
+        failed = c.post("/jobs", json={"id": "j2", "cpu": 1, "mem": 1, "bw": 0.1})
+        assert failed.status_code == 503 and "refused a change" in failed.json()["detail"]
+        assert c.get("/healthz").status_code == 503  # a probe sees it: the supervisor restarts the service
     net.check_invariants()
     net.close()
 

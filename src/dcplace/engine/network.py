@@ -251,6 +251,12 @@ class NetworkEngine:
         if self._failed is not None:
             raise StoreError(self._failed)
 
+    def health(self) -> dict[str, int]:
+        """Jobs running, read without the lock (a probe never waits behind a placement); StoreError once the
+        database failed."""
+        self._check()
+        return {"jobs": len(self._rid)}
+
     # -- operations -------------------------------------------------------------------------------------------
     def place(self, job: NetJob) -> JobPlacement | JobRejection:
         """Place ``job`` with the policy, server by server; durable on return where accepted. A job id already

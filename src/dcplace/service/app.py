@@ -611,7 +611,7 @@ def create_app(
         """200 while the engine can take writes; 503 once the database failed. Answered on the event loop without
         the engine's lock: a liveness probe waited behind a long re-optimisation event, first for the lock and then
         for a worker thread (those were all waiting for the lock too)."""
-        return _json({"status": "ok", **engine.health()})
+        return _json({"status": "ok", **engine.health(), **(network.health() if network is not None else {})})
 
     @app.get("/metrics", tags=["operations"], response_class=PlainTextResponse)
     async def prometheus() -> Response:

@@ -288,6 +288,7 @@ class HealthOut(BaseModel):
     status: Literal["ok"]
     machines: int = Field(description="machines registered")
     vms: int = Field(description="VMs placed")
+    jobs: int | None = Field(default=None, description="with `serve --network`: jobs running")
 
 
 class Resources(BaseModel):
