@@ -36,6 +36,11 @@ def test_jobs_over_http_answer_as_documented(tmp_path: Path) -> None:
         stats = c.get("/network").json()
         jsonschema.validate(stats, {**doc, "$ref": "#/components/schemas/NetworkOut"})
         assert stats["jobs"] == 1 and stats["cpu_used"] == 15 and stats["counters"]["rejected"] == 1
+        scraped = c.get("/metrics").text
+        for line in ("dcplace_network_jobs 1.0", 'dcplace_network_decisions_total{result="placed"} 1.0',
+                     'dcplace_network_rejections_total{reason="capacity"} 1.0',
+                     'dcplace_network_allocated{resource="cpu"} 15.0'):  # fmt: skip
+            assert line in scraped, line
         for body, field in (({"id": "x", "cpu": -1, "mem": 1, "bw": 0.1}, "cpu"),
                             ({"id": "x", "cpu": 1, "mem": 1, "bw": 0}, "bw"),
                             ({"id": "x", "cpu": 1, "mem": 1, "bw": 0.1, "gpu": 1}, "gpu"),

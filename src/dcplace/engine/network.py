@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from dcplace.cluster.topology import BW_SCALE, Topology, load_topology
+from dcplace.cluster.topology import BW_SCALE, TIER_NAMES, Topology, load_topology
 from dcplace.engine.engine import Conflict, NotFound, _id_ok
 from dcplace.engine.store import StoreError
 from dcplace.errors import InputError
@@ -342,12 +342,7 @@ class NetworkEngine:
         with self.lock:
             sim, top = self.sim, self.topology
             cpu_cap, mem_cap = int(top.server_cpu.sum()), int(top.server_mem.sum())
-            used_bw = top.link_cap - sim.free_bw
-            tiers = {}
-            for t, name in enumerate(("server-rack", "rack-fabric", "fabric-spine")):
-                cap = int(top.link_cap[top.link_tier == t].sum())
-                if cap:
-                    tiers[name] = int(used_bw[top.link_tier == t].sum()) / cap
+            tiers = tier_shares(top, sim.free_bw)
             return {
                 "topology": top.name, "policy": self.policy_name, "servers": top.n_servers, "links": top.n_links,
                 "jobs": len(self._rid), "cpu_used": cpu_cap - sim.free_cpu_total, "cpu_capacity": cpu_cap,
@@ -367,9 +362,20 @@ class NetworkEngine:
             assert (self.sim.free_mem <= self.topology.server_mem).all(), "free memory above capacity"
 
 
+def tier_shares(topology: Topology, free_bw: np.ndarray) -> dict[str, float]:
+    """Bandwidth in use over each tier's capacity (tiers without links left out)."""
+    used = topology.link_cap - free_bw
+    out = {}
+    for t, name in enumerate(TIER_NAMES):
+        cap = int(topology.link_cap[topology.link_tier == t].sum())
+        if cap:
+            out[name] = int(used[topology.link_tier == t].sum()) / cap
+    return out
+
+
 def _remove(p: Path) -> None:
     for suffix in ("", "-wal", "-shm"):
         Path(f"{p}{suffix}").unlink(missing_ok=True)
 
 
-__all__ = ["MAX_UNITS", "JobPlacement", "JobRejection", "NetJob", "NetworkEngine", "fingerprint"]
+__all__ = ["MAX_UNITS", "JobPlacement", "JobRejection", "NetJob", "NetworkEngine", "fingerprint", "tier_shares"]

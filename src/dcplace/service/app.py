@@ -557,7 +557,7 @@ def create_app(
         lifespan=lifespan,
     )
     app.__class__ = _Service  # a subclass adding one step to each call (its docstring)
-    metrics = ServiceMetrics(engine)
+    metrics = ServiceMetrics(engine, network)
     app.state.engine = engine
     app.state.metrics = metrics
 

@@ -15,8 +15,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 import dcplace
-from dcplace.engine import PlacementEngine
+from dcplace.engine import NetworkEngine, PlacementEngine
 from dcplace.engine.engine import REJECTION_COUNTER
+from dcplace.engine.network import tier_shares
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0)
 HTTP_BUCKETS = (*LATENCY_BUCKETS, 2.5, 5.0, 10.0, 60.0)
@@ -100,13 +101,55 @@ def _le(bound: float) -> str:
     return "+Inf" if bound == float("inf") else repr(bound)
 
 
+class NetworkCollector(Collector):
+    """The network-aware engine's gauges and counters (``serve --network``), read without its lock at each scrape
+    (plain numbers, each read at once)."""
+
+    def __init__(self, net: NetworkEngine) -> None:
+        self.net = net
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        net, sim, top = self.net, self.net.sim, self.net.topology
+        yield GaugeMetricFamily("dcplace_network_jobs", "Network jobs running", value=len(net._rid))
+        c = dict(net.counters)
+        decisions = CounterMetricFamily("dcplace_network_decisions", "Network jobs decided, by result",
+                                        labels=["result"])  # fmt: skip
+        decisions.add_metric(["placed"], c["placed"])
+        decisions.add_metric(["rejected"], c["rejected"])
+        yield decisions
+        why = CounterMetricFamily("dcplace_network_rejections", "Network jobs rejected, by reason: capacity (the free "
+                                  "CPU or memory cannot hold it), network (no path with its bandwidth), invalid (a "
+                                  "pick it could not use)", labels=["reason"])  # fmt: skip
+        for reason, n in dict(sim.rejected).items():
+            why.add_metric([reason], n)
+        yield why
+        yield CounterMetricFamily("dcplace_network_releases", "Network jobs released", value=c["released"])
+        used = GaugeMetricFamily("dcplace_network_allocated", "Allocated to network jobs, in server units",
+                                 labels=["resource"])  # fmt: skip
+        cap = GaugeMetricFamily("dcplace_network_capacity", "The network's servers' capacity, in server units",
+                                labels=["resource"])  # fmt: skip
+        for resource, total, free in (("cpu", int(top.server_cpu.sum()), sim.free_cpu_total),
+                                      ("mem", int(top.server_mem.sum()), sim.free_mem_total)):  # fmt: skip
+            cap.add_metric([resource], total)
+            used.add_metric([resource], total - free)
+        yield cap
+        yield used
+        bw = GaugeMetricFamily("dcplace_network_bandwidth_share", "Bandwidth in use over the tier's capacity",
+                               labels=["tier"])  # fmt: skip
+        for tier, share in tier_shares(top, sim.free_bw.copy()).items():
+            bw.add_metric([tier], share)
+        yield bw
+
+
 class ServiceMetrics:
     """The service's registry (one per app, so several apps in one process do not collide): the engine's
     collector, the process's (CPU seconds, resident memory, open file descriptors: what a soak watches), the
     platform's (Python version) and ``dcplace_build_info{version}``."""
 
-    def __init__(self, engine: PlacementEngine) -> None:
+    def __init__(self, engine: PlacementEngine, network: NetworkEngine | None = None) -> None:
         self.registry = CollectorRegistry()
+        if network is not None:
+            self.registry.register(NetworkCollector(network))
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
         Info("dcplace_build", "The dcplace version serving", registry=self.registry).info(
