@@ -348,7 +348,7 @@ def test_a_trace_survives_a_clock_step_and_a_placement_without_its_release() -> 
                entry(3, 101.0, "placed", "b"), entry(4, 102.0, "placed", "b"),  # b's release never recorded
                entry(5, 103.0, "released", "b")]  # fmt: skip
     table, summary = journal_trace(entries)
-    assert (summary.requests, summary.adjusted, summary.unmatched) == (2, 1, 1)
+    assert (summary.requests, summary.adjusted, summary.unmatched, summary.stepped_back) == (2, 1, 1, 1)
     assert table.arrival.tolist() == [0.0, 2.0] and table.departure[0] > table.arrival[0]
     assert table.departure[1] == 3.0 and summary.names == ("a", "b")
 
@@ -359,14 +359,18 @@ def test_a_traces_names_follow_its_rows_after_a_clock_step(tmp_path: Path) -> No
     entries = [
         JournalEntry(1, 200.0, "placed", "late", "m0", 0, 1.0, 2.0, False, None),
         JournalEntry(2, 150.0, "placed", odd, "m0", 0, 3.0, 2.0, False, None),
-    ]  # the clock stepped back
+        JournalEntry(3, 100.0, "placed", "third", "m0", 0, 2.0, 2.0, False, None),
+    ]  # the clock stepped back twice: the journal's order is what happened (a clock review: the VMs placed after a
+    # step back arrived an hour before those placed before them)
     table, summary = journal_trace(entries)
-    assert table.vmid.tolist() == [1, 0] and table.cpu.tolist() == [3.0, 1.0]
+    assert table.vmid.tolist() == [0, 1, 2] and table.arrival.tolist() == [0.0, 0.0, 0.0]
+    assert table.cpu.tolist() == [1.0, 3.0, 2.0] and summary.stepped_back == 2
     out = tmp_path / "t.csv"
     write_huawei_events(table, out, [summary.names[int(v)] for v in table.vmid])
     with out.open(encoding="utf-8", newline="") as fh:
-        assert [(r["vmid"], r["cpu"], r["name"]) for r in csv.DictReader(fh)] == [("1", "3", odd), ("0", "1", "late")]
-    assert load_trace(str(out), seed=0).cpu.tolist() == [3.0, 1.0]  # the readers pass the column by
+        assert [(r["vmid"], r["cpu"], r["name"]) for r in csv.DictReader(fh)] == [("0", "1", "late"), ("1", "3", odd),
+                                                                                 ("2", "2", "third")]  # fmt: skip
+    assert load_trace(str(out), seed=0).cpu.tolist() == [1.0, 3.0, 2.0]  # the readers pass the column by
 
 
 def test_cluster_journal_on_the_command_line(tmp_path: Path) -> None:

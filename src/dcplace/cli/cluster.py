@@ -475,8 +475,9 @@ def trace(
                f"running (they never leave in a replay); {refused}"
                + (f"; {summary.unmatched:,} releases or placements without their other half left out (the journal "
                   "was pruned or began after them)" if summary.unmatched else "")
-               + (f"; {summary.adjusted:,} departures at or before their arrival (the clock stepped back) put just "
-                  "after it" if summary.adjusted else ""))  # fmt: skip
+               + (f"; {summary.adjusted:,} departures at their arrival put just after it" if summary.adjusted else "")
+               + (f"; {summary.stepped_back:,} entries stamped before the one committed before them (the clock "
+                  "stepped back) given its time" if summary.stepped_back else ""))  # fmt: skip
     if off is None and summary.resumed_at is None and running_now > summary.still_running:
         typer.echo(f"note: {running_now - summary.still_running:,} VMs running now are not in the trace: their "
                    "placement is older than the journal's oldest entry (pruned)", err=True)  # fmt: skip

@@ -238,7 +238,9 @@ class TraceSummary:
     id (a client retrying), left out where rejections are included, since the demand is the last attempt; ``unmatched``:
     releases whose placement the journal no longer holds (pruned, or made before the journal existed) and
     placements whose release it never recorded before the id was placed again, both left out; ``adjusted``:
-    departures at or before their arrival (the clock stepped back), put a microsecond after it; ``lifetime_s``: the
+    departures at their arrival, put a microsecond after it; ``stepped_back``: entries stamped earlier than one
+    committed before them (the host's clock stepped back), given that entry's time, since the journal's order is
+    what happened; ``lifetime_s``: the
     lifetime given each rejected request (None where they were skipped); ``resumed_at``: where the journal was
     turned off and on again, the last time it resumed (the trace starts there; None: never off)."""
 
@@ -256,6 +258,7 @@ class TraceSummary:
     names: tuple[str, ...] = ()
     """Each request's VM id in the cluster, in the trace's order (request ``i`` is the trace's ``vmid`` ``i``: the
     event-log form numbers VMs; ``cluster trace`` writes these as its ``name`` column)."""
+    stepped_back: int = 0
 
 
 def journal_trace(entries: Iterable[JournalEntry], rejected: str = "skip") -> tuple[RequestTable, TraceSummary]:
@@ -277,9 +280,15 @@ def journal_trace(entries: Iterable[JournalEntry], rejected: str = "skip") -> tu
     gone = array("q")  # placements superseded without a release: left out
     open_: dict[str, int] = {}
     pending: dict[str, int] = {}  # each id's last rejection not yet followed by another request under the id
-    unmatched = rejections = retries = 0
+    unmatched = rejections = retries = stepped_back = 0
     resumed_at: float | None = None
+    latest = -math.inf
     for e in entries:
+        at = e.at
+        if at < latest:  # the clock stepped back: the entry happened after the one before all the same
+            stepped_back += 1
+            at = latest
+        latest = at
         if e.event == "rejected":
             rejections += 1
         if e.event == "placed" or (e.event == "rejected" and rejected == "include"):
@@ -297,7 +306,7 @@ def journal_trace(entries: Iterable[JournalEntry], rejected: str = "skip") -> tu
             else:
                 pending[e.vm] = len(arrival)
                 refused.append(len(arrival))
-            arrival.append(e.at)
+            arrival.append(at)
             departure.append(math.inf)
             cpu.append(float(e.cpu or 0.0))
             mem.append(float(e.mem or 0.0))
@@ -308,7 +317,7 @@ def journal_trace(entries: Iterable[JournalEntry], rejected: str = "skip") -> tu
             if i is None:
                 unmatched += 1
             else:
-                departure[i] = e.at
+                departure[i] = at
         elif e.event == "journal-resumed":
             arrival, departure, cpu, mem = array("d"), array("d"), array("d"), array("d")
             multi, refused, gone, open_, pending, resumed_at = bytearray(), array("q"), array("q"), {}, {}, e.at
@@ -349,6 +358,7 @@ def journal_trace(entries: Iterable[JournalEntry], rejected: str = "skip") -> tu
         resumed_at=resumed_at,
         start=t0,
         names=tuple(n for n, k in zip(names, keep.tolist(), strict=True) if k),
+        stepped_back=stepped_back,
     )
     return table, summary
 
