@@ -43,6 +43,7 @@ JsonOut = Annotated[bool, typer.Option("--json", help="print the report as one J
 
 def _open(db: Path) -> Any:
     from dcplace.engine import PlacementEngine
+    from dcplace.engine.store import read_only_mount
 
     _store_log_says_warnings_only()
 
@@ -51,7 +52,8 @@ def _open(db: Path) -> Any:
     if not db.is_file():
         raise InputError(f"{db} is not a database file", field="db")
     if not os.access(db, os.W_OK) or not os.access(db.parent, os.W_OK | os.X_OK):
-        raise InputError(f"cannot write {db} (permission denied): the cluster command changes it", field="db")
+        why = "its file system is mounted read-only" if read_only_mount(db.parent) else "permission denied"
+        raise InputError(f"cannot write {db} ({why}): the cluster command changes it", field="db")
     # an empty or foreign file is refused before anything is written to it (SqliteStore)
     engine = PlacementEngine.open(db)
     for warning in engine.load_warnings:

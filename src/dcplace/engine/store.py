@@ -253,6 +253,8 @@ def _why(path: Path, e: sqlite3.DatabaseError) -> str:
     if "full" in text or "disk I/O" in text:
         return f"cannot be written ({text}): is the disk full? Free space in {path.parent.resolve()}"
     if "readonly" in text or "unable to open" in text:
+        if read_only_mount(path.parent):  # os.access says "not writable by this user" there too
+            return f"cannot be written ({text}): {path.parent.resolve()} is on a file system mounted read-only"
         for side in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
             if side.exists() and not os.access(side, os.R_OK | os.W_OK):
                 return f"cannot be opened for writing ({text}): {side} is not readable and writable by this user"
@@ -260,6 +262,14 @@ def _why(path: Path, e: sqlite3.DatabaseError) -> str:
             return f"cannot be written ({text}): its folder {path.parent.resolve()} is not writable by this user"
         return f"cannot be opened for writing ({text})"
     return f"is not a usable SQLite database ({text})"
+
+
+def read_only_mount(folder: Path) -> bool:
+    """Whether ``folder`` is on a file system mounted read-only (where os.access says "not writable" too)."""
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 
 
 def _real(path: Path) -> Path:
