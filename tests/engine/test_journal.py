@@ -509,6 +509,10 @@ def test_a_journal_that_began_on_a_running_cluster_does_not_invent_its_first_sta
     for kw in ({"seq": 0}, {"at": 0.0}):
         with pytest.raises(InputError, match="began on a cluster that held machines already"):
             PlacementEngine.read_state_at(db, **kw)  # type: ignore[arg-type]
+    with sqlite3.connect(db) as conn:  # no entry at all yet (a file upgraded, then nothing done): the same
+        conn.execute("DELETE FROM journal")
+    with pytest.raises(InputError, match="began on a cluster that held machines already"):
+        PlacementEngine.read_state_at(db, seq=0)
     fresh = PlacementEngine.open(tmp_path / "fresh.db")
     fresh.add_machine("m0", 16, 32)
     fresh.close()

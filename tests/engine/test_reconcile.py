@@ -201,7 +201,20 @@ def test_reconcile_and_move_on_the_command_line(tmp_path: Path) -> None:
     e = PlacementEngine.open(db)
     assert {v.id: (v.machine, v.node) for v in e.vms()} == {"a": ("m1", 1), "new": ("m0", None)}
     # the offline commands move on the service's clock, so a service started after them cools the VM down
-    assert list(e.moved_at) == ["a"] and t0 <= e.moved_at["a"] <= (t1 := time.time())
+    t1 = time.time()
+    assert list(e.moved_at) == ["a"] and t0 <= e.moved_at["a"] <= t1
+    # a size recorded anew keeps its last move, as resize() does, unless the row names another uid (a new VM)
+    e.reconcile([{"vm": "a", "machine": "m1", "node": 1, "cpu": 3, "mem": 2},
+                 {"vm": "new", "machine": "m0", "node": "all", "cpu": 2, "mem": 2}], now=t1)  # fmt: skip
+    assert e.vm("a").cpu == 3 and e.moved_at["a"] <= t1
+    e.close()
+    e = PlacementEngine.open(db)
+    assert list(e.moved_at) == ["a"]
+    e.reconcile([{"vm": "a", "machine": "m1", "node": 1, "cpu": 3, "mem": 2, "uid": "another"},
+                 {"vm": "new", "machine": "m0", "node": "all", "cpu": 2, "mem": 2}], now=t1)  # fmt: skip
+    assert not e.moved_at
+    e.reconcile([{"vm": "a", "machine": "m1", "node": 1, "cpu": 2, "mem": 2},
+                 {"vm": "new", "machine": "m0", "node": "all", "cpu": 2, "mem": 2}], now=t1)  # fmt: skip
     e.close()
     res = runner.invoke(app, ["cluster", "move", "a", "m0", "--node", "0", "--db", str(db), "--dry-run"])
     assert res.exit_code == 0 and "a would fit on m0 node 0 (dry run)" in res.output, res.output

@@ -425,6 +425,15 @@ def test_a_time_that_is_not_one_is_refused_naming_now(now: object) -> None:
     assert e.last_reoptimisation is None and not e.moved_at and e.vm(vm.id).machine == vm.machine
 
 
+def test_numpys_numbers_are_times_too() -> None:
+    """A review of the fix above: np.int64 and np.float32 were refused (np.float64 passed, a float subclass)."""
+    e = fragmented(3)
+    for now in (np.int64(1000), np.float32(1001.0), np.int32(1002)):
+        assert e.reoptimise(now=now, execute=False) is not None
+    assert e.reoptimise_if_due(ReoptPolicy(every_s=1.0), np.int64(1003)) is not None
+    assert e.last_reoptimisation == 1003.0 and type(e.last_reoptimisation) is float
+
+
 def test_a_clock_that_goes_back_delays_neither_the_timer_nor_the_cool_down_by_the_step(tmp_path: Path) -> None:
     """The wall clock stepped back an hour (NTP): the timer waited for the clock to pass the last event's time again,
     and VMs moved "in the future" stayed held that long; now both count from the moment the step is seen."""

@@ -41,6 +41,7 @@ import io
 import json
 import logging
 import math
+import numbers
 import re
 import threading
 import time
@@ -313,10 +314,11 @@ def _check_time(value: object, name: str) -> float | None:
     ``name``: a NaN, infinite or millisecond ``now`` stopped the re-optimisation timer or held VMs for good."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= LATEST_TIME:
+    t = float(value) if isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_) else math.nan
+    if not 0 <= t <= LATEST_TIME:  # NaN fails too
         raise InputError(f"must be a time in seconds from 0 to {LATEST_TIME} (the year 9999), got {value!r}",
                          field=name)  # fmt: skip
-    return float(value)
+    return t  # numpy's numbers too (np.int64 was refused)
 
 
 MAX_NUMA = 256
@@ -1733,8 +1735,10 @@ class PlacementEngine:
         the event's fsync too)."""
         if not isinstance(policy, ReoptPolicy):
             raise InputError(f"must be a ReoptPolicy, got {policy!r}", field="policy")
-        if _check_time(now, "now") is None:
+        checked = _check_time(now, "now")
+        if checked is None:
             raise InputError("must be a time in seconds, got None", field="now")
+        now = checked
         with self._reopt_lock:
             with self.lock:
                 last = self.last_reoptimisation
@@ -2482,24 +2486,25 @@ class PlacementEngine:
                 for vm_id in removed:
                     self._release_slot(vm_id)
                     changes.append(VmDelete(vm_id, "released"))
-                todo: list[tuple[int, VmRequest, str, int | None]] = []
+                todo: list[tuple[int, VmRequest, str, int | None, float | None]] = []
                 for i, (req, machine, node, given) in enumerate(parsed, 1):
                     if req.id in newer:  # changed after the inventory was taken: the records know better
                         continue
                     v = s.slot_of_vm.get(req.id)
                     if v is None:
                         added.append(req.id)
-                        todo.append((i, req, machine, node))
+                        todo.append((i, req, machine, node, None))
                         continue
                     rec = s.record(v)
                     new_uid = "uid" in given and self.uids.get(req.id) != req.uid
                     if (rec.cpu, rec.mem, rec.multi) != (req.cpu, req.mem, req.multi) or new_uid:
                         # a new incarnation: the row's uid (none where it gives none), the pin kept unless given
                         keep = replace(req, pinned=req.pinned if "pinned" in given else req.id in self.pinned)
+                        moved = None if new_uid else self.moved_at.get(req.id)  # a resize, maybe: as resize() does
                         self._release_slot(req.id)
                         changes.append(VmDelete(req.id, "released"))
                         replaced.append(req.id)
-                        todo.append((i, keep, machine, node))
+                        todo.append((i, keep, machine, node, moved))
                         continue
                     pin_changes = "pinned" in given and req.pinned != (req.id in self.pinned)
                     if pin_changes:
@@ -2512,12 +2517,16 @@ class PlacementEngine:
                         changes.append(self._vm_row(v))
                     else:
                         unchanged += 1
-                for i, req, machine, node in todo:
+                for i, req, machine, node, moved in todo:
                     try:
-                        changes.append(self._assign_locked(req, machine, node, by="reconcile"))
+                        row = self._assign_locked(req, machine, node, by="reconcile")
                     except InputError as e:
                         raise type(e)(e.detail, **_where(i - 1, e.field, source, lines)) from None
                     self._remember(req)
+                    if moved is not None:
+                        self.moved_at[req.id] = moved
+                        row = replace(row, moved_at=moved)
+                    changes.append(row)
                 for i, rec, machine, node in moves:
                     try:
                         m, k = self._destination(machine, node)

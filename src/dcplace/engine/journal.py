@@ -398,7 +398,7 @@ def rewind(
                              "undo: the tables were changed without a journal entry (another program, or a dcplace "
                              f"from before the journal); it rewinds to seq {e.seq} at the earliest",
                              field=field) from None  # fmt: skip
-    if entries and entries[0].seq == 1 and (machines or vms):  # before the very first entry the cluster was empty
+    if to_seq == 0 and (machines or vms):  # before the very first entry the cluster was empty (none yet: as now)
         raise InputError("the journal began on a cluster that held machines already (it was first opened by a "
                          "dcplace from before the journal): it rewinds to seq 1 at the earliest",
                          field=field)  # fmt: skip
