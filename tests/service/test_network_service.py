@@ -92,7 +92,32 @@ def test_serve_network_flags_are_checked_before_anything_starts(tmp_path: Path) 
         res = runner.invoke(app, ["serve", "--db", str(db), "--port", str(free_port()), *args])
         assert res.exit_code == 2 and said in res.output and "Traceback" not in res.output, (args, res.output)
         assert not db.exists(), args  # nothing left behind
+    res = runner.invoke(app, ["serve", "--db", str(db), "--port", str(free_port()), "--network", "alpha",
+                              "--network-policy", f"nara={tmp_path / 'none.pt'}"])  # fmt: skip
+    assert res.exit_code == 2 and "--network-policy" in res.output and "none.pt" in res.output, res.output
     NetworkEngine.open(tmp_path / "n.db", "alpha").close()
     res = runner.invoke(app, ["serve", "--db", str(db), "--port", str(free_port()), "--network", "beta",
                               "--network-db", str(tmp_path / "n.db")])  # fmt: skip
     assert res.exit_code == 2 and "written for another topology (alpha)" in res.output, res.output
+
+
+def test_a_failed_network_database_stops_serve_with_exit_3(tmp_path: Path) -> None:
+    """A review: the network database deleted under the service left /healthz at 200 and the exit status at 0."""
+    db = tmp_path / "c.db"
+    port = free_port()
+    proc = start_serve(db, port, "--network", "alpha", "--exit-on-failure")
+    try:
+        url = f"http://127.0.0.1:{port}"
+        assert httpx.post(f"{url}/jobs", json={"id": "a", "cpu": 5, "mem": 5, "bw": 0.1}).status_code == 201
+        flags = ["--network", "alpha", "--network-db", str(tmp_path / "c.network.db")]
+        second = CliRunner().invoke(app, ["serve", "--db", str(tmp_path / "d.db"), "--port", str(free_port()), *flags])
+        assert second.exit_code == 2 and "is open in another dcplace engine" in second.output, second.output
+        (tmp_path / "c.network.db").unlink()
+        _, err = proc.communicate(timeout=30)  # --exit-on-failure: the watch notices within 2 s
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            proc.communicate(timeout=30)
+    said = err.decode()
+    assert proc.returncode == 3 and "was deleted or replaced" in said, said
+    assert list(tmp_path.glob("c.network.db.recovered-*")), said

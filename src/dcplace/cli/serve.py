@@ -375,7 +375,7 @@ def serve(
             from dcplace.service.probe import Heartbeat, ProbeServer
 
             heartbeat = Heartbeat()
-            probe = ProbeServer(engine, probe_socks, heartbeat)
+            probe = ProbeServer(_Healthy(engine, net), probe_socks, heartbeat)  # type: ignore[arg-type]
             probe.start()
             typer.echo(f"dcplace serve: GET /healthz also on http://{_netloc(host, probe_port)}", err=True)
         config = uvicorn.Config(
@@ -404,7 +404,9 @@ def serve(
         server = uvicorn.Server(config)
         if exit_on_failure and engine.store is not None:
             engine.store.on_failure = lambda: setattr(server, "should_exit", True)  # type: ignore[attr-defined]
-            _watch_the_database(engine, server)
+            _watch_the_database(_Healthy(engine, net), server)
+        if exit_on_failure and net is not None:
+            net.on_failure = lambda: setattr(server, "should_exit", True)
         server.run(sockets=main_socks)
         if not server.started:  # as uvicorn.run ends then: the application's start failed, uvicorn said why
             raise typer.Exit(3)
@@ -416,6 +418,9 @@ def serve(
             probe.stop()
         _close(main_socks + probe_socks)
         healthy = engine.store is None or bool(engine.store.stats()["healthy"])  # type: ignore[attr-defined]
+        if net is not None and net.failed is not None:
+            healthy = False
+            typer.echo(f"dcplace serve: {net.failed}", err=True)
         engine.close()
         if net is not None:
             net.close()
@@ -428,6 +433,17 @@ def serve(
         typer.echo(f"dcplace serve: stopped; every acknowledged change is durable in {db}", err=True)
 
 
+class _Healthy:
+    """The VM engine's and the network engine's health as one (``/healthz`` on the probe port, ``--exit-on-failure``'s
+    watch): StoreError when either database failed."""
+
+    def __init__(self, engine: Any, net: NetworkEngine | None) -> None:
+        self.engine, self.net = engine, net
+
+    def health(self) -> dict[str, int]:
+        return {**self.engine.health(), **({} if self.net is None else self.net.health())}
+
+
 def _open_network(topology: str, policy: str, path: Path) -> NetworkEngine:
     """The network-aware engine of ``serve --network``, its errors naming the serve flags."""
     from dcplace.engine.network import NetworkEngine
@@ -436,6 +452,8 @@ def _open_network(topology: str, policy: str, path: Path) -> NetworkEngine:
         return NetworkEngine.open(path, topology, policy)
     except InputError as exc:
         flag = {"topology": "network", "db": "network_db", "policy": "network_policy", "checkpoint": "network_policy"}
+        if exc.path is not None:  # a checkpoint file: the policy's flag, and the file in the sentence
+            raise InputError(f"{exc.path}: {exc.detail}", field="network_policy") from None
         raise InputError(exc.detail, field=flag.get(exc.field or "", "network")) from None
 
 
@@ -549,7 +567,7 @@ def _register(engine: PlacementEngine, path: Path) -> None:
     typer.echo(f"registered {len(added)} machine(s) from {path}{again}", err=True)
 
 
-def _watch_the_database(engine: PlacementEngine, server: Any, every_s: float = 2.0) -> None:
+def _watch_the_database(engine: PlacementEngine | _Healthy, server: Any, every_s: float = 2.0) -> None:
     """``--exit-on-failure`` on an idle service: a daemon thread checks the database every ``every_s`` (its file
     deleted or replaced is noticed by the check itself), so the stop does not wait for the next request."""
     import threading

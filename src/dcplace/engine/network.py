@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
 import threading
 from dataclasses import dataclass
@@ -27,16 +28,20 @@ from typing import Any
 
 import numpy as np
 
-from dcplace.cluster.topology import BW_SCALE, TIER_NAMES, Topology, load_topology
-from dcplace.engine.engine import Conflict, NotFound, _id_ok
-from dcplace.engine.store import StoreError
+from dcplace.cluster.topology import BW_SCALE, PRESETS, TIER_NAMES, Topology, load_topology, preset
+from dcplace.engine.engine import Conflict, NotFound, Unavailable, _id_ok
+from dcplace.engine.store import StoreError, hold_database, names_the_file, save_recovery
 from dcplace.errors import InputError
 from dcplace.inputs import MAX_BANDWIDTH, MIN_BANDWIDTH
 from dcplace.policies.base import NetPolicy
 from dcplace.policies.registry import get_net_policy
 from dcplace.sim.netalloc import LOCALITY_NAMES, Allocation, LiveNetSim
-from dcplace.sim.netalloc_episodes import Routings, get_setting
+from dcplace.sim.netalloc_episodes import Routings, default_requests, get_setting
 from dcplace.sim.policy_calls import as_action, decide
+from dcplace.workload.netreq import calibrate_hold
+
+BUSY_S = 5.0
+"""How long a write waits for another program's lock on the network database before answering 503."""
 
 MAX_UNITS = 1_000_000
 """CPU or memory units one job may ask for at most (a Nara server has 10 of each)."""
@@ -57,7 +62,7 @@ class NetJob:
 
     def __post_init__(self) -> None:
         if not _id_ok(self.id):
-            raise InputError(f"must be 1-256 printable characters without '/', got {self.id!r}", field="id")
+            raise InputError(f"must be 1-256 printable characters, got {self.id!r}", field="id")
         for name, value in (("cpu", self.cpu), ("mem", self.mem)):
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_UNITS:
                 raise InputError(f"must be a whole number of units from 0 to {MAX_UNITS:,}, got {value!r}",
@@ -144,7 +149,7 @@ class NetworkEngine:
         *,
         k: int = 3,
         seed: int = 0,
-        hold_max: int = 100,
+        hold_max: int | None = None,
     ) -> None:
         self.topology = load_topology(topology) if isinstance(topology, str) else topology
         if isinstance(policy, str):
@@ -156,13 +161,17 @@ class NetworkEngine:
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 16:
             raise InputError(f"must be a whole number of paths from 1 to 16, got {k!r}", field="k")
         routing = Routings(self.topology, get_setting("paper"), k).for_policy(self.policy)
-        self.sim = LiveNetSim(self.topology, k, routing, bool(getattr(self.policy, "any_server", False)), hold_max)
-        self.hold_max = hold_max
+        self.hold_max = horizon(self.policy) if hold_max is None else hold_max
+        self.sim = LiveNetSim(self.topology, k, routing, bool(getattr(self.policy, "any_server", False)), self.hold_max)
         self.lock = threading.RLock()
         self._rid: dict[str, int] = {}  # job id -> its allocation in the simulator
         self._job: dict[int, NetJob] = {}
         self._conn: sqlite3.Connection | None = None
+        self._lock_fd: int | None = None
+        self._path = Path()
         self._failed: str | None = None
+        self.on_failure: Any = None
+        """Called once (no arguments) when the database fails: ``serve --exit-on-failure`` stops on it."""
         self.counters = {"placed": 0, "rejected": 0, "released": 0}
         self._names = self.topology.node_names
 
@@ -176,9 +185,15 @@ class NetworkEngine:
         p = Path(path)
         made = not p.exists()
         try:
-            conn = sqlite3.connect(p, isolation_level=None, check_same_thread=False)
+            conn = sqlite3.connect(p, isolation_level=None, check_same_thread=False, timeout=BUSY_S)
         except sqlite3.Error as e:
             raise InputError(f"{p} cannot be opened ({e})", field="db") from None
+        try:
+            engine._lock_fd = hold_database(p, conn)  # one engine per file: two over-committed it between them
+        except BaseException:
+            if made:
+                _remove(p)
+            raise
         try:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=FULL")
@@ -199,30 +214,37 @@ class NetworkEngine:
             rows = conn.execute("SELECT id, servers, cpu, mem, links, bw, hold FROM jobs ORDER BY seq").fetchall()
             conn.execute("COMMIT")
         except sqlite3.DatabaseError as e:
-            conn.close()
+            engine._release_file(conn)
             if made:
                 _remove(p)
             raise InputError(f"{p} is not a dcplace network database ({e})", field="db") from None
         except BaseException:
-            conn.close()
+            engine._release_file(conn)
             if made:
                 _remove(p)
             raise
         try:
             for row in rows:
                 engine._reload(row)
-        except (ValueError, TypeError, KeyError, InputError) as e:
-            conn.close()
+        except (ValueError, TypeError, KeyError, OverflowError, InputError) as e:
+            engine._release_file(conn)
             raise InputError(f"{p} does not hold a consistent set of jobs: {e}", field="db") from None
-        engine._conn = conn
+        engine._conn, engine._path = conn, p.absolute()
         return engine
+
+    def _release_file(self, conn: sqlite3.Connection) -> None:
+        conn.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     def _reload(self, row: tuple[Any, ...]) -> None:
         job_id, servers, cpu, mem, links, bw, hold = row
-        at, took_cpu, took_mem, over = (
-            np.array(json.loads(x), np.int64).reshape(-1) for x in (servers, cpu, mem, links)
-        )
-        alloc = Allocation(at, took_cpu, took_mem, over, int(bw), 0)
+        named = ((servers, "servers"), (cpu, "cpu"), (mem, "mem"), (links, "links"))
+        at, took_cpu, took_mem, over = (_whole(job_id, text, name) for text, name in named)
+        if type(bw) is not int or not 0 <= bw <= MAX_BANDWIDTH * BW_SCALE:
+            raise ValueError(f"job {job_id!r}: bw {bw!r} is not a whole number of micro-units")
+        alloc = Allocation(at, took_cpu, took_mem, over, bw, 0)
         try:
             rid = self.sim.restore(alloc)
         except ValueError as e:
@@ -232,28 +254,54 @@ class NetworkEngine:
                                 hold)  # fmt: skip
 
     def _write(self, sql: str, args: tuple[Any, ...]) -> None:
-        """One change, durable on return; a failure stops the engine (memory then holds what the file does not)."""
+        """One change, durable on return. Another program's lock held past ``BUSY_S`` is a 503 (Unavailable) with
+        nothing changed; any other failure stops the engine (memory then holds what the file may not)."""
         if self._conn is None:
             return
+        self._check()
         try:
             self._conn.execute(sql, args)
+        except sqlite3.OperationalError as e:
+            if "locked" in str(e) or "busy" in str(e):
+                raise Unavailable(f"the network database {self._path} is locked by another program ({e}); nothing "
+                                  "was changed: try again", field="db") from None  # fmt: skip
+            self._fail(f"the network database {self._path} refused a change ({e}): restart to reload what is durable")
         except sqlite3.Error as e:
-            self._failed = f"the database refused a change ({e}): restart to reload what is durable"
-            raise StoreError(self._failed) from None
+            self._fail(f"the network database {self._path} refused a change ({e}): restart to reload what is durable")
+
+    def _fail(self, why: str) -> None:
+        """Stop the engine (every change refused from now on) and tell :attr:`on_failure`."""
+        first = self._failed is None
+        if first:
+            self._failed = why
+        if first and self.on_failure is not None:
+            self.on_failure()
+        raise StoreError(self._failed or why)
 
     def close(self) -> None:
         with self.lock:
             if self._conn is not None:
-                self._conn.close()
+                self._release_file(self._conn)
                 self._conn = None
 
+    @property
+    def failed(self) -> str | None:
+        """Why the database failed (None: it has not)."""
+        return self._failed
+
     def _check(self) -> None:
+        """StoreError once the database failed, or once its file was deleted or replaced under the engine (what
+        it committed is then saved beside it first)."""
         if self._failed is not None:
             raise StoreError(self._failed)
+        if self._conn is not None and not names_the_file(self._path, self._lock_fd):
+            saved = save_recovery(self._conn, self._path.resolve())
+            self._fail(f"the network database file {self._path} was deleted or replaced while the engine had it "
+                       f"open; {saved}; nothing more is acknowledged")  # fmt: skip
 
     def health(self) -> dict[str, int]:
         """Jobs running, read without the lock (a probe never waits behind a placement); StoreError once the
-        database failed."""
+        database failed or its file was deleted or replaced."""
         self._check()
         return {"jobs": len(self._rid)}
 
@@ -287,7 +335,7 @@ class NetworkEngine:
                 lists = [json.dumps(x.tolist()) for x in (a.servers, a.cpu, a.mem, a.links)]
                 self._write("INSERT INTO jobs (id, servers, cpu, mem, links, bw, hold) VALUES (?, ?, ?, ?, ?, ?, ?)",
                             (job.id, *lists, int(a.bw), job.hold))  # fmt: skip
-            except StoreError:
+            except BaseException:  # not durable (a lock: 503; a failure: stopped): nothing taken
                 sim.release(rid)
                 raise
             self._rid[job.id] = rid
@@ -349,6 +397,7 @@ class NetworkEngine:
                 "mem_used": mem_cap - sim.free_mem_total, "mem_capacity": mem_cap,
                 "cpu_share": 1 - sim.free_cpu_total / cpu_cap, "mem_share": 1 - sim.free_mem_total / mem_cap,
                 "bw_share_by_tier": tiers, "counters": dict(self.counters), "durable": self._conn is not None,
+                "healthy": self._failed is None,
             }  # fmt: skip
 
     def check_invariants(self) -> None:
@@ -360,6 +409,28 @@ class NetworkEngine:
             assert set(self._rid.values()) == set(self.sim.active) == set(self._job), "jobs and allocations differ"
             assert (self.sim.free_cpu <= self.topology.server_cpu).all(), "free CPU above capacity"
             assert (self.sim.free_mem <= self.topology.server_mem).all(), "free memory above capacity"
+
+
+def _whole(job_id: str, text: str, name: str) -> np.ndarray:
+    """A stored list of whole numbers (ValueError naming the job and field otherwise: a hand-edited row)."""
+    values = json.loads(text)
+    if not isinstance(values, list) or not all(type(v) is int and 0 <= v < 2**62 for v in values):
+        raise ValueError(f"job {job_id!r}: {name} {text[:80]} is not a list of whole numbers")
+    return np.array(values, np.int64)
+
+
+def horizon(policy: object) -> int:
+    """The holding-period scale a learned policy was trained with (its checkpoint's topology and request set, as
+    the episodes it learned on drew them); 100 for a policy that reads no hold."""
+    meta = getattr(policy, "meta", None)
+    if isinstance(meta, dict) and meta.get("topology") in PRESETS and isinstance(meta.get("dataset"), str):
+        top = preset(meta["topology"])
+        try:
+            return calibrate_hold(meta["dataset"], default_requests(top), int(top.server_cpu.sum()),
+                                  int(top.server_mem.sum()), "train")  # fmt: skip
+        except (KeyError, InputError):  # a request set this version does not know: the scale below
+            pass
+    return 100
 
 
 def tier_shares(topology: Topology, free_bw: np.ndarray) -> dict[str, float]:

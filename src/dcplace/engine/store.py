@@ -456,7 +456,9 @@ class SqliteStore:
         except sqlite3.DatabaseError as e:
             raise InputError(f"{self.path} {_why(self.path, e)}", field="db") from None
         try:
-            self._lock_fd = _hold(self.path, self._conn)  # before any change: a refused second engine changes nothing
+            self._lock_fd = hold_database(
+                self.path, self._conn
+            )  # before any change: a refused second one changes nothing
             self._prepare()
         except BaseException:
             self._conn.close()
@@ -721,18 +723,7 @@ class SqliteStore:
 
     def _is_the_file(self) -> bool:
         """Whether the path still names the file this store holds open (no ``flock`` here: assumed so)."""
-        fd = self._lock_fd  # once: close() may set it to None meanwhile
-        if fd is None:
-            return True
-        try:
-            held = os.fstat(fd)
-        except OSError:  # closed meanwhile: the store is closing, and says so itself
-            return True
-        try:
-            now = os.stat(self._abs)
-        except OSError:
-            return False
-        return (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino) and held.st_nlink > 0
+        return names_the_file(self._abs, self._lock_fd)  # the descriptor read once: close() may clear it
 
     def _gone(self) -> StoreError:
         """The error once the database was deleted, or another file moved over it, while the engine had it open:
@@ -741,23 +732,7 @@ class SqliteStore:
         what the connection still sees (the old file, which the open descriptor keeps, and its -wal) is saved
         beside the path, for the operator to put back."""
         if self._lost is None:
-            real = self._real_path
-            out = real.with_name(f"{real.name}.recovered-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
-            try:
-                if out.exists():
-                    raise FileExistsError(f"{out} exists")
-                os.close(os.open(out, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))  # the inventory: its owner's only
-                with contextlib.closing(sqlite3.connect(out)) as dst:
-                    self._conn.backup(dst)
-                saved = (
-                    f"everything it committed was saved to {out}: stop the service, remove {real.name}-wal and "
-                    f"{real.name}-shm beside it, and rename that file to {real}"
-                )
-            except FileExistsError as e:
-                saved = f"saving what it committed failed ({e})"
-            except (OSError, sqlite3.Error) as e:
-                out.unlink(missing_ok=True)
-                saved = f"saving what it committed to {out} failed ({e})"
+            saved = save_recovery(self._conn, self._real_path)
             self._lost = StoreError(f"the database file {self.path} was deleted or replaced while the engine had it "
                                     f"open; {saved}; nothing more is acknowledged", "deleted or replaced")  # fmt: skip
         return self._lost
@@ -956,7 +931,7 @@ def remove_database(path: str | Path) -> None:
         leftover.unlink(missing_ok=True)
 
 
-def _hold(path: Path, conn: sqlite3.Connection) -> int | None:
+def hold_database(path: Path, conn: sqlite3.Connection, field: str = "db") -> int | None:
     """Take the database's exclusive lock for this store's life (``flock`` on the file, which SQLite's own byte-range
     locks do not see; the kernel drops it when the process ends, crash included): one engine per database, since
     the engine keeps the cluster's state in memory and another writer (a second ``serve``, ``dcplace cluster`` on a
@@ -975,9 +950,45 @@ def _hold(path: Path, conn: sqlite3.Connection) -> int | None:
             f"{path} is open in another dcplace engine (a running `dcplace serve`?) or being read (`dcplace cluster "
             "backup`, `compare cluster`: try again); stop it first, or change the cluster through that service's "
             "HTTP API",
-            field="db",
+            field=field,
         ) from None
     return fd
+
+
+def names_the_file(path: Path, fd: int | None) -> bool:
+    """Whether ``path`` (absolute) still names the file open as ``fd`` (None: no ``flock`` here, assumed so): a
+    database deleted or replaced while an engine had it open went on taking commits nobody would read."""
+    if fd is None:
+        return True
+    try:
+        held = os.fstat(fd)
+    except OSError:  # closed meanwhile: the store is closing, and says so itself
+        return True
+    try:
+        now = os.stat(path)
+    except OSError:
+        return False
+    return (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino) and held.st_nlink > 0
+
+
+def save_recovery(conn: sqlite3.Connection, real: Path) -> str:
+    """An online backup of what ``conn`` still sees (a file deleted or replaced under it, kept by its open
+    descriptor) saved beside ``real`` as ``<name>.recovered-<UTC>`` (mode 600), and the sentence saying what to do;
+    or the sentence saying why it could not be saved."""
+    out = real.with_name(f"{real.name}.recovered-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
+    try:
+        if out.exists():
+            raise FileExistsError(f"{out} exists")
+        os.close(os.open(out, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))  # the inventory: its owner's only
+        with contextlib.closing(sqlite3.connect(out)) as dst:
+            conn.backup(dst)
+        return (f"everything it committed was saved to {out}: stop the service, remove {real.name}-wal and "
+                f"{real.name}-shm beside it, and rename that file to {real}")  # fmt: skip
+    except FileExistsError as e:
+        return f"saving what it committed failed ({e})"
+    except (OSError, sqlite3.Error) as e:
+        out.unlink(missing_ok=True)
+        return f"saving what it committed to {out} failed ({e})"
 
 
 def _by(c: VmRow | VmDelete) -> dict[str, str]:

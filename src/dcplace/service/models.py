@@ -512,4 +512,5 @@ class NetworkOut(BaseModel):
     mem_share: float
     bw_share_by_tier: dict[str, float] = Field(description="bandwidth in use over the tier's capacity")
     counters: dict[str, int] = Field(description="placed, rejected, released since the service started")
-    durable: bool
+    durable: bool = Field(description="its jobs are kept in a database")
+    healthy: bool = Field(description="false once that database failed (restart the service)")

@@ -549,12 +549,24 @@ class LiveNetSim(NetAllocSim):
         empty = np.zeros(0, dtype=np.int64)
         self.last_rejection: str | None = None
         """Why the last request decided was rejected (None: it was accepted)."""
+        self._waiting = False
         super().__init__(topology, NetRequests(empty, empty, empty, empty, hold_max, "live"), k, Rewards(), routing,
                          any_server)  # fmt: skip
+        # Only the waiting request is ever read: one value per column, not a table that grows with every request
+        # (a live service's memory grew 12 MB per 100,000 jobs).
+        self._req_cpu, self._req_mem, self._req_bw, self._req_hold = (_Latest(), _Latest(), _Latest(), _Latest())
 
     def _begin(self) -> None:
         """No table to walk: the request :meth:`submit` made wait, or none."""
-        self.done = self.t >= len(self._req_cpu)
+        self.done = not self._waiting
+
+    def _finish(self) -> None:
+        self._waiting = False
+        super()._finish()
+        # what an episode's result() reports, kept per request: nothing reads it live
+        self.accepted_ids.clear()
+        self.servers_per_allocation.clear()
+        self.locality.clear()
 
     def submit(self, cpu: int, mem: int, bw: int, hold: int) -> bool:
         """Request ``(cpu, mem, bw micro-units, hold)`` waits: True when a pick is awaited, False when the free
@@ -562,10 +574,10 @@ class LiveNetSim(NetAllocSim):
         if not self.done:
             raise RuntimeError("a request is still waiting for its picks")
         for column, value in ((self._req_cpu, cpu), (self._req_mem, mem), (self._req_bw, bw), (self._req_hold, hold)):
-            column.append(int(value))
+            column.value = int(value)
         self.done, self.last_rejection = False, None
         if cpu <= self.free_cpu_total and mem <= self.free_mem_total:
-            self.need_cpu, self.need_mem = int(cpu), int(mem)
+            self.need_cpu, self.need_mem, self._waiting = int(cpu), int(mem), True
             return True
         self.rejected["capacity"] += 1
         self.last_rejection = "capacity"
@@ -622,9 +634,6 @@ class LiveNetSim(NetAllocSim):
             self._add_tier_use(links, alloc.bw)
         rid = self.t
         self.active[rid] = replace(alloc, end=LIVE_END)
-        for column, value in ((self._req_cpu, int(alloc.cpu.sum())), (self._req_mem, int(alloc.mem.sum())),
-                              (self._req_bw, alloc.bw), (self._req_hold, 1)):  # fmt: skip
-            column.append(value)
         self.t += 1
         self.clock += 1
         self.accepted += 1
@@ -633,3 +642,15 @@ class LiveNetSim(NetAllocSim):
 
 LIVE_END = np.iinfo(np.int64).max
 """The end of a live allocation: none until it is released."""
+
+
+class _Latest:
+    """A live simulator's request column: the waiting request's value, whatever index is asked (only that one is)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0
+
+    def __getitem__(self, t: int) -> int:
+        return self.value
