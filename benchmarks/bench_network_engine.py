@@ -21,24 +21,11 @@ import time
 from pathlib import Path
 
 from dcplace.cluster.topology import preset
-from dcplace.engine import NetJob, NetworkEngine
+from dcplace.engine import NetworkEngine
+from dcplace.engine.network import replay
 from dcplace.policies.registry import get_net_policy
 from dcplace.sim.netalloc import NetAllocSim
 from dcplace.sim.netalloc_episodes import Routings, default_requests, episode_requests, get_setting, run_episode
-from dcplace.workload.netreq import NetRequests
-
-
-def live(engine: NetworkEngine, req: NetRequests) -> list[int]:
-    ends: dict[int, list[str]] = {}
-    accepted = []
-    for i in range(len(req)):
-        for job in ends.pop(i, []):
-            engine.release(job)
-        job = NetJob(f"j{i}", int(req.cpu[i]), int(req.mem[i]), int(req.bw[i]) / 1e6, int(req.hold[i]))
-        if engine.place(job).accepted:
-            accepted.append(i)
-            ends.setdefault(i + int(req.hold[i]), []).append(job.id)
-    return accepted
 
 
 def main() -> None:
@@ -66,13 +53,13 @@ def main() -> None:
                 times["sim"].append(time.perf_counter() - t)
                 engine = NetworkEngine(top, get_net_policy(pol), hold_max=req.hold_max)
                 t = time.perf_counter()
-                got = live(engine, req)
+                got = replay(engine, req)
                 times["mem"].append(time.perf_counter() - t)
                 assert got == want, f"{name} {pol}: the engine accepted other requests than the episode"
                 with tempfile.TemporaryDirectory(dir=Path.cwd()) as tmp:
                     engine = NetworkEngine.open(Path(tmp) / "net.db", top, get_net_policy(pol), hold_max=req.hold_max)
                     t = time.perf_counter()
-                    got = live(engine, req)
+                    got = replay(engine, req)
                     times["db"].append(time.perf_counter() - t)
                     engine.close()
                 assert got == want, f"{name} {pol}: the durable engine accepted other requests than the episode"

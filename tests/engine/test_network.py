@@ -14,28 +14,13 @@ from hypothesis import strategies as st
 
 from dcplace.cluster.topology import preset
 from dcplace.engine import Conflict, NetJob, NetworkEngine, NotFound, StoreError, Unavailable
+from dcplace.engine.network import replay
 from dcplace.errors import InputError
 from dcplace.policies.registry import get_net_policy
 from dcplace.sim.netalloc import NetAllocSim
 from dcplace.sim.netalloc_episodes import Routings, episode_requests, get_setting, run_episode
-from dcplace.workload.netreq import NetRequests
 
 ALPHA = preset("alpha")
-
-
-def replay(live: NetworkEngine, req: NetRequests) -> list[int]:
-    """An episode's requests placed one by one, each job released at the step its holding period ends (before that
-    step's request, in the order accepted, as the simulator releases): the requests accepted."""
-    ends: dict[int, list[str]] = {}
-    accepted = []
-    for i in range(len(req)):
-        for job in ends.pop(i, []):
-            live.release(job)
-        job = NetJob(f"j{i}", int(req.cpu[i]), int(req.mem[i]), int(req.bw[i]) / 1e6, int(req.hold[i]))
-        if live.place(job).accepted:
-            accepted.append(i)
-            ends.setdefault(i + int(req.hold[i]), []).append(job.id)
-    return accepted
 
 
 @pytest.mark.parametrize("name", ["tetris", "nalb-strict", "nalb", "nulb", "random"])

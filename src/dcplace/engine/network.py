@@ -38,7 +38,7 @@ from dcplace.policies.registry import get_net_policy
 from dcplace.sim.netalloc import LOCALITY_NAMES, Allocation, LiveNetSim
 from dcplace.sim.netalloc_episodes import Routings, default_requests, get_setting
 from dcplace.sim.policy_calls import as_action, decide
-from dcplace.workload.netreq import calibrate_hold
+from dcplace.workload.netreq import NetRequests, calibrate_hold
 
 BUSY_S = 5.0
 """How long a write waits for another program's lock on the network database before answering 503."""
@@ -411,6 +411,23 @@ class NetworkEngine:
             assert (self.sim.free_mem <= self.topology.server_mem).all(), "free memory above capacity"
 
 
+def replay(engine: NetworkEngine, requests: NetRequests, prefix: str = "j") -> list[int]:
+    """An episode's requests through a live engine: request ``i`` placed as job ``<prefix><i>`` when it arrives and
+    released when its holding period ends (before that step's request, in the order accepted, as the simulator
+    releases). Returns the requests accepted, comparable with an episode's ``accepted_ids``."""
+    ends: dict[int, list[str]] = {}
+    accepted = []
+    for i in range(len(requests)):
+        for job_id in ends.pop(i, []):
+            engine.release(job_id)
+        job = NetJob(f"{prefix}{i}", int(requests.cpu[i]), int(requests.mem[i]), int(requests.bw[i]) / BW_SCALE,
+                     int(requests.hold[i]))  # fmt: skip
+        if engine.place(job).accepted:
+            accepted.append(i)
+            ends.setdefault(i + int(requests.hold[i]), []).append(job.id)
+    return accepted
+
+
 def _whole(job_id: str, text: str, name: str) -> np.ndarray:
     """A stored list of whole numbers (ValueError naming the job and field otherwise: a hand-edited row)."""
     values = json.loads(text)
@@ -449,4 +466,13 @@ def _remove(p: Path) -> None:
         Path(f"{p}{suffix}").unlink(missing_ok=True)
 
 
-__all__ = ["MAX_UNITS", "JobPlacement", "JobRejection", "NetJob", "NetworkEngine", "fingerprint", "tier_shares"]
+__all__ = [
+    "MAX_UNITS",
+    "JobPlacement",
+    "JobRejection",
+    "NetJob",
+    "NetworkEngine",
+    "fingerprint",
+    "replay",
+    "tier_shares",
+]
