@@ -87,8 +87,11 @@ def test_serve_network_keeps_its_jobs_across_a_restart(tmp_path: Path) -> None:
 def test_serve_network_flags_are_checked_before_anything_starts(tmp_path: Path) -> None:
     runner = CliRunner()
     db = tmp_path / "c.db"
+    nowhere = str(tmp_path / "no" / "n")
     for args, said in ((["--network", "omega"], "--network"), (["--network-policy", "tetris"], "--network"),
-                       (["--network", "alpha", "--network-policy", "best-fit"], "--network-policy")):  # fmt: skip
+                       (["--network", "alpha", "--network-policy", "best-fit"], "--network-policy"),
+                       (["--network", "alpha", "--network-db", str(db)], "another file than --db"),
+                       (["--network", "alpha", "--network-db", nowhere], "--network-db")):  # fmt: skip
         res = runner.invoke(app, ["serve", "--db", str(db), "--port", str(free_port()), *args])
         assert res.exit_code == 2 and said in res.output and "Traceback" not in res.output, (args, res.output)
         assert not db.exists(), args  # nothing left behind

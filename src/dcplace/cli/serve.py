@@ -332,6 +332,9 @@ def serve(
     if network is not None:
         net_db = network_db or db.with_name(f"{db.stem}.network{db.suffix or '.db'}")
         try:
+            if net_db.resolve() == db.resolve():
+                raise InputError(f"must be another file than --db ({db}): each keeps its own tables and lock",
+                                 field="network_db")  # fmt: skip
             net = _open_network(network, network_policy, net_db)
         except InputError as exc:
             engine.close()

@@ -30,7 +30,7 @@ import numpy as np
 
 from dcplace.cluster.topology import BW_SCALE, PRESETS, TIER_NAMES, Topology, load_topology, preset
 from dcplace.engine.engine import Conflict, NotFound, Unavailable, _id_ok
-from dcplace.engine.store import StoreError, hold_database, names_the_file, save_recovery
+from dcplace.engine.store import StoreError, create_new, hold_database, names_the_file, save_recovery
 from dcplace.errors import InputError
 from dcplace.inputs import MAX_BANDWIDTH, MIN_BANDWIDTH
 from dcplace.policies.base import NetPolicy
@@ -183,7 +183,7 @@ class NetworkEngine:
         is not one, or was written for another topology, is one sentence naming ``db``."""
         engine = cls(topology, policy, **kw)
         p = Path(path)
-        made = not p.exists()
+        made = create_new(p) is not None  # atomically: only a file this call made is removed on a failure
         try:
             conn = sqlite3.connect(p, isolation_level=None, check_same_thread=False, timeout=BUSY_S)
         except sqlite3.Error as e:
