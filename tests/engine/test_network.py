@@ -256,3 +256,74 @@ def test_a_learned_policy_reads_hold_on_the_scale_it_was_trained_with() -> None:
                           int(top.server_mem.sum()), "train")  # fmt: skip
     assert e.hold_max == e.sim.requests.hold_max == want != 100
     assert NetworkEngine("alpha", "tetris").hold_max == 100
+
+
+def test_a_file_deleted_before_a_stop_threads_noticing_at_once_and_open_refusals(tmp_path: Path) -> None:
+    """A review of the fixes: a stop right after the file was deleted said all was durable; two threads noticing at
+    once reported the second one's failed copy; a locked file was "not a database"; a row nested too deep was a
+    RecursionError that kept the file's lock."""
+    db = tmp_path / "n.db"
+    e = NetworkEngine.open(db, "alpha")
+    assert e.place(NetJob("a", 5, 5, 0.1)).accepted
+    db.unlink()
+    e.close()  # no operation, no health check in between
+    assert e.failed is not None and "was saved to" in e.failed
+    saved = sorted(tmp_path.glob("n.db.recovered-*"))
+    saved[0].rename(db)
+    e = NetworkEngine.open(db, "alpha")
+    assert [j.id for j in e.jobs()] == ["a"]
+    db.unlink()
+    seen: list[str] = []
+
+    def notice() -> None:
+        try:
+            e.health()
+        except StoreError as exc:
+            seen.append(str(exc))
+
+    threads = [threading.Thread(target=notice) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(seen) == 4 and len(set(seen)) == 1 and "was saved to" in seen[0], seen
+    assert len(list(tmp_path.glob("n.db.recovered-*"))) == 1
+    e.close()
+    fresh = tmp_path / "f.db"
+    NetworkEngine.open(fresh, "alpha").close()
+    other = sqlite3.connect(fresh, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    import dcplace.engine.network as network
+
+    busy, network.BUSY_S = network.BUSY_S, 0.1
+    try:
+        with pytest.raises(InputError, match="is locked by another program"):
+            NetworkEngine.open(fresh, "alpha")
+    finally:
+        network.BUSY_S = busy
+        other.execute("ROLLBACK")
+        other.close()
+    e = NetworkEngine.open(fresh, "alpha")
+    e.place(NetJob("a", 15, 5, 0.1))
+    e.close()
+    with sqlite3.connect(fresh) as conn:
+        conn.execute("UPDATE jobs SET links = ?", ("[" * 100_000 + "]" * 100_000,))
+    with pytest.raises(InputError, match="a list nested too deep"):
+        NetworkEngine.open(fresh, "alpha")
+    with pytest.raises(InputError, match="a list nested too deep"):  # not "open in another engine": lock released
+        NetworkEngine.open(fresh, "alpha")
+
+
+def test_the_vm_store_follows_a_link_before_its_dotdot(tmp_path: Path) -> None:
+    """Found beside the network engine's review: the VM store named its file by abspath, which takes "link/.." away
+    before the link is followed, so the first health check said the database was deleted and saved a copy."""
+    from dcplace.engine import PlacementEngine
+
+    (tmp_path / "real" / "sub").mkdir(parents=True)
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "link").symlink_to(tmp_path / "real" / "sub")
+    e = PlacementEngine.open(tmp_path / "d" / "link" / ".." / "vm.db")
+    e.add_machine("m", 4, 8)
+    assert e.health() == {"machines": 1, "vms": 0} and (tmp_path / "real" / "vm.db").is_file()
+    e.close()
+    assert not list(tmp_path.rglob("*.recovered-*"))

@@ -56,6 +56,7 @@ def test_jobs_over_http_answer_as_documented(tmp_path: Path) -> None:
         failed = c.post("/jobs", json={"id": "j2", "cpu": 1, "mem": 1, "bw": 0.1})
         assert failed.status_code == 503 and "refused a change" in failed.json()["detail"]
         assert c.get("/healthz").status_code == 503  # a probe sees it: the supervisor restarts the service
+        assert c.get("/jobs").status_code == c.get("/network").status_code == 503  # reads too, as the VM ones
     net.check_invariants()
     net.close()
 
@@ -124,3 +125,20 @@ def test_a_failed_network_database_stops_serve_with_exit_3(tmp_path: Path) -> No
     said = err.decode()
     assert proc.returncode == 3 and "was deleted or replaced" in said, said
     assert list(tmp_path.glob("c.network.db.recovered-*")), said
+
+
+def test_a_stop_right_after_the_network_database_was_deleted_exits_3(tmp_path: Path) -> None:
+    """A review of the fixes: with no request or health check in between, the stop said every acknowledged change
+    was durable, exit 0, and no copy was saved."""
+    db = tmp_path / "c.db"
+    port = free_port()
+    proc = start_serve(db, port, "--network", "alpha")
+    try:
+        assert httpx.post(f"http://127.0.0.1:{port}/jobs", json={"id": "a", "cpu": 5, "mem": 5, "bw": 0.1}).is_success
+        (tmp_path / "c.network.db").unlink()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    said = err.decode()
+    assert proc.returncode == 3 and f"stopped after its database {tmp_path / 'c.network.db'} failed" in said, said
+    assert "every acknowledged change is durable" not in said and list(tmp_path.glob("c.network.db.recovered-*"))

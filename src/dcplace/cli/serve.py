@@ -421,16 +421,16 @@ def serve(
             probe.stop()
         _close(main_socks + probe_socks)
         healthy = engine.store is None or bool(engine.store.stats()["healthy"])  # type: ignore[attr-defined]
-        if net is not None and net.failed is not None:
-            healthy = False
-            typer.echo(f"dcplace serve: {net.failed}", err=True)
         engine.close()
         if net is not None:
-            net.close()
+            net.close()  # notices a file deleted under it, as the VM store's close does
+            if net.failed is not None:
+                typer.echo(f"dcplace serve: {net.failed}", err=True)
         logs.stop()  # every line logged, before the stopped line
-    if stopped and not healthy:  # exit 3: a supervisor's Restart=on-failure, and an operator, see it
-        typer.echo(f"dcplace serve: stopped after its database {db} failed; the error above says what to do",
-                   err=True)  # fmt: skip
+    failed = ([] if healthy else [str(db)]) + ([] if net is None or net.failed is None else [str(net_db)])
+    if stopped and failed:  # exit 3: a supervisor's Restart=on-failure, and an operator, see it
+        typer.echo(f"dcplace serve: stopped after its database {' and '.join(failed)} failed; the error above says "
+                   "what to do", err=True)  # fmt: skip
         raise typer.Exit(3)
     if stopped:
         typer.echo(f"dcplace serve: stopped; every acknowledged change is durable in {db}", err=True)

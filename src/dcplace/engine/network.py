@@ -17,6 +17,7 @@ amounts and links, not decided again) and refuses a file written for another top
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -170,6 +171,7 @@ class NetworkEngine:
         self._lock_fd: int | None = None
         self._path = Path()
         self._failed: str | None = None
+        self._noticing = threading.Lock()  # one thread makes the failure's sentence (and the recovery copy)
         self.on_failure: Any = None
         """Called once (no arguments) when the database fails: ``serve --exit-on-failure`` stops on it."""
         self.counters = {"placed": 0, "rejected": 0, "released": 0}
@@ -217,6 +219,9 @@ class NetworkEngine:
             engine._release_file(conn)
             if made:
                 _remove(p)
+            if "locked" in str(e) or "busy" in str(e):
+                raise InputError(f"{p} is locked by another program ({e}): an sqlite3 shell or a backup tool holding "
+                                 "a transaction? Close it and try again", field="db") from None  # fmt: skip
             raise InputError(f"{p} is not a dcplace network database ({e})", field="db") from None
         except BaseException:
             engine._release_file(conn)
@@ -226,9 +231,13 @@ class NetworkEngine:
         try:
             for row in rows:
                 engine._reload(row)
-        except (ValueError, TypeError, KeyError, OverflowError, InputError) as e:
+        except (ValueError, TypeError, KeyError, OverflowError, RecursionError, InputError) as e:
             engine._release_file(conn)
-            raise InputError(f"{p} does not hold a consistent set of jobs: {e}", field="db") from None
+            why = "a list nested too deep" if isinstance(e, RecursionError) else str(e)
+            raise InputError(f"{p} does not hold a consistent set of jobs: {why}", field="db") from None
+        except BaseException:
+            engine._release_file(conn)
+            raise
         engine._conn, engine._path = conn, p.absolute()
         return engine
 
@@ -269,18 +278,25 @@ class NetworkEngine:
         except sqlite3.Error as e:
             self._fail(f"the network database {self._path} refused a change ({e}): restart to reload what is durable")
 
-    def _fail(self, why: str) -> None:
-        """Stop the engine (every change refused from now on) and tell :attr:`on_failure`."""
-        first = self._failed is None
-        if first:
-            self._failed = why
+    def _fail(self, why: Any) -> None:
+        """Stop the engine (every change refused from now on), tell :attr:`on_failure`, raise StoreError. ``why``:
+        the sentence, or a callable making it (called once, by whichever thread notices first: two threads saving a
+        recovery copy at once reported the second one's failure)."""
+        with self._noticing:
+            first = self._failed is None
+            if first:
+                self._failed = why() if callable(why) else why
         if first and self.on_failure is not None:
             self.on_failure()
-        raise StoreError(self._failed or why)
+        raise StoreError(str(self._failed))
 
     def close(self) -> None:
+        """Close the database. A file deleted or replaced under the engine is noticed here too (what it committed
+        saved beside it: :attr:`failed` says so): a stop before any request or health check said all was durable."""
         with self.lock:
             if self._conn is not None:
+                with contextlib.suppress(StoreError):
+                    self._check()
                 self._release_file(self._conn)
                 self._conn = None
 
@@ -294,10 +310,11 @@ class NetworkEngine:
         it committed is then saved beside it first)."""
         if self._failed is not None:
             raise StoreError(self._failed)
-        if self._conn is not None and not names_the_file(self._path, self._lock_fd):
-            saved = save_recovery(self._conn, self._path.resolve())
-            self._fail(f"the network database file {self._path} was deleted or replaced while the engine had it "
-                       f"open; {saved}; nothing more is acknowledged")  # fmt: skip
+        conn = self._conn
+        if conn is not None and not names_the_file(self._path, self._lock_fd):
+            self._fail(lambda: f"the network database file {self._path} was deleted or replaced while the engine "
+                               f"had it open; {save_recovery(conn, self._path.resolve())}; nothing more is "
+                               "acknowledged")  # fmt: skip
 
     def health(self) -> dict[str, int]:
         """Jobs running, read without the lock (a probe never waits behind a placement); StoreError once the

@@ -433,7 +433,9 @@ class SqliteStore:
         self._asked_keep = journal_keep
         self.journal_keep = JOURNAL_KEEP if journal_keep is None else journal_keep
         self.path = Path(path)
-        self._abs = Path(os.path.abspath(self.path))  # what a later chdir does not move (links kept: followed per stat)
+        # what a later chdir does not move, links kept (followed at each stat) and ".." too: abspath took "link/.."
+        # away before the link was followed, naming another file than the one open (a review of the fixes)
+        self._abs = self.path.absolute()
         real = _real(self.path)
         self._real_path = real  # the file opened: its -wal and -shm lie beside it, and so does a recovery copy
         if not real.parent.exists():

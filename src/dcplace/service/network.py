@@ -38,12 +38,14 @@ def add_network_routes(app: FastAPI, net: NetworkEngine) -> None:
 
     @app.get("/jobs", tags=["network"], response_model=list[JobOut])
     def list_jobs() -> Response:
-        """Every running job, in the order placed."""
+        """Every running job, in the order placed (503 once the network database failed, as the VM reads)."""
+        net.health()
         return _json([j.as_dict() for j in net.jobs()])
 
     @app.get("/jobs/{job_id:vmid}", tags=["network"], response_model=JobOut, responses=JOB_ERRORS)
     def get_job(job_id: str) -> Response:
         """Where a running job is."""
+        net.health()
         return _json(net.job(job_id).as_dict())
 
     @app.delete("/jobs/{job_id:vmid}", tags=["network"], response_model=JobOut, responses=JOB_ERRORS)
@@ -55,6 +57,7 @@ def add_network_routes(app: FastAPI, net: NetworkEngine) -> None:
     @app.get("/network", tags=["network"], response_model=NetworkOut)
     def network() -> Response:
         """Totals: servers, links, jobs, CPU and memory in use, bandwidth in use per tier, counters."""
+        net.health()
         return _json(net.stats())
 
 
