@@ -327,3 +327,28 @@ def test_the_vm_store_follows_a_link_before_its_dotdot(tmp_path: Path) -> None:
     assert e.health() == {"machines": 1, "vms": 0} and (tmp_path / "real" / "vm.db").is_file()
     e.close()
     assert not list(tmp_path.rglob("*.recovered-*"))
+
+
+def test_a_file_that_is_not_a_network_database_is_refused_and_left_alone(tmp_path: Path) -> None:
+    """A newcomer's walkthrough: a crash whose -wal was lost reopened as 0 jobs (the acknowledged ones forgotten),
+    and another program's database or a VM cluster database given as --network-db had tables written into it."""
+    from dcplace.engine import PlacementEngine
+
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    foreign = tmp_path / "foreign.db"
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("CREATE TABLE customers (id INTEGER)")
+    cluster = tmp_path / "cluster.db"
+    PlacementEngine.open(cluster).close()
+    for path, said in ((empty, "is empty, so it is not a dcplace network database"),
+                       (foreign, "has no dcplace network tables"),
+                       (cluster, "is a dcplace cluster database")):  # fmt: skip
+        before = path.read_bytes()
+        with pytest.raises(InputError, match=said):
+            NetworkEngine.open(path, "alpha")
+        assert path.read_bytes() == before and path.exists(), path
+    net = tmp_path / "n.db"
+    NetworkEngine.open(net, "alpha").close()
+    with pytest.raises(InputError, match=r"is a dcplace network database .* sqlite3"):
+        PlacementEngine.open(net)  # and the other way round, instead of "remove it to start a new cluster"

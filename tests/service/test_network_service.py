@@ -82,7 +82,8 @@ def test_serve_network_keeps_its_jobs_across_a_restart(tmp_path: Path) -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=30)
-    assert "network alpha, 5 jobs from" in err.decode(), err.decode()
+    assert "network alpha, 5 jobs from" in err.decode() and "durable in" in err.decode(), err.decode()
+    assert f"{db} and {tmp_path / 'c.network.db'}" in err.decode(), err.decode()
 
 
 def test_serve_network_flags_are_checked_before_anything_starts(tmp_path: Path) -> None:

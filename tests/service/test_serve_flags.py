@@ -38,6 +38,8 @@ PADRL = Path(__file__).resolve().parents[2] / "src" / "dcplace" / "data" / "cvd"
         # they tune background events: given without a trigger they were silently dropped
         (["--migration-weight", "2"], "--migration-weight: applies to background re-optimisation only"),
         (["--max-moves", "5"], "--max-moves: applies to background re-optimisation only"),
+        (["--cooldown", "600"], "--cooldown: applies to background re-optimisation only"),
+        (["--reoptimise-every", "60", "--cooldown", "-1"], "--cooldown: "),
         # a refused --import file left an empty new database behind
         (["--import", "IMPORT"], "line 2, field 'machine': no machine 'nosuch' is registered"),
         # --machines: a refused file names its line and field, and leaves no database

@@ -188,6 +188,13 @@ def serve(
         float, typer.Option(help="background re-optimisation: a move costs this x its VM's memory / its machine's")
     ] = 1.0,
     max_moves: Annotated[int | None, typer.Option(help="background re-optimisation: moves per event")] = None,
+    cooldown: Annotated[
+        float,
+        typer.Option(
+            help="background re-optimisation: a VM moved less than this many seconds ago is not moved "
+            "again (kept across restarts)"
+        ),
+    ] = 0.0,
     stop_timeout: Annotated[
         int,
         typer.Option(
@@ -284,7 +291,8 @@ def serve(
     if not 0 < max_body_mb <= 2**20:  # inf was an OverflowError traceback after the database was made
         _fail(InputError(f"must be above 0 and at most {2**20} MiB, not {max_body_mb!r}", field="max_body_mb"))
     if reoptimise_every is None and reoptimise_below is None:  # they tune background events, and none would run
-        for name, given in (("migration_weight", migration_weight != 1.0), ("max_moves", max_moves is not None)):
+        for name, given in (("migration_weight", migration_weight != 1.0), ("max_moves", max_moves is not None),
+                            ("cooldown", cooldown != 0.0)):  # fmt: skip
             if given:
                 _fail(InputError("applies to background re-optimisation only: add --reoptimise-every or "
                                  "--reoptimise-below", field=name))  # fmt: skip
@@ -298,7 +306,8 @@ def serve(
     try:
         if reoptimise_every is not None or reoptimise_below is not None:
             reopt = ReoptPolicy(every_s=reoptimise_every, below=reoptimise_below, min_gap_s=60.0,
-                                migration_weight=migration_weight, max_moves=max_moves)  # fmt: skip
+                                migration_weight=migration_weight, max_moves=max_moves,
+                                cooldown_s=cooldown)  # fmt: skip
         # before the database: a refused policy or checkpoint leaves no new file behind
         chosen = get_policy(policy, None if checkpoint is None else str(checkpoint))
         new_db = not db.exists()
@@ -324,8 +333,10 @@ def serve(
                     raise unwritten(db, exc, "the machines and allocations", "start again") from None
                 raise
     except InputError as exc:
-        if exc.field in ("every_s", "below"):
-            exc.field = {"every_s": "reoptimise_every", "below": "reoptimise_below"}[exc.field]
+        if exc.field in ("every_s", "below", "cooldown_s"):
+            exc.field = {"every_s": "reoptimise_every", "below": "reoptimise_below", "cooldown_s": "cooldown"}[
+                exc.field
+            ]
         _close(main_socks + probe_socks)
         _fail(exc)
     net = None
@@ -342,8 +353,10 @@ def serve(
                 remove_database(db)
             _close(main_socks + probe_socks)
             _fail(exc)
-        typer.echo(f"dcplace serve: network {net.topology.name}, {net.stats()['jobs']} jobs from {net_db}; policy "
-                   f"{network_policy} (POST /jobs)", err=True)  # fmt: skip
+        running = net.stats()["jobs"]
+        jobs = f"{running} job{'' if running == 1 else 's'}"
+        typer.echo(f"dcplace serve: network {net.topology.name}, {jobs} from {net_db}; policy {network_policy} (POST "
+                   "/jobs)", err=True)  # fmt: skip
     for warning in engine.load_warnings:
         typer.echo(f"dcplace serve: warning: {warning}", err=True)
     warm_up_jit()
@@ -433,7 +446,8 @@ def serve(
                    "what to do", err=True)  # fmt: skip
         raise typer.Exit(3)
     if stopped:
-        typer.echo(f"dcplace serve: stopped; every acknowledged change is durable in {db}", err=True)
+        where = str(db) if net is None else f"{db} and {net_db}"
+        typer.echo(f"dcplace serve: stopped; every acknowledged change is durable in {where}", err=True)
 
 
 class _Healthy:

@@ -31,7 +31,7 @@ import numpy as np
 
 from dcplace.cluster.topology import BW_SCALE, PRESETS, TIER_NAMES, Topology, load_topology, preset
 from dcplace.engine.engine import Conflict, NotFound, Unavailable, _id_ok
-from dcplace.engine.store import StoreError, create_new, hold_database, names_the_file, save_recovery
+from dcplace.engine.store import StoreError, _reading, create_new, hold_database, names_the_file, save_recovery
 from dcplace.errors import InputError
 from dcplace.inputs import MAX_BANDWIDTH, MIN_BANDWIDTH
 from dcplace.policies.base import NetPolicy
@@ -186,6 +186,8 @@ class NetworkEngine:
         engine = cls(topology, policy, **kw)
         p = Path(path)
         made = create_new(p) is not None  # atomically: only a file this call made is removed on a failure
+        if not made:
+            _check_existing(p)  # looked at read-only: nothing written to a file that is not ours
         try:
             conn = sqlite3.connect(p, isolation_level=None, check_same_thread=False, timeout=BUSY_S)
         except sqlite3.Error as e:
@@ -443,6 +445,28 @@ def replay(engine: NetworkEngine, requests: NetRequests, prefix: str = "j") -> l
             accepted.append(i)
             ends.setdefault(i + int(requests.hold[i]), []).append(job.id)
     return accepted
+
+
+def _check_existing(p: Path) -> None:
+    """Refuse an existing file that is not a network database, read-only: an empty one (a crash whose -wal was lost
+    had its tables only there: the jobs it acknowledged would be forgotten), another program's database, a dcplace
+    cluster database (its tables and notes are another engine's). Each was opened, and its tables written into."""
+    if not p.is_file():
+        raise InputError(f"{p} is not a file", field="db")
+    try:
+        with _reading(p) as uri, contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
+            tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.DatabaseError as e:
+        raise InputError(f"{p} is not a dcplace network database ({e})", field="db") from None
+    if {"jobs", "meta"} <= tables:
+        return
+    if "vms" in tables:
+        raise InputError(f"{p} is a dcplace cluster database (serve --db), not a network one: give another file",
+                         field="db")  # fmt: skip
+    what = "is empty" if p.stat().st_size == 0 else "has no dcplace network tables"
+    raise InputError(f"{p} {what}, so it is not a dcplace network database (another program's, or a crashed one "
+                     "whose -wal file was lost?): remove it to start anew, or restore a backup",
+                     field="db")  # fmt: skip
 
 
 def _whole(job_id: str, text: str, name: str) -> np.ndarray:

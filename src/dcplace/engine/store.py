@@ -360,6 +360,9 @@ def check_existing(path: Path, integrity: bool = False) -> None:
         raise InputError(f"{path} {_why(path, e)}", field="db") from None
     if version > SCHEMA_VERSION:
         raise InputError(newer_schema(path, version), field="db")
+    if not {"machines", "vms", "meta"} <= tables and {"jobs", "meta"} <= tables:
+        raise InputError(f"{path} is a dcplace network database (serve --network-db), not a cluster one: back it up "
+                         f"with sqlite3 {path} \".backup OUT\"", field="db")  # fmt: skip
     if not {"machines", "vms", "meta"} <= tables:
         what = "is empty" if path.stat().st_size == 0 else "has no dcplace tables"
         raise InputError(f"{path} {what}, so it is not a dcplace cluster database (another program's database, or "
