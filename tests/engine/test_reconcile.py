@@ -207,6 +207,11 @@ def test_reconcile_and_move_on_the_command_line(tmp_path: Path) -> None:
     e.reconcile([{"vm": "a", "machine": "m1", "node": 1, "cpu": 3, "mem": 2},
                  {"vm": "new", "machine": "m0", "node": "all", "cpu": 2, "mem": 2}], now=t1)  # fmt: skip
     assert e.vm("a").cpu == 3 and e.moved_at["a"] <= t1
+    e.reconcile([{"vm": "a", "machine": "m0", "node": 0, "cpu": 2, "mem": 2},  # resized and moved: moved now
+                 {"vm": "new", "machine": "m0", "node": "all", "cpu": 2, "mem": 2}], now=t1 + 50)  # fmt: skip
+    assert e.moved_at["a"] == t1 + 50
+    e.reconcile([{"vm": "a", "machine": "m1", "node": 1, "cpu": 3, "mem": 2},
+                 {"vm": "new", "machine": "m0", "node": "all", "cpu": 2, "mem": 2}], now=t1)  # fmt: skip
     e.close()
     e = PlacementEngine.open(db)
     assert list(e.moved_at) == ["a"]

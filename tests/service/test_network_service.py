@@ -97,6 +97,10 @@ def test_serve_network_flags_are_checked_before_anything_starts(tmp_path: Path) 
         res = runner.invoke(app, ["serve", "--db", str(db), "--port", str(free_port()), *args])
         assert res.exit_code == 2 and said in res.output and "Traceback" not in res.output, (args, res.output)
         assert not db.exists(), args  # nothing left behind
+    bad = tmp_path / "bad.json"
+    bad.write_text("[]", encoding="utf-8")
+    res = runner.invoke(app, ["serve", "--db", str(db), "--port", str(free_port()), "--network", str(bad)])
+    assert res.exit_code == 2 and "--network:" in res.output and "bad.json" in res.output, res.output
     res = runner.invoke(app, ["serve", "--db", str(db), "--port", str(free_port()), "--network", "alpha",
                               "--network-policy", f"nara={tmp_path / 'none.pt'}"])  # fmt: skip
     assert res.exit_code == 2 and "--network-policy" in res.output and "none.pt" in res.output, res.output

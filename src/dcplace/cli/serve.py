@@ -340,12 +340,14 @@ def serve(
         _close(main_socks + probe_socks)
         _fail(exc)
     net = None
+    new_net = False
     if network is not None:
         net_db = network_db or db.with_name(f"{db.stem}.network{db.suffix or '.db'}")
         try:
             if net_db.resolve() == db.resolve():
                 raise InputError(f"must be another file than --db ({db}): each keeps its own tables and lock",
                                  field="network_db")  # fmt: skip
+            new_net = not net_db.exists()
             net = _open_network(network, network_policy, net_db)
         except InputError as exc:
             engine.close()
@@ -369,6 +371,10 @@ def serve(
             engine.close()
             if new_db:
                 remove_database(db)
+            if net is not None:
+                net.close()
+                if new_net:
+                    remove_database(net_db)
             _close(main_socks + probe_socks)
             _fail(InputError(f"cannot listen on {host}:{number}: {exc.strerror or exc} (taken while the database "
                              "opened)", field=flag))  # fmt: skip
@@ -469,8 +475,9 @@ def _open_network(topology: str, policy: str, path: Path) -> NetworkEngine:
         return NetworkEngine.open(path, topology, policy)
     except InputError as exc:
         flag = {"topology": "network", "db": "network_db", "policy": "network_policy", "checkpoint": "network_policy"}
-        if exc.path is not None:  # a checkpoint file: the policy's flag, and the file in the sentence
-            raise InputError(f"{exc.path}: {exc.detail}", field="network_policy") from None
+        if exc.path is not None:  # a file: the topology's (--network) or a checkpoint (--network-policy)
+            which = "network" if Path(exc.path) == Path(topology) else "network_policy"
+            raise InputError(f"{exc.path}: {exc.detail}", field=which) from None
         raise InputError(exc.detail, field=flag.get(exc.field or "", "network")) from None
 
 

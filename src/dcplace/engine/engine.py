@@ -1687,7 +1687,10 @@ class PlacementEngine:
         """Steps 1-2 under the engine's lock (the caller holds it): a copy of the placement, the VMs that may
         move, and how many each reason held back."""
         self.check_store()
-        if now is not None:  # moved "after" now: the clock went back; such a VM cools down from now, not for hours
+        # moved "after" now: the clock went back; such a VM cools down from now, not for hours (a dry run does this
+        # too: the step is a fact about the clock, not a change to the cluster; kept in memory until the VM's next
+        # write, so a restart before then counts its cool-down from the restart)
+        if now is not None:
             for vm, t in self.moved_at.items():
                 if t > now:
                     self.moved_at[vm] = now
@@ -2501,6 +2504,8 @@ class PlacementEngine:
                         # a new incarnation: the row's uid (none where it gives none), the pin kept unless given
                         keep = replace(req, pinned=req.pinned if "pinned" in given else req.id in self.pinned)
                         moved = None if new_uid else self.moved_at.get(req.id)  # a resize, maybe: as resize() does
+                        if not new_uid and now is not None and (rec.machine, rec.node) != (machine, node):
+                            moved = now  # resized and moved: it moved now
                         self._release_slot(req.id)
                         changes.append(VmDelete(req.id, "released"))
                         replaced.append(req.id)

@@ -240,9 +240,9 @@ class TraceSummary:
     placements whose release it never recorded before the id was placed again, both left out; ``adjusted``:
     departures at their arrival, put a microsecond after it; ``stepped_back``: entries stamped earlier than one
     committed before them (the host's clock stepped back), given that entry's time, since the journal's order is
-    what happened; ``lifetime_s``: the
-    lifetime given each rejected request (None where they were skipped); ``resumed_at``: where the journal was
-    turned off and on again, the last time it resumed (the trace starts there; None: never off)."""
+    what happened; ``lifetime_s``: the lifetime given each rejected request (None where they were skipped);
+    ``resumed_at``: where the journal was turned off and on again, the last time it resumed (the trace starts
+    there; None: never off)."""
 
     requests: int
     still_running: int
@@ -259,6 +259,7 @@ class TraceSummary:
     """Each request's VM id in the cluster, in the trace's order (request ``i`` is the trace's ``vmid`` ``i``: the
     event-log form numbers VMs; ``cluster trace`` writes these as its ``name`` column)."""
     stepped_back: int = 0
+    """Entries stamped before the one committed before them (see the class docstring)."""
 
 
 def journal_trace(entries: Iterable[JournalEntry], rejected: str = "skip") -> tuple[RequestTable, TraceSummary]:

@@ -118,6 +118,9 @@ class JobRejection:
         return {"id": self.id, "accepted": False, "reason": self.reason}
 
 
+SCHEMA_VERSION = 1
+"""The network database's layout, in SQLite's ``user_version`` (1: the tables below); a newer one is refused."""
+
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS jobs (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, "
@@ -171,6 +174,7 @@ class NetworkEngine:
         self._lock_fd: int | None = None
         self._path = Path()
         self._failed: str | None = None
+        self._closed = False
         self._noticing = threading.Lock()  # one thread makes the failure's sentence (and the recovery copy)
         self.on_failure: Any = None
         """Called once (no arguments) when the database fails: ``serve --exit-on-failure`` stops on it."""
@@ -202,8 +206,13 @@ class NetworkEngine:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=FULL")
             conn.execute("BEGIN IMMEDIATE")
+            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+            if version > SCHEMA_VERSION:
+                raise InputError(f"{p} was written by a newer dcplace (network schema version {version}; this one "
+                                 f"reads up to {SCHEMA_VERSION}): upgrade dcplace", field="db")  # fmt: skip
             for statement in _SCHEMA:
                 conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             mark = fingerprint(engine.topology)
             row = conn.execute("SELECT value FROM meta WHERE key = 'topology'").fetchone()
             if row is None:
@@ -301,6 +310,12 @@ class NetworkEngine:
                     self._check()
                 self._release_file(self._conn)
                 self._conn = None
+            self._closed = True
+
+    @property
+    def job_count(self) -> int:
+        """Jobs running, read without the lock (a scrape never waits)."""
+        return len(self._rid)
 
     @property
     def failed(self) -> str | None:
@@ -312,6 +327,8 @@ class NetworkEngine:
         it committed is then saved beside it first)."""
         if self._failed is not None:
             raise StoreError(self._failed)
+        if self._closed:  # it took jobs it never saved
+            raise StoreError("the network engine is closed")
         conn = self._conn
         if conn is not None and not names_the_file(self._path, self._lock_fd):
             self._fail(lambda: f"the network database file {self._path} was deleted or replaced while the engine "
@@ -344,7 +361,9 @@ class NetworkEngine:
                 else:
                     rid = -1
             except BaseException:
-                sim.abandon()  # what the waiting job took goes back
+                if not sim.done:  # what the waiting job took goes back, counted as the simulator counts it
+                    sim.abandon()
+                    self.counters["rejected"] += 1
                 raise
             if rid not in sim.active:
                 self.counters["rejected"] += 1

@@ -361,8 +361,9 @@ def check_existing(path: Path, integrity: bool = False) -> None:
     if version > SCHEMA_VERSION:
         raise InputError(newer_schema(path, version), field="db")
     if not {"machines", "vms", "meta"} <= tables and {"jobs", "meta"} <= tables:
-        raise InputError(f"{path} is a dcplace network database (serve --network-db), not a cluster one: back it up "
-                         f"with sqlite3 {path} \".backup OUT\"", field="db")  # fmt: skip
+        raise InputError(f"{path} is a dcplace network database (serve --network-db), not a cluster one (the "
+                         f"cluster commands take serve's --db; to back it up: sqlite3 {path} \".backup OUT\")",
+                         field="db")  # fmt: skip
     if not {"machines", "vms", "meta"} <= tables:
         what = "is empty" if path.stat().st_size == 0 else "has no dcplace tables"
         raise InputError(f"{path} {what}, so it is not a dcplace cluster database (another program's database, or "
@@ -510,7 +511,7 @@ class SqliteStore:
                 self._conn.execute("ALTER TABLE vms ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0")
             if "uid" not in columns:  # schema 0 or 1: before VMs carried their client's uid
                 self._conn.execute("ALTER TABLE vms ADD COLUMN uid TEXT")
-            if "moved_at" not in columns:  # before 2026-11-29 (no new version: older code reads the table as it is)
+            if "moved_at" not in columns:  # schema 3 or older: before VMs kept their last move
                 self._conn.execute("ALTER TABLE vms ADD COLUMN moved_at REAL")
             self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             holds_machines = self._conn.execute("SELECT EXISTS (SELECT 1 FROM machines)").fetchone()[0]
@@ -936,7 +937,7 @@ def remove_database(path: str | Path) -> None:
         leftover.unlink(missing_ok=True)
 
 
-def hold_database(path: Path, conn: sqlite3.Connection, field: str = "db") -> int | None:
+def hold_database(path: Path, conn: sqlite3.Connection) -> int | None:
     """Take the database's exclusive lock for this store's life (``flock`` on the file, which SQLite's own byte-range
     locks do not see; the kernel drops it when the process ends, crash included): one engine per database, since
     the engine keeps the cluster's state in memory and another writer (a second ``serve``, ``dcplace cluster`` on a
@@ -955,7 +956,7 @@ def hold_database(path: Path, conn: sqlite3.Connection, field: str = "db") -> in
             f"{path} is open in another dcplace engine (a running `dcplace serve`?) or being read (`dcplace cluster "
             "backup`, `compare cluster`: try again); stop it first, or change the cluster through that service's "
             "HTTP API",
-            field=field,
+            field="db",
         ) from None
     return fd
 

@@ -110,7 +110,7 @@ class NetworkCollector(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         net, sim, top = self.net, self.net.sim, self.net.topology
-        yield GaugeMetricFamily("dcplace_network_jobs", "Network jobs running", value=len(net._rid))
+        yield GaugeMetricFamily("dcplace_network_jobs", "Network jobs running", value=net.job_count)
         yield GaugeMetricFamily("dcplace_network_store_healthy", "1 while the network database takes changes, 0 "
                                 "after a failure (fail-stop: restart the service)",
                                 value=int(net.failed is None))  # fmt: skip

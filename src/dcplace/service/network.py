@@ -13,11 +13,11 @@ from fastapi.responses import Response
 from dcplace.engine.network import NetJob, NetworkEngine
 from dcplace.service.models import JobIn, JobOut, JobRejectionOut, NetworkOut
 
-JOB_ERRORS: dict[int | str, dict[str, Any]] = {
-    404: {"description": "no such job running"},
+_COMMON: dict[int | str, dict[str, Any]] = {
     422: {"description": "a field out of range, or a query parameter the route does not take"},
-    503: {"description": "the network database failed: restart the service"},
+    503: {"description": "the network database failed (restart the service), or another program holds its lock"},
 }
+JOB_ERRORS: dict[int | str, dict[str, Any]] = {404: {"description": "no such job running"}, **_COMMON}
 
 
 def _json(body: Any, status: int = 200) -> Response:
@@ -28,8 +28,8 @@ def add_network_routes(app: FastAPI, net: NetworkEngine) -> None:
     """``POST /jobs``, ``GET /jobs``, ``GET /jobs/{id}``, ``DELETE /jobs/{id}``, ``GET /network`` on ``net``."""
 
     @app.post("/jobs", status_code=201, tags=["network"], response_model=JobOut,
-              responses={**JOB_ERRORS, 409: {"model": JobRejectionOut, "description": "not placed (its reason), or "
-                                              "a job of that id runs already (`detail`)"}})  # fmt: skip
+              responses={**_COMMON, 409: {"model": JobRejectionOut, "description": "not placed (its reason), or a "
+                                           "job of that id runs already (`detail`)"}})  # fmt: skip
     def place_job(body: JobIn) -> Response:
         """Place a job, server by server, with the service's network policy: 201 and where it runs (durable), or
         409 and why not."""

@@ -540,7 +540,8 @@ class LiveNetSim(NetAllocSim):
     for capacity, as step 1 does), :meth:`~NetAllocSim.pick` decides it server by server exactly as in an episode,
     and :meth:`release` returns an allocation when its job ends (no holding periods: the client says when).
     ``hold``, a request's expected holding period in arrivals, only feeds the observation of a learned policy (Nara
-    reads ``hold / hold_max``)."""
+    reads ``hold / hold_max``). A policy's :attr:`NetView.requests` is an empty table here (there is no episode
+    ahead: only :attr:`NetView.request`, the waiting one, and ``requests.hold_max``)."""
 
     def __init__(
         self, topology: Topology, k: int = 3, routing: Routing | None = None, any_server: bool = False,
@@ -597,6 +598,22 @@ class LiveNetSim(NetAllocSim):
         self.active[rid] = replace(self.active[rid], end=LIVE_END)  # it ends when released, not after a period
         self._ends.clear()
 
+    def _joins(self, servers: IntArray, links: IntArray) -> bool:
+        """Whether ``links`` form one connected piece holding every server (none for one server)."""
+        if len(servers) == 1:
+            return not len(links)
+        top = self.topology
+        parent: dict[int, int] = {}
+
+        def root(x: int) -> int:
+            while parent.setdefault(x, x) != x:
+                x = parent[x]
+            return x
+
+        for u, v in zip(top.link_u[links].tolist(), top.link_v[links].tolist(), strict=True):
+            parent[root(u)] = root(v)
+        return len({root(int(v)) for v in servers}) == 1 and len({root(x) for x in list(parent)}) == 1
+
     def abandon(self) -> None:
         """The waiting request rejected as ``invalid``, what it took returned (a policy that raised mid-request)."""
         if not self.done:
@@ -611,7 +628,8 @@ class LiveNetSim(NetAllocSim):
     def restore(self, alloc: Allocation) -> int:
         """Take ``alloc`` again (a database reloaded) as the next request's allocation, whose ``t`` is returned:
         what it holds leaves the free arrays as when it was accepted. ValueError, nothing changed, where it does not
-        fit or names a server or link twice or not in this topology."""
+        fit, names a server or link twice or not in this topology, gives amounts that are not one per server, or
+        links that do not join its servers."""
         if not self.done:
             raise RuntimeError("a request is still waiting for its picks")
         servers, links = alloc.servers, alloc.links
@@ -619,8 +637,12 @@ class LiveNetSim(NetAllocSim):
             raise ValueError("no server, or a server or link twice")
         if ((servers < 0) | (servers >= self.n_servers)).any() or ((links < 0) | (links >= len(self.free_bw))).any():
             raise ValueError("a server or link this topology does not have")
-        if ((alloc.cpu < 0) | (alloc.mem < 0)).any() or alloc.bw < 0 or len(alloc.cpu) != len(servers):
-            raise ValueError("a negative amount, or amounts that are not one per server")
+        if len(alloc.cpu) != len(servers) or len(alloc.mem) != len(servers):  # numpy spread one value over all
+            raise ValueError("amounts that are not one per server")
+        if ((alloc.cpu < 0) | (alloc.mem < 0)).any() or alloc.bw < 0:
+            raise ValueError("a negative amount")
+        if not self._joins(servers, links):
+            raise ValueError("links that do not join its servers")
         if ((self.free_cpu[servers] < alloc.cpu) | (self.free_mem[servers] < alloc.mem)).any():
             raise ValueError("more than its servers have free")
         if len(links) and (self.free_bw[links] < alloc.bw).any():
