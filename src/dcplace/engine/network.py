@@ -31,7 +31,15 @@ import numpy as np
 
 from dcplace.cluster.topology import BW_SCALE, PRESETS, TIER_NAMES, Topology, load_topology, preset
 from dcplace.engine.engine import Conflict, NotFound, Unavailable, _id_ok
-from dcplace.engine.store import StoreError, _reading, create_new, hold_database, names_the_file, save_recovery
+from dcplace.engine.store import (
+    StoreError,
+    _reading,
+    create_new,
+    hold_database,
+    names_the_file,
+    remove_database,
+    save_recovery,
+)
 from dcplace.errors import InputError
 from dcplace.inputs import MAX_BANDWIDTH, MIN_BANDWIDTH
 from dcplace.policies.base import NetPolicy
@@ -169,7 +177,6 @@ class NetworkEngine:
         self.sim = LiveNetSim(self.topology, k, routing, bool(getattr(self.policy, "any_server", False)), self.hold_max)
         self.lock = threading.RLock()
         self._rid: dict[str, int] = {}  # job id -> its allocation in the simulator
-        self._job: dict[int, NetJob] = {}
         self._conn: sqlite3.Connection | None = None
         self._lock_fd: int | None = None
         self._path = Path()
@@ -200,7 +207,7 @@ class NetworkEngine:
             engine._lock_fd = hold_database(p, conn)  # one engine per file: two over-committed it between them
         except BaseException:
             if made:
-                _remove(p)
+                remove_database(p)
             raise
         try:
             conn.execute("PRAGMA journal_mode=WAL")
@@ -229,7 +236,7 @@ class NetworkEngine:
         except sqlite3.DatabaseError as e:
             engine._release_file(conn)
             if made:
-                _remove(p)
+                remove_database(p)
             if "locked" in str(e) or "busy" in str(e):
                 raise InputError(f"{p} is locked by another program ({e}): an sqlite3 shell or a backup tool holding "
                                  "a transaction? Close it and try again", field="db") from None  # fmt: skip
@@ -237,7 +244,7 @@ class NetworkEngine:
         except BaseException:
             engine._release_file(conn)
             if made:
-                _remove(p)
+                remove_database(p)
             raise
         try:
             for row in rows:
@@ -265,13 +272,11 @@ class NetworkEngine:
         if type(bw) is not int or not 0 <= bw <= MAX_BANDWIDTH * BW_SCALE:
             raise ValueError(f"job {job_id!r}: bw {bw!r} is not a whole number of micro-units")
         alloc = Allocation(at, took_cpu, took_mem, over, bw, 0)
+        NetJob(job_id, int(alloc.cpu.sum()), int(alloc.mem.sum()), max(bw, 1) / BW_SCALE, hold)  # its fields' rules
         try:
-            rid = self.sim.restore(alloc)
+            self._rid[job_id] = self.sim.restore(alloc)
         except ValueError as e:
             raise ValueError(f"job {job_id!r}: {e}") from None
-        self._rid[job_id] = rid
-        self._job[rid] = NetJob(job_id, int(alloc.cpu.sum()), int(alloc.mem.sum()), max(int(bw), 1) / BW_SCALE,
-                                hold)  # fmt: skip
 
     def _write(self, sql: str, args: tuple[Any, ...]) -> None:
         """One change, durable on return. Another program's lock held past ``BUSY_S`` is a 503 (Unavailable) with
@@ -377,7 +382,6 @@ class NetworkEngine:
                 sim.release(rid)
                 raise
             self._rid[job.id] = rid
-            self._job[rid] = job
             self.counters["placed"] += 1
             return self._placement(job.id, rid)
 
@@ -392,7 +396,7 @@ class NetworkEngine:
             was = self._placement(job_id, rid)
             self._write("DELETE FROM jobs WHERE id = ?", (job_id,))
             self.sim.release(rid)
-            del self._rid[job_id], self._job[rid]
+            del self._rid[job_id]
             self.counters["released"] += 1
             return was
 
@@ -444,7 +448,7 @@ class NetworkEngine:
         with self.lock:
             self.sim.check_invariants()
             assert self.sim.done, "a job is still waiting for its servers"
-            assert set(self._rid.values()) == set(self.sim.active) == set(self._job), "jobs and allocations differ"
+            assert set(self._rid.values()) == set(self.sim.active), "jobs and allocations differ"
             assert (self.sim.free_cpu <= self.topology.server_cpu).all(), "free CPU above capacity"
             assert (self.sim.free_mem <= self.topology.server_mem).all(), "free memory above capacity"
 
@@ -519,11 +523,6 @@ def tier_shares(topology: Topology, free_bw: np.ndarray) -> dict[str, float]:
         if cap:
             out[name] = int(used[topology.link_tier == t].sum()) / cap
     return out
-
-
-def _remove(p: Path) -> None:
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{p}{suffix}").unlink(missing_ok=True)
 
 
 __all__ = [
