@@ -350,8 +350,33 @@ def test_a_file_that_is_not_a_network_database_is_refused_and_left_alone(tmp_pat
         assert path.read_bytes() == before and path.exists(), path
     net = tmp_path / "n.db"
     NetworkEngine.open(net, "alpha").close()
-    with pytest.raises(InputError, match=r"is a dcplace network database .* sqlite3"):
+    with pytest.raises(InputError, match=r"is a dcplace network database .* cluster backup OUT --db"):
         PlacementEngine.open(net)  # and the other way round, instead of "remove it to start a new cluster"
+
+
+def test_cluster_backup_copies_a_live_network_database(tmp_path: Path) -> None:
+    """The network database had no backup command (its error said to use the sqlite3 tool, often not installed);
+    ``cluster backup`` copies it online, with what is still in its -wal, and the copy reloads to the same jobs."""
+    from typer.testing import CliRunner
+
+    from dcplace.cli.main import app
+
+    db, copy = tmp_path / "n.db", tmp_path / "copy.db"
+    live = NetworkEngine.open(db, "alpha")
+    taken = [j.id for j in (live.place(NetJob(f"j{i}", 30, 30, 0.1, 5)) for i in range(6)) if j.accepted]
+    assert taken
+    res = CliRunner().invoke(app, ["cluster", "backup", str(copy), "--db", str(db)])  # while the engine holds it
+    assert res.exit_code == 0 and f"backed up {len(taken)} network jobs from {db}" in res.output, res.output
+    live.release(taken[0])
+    free = live.sim.free_cpu.copy()
+    live.close()
+    restored = NetworkEngine.open(copy, "alpha")
+    assert sorted(j.id for j in restored.jobs()) == sorted(taken)  # the state at the copy, not after
+    restored.release(taken[0])
+    assert np.array_equal(restored.sim.free_cpu, free)
+    restored.close()
+    again = CliRunner().invoke(app, ["cluster", "backup", str(copy), "--db", str(db)])
+    assert again.exit_code == 2 and "already exists" in again.output
 
 
 def test_the_final_reviews_findings(tmp_path: Path) -> None:

@@ -347,14 +347,17 @@ def backup(
 ) -> None:  # fmt: skip
     """Copy the cluster database to OUT consistently, also while `dcplace serve` runs on it (SQLite's online
     backup; copying the file alone misses what is still in its -wal file). The copy passes SQLite's integrity
-    check before it is put in place. To restore: stop the service, remove DB-wal and DB-shm, copy OUT over DB."""
+    check before it is put in place. To restore: stop the service, remove DB-wal and DB-shm, copy OUT over DB.
+    The network engine's database (`serve --network-db`) is copied the same way."""
     from dcplace.engine.store import backup_database
 
     try:
-        machines, vms = backup_database(db, out)
+        rows = backup_database(db, out)
     except InputError as exc:
         _fail(exc)
-    typer.echo(f"backed up {machines} machines and {vms} VMs from {db} to {out}")
+    said = (f"{rows['machines']} machines and {rows['vms']} VMs" if "vms" in rows
+            else f"{rows['jobs']} network jobs")  # fmt: skip
+    typer.echo(f"backed up {said} from {db} to {out}")
 
 
 @app.command("journal")

@@ -198,7 +198,7 @@ class NetworkEngine:
         p = Path(path)
         made = create_new(p) is not None  # atomically: only a file this call made is removed on a failure
         if not made:
-            _check_existing(p)  # looked at read-only: nothing written to a file that is not ours
+            check_network_database(p)  # looked at read-only: nothing written to a file that is not ours
         try:
             conn = sqlite3.connect(p, isolation_level=None, check_same_thread=False, timeout=BUSY_S)
         except sqlite3.Error as e:
@@ -470,7 +470,7 @@ def replay(engine: NetworkEngine, requests: NetRequests, prefix: str = "j") -> l
     return accepted
 
 
-def _check_existing(p: Path) -> None:
+def check_network_database(p: Path) -> None:
     """Refuse an existing file that is not a network database, read-only: an empty one (a crash whose -wal was lost
     had its tables only there: the jobs it acknowledged would be forgotten), another program's database, a dcplace
     cluster database (its tables and notes are another engine's). Each was opened, and its tables written into."""

@@ -362,7 +362,7 @@ def check_existing(path: Path, integrity: bool = False) -> None:
         raise InputError(newer_schema(path, version), field="db")
     if not {"machines", "vms", "meta"} <= tables and {"jobs", "meta"} <= tables:
         raise InputError(f"{path} is a dcplace network database (serve --network-db), not a cluster one (the "
-                         f"cluster commands take serve's --db; to back it up: sqlite3 {path} \".backup OUT\")",
+                         "cluster commands take serve's --db; `dcplace cluster backup OUT --db` copies either)",
                          field="db")  # fmt: skip
     if not {"machines", "vms", "meta"} <= tables:
         what = "is empty" if path.stat().st_size == 0 else "has no dcplace tables"
@@ -374,16 +374,35 @@ def check_existing(path: Path, integrity: bool = False) -> None:
                          "\"Backups\")", field="db")  # fmt: skip
 
 
-def backup_database(db: Path, out: Path) -> tuple[int, int]:
-    """Copy the cluster database ``db`` to ``out`` (which must not exist) consistently, also while a service runs on
-    it: SQLite's online backup from a read-only connection (copying the file alone misses what is still in its -wal
-    file). The copy is written beside ``out`` under a temporary name, passes SQLite's integrity check, and only then
-    takes its name; on any failure nothing is left. Returns the copy's (machines, VMs)."""
+def is_network_database(path: Path) -> bool:
+    """Whether ``path`` holds a network engine's tables (``serve --network-db``) rather than a cluster's, looked
+    at read-only; a file that is neither is for the caller's own check to refuse."""
+    try:
+        with _reading(path) as uri, contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
+            tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.DatabaseError:
+        return False
+    return {"jobs", "meta"} <= tables and "vms" not in tables
+
+
+def backup_database(db: Path, out: Path) -> dict[str, int]:
+    """Copy the dcplace database ``db`` (a cluster's, or the network engine's ``--network-db``) to ``out`` (which
+    must not exist) consistently, also while a service runs on it: SQLite's online backup from a read-only
+    connection (copying the file alone misses what is still in its -wal file). The copy is written beside ``out``
+    under a temporary name, passes SQLite's integrity check, and only then takes its name; on any failure nothing
+    is left. Returns the copy's rows per table: ``machines`` and ``vms``, or ``jobs``."""
     import tempfile
 
     if not db.is_file():
         raise InputError(f"{db} does not exist or is not a file", field="db")
-    check_existing(db)
+    if is_network_database(db):
+        from dcplace.engine.network import check_network_database
+
+        check_network_database(db)
+        tables: tuple[str, ...] = ("jobs",)
+    else:
+        check_existing(db)
+        tables = ("machines", "vms")
     if out.exists() or out.is_symlink():
         raise InputError(f"OUT: {out} already exists; choose another name")
     if not out.parent.is_dir():
@@ -396,8 +415,7 @@ def backup_database(db: Path, out: Path) -> tuple[int, int]:
             with contextlib.closing(sqlite3.connect(partial)) as dst:
                 src.backup(dst)
                 check = dst.execute("PRAGMA integrity_check(1)").fetchone()[0]
-                machines = int(dst.execute("SELECT count(*) FROM machines").fetchone()[0])
-                vms = int(dst.execute("SELECT count(*) FROM vms").fetchone()[0])
+                rows = {t: int(dst.execute(f"SELECT count(*) FROM {t}").fetchone()[0]) for t in tables}
         if check != "ok":
             raise InputError(f"{db} fails SQLite's integrity check ({check}); no copy was made", field="db")
         os.replace(partial, out)
@@ -406,7 +424,7 @@ def backup_database(db: Path, out: Path) -> tuple[int, int]:
     finally:
         partial.unlink(missing_ok=True)
         Path(f"{partial}-journal").unlink(missing_ok=True)  # the copy's rollback journal, left by a failed write
-    return machines, vms
+    return rows
 
 
 def stored_numa(path: Path) -> int | None:
