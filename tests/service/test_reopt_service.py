@@ -77,3 +77,30 @@ def test_the_last_event_without_its_moves() -> None:
     assert whole["applied"] > 0 and len(whole["moves"]) == whole["applied"]
     assert brief == {**whole, "moves": []}
     engine.check_invariants()
+
+
+def test_the_last_event_outlives_a_restart(tmp_path) -> None:
+    """A deploy or a crash emptied ``GET /reoptimise/last`` (and the cluster page's "last event") until the next
+    event, up to the timer's period later; the report is now committed with the event's moves. An event asked for
+    over HTTP is not a background one and leaves it as it is."""
+    db = tmp_path / "c.db"
+    engine = PlacementEngine.open(db, policy="first-fit")
+    for m in range(6):
+        engine.add_machine(f"pm{m}", 16, 32)
+    for i in range(40):
+        engine.place(VmRequest(f"v{i}", 2, 4), explain=False)
+    for i in range(1, 40, 2):
+        engine.release(f"v{i}")
+    app = create_app(engine, ReoptPolicy(every_s=3600, migration_weight=0.0), check_every_s=0.05)
+    with server_thread(engine, app) as url, httpx.Client(base_url=url, timeout=30) as c:
+        deadline = time.time() + 20
+        while not c.get("/reoptimise/last").json() and time.time() < deadline:
+            time.sleep(0.05)
+        before = c.get("/reoptimise/last").json()
+        assert c.post("/reoptimise", json={"migration_weight": 0}).status_code == 200
+    engine.close()
+    assert before["trigger"] == "timer" and before["applied"] > 0
+    again = PlacementEngine.open(db)
+    with server_thread(again) as url, httpx.Client(base_url=url, timeout=30) as c:
+        assert c.get("/reoptimise/last").json() == before
+    again.close()

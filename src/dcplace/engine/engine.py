@@ -448,6 +448,18 @@ MAX_SLOTS = 2**20
 
 LAST_REOPTIMISATION = "last_reoptimisation"
 """The store's note (:class:`MetaSet`) of :attr:`PlacementEngine.last_reoptimisation`."""
+LAST_BACKGROUND_REPORT = "last_background_report"
+"""The store's note of :attr:`PlacementEngine.last_background_report` (its JSON)."""
+
+
+def _stored_report(value: str | None) -> dict[str, Any] | None:
+    """A kept report (:attr:`PlacementEngine.last_background_report`), or None where there is none or it is not a
+    JSON object (a hand-edited row): a lost report, not a database that no longer opens."""
+    try:
+        out = None if value is None else json.loads(value)
+    except ValueError:
+        return None
+    return out if isinstance(out, dict) else None
 
 
 def _stored_time(value: object) -> float | None:
@@ -639,6 +651,9 @@ class PlacementEngine:
         self.last_reoptimisation: float | None = None
         """When the last executed re-optimisation ran, in the caller's clock (None: none with a clock); durable
         (``last_reoptimisation`` in the store's notes), so a restart does not make a timer event due at once."""
+        self.last_background_report: dict[str, Any] | None = None
+        """The report (:meth:`ReoptReport.as_dict`) of the last event :meth:`reoptimise_if_due` ran, committed with
+        its moves, so ``GET /reoptimise/last`` and the cluster page still show it after a restart (None: none)."""
 
     # -- construction ---------------------------------------------------------------------------------------
     @classmethod
@@ -678,6 +693,7 @@ class PlacementEngine:
             except InputError as e:  # the rows, not the caller's input: name the database
                 raise InputError(f"{path} does not hold a consistent cluster: {e.detail}", field="db") from None
             engine.last_reoptimisation = _stored_time(store.meta(LAST_REOPTIMISATION))
+            engine.last_background_report = _stored_report(store.meta(LAST_BACKGROUND_REPORT))
         except BaseException:
             store.close()
             if made is not None:
@@ -1675,7 +1691,7 @@ class PlacementEngine:
         with self._reopt_lock:
             with self.lock:
                 snap, may, held = self._reopt_select(pol, now)
-            report, ticket = self._reopt_solve_apply(pol, snap, may, held, now, execute, trigger)
+            report, ticket = self._reopt_solve_apply(pol, snap, may, held, now, execute, trigger, False)
         self._wait(ticket)
         if execute:
             _log_event(self._log, report, "re-optimisation")
@@ -1699,10 +1715,11 @@ class PlacementEngine:
 
     def _reopt_solve_apply(
         self, pol: ReoptPolicy, snap: reopt.Snapshot, may: npt.NDArray[np.bool_], held: dict[str, int],
-        now: float | None, execute: bool, trigger: str,
+        now: float | None, execute: bool, trigger: str, background: bool,
     ) -> tuple[ReoptReport, int]:  # fmt: skip
         """Steps 3-5: the target and the plan on the snapshot without the engine's lock, then the plan applied
-        under it. The report and the ticket to wait for."""
+        under it. The report and the ticket to wait for. ``background``: a timer or threshold event, whose
+        report is kept (:attr:`last_background_report`) in the commit of its moves."""
         snap, (may,) = reopt.in_id_order(snap, may)  # the same decisions whatever the ledger's layout
         answer = reopt.consolidation_target(snap, may, pol)
         plan = plan_migrations(snap.placement, answer.target, max_moves=pol.max_moves, max_gb=pol.max_gb)
@@ -1728,6 +1745,9 @@ class PlacementEngine:
                 verified=bool(answer.verified and plan.verified), applied=len(moves) if execute else 0,
                 solve_s=answer.solve_s, moves=moves, held=held, **summary,
             )  # fmt: skip
+            if background and execute:
+                self.last_background_report = report.as_dict()
+                changes.append(MetaSet(LAST_BACKGROUND_REPORT, json.dumps(self.last_background_report)))
             ticket = self._commit(changes, by="reoptimisation")
         return report, ticket
 
@@ -1753,7 +1773,7 @@ class PlacementEngine:
                 if why is None:
                     return None
                 snap, may, held = self._reopt_select(policy, now)
-            report, ticket = self._reopt_solve_apply(policy, snap, may, held, now, True, why)
+            report, ticket = self._reopt_solve_apply(policy, snap, may, held, now, True, why, True)
         self._wait(ticket)
         _log_event(self._log, report, "re-optimisation")
         return report
@@ -2052,6 +2072,7 @@ class PlacementEngine:
             out.moved_at = dict(self.moved_at)
             out._loaded = len(out.state.slot_of_vm)
             out.last_reoptimisation = self.last_reoptimisation
+            out.last_background_report = self.last_background_report
         return out
 
     @classmethod

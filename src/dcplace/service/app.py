@@ -537,7 +537,7 @@ def create_app(
     ``network``: also serve jobs of the network-aware setting on it (:mod:`dcplace.service.network`)."""
     if not ((max_in_flight is None or max_in_flight >= 1) and max_listings >= 1):
         raise ValueError(f"max_in_flight and max_listings must be at least 1, not {max_in_flight}, {max_listings}")
-    last: dict[str, Any] = {}
+    last: dict[str, Any] = {} if engine.last_background_report is None else {"report": engine.last_background_report}
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -733,8 +733,9 @@ def create_app(
         moves: Annotated[bool, Query(description="false: the moves list left empty (the counts stay), for a page "
                                      "that shows the summary: an event of 10,000 moves is about a megabyte")] = True,
     ) -> Response:  # fmt: skip
-        """The last background re-optimisation event's report, its moves listed as ``POST /reoptimise`` lists them;
-        ``{}`` before one, ``{"error": sentence}`` when the cluster could not be re-optimised."""
+        """The last background re-optimisation event's report, its moves listed as ``POST /reoptimise`` lists them
+        (kept in the database: a restart still shows it); ``{}`` before one, ``{"error": sentence}`` when the
+        cluster could not be re-optimised (since this start)."""
         report = last.get("report", {})
         if not moves and "moves" in report:
             report = {**report, "moves": []}
