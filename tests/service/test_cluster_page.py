@@ -246,3 +246,43 @@ def test_machines_of_many_numa_nodes_are_drawn_machine_wide(tmp_path: Path, brow
         browser.js("document.querySelector('[data-id=wide]').click()")
         browser.wait_for("document.querySelectorAll('#nodes tbody tr').length === 8")
     engine.close()
+
+
+def test_the_page_shows_the_network_jobs_where_the_service_has_them(tmp_path: Path, browser: Browser) -> None:
+    """``serve --network``'s jobs had no place on the page: an operator saw its VMs and nothing of the jobs spanning
+    servers. Now a section says what ``GET /network`` says and follows it; a service without network jobs shows none
+    and asks for it once (its 404), not at every refresh."""
+    from dcplace.engine import NetJob, NetworkEngine
+
+    engine = _cluster(tmp_path / "c.db")
+    net = NetworkEngine.open(tmp_path / "n.db", "alpha", "tetris")
+    assert net.place(NetJob("j0", 30, 20, 0.3)).accepted
+    with server_thread(engine, create_app(engine, network=net)) as url:
+        browser.open(f"{url}/ui/?every=1")
+        browser.wait_for("document.body.dataset.loaded === 'yes'")
+        assert not browser.js("document.getElementById('network-section').hidden")
+        stats = net.stats()
+        assert _text(browser, "network-where") == "on alpha, placed by tetris"
+        shown = _text(browser, "network")
+        assert "jobs running1" in shown and f"servers / links{stats['servers']} / {stats['links']}" in shown
+        assert f"CPU units in use{stats['cpu_used']} of {stats['cpu_capacity']}" in shown
+        rows = "[...document.querySelectorAll('#tiers tbody tr')].map(r => [r.cells[0].textContent, r.cells[2]" \
+               ".querySelector('meter').value])"  # fmt: skip
+        assert {t: v for t, v in browser.js(rows)} == pytest.approx(stats["bw_share_by_tier"])
+        assert max(stats["bw_share_by_tier"].values()) > 0
+        assert net.place(NetJob("j1", 10, 10, 0.1)).accepted  # the next refresh shows it
+        browser.wait_for("document.getElementById('network').textContent.includes('jobs running2')")
+        net.release("j0")
+        browser.wait_for("document.getElementById('network').textContent.includes('2 / 0 / 1')")
+    net.close()
+    asked: list[str] = []
+    with server_thread(engine) as url:
+        browser.open(f"{url}/ui/?every=1")
+        browser.wait_for("document.body.dataset.loaded === 'yes'")
+        time.sleep(2.5)  # two more refreshes
+        assert browser.js("document.getElementById('network-section').hidden")
+        scrape = httpx.get(f"{url}/metrics", timeout=10).text
+        asked = [x for x in scrape.splitlines() if x.startswith('dcplace_http_requests_total{code="404"')]
+    assert asked == ['dcplace_http_requests_total{code="404",method="GET",route="other"} 1.0'], asked  # GET /network
+    engine.close()
+    assert not [line for line in browser.console if line.startswith("exception")], browser.console

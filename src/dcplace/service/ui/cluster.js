@@ -21,6 +21,7 @@ let timer = null;
 let selected = null; // the id of the machine whose detail is shown
 let lastGood = null; // when the page was last brought up to date
 let lastMachines = [];
+let network = true; // whether the service serves network jobs (serve --network): false after GET /network's 404
 let eventsOf = ""; // the machine (and its VM count and status) whose events are shown: read again when it changes
 const tiles = new Map(); // machine id -> its tile, kept between refreshes
 const racks = new Map(); // rack name -> its section
@@ -130,6 +131,41 @@ function renderReopt(report) {
       `${at}(${report.trigger}): ${report.applied} of ${report.planned} moves applied, ` +
       `machines in use ${report.machines_before} -> ${report.machines_after} (target ${report.machines_target}), ` +
       `${fmt(report.gb_moved)} GB moved; plan ${report.verified ? "verified" : "NOT verified"}. ${report.reason}`;
+  }
+}
+
+// -- network jobs (serve --network) --------------------------------------------------------------------------------
+async function getNetwork() {
+  if (!network) return null;
+  try {
+    return (await get("network")).body;
+  } catch (e) {
+    if (e.status !== 404) throw e;
+    network = false; // a service without network jobs: not asked again
+    return null;
+  }
+}
+
+function renderNetwork(n) {
+  $("network-section").hidden = !n;
+  if (!n) return;
+  $("network-where").textContent = `on ${n.topology}, placed by ${n.policy}`;
+  const list = $("network");
+  list.replaceChildren();
+  item(list, "jobs running", fmt(n.jobs));
+  item(list, "servers / links", `${fmt(n.servers)} / ${fmt(n.links)}`);
+  item(list, "CPU units in use", `${fmt(n.cpu_used)} of ${fmt(n.cpu_capacity)} (${pct(n.cpu_used, n.cpu_capacity)})`);
+  item(list, "memory units in use", `${fmt(n.mem_used)} of ${fmt(n.mem_capacity)} (${pct(n.mem_used, n.mem_capacity)})`);
+  const c = n.counters;
+  item(list, "placed / rejected / released since start", `${fmt(c.placed)} / ${fmt(c.rejected)} / ${fmt(c.released)}`);
+  const body = $("tiers").tBodies[0];
+  body.replaceChildren();
+  for (const [tier, share] of Object.entries(n.bw_share_by_tier)) {
+    const bar = document.createElement("meter");
+    Object.assign(bar, { min: 0, max: 1, value: share });
+    bar.setAttribute("aria-label", `${tier} bandwidth in use`);
+    const tr = row(body, [tier, pct(share, 1)]);
+    tr.insertCell().append(bar);
   }
 }
 
@@ -355,6 +391,7 @@ function row(body, cells) {
     tr.append(td);
   }
   body.append(tr);
+  return tr;
 }
 
 function select(id) {
@@ -415,12 +452,18 @@ async function refresh() {
   const t0 = performance.now();
   let took = 0;
   try {
-    const [state, machines, reopt] = await Promise.all([get("state"), get("machines"), get("reoptimise/last?moves=false")]);
+    const [state, machines, reopt, net] = await Promise.all([
+      get("state"),
+      get("machines"),
+      get("reoptimise/last?moves=false"),
+      getNetwork(),
+    ]);
     const read = performance.now() - t0;
     $("login").hidden = true;
     showProblem("");
     renderTotals(state.body);
     renderReopt(reopt.body);
+    renderNetwork(net);
     renderMap(machines.body);
     if (selected) renderDetail();
     void $("map").offsetHeight; // the layout too, in the time drawn (painting follows)
