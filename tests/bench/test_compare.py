@@ -219,3 +219,36 @@ def test_a_bound_where_there_is_none_is_refused(flags: list[str], said: str) -> 
     res = runner.invoke(app, ["compare", "netalloc", "--policies", "tetris", "--policies", "random", "--episodes",
                               "2", "--bound", *flags])  # fmt: skip
     assert res.exit_code == 2 and said in res.output, res.output
+
+
+def test_a_request_file_is_compared_once_and_its_errors_name_the_file(tmp_path: Path) -> None:
+    """A review: a request file is one sequence replayed as it is, yet ``compare netalloc`` ran it 10 times and
+    called a 2-request gap "ahead, p = 0.008" over the copies; and a bad topology or request file lost its file and
+    line, blamed on the first policy (``--policies: tetris: missing``)."""
+    reqs = tmp_path / "reqs.csv"
+    reqs.write_text("cpu,mem,bw,hold\n" + "".join(f"{5 + i % 30},{i % 17},0.3,{1 + i % 9}\n" for i in range(60)))
+    res = runner.invoke(app, ["compare", "netalloc", "--dataset", str(reqs), "--setting", "paper-reject", "--policies",
+                              "tetris", "--policies", "nalb-strict", "--episodes", "8", "--json"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    record = json.loads(res.stdout)
+    assert record["episodes"] == 1 and record["one_sequence"] is True
+    assert {r["verdict"] for r in record["rows"]} <= {"baseline", "n/a"}
+    assert "is one request sequence, replayed as it is: compared once" in res.stderr
+    bad = tmp_path / "bad.csv"
+    bad.write_text("cpu,mem,bw,hold\n5,5,0.3,2\n5,x,0.3,2\n")
+    res = runner.invoke(app, ["compare", "netalloc", "--dataset", str(bad), "--policies", "tetris",
+                              "--policies", "nalb"])  # fmt: skip
+    assert res.exit_code == 2 and f"{bad}, line 3, field 'mem'" in res.output and "tetris" not in res.output
+    topo = tmp_path / "t.json"
+    topo.write_text(
+        json.dumps(
+            {
+                "nodes": [{"name": "a", "cpu": 10, "mem": 10}, {"name": "b", "cpu": 10, "mem": 10}, {"name": "s"}],
+                "links": [{"source": "a", "target": "s", "capacity": 1}],
+            }
+        )
+    )  # b has no path
+    res = runner.invoke(app, ["compare", "netalloc", "--topology", str(topo), "--policies", "tetris",
+                              "--policies", "nalb"])  # fmt: skip
+    assert res.exit_code == 2 and f"{topo}: server 'b' has no path" in res.output, res.output
+    assert "tetris" not in res.output, res.output

@@ -56,7 +56,8 @@ def test_simulate_prints_the_documented_keys(heading: str, args: tuple[str, ...]
 
 
 CONTEXT = {"trace", "pms", "mode", "warm_start", "release", "double_threshold", "topology", "dataset", "requests",
-           "split", "setting", "seed", "windows", "starts", "disjoint", "machines", "vms", "oversize"}  # fmt: skip
+           "split", "setting", "seed", "one_sequence", "windows", "starts", "disjoint", "machines", "vms",
+           "oversize"}  # fmt: skip
 """Every key a compare command's JSON may name what was run by."""
 
 
@@ -75,7 +76,7 @@ def _snapshot(tmp_path: Path) -> str:
         (("compare", "numa", "--policies", "first-fit", "--policies", "random", "--pms", "5", "--episodes", "2"),
          {"trace", "pms", "mode", "warm_start", "release", "double_threshold", "seed", "oversize"}),
         (("compare", "netalloc", "--policies", "tetris", "--policies", "random", "--requests", "16", "--episodes",
-          "2"), {"topology", "dataset", "requests", "split", "setting", "seed"}),
+          "2"), {"topology", "dataset", "requests", "split", "setting", "seed", "one_sequence"}),
         (("compare", "cluster", "--policies", "best-fit", "--policies", "random", "--requests", "50", "--windows",
           "2"), {"trace", "double_threshold", "requests", "seed", "windows", "starts", "disjoint", "machines",
                  "vms"}),

@@ -100,7 +100,15 @@ def test_serve_network_flags_are_checked_before_anything_starts(tmp_path: Path) 
     bad = tmp_path / "bad.json"
     bad.write_text("[]", encoding="utf-8")
     res = runner.invoke(app, ["serve", "--db", str(db), "--port", str(free_port()), "--network", str(bad)])
-    assert res.exit_code == 2 and "--network:" in res.output and "bad.json" in res.output, res.output
+    assert res.exit_code == 2 and f"--network {bad}" in res.output, res.output
+    typo = tmp_path / "typo.json"  # a review: the field was dropped ("--network: typo.json: missing")
+    typo.write_text(
+        '{"nodes": [{"name": "a", "cpu": 10, "mem": 10}, {"name": "b", "cpu": 10, "mem": 10}, '
+        '{"name": "s"}], "links": [{"source": "a", "target": "s", "capacity": 1}, '
+        '{"source": "b", "target": "s", "capacity": "x"}]}'
+    )
+    res = runner.invoke(app, ["serve", "--db", str(db), "--port", str(free_port()), "--network", str(typo)])
+    assert res.exit_code == 2 and f"--network {typo}, field 'links[1].capacity': " in res.output, res.output
     res = runner.invoke(app, ["serve", "--db", str(db), "--port", str(free_port()), "--network", "alpha",
                               "--network-policy", f"nara={tmp_path / 'none.pt'}"])  # fmt: skip
     assert res.exit_code == 2 and "--network-policy" in res.output and "none.pt" in res.output, res.output
@@ -147,3 +155,13 @@ def test_a_stop_right_after_the_network_database_was_deleted_exits_3(tmp_path: P
     said = err.decode()
     assert proc.returncode == 3 and f"stopped after its database {tmp_path / 'c.network.db'} failed" in said, said
     assert "every acknowledged change is durable" not in said and list(tmp_path.glob("c.network.db.recovered-*"))
+
+
+def test_an_id_out_of_rule_is_said_in_words() -> None:
+    """A review: an id with a control character was answered with the regular expression it failed."""
+    with server_thread(PlacementEngine(2), create_app(PlacementEngine(2), network=NetworkEngine("alpha"))) as url:
+        for path, body in (("/jobs", {"id": "a\u0001b", "cpu": 1, "mem": 1, "bw": 0.1}),
+                           ("/vms", {"id": " v", "cpu": 1, "mem": 1})):  # fmt: skip
+            r = httpx.post(f"{url}{path}", json=body, timeout=10)
+            assert r.status_code == 422 and r.json()["detail"].startswith("field 'id': must be an id of 1-256 "), r.text
+            assert "pattern" not in r.text

@@ -435,21 +435,59 @@ def _print_entries(entries: list[Any], json_out: bool) -> None:
         typer.echo(f"{e.seq:>8}  {when}  {e.event:<15} {e.vm or '-':<20} {where or '-':<16} {size}{detail}")
 
 
+def _network_trace(db: Path, out: Path, rejected: str) -> None:
+    """``cluster trace`` of a network database: its jobs as a netalloc request file."""
+    from dcplace.atomic import atomic_path
+    from dcplace.engine.network import network_trace
+
+    try:
+        trace = network_trace(db, rejected)
+    except InputError as exc:
+        if exc.field == "rejected":
+            exc = InputError(f"--rejected: {exc.detail}")
+        _fail(exc)
+    if not trace.ids:
+        _fail(InputError(f"{db} has no jobs in its journal yet: nothing to write", field="db"))
+    try:
+        with atomic_path(out) as tmp:
+            trace.write(tmp)
+    except OSError as exc:
+        _fail(_not_written(out, exc))
+    ran = sum(x == "placed" for x in trace.live)
+    if rejected == "include":
+        refused = (f"{trace.rejected:,} rejected" + (f" ({trace.filled:,} without a declared hold given the median, "
+                   f"{trace.median_hold} arrivals)" if trace.filled else ""))  # fmt: skip
+    else:
+        refused = f"{trace.rejected:,} rejected jobs left out (--rejected include adds them)"
+    typer.echo(f"wrote {len(trace.ids):,} jobs to {out}: {ran:,} placed ({trace.still_running:,} still running), "
+               f"{refused}" + (f"; {trace.unmatched:,} releases of jobs placed before the journal's first entry left "
+                               "out" if trace.unmatched else ""))  # fmt: skip
+    typer.echo(
+        f"replay: dcplace simulate netalloc --topology TOPOLOGY --dataset {out} --setting paper-reject --policy P",
+        err=True,
+    )
+
+
 @app.command("trace")
 def trace(
     out: Annotated[Path, typer.Argument(help="the trace to write, a CSV file (must not exist)", metavar="OUT")],
     db: Db,
-    rejected: Annotated[str, typer.Option(help="skip: rejected requests left out (the trace is what ran); "
-                                               "include: each added, running the median lifetime of the VMs that "
-                                               "left")] = "skip",
+    rejected: Annotated[str | None, typer.Option(
+        help="skip: rejected requests left out (the trace is what ran); include: each added (a VM running the "
+             "median lifetime of the VMs that left; a network job its declared hold, else the median of those that "
+             "ran). Default: skip for a cluster database, include for a network one (policies are compared there "
+             "on the share of jobs they accept)")] = None,
 ) -> None:  # fmt: skip
     """Write the cluster's own demand, from its journal, as a trace every simulator reads
     (`vmid,cpu,memory,time,type`): each placed VM arrives when it was placed and leaves when it was released or
     dropped; VMs still running never leave. Replay it on the cluster's own machines: `dcplace compare cluster
     --db DB --trace OUT --empty ...` (docs/engine.md, "The journal"). Read-only, also while `dcplace serve` runs on
-    DB."""
+    DB. A network database (`serve --network-db`) gives a request file (`id,cpu,mem,bw,hold,live`) that
+    `simulate netalloc --dataset OUT --setting paper-reject` replays: each job's hold is the arrivals until it was
+    released, so the engine's policy decides every job as it did live."""
     from dcplace.atomic import atomic_path
     from dcplace.engine.journal import TRACE_EVENTS, journal_entries, journal_off_since, journal_trace, utc, vms_held
+    from dcplace.engine.store import is_network_database
     from dcplace.workload.huawei import write_huawei_events
 
     try:
@@ -457,7 +495,9 @@ def trace(
             raise InputError(f"OUT: {out} already exists; choose another name")
         if not out.parent.is_dir():
             raise InputError(f"OUT: the folder {out.parent} does not exist")
-        table, summary = journal_trace(journal_entries(db, TRACE_EVENTS), rejected=rejected)
+        if db.is_file() and is_network_database(db):
+            return _network_trace(db, out, rejected or "include")
+        table, summary = journal_trace(journal_entries(db, TRACE_EVENTS), rejected=rejected or "skip")
         off = journal_off_since(db)
         running_now = vms_held(db)
     except InputError as exc:

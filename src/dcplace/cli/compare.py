@@ -74,7 +74,8 @@ class CompareNetalloc:
     requests: int = 0
     """requests per episode (0: the paper's length for the topology, 128 otherwise)"""
     episodes: int = 10
-    """episodes, each its own seeded request sequence, the same for every policy"""
+    """episodes, each its own seeded request sequence, the same for every policy (a request file is one sequence:
+        compared once)"""
     seed: int = 0
     """same seed, same numbers"""
     split: Literal["train", "test"] = "test"
@@ -152,7 +153,7 @@ def _report(table: Any, cfg: object, json_out: bool, out: Path | None, command: 
                   "" if r.difference is None else r.difference.fmt(3 if pct else 1), _p(r.p_holm), r.verdict,
                   "" if r.difference is None else f"{r.wins} / {r.ties} / {r.losses}")  # fmt: skip
     console.print(t)
-    if table.episodes < 2:
+    if table.episodes < 2 and not table.context.get("one_sequence"):
         flag = "--windows" if windowed else "--episodes"
         err_console.print(f"note: one {unit.split()[0][:-1]} gives no interval; run {flag} 2 or more to compare")
     elif any(r.verdict == "no spread" for r in table.rows):
@@ -200,10 +201,17 @@ def compare_netalloc_cmd(
     baseline's (the paired margin and difference with 95 % intervals; ahead / behind where the difference's
     interval leaves zero and its p-value, adjusted by Holm over the policies compared, is below 0.05)."""
     from dcplace.bench.compare import compare_netalloc
+    from dcplace.workload.netreq import is_named_set
 
+    one = not is_named_set(cfg.dataset) and Path(cfg.dataset).is_file()  # a request file: compared once
     table = compare_netalloc(cfg.policies, cfg.topology, cfg.dataset, cfg.episodes, cfg.seed, cfg.requests or None,
-                             cfg.split, cfg.setting, cfg.baseline, on_policy=_progress(cfg.episodes),
+                             cfg.split, cfg.setting, cfg.baseline, on_policy=_progress(1 if one else cfg.episodes),
                              metric=cfg.metric, bound=cfg.bound)  # fmt: skip
+    if table.episodes < cfg.episodes:
+        err_console.print(
+            f"note: {cfg.dataset} is one request sequence, replayed as it is: compared once (its "
+            f"{cfg.episodes} copies would differ only by the policies' random draws, no evidence)"
+        )
     _report(table, cfg, json_out, out, "dcplace compare netalloc")
 
 

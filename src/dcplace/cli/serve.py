@@ -238,7 +238,11 @@ def serve(
         ),
     ] = None,
     network_policy: Annotated[
-        str, typer.Option(help="with --network: the netalloc policy (tetris, nalb-strict, nara, ...; name=checkpoint)")
+        str,
+        typer.Option(
+            help="with --network: the netalloc policy (tetris, nalb-strict, nara, ...; name=checkpoint; "
+            "your own as package.module:ClassName)"
+        ),
     ] = "nalb-strict",
     network_db: Annotated[
         Path | None,
@@ -475,9 +479,10 @@ def _open_network(topology: str, policy: str, path: Path) -> NetworkEngine:
         return NetworkEngine.open(path, topology, policy)
     except InputError as exc:
         flag = {"topology": "network", "db": "network_db", "policy": "network_policy", "checkpoint": "network_policy"}
-        if exc.path is not None:  # a file: the topology's (--network) or a checkpoint (--network-policy)
-            which = "network" if Path(exc.path) == Path(topology) else "network_policy"
-            raise InputError(f"{exc.path}: {exc.detail}", field=which) from None
+        if exc.path is not None and Path(exc.path) == Path(topology):  # --network's file, with its line and field
+            raise InputError(f"--network {exc}") from None
+        if exc.path is not None:  # a checkpoint (--network-policy)
+            raise InputError(f"{exc.path}: {exc.detail}", field="network_policy") from None
         raise InputError(exc.detail, field=flag.get(exc.field or "", "network")) from None
 
 

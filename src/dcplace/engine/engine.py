@@ -105,6 +105,7 @@ from dcplace.policies import get_policy
 from dcplace.policies.base import NumaPolicy
 from dcplace.policies.numa_heuristics import FIRST_FIT, RANDOM, Heuristic
 from dcplace.policies.numa_heuristics import choose as heuristic_choose
+from dcplace.policies.registry import check_policy_object
 from dcplace.sim import numa_kernel
 from dcplace.sim.policy_calls import as_action, decide, ranked
 
@@ -722,7 +723,9 @@ class PlacementEngine:
         return pol
 
     def _acts_here(self, pol: NumaPolicy) -> NumaPolicy:
-        """``pol``, or InputError where it cannot act on this engine's machines (:attr:`NumaPolicy.numa`)."""
+        """``pol``, or InputError where it cannot act on this engine's machines (:attr:`NumaPolicy.numa`) or is no
+        NUMA policy at all."""
+        check_policy_object(pol, "numa")
         numa = getattr(pol, "numa", None)
         if numa is not None and numa != self.numa:
             raise InputError(f"{pol.name} acts on machines of {numa} NUMA nodes, and this cluster's have {self.numa}"

@@ -23,6 +23,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,7 @@ from dcplace.engine.store import (
 from dcplace.errors import InputError
 from dcplace.inputs import MAX_BANDWIDTH, MIN_BANDWIDTH
 from dcplace.policies.base import NetPolicy
-from dcplace.policies.registry import get_net_policy
+from dcplace.policies.registry import check_policy_object, get_net_policy
 from dcplace.sim.netalloc import LOCALITY_NAMES, Allocation, LiveNetSim
 from dcplace.sim.netalloc_episodes import Routings, default_requests, get_setting
 from dcplace.sim.policy_calls import as_action, decide
@@ -126,15 +127,23 @@ class JobRejection:
         return {"id": self.id, "accepted": False, "reason": self.reason}
 
 
-SCHEMA_VERSION = 1
-"""The network database's layout, in SQLite's ``user_version`` (1: the tables below); a newer one is refused."""
+SCHEMA_VERSION = 2
+"""The network database's layout, in SQLite's ``user_version`` (1: meta and jobs; 2: and the journal); a newer one is
+refused. A version-1 file gains the journal when opened (its jobs then running have no entry in it)."""
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS jobs (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, "
     "servers TEXT NOT NULL, cpu TEXT NOT NULL, mem TEXT NOT NULL, links TEXT NOT NULL, bw INTEGER NOT NULL, "
     "hold INTEGER)",
+    "CREATE TABLE IF NOT EXISTS journal (seq INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, "
+    "event TEXT NOT NULL, job TEXT NOT NULL, cpu INTEGER, mem INTEGER, bw INTEGER, hold INTEGER, reason TEXT)",
 )
+
+JOURNAL_KEEP = 1_000_000
+"""The newest journal entries a network database keeps (placements, rejections, releases: about 60 MB); older ones
+are deleted as new ones come, 1,000 at a time."""
+_PRUNE_EVERY = 1000
 
 
 def fingerprint(topology: Topology) -> str:
@@ -169,6 +178,7 @@ class NetworkEngine:
             self.policy: Any = get_net_policy(name, seed=seed, checkpoint=checkpoint or None)
             self.policy_name = policy
         else:
+            check_policy_object(policy, "netalloc")
             self.policy, self.policy_name = policy, getattr(policy, "name", type(policy).__name__)
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 16:
             raise InputError(f"must be a whole number of paths from 1 to 16, got {k!r}", field="k")
@@ -186,6 +196,8 @@ class NetworkEngine:
         self.on_failure: Any = None
         """Called once (no arguments) when the database fails: ``serve --exit-on-failure`` stops on it."""
         self.counters = {"placed": 0, "rejected": 0, "released": 0}
+        self.journal_keep = JOURNAL_KEEP
+        """The newest journal entries kept (a test lowers it)."""
         self._names = self.topology.node_names
 
     # -- the database ----------------------------------------------------------------------------------------
@@ -278,14 +290,34 @@ class NetworkEngine:
         except ValueError as e:
             raise ValueError(f"job {job_id!r}: {e}") from None
 
-    def _write(self, sql: str, args: tuple[Any, ...]) -> None:
-        """One change, durable on return. Another program's lock held past ``BUSY_S`` is a 503 (Unavailable) with
-        nothing changed; any other failure stops the engine (memory then holds what the file may not)."""
-        if self._conn is None:
+    @staticmethod
+    def _entry(event: str, job: NetJob, reason: str | None = None) -> tuple[str, tuple[Any, ...]]:
+        """The journal's row of ``job`` placed or rejected: what it asked for, as asked."""
+        return ("INSERT INTO journal (at, event, job, cpu, mem, bw, hold, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (time.time(), event, job.id, job.cpu, job.mem, job.bw_micro, job.hold, reason))  # fmt: skip
+
+    def _write(self, *statements: tuple[str, tuple[Any, ...]]) -> None:
+        """One change (the statements in one transaction), durable on return; every :data:`_PRUNE_EVERY` journal
+        entries the oldest beyond :data:`JOURNAL_KEEP` go in it too. Another program's lock held past ``BUSY_S`` is
+        a 503 (Unavailable) with nothing changed; any other failure stops the engine (memory then holds what the
+        file may not)."""
+        conn = self._conn
+        if conn is None:
             return
         self._check()
         try:
-            self._conn.execute(sql, args)
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for sql, args in statements:
+                    cur = conn.execute(sql, args)
+                    if sql.startswith("INSERT INTO journal") and cur.lastrowid and cur.lastrowid % _PRUNE_EVERY == 0:
+                        conn.execute("DELETE FROM journal WHERE seq <= ?", (cur.lastrowid - self.journal_keep,))
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):  # a connection that failed may refuse this too
+                        conn.execute("ROLLBACK")
+                raise
         except sqlite3.OperationalError as e:
             if "locked" in str(e) or "busy" in str(e):
                 raise Unavailable(f"the network database {self._path} is locked by another program ({e}); nothing "
@@ -371,13 +403,15 @@ class NetworkEngine:
                     self.counters["rejected"] += 1
                 raise
             if rid not in sim.active:
+                reason = sim.last_rejection or "invalid"
+                self._write(self._entry("rejected", job, reason))  # the demand a replay needs (cluster trace)
                 self.counters["rejected"] += 1
-                return JobRejection(job.id, sim.last_rejection or "invalid")
+                return JobRejection(job.id, reason)
             a = sim.active[rid]
             try:
                 lists = [json.dumps(x.tolist()) for x in (a.servers, a.cpu, a.mem, a.links)]
-                self._write("INSERT INTO jobs (id, servers, cpu, mem, links, bw, hold) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                            (job.id, *lists, int(a.bw), job.hold))  # fmt: skip
+                self._write(("INSERT INTO jobs (id, servers, cpu, mem, links, bw, hold) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                             (job.id, *lists, int(a.bw), job.hold)), self._entry("placed", job))  # fmt: skip
             except BaseException:  # not durable (a lock: 503; a failure: stopped): nothing taken
                 sim.release(rid)
                 raise
@@ -394,7 +428,10 @@ class NetworkEngine:
             if rid is None:
                 raise NotFound(f"no job {job_id!r} is running", field="id")
             was = self._placement(job_id, rid)
-            self._write("DELETE FROM jobs WHERE id = ?", (job_id,))
+            self._write(
+                ("DELETE FROM jobs WHERE id = ?", (job_id,)),
+                ("INSERT INTO journal (at, event, job) VALUES (?, 'released', ?)", (time.time(), job_id)),
+            )
             self.sim.release(rid)
             del self._rid[job_id]
             self.counters["released"] += 1
@@ -468,6 +505,105 @@ def replay(engine: NetworkEngine, requests: NetRequests, prefix: str = "j") -> l
             accepted.append(i)
             ends.setdefault(i + int(requests.hold[i]), []).append(job.id)
     return accepted
+
+
+@dataclass(frozen=True)
+class NetTrace:
+    """A network database's demand, from its journal, as the simulator replays it (:func:`network_trace`): one row
+    per job asked for, in the order asked. ``hold`` is in arrivals: for a job that ran, the arrivals until it was
+    released (so a replay releases it where the engine did: before the same request); for one still running, up
+    to the end; for a rejected one, the hold it was asked with, else the median of those that ran. ``live``: what
+    the engine answered (``placed`` or the rejection's reason)."""
+
+    ids: list[str]
+    cpu: list[int]
+    mem: list[int]
+    bw: list[int]
+    """Micro-units (:data:`~dcplace.cluster.topology.BW_SCALE`)."""
+    hold: list[int]
+    live: list[str]
+    rejected: int
+    """Rejections in the journal (written or left out)."""
+    still_running: int
+    filled: int
+    """Rejected jobs without a declared hold, given :attr:`median_hold`."""
+    median_hold: int
+    unmatched: int
+    """Releases of jobs placed before the journal's first entry (a version-1 database, or pruned): left out."""
+
+    def write(self, path: Path) -> None:
+        """The request file ``simulate netalloc --dataset`` and ``compare`` read (``cpu,mem,bw,hold``, bw in link
+        units), with the ``id`` and ``live`` columns beside them."""
+        import csv
+
+        with open(path, "w", newline="", encoding="utf-8") as f:
+            out = csv.writer(f)
+            out.writerow(("id", "cpu", "mem", "bw", "hold", "live"))
+            for row in zip(self.ids, self.cpu, self.mem, self.bw, self.hold, self.live, strict=True):
+                out.writerow((row[0], row[1], row[2], f"{row[3] / BW_SCALE:.6f}", row[4], row[5]))
+
+
+def network_trace(path: Path, rejected: str = "include") -> NetTrace:
+    """The demand the network database ``path`` saw (:class:`NetTrace`), read read-only, also while a service runs
+    on it. ``rejected``: ``include`` (the default: acceptance is what policies are compared on) or ``skip``."""
+    if rejected not in ("include", "skip"):
+        raise InputError(f"must be include or skip, got {rejected!r}", field="rejected")
+    check_network_database(path)
+    try:
+        with _reading(path) as uri, contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
+            if "journal" not in {n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}:
+                raise InputError(f"{path} has no journal (written by a dcplace before 2026-11-29): open it with "
+                                 "this one and its demand is journalled from then on", field="db")  # fmt: skip
+            rows = conn.execute("SELECT event, job, cpu, mem, bw, hold, reason FROM journal ORDER BY seq").fetchall()
+    except sqlite3.DatabaseError as e:
+        raise InputError(f"{path} cannot be read ({e})", field="db") from None
+    asked: list[list[Any]] = []  # [id, cpu, mem, bw, declared hold, live, measured hold]
+    running: dict[str, int] = {}
+    unmatched = 0
+    for event, job, cpu, mem, bw, hold, reason in rows:
+        if event == "released":
+            i = running.pop(job, None)
+            if i is None:
+                unmatched += 1
+            else:
+                asked[i][6] = len(asked) - i
+            continue
+        if event == "placed":
+            running[job] = len(asked)
+        asked.append([job, cpu, mem, bw, hold, "placed" if event == "placed" else reason, None])
+    for i in running.values():
+        asked[i][6] = len(asked) - i
+    ran = sorted(a[6] for a in asked if a[5] == "placed")
+    median = ran[len(ran) // 2] if ran else 1
+    filled = 0
+    for a in asked:
+        if a[5] != "placed":
+            if a[4] is None:
+                filled += 1
+            a[6] = median if a[4] is None else a[4]
+    n_rejected = sum(a[5] != "placed" for a in asked)
+    if rejected == "skip":  # what ran, each leaving where it did: arrivals counted over what is kept
+        return _without_rejections(asked, n_rejected, len(running), unmatched, median)
+    return NetTrace([a[0] for a in asked], [a[1] for a in asked], [a[2] for a in asked], [a[3] for a in asked],
+                    [a[6] for a in asked], [a[5] for a in asked], n_rejected, len(running), filled, median,
+                    unmatched)  # fmt: skip
+
+
+def _without_rejections(asked: list[list[Any]], rejected: int, running: int, unmatched: int,
+                        median: int) -> NetTrace:  # fmt: skip
+    """The trace of what ran only: each job's hold counted again over the jobs kept (a release falls before the
+    same next placement as in the engine)."""
+    kept = [i for i, a in enumerate(asked) if a[5] == "placed"]
+    rank = {i: r for r, i in enumerate(kept)}
+    import bisect
+
+    hold = []
+    for i in kept:
+        end = i + asked[i][6]  # released before request ``end``: before the first kept request at or after it
+        hold.append(bisect.bisect_left(kept, end) - rank[i])
+    rows = [asked[i] for i in kept]
+    return NetTrace([a[0] for a in rows], [a[1] for a in rows], [a[2] for a in rows], [a[3] for a in rows], hold,
+                    ["placed"] * len(rows), rejected, running, 0, median, unmatched)  # fmt: skip
 
 
 def check_network_database(p: Path) -> None:

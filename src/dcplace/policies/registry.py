@@ -123,6 +123,19 @@ def build_policy(
     return policy  # type: ignore[return-value]
 
 
+def check_policy_object(policy: object, setting: str) -> None:
+    """Refuse (InputError naming ``policy``) an object given as a policy in ``setting`` that cannot decide there:
+    one without ``choose(view)``, or a policy of the other setting (its ``choose`` failed on this setting's view
+    with an AttributeError, at the first decision rather than when it was given)."""
+    kind = type(policy).__name__
+    if not callable(getattr(policy, "choose", None)):
+        raise InputError(f"the {kind} given has no choose(view) method, so it is not a policy", field="policy")
+    other = getattr(policy, "setting", setting)
+    if other != setting:
+        raise InputError(f"{getattr(policy, 'name', kind)!r} is a {other} policy, not a {setting} one",
+                         field="policy")  # fmt: skip
+
+
 def get_policy(spec: str, checkpoint: str | None = None, seed: int = 0) -> NumaPolicy:
     """Build the NUMA policy ``spec`` (``checkpoint``: weights for a learned one)."""
     return build_policy(spec, "numa", seed=seed, checkpoint=checkpoint)  # type: ignore[return-value]

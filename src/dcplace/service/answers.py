@@ -26,7 +26,7 @@ from dcplace.engine import (
 from dcplace.engine.explain import Explanation
 from dcplace.errors import InputError
 from dcplace.service.metrics import ServiceMetrics
-from dcplace.service.models import VmIn
+from dcplace.service.models import ID_PATTERN, ID_RULE, VmIn
 
 ERROR_STATUS: tuple[tuple[type[Exception], int], ...] = (
     (NotFound, 404),
@@ -92,7 +92,10 @@ def validation_sentence(errors: Any) -> str:
         return NOT_JSON_TYPE
     # pydantic's union branches and constraint tags are not fields: "cpu.constrained-float" is "cpu"
     loc = ".".join(str(x) for x in where if x != "body" and not _union_tag(x))
-    return f"field '{loc}': {e.get('msg', 'is not valid')}{more}" if loc else f"{e.get('msg')}{more}"
+    msg = e.get("msg", "is not valid")
+    if e.get("type") == "string_pattern_mismatch" and (e.get("ctx") or {}).get("pattern") == ID_PATTERN:
+        msg = f"must be an id of {ID_RULE}, got {e.get('input')!r}"  # the pattern itself said nothing to a person
+    return f"field '{loc}': {msg}{more}" if loc else f"{msg}{more}"
 
 
 def explanation_json(x: Explanation | None) -> dict[str, Any] | None:

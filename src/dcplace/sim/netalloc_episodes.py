@@ -89,7 +89,11 @@ class Routings:
 
     def for_policy(self, policy: object) -> Routing:
         """The routing ``policy`` asks for (its ``routing`` attribute: ``simulator`` or ``weighted``)."""
-        kind = str(getattr(policy, "routing", "simulator"))
+        kind = getattr(policy, "routing", "simulator")
+        if kind not in ("simulator", "weighted"):  # a typo was the simulator's routing without a word
+            name = getattr(policy, "name", type(policy).__name__)
+            raise InputError(f"{name!r} asks for routing {kind!r}; a policy's routing is 'simulator' or 'weighted'",
+                             field="policy")  # fmt: skip
         if kind != "weighted" or not self.setting.own_routing:
             kind = "simulator"
         hit = self._built.get(kind)

@@ -61,9 +61,9 @@ import numpy.typing as npt
 
 from dcplace.cluster.topology import BW_SCALE
 from dcplace.errors import InputError
-from dcplace.inputs import MAX_BANDWIDTH, MIN_BANDWIDTH, WHOLE_POSITIVE, Range
+from dcplace.inputs import MAX_BANDWIDTH, MAX_QUANTITY, MIN_BANDWIDTH, WHOLE_POSITIVE, Range
 from dcplace.limits import check_memory
-from dcplace.workload.csvio import read_numeric_csv
+from dcplace.workload.csvio import read_numeric_csv, require
 
 IntArray = npt.NDArray[np.int64]
 
@@ -335,11 +335,15 @@ def request_file(dataset: str, requests: int | None = None) -> NetRequests | Non
 
 
 def read_requests(path: Path) -> NetRequests:
-    """A request file: CSV with header ``cpu,mem,bw,hold``; whole positive CPU, memory and hold, bw in link units
-    from 1e-6 (one micro-unit). Errors name the file, line and field."""
+    """A request file: CSV with header ``cpu,mem,bw,hold`` (other columns passed by); whole CPU and memory, not
+    both 0 (a live job may ask for one only), whole positive hold, bw in link units from 1e-6 (one micro-unit).
+    Errors name the file, line and field."""
     bw = Range(MIN_BANDWIDTH, MAX_BANDWIDTH)
-    ranges = {"cpu": WHOLE_POSITIVE, "mem": WHOLE_POSITIVE, "bw": bw, "hold": WHOLE_POSITIVE}
+    whole = Range(0, MAX_QUANTITY, integer=True)
+    ranges = {"cpu": whole, "mem": whole, "bw": bw, "hold": WHOLE_POSITIVE}
     cols = read_numeric_csv(path, ranges, "request file")
+    require((cols["cpu"] > 0) | (cols["mem"] > 0), path, "cpu", "a request asks for some CPU or memory; both are 0",
+            cols.lines)  # fmt: skip
     hold = cols["hold"].astype(np.int64)
     return NetRequests(
         cols["cpu"].astype(np.int64),
