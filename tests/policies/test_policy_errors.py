@@ -189,12 +189,12 @@ POLICIES = """
         (["numa", "--policy", "userpol:Outside", "--pms", "5"], 0,
          "warning: 2 of 2 episodes ended on an infeasible action of the policy userpol:Outside"),
         (["netalloc", "--policy", "userpol:NetOutside"], 0,
-         "warning: the policy userpol:NetOutside picked 256 servers its view's mask did not allow"),
+         "warning: the policy userpol:NetOutside picked outside its view's mask (-1 included) 256 times"),
         # with --json too (the warning was said only beside the table)
         (["numa", "--policy", "userpol:Outside", "--pms", "5", "--json"], 0,
          "warning: 2 of 2 episodes ended on an infeasible action of the policy userpol:Outside"),
         (["netalloc", "--policy", "userpol:NetOutside", "--json"], 0,
-         "warning: the policy userpol:NetOutside picked 256 servers its view's mask did not allow"),
+         "warning: the policy userpol:NetOutside picked outside its view's mask (-1 included) 256 times"),
         # a user's policy taking `seed` gets the run's (it was built with 0 whatever --seed said)
         (["numa", "--policy", "userpol:SaysSeed", "--pms", "5", "--seed", "5"], 2,
          "error: the policy userpol:SaysSeed raised RuntimeError: built with seed 5"),

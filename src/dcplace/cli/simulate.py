@@ -260,8 +260,9 @@ def _net_warnings(s: dict[str, Any], policy: str) -> None:
                    "larger than the whole cluster's free CPU or memory, network a failed path check; are the "
                    "request sizes in the topology's units (docs/netalloc.md)?", err=True)  # fmt: skip
     if s["rejected"].get("invalid"):
-        typer.echo(f"warning: the policy {policy} picked {s['rejected']['invalid']:,} servers its view's mask did "
-                   "not allow (each rejects its request: docs/policies.md)", err=True)  # fmt: skip
+        typer.echo(f"warning: the policy {policy} picked outside its view's mask (-1 included) "
+                   f"{s['rejected']['invalid']:,} times; each rejected its request as invalid (docs/policies.md)",
+                   err=True)  # fmt: skip
 
 
 @dataclass(frozen=True)
