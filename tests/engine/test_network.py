@@ -557,3 +557,90 @@ def test_the_trace_of_a_database_without_a_journal_or_entries_says_so(tmp_path: 
     e.close()
     trace = network_trace(fresh)
     assert trace.ids == ["b"] and trace.unmatched == 1 and trace.still_running == 1
+
+
+def test_what_a_trace_cannot_replay_it_says(tmp_path: Path, monkeypatch) -> None:
+    """A review of the trace: a restart re-seeds a policy drawing at random (one replay cannot follow it), jobs
+    running from before the journal's first entry were left out without a word, and the printed replay command ran
+    five episodes of other seeds. Each is now said."""
+    from typer.testing import CliRunner
+
+    from dcplace.cli.main import app
+    from dcplace.engine.network import network_trace
+
+    db = tmp_path / "n.db"
+    e = NetworkEngine.open(db, ALPHA, "nalb-strict")
+    assert e.place(NetJob("kept", 20, 20, 0.1)).accepted
+    e.close()
+    with sqlite3.connect(db) as conn:  # as if the journal had been pruned past its placement
+        conn.execute("DELETE FROM journal")
+    conn.close()
+    for policy in ("nalb-strict", "tetris"):
+        e = NetworkEngine.open(db, ALPHA, policy)
+        for i in range(3):
+            e.place(NetJob(f"{policy}{i}", 10, 10, 0.1))
+        e.close()
+    trace = network_trace(db)
+    assert (trace.before, trace.restarts, trace.policies) == (1, 1, ("nalb-strict", "tetris"))
+    res = CliRunner().invoke(app, ["cluster", "trace", str(tmp_path / "t.csv"), "--db", str(db)])
+    assert res.exit_code == 0, res.output
+    for said in ("1 jobs running now were placed before the journal's first entry",
+                 "started with 2 policies over the trace (nalb-strict, tetris)", "restarted 1 times during the trace",
+                 "--setting paper-reject --episodes 1 --policy tetris"):  # fmt: skip
+        assert said in res.stderr, (said, res.stderr)
+
+
+def test_a_busy_database_changes_nothing_not_even_the_policys_draws(tmp_path: Path, monkeypatch) -> None:
+    """A review: a decision answered 503 ("nothing was changed: try again") had moved the policy's random stream on
+    and counted a rejection, so the retry (and every decision after) differed from a replay of the journal, and the
+    rejections by reason outnumbered the decisions."""
+    import dcplace.engine.network as network
+
+    monkeypatch.setattr(network, "BUSY_S", 0.05)
+    db = tmp_path / "n.db"
+    e = NetworkEngine.open(db, ALPHA, "nalb-strict")
+    twin = NetworkEngine(ALPHA, "nalb-strict")  # the same policy, seed and jobs, never busy
+    jobs = [NetJob(f"j{i}", 5 + 7 * i % 30, 3 + 5 * i % 20, 0.05, None) for i in range(30)] + [
+        NetJob("huge", 10**5, 1, 0.1)
+    ]
+    for i, job in enumerate(jobs):
+        if i % 4 == 1 or job.id == "huge":
+            other = sqlite3.connect(db, isolation_level=None)
+            other.execute("BEGIN IMMEDIATE")
+            before = dict(e.sim.rejected)
+            with pytest.raises(Unavailable):
+                e.place(job)
+            assert e.sim.rejected == before and e.job_count == twin.job_count
+            other.execute("ROLLBACK")
+            other.close()
+        got, want = e.place(job), twin.place(job)
+        assert got == want, job.id
+    assert e.counters == twin.counters and e.sim.rejected == twin.sim.rejected
+    assert e.counters["rejected"] == sum(e.sim.rejected.values()) >= 1
+    e.close()
+
+
+def test_a_hand_edited_journal_row_is_one_sentence_and_a_raising_policy_is_journalled(tmp_path: Path) -> None:
+    from dcplace.engine.network import network_trace
+
+    class Raises:
+        name = "raises"
+
+        def choose(self, view):  # type: ignore[no-untyped-def]
+            raise RuntimeError("a bug")
+
+    db = tmp_path / "n.db"
+    e = NetworkEngine.open(db, ALPHA, Raises())  # type: ignore[arg-type]
+    with pytest.raises(Exception, match="a bug"):
+        e.place(NetJob("x", 5, 5, 0.1))
+    e.close()
+    assert network_trace(db).live == ["invalid"]  # asked for, and rejected: the counters' count
+    for column, value in (("bw", None), ("event", "teleported"), ("cpu", "many")):
+        with sqlite3.connect(db) as conn:
+            conn.execute(f"UPDATE journal SET {column} = ? WHERE job = 'x'", (value,))
+        conn.close()
+        with pytest.raises(InputError, match=r"journal entry \d+ is not one dcplace writes .* a hand-edited row"):
+            network_trace(db)
+        with sqlite3.connect(db) as conn:
+            conn.execute("UPDATE journal SET bw = 50000, event = 'rejected', cpu = 5 WHERE job = 'x'")
+        conn.close()

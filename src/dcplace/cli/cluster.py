@@ -462,10 +462,21 @@ def _network_trace(db: Path, out: Path, rejected: str) -> None:
     typer.echo(f"wrote {len(trace.ids):,} jobs to {out}: {ran:,} placed ({trace.still_running:,} still running), "
                f"{refused}" + (f"; {trace.unmatched:,} releases of jobs placed before the journal's first entry left "
                                "out" if trace.unmatched else ""))  # fmt: skip
-    typer.echo(
-        f"replay: dcplace simulate netalloc --topology TOPOLOGY --dataset {out} --setting paper-reject --policy P",
-        err=True,
-    )
+    if trace.before:
+        typer.echo(f"note: {trace.before:,} jobs running now were placed before the journal's first entry (a "
+                   "database from before the journal, or pruned): they are not in the trace, and a replay starts "
+                   "without them", err=True)  # fmt: skip
+    if len(trace.policies) > 1:
+        typer.echo(f"note: the engine was started with {len(trace.policies)} policies over the trace "
+                   f"({', '.join(trace.policies)}): a replay decides with one", err=True)  # fmt: skip
+    if trace.restarts:
+        typer.echo(f"note: the engine restarted {trace.restarts:,} times during the trace; a policy drawing at "
+                   "random (nalb-strict, nalb, nulb, random) drew anew from its seed at each, so one replay "
+                   "decides as it did only up to the first (deterministic ones, such as tetris, all through)",
+                   err=True)  # fmt: skip
+    policy = trace.policies[-1] if trace.policies else "P"
+    typer.echo(f"replay: dcplace simulate netalloc --topology TOPOLOGY --dataset {out} --setting paper-reject "
+               f"--episodes 1 --policy {policy}", err=True)  # fmt: skip
 
 
 @app.command("trace")

@@ -251,8 +251,9 @@ def serve(
     journal_keep: Annotated[
         int | None,
         typer.Option(
-            help="journal entries kept, the newest (GET /journal, `dcplace cluster journal`, `cluster trace`); "
-            "0: none written; about 70 bytes each on disk; default: as the database was last opened, else 1,000,000"
+            help="VM journal entries kept, the newest (GET /journal, `dcplace cluster journal`, `cluster trace`); "
+            "0: none written; about 70 bytes each on disk; default: as the database was last opened, else 1,000,000 "
+            "(the network database's journal always keeps its newest 1,000,000)"
         ),
     ] = None,
 ) -> None:

@@ -24,6 +24,7 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -232,6 +233,9 @@ class NetworkEngine:
             for statement in _SCHEMA:
                 conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            # a start: a policy drawing at random draws anew from its seed (a trace says so)
+            conn.execute("INSERT INTO journal (at, event, job, reason) VALUES (?, 'started', '', ?)",
+                         (time.time(), engine.policy_name))  # fmt: skip
             mark = fingerprint(engine.topology)
             row = conn.execute("SELECT value FROM meta WHERE key = 'topology'").fetchone()
             if row is None:
@@ -390,6 +394,7 @@ class NetworkEngine:
                 raise Conflict(f"job {job.id!r} is running already: release it first", field="id")
             sim = self.sim
             hold = job.hold if job.hold is not None else max(1, self.hold_max // 2)
+            drawn = _draws(self.policy)  # put back where a 503 says nothing was changed
             try:
                 if sim.submit(job.cpu, job.mem, job.bw_micro, hold):
                     rid = sim.t
@@ -401,10 +406,17 @@ class NetworkEngine:
                 if not sim.done:  # what the waiting job took goes back, counted as the simulator counts it
                     sim.abandon()
                     self.counters["rejected"] += 1
+                    with contextlib.suppress(StoreError, Unavailable):  # the policy's own error is the one to see
+                        self._write(self._entry("rejected", job, "invalid"))
                 raise
             if rid not in sim.active:
                 reason = sim.last_rejection or "invalid"
-                self._write(self._entry("rejected", job, reason))  # the demand a replay needs (cluster trace)
+                try:
+                    self._write(self._entry("rejected", job, reason))  # the demand a replay needs (cluster trace)
+                except Unavailable:  # nothing changed: not counted, the policy's draws put back
+                    sim.rejected[reason] -= 1
+                    _put_back(self.policy, drawn)
+                    raise
                 self.counters["rejected"] += 1
                 return JobRejection(job.id, reason)
             a = sim.active[rid]
@@ -412,8 +424,10 @@ class NetworkEngine:
                 lists = [json.dumps(x.tolist()) for x in (a.servers, a.cpu, a.mem, a.links)]
                 self._write(("INSERT INTO jobs (id, servers, cpu, mem, links, bw, hold) VALUES (?, ?, ?, ?, ?, ?, ?)",
                              (job.id, *lists, int(a.bw), job.hold)), self._entry("placed", job))  # fmt: skip
-            except BaseException:  # not durable (a lock: 503; a failure: stopped): nothing taken
+            except BaseException as e:  # not durable (a lock: 503; a failure: stopped): nothing taken
                 sim.release(rid)
+                if isinstance(e, Unavailable):
+                    _put_back(self.policy, drawn)
                 raise
             self._rid[job.id] = rid
             self.counters["placed"] += 1
@@ -530,6 +544,14 @@ class NetTrace:
     median_hold: int
     unmatched: int
     """Releases of jobs placed before the journal's first entry (a version-1 database, or pruned): left out."""
+    before: int
+    """Jobs running in the database whose placement is older than the journal's first entry: not in the trace, so
+    a replay starts without them."""
+    restarts: int
+    """Starts of the engine after the trace's first job: a policy drawing at random drew anew from its seed at each,
+    which one replay (one stream) cannot follow."""
+    policies: tuple[str, ...]
+    """The policies the engine was started with over the trace, in order, each once."""
 
     def write(self, path: Path) -> None:
         """The request file ``simulate netalloc --dataset`` and ``compare`` read (``cpu,mem,bw,hold``, bw in link
@@ -554,25 +576,38 @@ def network_trace(path: Path, rejected: str = "include") -> NetTrace:
             if "journal" not in {n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}:
                 raise InputError(f"{path} has no journal (written by a dcplace before 2026-11-29): open it with "
                                  "this one and its demand is journalled from then on", field="db")  # fmt: skip
-            rows = conn.execute("SELECT event, job, cpu, mem, bw, hold, reason FROM journal ORDER BY seq").fetchall()
+            query = "SELECT seq, event, job, cpu, mem, bw, hold, reason FROM journal ORDER BY seq"
+            rows = conn.execute(query).fetchall()
+            now_running = {job for (job,) in conn.execute("SELECT id FROM jobs")}
     except sqlite3.DatabaseError as e:
         raise InputError(f"{path} cannot be read ({e})", field="db") from None
     asked: list[list[Any]] = []  # [id, cpu, mem, bw, declared hold, live, measured hold]
     running: dict[str, int] = {}
-    unmatched = 0
-    for event, job, cpu, mem, bw, hold, reason in rows:
-        if event == "released":
+    unmatched = restarts = 0
+    policies: list[str] = []
+    for seq, event, job, cpu, mem, bw, hold, reason in rows:
+        if event == "started":
+            restarts += bool(asked)
+            if reason not in policies:
+                policies.append(str(reason))
+            continue
+        if event == "released" and isinstance(job, str):
             i = running.pop(job, None)
             if i is None:
                 unmatched += 1
             else:
                 asked[i][6] = len(asked) - i
             continue
+        if not _journalled(event, job, cpu, mem, bw, hold, reason):
+            raise InputError(f"{path}: journal entry {seq} is not one dcplace writes ({event!r}, job {job!r}, cpu "
+                             f"{cpu!r}, mem {mem!r}, bw {bw!r}, hold {hold!r}, reason {reason!r}): a hand-edited row?",
+                             field="db")  # fmt: skip
         if event == "placed":
             running[job] = len(asked)
         asked.append([job, cpu, mem, bw, hold, "placed" if event == "placed" else reason, None])
     for i in running.values():
         asked[i][6] = len(asked) - i
+    before = len(now_running - set(running))
     ran = sorted(a[6] for a in asked if a[5] == "placed")
     median = ran[len(ran) // 2] if ran else 1
     filled = 0
@@ -582,15 +617,34 @@ def network_trace(path: Path, rejected: str = "include") -> NetTrace:
                 filled += 1
             a[6] = median if a[4] is None else a[4]
     n_rejected = sum(a[5] != "placed" for a in asked)
+    notes = (unmatched, before, restarts, tuple(policies))
     if rejected == "skip":  # what ran, each leaving where it did: arrivals counted over what is kept
-        return _without_rejections(asked, n_rejected, len(running), unmatched, median)
+        return _without_rejections(asked, n_rejected, len(running), median, notes)
     return NetTrace([a[0] for a in asked], [a[1] for a in asked], [a[2] for a in asked], [a[3] for a in asked],
                     [a[6] for a in asked], [a[5] for a in asked], n_rejected, len(running), filled, median,
-                    unmatched)  # fmt: skip
+                    *notes)  # fmt: skip
 
 
-def _without_rejections(asked: list[list[Any]], rejected: int, running: int, unmatched: int,
-                        median: int) -> NetTrace:  # fmt: skip
+def _journalled(event: object, job: object, cpu: object, mem: object, bw: object, hold: object,
+                reason: object) -> bool:  # fmt: skip
+    """Whether a placed or rejected entry is as the engine writes it."""
+
+    def whole(x: object, low: int) -> bool:
+        return type(x) is int and low <= x <= MAX_UNITS * BW_SCALE
+
+    return (
+        event in ("placed", "rejected")
+        and isinstance(job, str)
+        and whole(cpu, 0)
+        and whole(mem, 0)
+        and whole(bw, 1)
+        and (hold is None or whole(hold, 1))
+        and (reason in ("capacity", "network", "invalid") if event == "rejected" else reason is None)
+    )
+
+
+def _without_rejections(asked: list[list[Any]], rejected: int, running: int, median: int,
+                        notes: tuple[int, int, int, tuple[str, ...]]) -> NetTrace:  # fmt: skip
     """The trace of what ran only: each job's hold counted again over the jobs kept (a release falls before the
     same next placement as in the engine)."""
     kept = [i for i, a in enumerate(asked) if a[5] == "placed"]
@@ -603,7 +657,19 @@ def _without_rejections(asked: list[list[Any]], rejected: int, running: int, unm
         hold.append(bisect.bisect_left(kept, end) - rank[i])
     rows = [asked[i] for i in kept]
     return NetTrace([a[0] for a in rows], [a[1] for a in rows], [a[2] for a in rows], [a[3] for a in rows], hold,
-                    ["placed"] * len(rows), rejected, running, 0, median, unmatched)  # fmt: skip
+                    ["placed"] * len(rows), rejected, running, 0, median, *notes)  # fmt: skip
+
+
+def _draws(policy: object) -> Mapping[str, Any] | None:
+    """Where a policy's random stream (its numpy ``rng``, as the registered ones have) stands, or None."""
+    rng = getattr(policy, "rng", None)
+    return rng.bit_generator.state if isinstance(rng, np.random.Generator) else None
+
+
+def _put_back(policy: object, state: Mapping[str, Any] | None) -> None:
+    """The policy's random stream back where :func:`_draws` saw it: a decision answered 503 drew nothing."""
+    if state is not None:
+        policy.rng.bit_generator.state = state  # type: ignore[attr-defined]
 
 
 def check_network_database(p: Path) -> None:
