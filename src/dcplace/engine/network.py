@@ -36,6 +36,7 @@ from dcplace.engine.engine import Conflict, NotFound, Unavailable, _id_ok
 from dcplace.engine.store import (
     StoreError,
     _reading,
+    check_network_database,
     create_new,
     hold_database,
     names_the_file,
@@ -670,28 +671,6 @@ def _put_back(policy: object, state: Mapping[str, Any] | None) -> None:
     """The policy's random stream back where :func:`_draws` saw it: a decision answered 503 drew nothing."""
     if state is not None:
         policy.rng.bit_generator.state = state  # type: ignore[attr-defined]
-
-
-def check_network_database(p: Path) -> None:
-    """Refuse an existing file that is not a network database, read-only: an empty one (a crash whose -wal was lost
-    had its tables only there: the jobs it acknowledged would be forgotten), another program's database, a dcplace
-    cluster database (its tables and notes are another engine's). Each was opened, and its tables written into."""
-    if not p.is_file():
-        raise InputError(f"{p} is not a file", field="db")
-    try:
-        with _reading(p) as uri, contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
-            tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    except sqlite3.DatabaseError as e:
-        raise InputError(f"{p} is not a dcplace network database ({e})", field="db") from None
-    if {"jobs", "meta"} <= tables:
-        return
-    if "vms" in tables:
-        raise InputError(f"{p} is a dcplace cluster database (serve --db), not a network one: give another file",
-                         field="db")  # fmt: skip
-    what = "is empty" if p.stat().st_size == 0 else "has no dcplace network tables"
-    raise InputError(f"{p} {what}, so it is not a dcplace network database (another program's, or a crashed one "
-                     "whose -wal file was lost?): remove it to start anew, or restore a backup",
-                     field="db")  # fmt: skip
 
 
 def _whole(job_id: str, text: str, name: str) -> np.ndarray:

@@ -385,6 +385,28 @@ def is_network_database(path: Path) -> bool:
     return {"jobs", "meta"} <= tables and "vms" not in tables
 
 
+def check_network_database(p: Path) -> None:
+    """Refuse an existing file that is not a network database, read-only: an empty one (a crash whose -wal was lost
+    had its tables only there: the jobs it acknowledged would be forgotten), another program's database, a dcplace
+    cluster database (its tables and notes are another engine's). Each was opened, and its tables written into."""
+    if not p.is_file():
+        raise InputError(f"{p} is not a file", field="db")
+    try:
+        with _reading(p) as uri, contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
+            tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.DatabaseError as e:
+        raise InputError(f"{p} is not a dcplace network database ({e})", field="db") from None
+    if {"jobs", "meta"} <= tables:
+        return
+    if "vms" in tables:
+        raise InputError(f"{p} is a dcplace cluster database (serve --db), not a network one: give another file",
+                         field="db")  # fmt: skip
+    what = "is empty" if p.stat().st_size == 0 else "has no dcplace network tables"
+    raise InputError(f"{p} {what}, so it is not a dcplace network database (another program's, or a crashed one "
+                     "whose -wal file was lost?): remove it to start anew, or restore a backup",
+                     field="db")  # fmt: skip
+
+
 def backup_database(db: Path, out: Path) -> dict[str, int]:
     """Copy the dcplace database ``db`` (a cluster's, or the network engine's ``--network-db``) to ``out`` (which
     must not exist) consistently, also while a service runs on it: SQLite's online backup from a read-only
@@ -396,8 +418,6 @@ def backup_database(db: Path, out: Path) -> dict[str, int]:
     if not db.is_file():
         raise InputError(f"{db} does not exist or is not a file", field="db")
     if is_network_database(db):
-        from dcplace.engine.network import check_network_database
-
         check_network_database(db)
         tables: tuple[str, ...] = ("jobs",)
     else:
