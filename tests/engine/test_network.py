@@ -585,7 +585,7 @@ def test_what_a_trace_cannot_replay_it_says(tmp_path: Path, monkeypatch) -> None
     res = CliRunner().invoke(app, ["cluster", "trace", str(tmp_path / "t.csv"), "--db", str(db)])
     assert res.exit_code == 0, res.output
     for said in ("1 jobs running now were placed before the journal's first entry",
-                 "started with 2 policies over the trace (nalb-strict, tetris)", "restarted 1 times during the trace",
+                 "started with 2 policies over the trace (nalb-strict, tetris)", "restarted once during the trace",
                  "--setting paper-reject --episodes 1 --policy tetris"):  # fmt: skip
         assert said in res.stderr, (said, res.stderr)
 
@@ -644,3 +644,43 @@ def test_a_hand_edited_journal_row_is_one_sentence_and_a_raising_policy_is_journ
         with sqlite3.connect(db) as conn:
             conn.execute("UPDATE journal SET bw = 50000, event = 'rejected', cpu = 5 WHERE job = 'x'")
         conn.close()
+
+
+def test_a_trace_under_load_reads_one_moment_and_the_wal_is_capped(tmp_path: Path, monkeypatch) -> None:
+    """A soak review: a trace read the journal, then the running jobs, at two moments, so jobs placed between were
+    said to be "placed before the journal's first entry"; and the network database's -wal kept its high-water mark
+    (455 MB after a reader held a transaction under load) until a restart, having no journal_size_limit."""
+    import dcplace.engine.network as network_module
+    from dcplace.engine.network import network_trace
+
+    db = tmp_path / "n.db"
+    e = NetworkEngine.open(db, ALPHA, "tetris")
+    assert e._conn is not None and e._conn.execute("PRAGMA journal_size_limit").fetchone()[0] == 8 * 2**20
+    for i in range(5):
+        e.place(NetJob(f"j{i}", 5, 5, 0.1))
+    real, placed = network_module._journalled, []
+
+    def meanwhile(*row: object) -> bool:  # the service goes on while the trace reads
+        if not placed:
+            placed.append(e.place(NetJob("late", 5, 5, 0.1)).accepted)
+        return real(*row)
+
+    monkeypatch.setattr(network_module, "_journalled", meanwhile)
+    trace = network_trace(db)
+    assert placed == [True] and trace.before == 0 and "late" not in trace.ids and len(trace.ids) == 5
+    e.close()
+
+
+def test_the_rejections_by_reason_always_sum_to_the_rejected_decisions_in_a_scrape() -> None:
+    """A soak review: a scrape between a rejection's reason counted (at the decision) and its decision counted
+    (after the commit) saw one more reason than decisions, in 2,232 of 5,137 scrapes under load. Both now come from
+    one read of one dict, counted after the commit."""
+    from dcplace.service.metrics import NetworkCollector
+
+    e = NetworkEngine(ALPHA, "tetris")
+    assert not e.place(NetJob("huge", 10**5, 1, 0.1)).accepted
+    e.counters["rejected"] += 1  # as between two updates
+    families = {f.name: f for f in NetworkCollector(e).collect()}
+    decided = {s.labels["result"]: s.value for s in families["dcplace_network_decisions"].samples}
+    reasons = {s.labels["reason"]: s.value for s in families["dcplace_network_rejections"].samples}
+    assert decided["rejected"] == sum(reasons.values()) == 1 and reasons["capacity"] == 1

@@ -456,7 +456,7 @@ def _network_trace(db: Path, out: Path, rejected: str) -> None:
     ran = sum(x == "placed" for x in trace.live)
     if rejected == "include":
         refused = (f"{trace.rejected:,} rejected" + (f" ({trace.filled:,} without a declared hold given the median, "
-                   f"{trace.median_hold} arrivals)" if trace.filled else ""))  # fmt: skip
+                   f"{trace.median_hold:,} arrivals)" if trace.filled else ""))  # fmt: skip
     else:
         refused = f"{trace.rejected:,} rejected jobs left out (--rejected include adds them)"
     typer.echo(f"wrote {len(trace.ids):,} jobs to {out}: {ran:,} placed ({trace.still_running:,} still running), "
@@ -470,12 +470,14 @@ def _network_trace(db: Path, out: Path, rejected: str) -> None:
         typer.echo(f"note: the engine was started with {len(trace.policies)} policies over the trace "
                    f"({', '.join(trace.policies)}): a replay decides with one", err=True)  # fmt: skip
     if trace.restarts:
-        typer.echo(f"note: the engine restarted {trace.restarts:,} times during the trace; a policy drawing at "
+        times = "once" if trace.restarts == 1 else f"{trace.restarts:,} times"
+        typer.echo(f"note: the engine restarted {times} during the trace; a policy drawing at "
                    "random (nalb-strict, nalb, nulb, random) drew anew from its seed at each, so one replay "
                    "decides as it did only up to the first (deterministic ones, such as tetris, all through)",
                    err=True)  # fmt: skip
     policy = trace.policies[-1] if trace.policies else "P"
-    typer.echo(f"replay: dcplace simulate netalloc --topology TOPOLOGY --dataset {out} --setting paper-reject "
+    typer.echo(f"replay: dcplace simulate netalloc --topology {trace.topology or 'TOPOLOGY'} --dataset {out} "
+               "--setting paper-reject "
                f"--episodes 1 --policy {policy}", err=True)  # fmt: skip
 
 

@@ -24,7 +24,8 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Mapping
+from array import array
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -198,6 +199,9 @@ class NetworkEngine:
         self.on_failure: Any = None
         """Called once (no arguments) when the database fails: ``serve --exit-on-failure`` stops on it."""
         self.counters = {"placed": 0, "rejected": 0, "released": 0}
+        self.rejections = {"capacity": 0, "network": 0, "invalid": 0}
+        """Rejections by reason, counted with ``counters["rejected"]`` once the decision is durable (the metrics'
+        source: their sum is the rejected decisions in the same read)."""
         self.journal_keep = JOURNAL_KEEP
         """The newest journal entries kept (a test lowers it)."""
         self._names = self.topology.node_names
@@ -226,6 +230,8 @@ class NetworkEngine:
         try:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=FULL")
+            conn.execute("PRAGMA journal_size_limit=8388608")  # a checkpoint truncates the -wal to 8 MiB, as the
+            # VM store's: a reader holding a transaction under load grew it to 455 MB, kept until a restart
             conn.execute("BEGIN IMMEDIATE")
             version = int(conn.execute("PRAGMA user_version").fetchone()[0])
             if version > SCHEMA_VERSION:
@@ -407,6 +413,7 @@ class NetworkEngine:
                 if not sim.done:  # what the waiting job took goes back, counted as the simulator counts it
                     sim.abandon()
                     self.counters["rejected"] += 1
+                    self.rejections["invalid"] += 1
                     with contextlib.suppress(StoreError, Unavailable):  # the policy's own error is the one to see
                         self._write(self._entry("rejected", job, "invalid"))
                 raise
@@ -419,6 +426,7 @@ class NetworkEngine:
                     _put_back(self.policy, drawn)
                     raise
                 self.counters["rejected"] += 1
+                self.rejections[reason] += 1
                 return JobRejection(job.id, reason)
             a = sim.active[rid]
             try:
@@ -531,11 +539,11 @@ class NetTrace:
     the engine answered (``placed`` or the rejection's reason)."""
 
     ids: list[str]
-    cpu: list[int]
-    mem: list[int]
-    bw: list[int]
+    cpu: Sequence[int]
+    mem: Sequence[int]
+    bw: Sequence[int]
     """Micro-units (:data:`~dcplace.cluster.topology.BW_SCALE`)."""
-    hold: list[int]
+    hold: Sequence[int]
     live: list[str]
     rejected: int
     """Rejections in the journal (written or left out)."""
@@ -553,6 +561,8 @@ class NetTrace:
     which one replay (one stream) cannot follow."""
     policies: tuple[str, ...]
     """The policies the engine was started with over the trace, in order, each once."""
+    topology: str | None = None
+    """The topology the database was written for, where it is a preset (``--topology`` takes its name)."""
 
     def write(self, path: Path) -> None:
         """The request file ``simulate netalloc --dataset`` and ``compare`` read (``cpu,mem,bw,hold``, bw in link
@@ -572,58 +582,69 @@ def network_trace(path: Path, rejected: str = "include") -> NetTrace:
     if rejected not in ("include", "skip"):
         raise InputError(f"must be include or skip, got {rejected!r}", field="rejected")
     check_network_database(path)
+    ids: list[str] = []
+    cpu_, mem_, bw_, asked_hold, held = (array("q") for _ in range(5))  # held: -1 until it is known
+    live: list[str] = []
+    running: dict[str, int] = {}
+    unmatched = restarts = 0
+    policies: list[str] = []
     try:
         with _reading(path) as uri, contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
+            conn.execute("BEGIN")  # one snapshot for the journal and the jobs: a service writing on meanwhile
             if "journal" not in {n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}:
                 raise InputError(f"{path} has no journal (written by a dcplace before 2026-11-29): open it with "
                                  "this one and its demand is journalled from then on", field="db")  # fmt: skip
             query = "SELECT seq, event, job, cpu, mem, bw, hold, reason FROM journal ORDER BY seq"
-            rows = conn.execute(query).fetchall()
+            for seq, event, job, cpu, mem, bw, hold, reason in conn.execute(query):  # streamed: 1M rows 650 MB
+                if event == "started":
+                    restarts += bool(ids)
+                    if reason not in policies:
+                        policies.append(str(reason))
+                    continue
+                if event == "released" and isinstance(job, str):
+                    i = running.pop(job, None)
+                    if i is None:
+                        unmatched += 1
+                    else:
+                        held[i] = len(ids) - i
+                    continue
+                if not _journalled(event, job, cpu, mem, bw, hold, reason):
+                    raise InputError(f"{path}: journal entry {seq} is not one dcplace writes ({event!r}, job "
+                                     f"{job!r}, cpu {cpu!r}, mem {mem!r}, bw {bw!r}, hold {hold!r}, reason "
+                                     f"{reason!r}): a hand-edited row?", field="db")  # fmt: skip
+                if event == "placed":
+                    running[job] = len(ids)
+                ids.append(job)
+                cpu_.append(cpu)
+                mem_.append(mem)
+                bw_.append(bw)
+                asked_hold.append(-1 if hold is None else hold)
+                held.append(-1)
+                live.append(_LIVE[event if event == "placed" else reason])
             now_running = {job for (job,) in conn.execute("SELECT id FROM jobs")}
+            named = conn.execute("SELECT value FROM meta WHERE key = 'topology_name'").fetchone()
     except sqlite3.DatabaseError as e:
         raise InputError(f"{path} cannot be read ({e})", field="db") from None
-    asked: list[list[Any]] = []  # [id, cpu, mem, bw, declared hold, live, measured hold]
-    running: dict[str, int] = {}
-    unmatched = restarts = 0
-    policies: list[str] = []
-    for seq, event, job, cpu, mem, bw, hold, reason in rows:
-        if event == "started":
-            restarts += bool(asked)
-            if reason not in policies:
-                policies.append(str(reason))
-            continue
-        if event == "released" and isinstance(job, str):
-            i = running.pop(job, None)
-            if i is None:
-                unmatched += 1
-            else:
-                asked[i][6] = len(asked) - i
-            continue
-        if not _journalled(event, job, cpu, mem, bw, hold, reason):
-            raise InputError(f"{path}: journal entry {seq} is not one dcplace writes ({event!r}, job {job!r}, cpu "
-                             f"{cpu!r}, mem {mem!r}, bw {bw!r}, hold {hold!r}, reason {reason!r}): a hand-edited row?",
-                             field="db")  # fmt: skip
-        if event == "placed":
-            running[job] = len(asked)
-        asked.append([job, cpu, mem, bw, hold, "placed" if event == "placed" else reason, None])
+    n = len(ids)
     for i in running.values():
-        asked[i][6] = len(asked) - i
+        held[i] = n - i
     before = len(now_running - set(running))
-    ran = sorted(a[6] for a in asked if a[5] == "placed")
+    ran = sorted(held[i] for i in range(n) if live[i] == "placed")
     median = ran[len(ran) // 2] if ran else 1
     filled = 0
-    for a in asked:
-        if a[5] != "placed":
-            if a[4] is None:
-                filled += 1
-            a[6] = median if a[4] is None else a[4]
-    n_rejected = sum(a[5] != "placed" for a in asked)
-    notes = (unmatched, before, restarts, tuple(policies))
+    for i in range(n):
+        if live[i] != "placed":
+            filled += asked_hold[i] < 0
+            held[i] = median if asked_hold[i] < 0 else asked_hold[i]
+    n_rejected = n - len(ran)
+    notes = (unmatched, before, restarts, tuple(policies), named[0] if named and named[0] in PRESETS else None)
     if rejected == "skip":  # what ran, each leaving where it did: arrivals counted over what is kept
-        return _without_rejections(asked, n_rejected, len(running), median, notes)
-    return NetTrace([a[0] for a in asked], [a[1] for a in asked], [a[2] for a in asked], [a[3] for a in asked],
-                    [a[6] for a in asked], [a[5] for a in asked], n_rejected, len(running), filled, median,
-                    *notes)  # fmt: skip
+        return _without_rejections(ids, cpu_, mem_, bw_, held, live, n_rejected, len(running), median, notes)
+    return NetTrace(ids, cpu_, mem_, bw_, held, live, n_rejected, len(running), filled, median, *notes)
+
+
+_LIVE = {"placed": "placed", "capacity": "capacity", "network": "network", "invalid": "invalid"}
+"""One string object per answer: a million rows share four."""
 
 
 def _journalled(event: object, job: object, cpu: object, mem: object, bw: object, hold: object,
@@ -644,21 +665,24 @@ def _journalled(event: object, job: object, cpu: object, mem: object, bw: object
     )
 
 
-def _without_rejections(asked: list[list[Any]], rejected: int, running: int, median: int,
-                        notes: tuple[int, int, int, tuple[str, ...]]) -> NetTrace:  # fmt: skip
+def _without_rejections(ids: list[str], cpu: array[int], mem: array[int], bw: array[int], held: array[int],
+                        live: list[str], rejected: int, running: int, median: int,
+                        notes: tuple[int, int, int, tuple[str, ...], str | None]) -> NetTrace:  # fmt: skip
     """The trace of what ran only: each job's hold counted again over the jobs kept (a release falls before the
     same next placement as in the engine)."""
-    kept = [i for i, a in enumerate(asked) if a[5] == "placed"]
-    rank = {i: r for r, i in enumerate(kept)}
     import bisect
 
-    hold = []
-    for i in kept:
-        end = i + asked[i][6]  # released before request ``end``: before the first kept request at or after it
-        hold.append(bisect.bisect_left(kept, end) - rank[i])
-    rows = [asked[i] for i in kept]
-    return NetTrace([a[0] for a in rows], [a[1] for a in rows], [a[2] for a in rows], [a[3] for a in rows], hold,
-                    ["placed"] * len(rows), rejected, running, 0, median, *notes)  # fmt: skip
+    kept = [i for i, x in enumerate(live) if x == "placed"]
+    hold = array("q")
+    for rank, i in enumerate(kept):
+        end = i + held[i]  # released before request ``end``: before the first kept request at or after it
+        hold.append(bisect.bisect_left(kept, end) - rank)
+
+    def pick(column: array[int]) -> array[int]:
+        return array("q", (column[i] for i in kept))
+
+    return NetTrace([ids[i] for i in kept], pick(cpu), pick(mem), pick(bw), hold, ["placed"] * len(kept), rejected,
+                    running, 0, median, *notes)  # fmt: skip
 
 
 def _draws(policy: object) -> Mapping[str, Any] | None:

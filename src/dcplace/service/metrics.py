@@ -114,16 +114,16 @@ class NetworkCollector(Collector):
         yield GaugeMetricFamily("dcplace_network_store_healthy", "1 while the network database takes changes, 0 "
                                 "after a failure (fail-stop: restart the service)",
                                 value=int(net.failed is None))  # fmt: skip
-        c = dict(net.counters)
+        c, by_reason = dict(net.counters), dict(net.rejections)
         decisions = CounterMetricFamily("dcplace_network_decisions", "Network jobs decided, by result",
                                         labels=["result"])  # fmt: skip
         decisions.add_metric(["placed"], c["placed"])
-        decisions.add_metric(["rejected"], c["rejected"])
+        decisions.add_metric(["rejected"], sum(by_reason.values()))  # one read with the reasons: they always sum
         yield decisions
         why = CounterMetricFamily("dcplace_network_rejections", "Network jobs rejected, by reason: capacity (the free "
                                   "CPU or memory cannot hold it), network (no path with its bandwidth), invalid (a "
                                   "pick it could not use)", labels=["reason"])  # fmt: skip
-        for reason, n in dict(sim.rejected).items():
+        for reason, n in by_reason.items():
             why.add_metric([reason], n)
         yield why
         yield CounterMetricFamily("dcplace_network_releases", "Network jobs released", value=c["released"])
