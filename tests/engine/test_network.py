@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 
 from dcplace.cluster.topology import preset
 from dcplace.engine import Conflict, NetJob, NetworkEngine, NotFound, StoreError, Unavailable
-from dcplace.engine.network import SCHEMA_VERSION, replay
+from dcplace.engine.network import MAX_UNITS, SCHEMA_VERSION, replay
 from dcplace.errors import InputError
+from dcplace.inputs import MAX_BANDWIDTH
 from dcplace.policies.registry import get_net_policy
 from dcplace.sim.netalloc import NetAllocSim
 from dcplace.sim.netalloc_episodes import Routings, episode_requests, get_setting, run_episode
@@ -350,7 +351,7 @@ def test_a_file_that_is_not_a_network_database_is_refused_and_left_alone(tmp_pat
         assert path.read_bytes() == before and path.exists(), path
     net = tmp_path / "n.db"
     NetworkEngine.open(net, "alpha").close()
-    with pytest.raises(InputError, match=r"is a dcplace network database .* cluster backup OUT --db"):
+    with pytest.raises(InputError, match=r"is a dcplace network database .* backup OUT --db .* trace OUT --db"):
         PlacementEngine.open(net)  # and the other way round, instead of "remove it to start a new cluster"
 
 
@@ -439,8 +440,9 @@ TRACE_OPS = st.lists(
 def test_the_journal_replays_as_the_engine_decided(tmp_path_factory, name: str, ops: list) -> None:
     """``cluster trace`` of a network database: the simulator, replaying the file with the engine's policy, accepts
     exactly the jobs the engine placed (each released before the same next request as live, whatever came between),
-    those still running on the same servers; left without the rejections, it accepts every job (there only the
-    acceptance is the engine's: NALB draws its first server at random, for a rejected job too)."""
+    those still running on the same servers; left without the rejections, a deterministic policy accepts every job
+    (NALB draws its first server at random, for a rejected job too: without those draws it may place, and reject,
+    otherwise; a review found 11 % of larger examples so)."""
     from typer.testing import CliRunner
 
     from dcplace.cli.main import app
@@ -472,7 +474,8 @@ def test_the_journal_replays_as_the_engine_decided(tmp_path_factory, name: str, 
         routing = Routings(ALPHA, get_setting("paper"), 3).for_policy(policy)
         sim = NetAllocSim(ALPHA, req, routing=routing)
         result = run_episode(sim, policy)
-        assert result.accepted_ids == placed, rejected
+        if rejected == "include" or name == "tetris":  # without the rejected jobs' draws NALB may place otherwise
+            assert result.accepted_ids == placed, rejected
         assert len(lines) == (asked if rejected == "include" else len(placed))
         row_of = {line.split(",")[0]: k for k, line in enumerate(lines)}
         for job, servers in where.items():  # those running at the end: on the same servers
@@ -633,8 +636,14 @@ def test_a_hand_edited_journal_row_is_one_sentence_and_a_raising_policy_is_journ
     e = NetworkEngine.open(db, ALPHA, Raises())  # type: ignore[arg-type]
     with pytest.raises(Exception, match="a bug"):
         e.place(NetJob("x", 5, 5, 0.1))
+    assert e.counters["rejected"] == e.rejections["invalid"] == e.sim.rejected["invalid"] == 1
     e.close()
     assert network_trace(db).live == ["invalid"]  # asked for, and rejected: the counters' count
+    wide = tmp_path / "wide.db"  # a review: the widest job the API takes was "not one dcplace writes"
+    e = NetworkEngine.open(wide, ALPHA, "tetris")
+    assert e.place(NetJob("widest", 10, 10, MAX_BANDWIDTH, MAX_UNITS)).accepted  # one server: no link to hold
+    e.close()
+    assert network_trace(wide).bw[0] == round(MAX_BANDWIDTH * 1e6)
     for column, value in (("bw", None), ("event", "teleported"), ("cpu", "many")):
         with sqlite3.connect(db) as conn:
             conn.execute(f"UPDATE journal SET {column} = ? WHERE job = 'x'", (value,))
@@ -684,3 +693,71 @@ def test_the_rejections_by_reason_always_sum_to_the_rejected_decisions_in_a_scra
     decided = {s.labels["result"]: s.value for s in families["dcplace_network_decisions"].samples}
     reasons = {s.labels["reason"]: s.value for s in families["dcplace_network_rejections"].samples}
     assert decided["rejected"] == sum(reasons.values()) == 1 and reasons["capacity"] == 1
+
+
+def test_a_refused_open_is_no_start_and_an_idle_start_no_restart(tmp_path: Path, monkeypatch) -> None:
+    """A final review: a refused open (a damaged row) still journalled a start, so a trace reported restarts that
+    never served; a start followed by no job (the service idle since) counted too; a topology file named like a
+    preset (alpha.json) was named as the preset in the replay command; a policy raising while another program held
+    the lock was counted though nothing was written."""
+    import dcplace.engine.network as network_module
+    from dcplace.engine.network import network_trace
+
+    db = tmp_path / "n.db"
+    e = NetworkEngine.open(db, ALPHA, "tetris")
+    assert e.place(NetJob("a", 5, 5, 0.1)).accepted
+    e.close()
+    with sqlite3.connect(db) as conn:
+        good = conn.execute("SELECT cpu FROM jobs").fetchone()[0]
+        conn.execute("UPDATE jobs SET cpu = '[1, 2]'")
+    conn.close()
+    for _ in range(2):
+        with pytest.raises(InputError, match="does not hold a consistent set of jobs"):
+            NetworkEngine.open(db, ALPHA, "tetris")
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE jobs SET cpu = ?", (good,))
+        events = [ev for (ev,) in conn.execute("SELECT event FROM journal ORDER BY seq")]
+    conn.close()
+    assert events == ["started", "placed"]
+    NetworkEngine.open(db, ALPHA, "tetris").close()  # a start, then nothing
+    assert network_trace(db).restarts == 0
+    e = NetworkEngine.open(db, ALPHA, "tetris")
+    e.place(NetJob("b", 5, 5, 0.1))
+    e.close()
+    trace = network_trace(db)
+    assert trace.restarts == 1 and trace.topology == "alpha"
+
+    import json
+
+    named = tmp_path / "alpha.json"  # not the preset, though it says alpha
+    named.write_text(json.dumps({"nodes": [{"name": "a", "cpu": 10, "mem": 10}, {"name": "b", "cpu": 10, "mem": 10},
+                                           {"name": "s"}],
+                                 "links": [{"source": "a", "target": "s", "capacity": 1},
+                                           {"source": "b", "target": "s", "capacity": 1}]}))  # fmt: skip
+    other = tmp_path / "o.db"
+    e = NetworkEngine.open(other, str(named), "tetris")
+    e.place(NetJob("c", 5, 5, 0.1))
+    e.close()
+    assert network_trace(other).topology is None
+
+    class Raises:
+        name = "raises"
+        rng = np.random.default_rng(0)
+
+        def choose(self, view):  # type: ignore[no-untyped-def]
+            self.rng.random()
+            raise RuntimeError("a bug")
+
+    monkeypatch.setattr(network_module, "BUSY_S", 0.05)
+    pol = Raises()
+    e = NetworkEngine.open(tmp_path / "r.db", ALPHA, pol)  # type: ignore[arg-type]
+    lock = sqlite3.connect(tmp_path / "r.db", isolation_level=None)
+    lock.execute("BEGIN IMMEDIATE")
+    drawn = pol.rng.bit_generator.state
+    with pytest.raises(Exception, match="a bug"):
+        e.place(NetJob("x", 5, 5, 0.1))
+    assert e.counters["rejected"] == sum(e.rejections.values()) == sum(e.sim.rejected.values()) == 0
+    assert pol.rng.bit_generator.state == drawn
+    lock.execute("ROLLBACK")
+    lock.close()
+    e.close()

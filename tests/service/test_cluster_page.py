@@ -274,6 +274,16 @@ def test_the_page_shows_the_network_jobs_where_the_service_has_them(tmp_path: Pa
         browser.wait_for("document.getElementById('network').textContent.includes('jobs running2')")
         net.release("j0")
         browser.wait_for("document.getElementById('network').textContent.includes('2 / 0 / 1')")
+        # a failed network database is said in its section; the VMs (another database) are still followed
+        net._conn.execute("PRAGMA query_only = ON")  # type: ignore[union-attr]
+        with pytest.raises(StoreError):
+            net.place(NetJob("j2", 5, 5, 0.1))
+        said = browser.wait_for("document.getElementById('network').textContent.startsWith('network jobs not read') "
+                                "&& document.getElementById('network').textContent")  # fmt: skip
+        assert "refused a change" in said, said
+        engine.place(VmRequest("after", 1, 1))
+        browser.wait_for(f"document.getElementById('totals').textContent.includes('VMs{engine.stats()['vms']}')")
+        assert browser.js("document.getElementById('problem').hidden")
     net.close()
     asked: list[str] = []
     with server_thread(engine) as url:

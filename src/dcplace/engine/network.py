@@ -144,8 +144,8 @@ _SCHEMA = (
 )
 
 JOURNAL_KEEP = 1_000_000
-"""The newest journal entries a network database keeps (placements, rejections, releases: about 60 MB); older ones
-are deleted as new ones come, 1,000 at a time."""
+"""The newest journal entries a network database keeps (placements, rejections, releases, starts: about 48 bytes
+each, 47 MB); older ones are deleted as new ones come, 1,000 at a time."""
 _PRUNE_EVERY = 1000
 
 
@@ -240,9 +240,6 @@ class NetworkEngine:
             for statement in _SCHEMA:
                 conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            # a start: a policy drawing at random draws anew from its seed (a trace says so)
-            conn.execute("INSERT INTO journal (at, event, job, reason) VALUES (?, 'started', '', ?)",
-                         (time.time(), engine.policy_name))  # fmt: skip
             mark = fingerprint(engine.topology)
             row = conn.execute("SELECT value FROM meta WHERE key = 'topology'").fetchone()
             if row is None:
@@ -279,6 +276,12 @@ class NetworkEngine:
         except BaseException:
             engine._release_file(conn)
             raise
+        try:  # a start, once the jobs reloaded (a refused open is none): a random policy draws anew from its seed
+            conn.execute("INSERT INTO journal (at, event, job, reason) VALUES (?, 'started', '', ?)",
+                         (time.time(), engine.policy_name))  # fmt: skip
+        except sqlite3.Error as e:
+            engine._release_file(conn)
+            raise InputError(f"{p} cannot be written ({e})", field="db") from None
         engine._conn, engine._path = conn, p.absolute()
         return engine
 
@@ -412,10 +415,16 @@ class NetworkEngine:
             except BaseException:
                 if not sim.done:  # what the waiting job took goes back, counted as the simulator counts it
                     sim.abandon()
-                    self.counters["rejected"] += 1
-                    self.rejections["invalid"] += 1
-                    with contextlib.suppress(StoreError, Unavailable):  # the policy's own error is the one to see
+                    try:  # journalled and counted as any rejection; the policy's own error is the one raised
                         self._write(self._entry("rejected", job, "invalid"))
+                    except Unavailable:  # nothing changed, as the answer to any decision that met the lock
+                        sim.rejected["invalid"] -= 1
+                        _put_back(self.policy, drawn)
+                    except StoreError:  # the engine stopped: it counts nothing more
+                        pass
+                    else:
+                        self.counters["rejected"] += 1
+                        self.rejections["invalid"] += 1
                 raise
             if rid not in sim.active:
                 reason = sim.last_rejection or "invalid"
@@ -587,6 +596,7 @@ def network_trace(path: Path, rejected: str = "include") -> NetTrace:
     live: list[str] = []
     running: dict[str, int] = {}
     unmatched = restarts = 0
+    restarted = False
     policies: list[str] = []
     try:
         with _reading(path) as uri, contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
@@ -597,7 +607,7 @@ def network_trace(path: Path, rejected: str = "include") -> NetTrace:
             query = "SELECT seq, event, job, cpu, mem, bw, hold, reason FROM journal ORDER BY seq"
             for seq, event, job, cpu, mem, bw, hold, reason in conn.execute(query):  # streamed: 1M rows 650 MB
                 if event == "started":
-                    restarts += bool(ids)
+                    restarted = bool(ids)  # counted when a job follows: an idle service since is no replay's
                     if reason not in policies:
                         policies.append(str(reason))
                     continue
@@ -614,6 +624,8 @@ def network_trace(path: Path, rejected: str = "include") -> NetTrace:
                                      f"{reason!r}): a hand-edited row?", field="db")  # fmt: skip
                 if event == "placed":
                     running[job] = len(ids)
+                restarts += restarted
+                restarted = False
                 ids.append(job)
                 cpu_.append(cpu)
                 mem_.append(mem)
@@ -622,7 +634,7 @@ def network_trace(path: Path, rejected: str = "include") -> NetTrace:
                 held.append(-1)
                 live.append(_LIVE[event if event == "placed" else reason])
             now_running = {job for (job,) in conn.execute("SELECT id FROM jobs")}
-            named = conn.execute("SELECT value FROM meta WHERE key = 'topology_name'").fetchone()
+            meta = dict(conn.execute("SELECT key, value FROM meta WHERE key IN ('topology', 'topology_name')"))
     except sqlite3.DatabaseError as e:
         raise InputError(f"{path} cannot be read ({e})", field="db") from None
     n = len(ids)
@@ -637,7 +649,9 @@ def network_trace(path: Path, rejected: str = "include") -> NetTrace:
             filled += asked_hold[i] < 0
             held[i] = median if asked_hold[i] < 0 else asked_hold[i]
     n_rejected = n - len(ran)
-    notes = (unmatched, before, restarts, tuple(policies), named[0] if named and named[0] in PRESETS else None)
+    name = meta.get("topology_name")  # a preset only if it is one (a file's name is its stem: alpha.json)
+    preset_name = name if name in PRESETS and meta.get("topology") == fingerprint(preset(name)) else None
+    notes = (unmatched, before, restarts, tuple(policies), preset_name)
     if rejected == "skip":  # what ran, each leaving where it did: arrivals counted over what is kept
         return _without_rejections(ids, cpu_, mem_, bw_, held, live, n_rejected, len(running), median, notes)
     return NetTrace(ids, cpu_, mem_, bw_, held, live, n_rejected, len(running), filled, median, *notes)
@@ -651,15 +665,15 @@ def _journalled(event: object, job: object, cpu: object, mem: object, bw: object
                 reason: object) -> bool:  # fmt: skip
     """Whether a placed or rejected entry is as the engine writes it."""
 
-    def whole(x: object, low: int) -> bool:
-        return type(x) is int and low <= x <= MAX_UNITS * BW_SCALE
+    def whole(x: object, low: int, high: int = MAX_UNITS) -> bool:
+        return type(x) is int and low <= x <= high
 
     return (
         event in ("placed", "rejected")
         and isinstance(job, str)
         and whole(cpu, 0)
         and whole(mem, 0)
-        and whole(bw, 1)
+        and whole(bw, 1, round(MAX_BANDWIDTH * BW_SCALE))
         and (hold is None or whole(hold, 1))
         and (reason in ("capacity", "network", "invalid") if event == "rejected" else reason is None)
     )

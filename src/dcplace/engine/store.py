@@ -361,9 +361,9 @@ def check_existing(path: Path, integrity: bool = False) -> None:
     if version > SCHEMA_VERSION:
         raise InputError(newer_schema(path, version), field="db")
     if not {"machines", "vms", "meta"} <= tables and {"jobs", "meta"} <= tables:
-        raise InputError(f"{path} is a dcplace network database (serve --network-db), not a cluster one (the "
-                         "cluster commands take serve's --db; `dcplace cluster backup OUT --db` copies either)",
-                         field="db")  # fmt: skip
+        raise InputError(f"{path} is a dcplace network database (serve --network-db), not a cluster one: this takes "
+                         f"serve's --db (`dcplace cluster backup OUT --db {path}` and `cluster trace OUT --db {path}` "
+                         "take either)", field="db")  # fmt: skip
     if not {"machines", "vms", "meta"} <= tables:
         what = "is empty" if path.stat().st_size == 0 else "has no dcplace tables"
         raise InputError(f"{path} {what}, so it is not a dcplace cluster database (another program's database, or "

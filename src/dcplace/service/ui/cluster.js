@@ -140,18 +140,27 @@ async function getNetwork() {
   try {
     return (await get("network")).body;
   } catch (e) {
-    if (e.status !== 404) throw e;
-    network = false; // a service without network jobs: not asked again
-    return null;
+    if (e instanceof Refused) throw e;
+    if (e.status === 404) {
+      network = false; // a service without network jobs: not asked again
+      return null;
+    }
+    return { failed: e.message }; // said in its own section: the VMs' view goes on (their database is another)
   }
 }
 
 function renderNetwork(n) {
   $("network-section").hidden = !n;
   if (!n) return;
-  $("network-where").textContent = `on ${n.topology}, placed by ${n.policy}`;
   const list = $("network");
   list.replaceChildren();
+  $("tiers").tBodies[0].replaceChildren();
+  if (n.failed) {
+    $("network-where").textContent = "";
+    item(list, "network jobs not read", n.failed);
+    return;
+  }
+  $("network-where").textContent = `on ${n.topology}, placed by ${n.policy}`;
   item(list, "jobs running", fmt(n.jobs));
   item(list, "servers / links", `${fmt(n.servers)} / ${fmt(n.links)}`);
   item(list, "CPU units in use", `${fmt(n.cpu_used)} of ${fmt(n.cpu_capacity)} (${pct(n.cpu_used, n.cpu_capacity)})`);
