@@ -475,7 +475,7 @@ def _network_trace(db: Path, out: Path, rejected: str) -> None:
                    "random (nalb-strict, nalb, nulb, random) drew anew from its seed at each, so one replay "
                    "decides as it did only up to the first (deterministic ones, such as tetris, all through)",
                    err=True)  # fmt: skip
-    policy = trace.policies[-1] if trace.policies else "P"
+    policy = trace.policies[-1] if trace.policies and trace.policies[-1] != "unknown" else "P"
     typer.echo(f"replay: dcplace simulate netalloc --topology {trace.topology or 'TOPOLOGY'} --dataset {out} "
                "--setting paper-reject "
                f"--episodes 1 --policy {policy}", err=True)  # fmt: skip

@@ -281,6 +281,11 @@ class NetworkEngine:
                          (time.time(), engine.policy_name))  # fmt: skip
         except sqlite3.Error as e:
             engine._release_file(conn)
+            if made:
+                remove_database(p)
+            if "locked" in str(e) or "busy" in str(e):
+                raise InputError(f"{p} is locked by another program ({e}): an sqlite3 shell or a backup tool holding "
+                                 "a transaction? Close it and try again", field="db") from None  # fmt: skip
             raise InputError(f"{p} cannot be written ({e})", field="db") from None
         engine._conn, engine._path = conn, p.absolute()
         return engine
@@ -417,9 +422,8 @@ class NetworkEngine:
                     sim.abandon()
                     try:  # journalled and counted as any rejection; the policy's own error is the one raised
                         self._write(self._entry("rejected", job, "invalid"))
-                    except Unavailable:  # nothing changed, as the answer to any decision that met the lock
-                        sim.rejected["invalid"] -= 1
-                        _put_back(self.policy, drawn)
+                    except Unavailable:  # nothing changed, as the answer to any decision that met the lock (the
+                        _put_back(self.policy, drawn)  # simulator's own tally counts the attempt, as its clock)
                     except StoreError:  # the engine stopped: it counts nothing more
                         pass
                     else:
@@ -430,9 +434,8 @@ class NetworkEngine:
                 reason = sim.last_rejection or "invalid"
                 try:
                     self._write(self._entry("rejected", job, reason))  # the demand a replay needs (cluster trace)
-                except Unavailable:  # nothing changed: not counted, the policy's draws put back
-                    sim.rejected[reason] -= 1
-                    _put_back(self.policy, drawn)
+                except Unavailable:  # nothing changed: not counted, the policy's draws put back (the simulator's
+                    _put_back(self.policy, drawn)  # own tally counts the attempt, as its clock: its invariant holds)
                     raise
                 self.counters["rejected"] += 1
                 self.rejections[reason] += 1
@@ -569,7 +572,8 @@ class NetTrace:
     """Starts of the engine after the trace's first job: a policy drawing at random drew anew from its seed at each,
     which one replay (one stream) cannot follow."""
     policies: tuple[str, ...]
-    """The policies the engine was started with over the trace, in order, each once."""
+    """The policies that decided the trace's jobs (those of the starts before them), in order, each once;
+    ``unknown`` for jobs whose start the journal no longer has."""
     topology: str | None = None
     """The topology the database was written for, where it is a preset (``--topology`` takes its name)."""
 
@@ -597,6 +601,7 @@ def network_trace(path: Path, rejected: str = "include") -> NetTrace:
     running: dict[str, int] = {}
     unmatched = restarts = 0
     restarted = False
+    starting = "unknown"  # the policy of the last start (a journal pruned past it: not known)
     policies: list[str] = []
     try:
         with _reading(path) as uri, contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
@@ -608,8 +613,7 @@ def network_trace(path: Path, rejected: str = "include") -> NetTrace:
             for seq, event, job, cpu, mem, bw, hold, reason in conn.execute(query):  # streamed: 1M rows 650 MB
                 if event == "started":
                     restarted = bool(ids)  # counted when a job follows: an idle service since is no replay's
-                    if reason not in policies:
-                        policies.append(str(reason))
+                    starting = str(reason)
                     continue
                 if event == "released" and isinstance(job, str):
                     i = running.pop(job, None)
@@ -626,6 +630,8 @@ def network_trace(path: Path, rejected: str = "include") -> NetTrace:
                     running[job] = len(ids)
                 restarts += restarted
                 restarted = False
+                if starting not in policies:  # the policies that decided, in order
+                    policies.append(starting)
                 ids.append(job)
                 cpu_.append(cpu)
                 mem_.append(mem)

@@ -155,6 +155,7 @@ function renderNetwork(n) {
   const list = $("network");
   list.replaceChildren();
   $("tiers").tBodies[0].replaceChildren();
+  $("tiers").hidden = Boolean(n.failed);
   if (n.failed) {
     $("network-where").textContent = "";
     item(list, "network jobs not read", n.failed);
