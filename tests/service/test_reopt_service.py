@@ -22,6 +22,17 @@ def _fill(c: httpx.Client) -> None:
         assert c.delete(f"/vms/v{i}").status_code == 200
 
 
+def _half_empty(engine: PlacementEngine) -> PlacementEngine:
+    """Six machines, every other VM gone: one event, due at once, has moves to make."""
+    for m in range(6):
+        engine.add_machine(f"pm{m}", 16, 32)
+    for i in range(40):
+        engine.place(VmRequest(f"v{i}", 2, 4), explain=False)
+    for i in range(1, 40, 2):
+        engine.release(f"v{i}")
+    return engine
+
+
 def test_reoptimise_evacuate_and_pin_over_http() -> None:
     engine = PlacementEngine(2, "first-fit")
     with server_thread(engine) as url, httpx.Client(base_url=url, timeout=30) as c:
@@ -61,13 +72,7 @@ def test_background_reoptimiser_runs_when_due() -> None:
 def test_the_last_event_without_its_moves() -> None:
     """``GET /reoptimise/last?moves=false``, what the cluster page asks for every 5 s: the report with its moves list
     left empty (an event of 10,000 moves is about a megabyte), the counts as they are."""
-    engine = PlacementEngine(2, "first-fit")
-    for m in range(6):
-        engine.add_machine(f"pm{m}", 16, 32)
-    for i in range(40):
-        engine.place(VmRequest(f"v{i}", 2, 4), explain=False)
-    for i in range(1, 40, 2):  # half-empty machines: one event, due at once, has moves to make
-        engine.release(f"v{i}")
+    engine = _half_empty(PlacementEngine(2, "first-fit"))
     app = create_app(engine, ReoptPolicy(every_s=3600, migration_weight=0.0), check_every_s=0.05)
     with server_thread(engine, app) as url, httpx.Client(base_url=url, timeout=30) as c:
         deadline = time.time() + 20
@@ -84,13 +89,7 @@ def test_the_last_event_outlives_a_restart(tmp_path) -> None:
     event, up to the timer's period later; the report is now committed with the event's moves. An event asked for
     over HTTP is not a background one and leaves it as it is."""
     db = tmp_path / "c.db"
-    engine = PlacementEngine.open(db, policy="first-fit")
-    for m in range(6):
-        engine.add_machine(f"pm{m}", 16, 32)
-    for i in range(40):
-        engine.place(VmRequest(f"v{i}", 2, 4), explain=False)
-    for i in range(1, 40, 2):
-        engine.release(f"v{i}")
+    engine = _half_empty(PlacementEngine.open(db, policy="first-fit"))
     app = create_app(engine, ReoptPolicy(every_s=3600, migration_weight=0.0), check_every_s=0.05)
     with server_thread(engine, app) as url, httpx.Client(base_url=url, timeout=30) as c:
         deadline = time.time() + 20

@@ -254,13 +254,7 @@ class NetworkEngine:
             rows = conn.execute("SELECT id, servers, cpu, mem, links, bw, hold FROM jobs ORDER BY seq").fetchall()
             conn.execute("COMMIT")
         except sqlite3.DatabaseError as e:
-            engine._release_file(conn)
-            if made:
-                remove_database(p)
-            if "locked" in str(e) or "busy" in str(e):
-                raise InputError(f"{p} is locked by another program ({e}): an sqlite3 shell or a backup tool holding "
-                                 "a transaction? Close it and try again", field="db") from None  # fmt: skip
-            raise InputError(f"{p} is not a dcplace network database ({e})", field="db") from None
+            raise engine._refused(conn, p, made, e, "is not a dcplace network database") from None
         except BaseException:
             engine._release_file(conn)
             if made:
@@ -280,15 +274,20 @@ class NetworkEngine:
             conn.execute("INSERT INTO journal (at, event, job, reason) VALUES (?, 'started', '', ?)",
                          (time.time(), engine.policy_name))  # fmt: skip
         except sqlite3.Error as e:
-            engine._release_file(conn)
-            if made:
-                remove_database(p)
-            if "locked" in str(e) or "busy" in str(e):
-                raise InputError(f"{p} is locked by another program ({e}): an sqlite3 shell or a backup tool holding "
-                                 "a transaction? Close it and try again", field="db") from None  # fmt: skip
-            raise InputError(f"{p} cannot be written ({e})", field="db") from None
+            raise engine._refused(conn, p, made, e, "cannot be written") from None
         engine._conn, engine._path = conn, p.absolute()
         return engine
+
+    def _refused(self, conn: sqlite3.Connection, p: Path, made: bool, e: sqlite3.Error, why: str) -> InputError:
+        """The open's sentence for SQLite's refusal ``e`` (``why`` unless another program's lock), the file released
+        first, and removed where this open made it."""
+        self._release_file(conn)
+        if made:
+            remove_database(p)
+        if "locked" in str(e) or "busy" in str(e):
+            return InputError(f"{p} is locked by another program ({e}): an sqlite3 shell or a backup tool holding a "
+                              "transaction? Close it and try again", field="db")  # fmt: skip
+        return InputError(f"{p} {why} ({e})", field="db")
 
     def _release_file(self, conn: sqlite3.Connection) -> None:
         conn.close()
