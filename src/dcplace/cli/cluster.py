@@ -497,7 +497,8 @@ def trace(
     --db DB --trace OUT --empty ...` (docs/engine.md, "The journal"). Read-only, also while `dcplace serve` runs on
     DB. A network database (`serve --network-db`) gives a request file (`id,cpu,mem,bw,hold,live`) that
     `simulate netalloc --dataset OUT --setting paper-reject` replays: each job's hold is the arrivals until it was
-    released, so the engine's policy decides every job as it did live."""
+    released, so the engine's policy decides every job as it did live (one drawing at random: up to the engine's
+    first restart, which the command names)."""
     from dcplace.atomic import atomic_path
     from dcplace.engine.journal import TRACE_EVENTS, journal_entries, journal_off_since, journal_trace, utc, vms_held
     from dcplace.engine.store import is_network_database
