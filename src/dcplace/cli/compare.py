@@ -201,9 +201,9 @@ def compare_netalloc_cmd(
     baseline's (the paired margin and difference with 95 % intervals; ahead / behind where the difference's
     interval leaves zero and its p-value, adjusted by Holm over the policies compared, is below 0.05)."""
     from dcplace.bench.compare import compare_netalloc
-    from dcplace.workload.netreq import is_named_set
+    from dcplace.workload.netreq import is_request_file
 
-    one = not is_named_set(cfg.dataset) and Path(cfg.dataset).is_file()  # a request file: compared once
+    one = is_request_file(cfg.dataset)  # compared once
     table = compare_netalloc(cfg.policies, cfg.topology, cfg.dataset, cfg.episodes, cfg.seed, cfg.requests or None,
                              cfg.split, cfg.setting, cfg.baseline, on_policy=_progress(1 if one else cfg.episodes),
                              metric=cfg.metric, bound=cfg.bound)  # fmt: skip

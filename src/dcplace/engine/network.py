@@ -308,6 +308,20 @@ class NetworkEngine:
         except ValueError as e:
             raise ValueError(f"job {job_id!r}: {e}") from None
 
+    def _decided(self, drawn: Mapping[str, Any] | None, *statements: tuple[str, tuple[Any, ...]]) -> None:
+        """A decision's :meth:`_write`. Answered 503 (another program's lock), nothing changed: the policy's random
+        draws are put back where :func:`_draws` saw them, so the retry decides as a replay does (the simulator's
+        own tally counts the attempt, as its clock, and its invariant holds)."""
+        try:
+            self._write(*statements)
+        except Unavailable:
+            _put_back(self.policy, drawn)
+            raise
+
+    def _count_rejection(self, reason: str) -> None:
+        self.counters["rejected"] += 1
+        self.rejections[reason] += 1
+
     @staticmethod
     def _entry(event: str, job: NetJob, reason: str | None = None) -> tuple[str, tuple[Any, ...]]:
         """The journal's row of ``job`` placed or rejected: what it asked for, as asked."""
@@ -419,35 +433,24 @@ class NetworkEngine:
             except BaseException:
                 if not sim.done:  # what the waiting job took goes back, counted as the simulator counts it
                     sim.abandon()
-                    try:  # journalled and counted as any rejection; the policy's own error is the one raised
-                        self._write(self._entry("rejected", job, "invalid"))
-                    except Unavailable:  # nothing changed, as the answer to any decision that met the lock (the
-                        _put_back(self.policy, drawn)  # simulator's own tally counts the attempt, as its clock)
-                    except StoreError:  # the engine stopped: it counts nothing more
-                        pass
-                    else:
-                        self.counters["rejected"] += 1
-                        self.rejections["invalid"] += 1
+                    # journalled and counted as any rejection; the policy's own error is the one raised
+                    with contextlib.suppress(Unavailable, StoreError):  # nothing changed, or the engine stopped
+                        self._decided(drawn, self._entry("rejected", job, "invalid"))
+                        self._count_rejection("invalid")
                 raise
             if rid not in sim.active:
                 reason = sim.last_rejection or "invalid"
-                try:
-                    self._write(self._entry("rejected", job, reason))  # the demand a replay needs (cluster trace)
-                except Unavailable:  # nothing changed: not counted, the policy's draws put back (the simulator's
-                    _put_back(self.policy, drawn)  # own tally counts the attempt, as its clock: its invariant holds)
-                    raise
-                self.counters["rejected"] += 1
-                self.rejections[reason] += 1
+                self._decided(drawn, self._entry("rejected", job, reason))  # the demand a replay needs
+                self._count_rejection(reason)
                 return JobRejection(job.id, reason)
             a = sim.active[rid]
             try:
                 lists = [json.dumps(x.tolist()) for x in (a.servers, a.cpu, a.mem, a.links)]
-                self._write(("INSERT INTO jobs (id, servers, cpu, mem, links, bw, hold) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                             (job.id, *lists, int(a.bw), job.hold)), self._entry("placed", job))  # fmt: skip
-            except BaseException as e:  # not durable (a lock: 503; a failure: stopped): nothing taken
+                self._decided(drawn, ("INSERT INTO jobs (id, servers, cpu, mem, links, bw, hold) VALUES (?, ?, ?, ?, "
+                                      "?, ?, ?)", (job.id, *lists, int(a.bw), job.hold)),
+                              self._entry("placed", job))  # fmt: skip
+            except BaseException:  # not durable (a lock: 503; a failure: stopped): nothing taken
                 sim.release(rid)
-                if isinstance(e, Unavailable):
-                    _put_back(self.policy, drawn)
                 raise
             self._rid[job.id] = rid
             self.counters["placed"] += 1

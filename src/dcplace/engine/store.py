@@ -360,7 +360,7 @@ def check_existing(path: Path, integrity: bool = False) -> None:
         raise InputError(f"{path} {_why(path, e)}", field="db") from None
     if version > SCHEMA_VERSION:
         raise InputError(newer_schema(path, version), field="db")
-    if not {"machines", "vms", "meta"} <= tables and {"jobs", "meta"} <= tables:
+    if _network_tables(tables):
         raise InputError(f"{path} is a dcplace network database (serve --network-db), not a cluster one: this takes "
                          f"serve's --db (`dcplace cluster backup OUT --db {path}` and `cluster trace OUT --db {path}` "
                          "take either)", field="db")  # fmt: skip
@@ -374,15 +374,24 @@ def check_existing(path: Path, integrity: bool = False) -> None:
                          "\"Backups\")", field="db")  # fmt: skip
 
 
+def _tables(path: Path) -> set[str]:
+    """The tables of the SQLite file ``path``, read read-only (sqlite3.DatabaseError where it is none)."""
+    with _reading(path) as uri, contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
+        return {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def _network_tables(tables: set[str]) -> bool:
+    """Whether ``tables`` are a network engine's (``serve --network-db``), not a cluster's."""
+    return {"jobs", "meta"} <= tables and "vms" not in tables
+
+
 def is_network_database(path: Path) -> bool:
     """Whether ``path`` holds a network engine's tables (``serve --network-db``) rather than a cluster's, looked
     at read-only; a file that is neither is for the caller's own check to refuse."""
     try:
-        with _reading(path) as uri, contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
-            tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        return _network_tables(_tables(path))
     except sqlite3.DatabaseError:
         return False
-    return {"jobs", "meta"} <= tables and "vms" not in tables
 
 
 def check_network_database(p: Path) -> None:
@@ -392,11 +401,10 @@ def check_network_database(p: Path) -> None:
     if not p.is_file():
         raise InputError(f"{p} is not a file", field="db")
     try:
-        with _reading(p) as uri, contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
-            tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        tables = _tables(p)
     except sqlite3.DatabaseError as e:
         raise InputError(f"{p} is not a dcplace network database ({e})", field="db") from None
-    if {"jobs", "meta"} <= tables:
+    if _network_tables(tables):
         return
     if "vms" in tables:
         raise InputError(f"{p} is a dcplace cluster database (serve --db), not a network one: give another file",

@@ -108,11 +108,7 @@ def build_policy(
     try:
         factory, _ = _factory_for(spec, setting)
         policy = _call(factory, spec, {"seed": seed, "dataset": dataset, "checkpoint": checkpoint})
-        want = NumaPolicy if setting == "numa" else NetPolicy
-        if not isinstance(policy, want) and not callable(getattr(policy, "choose", None)):
-            raise InputError(f"{spec!r} built a {type(policy).__name__}, which has no choose(view) method")
-        if isinstance(policy, NumaPolicy | NetPolicy) and policy.setting != setting:
-            raise InputError(f"{spec!r} is a {policy.setting} policy, not a {setting} one")
+        check_policy_object(policy, setting, spec)
     except InputError as e:
         if e.path is None and e.field is None:  # name the field it came from: the checkpoint file, or the reference
             about_file = checkpoint is not None and e.detail.startswith((f"{checkpoint}:", f"{Path(checkpoint)}:"))
@@ -123,17 +119,19 @@ def build_policy(
     return policy  # type: ignore[return-value]
 
 
-def check_policy_object(policy: object, setting: str) -> None:
-    """Refuse (InputError naming ``policy``) an object given as a policy in ``setting`` that cannot decide there:
-    one without ``choose(view)``, or a policy of the other setting (its ``choose`` failed on this setting's view
-    with an AttributeError, at the first decision rather than when it was given)."""
+def check_policy_object(policy: object, setting: str, spec: str | None = None) -> None:
+    """Refuse (InputError naming ``policy``, or ``spec`` that built it) an object given as a policy in ``setting``
+    that cannot decide there: one without ``choose(view)``, or a policy of the other setting (its ``choose`` failed
+    on this setting's view with an AttributeError, at the first decision rather than when it was given)."""
     kind = type(policy).__name__
     if not callable(getattr(policy, "choose", None)):
-        raise InputError(f"the {kind} given has no choose(view) method, so it is not a policy", field="policy")
+        said = (f"{spec!r} built a {kind}, which has no choose(view) method" if spec is not None
+                else f"the {kind} given has no choose(view) method, so it is not a policy")  # fmt: skip
+        raise InputError(said, field="policy")
     other = getattr(policy, "setting", setting)
     if other != setting:
-        raise InputError(f"{getattr(policy, 'name', kind)!r} is a {other} policy, not a {setting} one",
-                         field="policy")  # fmt: skip
+        name = spec if spec is not None else getattr(policy, "name", kind)
+        raise InputError(f"{name!r} is a {other} policy, not a {setting} one", field="policy")
 
 
 def get_policy(spec: str, checkpoint: str | None = None, seed: int = 0) -> NumaPolicy:

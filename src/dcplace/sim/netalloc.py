@@ -308,12 +308,16 @@ class NetAllocSim:
             if self.on_full == "wait" and self._ends:  # time passes to the next release (holds are >= 1)
                 self.clock = min(self._ends)
                 continue
-            self.rejected["capacity"] += 1
-            self._capacity_charge += self.rewards.capacity
-            self._sample()
-            self.t += 1
-            self.clock += 1
+            self._capacity_rejection()
         self.done = True
+
+    def _capacity_rejection(self) -> None:
+        """The request at ``t`` rejected for capacity without a pick (step 1), and time moves on."""
+        self.rejected["capacity"] += 1
+        self._capacity_charge += self.rewards.capacity
+        self._sample()
+        self.t += 1
+        self.clock += 1
 
     def _finish(self) -> None:
         for v in self.picks:
@@ -580,13 +584,13 @@ class LiveNetSim(NetAllocSim):
         if cpu <= self.free_cpu_total and mem <= self.free_mem_total:
             self.need_cpu, self.need_mem, self._waiting = int(cpu), int(mem), True
             return True
-        self.rejected["capacity"] += 1
-        self.last_rejection = "capacity"
-        self._sample()
-        self.t += 1
-        self.clock += 1
+        self._capacity_rejection()
         self.done = True
         return False
+
+    def _capacity_rejection(self) -> None:
+        self.last_rejection = "capacity"
+        super()._capacity_rejection()
 
     def _reject(self, reason: str) -> tuple[Outcome, float, dict[str, str]]:
         self.last_rejection = reason

@@ -321,11 +321,16 @@ def generate(
     return NetRequests(cpu, mem, bw, hold, hold_max, source=f"{dataset}/{split}")
 
 
+def is_request_file(dataset: str) -> bool:
+    """Whether ``dataset`` names a request file (one sequence, replayed as it is) rather than a named set."""
+    return not is_named_set(dataset) and Path(dataset).is_file()
+
+
 def request_file(dataset: str, requests: int | None = None) -> NetRequests | None:
     """The request file ``dataset`` names, replayed as it is every episode, or None for a named set. A count of
     ``requests`` (None or 0: not given) other than the file's is an InputError naming ``requests``: it cannot
     apply, and was ignored without a word."""
-    if is_named_set(dataset) or not Path(dataset).is_file():
+    if not is_request_file(dataset):
         return None
     file = read_requests(Path(dataset))
     if requests and requests != len(file):
