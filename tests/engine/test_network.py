@@ -3,6 +3,7 @@ invariants under random jobs and releases (hypothesis), durability, threads, and
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 from pathlib import Path
@@ -11,7 +12,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from typer.testing import CliRunner
 
+from dcplace.cli.main import app
 from dcplace.cluster.topology import preset
 from dcplace.engine import Conflict, NetJob, NetworkEngine, NotFound, StoreError, Unavailable
 from dcplace.engine.network import MAX_UNITS, SCHEMA_VERSION, replay
@@ -587,7 +590,7 @@ def test_what_a_trace_cannot_replay_it_says(tmp_path: Path, monkeypatch) -> None
     assert (trace.before, trace.restarts, trace.policies) == (1, 1, ("nalb-strict", "tetris"))
     res = CliRunner().invoke(app, ["cluster", "trace", str(tmp_path / "t.csv"), "--db", str(db)])
     assert res.exit_code == 0, res.output
-    for said in ("1 jobs running now were placed before the journal's first entry",
+    for said in ("1 jobs running now were placed before the trace's first entry",
                  "started with 2 policies over the trace (nalb-strict, tetris)", "restarted once during the trace",
                  "--setting paper-reject --episodes 1 --policy tetris"):  # fmt: skip
         assert said in res.stderr, (said, res.stderr)
@@ -780,8 +783,11 @@ def test_a_new_file_whose_first_start_cannot_be_written_is_not_left(tmp_path: Pa
         if not held and str(args[0]) == str(db):
             orig = conn.execute
 
+            begun: list[str] = []
+
             def execute(sql: str, *a: object) -> sqlite3.Cursor:
-                if sql.startswith("INSERT INTO journal") and not held:
+                begun.extend([sql] if sql == "BEGIN IMMEDIATE" else [])
+                if len(begun) == 2 and not held:  # the start's transaction, after the schema's
                     other = real(db, isolation_level=None)
                     other.execute("BEGIN IMMEDIATE")
                     held.append(other)
@@ -806,3 +812,140 @@ class _Wrapped:
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._conn, name)
+
+
+JOURNAL_OPS = st.lists(
+    st.tuples(st.sampled_from(["place", "place", "release", "restart"]), st.integers(0, 60), st.integers(0, 1000)),
+    min_size=1,
+    max_size=40,
+)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=JOURNAL_OPS, pages=st.lists(st.integers(1, 7), min_size=1, max_size=5), tail=st.integers(1, 12))
+def test_the_network_journal_lists_what_happened_in_order_and_pages_exactly(
+    tmp_path_factory, ops: list, pages: list, tail: int
+) -> None:
+    """``GET /network/journal``'s source: every placement (what it asked), rejection (its reason), release and start
+    in the order it happened; pages of any sizes, read while the engine runs, join into the whole without a gap or a
+    repeat; filters give the matching subsequence, ``tail`` the newest entries."""
+    from dcplace.engine.network import read_network_journal
+
+    db = tmp_path_factory.mktemp("journal") / "n.db"
+    e = NetworkEngine.open(db, ALPHA, "tetris")
+    want: list[tuple[str, str | None, object]] = [("started", None, "tetris")]
+    running: list[str] = []
+    for i, (op, cpu, pick) in enumerate(ops):
+        if op == "restart":
+            e.close()
+            e = NetworkEngine.open(db, ALPHA, "tetris")
+            want.append(("started", None, "tetris"))
+        elif op == "release" and running:
+            job = running.pop(pick % len(running))
+            e.release(job)
+            want.append(("released", job, None))
+        elif op == "place":
+            d = e.place(NetJob(f"j{i}", cpu * 3 + 1, 4, 0.2, 5))
+            if d.accepted:
+                running.append(d.id)
+            want.append(("placed" if d.accepted else "rejected", f"j{i}", None if d.accepted else d.reason))
+    whole = read_network_journal(db, limit=None)
+    assert [(x.event, x.job, x.policy or x.reason) for x in whole] == want
+    assert all(x.cpu == ops[int(x.job[1:])][1] * 3 + 1 and x.mem == 4 and x.bw == 0.2 and x.hold == 5
+               for x in whole if x.event in ("placed", "rejected") and x.job)  # fmt: skip
+    assert [x.seq for x in whole] == sorted({x.seq for x in whole})
+    read, after, k = [], 0, 0
+    while True:  # pages of the sizes drawn, in turn, as a client follows `next`
+        page, after = e.journal_page(after=after, limit=pages[k % len(pages)])
+        read += page
+        k += 1
+        if after is None:
+            break
+    assert read == whole
+    assert e.journal_page(tail=tail) == (whole[-tail:], None)
+    for job in {x.job for x in whole if x.job} | {"nobody"}:
+        assert e.journal_page(job=job, limit=10_000)[0] == [x for x in whole if x.job == job]
+    for event in ("placed", "rejected", "released", "started"):
+        assert read_network_journal(db, event=event, limit=None) == [x for x in whole if x.event == event]
+    e.close()
+
+
+def test_the_network_journal_keeps_what_it_is_told_and_turns_off_and_back_on(tmp_path: Path, monkeypatch) -> None:
+    """``serve --journal-keep N`` for the network journal: the newest N kept (pruned every ``_PRUNE_EVERY``), the
+    setting stored for the next open; 0 writes nothing, and a trace says the journal is off; turned back on, a
+    ``resumed`` entry marks the gap and a trace starts there."""
+    import dcplace.engine.network as network_module
+    from dcplace.engine.network import network_trace, read_network_journal
+
+    monkeypatch.setattr(network_module, "_PRUNE_EVERY", 4)
+    db = tmp_path / "n.db"
+    e = NetworkEngine.open(db, ALPHA, "tetris", journal_keep=3)
+    for i in range(20):
+        e.place(NetJob(f"a{i}", 1, 1, 0.01))
+        kept = read_network_journal(db, limit=None)
+        assert kept[-1].job == f"a{i}" and len(kept) <= 3 + 4 - 1  # the newest 3 at least, pruned 4 at a time
+    assert [x.job for x in kept][-3:] == ["a17", "a18", "a19"]
+    e.close()
+    e = NetworkEngine.open(db, ALPHA, "tetris")  # none asked: as the file was last opened
+    assert e.journal_keep == 3
+    e.close()
+    off = NetworkEngine.open(db, ALPHA, "tetris", journal_keep=0)
+    seq = read_network_journal(db, tail=1)[0].seq
+    off.place(NetJob("b0", 1, 1, 0.01))
+    off.place(NetJob("b1", 10_000, 1, 0.01))  # rejected: not journalled either
+    off.release("a19")
+    assert read_network_journal(db, after=seq) == [] and off.counters == {"placed": 1, "rejected": 1, "released": 1}
+    off.close()
+    trace = network_trace(db)
+    assert trace.off_since is not None and trace.resumed is None and "b0" not in trace.ids
+    res = CliRunner().invoke(app, ["cluster", "trace", str(tmp_path / "off.csv"), "--db", str(db)])
+    assert res.exit_code == 0 and "the journal has been off since" in res.stderr, res.output
+    on = NetworkEngine.open(db, ALPHA, "tetris", journal_keep=100)
+    on.place(NetJob("c0", 1, 1, 0.01))
+    on.release("a18")  # placed before the gap: its release has no placement in the trace
+    on.close()
+    events = [(x.event, x.job) for x in read_network_journal(db, after=seq)]
+    assert events == [("resumed", None), ("started", None), ("placed", "c0"), ("released", "a18")]
+    resumed = read_network_journal(db, event="resumed")[0]
+    assert resumed.off_since == trace.off_since
+    trace = network_trace(db)
+    assert trace.ids == ["c0"] and trace.off_since is None and trace.resumed == (resumed.off_since, resumed.at)
+    assert trace.unmatched == 1 and trace.before == 20 - 2 + 1  # a0..a17 and b0 run, placed before the trace
+    res = CliRunner().invoke(app, ["cluster", "trace", str(tmp_path / "on.csv"), "--db", str(db)])
+    assert res.exit_code == 0 and "the journal was off from" in res.stderr, res.output
+    with pytest.raises(InputError, match="whole number >= 0") as bad:
+        NetworkEngine.open(tmp_path / "new.db", ALPHA, "tetris", journal_keep=-1)
+    assert bad.value.field == "journal_keep" and not (tmp_path / "new.db").exists()
+
+
+def test_cluster_journal_reads_a_network_database(tmp_path: Path) -> None:
+    """``dcplace cluster journal --db NET.db``: its entries as a table or JSON, filtered by job and event; a VM
+    database's filters refused there in one sentence (and --job on a VM database), exit 2; bad windows too."""
+    db = tmp_path / "n.db"
+    e = NetworkEngine.open(db, ALPHA, "tetris")
+    e.place(NetJob("j1", 15, 12, 0.1, 7))
+    e.place(NetJob("big", 10_000, 1, 0.5))
+    e.release("j1")
+    runner = CliRunner()
+    res = runner.invoke(app, ["cluster", "journal", "--db", str(db)])  # while the engine holds the file
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert "asked (cpu, mem, bw, hold)" in lines[0] and len(lines) == 5
+    assert lines[1].split()[3:] == ["started", "-", "tetris"]
+    assert lines[2].split()[3:] == ["placed", "j1", "15", "cpu", "12", "mem", "0.1", "bw", "hold", "7"]
+    assert lines[3].split()[-1] == "capacity" and lines[4].split()[3:] == ["released", "j1"]
+    res = runner.invoke(app, ["cluster", "journal", "--db", str(db), "--job", "j1", "--json"])
+    assert res.exit_code == 0 and [x["event"] for x in json.loads(res.stdout)["entries"]] == ["placed", "released"]
+    res = runner.invoke(app, ["cluster", "journal", "--db", str(db), "--limit", "2"])
+    assert res.exit_code == 0 and "more entries: --after 2" in res.stderr, res.output
+    for flags, said in ((["--vm", "x"], "--vm: does not apply"), (["--by", "import"], "--by: does not apply"),
+                        (["--event", "moved"], "--event: must be one of placed, rejected"),
+                        (["--limit", "0"], "--limit: must be a whole number from 1")):  # fmt: skip
+        res = runner.invoke(app, ["cluster", "journal", "--db", str(db), *flags])
+        assert res.exit_code == 2 and said in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.output
+    e.close()
+    from dcplace.engine import PlacementEngine
+
+    PlacementEngine.open(tmp_path / "c.db").close()
+    res = runner.invoke(app, ["cluster", "journal", "--db", str(tmp_path / "c.db"), "--job", "j1"])
+    assert res.exit_code == 2 and "--job: does not apply" in res.stderr, res.output

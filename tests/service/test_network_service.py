@@ -4,6 +4,7 @@ restart of the real server process, bad input a 4xx with one sentence, the OpenA
 from __future__ import annotations
 
 import signal
+import sqlite3
 from pathlib import Path
 
 import httpx
@@ -52,11 +53,25 @@ def test_jobs_over_http_answer_as_documented(tmp_path: Path) -> None:
         assert c.delete("/jobs/j1").status_code == 404 and c.get("/jobs/j1").status_code == 404
         assert c.get("/network").json()["cpu_used"] == 0
         assert c.get("/healthz").json() == {"status": "ok", "machines": 0, "vms": 0, "jobs": 0}
+        journal = c.get("/network/journal")
+        jsonschema.validate(journal.json(), {**doc, "$ref": "#/components/schemas/NetJournalOut"})
+        assert [(x["event"], x["job"]) for x in journal.json()["entries"]] == [
+            ("started", None), ("placed", "j1"), ("rejected", "big"), ("released", "j1")]  # fmt: skip
+        assert journal.json()["entries"][2]["reason"] == "capacity" and journal.json()["next"] is None
+        page = c.get("/network/journal", params={"limit": 2}).json()
+        rest = c.get("/network/journal", params={"after": page["next"]}).json()
+        assert page["entries"] + rest["entries"] == journal.json()["entries"] and rest["next"] is None
+        assert c.get("/network/journal", params={"job": "j1", "tail": 1}).json()["entries"][0]["event"] == "released"
+        for query, field in (({"event": "moved"}, "event"), ({"limit": 0}, "limit"), ({"after": -1}, "after"),
+                             ({"job": ""}, "job"), ({"vm": "x"}, "vm")):  # fmt: skip
+            bad = c.get("/network/journal", params=query)
+            assert bad.status_code == 422 and field in bad.json()["detail"], (query, bad.text)
         net._conn.execute("PRAGMA query_only = ON")  # type: ignore[union-attr]  # the network database fails
         failed = c.post("/jobs", json={"id": "j2", "cpu": 1, "mem": 1, "bw": 0.1})
         assert failed.status_code == 503 and "refused a change" in failed.json()["detail"]
         assert c.get("/healthz").status_code == 503  # a probe sees it: the supervisor restarts the service
         assert c.get("/jobs").status_code == c.get("/network").status_code == 503  # reads too, as the VM ones
+        assert c.get("/network/journal").status_code == 503
     net.check_invariants()
     net.close()
 
@@ -76,13 +91,18 @@ def test_serve_network_keeps_its_jobs_across_a_restart(tmp_path: Path) -> None:
         _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0 and "network alpha, 0 jobs from" in err.decode(), err.decode()
     assert (tmp_path / "c.network.db").is_file()
-    proc = start_serve(db, port, "--network", "alpha")
+    proc = start_serve(db, port, "--network", "alpha", "--journal-keep", "0")
     try:
         assert httpx.get(f"http://127.0.0.1:{port}/jobs").json() == before  # reloaded exactly, not decided again
+        assert httpx.post(f"http://127.0.0.1:{port}/jobs", json={"id": "k", "cpu": 1, "mem": 1, "bw": 0.1}).is_success
+        journal = httpx.get(f"http://127.0.0.1:{port}/network/journal").json()["entries"]
+        assert [x["event"] for x in journal] == ["started"] + ["placed"] * 6 + ["released"]  # --journal-keep 0: off
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=30)
     assert "network alpha, 5 jobs from" in err.decode() and "durable in" in err.decode(), err.decode()
+    with sqlite3.connect(tmp_path / "c.network.db") as conn:
+        assert dict(conn.execute("SELECT key, value FROM meta"))["journal_keep"] == "0"
     assert f"{db} and {tmp_path / 'c.network.db'}" in err.decode(), err.decode()
 
 

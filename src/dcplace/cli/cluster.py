@@ -366,11 +366,13 @@ def journal(
     vm: Annotated[str | None, typer.Option(help="only this VM's entries")] = None,
     machine: Annotated[str | None, typer.Option(help="only this machine's (a VM moved away from it included)")]
     = None,
+    job: Annotated[str | None, typer.Option(help="a network database: only this job's entries")] = None,
     event: Annotated[str | None, typer.Option(help="only this event: placed, moved, pinned, unpinned, released, "
                                                    "dropped, rejected, machine-added, machine-drained, "
                                                    "machine-active, machine-failed, machine-changed, "
                                                    "machine-removed, "
-                                                   "journal-resumed")] = None,
+                                                   "journal-resumed; a network database: placed, rejected, "
+                                                   "released, started, resumed")] = None,
     by: Annotated[str | None, typer.Option(help="only VM entries made for this reason: import, reconcile, reported, "
                                                 "resize, reoptimisation, evacuation, failure, bind, assign")] = None,
     after: Annotated[int, typer.Option(help="entries after this seq (the last one read)")] = 0,
@@ -383,15 +385,27 @@ def journal(
     every: Annotated[float, typer.Option(help="with --follow: seconds between reads (0.05-3600)")] = 1.0,
 ) -> None:  # fmt: skip
     """What happened to the cluster, oldest first: VMs placed, moved, pinned, released, dropped, requests
-    rejected, machines added, drained, activated, failed, removed (docs/engine.md, "The journal"). Read-only, also
+    rejected, machines added, drained, activated, failed, removed (docs/engine.md, "The journal"); of a network
+    database (`serve --network-db`), jobs placed, rejected and released, and the engine's starts. Read-only, also
     while `dcplace serve` runs on the database; `--follow` goes on printing what happens."""
     from dcplace.engine.journal import MAX_LIMIT, paged, read_journal
+    from dcplace.engine.network import read_network_journal
+    from dcplace.engine.store import is_network_database
+
+    network = db.is_file() and is_network_database(db)
 
     def read(since: int, most: int, newest: int | None = None, peek: bool = False) -> list[Any]:
+        if network:
+            return read_network_journal(db, job=job, event=event, after=since, limit=most, tail=newest, peek=peek)
         return read_journal(db, vm=vm, machine=machine, event=event, after=since, limit=most, tail=newest, peek=peek,
                             by=by)  # fmt: skip
 
     try:
+        for flag, value in (("vm", vm), ("machine", machine), ("by", by)) if network else (("job", job),):
+            if value is not None:
+                other = ("network database, whose journal is filtered by --job and --event" if network else
+                         "cluster database, whose journal has no jobs (serve --network-db has)")  # fmt: skip
+                raise InputError(f"does not apply: {db} is a {other}", field=flag)
         if follow and not 0.05 <= every <= 3600:
             raise InputError(f"must be from 0.05 to 3600 seconds, got {every:g}", field="every")
         entries, more = paged(read(after, limit, tail, peek=True), None if tail is not None else limit)
@@ -401,7 +415,10 @@ def journal(
         typer.echo(json.dumps({"entries": [e.as_dict() for e in entries], "next": more}))
         return
     if entries and not json_out:
-        typer.echo(f"{'seq':>8}  {'time (UTC)':<24}  {'event':<15} {'vm':<20} {'machine/node':<16} size, detail")
+        if network:
+            typer.echo(f"{'seq':>8}  {'time (UTC)':<24}  {'event':<9} {'job':<20} asked (cpu, mem, bw, hold), detail")
+        else:
+            typer.echo(f"{'seq':>8}  {'time (UTC)':<24}  {'event':<15} {'vm':<20} {'machine/node':<16} size, detail")
     _print_entries(entries, json_out)
     if not follow:
         if not entries:
@@ -424,11 +441,24 @@ def journal(
 
 
 def _print_entries(entries: list[Any], json_out: bool) -> None:
+    from dcplace.engine.journal import utc
+    from dcplace.engine.network import NetJournalEntry
+
     for e in entries:
         if json_out:
             typer.echo(json.dumps(e.as_dict()))
             continue
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(e.at)) + f".{int(e.at % 1 * 1000):03d}Z"
+        if isinstance(e, NetJournalEntry):
+            asked = (
+                ""
+                if e.cpu is None
+                else f"{e.cpu} cpu {e.mem} mem {e.bw:g} bw" + ("" if e.hold is None else f" hold {e.hold}")
+            )
+            said = e.reason or e.policy or ("" if e.off_since is None else f"off since {utc(e.off_since)}")
+            line = f"{e.seq:>8}  {when}  {e.event:<9} {e.job or '-':<20} {asked}{' ' + said if said else ''}"
+            typer.echo(line.rstrip())
+            continue
         where = "" if e.machine is None else e.machine + ("" if e.node is None else f"/{e.node}")
         size = "" if e.cpu is None else f"{e.cpu:g} cores {e.mem:g} GB{' every node' if e.multi else ''}"
         detail = " " + json.dumps(e.detail, separators=(",", ":")) if e.detail else ""
@@ -438,6 +468,7 @@ def _print_entries(entries: list[Any], json_out: bool) -> None:
 def _network_trace(db: Path, out: Path, rejected: str) -> None:
     """``cluster trace`` of a network database: its jobs as a netalloc request file."""
     from dcplace.atomic import atomic_path
+    from dcplace.engine.journal import utc
     from dcplace.engine.network import network_trace
 
     try:
@@ -460,12 +491,19 @@ def _network_trace(db: Path, out: Path, rejected: str) -> None:
     else:
         refused = f"{trace.rejected:,} rejected jobs left out (--rejected include adds them)"
     typer.echo(f"wrote {len(trace.ids):,} jobs to {out}: {ran:,} placed ({trace.still_running:,} still running), "
-               f"{refused}" + (f"; {trace.unmatched:,} releases of jobs placed before the journal's first entry left "
+               f"{refused}" + (f"; {trace.unmatched:,} releases of jobs placed before the trace's first entry left "
                                "out" if trace.unmatched else ""))  # fmt: skip
     if trace.before:
-        typer.echo(f"note: {trace.before:,} jobs running now were placed before the journal's first entry (a "
-                   "database from before the journal, or pruned): they are not in the trace, and a replay starts "
-                   "without them", err=True)  # fmt: skip
+        typer.echo(f"note: {trace.before:,} jobs running now were placed before the trace's first entry (a "
+                   "database from before the journal, pruned, or while it was off): they are not in the trace, and a "
+                   "replay starts without them", err=True)  # fmt: skip
+    if trace.resumed is not None:
+        typer.echo(f"note: the journal was off from {utc(trace.resumed[0])} until {utc(trace.resumed[1])} (serve "
+                   "--journal-keep 0); the trace starts there", err=True)  # fmt: skip
+    if trace.off_since is not None:
+        typer.echo(f"note: the journal has been off since {utc(trace.off_since)} (serve --journal-keep 0): what "
+                   "happened since is not in the trace (a job released since is still running in it)",
+                   err=True)  # fmt: skip
     if len(trace.policies) > 1:
         typer.echo(f"note: the engine was started with {len(trace.policies)} policies over the trace "
                    f"({', '.join(trace.policies)}): a replay decides with one", err=True)  # fmt: skip

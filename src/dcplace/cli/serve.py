@@ -251,9 +251,9 @@ def serve(
     journal_keep: Annotated[
         int | None,
         typer.Option(
-            help="VM journal entries kept, the newest (GET /journal, `dcplace cluster journal`, `cluster trace`); "
-            "0: none written; about 70 bytes each on disk; default: as the database was last opened, else 1,000,000 "
-            "(the network database's journal always keeps its newest 1,000,000)"
+            help="journal entries kept, the newest (GET /journal and /network/journal, `dcplace cluster journal`, "
+            "`cluster trace`), in the VM database and the network one each; 0: none written; about 70 bytes each on "
+            "disk (a network one 48); default: as the database was last opened, else 1,000,000"
         ),
     ] = None,
 ) -> None:
@@ -353,7 +353,7 @@ def serve(
                 raise InputError(f"must be another file than --db ({db}): each keeps its own tables and lock",
                                  field="network_db")  # fmt: skip
             new_net = not net_db.exists()
-            net = _open_network(network, network_policy, net_db)
+            net = _open_network(network, network_policy, net_db, journal_keep)
         except InputError as exc:
             engine.close()
             if new_db:
@@ -472,14 +472,20 @@ class _Healthy:
         return {**self.engine.health(), **({} if self.net is None else self.net.health())}
 
 
-def _open_network(topology: str, policy: str, path: Path) -> NetworkEngine:
+def _open_network(topology: str, policy: str, path: Path, journal_keep: int | None = None) -> NetworkEngine:
     """The network-aware engine of ``serve --network``, its errors naming the serve flags."""
     from dcplace.engine.network import NetworkEngine
 
     try:
-        return NetworkEngine.open(path, topology, policy)
+        return NetworkEngine.open(path, topology, policy, journal_keep=journal_keep)
     except InputError as exc:
-        flag = {"topology": "network", "db": "network_db", "policy": "network_policy", "checkpoint": "network_policy"}
+        flag = {
+            "topology": "network",
+            "db": "network_db",
+            "policy": "network_policy",
+            "checkpoint": "network_policy",
+            "journal_keep": "journal_keep",
+        }
         if exc.path is not None and Path(exc.path) == Path(topology):  # --network's file, with its line and field
             raise InputError(f"--network {exc}") from None
         if exc.path is not None:  # a checkpoint (--network-policy)

@@ -28,7 +28,7 @@ from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -57,6 +57,14 @@ MAX_LIMIT = 10_000
 """The most entries one read returns (page on with ``after``)."""
 
 _COLUMNS = "seq, at, event, vm, machine, node, cpu, mem, multi, detail"
+
+
+class _Sequenced(Protocol):
+    @property
+    def seq(self) -> int: ...
+
+
+_E = TypeVar("_E", bound=_Sequenced)
 
 
 @dataclass(frozen=True)
@@ -113,13 +121,18 @@ class JournalQuery:
             raise InputError(f"must be one of {', '.join(EVENTS)}; got {self.event!r}", field="event")
         if self.by is not None and self.by not in BY:
             raise InputError(f"must be one of {', '.join(BY)}; got {self.by!r}", field="by")
-        after = self.after
-        if isinstance(after, bool) or not isinstance(after, int) or not 0 <= after <= MAX_SEQ:
-            raise InputError(f"must be a whole number from 0 to {MAX_SEQ} (the last seq already read), got "
-                             f"{after!r}", field="after")  # fmt: skip
-        for name, n in (("limit", self.limit), ("tail", self.tail)):
-            if n is not None and (isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_LIMIT):
-                raise InputError(f"must be a whole number from 1 to {MAX_LIMIT:,}, got {n!r}", field=name)
+        check_window(self.after, self.limit, self.tail)
+
+
+def check_window(after: object, limit: object, tail: object) -> None:
+    """A journal read's ``after`` (a seq), ``limit`` and ``tail`` (None or 1 to :data:`MAX_LIMIT`), as every journal
+    (the VM engine's, the network engine's) takes them: one sentence naming the field otherwise (InputError)."""
+    if isinstance(after, bool) or not isinstance(after, int) or not 0 <= after <= MAX_SEQ:
+        raise InputError(f"must be a whole number from 0 to {MAX_SEQ} (the last seq already read), got "
+                         f"{after!r}", field="after")  # fmt: skip
+    for name, n in (("limit", limit), ("tail", tail)):
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_LIMIT):
+            raise InputError(f"must be a whole number from 1 to {MAX_LIMIT:,}, got {n!r}", field=name)
 
 
 def query_journal(conn: sqlite3.Connection, q: JournalQuery) -> list[JournalEntry]:
@@ -222,7 +235,7 @@ TRACE_EVENTS = ("placed", "released", "dropped", "rejected", "journal-resumed")
 """The events :func:`journal_trace` reads (pass them to :func:`journal_entries`)."""
 
 
-def paged(entries: list[JournalEntry], limit: int | None) -> tuple[list[JournalEntry], int | None]:
+def paged(entries: list[_E], limit: int | None) -> tuple[list[_E], int | None]:
     """A page of entries read with ``peek``: the first ``limit``, and the ``after`` of the next page, None where
     nothing more matches now (a page of exactly the entries left is the last one)."""
     if limit is not None and len(entries) > limit:

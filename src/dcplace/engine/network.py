@@ -34,6 +34,7 @@ import numpy as np
 
 from dcplace.cluster.topology import BW_SCALE, PRESETS, TIER_NAMES, Topology, load_topology, preset
 from dcplace.engine.engine import Conflict, NotFound, Unavailable, _id_ok
+from dcplace.engine.journal import check_window, paged
 from dcplace.engine.store import (
     StoreError,
     _reading,
@@ -144,9 +145,107 @@ _SCHEMA = (
 )
 
 JOURNAL_KEEP = 1_000_000
-"""The newest journal entries a network database keeps (placements, rejections, releases, starts: about 48 bytes
-each, 47 MB); older ones are deleted as new ones come, 1,000 at a time."""
+"""The newest journal entries a network database keeps by default (placements, rejections, releases, starts: about
+48 bytes each, 47 MB); older ones are deleted as new ones come, 1,000 at a time (``journal_keep`` of
+:meth:`NetworkEngine.open`, ``serve --journal-keep``)."""
 _PRUNE_EVERY = 1000
+
+NET_EVENTS = ("placed", "rejected", "released", "started", "resumed")
+"""What the network journal records: a job ``placed`` or ``rejected`` (what it asked for, as asked; a rejection's
+reason), ``released``; each start of the engine (``started``, with its policy); ``resumed`` where the journal was
+off (``journal_keep`` 0) for a while, with when it went off: a trace starts there."""
+
+
+@dataclass(frozen=True)
+class NetJournalEntry:
+    """One entry of a network database's journal (:func:`read_network_journal`). ``seq`` grows with every entry
+    (page with ``after=seq``); ``at``: Unix time; ``job``, ``cpu``, ``mem`` (units), ``bw`` (link units), ``hold``
+    (arrivals, where declared): what a ``placed`` or ``rejected`` job asked for (``released`` has its ``job`` only);
+    ``reason``: a rejection's (capacity, network, invalid); ``policy``: a start's; ``off_since``: a resume's, when
+    the journal went off. None where it does not apply."""
+
+    seq: int
+    at: float
+    event: str
+    job: str | None
+    cpu: int | None
+    mem: int | None
+    bw: float | None
+    hold: int | None
+    reason: str | None
+    policy: str | None
+    off_since: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq, "at": self.at, "event": self.event, "job": self.job, "cpu": self.cpu, "mem": self.mem,
+            "bw": self.bw, "hold": self.hold, "reason": self.reason, "policy": self.policy,
+            "off_since": self.off_since,
+        }  # fmt: skip
+
+
+_NET_COLUMNS = "seq, at, event, job, cpu, mem, bw, hold, reason"
+
+
+def _journal_entry(row: Sequence[Any]) -> NetJournalEntry:
+    seq, at, event, job, cpu, mem, bw, hold, reason = row
+    said = None if reason is None else str(reason)
+    off = None
+    if event == "resumed":
+        with contextlib.suppress(ValueError):
+            off = float(said or "")
+    return NetJournalEntry(int(seq), float(at), str(event), job or None, cpu, mem,
+                           None if bw is None else bw / BW_SCALE, hold, said if event == "rejected" else None,
+                           said if event == "started" else None, off)  # fmt: skip
+
+
+def read_network_journal(
+    path: str | Path,
+    *,
+    job: str | None = None,
+    event: str | None = None,
+    after: int = 0,
+    limit: int | None = 1000,
+    tail: int | None = None,
+    peek: bool = False,
+) -> list[NetJournalEntry]:
+    """The entries of the network database ``path`` after the seq ``after``, oldest first: at most ``limit`` (None:
+    all), about the job ``job``, of kind ``event`` (one of :data:`NET_EVENTS`); ``tail``: instead, the newest
+    ``tail`` such entries (still oldest first); ``peek``: one past ``limit`` where there is one (so a page knows
+    whether it is the last: :func:`~dcplace.engine.journal.paged`). Read-only, also while a service runs on the
+    file. Bad arguments, or a file that is not a network database, are one sentence naming the field."""
+    if job is not None and (not isinstance(job, str) or not job):
+        raise InputError(f"must be a non-empty job id, got {job!r}", field="job")
+    if event is not None and event not in NET_EVENTS:
+        raise InputError(f"must be one of {', '.join(NET_EVENTS)}; got {event!r}", field="event")
+    check_window(after, limit, tail)
+    p = Path(path)
+    check_network_database(p)
+    where: list[str] = ["seq > ?"]
+    args: list[object] = [after]
+    for column, value in (("job", job), ("event", event)):
+        if value is not None:
+            where.append(f"{column} = ?")
+            args.append(value)
+    sql = f"SELECT {_NET_COLUMNS} FROM journal WHERE {' AND '.join(where)} ORDER BY seq"
+    if tail is not None:
+        sql += f" DESC LIMIT {int(tail)}"
+    elif limit is not None:
+        sql += f" LIMIT {int(limit) + int(peek)}"
+    try:
+        with _reading(p) as uri, contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
+            if "journal" not in {n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}:
+                return []  # a version-1 file no engine of this version opened yet
+            rows = conn.execute(sql, args).fetchall()
+    except sqlite3.DatabaseError as e:
+        raise InputError(f"{p} cannot be read ({e})", field="db") from None
+    if tail is not None:
+        rows.reverse()
+    try:
+        return [_journal_entry(r) for r in rows]
+    except (TypeError, ValueError) as e:
+        raise InputError(f"{p}: a journal entry is not one dcplace writes ({e}): a hand-edited row?",
+                         field="db") from None  # fmt: skip
 
 
 def fingerprint(topology: Topology) -> str:
@@ -208,10 +307,16 @@ class NetworkEngine:
 
     # -- the database ----------------------------------------------------------------------------------------
     @classmethod
-    def open(cls, path: str | Path, topology: Topology | str, policy: str | NetPolicy = "nalb-strict",
-             **kw: Any) -> NetworkEngine:  # fmt: skip
+    def open(cls, path: str | Path, topology: Topology | str, policy: str | NetPolicy = "nalb-strict", *,
+             journal_keep: int | None = None, **kw: Any) -> NetworkEngine:  # fmt: skip
         """An engine whose jobs are kept in the SQLite file ``path`` (made if new), reloaded exactly. A file that
-        is not one, or was written for another topology, is one sentence naming ``db``."""
+        is not one, or was written for another topology, is one sentence naming ``db``. ``journal_keep``: the
+        newest journal entries kept (0: none written, the journal is off; None: as the file was last opened, else
+        :data:`JOURNAL_KEEP`)."""
+        if journal_keep is not None and (isinstance(journal_keep, bool) or not isinstance(journal_keep, int)
+                                         or journal_keep < 0):  # fmt: skip
+            raise InputError(f"must be a whole number >= 0 (0: no journal), got {journal_keep!r}",
+                             field="journal_keep")  # fmt: skip
         engine = cls(topology, policy, **kw)
         p = Path(path)
         made = create_new(p) is not None  # atomically: only a file this call made is removed on a failure
@@ -252,6 +357,7 @@ class NetworkEngine:
                 raise InputError(f"{p} was written for another topology ({said[0] if said else 'unnamed'}), not "
                                  f"this {engine.topology.name}", field="topology")  # fmt: skip
             rows = conn.execute("SELECT id, servers, cpu, mem, links, bw, hold FROM jobs ORDER BY seq").fetchall()
+            resumed = engine._journal_setting(conn, journal_keep)
             conn.execute("COMMIT")
         except sqlite3.DatabaseError as e:
             raise engine._refused(conn, p, made, e, "is not a dcplace network database") from None
@@ -271,8 +377,15 @@ class NetworkEngine:
             engine._release_file(conn)
             raise
         try:  # a start, once the jobs reloaded (a refused open is none): a random policy draws anew from its seed
-            conn.execute("INSERT INTO journal (at, event, job, reason) VALUES (?, 'started', '', ?)",
-                         (time.time(), engine.policy_name))  # fmt: skip
+            if engine.journal_keep:
+                conn.execute("BEGIN IMMEDIATE")
+                if resumed is not None:  # the journal was off: a trace starts here
+                    conn.execute("INSERT INTO journal (at, event, job, reason) VALUES (?, 'resumed', '', ?)",
+                                 (time.time(), resumed))  # fmt: skip
+                    conn.execute("DELETE FROM meta WHERE key = 'journal_off_since'")
+                conn.execute("INSERT INTO journal (at, event, job, reason) VALUES (?, 'started', '', ?)",
+                             (time.time(), engine.policy_name))  # fmt: skip
+                conn.execute("COMMIT")
         except sqlite3.Error as e:
             raise engine._refused(conn, p, made, e, "cannot be written") from None
         engine._conn, engine._path = conn, p.absolute()
@@ -288,6 +401,21 @@ class NetworkEngine:
             return InputError(f"{p} is locked by another program ({e}): an sqlite3 shell or a backup tool holding a "
                               "transaction? Close it and try again", field="db")  # fmt: skip
         return InputError(f"{p} {why} ({e})", field="db")
+
+    def _journal_setting(self, conn: sqlite3.Connection, asked: int | None) -> str | None:
+        """In :meth:`open`'s transaction: the ``journal_keep`` in force (``asked``, else the one stored, else
+        :data:`JOURNAL_KEEP`), stored; where the journal goes off, when (``journal_off_since``). Returns that time
+        where the journal was off and comes back on (the ``resumed`` entry's), else None."""
+        row = conn.execute("SELECT value FROM meta WHERE key = 'journal_keep'").fetchone()
+        if asked is None:
+            asked = int(row[0]) if row is not None and str(row[0]).isdigit() else JOURNAL_KEEP
+        self.journal_keep = asked
+        conn.execute("INSERT INTO meta VALUES ('journal_keep', ?) ON CONFLICT (key) DO UPDATE SET value = "
+                     "excluded.value", (str(asked),))  # fmt: skip
+        off = conn.execute("SELECT value FROM meta WHERE key = 'journal_off_since'").fetchone()
+        if asked == 0 and off is None:
+            conn.execute("INSERT INTO meta VALUES ('journal_off_since', ?)", (repr(time.time()),))
+        return None if asked == 0 or off is None else str(off[0])
 
     def _release_file(self, conn: sqlite3.Connection) -> None:
         conn.close()
@@ -341,8 +469,11 @@ class NetworkEngine:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 for sql, args in statements:
+                    journal = sql.startswith("INSERT INTO journal")
+                    if journal and not self.journal_keep:  # the journal is off
+                        continue
                     cur = conn.execute(sql, args)
-                    if sql.startswith("INSERT INTO journal") and cur.lastrowid and cur.lastrowid % _PRUNE_EVERY == 0:
+                    if journal and cur.lastrowid and cur.lastrowid % _PRUNE_EVERY == 0:
                         conn.execute("DELETE FROM journal WHERE seq <= ?", (cur.lastrowid - self.journal_keep,))
                 conn.execute("COMMIT")
             except BaseException:
@@ -487,6 +618,20 @@ class NetworkEngine:
         with self.lock:
             return [self._placement(j, r) for j, r in self._rid.items()]
 
+    def journal_page(self, job: str | None = None, event: str | None = None, after: int = 0, limit: int = 1000,
+                     tail: int | None = None) -> tuple[list[NetJournalEntry], int | None]:  # fmt: skip
+        """The journal's entries that :func:`read_network_journal` gives for these filters, and the ``after`` of
+        the next page (None: nothing more now; always None with ``tail``). Committed entries only, read on a
+        connection of its own: it never holds up a placement. An engine without a database keeps none
+        (InputError)."""
+        if self._conn is None:
+            raise InputError("this network engine keeps no journal: it has no database (NetworkEngine.open keeps "
+                             "one)", field="db")  # fmt: skip
+        self._check()
+        entries = read_network_journal(self._path, job=job, event=event, after=after, limit=limit, tail=tail,
+                                       peek=tail is None)  # fmt: skip
+        return (entries, None) if tail is not None else paged(entries, limit)
+
     def _placement(self, job_id: str, rid: int) -> JobPlacement:
         a = self.sim.active[rid]
         names, top = self._names, self.topology
@@ -578,6 +723,12 @@ class NetTrace:
     ``unknown`` for jobs whose start the journal no longer has."""
     topology: str | None = None
     """The topology the database was written for, where it is a preset (``--topology`` takes its name)."""
+    resumed: tuple[float, float] | None = None
+    """(went off, came back on), Unix times, where the journal was off (``journal_keep`` 0) before its last
+    resume: the trace starts there (what ran before is left out; jobs still running from then are :attr:`before`)."""
+    off_since: float | None = None
+    """When the journal went off, where it is off now: what happened since is not in the trace (a job released
+    since is still running in it)."""
 
     def write(self, path: Path) -> None:
         """The request file ``simulate netalloc --dataset`` and ``compare`` read (``cpu,mem,bw,hold``, bw in link
@@ -605,14 +756,27 @@ def network_trace(path: Path, rejected: str = "include") -> NetTrace:
     restarted = False
     starting = "unknown"  # the policy of the last start (a journal pruned past it: not known)
     policies: list[str] = []
+    resumed: tuple[float, float] | None = None
     try:
         with _reading(path) as uri, contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
             conn.execute("BEGIN")  # one snapshot for the journal and the jobs: a service writing on meanwhile
             if "journal" not in {n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}:
                 raise InputError(f"{path} has no journal (written by a dcplace before 2026-11-29): open it with "
                                  "this one and its demand is journalled from then on", field="db")  # fmt: skip
-            query = "SELECT seq, event, job, cpu, mem, bw, hold, reason FROM journal ORDER BY seq"
-            for seq, event, job, cpu, mem, bw, hold, reason in conn.execute(query):  # streamed: 1M rows 650 MB
+            query = f"SELECT {_NET_COLUMNS} FROM journal ORDER BY seq"
+            for seq, at, event, job, cpu, mem, bw, hold, reason in conn.execute(query):  # streamed: 1M rows 650 MB
+                if event == "resumed":  # the journal was off until here: what came before is no history to replay
+                    ids.clear()
+                    for column in (cpu_, mem_, bw_, asked_hold, held):
+                        del column[:]
+                    live.clear()
+                    running.clear()
+                    policies.clear()
+                    unmatched = restarts = 0
+                    restarted = False
+                    off = _journal_entry((seq, at, event, job, cpu, mem, bw, hold, reason)).off_since
+                    resumed = (at if off is None else off, at)
+                    continue
                 if event == "started":
                     restarted = bool(ids)  # counted when a job follows: an idle service since is no replay's
                     starting = str(reason)
@@ -642,7 +806,8 @@ def network_trace(path: Path, rejected: str = "include") -> NetTrace:
                 held.append(-1)
                 live.append(_LIVE[event if event == "placed" else reason])
             now_running = {job for (job,) in conn.execute("SELECT id FROM jobs")}
-            meta = dict(conn.execute("SELECT key, value FROM meta WHERE key IN ('topology', 'topology_name')"))
+            meta = dict(conn.execute("SELECT key, value FROM meta WHERE key IN ('topology', 'topology_name', "
+                                     "'journal_off_since')"))  # fmt: skip
     except sqlite3.DatabaseError as e:
         raise InputError(f"{path} cannot be read ({e})", field="db") from None
     n = len(ids)
@@ -659,7 +824,10 @@ def network_trace(path: Path, rejected: str = "include") -> NetTrace:
     n_rejected = n - len(ran)
     name = meta.get("topology_name")  # a preset only if it is one (a file's name is its stem: alpha.json)
     preset_name = name if name in PRESETS and meta.get("topology") == fingerprint(preset(name)) else None
-    notes = (unmatched, before, restarts, tuple(policies), preset_name)
+    off_since = None
+    with contextlib.suppress(TypeError, ValueError):  # a hand-edited note: no note
+        off_since = float(meta.get("journal_off_since"))  # type: ignore[arg-type]
+    notes = (unmatched, before, restarts, tuple(policies), preset_name, resumed, off_since)
     if rejected == "skip":  # what ran, each leaving where it did: arrivals counted over what is kept
         return _without_rejections(ids, cpu_, mem_, bw_, held, live, n_rejected, len(running), median, notes)
     return NetTrace(ids, cpu_, mem_, bw_, held, live, n_rejected, len(running), filled, median, *notes)
@@ -689,7 +857,7 @@ def _journalled(event: object, job: object, cpu: object, mem: object, bw: object
 
 def _without_rejections(ids: list[str], cpu: array[int], mem: array[int], bw: array[int], held: array[int],
                         live: list[str], rejected: int, running: int, median: int,
-                        notes: tuple[int, int, int, tuple[str, ...], str | None]) -> NetTrace:  # fmt: skip
+                        notes: tuple[Any, ...]) -> NetTrace:  # fmt: skip
     """The trace of what ran only: each job's hold counted again over the jobs kept (a release falls before the
     same next placement as in the engine)."""
     import bisect

@@ -496,6 +496,25 @@ class JobRejectionOut(BaseModel):
     reason: Literal["capacity", "network", "invalid"]
 
 
+class NetJournalEntryOut(BaseModel):
+    seq: int = Field(description="grows with every entry: pass the last one read as `after` to read on")
+    at: float = Field(description="Unix time")
+    event: Literal["placed", "rejected", "released", "started", "resumed"]
+    job: str | None = Field(description="placed, rejected, released: the job")
+    cpu: int | None = Field(description="placed, rejected: the CPU units it asked for")
+    mem: int | None = Field(description="placed, rejected: the memory units it asked for")
+    bw: float | None = Field(description="placed, rejected: the bandwidth it asked for, in link units")
+    hold: int | None = Field(description="placed, rejected: its declared hold in arrivals (null: none declared)")
+    reason: Literal["capacity", "network", "invalid"] | None = Field(description="rejected: why")
+    policy: str | None = Field(description="started: the policy the engine started with")
+    off_since: float | None = Field(description="resumed: when the journal went off (Unix time)")
+
+
+class NetJournalOut(BaseModel):
+    entries: list[NetJournalEntryOut] = Field(description="oldest first")
+    next: int | None = Field(description="`after` for the next page; null: nothing more now")
+
+
 class NetworkOut(BaseModel):
     """The network-aware cluster's totals."""
 

@@ -5,13 +5,14 @@ service beside the VM routes, behind the same token check, admission, body limit
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Query
 from fastapi.responses import Response
 
-from dcplace.engine.network import NetJob, NetworkEngine
-from dcplace.service.models import JobIn, JobOut, JobRejectionOut, NetworkOut
+from dcplace.engine.journal import MAX_LIMIT
+from dcplace.engine.network import NET_EVENTS, NetJob, NetworkEngine
+from dcplace.service.models import JobIn, JobOut, JobRejectionOut, NetJournalOut, NetworkOut
 
 _COMMON: dict[int | str, dict[str, Any]] = {
     422: {"description": "a field out of range, or a query parameter the route does not take"},
@@ -25,7 +26,8 @@ def _json(body: Any, status: int = 200) -> Response:
 
 
 def add_network_routes(app: FastAPI, net: NetworkEngine) -> None:
-    """``POST /jobs``, ``GET /jobs``, ``GET /jobs/{id}``, ``DELETE /jobs/{id}``, ``GET /network`` on ``net``."""
+    """``POST /jobs``, ``GET /jobs``, ``GET /jobs/{id}``, ``DELETE /jobs/{id}``, ``GET /network``, ``GET
+    /network/journal`` on ``net``."""
 
     @app.post("/jobs", status_code=201, tags=["network"], response_model=JobOut,
               responses={**_COMMON, 409: {"model": JobRejectionOut, "description": "not placed (its reason), or a "
@@ -59,6 +61,21 @@ def add_network_routes(app: FastAPI, net: NetworkEngine) -> None:
         """Totals: servers, links, jobs, CPU and memory in use, bandwidth in use per tier, counters."""
         net.health()
         return _json(net.stats())
+
+    @app.get("/network/journal", tags=["network"], response_model=NetJournalOut, responses=_COMMON)
+    def network_journal(
+        job: Annotated[str | None, Query(min_length=1, description="only this job's entries")] = None,
+        event: Annotated[str | None, Query(description="only this event: " + ", ".join(NET_EVENTS))] = None,
+        after: Annotated[int, Query(ge=0, description="entries after this seq: the page before's `next`")] = 0,
+        limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="entries at most")] = 1000,
+        tail: Annotated[int | None, Query(ge=1, le=MAX_LIMIT, description="instead: the newest this many, still "
+                                          "oldest first (`next` is then null)")] = None,
+    ) -> Response:  # fmt: skip
+        """What the network engine was asked and did, oldest first (docs/engine.md, "The network journal"): jobs
+        placed and rejected with what they asked for, released, the engine's starts. Read on a connection of its
+        own: it never holds up a placement."""
+        entries, more = net.journal_page(job=job, event=event, after=after, limit=limit, tail=tail)
+        return _json({"entries": [e.as_dict() for e in entries], "next": more})
 
 
 __all__ = ["JOB_ERRORS", "add_network_routes"]
