@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from dcplace.cli.main import app
 from dcplace.cluster.topology import preset
 from dcplace.engine import Conflict, NetJob, NetworkEngine, NotFound, StoreError, Unavailable
-from dcplace.engine.network import MAX_UNITS, SCHEMA_VERSION, replay
+from dcplace.engine.network import MAX_UNITS, SCHEMA_VERSION, read_network_journal, replay
 from dcplace.errors import InputError
 from dcplace.inputs import MAX_BANDWIDTH
 from dcplace.policies.registry import get_net_policy
@@ -913,7 +913,7 @@ def test_the_network_journal_keeps_what_it_is_told_and_turns_off_and_back_on(tmp
     assert trace.unmatched == 1 and trace.before == 20 - 2 + 1  # a0..a17 and b0 run, placed before the trace
     res = CliRunner().invoke(app, ["cluster", "trace", str(tmp_path / "on.csv"), "--db", str(db)])
     assert res.exit_code == 0 and "the journal was off from" in res.stderr, res.output
-    with pytest.raises(InputError, match="whole number >= 0") as bad:
+    with pytest.raises(InputError, match="whole number from 0") as bad:
         NetworkEngine.open(tmp_path / "new.db", ALPHA, "tetris", journal_keep=-1)
     assert bad.value.field == "journal_keep" and not (tmp_path / "new.db").exists()
 
@@ -949,3 +949,182 @@ def test_cluster_journal_reads_a_network_database(tmp_path: Path) -> None:
     PlacementEngine.open(tmp_path / "c.db").close()
     res = runner.invoke(app, ["cluster", "journal", "--db", str(tmp_path / "c.db"), "--job", "j1"])
     assert res.exit_code == 2 and "--job: does not apply" in res.stderr, res.output
+
+
+EXPLAIN_OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["place", "place", "release", "explain"]),
+        st.integers(1, 45),
+        st.integers(0, 45),
+        st.sampled_from([0.05, 0.3, 0.9]),
+        st.integers(0, 1000),
+    ),
+    min_size=1,
+    max_size=40,
+)
+
+
+@pytest.mark.parametrize("name", ["tetris", "nalb-strict", "nalb", "nulb", "random"])
+@settings(max_examples=10, deadline=None)
+@given(ops=EXPLAIN_OPS)
+def test_an_explanation_says_what_a_placement_would_do_and_changes_nothing(name: str, ops: list) -> None:
+    """``POST /network/explain``'s source: explained then placed at once, a job goes exactly where the explanation
+    said (or is rejected for the reason it gave); and an engine asked for explanations between its operations
+    decides every job as one never asked (its state, counters and the policy's random draws untouched)."""
+    asked, quiet = NetworkEngine(ALPHA, name), NetworkEngine(ALPHA, name)
+    running: list[str] = []
+    for i, (op, cpu, mem, bw, pick) in enumerate(ops):
+        job = NetJob(f"j{i}", cpu, mem, bw)
+        if op == "explain":
+            said = asked.explain(job)
+            assert said.accepted == (said.placement is not None) == (said.reason is None)
+            assert (said.free_cpu, said.free_mem) == (asked.sim.free_cpu_total, asked.sim.free_mem_total)
+            if said.reason == "network":
+                assert said.pair is not None and said.widest is not None and said.widest < bw
+                assert said.picks[-1] == said.pair[1] and said.pair[0] in said.picks[:-1]
+            twin = NetworkEngine(ALPHA, name)  # the same engine, placing now
+            twin.sim, twin._rid = asked.sim.fork(), dict(asked._rid)
+            if hasattr(asked.policy, "rng"):  # where its random stream stands
+                twin.policy.rng.bit_generator.state = asked.policy.rng.bit_generator.state
+            done = twin.place(job)
+            assert (done.as_dict() if done.accepted else done.reason) == (
+                said.placement.as_dict() if said.placement is not None else said.reason
+            )
+            continue
+        if op == "release" and running:
+            job_id = running.pop(pick % len(running))
+            assert asked.release(job_id) == quiet.release(job_id)
+        elif op == "place":
+            a, q = asked.place(job), quiet.place(job)
+            assert a == q
+            if a.accepted:
+                running.append(job.id)
+    assert asked.counters == quiet.counters and asked.rejections == quiet.rejections
+    for array in ("free_cpu", "free_mem", "free_bw"):
+        assert np.array_equal(getattr(asked.sim, array), getattr(quiet.sim, array)), array
+    asked.check_invariants()
+
+
+def test_an_explanation_names_what_stands_in_the_way(tmp_path: Path) -> None:
+    """Each answer's sentence: where it would run; the free totals beside what was asked; the two servers no path
+    joined; the server a policy picked that it could not use. Nothing is journalled, and a failed database is the
+    same StoreError as for a placement."""
+    e = NetworkEngine.open(tmp_path / "n.db", ALPHA, "tetris")
+    said = e.explain(NetJob("x", 15, 12, 0.1))
+    assert said.accepted and said.summary.startswith("tetris would place it on 2 server(s), one rack (")
+    assert said.tiers["server-rack"] == {"links_with_room": int((ALPHA.link_tier == 0).sum()), "widest_link": 1.0}
+    full = e.explain(NetJob("big", 10_000, 1, 0.1))
+    assert (
+        full.reason == "capacity"
+        and full.picks == ()
+        and full.summary
+        == ("the cluster has 400 CPU and 400 memory units free in all, and the job asks for 10000 and 1")
+    )
+
+    class InOrder:  # the first server that can still give something
+        name = "in-order"
+
+        def choose(self, view):  # type: ignore[no-untyped-def]
+            return int(np.flatnonzero(view.action_mask())[0])
+
+    o = NetworkEngine(ALPHA, InOrder())  # type: ignore[arg-type]
+    assert o.place(NetJob("w", 15, 15, 0.9)).servers == ("s0", "s1")  # s1's uplink has 0.1 left, and 5 CPU
+    wide = o.explain(NetJob("wide", 10, 5, 0.5))
+    assert (wide.reason, wide.picks, wide.pair, wide.widest) == ("network", ("s1", "s2"), ("s1", "s2"), 0.1)
+    assert wide.summary == ("in-order picked 2 server(s), and no candidate path between s1 and s2 has the job's 0.5 "
+                            "link units free (the widest has 0.1)")  # fmt: skip
+    assert wide.tiers["server-rack"]["links_with_room"] == int((ALPHA.link_tier == 0).sum()) - 2
+    assert e.place(NetJob("p", 15, 12, 0.1)).accepted
+    assert [x.event for x in read_network_journal(tmp_path / "n.db", limit=None)] == ["started", "placed"]
+
+    class Again:
+        name = "again"
+
+        def choose(self, view):  # type: ignore[no-untyped-def]
+            return view.picks[0] if view.picks else 0
+
+    bad = NetworkEngine(ALPHA, Again()).explain(NetJob("y", 15, 1, 0.1))  # type: ignore[arg-type]
+    assert bad.reason == "invalid" and bad.summary == "again picked s0, which was picked already for this job"
+    e._conn.execute("PRAGMA query_only = ON")  # type: ignore[union-attr]
+    with pytest.raises(StoreError):
+        e.place(NetJob("z", 1, 1, 0.1))
+    with pytest.raises(StoreError):
+        e.explain(NetJob("z", 1, 1, 0.1))
+    with pytest.raises(InputError, match="must be a NetJob"):
+        e.explain({"id": "z"})  # type: ignore[arg-type]
+    e.close()
+
+
+def test_the_network_journal_reviews_findings(tmp_path: Path, monkeypatch) -> None:
+    """A review of the listing found, fixed: a journal_keep past SQLite's integers made every change fail for good;
+    `--job` on a missing file blamed the flag; hand-edited rows gave tracebacks, a 500 or invalid JSON (and the VM
+    journal's command a traceback for a time no calendar holds); starts skipped the prune, so a journal of restarts
+    outgrew its bound; a closed engine's journal was "no database"."""
+    import dcplace.engine.network as network_module
+    from dcplace.engine import PlacementEngine
+    from dcplace.engine.network import network_trace
+
+    for opener in (lambda p: NetworkEngine.open(p, ALPHA, "tetris", journal_keep=2**64),
+                   lambda p: PlacementEngine.open(p, journal_keep=2**64)):  # fmt: skip
+        with pytest.raises(InputError, match=r"from 0 \(no journal\) to 4,611,686,018,427,387,904") as huge:
+            opener(tmp_path / "huge.db")
+        assert huge.value.field == "journal_keep" and not (tmp_path / "huge.db").exists()
+    runner = CliRunner()
+    res = runner.invoke(app, ["cluster", "journal", "--db", str(tmp_path / "nope.db"), "--job", "j1"])
+    assert res.exit_code == 2 and "does not exist" in res.stderr, res.output
+
+    monkeypatch.setattr(network_module, "_PRUNE_EVERY", 4)
+    db = tmp_path / "n.db"
+    for i in range(12):  # a start, two placements, a start, ...
+        e = NetworkEngine.open(db, ALPHA, "tetris", journal_keep=1)
+        e.place(NetJob(f"a{i}", 1, 1, 0.01))
+        e.place(NetJob(f"b{i}", 1, 1, 0.01))
+        assert len(read_network_journal(db, limit=None)) <= 1 + 4 - 1
+        e.close()
+    with pytest.raises(StoreError, match="closed"):
+        e.journal_page()
+
+    def edited(sql: str, meta: str | None = None) -> Path:
+        copy_ = tmp_path / f"edited{len(list(tmp_path.iterdir()))}.db"
+        e = NetworkEngine.open(copy_, ALPHA, "tetris", journal_keep=100)
+        e.place(NetJob("j", 15, 12, 0.1))
+        e.release("j")
+        e.close()
+        conn = sqlite3.connect(copy_)
+        with conn:
+            conn.execute(sql)
+            if meta is not None:
+                conn.execute(meta)
+        conn.close()
+        return copy_
+
+    for sql in ("UPDATE journal SET at = 1e20 WHERE event = 'placed'",
+                "UPDATE journal SET event = 'resumed', reason = 'inf' WHERE event = 'started'",
+                "UPDATE journal SET bw = NULL WHERE event = 'placed'",
+                "UPDATE journal SET job = x'00ff' WHERE event = 'released'",
+                "UPDATE journal SET cpu = 'abc' WHERE event = 'placed'",
+                "UPDATE journal SET event = 'bogus' WHERE event = 'released'"):  # fmt: skip
+        bad = edited(sql)
+        res = runner.invoke(app, ["cluster", "journal", "--db", str(bad)])
+        assert res.exit_code == 2 and "is not one dcplace writes" in res.stderr, (sql, res.output)
+        assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+        with pytest.raises(InputError, match="a hand-edited row"):
+            read_network_journal(bad)
+    bad = edited("UPDATE journal SET event = 'resumed', at = 'soon', reason = '1.0' WHERE event = 'started'")
+    res = runner.invoke(app, ["cluster", "trace", str(tmp_path / "t.csv"), "--db", str(bad)])
+    assert res.exit_code == 2 and "a hand-edited row" in res.stderr and not (tmp_path / "t.csv").exists(), res.output
+    odd = edited("UPDATE journal SET hold = NULL", "INSERT INTO meta VALUES ('journal_off_since', 'inf')")
+    assert network_trace(odd).off_since is None  # no note of a time that is none
+    odd = edited("UPDATE journal SET hold = NULL", "UPDATE meta SET value = '²' WHERE key = 'journal_keep'")
+    e = NetworkEngine.open(odd, ALPHA, "tetris")
+    assert e.journal_keep == network_module.JOURNAL_KEEP
+    e.close()
+
+    vm_db = tmp_path / "c.db"
+    c = PlacementEngine.open(vm_db)
+    c.add_machine("m0", 48, 128)
+    c.close()
+    with sqlite3.connect(vm_db) as conn:
+        conn.execute("UPDATE journal SET at = 1e20")
+    res = runner.invoke(app, ["cluster", "journal", "--db", str(vm_db)])
+    assert res.exit_code == 0 and "1e+20" in res.stdout, res.output

@@ -53,6 +53,15 @@ def test_jobs_over_http_answer_as_documented(tmp_path: Path) -> None:
         assert c.delete("/jobs/j1").status_code == 404 and c.get("/jobs/j1").status_code == 404
         assert c.get("/network").json()["cpu_used"] == 0
         assert c.get("/healthz").json() == {"status": "ok", "machines": 0, "vms": 0, "jobs": 0}
+        said = c.post("/network/explain", json={"id": "j9", "cpu": 15, "mem": 12, "bw": 0.1})
+        assert said.status_code == 200, said.text
+        jsonschema.validate(said.json(), {**doc, "$ref": "#/components/schemas/NetExplanationOut"})
+        assert said.json()["accepted"] and said.json()["placement"]["locality"] == "one rack"
+        full = c.post("/network/explain", json={"id": "j9", "cpu": 10_000, "mem": 1, "bw": 0.1}).json()
+        jsonschema.validate(full, {**doc, "$ref": "#/components/schemas/NetExplanationOut"})
+        assert full["reason"] == "capacity" and full["summary"].startswith("the cluster has 400 CPU")
+        assert c.post("/network/explain", json={"id": "j9", "cpu": 1, "mem": 1, "bw": 0}).status_code == 422
+        assert c.get("/jobs/j9").status_code == 404 and c.get("/network").json()["counters"]["placed"] == 1
         journal = c.get("/network/journal")
         jsonschema.validate(journal.json(), {**doc, "$ref": "#/components/schemas/NetJournalOut"})
         assert [(x["event"], x["job"]) for x in journal.json()["entries"]] == [
@@ -72,6 +81,7 @@ def test_jobs_over_http_answer_as_documented(tmp_path: Path) -> None:
         assert c.get("/healthz").status_code == 503  # a probe sees it: the supervisor restarts the service
         assert c.get("/jobs").status_code == c.get("/network").status_code == 503  # reads too, as the VM ones
         assert c.get("/network/journal").status_code == 503
+        assert c.post("/network/explain", json={"id": "j9", "cpu": 1, "mem": 1, "bw": 0.1}).status_code == 503
     net.check_invariants()
     net.close()
 

@@ -401,6 +401,8 @@ def journal(
                             by=by)  # fmt: skip
 
     try:
+        if not network and job is not None:
+            read(0, 1)  # a file that is no database, or none, is said so first
         for flag, value in (("vm", vm), ("machine", machine), ("by", by)) if network else (("job", job),):
             if value is not None:
                 other = ("network database, whose journal is filtered by --job and --event" if network else
@@ -448,7 +450,10 @@ def _print_entries(entries: list[Any], json_out: bool) -> None:
         if json_out:
             typer.echo(json.dumps(e.as_dict()))
             continue
-        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(e.at)) + f".{int(e.at % 1 * 1000):03d}Z"
+        try:
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(e.at)) + f".{int(e.at % 1 * 1000):03d}Z"
+        except (OverflowError, OSError, ValueError):  # a hand-edited time no calendar holds
+            when = f"{e.at!r:<24}"
         if isinstance(e, NetJournalEntry):
             asked = (
                 ""

@@ -189,8 +189,12 @@ def _connected(path: str | Path) -> Iterator[sqlite3.Connection]:
 
 
 def utc(at: float) -> str:
-    """Unix time ``at`` as the journal's commands print it: ``2026-11-28 21:48:00 UTC``."""
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at))
+    """Unix time ``at`` as the journal's commands print it: ``2026-11-28 21:48:00 UTC`` (a time no calendar holds,
+    from a hand-edited row, as the number)."""
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at))
+    except (OverflowError, OSError, ValueError):
+        return f"{at!r} (not a time)"
 
 
 def read_journal(

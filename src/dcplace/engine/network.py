@@ -36,8 +36,10 @@ from dcplace.cluster.topology import BW_SCALE, PRESETS, TIER_NAMES, Topology, lo
 from dcplace.engine.engine import Conflict, NotFound, Unavailable, _id_ok
 from dcplace.engine.journal import check_window, paged
 from dcplace.engine.store import (
+    MAX_KEEP,
     StoreError,
     _reading,
+    check_journal_keep,
     check_network_database,
     create_new,
     hold_database,
@@ -131,6 +133,40 @@ class JobRejection:
         return {"id": self.id, "accepted": False, "reason": self.reason}
 
 
+@dataclass(frozen=True)
+class NetExplanation:
+    """Where a job would go now and why (:meth:`NetworkEngine.explain`), nothing changed. ``placement``: where it
+    would run (None: it would be rejected, for ``reason``); ``picks``: the servers the policy picked, in order (for
+    a rejection, the last is where it failed); ``pair`` and ``widest``: for a ``network`` rejection, the two servers
+    no candidate path joined with the job's bandwidth, and the most free bandwidth on any of their candidate paths
+    (link units); ``free_cpu``, ``free_mem``: the cluster's free units; ``tiers``: per tier, the links with at least
+    the job's bandwidth free and the most free on one link; ``summary``: one sentence."""
+
+    id: str
+    policy: str
+    placement: JobPlacement | None
+    reason: str | None
+    picks: tuple[str, ...]
+    pair: tuple[str, str] | None
+    widest: float | None
+    free_cpu: int
+    free_mem: int
+    tiers: dict[str, dict[str, float]]
+    summary: str
+
+    @property
+    def accepted(self) -> bool:
+        return self.placement is not None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "policy": self.policy, "accepted": self.accepted,
+            "placement": None if self.placement is None else self.placement.as_dict(), "reason": self.reason,
+            "picks": list(self.picks), "pair": None if self.pair is None else list(self.pair), "widest": self.widest,
+            "free_cpu": self.free_cpu, "free_mem": self.free_mem, "tiers": self.tiers, "summary": self.summary,
+        }  # fmt: skip
+
+
 SCHEMA_VERSION = 2
 """The network database's layout, in SQLite's ``user_version`` (1: meta and jobs; 2: and the journal); a newer one is
 refused. A version-1 file gains the journal when opened (its jobs then running have no entry in it)."""
@@ -187,16 +223,33 @@ class NetJournalEntry:
 _NET_COLUMNS = "seq, at, event, job, cpu, mem, bw, hold, reason"
 
 
+_LATEST_TIME = 1e11
+"""Unix times past this (the year 5138) are no entry's."""
+
+
 def _journal_entry(row: Sequence[Any]) -> NetJournalEntry:
+    """A journal row as an entry; ValueError where it is not one the engine writes (a hand-edited row)."""
     seq, at, event, job, cpu, mem, bw, hold, reason = row
-    said = None if reason is None else str(reason)
+
+    def when(x: object) -> bool:
+        return type(x) in (int, float) and 0 <= x < _LATEST_TIME  # type: ignore[operator]
+
     off = None
-    if event == "resumed":
+    if event == "resumed" and isinstance(reason, str):
         with contextlib.suppress(ValueError):
-            off = float(said or "")
-    return NetJournalEntry(int(seq), float(at), str(event), job or None, cpu, mem,
-                           None if bw is None else bw / BW_SCALE, hold, said if event == "rejected" else None,
-                           said if event == "started" else None, off)  # fmt: skip
+            off = float(reason)
+    if event in ("placed", "rejected"):
+        ok = _journalled(event, job, cpu, mem, bw, hold, reason) and bool(job)
+    elif event == "released":
+        ok = isinstance(job, str) and bool(job)
+    else:
+        ok = (event == "started" and isinstance(reason, str)) or (event == "resumed" and when(off))
+    if not (ok and type(seq) is int and when(at)):
+        raise ValueError(f"journal entry {seq!r} is not one dcplace writes ({event!r}, job {job!r}, at {at!r}, cpu "
+                         f"{cpu!r}, mem {mem!r}, bw {bw!r}, hold {hold!r}, reason {reason!r})")  # fmt: skip
+    return NetJournalEntry(seq, float(at), event, job or None, cpu, mem, None if bw is None else bw / BW_SCALE, hold,
+                           reason if event == "rejected" else None, reason if event == "started" else None,
+                           off)  # fmt: skip
 
 
 def read_network_journal(
@@ -243,9 +296,8 @@ def read_network_journal(
         rows.reverse()
     try:
         return [_journal_entry(r) for r in rows]
-    except (TypeError, ValueError) as e:
-        raise InputError(f"{p}: a journal entry is not one dcplace writes ({e}): a hand-edited row?",
-                         field="db") from None  # fmt: skip
+    except ValueError as e:
+        raise InputError(f"{p}: {e}: a hand-edited row?", field="db") from None
 
 
 def fingerprint(topology: Topology) -> str:
@@ -313,10 +365,7 @@ class NetworkEngine:
         is not one, or was written for another topology, is one sentence naming ``db``. ``journal_keep``: the
         newest journal entries kept (0: none written, the journal is off; None: as the file was last opened, else
         :data:`JOURNAL_KEEP`)."""
-        if journal_keep is not None and (isinstance(journal_keep, bool) or not isinstance(journal_keep, int)
-                                         or journal_keep < 0):  # fmt: skip
-            raise InputError(f"must be a whole number >= 0 (0: no journal), got {journal_keep!r}",
-                             field="journal_keep")  # fmt: skip
+        check_journal_keep(journal_keep)
         engine = cls(topology, policy, **kw)
         p = Path(path)
         made = create_new(p) is not None  # atomically: only a file this call made is removed on a failure
@@ -383,8 +432,9 @@ class NetworkEngine:
                     conn.execute("INSERT INTO journal (at, event, job, reason) VALUES (?, 'resumed', '', ?)",
                                  (time.time(), resumed))  # fmt: skip
                     conn.execute("DELETE FROM meta WHERE key = 'journal_off_since'")
-                conn.execute("INSERT INTO journal (at, event, job, reason) VALUES (?, 'started', '', ?)",
-                             (time.time(), engine.policy_name))  # fmt: skip
+                cur = conn.execute("INSERT INTO journal (at, event, job, reason) VALUES (?, 'started', '', ?)",
+                                   (time.time(), engine.policy_name))  # fmt: skip
+                engine._prune(conn, cur.lastrowid)
                 conn.execute("COMMIT")
         except sqlite3.Error as e:
             raise engine._refused(conn, p, made, e, "cannot be written") from None
@@ -407,8 +457,9 @@ class NetworkEngine:
         :data:`JOURNAL_KEEP`), stored; where the journal goes off, when (``journal_off_since``). Returns that time
         where the journal was off and comes back on (the ``resumed`` entry's), else None."""
         row = conn.execute("SELECT value FROM meta WHERE key = 'journal_keep'").fetchone()
-        if asked is None:
-            asked = int(row[0]) if row is not None and str(row[0]).isdigit() else JOURNAL_KEEP
+        if asked is None:  # a hand-edited setting that is none: the default
+            said = str(row[0]) if row is not None else ""
+            asked = int(said) if said.isascii() and said.isdigit() and int(said) <= MAX_KEEP else JOURNAL_KEEP
         self.journal_keep = asked
         conn.execute("INSERT INTO meta VALUES ('journal_keep', ?) ON CONFLICT (key) DO UPDATE SET value = "
                      "excluded.value", (str(asked),))  # fmt: skip
@@ -436,7 +487,8 @@ class NetworkEngine:
         except ValueError as e:
             raise ValueError(f"job {job_id!r}: {e}") from None
 
-    def _decided(self, drawn: Mapping[str, Any] | None, *statements: tuple[str, tuple[Any, ...]]) -> None:
+    def _decided(self, drawn: tuple[Mapping[str, Any] | None, dict[str, Any] | None],
+                 *statements: tuple[str, tuple[Any, ...]]) -> None:  # fmt: skip
         """A decision's :meth:`_write`. Answered 503 (another program's lock), nothing changed: the policy's random
         draws are put back where :func:`_draws` saw them, so the retry decides as a replay does (the simulator's
         own tally counts the attempt, as its clock, and its invariant holds)."""
@@ -473,8 +525,8 @@ class NetworkEngine:
                     if journal and not self.journal_keep:  # the journal is off
                         continue
                     cur = conn.execute(sql, args)
-                    if journal and cur.lastrowid and cur.lastrowid % _PRUNE_EVERY == 0:
-                        conn.execute("DELETE FROM journal WHERE seq <= ?", (cur.lastrowid - self.journal_keep,))
+                    if journal:
+                        self._prune(conn, cur.lastrowid)
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
@@ -488,6 +540,12 @@ class NetworkEngine:
             self._fail(f"the network database {self._path} refused a change ({e}): restart to reload what is durable")
         except sqlite3.Error as e:
             self._fail(f"the network database {self._path} refused a change ({e}): restart to reload what is durable")
+
+    def _prune(self, conn: sqlite3.Connection, seq: int | None) -> None:
+        """After journal entry ``seq``, in its transaction: every :data:`_PRUNE_EVERY` entries (starts included),
+        those older than the newest ``journal_keep``."""
+        if seq and seq % _PRUNE_EVERY == 0:
+            conn.execute("DELETE FROM journal WHERE seq <= ?", (seq - self.journal_keep,))
 
     def _fail(self, why: Any) -> None:
         """Stop the engine (every change refused from now on), tell :attr:`on_failure`, raise StoreError. ``why``:
@@ -605,6 +663,65 @@ class NetworkEngine:
             self.counters["released"] += 1
             return was
 
+    def explain(self, job: NetJob) -> NetExplanation:
+        """Where ``job`` would go now and why, without placing it: the policy decides it on a copy of the state
+        (:meth:`~dcplace.sim.netalloc.LiveNetSim.fork`), its random draws put back, so the next placement decides as
+        if this had not been asked. Nothing is written; the counters do not move. ``job.id`` may be one running."""
+        if not isinstance(job, NetJob):
+            raise InputError(f"must be a NetJob, got {type(job).__name__}", field="job")
+        with self.lock:
+            self._check()
+            sim = self.sim.fork()
+            hold = job.hold if job.hold is not None else max(1, self.hold_max // 2)
+            drawn = _draws(self.policy)
+            picks: list[int] = []
+            rid = -1
+            try:
+                if sim.submit(job.cpu, job.mem, job.bw_micro, hold):
+                    rid = sim.t
+                    while not sim.done:
+                        picks.append(as_action(self.policy, decide(self.policy, sim.view())))
+                        sim.pick(picks[-1])
+            finally:
+                _put_back(self.policy, drawn)
+            return self._explanation(job, sim, picks, rid)
+
+    def _explanation(self, job: NetJob, sim: LiveNetSim, picks: list[int], rid: int) -> NetExplanation:
+        top, names, bw = self.topology, self._names, job.bw_micro
+        name = tuple(names[v] if 0 <= v < top.n_servers else str(v) for v in picks)
+        tiers, now = {}, self.sim  # the cluster as it is, before the job (the copy has taken what it would)
+        for t, tier in enumerate(TIER_NAMES):
+            free = now.free_bw[top.link_tier == t]
+            if len(free):
+                tiers[tier] = {"links_with_room": int((free >= bw).sum()), "widest_link": int(free.max()) / BW_SCALE}
+
+        def said(placement: JobPlacement | None, reason: str | None, summary: str,
+                 pair: tuple[str, str] | None = None, widest: float | None = None) -> NetExplanation:  # fmt: skip
+            return NetExplanation(job.id, self.policy_name, placement, reason, name, pair, widest, now.free_cpu_total,
+                                  now.free_mem_total, tiers, summary)  # fmt: skip
+
+        if rid in sim.active:
+            where = self._placement(job.id, rid, sim)
+            return said(where, None, f"{self.policy_name} would place it on {len(where.servers)} server(s), "
+                        f"{where.locality} ({', '.join(where.servers)}), with {where.bw:g} link units on "
+                        f"{len(where.links)} link(s)")  # fmt: skip
+        reason = sim.last_rejection or "invalid"
+        if reason == "capacity":
+            return said(None, reason, f"the cluster has {now.free_cpu_total} CPU and {now.free_mem_total} memory "
+                        f"units free in all, and the job asks for {job.cpu} and {job.mem}")  # fmt: skip
+        if reason == "network":  # bandwidth is taken only once a job is accepted: free_bw is as the pick saw it
+            v = picks[-1]
+            u = next(u for u in picks[:-1] if sim.widest_path(u, v, bw) is None)
+            paths = sim.routing.paths(min(u, v), max(u, v), sim.free_bw, 1)
+            widest = max((min(int(sim.free_bw[x]) for x in p) for p in paths), default=0) / BW_SCALE
+            return said(None, reason, f"{self.policy_name} picked {len(picks)} server(s), and no candidate path "
+                        f"between {names[u]} and {names[v]} has the job's {job.bw:g} link units free (the widest "
+                        f"has {widest:g})", (names[u], names[v]), widest)  # fmt: skip
+        v = picks[-1] if picks else -1
+        why = ("is not a server" if not 0 <= v < top.n_servers else "was picked already for this job"
+               if v in picks[:-1] else "has none of the CPU or memory the job still needed")  # fmt: skip
+        return said(None, reason, f"{self.policy_name} picked {name[-1] if name else 'nothing'}, which {why}")
+
     # -- reading ----------------------------------------------------------------------------------------------
     def job(self, job_id: str) -> JobPlacement:
         with self.lock:
@@ -624,16 +741,17 @@ class NetworkEngine:
         the next page (None: nothing more now; always None with ``tail``). Committed entries only, read on a
         connection of its own: it never holds up a placement. An engine without a database keeps none
         (InputError)."""
+        self._check()  # a closed engine is said so
         if self._conn is None:
             raise InputError("this network engine keeps no journal: it has no database (NetworkEngine.open keeps "
                              "one)", field="db")  # fmt: skip
-        self._check()
         entries = read_network_journal(self._path, job=job, event=event, after=after, limit=limit, tail=tail,
                                        peek=tail is None)  # fmt: skip
         return (entries, None) if tail is not None else paged(entries, limit)
 
-    def _placement(self, job_id: str, rid: int) -> JobPlacement:
-        a = self.sim.active[rid]
+    def _placement(self, job_id: str, rid: int, sim: LiveNetSim | None = None) -> JobPlacement:
+        sim = self.sim if sim is None else sim
+        a = sim.active[rid]
         names, top = self._names, self.topology
         return JobPlacement(
             job_id,
@@ -642,7 +760,7 @@ class NetworkEngine:
             tuple(int(m) for m in a.mem),
             tuple((names[int(top.link_u[x])], names[int(top.link_v[x])]) for x in a.links),
             a.bw / BW_SCALE,
-            LOCALITY_NAMES[self.sim.locality_of(a.servers)],
+            LOCALITY_NAMES[sim.locality_of(a.servers)],
         )
 
     def stats(self) -> dict[str, Any]:
@@ -774,7 +892,10 @@ def network_trace(path: Path, rejected: str = "include") -> NetTrace:
                     policies.clear()
                     unmatched = restarts = 0
                     restarted = False
-                    off = _journal_entry((seq, at, event, job, cpu, mem, bw, hold, reason)).off_since
+                    try:
+                        off = _journal_entry((seq, at, event, job, cpu, mem, bw, hold, reason)).off_since
+                    except ValueError as e:
+                        raise InputError(f"{path}: {e}: a hand-edited row?", field="db") from None
                     resumed = (at if off is None else off, at)
                     continue
                 if event == "started":
@@ -827,6 +948,7 @@ def network_trace(path: Path, rejected: str = "include") -> NetTrace:
     off_since = None
     with contextlib.suppress(TypeError, ValueError):  # a hand-edited note: no note
         off_since = float(meta.get("journal_off_since"))  # type: ignore[arg-type]
+        off_since = off_since if 0 <= off_since < _LATEST_TIME else None
     notes = (unmatched, before, restarts, tuple(policies), preset_name, resumed, off_since)
     if rejected == "skip":  # what ran, each leaving where it did: arrivals counted over what is kept
         return _without_rejections(ids, cpu_, mem_, bw_, held, live, n_rejected, len(running), median, notes)
@@ -875,14 +997,21 @@ def _without_rejections(ids: list[str], cpu: array[int], mem: array[int], bw: ar
                     running, 0, median, *notes)  # fmt: skip
 
 
-def _draws(policy: object) -> Mapping[str, Any] | None:
-    """Where a policy's random stream (its numpy ``rng``, as the registered ones have) stands, or None."""
+def _draws(policy: object) -> tuple[Mapping[str, Any] | None, dict[str, Any] | None]:
+    """Where a policy stands: its random stream (its numpy ``rng``, as the registered ones have) and its attributes
+    (NALB's search order of the request it last decided, a user's own state), for :func:`_put_back`."""
     rng = getattr(policy, "rng", None)
-    return rng.bit_generator.state if isinstance(rng, np.random.Generator) else None
+    attrs = getattr(policy, "__dict__", None)
+    return (rng.bit_generator.state if isinstance(rng, np.random.Generator) else None,
+            dict(attrs) if isinstance(attrs, dict) else None)  # fmt: skip
 
 
-def _put_back(policy: object, state: Mapping[str, Any] | None) -> None:
-    """The policy's random stream back where :func:`_draws` saw it: a decision answered 503 drew nothing."""
+def _put_back(policy: object, drawn: tuple[Mapping[str, Any] | None, dict[str, Any] | None]) -> None:
+    """The policy back where :func:`_draws` saw it: a decision answered 503, or an explanation's dry run, drew
+    nothing and decided nothing (attributes rebound since are bound back; a change made inside one is not)."""
+    state, attrs = drawn
+    if attrs is not None:
+        vars(policy).update(attrs)
     if state is not None:
         policy.rng.bit_generator.state = state  # type: ignore[attr-defined]
 
@@ -922,11 +1051,16 @@ def tier_shares(topology: Topology, free_bw: np.ndarray) -> dict[str, float]:
 
 __all__ = [
     "MAX_UNITS",
+    "NET_EVENTS",
     "JobPlacement",
     "JobRejection",
+    "NetExplanation",
     "NetJob",
+    "NetJournalEntry",
     "NetworkEngine",
     "fingerprint",
+    "network_trace",
+    "read_network_journal",
     "replay",
     "tier_shares",
 ]

@@ -415,6 +415,19 @@ def check_network_database(p: Path) -> None:
                      field="db")  # fmt: skip
 
 
+MAX_KEEP = 2**62
+"""The most journal entries a database may be told to keep (SQLite's integers end at 2**63 - 1: a keep above it
+made every prune, and so every change, fail)."""
+
+
+def check_journal_keep(keep: object) -> None:
+    """``journal_keep`` as the VM store and the network engine take it: None, or a whole number from 0 to
+    :data:`MAX_KEEP` (InputError naming it otherwise)."""
+    if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or not 0 <= keep <= MAX_KEEP):
+        raise InputError(f"must be a whole number from 0 (no journal) to {MAX_KEEP:,}, got {keep!r}",
+                         field="journal_keep")  # fmt: skip
+
+
 def backup_database(db: Path, out: Path) -> dict[str, int]:
     """Copy the dcplace database ``db`` (a cluster's, or the network engine's ``--network-db``) to ``out`` (which
     must not exist) consistently, also while a service runs on it: SQLite's online backup from a read-only
@@ -476,10 +489,7 @@ class SqliteStore:
         setting is kept in the database, so ``dcplace cluster`` commands keep the service's; where the journal
         was off and is turned on again, its first row is a ``journal-resumed`` entry (what happened meanwhile is
         not in it)."""
-        if journal_keep is not None and (
-            isinstance(journal_keep, bool) or not isinstance(journal_keep, int) or journal_keep < 0
-        ):
-            raise InputError(f"must be a whole number >= 0 (0: no journal), got {journal_keep!r}", field="journal_keep")
+        check_journal_keep(journal_keep)
         self._asked_keep = journal_keep
         self.journal_keep = JOURNAL_KEEP if journal_keep is None else journal_keep
         self.path = Path(path)

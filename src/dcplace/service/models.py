@@ -496,6 +496,29 @@ class JobRejectionOut(BaseModel):
     reason: Literal["capacity", "network", "invalid"]
 
 
+class TierRoomOut(BaseModel):
+    links_with_room: int = Field(description="links of the tier with at least the job's bandwidth free")
+    widest_link: float = Field(description="the most bandwidth free on one link of the tier, link units")
+
+
+class NetExplanationOut(BaseModel):
+    """Where a job would go now and why (``POST /network/explain``); nothing was placed."""
+
+    id: str
+    policy: str
+    accepted: bool = Field(description="whether the policy would place it now")
+    placement: JobOut | None = Field(description="where it would run (null: it would be rejected)")
+    reason: Literal["capacity", "network", "invalid"] | None = Field(description="why it would be rejected")
+    picks: list[str] = Field(description="the servers the policy picked, in order (a rejection: the last is where "
+                                         "it failed)")  # fmt: skip
+    pair: list[str] | None = Field(description="network: the two servers no candidate path joined with its bandwidth")
+    widest: float | None = Field(description="network: the most free bandwidth on any candidate path between them")
+    free_cpu: int = Field(description="CPU units free in the cluster")
+    free_mem: int = Field(description="memory units free in the cluster")
+    tiers: dict[str, TierRoomOut] = Field(description="per tier (server-rack, rack-fabric, fabric-spine)")
+    summary: str = Field(description="one sentence")
+
+
 class NetJournalEntryOut(BaseModel):
     seq: int = Field(description="grows with every entry: pass the last one read as `after` to read on")
     at: float = Field(description="Unix time")

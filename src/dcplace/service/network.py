@@ -12,7 +12,7 @@ from fastapi.responses import Response
 
 from dcplace.engine.journal import MAX_LIMIT
 from dcplace.engine.network import NET_EVENTS, NetJob, NetworkEngine
-from dcplace.service.models import JobIn, JobOut, JobRejectionOut, NetJournalOut, NetworkOut
+from dcplace.service.models import JobIn, JobOut, JobRejectionOut, NetExplanationOut, NetJournalOut, NetworkOut
 
 _COMMON: dict[int | str, dict[str, Any]] = {
     422: {"description": "a field out of range, or a query parameter the route does not take"},
@@ -26,8 +26,8 @@ def _json(body: Any, status: int = 200) -> Response:
 
 
 def add_network_routes(app: FastAPI, net: NetworkEngine) -> None:
-    """``POST /jobs``, ``GET /jobs``, ``GET /jobs/{id}``, ``DELETE /jobs/{id}``, ``GET /network``, ``GET
-    /network/journal`` on ``net``."""
+    """``POST /jobs``, ``GET /jobs``, ``GET /jobs/{id}``, ``DELETE /jobs/{id}``, ``GET /network``, ``POST
+    /network/explain``, ``GET /network/journal`` on ``net``."""
 
     @app.post("/jobs", status_code=201, tags=["network"], response_model=JobOut,
               responses={**_COMMON, 409: {"model": JobRejectionOut, "description": "not placed (its reason), or a "
@@ -61,6 +61,14 @@ def add_network_routes(app: FastAPI, net: NetworkEngine) -> None:
         """Totals: servers, links, jobs, CPU and memory in use, bandwidth in use per tier, counters."""
         net.health()
         return _json(net.stats())
+
+    @app.post("/network/explain", tags=["network"], response_model=NetExplanationOut, responses=_COMMON)
+    def explain_job(body: JobIn) -> Response:
+        """Where a job (the body `POST /jobs` takes) would go now and why, without placing it: the servers the
+        policy would pick, or why it would be rejected (the free totals for `capacity`; for `network`, the two
+        servers no candidate path joined and the most bandwidth any of their paths has free), and each tier's room
+        for its bandwidth. The next placement decides as if this had not been asked."""
+        return _json(net.explain(NetJob(body.id, body.cpu, body.mem, body.bw, body.hold)).as_dict())
 
     @app.get("/network/journal", tags=["network"], response_model=NetJournalOut, responses=_COMMON)
     def network_journal(

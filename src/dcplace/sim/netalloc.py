@@ -46,9 +46,11 @@ servers and locality (0 one server, 1 one rack, 2 neighbouring racks = one pod, 
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
+from typing import Any
 
 import numba as nb
 import numpy as np
@@ -617,6 +619,16 @@ class LiveNetSim(NetAllocSim):
         for u, v in zip(top.link_u[links].tolist(), top.link_v[links].tolist(), strict=True):
             parent[root(u)] = root(v)
         return len({root(int(v)) for v in servers}) == 1 and len({root(x) for x in list(parent)}) == 1
+
+    def fork(self) -> LiveNetSim:
+        """A copy to try a request on (an explanation's dry run): every part a request changes is its own (the free
+        arrays, the tallies, the allocations' dict), the topology, routing and allocations themselves are shared
+        (read-only here; a routing's caches hold the same answers for both)."""
+        shared = (self.topology, self.routing, self.requests, self.rewards, self._rack, self._pod, self._tier,
+                  self._tier_cap)  # fmt: skip
+        memo: dict[int, Any] = {id(x): x for x in shared}
+        memo[id(self.active)] = dict(self.active)  # allocations are replaced, never changed in place
+        return copy.deepcopy(self, memo)
 
     def abandon(self) -> None:
         """The waiting request rejected as ``invalid``, what it took returned (a policy that raised mid-request)."""
