@@ -6,8 +6,10 @@
 For each topology and policy: one episode of the ``uniform`` set (the paper's length: 128 / 896 / 4,096 requests,
 seed 0), decided (a) by the simulator (``run_episode``), (b) by ``NetworkEngine`` in memory, each job placed as it
 comes and released when its holding period ends, (c) the same with the jobs kept in SQLite (a commit per placement
-and per release). Every run checks that (b) and (c) accept exactly the requests the episode accepts. Medians of
-``--runs`` runs, per request, and the ratios to (a) measured in the same run.
+and per release), and (d) ``explain`` of every request of the episode on the state (b) ends with (a dry run on a
+copy of the state: ``POST /network/explain``). Every run checks that (b) and (c) accept exactly the requests the
+episode accepts. Medians of ``--runs`` runs, per request, and the ratios to (a), or for (d) to (b), measured in the
+same run.
 """
 
 from __future__ import annotations
@@ -20,9 +22,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from dcplace.cluster.topology import preset
+from dcplace.cluster.topology import BW_SCALE, preset
 from dcplace.engine import NetworkEngine
-from dcplace.engine.network import replay
+from dcplace.engine.network import NetJob, replay
 from dcplace.policies.registry import get_net_policy
 from dcplace.sim.netalloc import NetAllocSim
 from dcplace.sim.netalloc_episodes import Routings, default_requests, episode_requests, get_setting, run_episode
@@ -37,13 +39,13 @@ def main() -> None:
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")  # fmt: skip
     print("| topology | policy | requests | accepted | simulator ms/request | engine in memory (x) | engine in SQLite "
-          "(x) |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|")
+          "(x) | explain ms/request (x in memory) |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
     for name in args.topologies:
         top = preset(name)
         req = episode_requests(top, "uniform", default_requests(top), 0, 0)
         for pol in args.policies:
-            times: dict[str, list[float]] = {"sim": [], "mem": [], "db": []}
+            times: dict[str, list[float]] = {"sim": [], "mem": [], "db": [], "explain": []}
             for _ in range(args.runs):
                 policy = get_net_policy(pol)
                 routing = Routings(top, get_setting("paper"), 3).for_policy(policy)
@@ -56,6 +58,12 @@ def main() -> None:
                 got = replay(engine, req)
                 times["mem"].append(time.perf_counter() - t)
                 assert got == want, f"{name} {pol}: the engine accepted other requests than the episode"
+                jobs = [NetJob(f"x{i}", int(req.cpu[i]), int(req.mem[i]), int(req.bw[i]) / BW_SCALE, int(req.hold[i]))
+                        for i in range(len(req))]  # fmt: skip
+                t = time.perf_counter()
+                for job in jobs:
+                    engine.explain(job)
+                times["explain"].append(time.perf_counter() - t)
                 with tempfile.TemporaryDirectory(dir=Path.cwd()) as tmp:
                     engine = NetworkEngine.open(Path(tmp) / "net.db", top, get_net_policy(pol), hold_max=req.hold_max)
                     t = time.perf_counter()
@@ -67,7 +75,8 @@ def main() -> None:
             per = 1000 / len(req)
             print(f"| {name} | {pol} | {len(req):,} | {len(want):,} | {med['sim'] * per:.3f} | "
                   f"{med['mem'] * per:.3f} ({med['mem'] / med['sim']:.2f}x) | {med['db'] * per:.3f} "
-                  f"({med['db'] / med['sim']:.2f}x) |", flush=True)  # fmt: skip
+                  f"({med['db'] / med['sim']:.2f}x) | {med['explain'] * per:.3f} ({med['explain'] / med['mem']:.2f}x) "
+                  "|", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -62,10 +62,22 @@ def test_jobs_over_http_answer_as_documented(tmp_path: Path) -> None:
         assert full["reason"] == "capacity" and full["summary"].startswith("the cluster has 400 CPU")
         assert c.post("/network/explain", json={"id": "j9", "cpu": 1, "mem": 1, "bw": 0}).status_code == 422
         assert c.get("/jobs/j9").status_code == 404 and c.get("/network").json()["counters"]["placed"] == 1
+        drained = c.post("/network/servers/s5/drain")
+        assert drained.status_code == 200 and drained.json()["drained"] and drained.json()["cpu_capacity"] == 10
+        jsonschema.validate(drained.json(), {**doc, "$ref": "#/components/schemas/ServerOut"})
+        servers = c.get("/network/servers").json()
+        assert len(servers) == 40 and [x["name"] for x in servers if x["drained"]] == ["s5"]
+        assert c.get("/network/servers/s5").json() == drained.json()
+        assert c.get("/network").json()["drained"] == ["s5"] and c.get("/network").json()["cpu_drained"] == 10
+        assert "dcplace_network_servers_drained 1.0" in c.get("/metrics").text
+        assert c.post("/network/servers/s5/activate").json()["drained"] is False
+        for bad in (c.post("/network/servers/r0/drain"), c.get("/network/servers/nope")):
+            assert bad.status_code == 404 and "no server" in bad.json()["detail"], bad.text
         journal = c.get("/network/journal")
         jsonschema.validate(journal.json(), {**doc, "$ref": "#/components/schemas/NetJournalOut"})
-        assert [(x["event"], x["job"]) for x in journal.json()["entries"]] == [
-            ("started", None), ("placed", "j1"), ("rejected", "big"), ("released", "j1")]  # fmt: skip
+        assert [(x["event"], x["job"] or x["server"]) for x in journal.json()["entries"]] == [
+            ("started", None), ("placed", "j1"), ("rejected", "big"), ("released", "j1"), ("drained", "s5"),
+            ("activated", "s5")]  # fmt: skip
         assert journal.json()["entries"][2]["reason"] == "capacity" and journal.json()["next"] is None
         page = c.get("/network/journal", params={"limit": 2}).json()
         rest = c.get("/network/journal", params={"after": page["next"]}).json()

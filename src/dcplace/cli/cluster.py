@@ -372,7 +372,7 @@ def journal(
                                                    "machine-active, machine-failed, machine-changed, "
                                                    "machine-removed, "
                                                    "journal-resumed; a network database: placed, rejected, "
-                                                   "released, started, resumed")] = None,
+                                                   "released, started, resumed, drained, activated")] = None,
     by: Annotated[str | None, typer.Option(help="only VM entries made for this reason: import, reconcile, reported, "
                                                 "resize, reoptimisation, evacuation, failure, bind, assign")] = None,
     after: Annotated[int, typer.Option(help="entries after this seq (the last one read)")] = 0,
@@ -460,7 +460,7 @@ def _print_entries(entries: list[Any], json_out: bool) -> None:
                 if e.cpu is None
                 else f"{e.cpu} cpu {e.mem} mem {e.bw:g} bw" + ("" if e.hold is None else f" hold {e.hold}")
             )
-            said = e.reason or e.policy or ("" if e.off_since is None else f"off since {utc(e.off_since)}")
+            said = e.reason or e.policy or e.server or ("" if e.off_since is None else f"off since {utc(e.off_since)}")
             line = f"{e.seq:>8}  {when}  {e.event:<9} {e.job or '-':<20} {asked}{' ' + said if said else ''}"
             typer.echo(line.rstrip())
             continue
@@ -503,12 +503,16 @@ def _network_trace(db: Path, out: Path, rejected: str) -> None:
                    "database from before the journal, pruned, or while it was off): they are not in the trace, and a "
                    "replay starts without them", err=True)  # fmt: skip
     if trace.resumed is not None:
-        typer.echo(f"note: the journal was off from {utc(trace.resumed[0])} until {utc(trace.resumed[1])} (serve "
+        since = "" if trace.resumed[0] == trace.resumed[1] else f" from {utc(trace.resumed[0])}"
+        typer.echo(f"note: the journal was off{since} until {utc(trace.resumed[1])} (serve "
                    "--journal-keep 0); the trace starts there", err=True)  # fmt: skip
     if trace.off_since is not None:
         typer.echo(f"note: the journal has been off since {utc(trace.off_since)} (serve --journal-keep 0): what "
                    "happened since is not in the trace (a job released since is still running in it)",
                    err=True)  # fmt: skip
+    if trace.drains:
+        typer.echo(f"note: servers were drained or activated {trace.drains:,} times during the trace: a replay has "
+                   "every server, so it may decide otherwise from the first", err=True)  # fmt: skip
     if len(trace.policies) > 1:
         typer.echo(f"note: the engine was started with {len(trace.policies)} policies over the trace "
                    f"({', '.join(trace.policies)}): a replay decides with one", err=True)  # fmt: skip

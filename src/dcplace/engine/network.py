@@ -36,7 +36,6 @@ from dcplace.cluster.topology import BW_SCALE, PRESETS, TIER_NAMES, Topology, lo
 from dcplace.engine.engine import Conflict, NotFound, Unavailable, _id_ok
 from dcplace.engine.journal import check_window, paged
 from dcplace.engine.store import (
-    MAX_KEEP,
     StoreError,
     _reading,
     check_journal_keep,
@@ -46,6 +45,7 @@ from dcplace.engine.store import (
     names_the_file,
     remove_database,
     save_recovery,
+    stored_keep,
 )
 from dcplace.errors import InputError
 from dcplace.inputs import MAX_BANDWIDTH, MIN_BANDWIDTH
@@ -134,6 +134,25 @@ class JobRejection:
 
 
 @dataclass(frozen=True)
+class ServerInfo:
+    """A server of the network: its capacity, what its running jobs use of it, whether it is drained (no new job
+    is given any of it), and those jobs (in the order placed)."""
+
+    name: str
+    drained: bool
+    cpu_capacity: int
+    mem_capacity: int
+    cpu_used: int
+    mem_used: int
+    jobs: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "drained": self.drained, "cpu_capacity": self.cpu_capacity,
+                "mem_capacity": self.mem_capacity, "cpu_used": self.cpu_used, "mem_used": self.mem_used,
+                "jobs": list(self.jobs)}  # fmt: skip
+
+
+@dataclass(frozen=True)
 class NetExplanation:
     """Where a job would go now and why (:meth:`NetworkEngine.explain`), nothing changed. ``placement``: where it
     would run (None: it would be rejected, for ``reason``); ``picks``: the servers the policy picked, in order (for
@@ -186,10 +205,11 @@ JOURNAL_KEEP = 1_000_000
 :meth:`NetworkEngine.open`, ``serve --journal-keep``)."""
 _PRUNE_EVERY = 1000
 
-NET_EVENTS = ("placed", "rejected", "released", "started", "resumed")
+NET_EVENTS = ("placed", "rejected", "released", "started", "resumed", "drained", "activated")
 """What the network journal records: a job ``placed`` or ``rejected`` (what it asked for, as asked; a rejection's
 reason), ``released``; each start of the engine (``started``, with its policy); ``resumed`` where the journal was
-off (``journal_keep`` 0) for a while, with when it went off: a trace starts there."""
+off (``journal_keep`` 0) for a while, with when it went off: a trace starts there; a server ``drained`` or
+``activated`` (:meth:`NetworkEngine.drain_server`)."""
 
 
 @dataclass(frozen=True)
@@ -198,7 +218,7 @@ class NetJournalEntry:
     (page with ``after=seq``); ``at``: Unix time; ``job``, ``cpu``, ``mem`` (units), ``bw`` (link units), ``hold``
     (arrivals, where declared): what a ``placed`` or ``rejected`` job asked for (``released`` has its ``job`` only);
     ``reason``: a rejection's (capacity, network, invalid); ``policy``: a start's; ``off_since``: a resume's, when
-    the journal went off. None where it does not apply."""
+    the journal went off; ``server``: a drain's or activation's. None where it does not apply."""
 
     seq: int
     at: float
@@ -211,12 +231,13 @@ class NetJournalEntry:
     reason: str | None
     policy: str | None
     off_since: float | None
+    server: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "seq": self.seq, "at": self.at, "event": self.event, "job": self.job, "cpu": self.cpu, "mem": self.mem,
             "bw": self.bw, "hold": self.hold, "reason": self.reason, "policy": self.policy,
-            "off_since": self.off_since,
+            "off_since": self.off_since, "server": self.server,
         }  # fmt: skip
 
 
@@ -242,14 +263,16 @@ def _journal_entry(row: Sequence[Any]) -> NetJournalEntry:
         ok = _journalled(event, job, cpu, mem, bw, hold, reason) and bool(job)
     elif event == "released":
         ok = isinstance(job, str) and bool(job)
+    elif event in ("started", "drained", "activated"):
+        ok = isinstance(reason, str) and bool(reason)
     else:
-        ok = (event == "started" and isinstance(reason, str)) or (event == "resumed" and when(off))
+        ok = event == "resumed" and (when(off) or reason == "")
     if not (ok and type(seq) is int and when(at)):
         raise ValueError(f"journal entry {seq!r} is not one dcplace writes ({event!r}, job {job!r}, at {at!r}, cpu "
                          f"{cpu!r}, mem {mem!r}, bw {bw!r}, hold {hold!r}, reason {reason!r})")  # fmt: skip
     return NetJournalEntry(seq, float(at), event, job or None, cpu, mem, None if bw is None else bw / BW_SCALE, hold,
                            reason if event == "rejected" else None, reason if event == "started" else None,
-                           off)  # fmt: skip
+                           off, reason if event in ("drained", "activated") else None)  # fmt: skip
 
 
 def read_network_journal(
@@ -356,6 +379,7 @@ class NetworkEngine:
         self.journal_keep = JOURNAL_KEEP
         """The newest journal entries kept (a test lowers it)."""
         self._names = self.topology.node_names
+        self._server_of = {self._names[v]: v for v in range(self.topology.n_servers)}
 
     # -- the database ----------------------------------------------------------------------------------------
     @classmethod
@@ -406,6 +430,7 @@ class NetworkEngine:
                 raise InputError(f"{p} was written for another topology ({said[0] if said else 'unnamed'}), not "
                                  f"this {engine.topology.name}", field="topology")  # fmt: skip
             rows = conn.execute("SELECT id, servers, cpu, mem, links, bw, hold FROM jobs ORDER BY seq").fetchall()
+            drained = conn.execute("SELECT value FROM meta WHERE key = 'drained'").fetchone()
             resumed = engine._journal_setting(conn, journal_keep)
             conn.execute("COMMIT")
         except sqlite3.DatabaseError as e:
@@ -418,6 +443,7 @@ class NetworkEngine:
         try:
             for row in rows:
                 engine._reload(row)
+            engine._redrain(drained)
         except (ValueError, TypeError, KeyError, OverflowError, RecursionError, InputError) as e:
             engine._release_file(conn)
             why = "a list nested too deep" if isinstance(e, RecursionError) else str(e)
@@ -458,21 +484,34 @@ class NetworkEngine:
         where the journal was off and comes back on (the ``resumed`` entry's), else None."""
         row = conn.execute("SELECT value FROM meta WHERE key = 'journal_keep'").fetchone()
         if asked is None:  # a hand-edited setting that is none: the default
-            said = str(row[0]) if row is not None else ""
-            asked = int(said) if said.isascii() and said.isdigit() and int(said) <= MAX_KEEP else JOURNAL_KEEP
+            kept = stored_keep(None if row is None else str(row[0]))
+            asked = JOURNAL_KEEP if kept is None else kept
         self.journal_keep = asked
         conn.execute("INSERT INTO meta VALUES ('journal_keep', ?) ON CONFLICT (key) DO UPDATE SET value = "
                      "excluded.value", (str(asked),))  # fmt: skip
         off = conn.execute("SELECT value FROM meta WHERE key = 'journal_off_since'").fetchone()
         if asked == 0 and off is None:
             conn.execute("INSERT INTO meta VALUES ('journal_off_since', ?)", (repr(time.time()),))
-        return None if asked == 0 or off is None else str(off[0])
+        if asked == 0 or off is None:
+            return None
+        with contextlib.suppress(ValueError):
+            if 0 <= float(off[0]) < _LATEST_TIME:
+                return repr(float(off[0]))
+        return ""  # off since a time the file no longer says (hand-edited): the resume says nothing of it
 
     def _release_file(self, conn: sqlite3.Connection) -> None:
         conn.close()
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
+
+    def _redrain(self, row: tuple[Any, ...] | None) -> None:
+        """The servers the file says are drained, drained again (ValueError where it names no server of ours)."""
+        names = [] if row is None else json.loads(row[0])
+        if not isinstance(names, list) or not all(isinstance(x, str) and x in self._server_of for x in names):
+            raise ValueError(f"its drained servers {str(row[0])[:80] if row else ''} are not servers of this topology")
+        for name in names:
+            self.sim.set_drained(self._server_of[name], True)
 
     def _reload(self, row: tuple[Any, ...]) -> None:
         job_id, servers, cpu, mem, links, bw, hold = row
@@ -702,9 +741,9 @@ class NetworkEngine:
 
         if rid in sim.active:
             where = self._placement(job.id, rid, sim)
+            on = f", with {where.bw:g} link units on {len(where.links)} link(s)" if where.links else ""
             return said(where, None, f"{self.policy_name} would place it on {len(where.servers)} server(s), "
-                        f"{where.locality} ({', '.join(where.servers)}), with {where.bw:g} link units on "
-                        f"{len(where.links)} link(s)")  # fmt: skip
+                        f"{where.locality} ({', '.join(where.servers)}){on}")  # fmt: skip
         reason = sim.last_rejection or "invalid"
         if reason == "capacity":
             return said(None, reason, f"the cluster has {now.free_cpu_total} CPU and {now.free_mem_total} memory "
@@ -721,6 +760,62 @@ class NetworkEngine:
         why = ("is not a server" if not 0 <= v < top.n_servers else "was picked already for this job"
                if v in picks[:-1] else "has none of the CPU or memory the job still needed")  # fmt: skip
         return said(None, reason, f"{self.policy_name} picked {name[-1] if name else 'nothing'}, which {why}")
+
+    def drain_server(self, server: str) -> ServerInfo:
+        """Give no new job any of ``server`` (a server's name; NotFound where none has it): its running jobs keep
+        it, and what it has free, or they free, is held apart until :meth:`activate_server`. Durable on return;
+        journalled. Draining a drained server changes nothing."""
+        return self._set_drained(server, True)
+
+    def activate_server(self, server: str) -> ServerInfo:
+        """Let new jobs use ``server`` again (all it has free). Durable on return; journalled."""
+        return self._set_drained(server, False)
+
+    def _set_drained(self, server: str, drained: bool) -> ServerInfo:
+        with self.lock:
+            self._check()
+            v = self._server_index(server)
+            if bool(self.sim.drained[v]) != drained:
+                after = self.sim.drained.copy()
+                after[v] = drained
+                names = [self._names[x] for x in np.flatnonzero(after).tolist()]
+                self._write(
+                    ("INSERT INTO meta VALUES ('drained', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                     (json.dumps(names),)),
+                    ("INSERT INTO journal (at, event, job, reason) VALUES (?, ?, '', ?)",
+                     (time.time(), "drained" if drained else "activated", server)),
+                )  # fmt: skip
+                self.sim.set_drained(v, drained)
+            return self._servers([v])[0]
+
+    def _server_index(self, server: str) -> int:
+        v = self._server_of.get(server) if isinstance(server, str) else None
+        if v is None:
+            raise NotFound(f"no server {server!r} in {self.topology.name}", field="server")
+        return v
+
+    def server(self, server: str) -> ServerInfo:
+        """A server's capacity, use, state and jobs."""
+        with self.lock:
+            return self._servers([self._server_index(server)])[0]
+
+    def servers(self) -> list[ServerInfo]:
+        """Every server, in the topology's order."""
+        with self.lock:
+            return self._servers(range(self.topology.n_servers))
+
+    def _servers(self, which: Sequence[int]) -> list[ServerInfo]:
+        sim, top, names = self.sim, self.topology, self._names
+        wanted = set(which)
+        jobs: dict[int, list[str]] = {v: [] for v in wanted}
+        for job_id, rid in self._rid.items():
+            for v in sim.active[rid].servers.tolist():
+                if v in wanted:
+                    jobs[v].append(job_id)
+        free_cpu, free_mem = sim.free_cpu + sim.held_cpu, sim.free_mem + sim.held_mem
+        return [ServerInfo(names[v], bool(sim.drained[v]), int(top.server_cpu[v]), int(top.server_mem[v]),
+                           int(top.server_cpu[v] - free_cpu[v]), int(top.server_mem[v] - free_mem[v]),
+                           tuple(jobs[v])) for v in which]  # fmt: skip
 
     # -- reading ----------------------------------------------------------------------------------------------
     def job(self, job_id: str) -> JobPlacement:
@@ -770,11 +865,15 @@ class NetworkEngine:
             sim, top = self.sim, self.topology
             cpu_cap, mem_cap = int(top.server_cpu.sum()), int(top.server_mem.sum())
             tiers = tier_shares(top, sim.free_bw)
+            held_cpu, held_mem = int(sim.held_cpu.sum()), int(sim.held_mem.sum())
+            cpu_used, mem_used = cpu_cap - sim.free_cpu_total - held_cpu, mem_cap - sim.free_mem_total - held_mem
             return {
                 "topology": top.name, "policy": self.policy_name, "servers": top.n_servers, "links": top.n_links,
-                "jobs": len(self._rid), "cpu_used": cpu_cap - sim.free_cpu_total, "cpu_capacity": cpu_cap,
-                "mem_used": mem_cap - sim.free_mem_total, "mem_capacity": mem_cap,
-                "cpu_share": 1 - sim.free_cpu_total / cpu_cap, "mem_share": 1 - sim.free_mem_total / mem_cap,
+                "jobs": len(self._rid), "cpu_used": cpu_used, "cpu_capacity": cpu_cap,
+                "mem_used": mem_used, "mem_capacity": mem_cap,
+                "cpu_share": cpu_used / cpu_cap, "mem_share": mem_used / mem_cap,
+                "drained": [self._names[v] for v in np.flatnonzero(sim.drained).tolist()],
+                "cpu_drained": held_cpu, "mem_drained": held_mem,
                 "bw_share_by_tier": tiers, "counters": dict(self.counters), "durable": self._conn is not None,
                 "healthy": self._failed is None,
             }  # fmt: skip
@@ -847,6 +946,9 @@ class NetTrace:
     off_since: float | None = None
     """When the journal went off, where it is off now: what happened since is not in the trace (a job released
     since is still running in it)."""
+    drains: int = 0
+    """Servers drained or activated during the trace: a replay has every server, so it may decide otherwise from
+    the first."""
 
     def write(self, path: Path) -> None:
         """The request file ``simulate netalloc --dataset`` and ``compare`` read (``cpu,mem,bw,hold``, bw in link
@@ -870,7 +972,7 @@ def network_trace(path: Path, rejected: str = "include") -> NetTrace:
     cpu_, mem_, bw_, asked_hold, held = (array("q") for _ in range(5))  # held: -1 until it is known
     live: list[str] = []
     running: dict[str, int] = {}
-    unmatched = restarts = 0
+    unmatched = restarts = drains = 0
     restarted = False
     starting = "unknown"  # the policy of the last start (a journal pruned past it: not known)
     policies: list[str] = []
@@ -890,13 +992,16 @@ def network_trace(path: Path, rejected: str = "include") -> NetTrace:
                     live.clear()
                     running.clear()
                     policies.clear()
-                    unmatched = restarts = 0
+                    unmatched = restarts = drains = 0
                     restarted = False
                     try:
                         off = _journal_entry((seq, at, event, job, cpu, mem, bw, hold, reason)).off_since
                     except ValueError as e:
                         raise InputError(f"{path}: {e}: a hand-edited row?", field="db") from None
                     resumed = (at if off is None else off, at)
+                    continue
+                if event in ("drained", "activated"):
+                    drains += 1
                     continue
                 if event == "started":
                     restarted = bool(ids)  # counted when a job follows: an idle service since is no replay's
@@ -949,7 +1054,7 @@ def network_trace(path: Path, rejected: str = "include") -> NetTrace:
     with contextlib.suppress(TypeError, ValueError):  # a hand-edited note: no note
         off_since = float(meta.get("journal_off_since"))  # type: ignore[arg-type]
         off_since = off_since if 0 <= off_since < _LATEST_TIME else None
-    notes = (unmatched, before, restarts, tuple(policies), preset_name, resumed, off_since)
+    notes = (unmatched, before, restarts, tuple(policies), preset_name, resumed, off_since, drains)
     if rejected == "skip":  # what ran, each leaving where it did: arrivals counted over what is kept
         return _without_rejections(ids, cpu_, mem_, bw_, held, live, n_rejected, len(running), median, notes)
     return NetTrace(ids, cpu_, mem_, bw_, held, live, n_rejected, len(running), filled, median, *notes)
@@ -1058,6 +1163,7 @@ __all__ = [
     "NetJob",
     "NetJournalEntry",
     "NetworkEngine",
+    "ServerInfo",
     "fingerprint",
     "network_trace",
     "read_network_journal",

@@ -428,6 +428,13 @@ def check_journal_keep(keep: object) -> None:
                          field="journal_keep")  # fmt: skip
 
 
+def stored_keep(said: str | None) -> int | None:
+    """A database's stored ``journal_keep``, None where it is none (missing, or hand-edited past reading)."""
+    if said is None or not (said.isascii() and said.isdigit()) or int(said) > MAX_KEEP:
+        return None
+    return int(said)
+
+
 def backup_database(db: Path, out: Path) -> dict[str, int]:
     """Copy the dcplace database ``db`` (a cluster's, or the network engine's ``--network-db``) to ``out`` (which
     must not exist) consistently, also while a service runs on it: SQLite's online backup from a read-only
@@ -600,8 +607,9 @@ class SqliteStore:
                                (key, str(value)))  # fmt: skip
 
         stored = meta("journal_keep")
-        if self._asked_keep is None and stored is not None and stored.isdigit():
-            self.journal_keep = int(stored)
+        kept = stored_keep(stored)  # a hand-edited one that is none: ignored
+        if self._asked_keep is None and kept is not None:
+            self.journal_keep = kept
         put("journal_keep", self.journal_keep)
         off_since = meta("journal_off_since")
         if begun_on_a_cluster and off_since is None:

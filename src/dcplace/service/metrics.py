@@ -131,12 +131,20 @@ class NetworkCollector(Collector):
                                  labels=["resource"])  # fmt: skip
         cap = GaugeMetricFamily("dcplace_network_capacity", "The network's servers' capacity, in server units",
                                 labels=["resource"])  # fmt: skip
-        for resource, total, free in (("cpu", int(top.server_cpu.sum()), sim.free_cpu_total),
-                                      ("mem", int(top.server_mem.sum()), sim.free_mem_total)):  # fmt: skip
+        drained = GaugeMetricFamily("dcplace_network_drained", "Free on drained servers (held apart from new jobs), in "
+                                    "server units", labels=["resource"])  # fmt: skip
+        for resource, total, free, held in (
+            ("cpu", int(top.server_cpu.sum()), sim.free_cpu_total, int(sim.held_cpu.sum())),
+            ("mem", int(top.server_mem.sum()), sim.free_mem_total, int(sim.held_mem.sum())),
+        ):
             cap.add_metric([resource], total)
-            used.add_metric([resource], total - free)
+            used.add_metric([resource], total - free - held)
+            drained.add_metric([resource], held)
         yield cap
         yield used
+        yield drained
+        yield GaugeMetricFamily("dcplace_network_servers_drained", "Servers drained: no new job is given any of them",
+                                value=int(sim.drained.sum()))  # fmt: skip
         bw = GaugeMetricFamily("dcplace_network_bandwidth_share", "Bandwidth in use over the tier's capacity",
                                labels=["tier"])  # fmt: skip
         for tier, share in tier_shares(top, sim.free_bw.copy()).items():

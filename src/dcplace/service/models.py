@@ -522,7 +522,7 @@ class NetExplanationOut(BaseModel):
 class NetJournalEntryOut(BaseModel):
     seq: int = Field(description="grows with every entry: pass the last one read as `after` to read on")
     at: float = Field(description="Unix time")
-    event: Literal["placed", "rejected", "released", "started", "resumed"]
+    event: Literal["placed", "rejected", "released", "started", "resumed", "drained", "activated"]
     job: str | None = Field(description="placed, rejected, released: the job")
     cpu: int | None = Field(description="placed, rejected: the CPU units it asked for")
     mem: int | None = Field(description="placed, rejected: the memory units it asked for")
@@ -531,11 +531,24 @@ class NetJournalEntryOut(BaseModel):
     reason: Literal["capacity", "network", "invalid"] | None = Field(description="rejected: why")
     policy: str | None = Field(description="started: the policy the engine started with")
     off_since: float | None = Field(description="resumed: when the journal went off (Unix time)")
+    server: str | None = Field(description="drained, activated: the server")
 
 
 class NetJournalOut(BaseModel):
     entries: list[NetJournalEntryOut] = Field(description="oldest first")
     next: int | None = Field(description="`after` for the next page; null: nothing more now")
+
+
+class ServerOut(BaseModel):
+    """A server of the network-aware cluster."""
+
+    name: str
+    drained: bool = Field(description="no new job is given any of it (its running jobs keep it)")
+    cpu_capacity: int
+    mem_capacity: int
+    cpu_used: int = Field(description="units its running jobs hold")
+    mem_used: int
+    jobs: list[str] = Field(description="its running jobs, in the order placed")
 
 
 class NetworkOut(BaseModel):
@@ -552,6 +565,9 @@ class NetworkOut(BaseModel):
     mem_capacity: int
     cpu_share: float
     mem_share: float
+    drained: list[str] = Field(description="servers drained: no new job is given any of them")
+    cpu_drained: int = Field(description="CPU units free on drained servers (held apart)")
+    mem_drained: int = Field(description="memory units free on drained servers (held apart)")
     bw_share_by_tier: dict[str, float] = Field(description="bandwidth in use over the tier's capacity")
     counters: dict[str, int] = Field(description="placed, rejected, released since the service started")
     durable: bool = Field(description="its jobs are kept in a database")

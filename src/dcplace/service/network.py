@@ -12,7 +12,15 @@ from fastapi.responses import Response
 
 from dcplace.engine.journal import MAX_LIMIT
 from dcplace.engine.network import NET_EVENTS, NetJob, NetworkEngine
-from dcplace.service.models import JobIn, JobOut, JobRejectionOut, NetExplanationOut, NetJournalOut, NetworkOut
+from dcplace.service.models import (
+    JobIn,
+    JobOut,
+    JobRejectionOut,
+    NetExplanationOut,
+    NetJournalOut,
+    NetworkOut,
+    ServerOut,
+)
 
 _COMMON: dict[int | str, dict[str, Any]] = {
     422: {"description": "a field out of range, or a query parameter the route does not take"},
@@ -27,7 +35,8 @@ def _json(body: Any, status: int = 200) -> Response:
 
 def add_network_routes(app: FastAPI, net: NetworkEngine) -> None:
     """``POST /jobs``, ``GET /jobs``, ``GET /jobs/{id}``, ``DELETE /jobs/{id}``, ``GET /network``, ``POST
-    /network/explain``, ``GET /network/journal`` on ``net``."""
+    /network/explain``, ``GET /network/journal``, ``GET /network/servers[/{name}]``, ``POST
+    /network/servers/{name}/drain|activate`` on ``net``."""
 
     @app.post("/jobs", status_code=201, tags=["network"], response_model=JobOut,
               responses={**_COMMON, 409: {"model": JobRejectionOut, "description": "not placed (its reason), or a "
@@ -61,6 +70,34 @@ def add_network_routes(app: FastAPI, net: NetworkEngine) -> None:
         """Totals: servers, links, jobs, CPU and memory in use, bandwidth in use per tier, counters."""
         net.health()
         return _json(net.stats())
+
+    server_errors = {404: {"description": "no such server in the topology"}, **_COMMON}
+
+    @app.get("/network/servers", tags=["network"], response_model=list[ServerOut])
+    def list_servers() -> Response:
+        """Every server: capacity, what its jobs use, whether it is drained, its jobs."""
+        net.health()
+        return _json([x.as_dict() for x in net.servers()])
+
+    @app.get("/network/servers/{server:vmid}", tags=["network"], response_model=ServerOut, responses=server_errors)
+    def get_server(server: str) -> Response:
+        """One server: capacity, what its jobs use, whether it is drained, its jobs."""
+        net.health()
+        return _json(net.server(server).as_dict())
+
+    @app.post("/network/servers/{server:vmid}/drain", tags=["network"], response_model=ServerOut,
+              responses=server_errors)  # fmt: skip
+    def drain_server(server: str) -> Response:
+        """No new job is given any of this server (maintenance): its running jobs keep it, and what it has free is
+        held apart until it is activated. Durable when answered; journalled; draining a drained server changes
+        nothing."""
+        return _json(net.drain_server(server).as_dict())
+
+    @app.post("/network/servers/{server:vmid}/activate", tags=["network"], response_model=ServerOut,
+              responses=server_errors)  # fmt: skip
+    def activate_server(server: str) -> Response:
+        """New jobs may use this server again. Durable when answered; journalled."""
+        return _json(net.activate_server(server).as_dict())
 
     @app.post("/network/explain", tags=["network"], response_model=NetExplanationOut, responses=_COMMON)
     def explain_job(body: JobIn) -> Response:

@@ -562,6 +562,11 @@ class LiveNetSim(NetAllocSim):
         # Only the waiting request is ever read: one value per column, not a table that grows with every request
         # (a live service's memory grew 12 MB per 100,000 jobs).
         self._req_cpu, self._req_mem, self._req_bw, self._req_hold = (_Latest(), _Latest(), _Latest(), _Latest())
+        self.drained: BoolArray = np.zeros(self.n_servers, dtype=np.bool_)
+        """Servers taking no new jobs (:meth:`set_drained`): their free CPU and memory are held apart, so every policy
+        sees them full."""
+        self.held_cpu: IntArray = np.zeros(self.n_servers, dtype=np.int64)
+        self.held_mem: IntArray = np.zeros(self.n_servers, dtype=np.int64)
 
     def _begin(self) -> None:
         """No table to walk: the request :meth:`submit` made wait, or none."""
@@ -619,6 +624,58 @@ class LiveNetSim(NetAllocSim):
         for u, v in zip(top.link_u[links].tolist(), top.link_v[links].tolist(), strict=True):
             parent[root(u)] = root(v)
         return len({root(int(v)) for v in servers}) == 1 and len({root(x) for x in list(parent)}) == 1
+
+    def set_drained(self, v: int, drained: bool) -> None:
+        """Drain server ``v`` (no new job is given any of it: what it has free, and what its jobs free as they
+        leave, is held apart, so it looks full) or activate it (what was held is free again). Its running jobs keep
+        it. Idempotent."""
+        if not self.done:
+            raise RuntimeError("a request is still waiting for its picks")
+        if drained == bool(self.drained[v]):
+            return
+        if drained:
+            self.held_cpu[v], self.held_mem[v] = self.free_cpu[v], self.free_mem[v]
+            self.free_cpu_total -= int(self.free_cpu[v])
+            self.free_mem_total -= int(self.free_mem[v])
+            self.free_cpu[v] = self.free_mem[v] = 0
+        else:
+            self.free_cpu[v], self.free_mem[v] = self.held_cpu[v], self.held_mem[v]
+            self.free_cpu_total += int(self.held_cpu[v])
+            self.free_mem_total += int(self.held_mem[v])
+            self.held_cpu[v] = self.held_mem[v] = 0
+        self.drained[v] = drained
+
+    def _release(self, rid: int) -> None:
+        servers = self.active[rid].servers
+        super()._release(rid)
+        for v in servers[self.drained[servers]].tolist():  # what a drained server's job frees is held apart too
+            self.held_cpu[v] += self.free_cpu[v]
+            self.held_mem[v] += self.free_mem[v]
+            self.free_cpu_total -= int(self.free_cpu[v])
+            self.free_mem_total -= int(self.free_mem[v])
+            self.free_cpu[v] = self.free_mem[v] = 0
+
+    def check_invariants(self) -> None:
+        """The episode simulator's invariants, with what drained servers hold apart counted as free; and a drained
+        server shows nothing free, an active one holds nothing apart."""
+        assert not self.free_cpu[self.drained].any() and not self.free_mem[self.drained].any(), (
+            "a drained server has room"
+        )
+        assert not self.held_cpu[~self.drained].any() and not self.held_mem[~self.drained].any(), (
+            "held on an active server"
+        )
+        held_cpu, held_mem = int(self.held_cpu.sum()), int(self.held_mem.sum())
+        self.free_cpu += self.held_cpu
+        self.free_mem += self.held_mem
+        self.free_cpu_total += held_cpu
+        self.free_mem_total += held_mem
+        try:
+            super().check_invariants()
+        finally:
+            self.free_cpu -= self.held_cpu
+            self.free_mem -= self.held_mem
+            self.free_cpu_total -= held_cpu
+            self.free_mem_total -= held_mem
 
     def fork(self) -> LiveNetSim:
         """A copy to try a request on (an explanation's dry run): every part a request changes is its own (the free
