@@ -274,6 +274,10 @@ def test_the_page_shows_the_network_jobs_where_the_service_has_them(tmp_path: Pa
         browser.wait_for("document.getElementById('network').textContent.includes('jobs running2')")
         net.release("j0")
         browser.wait_for("document.getElementById('network').textContent.includes('2 / 0 / 1')")
+        assert "servers drained" not in _text(browser, "network")
+        net.drain_server("s30")
+        browser.wait_for("document.getElementById('network').textContent.includes('servers drained')")
+        assert "servers draineds30 (10 CPU, 10 memory units held apart)" in _text(browser, "network")
         # a failed network database is said in its section; the VMs (another database) are still followed
         net._conn.execute("PRAGMA query_only = ON")  # type: ignore[union-attr]
         with pytest.raises(StoreError):

@@ -166,6 +166,12 @@ function renderNetwork(n) {
   item(list, "servers / links", `${fmt(n.servers)} / ${fmt(n.links)}`);
   item(list, "CPU units in use", `${fmt(n.cpu_used)} of ${fmt(n.cpu_capacity)} (${pct(n.cpu_used, n.cpu_capacity)})`);
   item(list, "memory units in use", `${fmt(n.mem_used)} of ${fmt(n.mem_capacity)} (${pct(n.mem_used, n.mem_capacity)})`);
+  if (n.drained && n.drained.length) {
+    const some = n.drained.slice(0, 8).join(", ");
+    const names = n.drained.length > 8 ? `${some} and ${fmt(n.drained.length - 8)} more` : some;
+    const held = `${fmt(n.cpu_drained)} CPU, ${fmt(n.mem_drained)} memory units held apart`;
+    item(list, "servers drained", `${names} (${held})`);
+  }
   const c = n.counters;
   item(list, "placed / rejected / released since start", `${fmt(c.placed)} / ${fmt(c.rejected)} / ${fmt(c.released)}`);
   const body = $("tiers").tBodies[0];
