@@ -1143,14 +1143,14 @@ DRAIN_OPS = st.lists(
 )
 
 
-@pytest.mark.parametrize("name", ["tetris", "nalb-strict", "nulb", "random"])
+@pytest.mark.parametrize("name", ["tetris", "nalb-strict", "nulb", "random", "random-any"])
 @settings(max_examples=10, deadline=None)
 @given(ops=DRAIN_OPS)
 def test_a_drained_server_gives_no_new_job_anything_and_all_comes_back(name: str, ops: list) -> None:
     """Drain and activate at random among placements and releases: the invariants hold after every operation (what
-    a drained server has free is held apart, never given); no job placed while a server is drained takes any of
-    its CPU or memory (nulb, which takes servers whatever they hold, may list it with nothing); its running jobs
-    keep it; activated again and every job released, everything is free."""
+    a drained server has free is held apart, never given); no job placed while a server is drained is on it (nulb
+    and random-any, which take servers whatever they hold, listed it with nothing, so it never emptied: a review);
+    its running jobs keep it; activated again and every job released, everything is free."""
     e = NetworkEngine(ALPHA, name)
     running: list[str] = []
     for i, (op, cpu, mem, bw, pick) in enumerate(ops):
@@ -1168,8 +1168,7 @@ def test_a_drained_server_gives_no_new_job_anything_and_all_comes_back(name: str
             d = e.place(NetJob(f"j{i}", cpu, mem, bw))
             if d.accepted:
                 running.append(d.id)
-                for s, c, m in zip(d.servers, d.cpu, d.mem, strict=True):
-                    assert s not in drained or c == m == 0, (s, c, m)
+                assert not drained & set(d.servers), (drained, d.servers)
         e.check_invariants()
         stats = e.stats()
         assert stats["cpu_used"] == sum(x.cpu_used for x in e.servers())
@@ -1243,3 +1242,63 @@ def test_the_explanation_reviews_findings(tmp_path: Path) -> None:
     c.close()
     one = NetworkEngine(ALPHA, "tetris").explain(NetJob("x", 5, 5, 0.5))
     assert one.summary == "tetris would place it on 1 server(s), single server (s0)"
+
+
+def test_the_drain_reviews_findings(tmp_path: Path) -> None:
+    """A review of drains found, fixed: a journal of a policy named '' was refused as hand-edited; the metrics read
+    two totals around a drain and reported a negative allocation; a hand-edited keep of 5,000 digits was a
+    traceback; a trace missed a server drained since before it; a drained list that is not JSON was said in
+    JSON's words."""
+    import dcplace.engine.network as network_module
+    from dcplace.engine.network import network_trace
+    from dcplace.service.metrics import NetworkCollector
+
+    class Unnamed:
+        name = ""
+
+        def choose(self, view):  # type: ignore[no-untyped-def]
+            return int(np.flatnonzero(view.action_mask())[0])
+
+    db = tmp_path / "n.db"
+    e = NetworkEngine.open(db, ALPHA, Unnamed())  # type: ignore[arg-type]
+    e.place(NetJob("a", 5, 5, 0.1))
+    assert [x.event for x in e.journal_page()[0]] == ["started", "placed"]
+    e.close()
+
+    e = NetworkEngine(ALPHA, "tetris")
+    e.place(NetJob("a", 5, 5, 0.1))  # on s0
+    stop = threading.Event()
+
+    def flip() -> None:
+        while not stop.is_set():
+            e.drain_server("s3")
+            e.activate_server("s3")
+
+    t = threading.Thread(target=flip)
+    t.start()
+    seen = set()
+    try:
+        for _ in range(3000):
+            for family in NetworkCollector(e).collect():
+                if family.name == "dcplace_network_allocated":
+                    seen |= {(s.labels["resource"], s.value) for s in family.samples}
+    finally:
+        stop.set()
+        t.join()
+    assert seen == {("cpu", 5), ("mem", 5)}, seen
+
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'journal_keep'", ("9" * 5000,))
+    e = NetworkEngine.open(db, ALPHA, "tetris")
+    assert e.journal_keep == network_module.JOURNAL_KEEP
+    e.drain_server("s7")
+    e.close()
+    e = NetworkEngine.open(db, ALPHA, "tetris", journal_keep=0)  # the drain's entry goes, the drain stays
+    e.close()
+    NetworkEngine.open(db, ALPHA, "tetris", journal_keep=10).close()
+    trace = network_trace(db)
+    assert (trace.drains, trace.drained_now) == (0, 1)
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE meta SET value = '[' WHERE key = 'drained'")
+    with pytest.raises(InputError, match=r"its drained servers \[ are not servers of this topology"):
+        NetworkEngine.open(db, ALPHA, "tetris")

@@ -510,9 +510,10 @@ def _network_trace(db: Path, out: Path, rejected: str) -> None:
         typer.echo(f"note: the journal has been off since {utc(trace.off_since)} (serve --journal-keep 0): what "
                    "happened since is not in the trace (a job released since is still running in it)",
                    err=True)  # fmt: skip
-    if trace.drains:
-        typer.echo(f"note: servers were drained or activated {trace.drains:,} times during the trace: a replay has "
-                   "every server, so it may decide otherwise from the first", err=True)  # fmt: skip
+    if trace.drains or trace.drained_now:
+        now = f"; {trace.drained_now:,} are drained now" if trace.drained_now else ""
+        typer.echo(f"note: servers were drained or activated {trace.drains:,} times during the trace{now}: a replay "
+                   "has every server, so it may decide otherwise", err=True)  # fmt: skip
     if len(trace.policies) > 1:
         typer.echo(f"note: the engine was started with {len(trace.policies)} policies over the trace "
                    f"({', '.join(trace.policies)}): a replay decides with one", err=True)  # fmt: skip

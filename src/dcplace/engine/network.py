@@ -263,7 +263,9 @@ def _journal_entry(row: Sequence[Any]) -> NetJournalEntry:
         ok = _journalled(event, job, cpu, mem, bw, hold, reason) and bool(job)
     elif event == "released":
         ok = isinstance(job, str) and bool(job)
-    elif event in ("started", "drained", "activated"):
+    elif event == "started":  # the policy's name, which a user's policy may leave empty
+        ok = isinstance(reason, str)
+    elif event in ("drained", "activated"):
         ok = isinstance(reason, str) and bool(reason)
     else:
         ok = event == "resumed" and (when(off) or reason == "")
@@ -373,6 +375,10 @@ class NetworkEngine:
         self.on_failure: Any = None
         """Called once (no arguments) when the database fails: ``serve --exit-on-failure`` stops on it."""
         self.counters = {"placed": 0, "rejected": 0, "released": 0}
+        self.in_use = (0, 0, 0, 0)
+        """(CPU used, memory used, CPU held apart on drained servers, memory held apart), published whole after each
+        change: the metrics' source, read without the lock in one read (two reads of the simulator's totals taken
+        around a drain gave a negative allocation)."""
         self.rejections = {"capacity": 0, "network": 0, "invalid": 0}
         """Rejections by reason, counted with ``counters["rejected"]`` once the decision is durable (the metrics'
         source: their sum is the rejected decisions in the same read)."""
@@ -444,6 +450,7 @@ class NetworkEngine:
             for row in rows:
                 engine._reload(row)
             engine._redrain(drained)
+            engine._publish()
         except (ValueError, TypeError, KeyError, OverflowError, RecursionError, InputError) as e:
             engine._release_file(conn)
             why = "a list nested too deep" if isinstance(e, RecursionError) else str(e)
@@ -505,9 +512,18 @@ class NetworkEngine:
             os.close(self._lock_fd)
             self._lock_fd = None
 
+    def _publish(self) -> None:
+        sim, top = self.sim, self.topology
+        held_cpu, held_mem = int(sim.held_cpu.sum()), int(sim.held_mem.sum())
+        self.in_use = (int(top.server_cpu.sum()) - sim.free_cpu_total - held_cpu,
+                       int(top.server_mem.sum()) - sim.free_mem_total - held_mem, held_cpu, held_mem)  # fmt: skip
+
     def _redrain(self, row: tuple[Any, ...] | None) -> None:
         """The servers the file says are drained, drained again (ValueError where it names no server of ours)."""
-        names = [] if row is None else json.loads(row[0])
+        try:
+            names = [] if row is None else json.loads(row[0])
+        except (ValueError, TypeError):
+            names = None
         if not isinstance(names, list) or not all(isinstance(x, str) and x in self._server_of for x in names):
             raise ValueError(f"its drained servers {str(row[0])[:80] if row else ''} are not servers of this topology")
         for name in names:
@@ -681,6 +697,7 @@ class NetworkEngine:
                 sim.release(rid)
                 raise
             self._rid[job.id] = rid
+            self._publish()
             self.counters["placed"] += 1
             return self._placement(job.id, rid)
 
@@ -699,6 +716,7 @@ class NetworkEngine:
             )
             self.sim.release(rid)
             del self._rid[job_id]
+            self._publish()
             self.counters["released"] += 1
             return was
 
@@ -786,6 +804,7 @@ class NetworkEngine:
                      (time.time(), "drained" if drained else "activated", server)),
                 )  # fmt: skip
                 self.sim.set_drained(v, drained)
+                self._publish()
             return self._servers([v])[0]
 
     def _server_index(self, server: str) -> int:
@@ -949,6 +968,8 @@ class NetTrace:
     drains: int = 0
     """Servers drained or activated during the trace: a replay has every server, so it may decide otherwise from
     the first."""
+    drained_now: int = 0
+    """Servers drained when the trace was read (maybe since before its first entry: a replay has them too)."""
 
     def write(self, path: Path) -> None:
         """The request file ``simulate netalloc --dataset`` and ``compare`` read (``cpu,mem,bw,hold``, bw in link
@@ -1033,7 +1054,7 @@ def network_trace(path: Path, rejected: str = "include") -> NetTrace:
                 live.append(_LIVE[event if event == "placed" else reason])
             now_running = {job for (job,) in conn.execute("SELECT id FROM jobs")}
             meta = dict(conn.execute("SELECT key, value FROM meta WHERE key IN ('topology', 'topology_name', "
-                                     "'journal_off_since')"))  # fmt: skip
+                                     "'journal_off_since', 'drained')"))  # fmt: skip
     except sqlite3.DatabaseError as e:
         raise InputError(f"{path} cannot be read ({e})", field="db") from None
     n = len(ids)
@@ -1054,7 +1075,11 @@ def network_trace(path: Path, rejected: str = "include") -> NetTrace:
     with contextlib.suppress(TypeError, ValueError):  # a hand-edited note: no note
         off_since = float(meta.get("journal_off_since"))  # type: ignore[arg-type]
         off_since = off_since if 0 <= off_since < _LATEST_TIME else None
-    notes = (unmatched, before, restarts, tuple(policies), preset_name, resumed, off_since, drains)
+    drained_now = 0
+    with contextlib.suppress(TypeError, ValueError):  # a hand-edited list: the engine's open says so
+        listed = json.loads(meta.get("drained") or "[]")
+        drained_now = len(listed) if isinstance(listed, list) else 0
+    notes = (unmatched, before, restarts, tuple(policies), preset_name, resumed, off_since, drains, drained_now)
     if rejected == "skip":  # what ran, each leaving where it did: arrivals counted over what is kept
         return _without_rejections(ids, cpu_, mem_, bw_, held, live, n_rejected, len(running), median, notes)
     return NetTrace(ids, cpu_, mem_, bw_, held, live, n_rejected, len(running), filled, median, *notes)

@@ -430,7 +430,7 @@ def check_journal_keep(keep: object) -> None:
 
 def stored_keep(said: str | None) -> int | None:
     """A database's stored ``journal_keep``, None where it is none (missing, or hand-edited past reading)."""
-    if said is None or not (said.isascii() and said.isdigit()) or int(said) > MAX_KEEP:
+    if said is None or not (said.isascii() and said.isdigit()) or len(said) > 19 or int(said) > MAX_KEEP:
         return None
     return int(said)
 

@@ -133,12 +133,11 @@ class NetworkCollector(Collector):
                                 labels=["resource"])  # fmt: skip
         drained = GaugeMetricFamily("dcplace_network_drained", "Free on drained servers (held apart from new jobs), in "
                                     "server units", labels=["resource"])  # fmt: skip
-        for resource, total, free, held in (
-            ("cpu", int(top.server_cpu.sum()), sim.free_cpu_total, int(sim.held_cpu.sum())),
-            ("mem", int(top.server_mem.sum()), sim.free_mem_total, int(sim.held_mem.sum())),
-        ):
+        cpu_used, mem_used, cpu_held, mem_held = net.in_use  # one read: a consistent moment
+        for resource, total, in_use, held in (("cpu", int(top.server_cpu.sum()), cpu_used, cpu_held),
+                                              ("mem", int(top.server_mem.sum()), mem_used, mem_held)):  # fmt: skip
             cap.add_metric([resource], total)
-            used.add_metric([resource], total - free - held)
+            used.add_metric([resource], in_use)
             drained.add_metric([resource], held)
         yield cap
         yield used

@@ -628,7 +628,9 @@ class LiveNetSim(NetAllocSim):
     def set_drained(self, v: int, drained: bool) -> None:
         """Drain server ``v`` (no new job is given any of it: what it has free, and what its jobs free as they
         leave, is held apart, so it looks full) or activate it (what was held is free again). Its running jobs keep
-        it. Idempotent."""
+        it. Where policies may pick any server, full or not (``any_server``: ``nulb``, ``random-any``), a drained
+        one also counts as picked, which they skip (else they listed it in new jobs, with nothing taken, and it never
+        emptied). Idempotent."""
         if not self.done:
             raise RuntimeError("a request is still waiting for its picks")
         if drained == bool(self.drained[v]):
@@ -644,6 +646,8 @@ class LiveNetSim(NetAllocSim):
             self.free_mem_total += int(self.held_mem[v])
             self.held_cpu[v] = self.held_mem[v] = 0
         self.drained[v] = drained
+        if self.any_server:
+            self.selected[v] = drained
 
     def _release(self, rid: int) -> None:
         servers = self.active[rid].servers
