@@ -29,7 +29,7 @@ from dcplace.sim.netalloc_episodes import get_setting
 TOPOLOGIES = ("alpha", "beta", "gamma", "delta")
 DATASETS = ("uniform", "azure", "alibaba")
 POLICIES = ("tetris", "nalb", "nulb", "random")
-EXTRA_POLICIES = ("nalb-strict", "nalb-learned")
+EXTRA_POLICIES = ("nalb-strict", "nalb-learned", "tetris-bw")
 ALPHA_BETA_EPISODES = 100
 """Rollouts per cell on alpha and beta unless told otherwise. The paper averages 5 and states that "all values for
 acceptance ratio and utilisation ... have a 95% confidence interval of ±≤5% of the stated value"; our 128-request
@@ -320,7 +320,8 @@ def _markdown(
         f"Setting `{setting}`; episodes per cell {n_eps}; seed {seed}, test split; requests per "
         "episode "
         + ", ".join(f"{t} {PRESETS[t].episode_requests}" for t in topologies)
-        + ". Paper values in parentheses, '-' where the paper has none. `nalb-strict` and `nalb-learned` are ours.",
+        + ". Paper values in parentheses, '-' where the paper has none. `nalb-strict`, `nalb-learned` and `tetris-bw` "
+        "are ours.",
         "",
         "## Table 1: acceptance ratio",
         "",

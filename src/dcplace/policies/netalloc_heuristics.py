@@ -36,6 +36,14 @@ servers cannot be connected.
   only on servers of the mask.
 * ``nalb-strict`` (ours, beyond the paper): NALB that is network-aware in its filter too: the first server is random
   among those whose links have the request's bandwidth free, and the search crosses only such links.
+* ``tetris-bw`` (ours, beyond the paper): Tetris's alignment score with three rules that make it network-aware and a
+  packer of racks. A request one server can hold goes to the server that holds it with the least room left (best
+  fit: no link, no path check). Otherwise only servers whose every link has the request's bandwidth free are
+  candidates (all pickable ones where none has), the first server is the best-scored candidate of the rack whose
+  candidates together hold the request with the least room left (best fit over racks; the best-scored candidate
+  anywhere where no rack holds it), and every later one the best-scored candidate of the first one's rack, else of
+  any rack. On the training episodes of every topology and request set it accepts more than every other policy here,
+  the learned ones included (docs/netalloc.md, "A bandwidth-aware Tetris").
 
 Routing: ``random``, ``tetris`` and ``nalb-strict`` use the simulator's (k = 3 shortest simple paths, the widest
 reserved). ``nalb`` and ``nulb`` connect their servers with their own bandwidth-weighted k-shortest paths (appendix
@@ -247,6 +255,55 @@ class LocalityBased(NetPolicy):
         return uniform_pick(self.rng, mask)
 
 
+@dataclass
+class TetrisBandwidth(NetPolicy):
+    """``tetris-bw``: Tetris's score, best fit for one-server requests, servers whose links carry the bandwidth,
+    racks filled best-fit (module docstring)."""
+
+    seed: int = 0
+    _adj: _Adjacency | None = field(default=None, init=False)
+    _adj_of: Topology | None = field(default=None, init=False)
+    _racks: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64), init=False)
+
+    name = "tetris-bw"
+
+    def _graph(self, top: Topology, n: int) -> _Adjacency:
+        if self._adj_of is not top or self._adj is None:
+            self._adj, self._adj_of = _Adjacency.of(top), top
+            rack = top.server_rack[:n].astype(np.int64)
+            self._racks = np.where(rack >= 0, rack, rack.max(initial=-1) + 1 + np.arange(n))  # rackless: their own
+        return self._adj
+
+    def choose(self, view: NetView) -> int:
+        n = view.n_servers
+        adj = self._graph(view.topology, n)
+        mask = view.action_mask()
+        need_c, need_m = view.need_cpu, view.need_mem
+        free_c, free_m = view.free_cpu, view.free_mem
+        score = free_c.astype(np.float64) * need_c + free_m.astype(np.float64) * need_m
+        rack = self._racks
+        if not view.picks:
+            whole = mask & (free_c >= need_c) & (free_m >= need_m)
+            if whole.any():  # one server holds it: the tightest such, no link needed
+                return int(np.argmin(np.where(whole, (free_c - need_c) + (free_m - need_m), np.iinfo(np.int64).max)))
+        ok = mask & adj.servers_with_bandwidth(n, view.free_bw, view.request[2])
+        if not ok.any():
+            ok = mask
+        if not view.picks:
+            racks = int(rack.max(initial=-1)) + 1
+            rc = np.bincount(rack[ok], weights=free_c[ok], minlength=racks)
+            rm = np.bincount(rack[ok], weights=free_m[ok], minlength=racks)
+            holds = (rc >= need_c) & (rm >= need_m)
+            if holds.any():  # the rack that holds it with the least room left
+                best = int(np.argmin(np.where(holds, (rc - need_c) + (rm - need_m), np.inf)))
+                ok = ok & (rack == best)
+        else:
+            same = ok & (rack == rack[view.picks[0]])
+            if same.any():
+                ok = same
+        return int(np.argmax(np.where(ok, score, -np.inf)))
+
+
 _DOCS = {
     "random": "a uniformly random server until the request is provisioned or fails",
     "random-any": "a uniformly random server not yet picked, even one with nothing still needed (the paper's actions)",
@@ -256,6 +313,7 @@ _DOCS = {
     "nulb": "plain breadth-first search from a random first server, taking every server in hop order (network-unaware)",
     "nulb-mask": "NULB stopping only on servers that hold some of what is still needed (the reading before the audit)",
     "nalb-strict": "NALB crossing only links with enough free bandwidth, first server with enough uplink bandwidth",
+    "tetris-bw": "Tetris packing racks best-fit among servers whose links carry the request's bandwidth (ours)",
     "nalb-v1": "NALB with the simulator's routing instead of its own (dcplace's first reading)",
     "nulb-v1": "NULB with the simulator's routing instead of its own (dcplace's first reading)",
 }
@@ -264,6 +322,7 @@ register("random", lambda seed=0: RandomPick(seed), _DOCS["random"], setting="ne
 register("random-any", lambda seed=0: RandomPick(seed, any_server=True), _DOCS["random-any"], setting="netalloc")
 register("tetris", lambda seed=0: Tetris(seed), _DOCS["tetris"], setting="netalloc")
 register("tetris-cosine", lambda seed=0: Tetris(seed, cosine=True), _DOCS["tetris-cosine"], setting="netalloc")
+register("tetris-bw", lambda seed=0: TetrisBandwidth(seed), _DOCS["tetris-bw"], setting="netalloc")
 register("nalb", lambda seed=0: LocalityBased(True, seed), _DOCS["nalb"], setting="netalloc")
 register("nulb", lambda seed=0: LocalityBased(False, seed, unpicked=True), _DOCS["nulb"], setting="netalloc")
 register(
