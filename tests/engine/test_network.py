@@ -951,17 +951,17 @@ def test_cluster_journal_reads_a_network_database(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "--job: does not apply" in res.stderr, res.output
 
 
-EXPLAIN_OPS = st.lists(
-    st.tuples(
-        st.sampled_from(["place", "place", "release", "explain"]),
-        st.integers(1, 45),
-        st.integers(0, 45),
-        st.sampled_from([0.05, 0.3, 0.9]),
-        st.integers(0, 1000),
-    ),
-    min_size=1,
-    max_size=40,
-)
+def _job_ops(kinds: list[str], bws: list[float], most: int) -> st.SearchStrategy[list]:
+    """Random operations: (kind, cpu 1-45, mem 0-45, bw, a number that picks a running job or a server)."""
+    return st.lists(
+        st.tuples(st.sampled_from(kinds), st.integers(1, 45), st.integers(0, 45), st.sampled_from(bws),
+                  st.integers(0, 1000)),
+        min_size=1,
+        max_size=most,
+    )  # fmt: skip
+
+
+EXPLAIN_OPS = _job_ops(["place", "place", "release", "explain"], [0.05, 0.3, 0.9], 40)
 
 
 @pytest.mark.parametrize("name", ["tetris", "nalb-strict", "nalb", "nulb", "random"])
@@ -1130,17 +1130,7 @@ def test_the_network_journal_reviews_findings(tmp_path: Path, monkeypatch) -> No
     assert res.exit_code == 0 and "1e+20" in res.stdout, res.output
 
 
-DRAIN_OPS = st.lists(
-    st.tuples(
-        st.sampled_from(["place", "place", "place", "release", "drain", "activate"]),
-        st.integers(1, 45),
-        st.integers(0, 45),
-        st.sampled_from([0.05, 0.3]),
-        st.integers(0, 1000),
-    ),
-    min_size=1,
-    max_size=50,
-)
+DRAIN_OPS = _job_ops(["place", "place", "place", "release", "drain", "activate"], [0.05, 0.3], 50)
 
 
 @pytest.mark.parametrize("name", ["tetris", "nalb-strict", "nulb", "random", "random-any"])
