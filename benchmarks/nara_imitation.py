@@ -2,7 +2,7 @@
 and request set, in the ``paper`` setting (requests wait for room).
 
     OMP_NUM_THREADS=1 NUMBA_NUM_THREADS=1 python benchmarks/nara_imitation.py [--topology alpha] [--dataset alibaba]
-        [--episodes 60] [--rounds 12] [--epochs 8] [--init CHECKPOINT] [--wide] [--out DIR]
+        [--episodes 60] [--rounds 12] [--epochs 8] [--lr 1e-3] [--init CHECKPOINT] [--wide] [--out DIR]
 
 Round 0 plays ``--episodes`` training-split episodes of 128 requests with the teacher (``tetris-bw``) and records
 each state with the teacher's pick; every later round plays as many with the network's greedy picks and records the

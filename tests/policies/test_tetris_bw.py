@@ -70,3 +70,36 @@ def test_it_accepts_more_than_tetris_on_training_episodes(dataset: str) -> None:
             got.append(run_episode(sim, get_net_policy(name)).acceptance)
         means[name] = float(np.mean(got))
     assert means["tetris-bw"] > means["tetris"] + 0.03, means
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 10_000), zero=st.sampled_from(["cpu", "mem", None]))
+def test_without_racks_and_for_one_resource_it_stays_in_the_mask(seed: int, zero: str | None) -> None:
+    """A general graph (servers without racks, each its own), requests asking for CPU or memory only, bandwidth wider
+    than any link: every pick is a server of the mask, and the episode's invariants hold."""
+    import networkx as nx
+
+    from dcplace.cluster.topology import from_networkx
+    from dcplace.workload.netreq import NetRequests
+
+    g = nx.Graph()
+    rng = np.random.default_rng(seed)
+    for i in range(8):
+        g.add_node(f"h{i}", cpu=int(rng.integers(1, 11)), mem=int(rng.integers(1, 11)))
+        g.add_edge(f"h{i}", f"sw{i % 3}", capacity=float(rng.choice([0.3, 1.0])))
+    g.add_edge("sw0", "sw1", capacity=2.0)
+    g.add_edge("sw1", "sw2", capacity=2.0)
+    top = from_networkx(g)
+    n = 40
+    cpu, mem = rng.integers(0, 25, n), rng.integers(0, 25, n)
+    if zero is not None:
+        (cpu if zero == "cpu" else mem)[:] = 0
+    cpu[(cpu == 0) & (mem == 0)] = 1
+    bw = rng.choice([100_000, 2_000_000], n)  # 0.1 link units, or wider than any link
+    sim = NetAllocSim(top, NetRequests(cpu, mem, bw, rng.integers(1, 20, n), 20, "test"), on_full="wait")
+    policy = get_net_policy("tetris-bw")
+    while not sim.done:
+        v = policy.choose(sim.view())
+        assert sim.view().action_mask()[v]
+        sim.pick(v)
+    sim.check_invariants()
