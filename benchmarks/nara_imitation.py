@@ -2,7 +2,8 @@
 and request set, in the ``paper`` setting (requests wait for room).
 
     OMP_NUM_THREADS=1 NUMBA_NUM_THREADS=1 python benchmarks/nara_imitation.py [--topology alpha] [--dataset alibaba]
-        [--episodes 60] [--rounds 12] [--epochs 8] [--lr 1e-3] [--init CHECKPOINT] [--wide] [--out DIR]
+        [--episodes 60] [--rounds 12] [--epochs 8] [--lr 1e-3] [--init CHECKPOINT] [--wide] [--embed 16]
+        [--p2-hidden 0] [--out DIR]
 
 Round 0 plays ``--episodes`` training-split episodes of 128 requests with the teacher (``tetris-bw``) and records
 each state with the teacher's pick; every later round plays as many with the network's greedy picks and records the
@@ -12,7 +13,9 @@ passes over everything recorded (cross-entropy on the masked logits, Adam 1e-3, 
 greedily on 20 training-split episodes (seed 999, as ``dcplace train nara`` validates) and saved as ``DIR/roundR.pt``
 (a checkpoint every netalloc command takes as ``nara=DIR/roundR.pt``). ``--wide`` adds two node features the paper's
 observation lacks, each server's free CPU and memory as a share of a server (the paper's are capped at what the
-request still needs): a variant, not the paper's network, and its checkpoints are for this script only. Prints per
+request still needs): a variant, not the paper's network, and its checkpoints are for this script only; so are those
+of a fresh network of other sizes (``--embed``, units per message-passing stage, the paper's 16; ``--p2-hidden``, a
+hidden layer in the policy head, the paper's none). Prints per
 round: the teacher's agreement on the recorded states, the acceptance of the round's rollouts and the validation.
 """
 
@@ -50,6 +53,8 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--init", type=Path)
     ap.add_argument("--wide", action="store_true")
+    ap.add_argument("--embed", type=int, default=16)
+    ap.add_argument("--p2-hidden", type=int, default=0)
     ap.add_argument("--out", type=Path, default=Path("results/nara-imitation"))
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -87,7 +92,7 @@ def main() -> None:
         net, _ = checkpoint.load(args.init)
     else:
         torch.manual_seed(0)
-        net = NaraNet(NaraConfig())
+        net = NaraNet(NaraConfig(embed=args.embed, p2_hidden=args.p2_hidden))
     opt = torch.optim.Adam(net.parameters(), lr=args.lr)
     data = Batch()
     t0, played = time.time(), 0

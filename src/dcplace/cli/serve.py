@@ -240,10 +240,10 @@ def serve(
     network_policy: Annotated[
         str,
         typer.Option(
-            help="with --network: the netalloc policy (tetris, nalb-strict, nara, ...; name=checkpoint; "
-            "your own as package.module:ClassName)"
+            help="with --network: the netalloc policy (tetris-bw, the strongest here and deterministic; tetris, "
+            "nalb-strict, nara, ...; name=checkpoint; your own as package.module:ClassName)"
         ),
-    ] = "nalb-strict",
+    ] = "tetris-bw",
     network_db: Annotated[
         Path | None,
         typer.Option(help="with --network: the SQLite file of its running jobs (default: DB's name with .network)"),
@@ -301,7 +301,7 @@ def serve(
             if given:
                 _fail(InputError("applies to background re-optimisation only: add --reoptimise-every or "
                                  "--reoptimise-below", field=name))  # fmt: skip
-    if network is None and (network_db is not None or network_policy != "nalb-strict"):
+    if network is None and (network_db is not None or network_policy != "tetris-bw"):
         _fail(InputError("applies to the network-aware setting only: add --network TOPOLOGY",
                          field="network_db" if network_db is not None else "network_policy"))  # fmt: skip
     _raise_open_file_limit()

@@ -345,7 +345,7 @@ class NetworkEngine:
     def __init__(
         self,
         topology: Topology | str,
-        policy: str | NetPolicy = "nalb-strict",
+        policy: str | NetPolicy = "tetris-bw",
         *,
         k: int = 3,
         seed: int = 0,
@@ -389,7 +389,7 @@ class NetworkEngine:
 
     # -- the database ----------------------------------------------------------------------------------------
     @classmethod
-    def open(cls, path: str | Path, topology: Topology | str, policy: str | NetPolicy = "nalb-strict", *,
+    def open(cls, path: str | Path, topology: Topology | str, policy: str | NetPolicy = "tetris-bw", *,
              journal_keep: int | None = None, **kw: Any) -> NetworkEngine:  # fmt: skip
         """An engine whose jobs are kept in the SQLite file ``path`` (made if new), reloaded exactly. A file that
         is not one, or was written for another topology, is one sentence naming ``db``. ``journal_keep``: the
