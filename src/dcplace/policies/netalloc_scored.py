@@ -3,11 +3,12 @@
 ``nalb-strict`` (:mod:`.netalloc_heuristics`) draws a request's first server at random among those whose links carry
 its bandwidth, then takes the servers of a bandwidth-weighted breadth-first search from it, crossing only links with
 that bandwidth free. On gamma and delta it was the strongest allocator we had until ``tetris-bw`` (the paper's Nara
-architecture stays 3-20 points below it with uniform and Azure requests: docs/nara.md). What it leaves to chance is where a request
-starts, which decides which rack it fills and what room it leaves for the next ones. This policy scores every
-candidate first server by ``s = w . phi`` and starts from the best (exact ties: uniformly at random from the policy's
-own generator, so ``w = 0`` *is* ``nalb-strict``, draw for draw: tested); the rest of the request is nalb-strict's
-search. The features, all relative to what the request still needs (``need`` CPU and memory, ``bw`` bandwidth):
+architecture stays 3-20 points below it with uniform and Azure requests: docs/nara.md). What it leaves to chance is
+where a request starts, which decides which rack it fills and what room it leaves for the next ones. This policy
+scores every candidate first server by ``s = w . phi`` and starts from the best (exact ties: uniformly at random from
+the policy's own generator, so ``w = 0`` *is* ``nalb-strict``, draw for draw: tested); the rest of the request is
+nalb-strict's search. The features, all relative to what the request still needs (``need`` CPU and memory, ``bw``
+bandwidth):
 
 ====  ===============  ================================================================================================
  i    name             phi_i(server s in rack r)
