@@ -1,7 +1,7 @@
 """The network-aware engine live against the simulator's episode, per job.
 
     OMP_NUM_THREADS=1 NUMBA_NUM_THREADS=1 python benchmarks/bench_network_engine.py [--topologies alpha gamma delta]
-        [--policies tetris nalb-strict nara] [--runs 3]
+        [--policies tetris tetris-bw nalb-strict nara] [--runs 3]
 
 For each topology and policy: one episode of the ``uniform`` set (the paper's length: 128 / 896 / 4,096 requests,
 seed 0), decided (a) by the simulator (``run_episode``), (b) by ``NetworkEngine`` in memory, each job placed as it
@@ -33,7 +33,7 @@ from dcplace.sim.netalloc_episodes import Routings, default_requests, episode_re
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--topologies", nargs="+", default=["alpha", "gamma", "delta"])
-    ap.add_argument("--policies", nargs="+", default=["tetris", "nalb-strict", "nara"])
+    ap.add_argument("--policies", nargs="+", default=["tetris", "tetris-bw", "nalb-strict", "nara"])
     ap.add_argument("--runs", type=int, default=3)
     args = ap.parse_args()
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.processor() or platform.machine()}, "

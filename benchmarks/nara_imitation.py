@@ -11,11 +11,12 @@ teacher's pick in the states the network reached (DAgger, Ross et al. 2011). Aft
 paper's architecture; ``--init``: from a checkpoint's weights, else a fresh one of seed 0) is trained ``--epochs``
 passes over everything recorded (cross-entropy on the masked logits, Adam 1e-3, minibatches of 256), then validated
 greedily on 20 training-split episodes (seed 999, as ``dcplace train nara`` validates) and saved as ``DIR/roundR.pt``
-(a checkpoint every netalloc command takes as ``nara=DIR/roundR.pt``). ``--wide`` adds two node features the paper's
-observation lacks, each server's free CPU and memory as a share of a server (the paper's are capped at what the
-request still needs): a variant, not the paper's network, and its checkpoints are for this script only; so are those
-of a fresh network of other sizes (``--embed``, units per message-passing stage, the paper's 16; ``--p2-hidden``, a
-hidden layer in the policy head, the paper's none). Prints per
+(a Nara checkpoint: ``compare netalloc --policies nara=DIR/roundR.pt``, ``simulate netalloc --policy nara
+--checkpoint DIR/roundR.pt``, ``benchmarks/nara_full_cluster.py --nara --checkpoint``), also for a fresh network of
+other sizes (``--embed``, units per message-passing stage, the paper's 16; ``--p2-hidden``, a hidden layer in the
+policy head, the paper's none). ``--wide`` adds two node features the paper's observation lacks, each server's free
+CPU and memory as a share of a server (the paper's are capped at what the request still needs): a variant, not the
+paper's network, whose checkpoints the netalloc commands refuse (they observe as the paper does). Prints per
 round: the teacher's agreement on the recorded states, the acceptance of the round's rollouts and the validation.
 """
 

@@ -133,6 +133,7 @@ def test_serve_network_flags_are_checked_before_anything_starts(tmp_path: Path) 
     db = tmp_path / "c.db"
     nowhere = str(tmp_path / "no" / "n")
     for args, said in ((["--network", "omega"], "--network"), (["--network-policy", "tetris"], "--network"),
+                       (["--network-policy", "tetris-bw"], "--network"),  # the default's name too (a review)
                        (["--network", "alpha", "--network-policy", "best-fit"], "--network-policy"),
                        (["--network", "alpha", "--network-db", str(db)], "another file than --db"),
                        (["--network", "alpha", "--network-db", nowhere], "--network-db")):  # fmt: skip

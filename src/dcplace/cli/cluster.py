@@ -521,7 +521,8 @@ def _network_trace(db: Path, out: Path, rejected: str) -> None:
         times = "once" if trace.restarts == 1 else f"{trace.restarts:,} times"
         typer.echo(f"note: the engine restarted {times} during the trace; a policy drawing at "
                    "random (nalb-strict, nalb, nulb, random) drew anew from its seed at each, so one replay "
-                   "decides as it did only up to the first (deterministic ones, such as tetris, all through)",
+                   "decides as it did only up to the first (deterministic ones, such as tetris and tetris-bw, all "
+                   "through)",
                    err=True)  # fmt: skip
     policy = trace.policies[-1] if trace.policies and trace.policies[-1] != "unknown" else "P"
     typer.echo(f"replay: dcplace simulate netalloc --topology {trace.topology or 'TOPOLOGY'} --dataset {out} "
