@@ -33,6 +33,11 @@ def test_the_pages_files_are_open_and_load_only_themselves(tmp_path: Path) -> No
         for path in ("/", "/ui"):
             r = c.get(path)
             assert r.status_code == 307 and r.headers["location"] == "ui/", path  # relative: under a proxy's prefix
+            # a proxy serving it at /dcp (no trailing slash) says so: the relative one pointed at /ui/, outside it
+            for said, where in (("/dcp", "/dcp/ui/"), ("/a/b/", "/a/b/ui/"), ("//evil.example", "ui/"),
+                                ("https://evil.example", "ui/"), ("/dcp/../x", "ui/"), ("", "ui/")):  # fmt: skip
+                r = c.get(path, headers={"X-Forwarded-Prefix": said})
+                assert r.status_code == 307 and r.headers["location"] == where, (path, said)
         page = c.get("/ui/")
         assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
         policy = page.headers["content-security-policy"]

@@ -7,10 +7,11 @@ and the script puts them in the page as text. Nothing on the page changes the cl
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
 from importlib import resources
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse, Response
 
 FILES = {"": ("index.html", "text/html; charset=utf-8"),
@@ -27,24 +28,40 @@ HEADERS = {
 }
 
 
+PREFIX = re.compile(r"(/(?!\.+(/|$))[A-Za-z0-9._~-]+)+/?")
+"""An ``X-Forwarded-Prefix`` the redirects follow: a path of plain segments (no ``//``, no scheme, no ``.`` or
+``..``: never another site, never above the proxy's path)."""
+
+
+def _to_page(request: Request) -> Response:
+    """To ``ui/``, relative (right under a proxy's prefix that ends in ``/``), or to ``PREFIX/ui/`` where the proxy
+    says its prefix (``X-Forwarded-Prefix``): a prefix without a trailing slash, ``/dcp``, made the relative one
+    ``/ui/``, outside the proxy's path."""
+    prefix = request.headers.get("x-forwarded-prefix", "")
+    if PREFIX.fullmatch(prefix):
+        return RedirectResponse(prefix.rstrip("/") + "/ui/", status_code=307)
+    return RedirectResponse("ui/", status_code=307)
+
+
 def read(name: str) -> bytes:
     """A shipped file of the page."""
     return (resources.files("dcplace.service") / "ui" / name).read_bytes()
 
 
 def add_ui_routes(app: FastAPI) -> None:
-    """``GET /`` and ``/ui`` lead to ``/ui/`` (relative redirects: under a proxy's prefix too); ``/ui/`` is the page,
+    """``GET /`` and ``/ui`` lead to ``/ui/`` (relative redirects, or under the proxy's ``X-Forwarded-Prefix``);
+    ``/ui/`` is the page,
     ``/ui/cluster.js`` and ``/ui/cluster.css`` its script and style; ``/favicon.ico`` is empty (204). Not in the
     OpenAPI document: not API."""
     answers = {key: (read(name), media) for key, (name, media) in FILES.items()}
 
     @app.get("/", include_in_schema=False)
-    async def root() -> Response:
-        return RedirectResponse("ui/", status_code=307)
+    async def root(request: Request) -> Response:
+        return _to_page(request)
 
     @app.get("/ui", include_in_schema=False)
-    async def ui() -> Response:
-        return RedirectResponse("ui/", status_code=307)
+    async def ui(request: Request) -> Response:
+        return _to_page(request)
 
     @app.get("/favicon.ico", include_in_schema=False)
     async def favicon() -> Response:  # every page load asked for it, and got a 401 or a 404
