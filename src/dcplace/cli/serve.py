@@ -241,8 +241,9 @@ def serve(
         str | None,
         typer.Option(
             help="with --network: the netalloc policy (default tetris-bw: the highest mean acceptance we measured on "
-            "every topology and request set, and deterministic; tetris, nalb-strict, nara, ...; name=checkpoint; "
-            "your own as package.module:ClassName)"
+            "every topology and request set where requests wait for room, close to the best where a full cluster "
+            "rejects, and deterministic; tetris, nalb-strict, nara, ...; name=checkpoint; your own as "
+            "package.module:ClassName)"
         ),
     ] = None,
     network_db: Annotated[
