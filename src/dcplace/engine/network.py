@@ -298,7 +298,8 @@ def read_network_journal(
         raise InputError(f"must be one of {', '.join(NET_EVENTS)}; got {event!r}", field="event")
     check_window(after, limit, tail)
     p = Path(path)
-    check_network_database(p)
+    if "journal" not in check_network_database(p):
+        return []  # a version-1 file no engine of this version opened yet
     where: list[str] = ["seq > ?"]
     args: list[object] = [after]
     for column, value in (("job", job), ("event", event)):
@@ -312,8 +313,6 @@ def read_network_journal(
         sql += f" LIMIT {int(limit) + int(peek)}"
     try:
         with _reading(p) as uri, contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
-            if "journal" not in {n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}:
-                return []  # a version-1 file no engine of this version opened yet
             rows = conn.execute(sql, args).fetchall()
     except sqlite3.DatabaseError as e:
         raise InputError(f"{p} cannot be read ({e})", field="db") from None
@@ -383,7 +382,7 @@ class NetworkEngine:
         """Rejections by reason, counted with ``counters["rejected"]`` once the decision is durable (the metrics'
         source: their sum is the rejected decisions in the same read)."""
         self.journal_keep = JOURNAL_KEEP
-        """The newest journal entries kept (a test lowers it)."""
+        """The newest journal entries kept (:meth:`open`'s ``journal_keep``; 0: the journal is off)."""
         self._names = self.topology.node_names
         self._server_of = {self._names[v]: v for v in range(self.topology.n_servers)}
 
@@ -884,8 +883,7 @@ class NetworkEngine:
             sim, top = self.sim, self.topology
             cpu_cap, mem_cap = int(top.server_cpu.sum()), int(top.server_mem.sum())
             tiers = tier_shares(top, sim.free_bw)
-            held_cpu, held_mem = int(sim.held_cpu.sum()), int(sim.held_mem.sum())
-            cpu_used, mem_used = cpu_cap - sim.free_cpu_total - held_cpu, mem_cap - sim.free_mem_total - held_mem
+            cpu_used, mem_used, held_cpu, held_mem = self.in_use  # published with every change, under this lock
             return {
                 "topology": top.name, "policy": self.policy_name, "servers": top.n_servers, "links": top.n_links,
                 "jobs": len(self._rid), "cpu_used": cpu_used, "cpu_capacity": cpu_cap,

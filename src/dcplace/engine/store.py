@@ -394,10 +394,11 @@ def is_network_database(path: Path) -> bool:
         return False
 
 
-def check_network_database(p: Path) -> None:
+def check_network_database(p: Path) -> set[str]:
     """Refuse an existing file that is not a network database, read-only: an empty one (a crash whose -wal was lost
     had its tables only there: the jobs it acknowledged would be forgotten), another program's database, a dcplace
-    cluster database (its tables and notes are another engine's). Each was opened, and its tables written into."""
+    cluster database (its tables and notes are another engine's). Each was opened, and its tables written into.
+    Returns its tables (a version-1 file has no ``journal``)."""
     if not p.is_file():
         raise InputError(f"{p} is not a file", field="db")
     try:
@@ -405,7 +406,7 @@ def check_network_database(p: Path) -> None:
     except sqlite3.DatabaseError as e:
         raise InputError(f"{p} is not a dcplace network database ({e})", field="db") from None
     if _network_tables(tables):
-        return
+        return tables
     if "vms" in tables:
         raise InputError(f"{p} is a dcplace cluster database (serve --db), not a network one: give another file",
                          field="db")  # fmt: skip

@@ -636,10 +636,7 @@ class LiveNetSim(NetAllocSim):
         if drained == bool(self.drained[v]):
             return
         if drained:
-            self.held_cpu[v], self.held_mem[v] = self.free_cpu[v], self.free_mem[v]
-            self.free_cpu_total -= int(self.free_cpu[v])
-            self.free_mem_total -= int(self.free_mem[v])
-            self.free_cpu[v] = self.free_mem[v] = 0
+            self._hold_apart(v)  # an active server holds nothing apart: what it has free is all
         else:
             self.free_cpu[v], self.free_mem[v] = self.held_cpu[v], self.held_mem[v]
             self.free_cpu_total += int(self.held_cpu[v])
@@ -653,11 +650,15 @@ class LiveNetSim(NetAllocSim):
         servers = self.active[rid].servers
         super()._release(rid)
         for v in servers[self.drained[servers]].tolist():  # what a drained server's job frees is held apart too
-            self.held_cpu[v] += self.free_cpu[v]
-            self.held_mem[v] += self.free_mem[v]
-            self.free_cpu_total -= int(self.free_cpu[v])
-            self.free_mem_total -= int(self.free_mem[v])
-            self.free_cpu[v] = self.free_mem[v] = 0
+            self._hold_apart(v)
+
+    def _hold_apart(self, v: int) -> None:
+        """What server ``v`` has free, moved to what it holds apart (out of the free totals)."""
+        self.held_cpu[v] += self.free_cpu[v]
+        self.held_mem[v] += self.free_mem[v]
+        self.free_cpu_total -= int(self.free_cpu[v])
+        self.free_mem_total -= int(self.free_mem[v])
+        self.free_cpu[v] = self.free_mem[v] = 0
 
     def check_invariants(self) -> None:
         """The episode simulator's invariants, with what drained servers hold apart counted as free; and a drained
