@@ -1292,3 +1292,22 @@ def test_the_drain_reviews_findings(tmp_path: Path) -> None:
         conn.execute("UPDATE meta SET value = '[' WHERE key = 'drained'")
     with pytest.raises(InputError, match=r"its drained servers \[ are not servers of this topology"):
         NetworkEngine.open(db, ALPHA, "tetris")
+
+
+def test_a_jobs_journal_entries_are_read_by_index_also_in_a_file_made_before_it(tmp_path: Path) -> None:
+    """The job filter (``cluster journal --job``) reads ``journal_job``, not the whole journal; a file written before
+    the index existed gains it when an engine opens it, and keeps its entries."""
+    db = tmp_path / "n.db"
+    e = NetworkEngine.open(db, ALPHA, "tetris")
+    for i in range(5):
+        e.place(NetJob(f"a{i}", 1, 1, 0.01))
+    e.release("a2")
+    e.close()
+    with sqlite3.connect(db) as conn:
+        conn.execute("DROP INDEX journal_job")  # as an older dcplace left the file
+    NetworkEngine.open(db, ALPHA, "tetris").close()
+    with sqlite3.connect(db) as conn:
+        plan = " ".join(str(r) for r in conn.execute(
+            "EXPLAIN QUERY PLAN SELECT * FROM journal WHERE seq > ? AND job = ? ORDER BY seq", (0, "a2")))  # fmt: skip
+    assert "journal_job" in plan, plan
+    assert [x.event for x in read_network_journal(db, job="a2")] == ["placed", "released"]
