@@ -3,7 +3,7 @@ and request set, in the ``paper`` setting (requests wait for room).
 
     OMP_NUM_THREADS=1 NUMBA_NUM_THREADS=1 python benchmarks/nara_imitation.py [--topology alpha] [--dataset alibaba]
         [--episodes 60] [--rounds 12] [--epochs 8] [--lr 1e-3] [--init CHECKPOINT] [--wide] [--embed 16]
-        [--p2-hidden 0] [--out DIR]
+        [--p2-hidden 0] [--relu-per-message] [--out DIR]
 
 Round 0 plays ``--episodes`` training-split episodes of 128 requests with the teacher (``tetris-bw``) and records
 each state with the teacher's pick; every later round plays as many with the network's greedy picks and records the
@@ -14,7 +14,8 @@ greedily on 20 training-split episodes (seed 999, as ``dcplace train nara`` vali
 (a Nara checkpoint: ``compare netalloc --policies nara=DIR/roundR.pt``, ``simulate netalloc --policy nara
 --checkpoint DIR/roundR.pt``, ``benchmarks/nara_full_cluster.py --nara --checkpoint``), also for a fresh network of
 other sizes (``--embed``, units per message-passing stage, the paper's 16; ``--p2-hidden``, a hidden layer in the
-policy head, the paper's none). ``--wide`` adds two node features the paper's observation lacks, each server's free
+policy head, the paper's none; ``--relu-per-message``, the other reading of where appendix E.1's ReLU sits,
+``NaraConfig.relu_per_message``). ``--wide`` adds two node features the paper's observation lacks, each server's free
 CPU and memory as a share of a server (the paper's are capped at what the request still needs): a variant, not the
 paper's network, whose checkpoints the netalloc commands refuse (they observe as the paper does). Prints per
 round: the teacher's agreement on the recorded states, the acceptance of the round's rollouts and the validation.
@@ -56,6 +57,8 @@ def main() -> None:
     ap.add_argument("--wide", action="store_true")
     ap.add_argument("--embed", type=int, default=16)
     ap.add_argument("--p2-hidden", type=int, default=0)
+    ap.add_argument("--relu-per-message", action="store_true")
+    ap.add_argument("--unclipped", action="store_true")
     ap.add_argument("--out", type=Path, default=Path("results/nara-imitation"))
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -66,6 +69,9 @@ def main() -> None:
 
     def observe(sim: NetAllocSim) -> dict[str, Any]:
         o = paper(sim)
+        if args.unclipped and not sim.done:  # free / still needed, not capped at 1
+            o["nodes"][: top.n_servers, 0] = sim.free_cpu / max(sim.need_cpu, 1)
+            o["nodes"][: top.n_servers, 1] = sim.free_mem / max(sim.need_mem, 1)
         if not args.wide:
             return o
         nodes = np.zeros((o["nodes"].shape[0], 6), dtype=np.float32)
@@ -93,7 +99,7 @@ def main() -> None:
         net, _ = checkpoint.load(args.init)
     else:
         torch.manual_seed(0)
-        net = NaraNet(NaraConfig(embed=args.embed, p2_hidden=args.p2_hidden))
+        net = NaraNet(NaraConfig(embed=args.embed, p2_hidden=args.p2_hidden, relu_per_message=args.relu_per_message))
     opt = torch.optim.Adam(net.parameters(), lr=args.lr)
     data = Batch()
     t0, played = time.time(), 0

@@ -34,23 +34,29 @@ def _sim(top, n=16, seed=0, dataset="uniform"):
     return NetAllocSim(top, generate(dataset, n, seed, int(top.server_cpu.sum()), int(top.server_mem.sum())))
 
 
-def test_message_passing_is_the_mean_of_W_over_messages():
-    """Section 3.3: node v averages W([h_u, e_uv]) over its neighbours and W([h_v, 0]) for itself."""
+@pytest.mark.parametrize("per_message", [False, True])
+def test_message_passing_is_the_mean_of_W_over_messages(per_message):
+    """Section 3.3: node v averages W([h_u, e_uv]) over its neighbours and W([h_v, 0]) for itself; the ReLU after
+    the mean (ours) or inside each message (``relu_per_message``, the other reading of E.1)."""
     top = preset("alpha")
     torch.manual_seed(1)
-    net = NaraNet()
+    net = NaraNet(NaraConfig(relu_per_message=per_message))
     g = GraphIndex(top)
-    h = torch.rand(1, top.n_nodes, 4)
+    h = torch.rand(1, top.n_nodes, 4) - 0.5  # negative inputs too, so the two readings differ
     e = torch.rand(1, top.edge_index.shape[1], 1)
     stage = net.policy.gnn.stages[0]
-    got = stage(h, torch.sparse.mm(g.edge_mean, e[0]).unsqueeze(0), g)[0]
+    got = stage(h, e, torch.sparse.mm(g.edge_mean, e[0]).unsqueeze(0), g)[0]
     src, dst = top.edge_index
+    w = torch.cat([stage.node.weight, stage.edge.weight], dim=1)
+    differ = False
     for v in range(top.n_nodes):
         msgs = [torch.cat([h[0, v], torch.zeros(1)])]
         msgs += [torch.cat([h[0, src[i]], e[0, i]]) for i in np.flatnonzero(dst == v)]
-        w = torch.cat([stage.node.weight, stage.edge.weight], dim=1)
-        want = torch.relu(torch.stack([w @ m + stage.node.bias for m in msgs]).mean(0))
-        torch.testing.assert_close(got[v], want, atol=1e-5, rtol=1e-5)
+        each = torch.stack([w @ m + stage.node.bias for m in msgs])
+        after, inside = torch.relu(each.mean(0)), torch.relu(each).mean(0)
+        torch.testing.assert_close(got[v], inside if per_message else after, atol=1e-5, rtol=1e-5)
+        differ |= not torch.allclose(after, inside, atol=1e-3)
+    assert differ
 
 
 def test_masked_servers_never_chosen_and_any_size_runs():

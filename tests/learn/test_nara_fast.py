@@ -42,11 +42,11 @@ def _check(net: NaraNet, fast: FastPolicy, g: GraphIndex, obs: dict) -> None:
     np.testing.assert_allclose(got[mask], want[mask], rtol=1e-5, atol=1e-4)
 
 
-@pytest.mark.parametrize("p2_hidden", [0, 16])
+@pytest.mark.parametrize(("p2_hidden", "per_message"), [(0, False), (16, False), (0, True)])
 @pytest.mark.parametrize("top", [ALPHA, preset("gamma"), TINY], ids=lambda t: t.name)
-def test_logits_match_torch_along_an_episode(top, p2_hidden):
+def test_logits_match_torch_along_an_episode(top, p2_hidden, per_message):
     torch.manual_seed(3 + p2_hidden)
-    net = NaraNet(NaraConfig(p2_hidden=p2_hidden))
+    net = NaraNet(NaraConfig(p2_hidden=p2_hidden, relu_per_message=per_message))
     fast, g, observe = FastPolicy(net.policy, top), GraphIndex(top), NetObserver(top)
     sim = NetAllocSim(top, generate("uniform", 24, 1, int(top.server_cpu.sum()), int(top.server_mem.sum())))
     while not sim.done:
@@ -56,13 +56,18 @@ def test_logits_match_torch_along_an_episode(top, p2_hidden):
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 2**31 - 1), levels=st.integers(1, 4), p2_hidden=st.sampled_from([0, 8]))
-def test_random_observations_with_repeated_servers(seed, levels, p2_hidden):
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    levels=st.integers(1, 4),
+    p2_hidden=st.sampled_from([0, 8]),
+    per_message=st.booleans(),
+)
+def test_random_observations_with_repeated_servers(seed, levels, p2_hidden, per_message):
     """Features drawn from a few levels, so many servers repeat (the deduplication's case), some exactly equal
     across racks (ties), selected bits and masks at random."""
     rng = np.random.default_rng(seed)
     torch.manual_seed(seed)
-    net = NaraNet(NaraConfig(p2_hidden=p2_hidden))
+    net = NaraNet(NaraConfig(p2_hidden=p2_hidden, relu_per_message=per_message))
     top = ALPHA
     v, s, e = top.n_nodes, top.n_servers, top.edge_index.shape[1]
     grid = np.linspace(0.0, 1.0, levels + 1, dtype=np.float32)

@@ -162,6 +162,9 @@ class NaraTrainRun:
     """PPO's settings (the paper's unless a flag below or --config's [ppo] table says otherwise)"""
     p2_hidden: int = 0
     """hidden units in P2 (0: one linear layer, the paper's; see docs/nara.md)"""
+    relu_per_message: bool = False
+    """the ReLU inside each message's network, the mean of ReLU(W x) (the other reading of appendix E.1; ours: after
+    the mean)"""
     init: Path | None = None
     """start from this checkpoint's weights (a curriculum; its sizes win)"""
     workers: int = 1
@@ -224,7 +227,7 @@ def train_nara(
         _say_resumed(folder, trainer.done, cfg.iterations, "iteration")
     else:
         _fresh_folder(folder)
-        model = NaraConfig(p2_hidden=cfg.p2_hidden)
+        model = NaraConfig(p2_hidden=cfg.p2_hidden, relu_per_message=cfg.relu_per_message)
         trainer = PPOTrainer(tops, cfg.dataset, cfg.seed, folder, cfg.ppo, model, cfg.init)
     _record_settings(cfg, folder, "dcplace train nara", resume)
     best = f"{trainer.best_validation:.3f}" if trainer.best_validation >= 0 else "-"

@@ -20,7 +20,9 @@ The computation, for one observation (``nodes`` (V, 4), ``edges`` (E,), ``state`
 weights ``W_i`` (out, in), ``b_i`` (out,), ``We_i`` (out,) (the edge part, one edge feature):
 
 * ``e_mean_v = sum_{e into v} e / (deg(v) + 1)``; ``z_i = h_{i-1} W_i^T + b_i``;
-* ``h_i[v] = ReLU(sum_{u in {v} ∪ N(v)} z_i[u] / (deg(v) + 1) + e_mean_v We_i)``;
+* ``h_i[v] = ReLU(sum_{u in {v} ∪ N(v)} z_i[u] / (deg(v) + 1) + e_mean_v We_i)``; with ``relu_per_message``
+  (the other reading of appendix E.1), ``h_i[v] = sum_{u in {v} ∪ N(v)} ReLU(z_i[u] + e_uv We_i) / (deg(v) + 1)``,
+  ``e_vv = 0``;
 * ``m = sum_{v selected} h_L[v] / max(#selected, 1)``, ``s = P1(state)``;
 * linear P2 (the paper): ``logit_v = w_h · h_L[v] + (w_s · s + w_m · m + b)``; with a hidden layer
   (``p2_hidden > 0``): ``logit_v = w_2 · ReLU(A_h h_L[v] + (A_s s + A_m m + a)) + b_2``;
@@ -223,6 +225,9 @@ def _forward(
     ws: Any,
     bs: Any,
     wes: Any,
+    edges: Any,
+    k_edge: Any,
+    per_message: bool,
 ) -> tuple[Any, Any]:  # pragma: no cover - compiled
     """Every message-passing stage on the rows of ``order`` (:func:`_plan`): returns the last stage's embeddings of
     the wanted servers (``n_servers``, embed) and ``pos`` (V,), each computed node's row in ``order``.
@@ -233,7 +238,9 @@ def _forward(
     servers. ``z`` is computed transposed, (out, rows), so the inner loop runs over contiguous rows; each row gets the
     same instructions (``b`` then ``W[:, j] h[j]`` in order ``j``, no fused multiply-add) wherever it sits, so
     bit-identical inputs give bit-identical outputs and ties between identical servers stay exact, as in torch. The
-    mean sums each node's CSR row in order, reading a server's ``z`` at its representative ``rep[u]``."""
+    mean sums each node's CSR row in order, reading a server's ``z`` at its representative ``rep[u]``. With
+    ``per_message`` (``NaraConfig.relu_per_message``) each term is ``ReLU(z[u] + e_uv We)`` (``k_edge[k]``: the
+    edge of CSR entry ``k``, -1 for the node itself, whose edge vector is zero) and no ReLU follows the mean."""
     s_count = rep.shape[0]
     n = order.shape[0]
     pos = np.full(nodes.shape[0], -1, dtype=np.int64)
@@ -269,12 +276,23 @@ def _forward(
             for k in range(indptr[v], indptr[v + 1]):
                 u = indices[k]
                 zu = z[pos[rep[u] if u < s_count else u]]
-                for o in range(d_out):
-                    hv[o] += zu[o]
+                if per_message:
+                    ek = edges[k_edge[k]] if k_edge[k] >= 0 else np.float32(0.0)
+                    for o in range(d_out):
+                        x = zu[o] + ek * we[o]
+                        if x > 0:
+                            hv[o] += x
+                else:
+                    for o in range(d_out):
+                        hv[o] += zu[o]
             iv, ev = inv[v], e_mean[v]
-            for o in range(d_out):
-                x = hv[o] * iv + ev * we[o]
-                hv[o] = x if x > 0 else np.float32(0.0)
+            if per_message:
+                for o in range(d_out):
+                    hv[o] *= iv
+            else:
+                for o in range(d_out):
+                    x = hv[o] * iv + ev * we[o]
+                    hv[o] = x if x > 0 else np.float32(0.0)
         ht = np.ascontiguousarray(h.T)
     return h, pos
 
@@ -299,6 +317,8 @@ def _logits(
     head_c: Any,
     head_out: Any,
     masked: float,
+    k_edge: Any,
+    per_message: bool,
 ) -> Any:  # pragma: no cover - compiled
     """The whole choice in one call: edge means, the row plan (deduplicated under ``parent``, the servers' switches;
     every node when ``parent`` is empty), the stages and the head."""
@@ -311,7 +331,8 @@ def _logits(
     else:
         rep = np.arange(s_count)
         order, n_wanted, n_servers = np.arange(n_nodes), n_nodes, s_count
-    h, pos = _forward(nodes, e_mean, rep, order, n_wanted, n_servers, indptr, indices, inv, ws, bs, wes)
+    h, pos = _forward(nodes, e_mean, rep, order, n_wanted, n_servers, indptr, indices, inv, ws, bs, wes, edges,
+                      k_edge, per_message)  # fmt: skip
     row = pos[rep]  # each server's row in h (its representative's)
     return _head(nodes, state, mask, h, row, p1, head_h, head_c, head_out, masked)
 
@@ -338,6 +359,7 @@ class FastPolicy:
         order = np.lexsort((cols, rows))
         self.indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=v))]).astype(np.int64)
         self.indices = cols[order].astype(np.int64)
+        self.k_edge = np.concatenate([np.arange(len(src)), np.full(v, -1)])[order].astype(np.int64)
         self.e_indptr = np.concatenate([[0], np.cumsum(deg)]).astype(np.int64)
         self.e_ids = np.argsort(dst, kind="stable").astype(np.int64)
         # Servers whose one neighbour is a switch: their CSR row is [v, switch] (columns sorted, servers first).
@@ -347,6 +369,7 @@ class FastPolicy:
         self.parent = np.ascontiguousarray(first_nbr, dtype=np.int64) if leaf else None
         self._no_parent = np.zeros(0, dtype=np.int64)  # no deduplication
         stages: list[Any] = list(net.gnn.stages)
+        self.per_message = bool(stages[0].per_message) if stages else False
         self.ws = tuple(np.ascontiguousarray(_np(st.node.weight).T) for st in stages)  # (in, out)
         self.bs = tuple(_np(st.node.bias) for st in stages)
         self.wes = tuple(_np(st.edge.weight[:, 0]) for st in stages)
@@ -374,7 +397,8 @@ class FastPolicy:
         parent = self.parent if dedupe and self.parent is not None else self._no_parent
         graph = (self.indptr, self.indices, self.inv, self.e_indptr, self.e_ids)
         weights = (self.ws, self.bs, self.wes, self.p1, self.head_h, self.head_c, self.head_out)
-        logits: F32 = _logits(nodes, edges, state, mask, parent, *graph, *weights, MASKED_LOGIT)
+        logits: F32 = _logits(nodes, edges, state, mask, parent, *graph, *weights, MASKED_LOGIT, self.k_edge,
+                              self.per_message)  # fmt: skip
         return logits
 
     def choose(self, obs: dict[str, npt.NDArray[Any]]) -> int:

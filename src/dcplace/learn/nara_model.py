@@ -64,6 +64,7 @@ class NaraConfig:
     state_out: int = 8  # P1's output
     value_hidden: int = 32  # the value network's hidden layer
     p2_hidden: int = 0  # 0: P2 is one linear layer (the paper); > 0: a hidden layer of this size (see below)
+    relu_per_message: bool = False  # the other reading of where E.1's ReLU sits: the mean of ReLU(W x) (see below)
 
     def to_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -84,7 +85,9 @@ class GraphIndex:
         v, e = topology.n_nodes, ei.shape[1]
         self.n_nodes = v
         self.n_servers = topology.n_servers
+        self.src = src
         inv = 1.0 / (torch.bincount(dst, minlength=v).to(torch.float32) + 1.0)
+        self.inv = inv.unsqueeze(-1)  # (V, 1)
         loops = torch.arange(v)
         rows, cols = torch.cat([dst, loops]), torch.cat([src, loops])
         with warnings.catch_warnings():
@@ -105,16 +108,22 @@ def spmm(a: Tensor, x: Tensor) -> Tensor:
 
 
 class MessagePassing(nn.Module):
-    """One stage: ``h_v <- ReLU(mean over x in {[h_v, 0]} ∪ {[h_u, e_uv] : u in N(v)} of W x)``."""
+    """One stage: ``h_v <- ReLU(mean over x in {[h_v, 0]} ∪ {[h_u, e_uv] : u in N(v)} of W x)``, or with
+    ``per_message`` the mean of ``ReLU(W x)`` (the ReLU inside each message's network, not after the mean)."""
 
-    def __init__(self, d_in: int, d_out: int) -> None:
+    def __init__(self, d_in: int, d_out: int, per_message: bool = False) -> None:
         super().__init__()
         self.node = nn.Linear(d_in, d_out)  # W's node part (and its bias)
         self.edge = nn.Linear(EDGE_FEATURES, d_out, bias=False)  # W's edge part (zero input for the self message)
+        self.per_message = per_message
 
-    def forward(self, h: Tensor, e_mean: Tensor, g: GraphIndex) -> Tensor:
-        """``h`` (B, V, in); ``e_mean`` (B, V, edge features): ``g.edge_mean`` applied to the edge features."""
-        return torch.relu(spmm(g.adj, self.node(h)) + self.edge(e_mean))
+    def forward(self, h: Tensor, edges: Tensor, e_mean: Tensor, g: GraphIndex) -> Tensor:
+        """``h`` (B, V, in); ``edges`` (B, E, edge features); ``e_mean``: ``g.edge_mean`` applied to ``edges``."""
+        if not self.per_message:
+            return torch.relu(spmm(g.adj, self.node(h)) + self.edge(e_mean))
+        hw = self.node(h)  # (B, V, out), bias included: each message is ReLU(hw[u] + W_e e_uv)
+        messages = torch.relu(hw[:, g.src] + self.edge(edges))  # (B, E, out)
+        return spmm(g.edge_mean, messages) + g.inv * torch.relu(hw)  # the self message has a zero edge vector
 
 
 class NodeEmbedding(nn.Module):
@@ -123,14 +132,14 @@ class NodeEmbedding(nn.Module):
     def __init__(self, cfg: NaraConfig) -> None:
         super().__init__()
         dims = [NODE_FEATURES] + [cfg.embed] * cfg.layers
-        self.stages = nn.ModuleList(MessagePassing(a, b) for a, b in itertools.pairwise(dims))
+        self.stages = nn.ModuleList(MessagePassing(a, b, cfg.relu_per_message) for a, b in itertools.pairwise(dims))
 
     def forward(self, nodes: Tensor, edges: Tensor, g: GraphIndex) -> tuple[Tensor, Tensor]:
         """Server embeddings (B, S, embed) and the mean embedding of the selected servers (B, embed)."""
         h = nodes
         e_mean = spmm(g.edge_mean, edges)  # the edge part of every stage's mean needs this once
         for stage in self.stages:
-            h = stage(h, e_mean, g)
+            h = stage(h, edges, e_mean, g)
         servers = h[:, : g.n_servers]
         selected = nodes[:, : g.n_servers, 3]  # (B, S) 0/1
         count = selected.sum(1, keepdim=True).clamp(min=1.0)
