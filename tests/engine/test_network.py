@@ -1311,3 +1311,109 @@ def test_a_jobs_journal_entries_are_read_by_index_also_in_a_file_made_before_it(
             "EXPLAIN QUERY PLAN SELECT * FROM journal WHERE seq > ? AND job = ? ORDER BY seq", (0, "a2")))  # fmt: skip
     assert "journal_job" in plan, plan
     assert [x.event for x in read_network_journal(db, job="a2")] == ["placed", "released"]
+
+
+_JOBS = st.tuples(st.integers(1, 40), st.integers(1, 40), st.sampled_from([0.05, 0.3, 0.9]))  # cpu, mem, bw
+
+
+def _state(e: NetworkEngine) -> tuple:
+    s = e.sim
+    return (s.free_cpu.tolist(), s.free_mem.tolist(), s.free_bw.tolist(), s.held_cpu.tolist(),
+            sorted((j.as_dict() for j in e.jobs()), key=lambda j: j["id"]))  # fmt: skip
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    mine=st.lists(_JOBS, max_size=12),
+    theirs=st.lists(_JOBS, max_size=12),
+    shared=st.integers(0, 12),
+    drained=st.lists(st.integers(0, 39), max_size=3),
+    policy=st.sampled_from(["tetris", "tetris-bw", "nulb"]),
+)
+def test_a_reconcile_makes_the_records_what_the_inventory_says(tmp_path_factory, mine, theirs, shared, drained,
+                                                                policy) -> None:  # fmt: skip
+    """Reality is another engine's jobs (some ids shared with ours, placed elsewhere): after a reconcile with its
+    inventory, our jobs, free arrays and links are its own exactly; the invariants hold; a dry run changed nothing
+    before; a second reconcile changes nothing; a restart reloads the same; the journal says what it did."""
+    db = tmp_path_factory.mktemp("rec") / "n.db"
+    ours = NetworkEngine.open(db, ALPHA, policy)
+    real = NetworkEngine(ALPHA, "tetris-bw")
+    for v in drained:  # drained on both sides: a job that runs on a drained server is still recorded
+        ours.drain_server(f"s{v}")
+    for i, (cpu, mem, bw) in enumerate(mine):
+        ours.place(NetJob(f"j{i}", cpu, mem, bw))
+    for i, (cpu, mem, bw) in enumerate(theirs):
+        real.place(NetJob(f"j{i}" if i < shared else f"t{i}", cpu, mem, bw))
+    for v in drained:
+        real.drain_server(f"s{v}")
+    inventory = [j.as_dict() for j in real.jobs()]
+    before = _state(ours)
+    dry = ours.reconcile(inventory, execute=False, force=True)
+    assert _state(ours) == before and not dry.executed
+    report = ours.reconcile(inventory, force=True)
+    assert report.as_dict() == {**dry.as_dict(), "executed": True}
+    ours.check_invariants()
+    assert _state(ours) == _state(real)
+    assert set(report.released) == {j["id"] for j in before[-1]} - {j["id"] for j in inventory}
+    assert ours.reconcile(inventory).as_dict() == {"released": [], "recorded": [], "changed": [],
+                                                   "kept": len(inventory), "executed": True}  # fmt: skip
+    ours.close()
+    again = NetworkEngine.open(db, ALPHA, policy)
+    assert _state(again) == _state(real)
+    again.check_invariants()
+    by = [(x.event, x.job) for x in read_network_journal(db, limit=None) if x.by == "reconcile"]
+    assert by == ([("released", j) for j in report.released + report.changed]
+                  + [("placed", j) for j in report.changed + report.recorded])  # fmt: skip
+    again.close()
+
+
+def test_a_reconcile_routes_jobs_without_links_and_is_all_or_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "n.db"
+    e = NetworkEngine.open(db, ALPHA, "tetris")
+    e.place(NetJob("a", 12, 8, 0.2))
+    e.place(NetJob("b", 5, 5, 0.2))
+    inventory = [{**j.as_dict(), "links": None} for j in e.jobs()]  # as an export without links: kept as recorded
+    inventory.append({"id": "c", "servers": ["s20", "s30"], "cpu": [5, 5], "mem": [2, 2], "bw": 0.5, "hold": 7})
+    rep = e.reconcile(inventory)
+    assert (rep.recorded, rep.kept) == (("c",), 2)
+    c = e.job("c")
+    assert c.locality == "neighbouring racks" and {("s20", "r2"), ("s30", "r3")} <= set(c.links) and c.bw == 0.5
+    e.check_invariants()
+    before = _state(e)
+    size = db.stat().st_size, len(read_network_journal(db, limit=None))
+    wide = [{"id": "w", "servers": ["s20", "s30"], "cpu": [1, 1], "mem": [1, 1], "bw": 0.6}]  # 0.5 + 0.6 > 1
+    bad_rows = [
+        ([*inventory, {"id": "x", "servers": ["s1"], "cpu": [11], "mem": [1], "bw": 0.1}], "jobs[3]",
+         "more than its servers have free"),
+        ([*inventory, {"id": "x", "servers": ["s1", "nope"], "cpu": [1, 1], "mem": [1, 1], "bw": 0.1}],
+         "jobs[3].servers", "not a server"),
+        ([*inventory, {"id": "x", "servers": ["s1", "s1"], "cpu": [1, 1], "mem": [1, 1], "bw": 0.1}],
+         "jobs[3].servers", "twice"),
+        ([*inventory, {"id": "x", "servers": ["s1"], "cpu": [1, 1], "mem": [1], "bw": 0.1}], "jobs[3].servers",
+         "one entry per server"),
+        ([*inventory, {"id": "x", "servers": ["s1"], "cpu": [1.5], "mem": [1], "bw": 0.1}], "jobs[3].cpu",
+         "whole numbers"),
+        ([*inventory, {"id": "x", "servers": ["s1"], "cpu": [1], "mem": [1], "bw": 0}], "jobs[3].bw", "link units"),
+        ([*inventory, {"id": "x", "servers": ["s1"], "cpu": [1], "mem": [1]}], "jobs[3].bw", "missing"),
+        ([*inventory, {"id": "x", "servers": ["s1"], "cpu": [1], "mem": [1], "bw": 0.1, "gpu": 1}], "jobs[3].gpu",
+         "not a field"),
+        ([*inventory, {"id": "x", "servers": ["s1", "s2"], "cpu": [1, 1], "mem": [1, 1], "bw": 0.1,
+                       "links": [["s1", "s2"]]}], "jobs[3].links", "not a link"),
+        ([*inventory, {"id": "x", "servers": ["s1", "s12"], "cpu": [1, 1], "mem": [1, 1], "bw": 0.1,
+                       "links": [["s1", "r0"]]}], "jobs[3]", "do not join"),
+        ([*inventory, {**inventory[0]}], "jobs[3].id", "listed twice"),
+        ([*inventory, *wide], "jobs[3].servers", "no candidate path"),
+        ([*inventory, "a job"], "jobs[3]", "must be a job"),
+        ({"jobs": inventory}, "jobs", "must be a list"),
+    ]  # fmt: skip
+    for rows, field, words in bad_rows:
+        with pytest.raises(InputError, match=words) as err:
+            e.reconcile(rows)  # type: ignore[arg-type]
+        assert err.value.field == field and type(err.value) is InputError, (field, err.value)
+        assert _state(e) == before
+    with pytest.raises(Conflict, match="would release 3 of the 3"):
+        e.reconcile(wide)
+    assert _state(e) == before and (db.stat().st_size, len(read_network_journal(db, limit=None))) == size
+    assert e.reconcile(wide, force=True).released == ("a", "b", "c")
+    e.check_invariants()
+    e.close()

@@ -3,6 +3,7 @@ restart of the real server process, bad input a 4xx with one sentence, the OpenA
 
 from __future__ import annotations
 
+import json
 import signal
 import sqlite3
 from pathlib import Path
@@ -208,3 +209,57 @@ def test_an_id_out_of_rule_is_said_in_words() -> None:
             r = httpx.post(f"{url}{path}", json=body, timeout=10)
             assert r.status_code == 422 and r.json()["detail"].startswith("field 'id': must be an id of 1-256 "), r.text
             assert "pattern" not in r.text
+
+
+def test_reconcile_over_http_and_from_the_command_line(tmp_path: Path) -> None:
+    """`GET /jobs` is an inventory `POST /network/reconcile` takes back: a dry run changes nothing, a job moved or
+    new is recorded where the inventory says, one missing released; bad rows a 422 naming the row, half released a
+    409. `cluster reconcile` does the same on the file with the service stopped."""
+    db = tmp_path / "n.db"
+    net = NetworkEngine.open(db, "alpha", "tetris")
+    engine = PlacementEngine()
+    with server_thread(engine, create_app(engine, network=net)) as url, httpx.Client(base_url=url) as c:
+        doc = c.get("/openapi.json").json()
+        for i in range(3):
+            assert c.post("/jobs", json={"id": f"j{i}", "cpu": 12, "mem": 8, "bw": 0.2}).status_code == 201
+        inventory = c.get("/jobs").json()
+        same = c.post("/network/reconcile", json=inventory)
+        assert same.status_code == 200 and same.json()["kept"] == 3, same.text
+        jsonschema.validate(same.json(), {**doc, "$ref": "#/components/schemas/NetReconcileOut"})
+        moved = {"id": "j1", "servers": ["s30", "s31"], "cpu": [10, 2], "mem": [4, 4], "bw": 0.2}
+        new = {"id": "n", "servers": ["s25"], "cpu": [3], "mem": [3], "bw": 0.1}
+        rows = [inventory[0], moved, inventory[2], new]
+        dry = c.post("/network/reconcile", params={"dry_run": "true"}, json=rows).json()
+        assert dry == {"released": [], "recorded": ["n"], "changed": ["j1"], "kept": 2, "executed": False}
+        assert c.get("/jobs").json() == inventory
+        done = c.post("/network/reconcile", json=rows[1:]).json()
+        assert done == {"released": ["j0"], "recorded": ["n"], "changed": ["j1"], "kept": 1, "executed": True}
+        assert c.get("/jobs/j1").json()["servers"] == ["s30", "s31"] and c.get("/jobs/j0").status_code == 404
+        entries = c.get("/network/journal", params={"tail": 4}).json()["entries"]
+        assert [(x["event"], x["job"], x["by"]) for x in entries] == [
+            ("released", "j0", "reconcile"), ("released", "j1", "reconcile"), ("placed", "j1", "reconcile"),
+            ("placed", "n", "reconcile")]  # fmt: skip
+        for body, status, words in (([{**new, "servers": ["zz"]}], 422, "jobs[0].servers"),
+                                    ([{**new, "cpu": ["3"]}], 422, "cpu"),
+                                    ({"jobs": []}, 422, "valid list"),
+                                    ([new], 409, "would release 2 of the 3")):  # fmt: skip
+            bad = c.post("/network/reconcile", json=body)
+            assert bad.status_code == status and words in bad.json()["detail"], (body, bad.text)
+        assert len(c.get("/jobs").json()) == 3
+    net.close()
+    inv = tmp_path / "inventory.json"
+    inv.write_text(json.dumps({"jobs": [moved]}), encoding="utf-8")
+    run = CliRunner().invoke(app, ["cluster", "reconcile", str(inv), "--db", str(db), "--dry-run"])
+    assert run.exit_code == 2 and "would release 2 of the 3" in run.stderr, run.output
+    run = CliRunner().invoke(app, ["cluster", "reconcile", str(inv), "--db", str(db), "--force"])
+    assert run.exit_code == 0 and "2 released, 0 recorded anew; 1 unchanged" in run.stdout, run.output
+    inv.write_text(json.dumps([{**moved, "servers": ["s30", "x"], "cpu": [1, 1], "mem": [1, 1]}]), encoding="utf-8")
+    run = CliRunner().invoke(app, ["cluster", "reconcile", str(inv), "--db", str(db)])
+    assert run.exit_code == 2 and run.stderr.startswith(f"error: {inv}, field 'jobs[0].servers'"), run.output
+    for flags, words in ((["--as-of", "0"], "--as-of"), (["--topology", "beta"], "beta")):
+        run = CliRunner().invoke(app, ["cluster", "reconcile", str(inv), "--db", str(db), *flags])
+        assert run.exit_code == 2 and words in run.stderr and len(run.stderr.splitlines()) == 1, run.output
+    again = NetworkEngine.open(db, "alpha")
+    assert [j.id for j in again.jobs()] == ["j1"]
+    again.check_invariants()
+    again.close()

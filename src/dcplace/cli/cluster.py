@@ -198,17 +198,28 @@ def reconcile(
                                                    "left as they are")] = None,
     force: Annotated[bool, typer.Option(help="release more than half of the VMs recorded if INVENTORY says so "
                                              "(refused otherwise: an empty or truncated file)")] = False,
+    topology: Annotated[str | None, typer.Option(help="a network database: its topology file, where it was not "
+                                                      "written for a preset")] = None,
     json_out: JsonOut = False,
 ) -> None:  # fmt: skip
     """Make the recorded allocations what the cluster runs (drift: VMs made, deleted, resized or migrated outside
     dcplace): VMs not in INVENTORY are released, new ones recorded, VMs elsewhere moved (journalled as moves),
     VMs of another size or uid recorded anew; a row's pinned or uid is set where given, kept where not. All or
     nothing in one commit; machines are not touched (register new ones first). Stop `dcplace serve` first, or
-    send the same rows to its POST /allocations/reconcile."""
+    send the same rows to its POST /allocations/reconcile. A network database (`serve --network-db`) takes a JSON
+    INVENTORY of jobs as `GET /jobs` lists them (`links`, `hold` optional): jobs not in it are released, new ones
+    recorded where it says, jobs elsewhere recorded anew (its POST /network/reconcile does the same)."""
     from dcplace.engine import read_allocations_at
     from dcplace.engine.journal import parse_time
+    from dcplace.engine.store import is_network_database
 
+    if db.is_file() and is_network_database(db):
+        _reconcile_network(inventory, db, topology, dry_run, as_of, force, json_out)
+        return
     try:
+        if topology is not None:
+            raise InputError(f"does not apply: {db} is a cluster database (a network one, serve --network-db, "
+                             "takes it)", field="topology")  # fmt: skip
         try:
             when = None if as_of is None else parse_time(as_of)
         except InputError as e:
@@ -240,6 +251,45 @@ def reconcile(
     verb = "would change (dry run)" if dry_run else "changed"
     typer.echo(f"{verb}: {len(rep.added)} recorded, {len(rep.removed)} released, {len(rep.moved)} moved, "
                f"{len(rep.replaced)} recorded anew, {len(rep.repinned)} pins; {rep.unchanged} unchanged")  # fmt: skip
+
+
+def _reconcile_network(inventory: Path, db: Path, topology: str | None, dry_run: bool, as_of: str | None, force: bool,
+                       json_out: bool) -> None:  # fmt: skip
+    """``cluster reconcile`` of a network database (NetworkEngine.reconcile)."""
+    from dcplace.engine.network import NetworkEngine, read_network_inventory, stored_preset
+
+    try:
+        if as_of is not None:
+            raise InputError(f"does not apply: {db} is a network database, whose reconcile takes the whole inventory "
+                             "as it is now", field="as_of")  # fmt: skip
+        rows = read_network_inventory(inventory)
+        where = topology if topology is not None else stored_preset(db)
+        if where is None:
+            raise InputError(f"{db} was written for a topology file, not a preset: pass it with --topology",
+                             field="topology")  # fmt: skip
+        engine = NetworkEngine.open(db, where)
+        try:
+            rep = engine.reconcile(rows, execute=not dry_run, force=force)
+        except InputError as e:
+            if e.field is None or not e.field.startswith("jobs"):
+                raise
+            raise type(e)(e.detail, path=inventory, field=e.field) from None  # the row is the file's
+        finally:
+            engine.close()
+    except InputError as exc:
+        _fail(exc)
+    except StoreError as exc:
+        _fail(unwritten(db, exc))
+    if json_out:
+        typer.echo(json.dumps(rep.as_dict()))
+        return
+    for what, ids in (("released", rep.released), ("recorded", rep.recorded), ("recorded anew", rep.changed)):
+        if ids:
+            shown = ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
+            typer.echo(f"  {what}: {shown}")
+    verb = "would change (dry run)" if dry_run else "changed"
+    typer.echo(f"{verb}: {len(rep.recorded)} recorded, {len(rep.released)} released, {len(rep.changed)} recorded "
+               f"anew; {rep.kept} unchanged")  # fmt: skip
 
 
 @app.command("export")

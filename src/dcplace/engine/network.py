@@ -134,6 +134,29 @@ class JobRejection:
 
 
 @dataclass(frozen=True)
+class NetReconcileReport:
+    """What :meth:`NetworkEngine.reconcile` did (or, a dry run, would do): jobs ``released`` (recorded, not in the
+    inventory), ``recorded`` (in the inventory, not recorded), ``changed`` (recorded elsewhere, with other amounts or
+    another bandwidth: released and recorded anew), and how many were ``kept`` as they were; ``executed``: False
+    for a dry run."""
+
+    released: tuple[str, ...]
+    recorded: tuple[str, ...]
+    changed: tuple[str, ...]
+    kept: int
+    executed: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"released": list(self.released), "recorded": list(self.recorded), "changed": list(self.changed),
+                "kept": self.kept, "executed": self.executed}  # fmt: skip
+
+
+_INVENTORY_FIELDS = {"id", "servers", "cpu", "mem", "bw", "links", "hold", "accepted", "locality"}
+"""What an inventory row may have: a running job as ``GET /jobs`` lists it (``accepted`` and ``locality`` are
+ignored), with ``links`` and ``hold`` optional."""
+
+
+@dataclass(frozen=True)
 class ServerInfo:
     """A server of the network: its capacity, what its running jobs use of it, whether it is drained (no new job
     is given any of it), and those jobs (in the order placed)."""
@@ -220,7 +243,8 @@ class NetJournalEntry:
     """One entry of a network database's journal (:func:`read_network_journal`). ``seq`` grows with every entry
     (page with ``after=seq``); ``at``: Unix time; ``job``, ``cpu``, ``mem`` (units), ``bw`` (link units), ``hold``
     (arrivals, where declared): what a ``placed`` or ``rejected`` job asked for (``released`` has its ``job`` only);
-    ``reason``: a rejection's (capacity, network, invalid); ``policy``: a start's; ``off_since``: a resume's, when
+    ``reason``: a rejection's (capacity, network, invalid); ``by``: ``reconcile`` for a job a reconcile recorded or
+    released; ``policy``: a start's; ``off_since``: a resume's, when
     the journal went off; ``server``: a drain's or activation's. None where it does not apply."""
 
     seq: int
@@ -235,12 +259,14 @@ class NetJournalEntry:
     policy: str | None
     off_since: float | None
     server: str | None = None
+    by: str | None = None
+    """``reconcile`` where a reconcile recorded or released the job (not the policy or its client)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "seq": self.seq, "at": self.at, "event": self.event, "job": self.job, "cpu": self.cpu, "mem": self.mem,
             "bw": self.bw, "hold": self.hold, "reason": self.reason, "policy": self.policy,
-            "off_since": self.off_since, "server": self.server,
+            "off_since": self.off_since, "server": self.server, "by": self.by,
         }  # fmt: skip
 
 
@@ -265,7 +291,7 @@ def _journal_entry(row: Sequence[Any]) -> NetJournalEntry:
     if event in ("placed", "rejected"):
         ok = _journalled(event, job, cpu, mem, bw, hold, reason) and bool(job)
     elif event == "released":
-        ok = isinstance(job, str) and bool(job)
+        ok = isinstance(job, str) and bool(job) and reason in (None, "reconcile")
     elif event == "started":  # the policy's name, which a user's policy may leave empty
         ok = isinstance(reason, str)
     elif event in ("drained", "activated"):
@@ -277,7 +303,8 @@ def _journal_entry(row: Sequence[Any]) -> NetJournalEntry:
                          f"{cpu!r}, mem {mem!r}, bw {bw!r}, hold {hold!r}, reason {reason!r})")  # fmt: skip
     return NetJournalEntry(seq, float(at), event, job or None, cpu, mem, None if bw is None else bw / BW_SCALE, hold,
                            reason if event == "rejected" else None, reason if event == "started" else None,
-                           off, reason if event in ("drained", "activated") else None)  # fmt: skip
+                           off, reason if event in ("drained", "activated") else None,
+                           reason if event in ("placed", "released") else None)  # fmt: skip
 
 
 def read_network_journal(
@@ -327,6 +354,43 @@ def read_network_journal(
         raise InputError(f"{p}: {e}: a hand-edited row?", field="db") from None
 
 
+def stored_preset(path: Path) -> str | None:
+    """The preset the network database ``path`` was written for (None: a topology file's, which ``--topology``
+    must then name). Read-only."""
+    check_network_database(path)
+    try:
+        with _reading(path) as uri, contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
+            meta = dict(conn.execute("SELECT key, value FROM meta WHERE key IN ('topology', 'topology_name')"))
+    except sqlite3.DatabaseError as e:
+        raise InputError(f"{path} cannot be read ({e})", field="db") from None
+    return _preset_of(meta)
+
+
+def _preset_of(meta: Mapping[str, Any]) -> str | None:
+    name = meta.get("topology_name")  # a preset only if it is one (a file's name is its stem: alpha.json)
+    return name if name in PRESETS and meta.get("topology") == fingerprint(preset(name)) else None
+
+
+def read_network_inventory(path: Path) -> list[Any]:
+    """The jobs a cluster runs, from a JSON file: a list of jobs as ``GET /jobs`` lists them (or an object with
+    such a list under ``jobs``), for :meth:`NetworkEngine.reconcile`. InputError naming the file where it is not."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"cannot be read ({e.strerror if isinstance(e, OSError) else e})", path=path) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(f"is not JSON ({e.msg})", path=path, line=e.lineno) from None
+    except RecursionError:
+        raise InputError("is not JSON dcplace reads (nested too deep)", path=path) from None
+    if isinstance(data, dict) and set(data) == {"jobs"}:
+        data = data["jobs"]
+    if not isinstance(data, list):
+        raise InputError('must be a JSON list of jobs as GET /jobs lists them (or {"jobs": [...]})', path=path)
+    return data
+
+
 def fingerprint(topology: Topology) -> str:
     """A digest of what a job's servers and links refer to: the servers' capacities and the links by endpoints and
     capacity, in order. A file written for another topology (or the same name built otherwise) is refused."""
@@ -335,6 +399,27 @@ def fingerprint(topology: Topology) -> str:
         h.update(np.ascontiguousarray(a, dtype=np.int64).tobytes())
         h.update(b"|")
     return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class _InventoryRow:
+    """A checked inventory row (:meth:`NetworkEngine.reconcile`): the job, its servers (ids), amounts, links (ids,
+    sorted; None: route it) and where it was in the inventory (``jobs[3]``)."""
+
+    job: NetJob
+    servers: np.ndarray
+    cpu: np.ndarray
+    mem: np.ndarray
+    links: np.ndarray | None
+    where: str
+
+    def matches(self, a: Allocation) -> bool:
+        """Whether the job runs as recorded in ``a``: the same servers with the same amounts, bandwidth and (where
+        the row gives them) links."""
+        mine = sorted(zip(self.servers.tolist(), self.cpu.tolist(), self.mem.tolist(), strict=True))
+        theirs = sorted(zip(a.servers.tolist(), a.cpu.tolist(), a.mem.tolist(), strict=True))
+        return (mine == theirs and int(a.bw) == self.job.bw_micro
+                and (self.links is None or sorted(a.links.tolist()) == self.links.tolist()))  # fmt: skip
 
 
 class NetworkEngine:
@@ -388,6 +473,10 @@ class NetworkEngine:
         """The newest journal entries kept (:meth:`open`'s ``journal_keep``; 0: the journal is off)."""
         self._names = self.topology.node_names
         self._server_of = {self._names[v]: v for v in range(self.topology.n_servers)}
+        top = self.topology
+        self._link_of: dict[tuple[str, str], int] = {}
+        for x, (u, v) in enumerate(zip(top.link_u.tolist(), top.link_v.tolist(), strict=True)):
+            self._link_of[(self._names[u], self._names[v])] = self._link_of[(self._names[v], self._names[u])] = x
 
     # -- the database ----------------------------------------------------------------------------------------
     @classmethod
@@ -561,7 +650,8 @@ class NetworkEngine:
 
     @staticmethod
     def _entry(event: str, job: NetJob, reason: str | None = None) -> tuple[str, tuple[Any, ...]]:
-        """The journal's row of ``job`` placed or rejected: what it asked for, as asked."""
+        """The journal's row of ``job`` placed or rejected: what it asked for, as asked; ``reason``: a rejection's,
+        or ``reconcile`` for a job a reconcile recorded."""
         return ("INSERT INTO journal (at, event, job, cpu, mem, bw, hold, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (time.time(), event, job.id, job.cpu, job.mem, job.bw_micro, job.hold, reason))  # fmt: skip
 
@@ -721,6 +811,157 @@ class NetworkEngine:
             self._publish()
             self.counters["released"] += 1
             return was
+
+    def reconcile(self, rows: Sequence[Mapping[str, Any]], *, execute: bool = True, force: bool = False,
+                  source: str = "jobs") -> NetReconcileReport:  # fmt: skip
+        """Make the running jobs what ``rows`` says the cluster runs: the whole inventory, each row a job as ``GET
+        /jobs`` lists it (``id``; ``servers``, names; ``cpu`` and ``mem``, what each server gives; ``bw``, link
+        units; ``links``, pairs of node names, and ``hold`` optional). Jobs not in it are released; jobs new to it
+        are recorded where it says they run; jobs recorded elsewhere (other servers or amounts, another bandwidth,
+        other links where the row gives them) are released and recorded anew; the rest are kept as recorded. A row
+        without ``links`` is routed as a placement is: from each server, the widest candidate path to each server
+        before it in the row. A drained server may be in a row: its running jobs keep it.
+
+        All or nothing, in one commit: the result must fit every server and link, or nothing changes and an
+        InputError names the row (``jobs[3].servers``). ``execute=False``: the same checks and report, nothing
+        changed (a dry run). A reconcile that would release more than half of the recorded jobs is refused
+        (Conflict) unless ``force``: an empty or truncated inventory would have released them all."""
+        if isinstance(rows, str | bytes | Mapping) or not isinstance(rows, Sequence):
+            raise InputError(f"must be a list of jobs, got {type(rows).__name__}", field=source)
+        parsed = [self._inventory_row(row, f"{source}[{i}]") for i, row in enumerate(rows)]
+        seen: dict[str, int] = {}
+        for i, row in enumerate(parsed):
+            if row.job.id in seen:
+                raise InputError(f"job {row.job.id!r} is listed twice, in rows {seen[row.job.id]} and {i}",
+                                 field=f"{source}[{i}].id")  # fmt: skip
+            seen[row.job.id] = i
+        with self.lock:
+            self._check()
+            sim = self.sim
+            released = [j for j in self._rid if j not in seen]
+            recorded, changed = [], []
+            for row in parsed:
+                rid = self._rid.get(row.job.id)
+                if rid is None:
+                    recorded.append(row)
+                elif not row.matches(sim.active[rid]):
+                    changed.append(row)
+            if not force and released and 2 * len(released) > len(self._rid):
+                raise Conflict(f"the inventory would release {len(released):,} of the {len(self._rid):,} jobs "
+                               "running: send the whole inventory, or force it (force=true, --force)",
+                               field="force")  # fmt: skip
+            report = NetReconcileReport(tuple(released), tuple(r.job.id for r in recorded),
+                                        tuple(r.job.id for r in changed), len(parsed) - len(recorded) - len(changed),
+                                        execute)  # fmt: skip
+            if not (released or recorded or changed):
+                return report
+            fork, rids = sim.fork(), dict(self._rid)
+            statements: list[tuple[str, tuple[Any, ...]]] = []
+            for job_id in released + [row.job.id for row in changed]:  # journalled in the order the state changes
+                fork.release(rids.pop(job_id))
+                statements += self._released_rows(job_id)
+            for row in changed + recorded:
+                rids[row.job.id], alloc = self._adopt(fork, row)
+                lists = [json.dumps(x.tolist()) for x in (alloc.servers, alloc.cpu, alloc.mem, alloc.links)]
+                statements.append(("INSERT INTO jobs (id, servers, cpu, mem, links, bw, hold) VALUES (?, ?, ?, ?, ?, "
+                                   "?, ?)", (row.job.id, *lists, int(alloc.bw), row.job.hold)))  # fmt: skip
+                statements.append(self._entry("placed", row.job, "reconcile"))
+            if not execute:
+                return report
+            self._write(*statements)  # a 503 or a failure: nothing taken (the fork is dropped)
+            self.sim, self._rid = fork, rids
+            self._publish()
+            return report
+
+    @staticmethod
+    def _released_rows(job_id: str) -> list[tuple[str, tuple[Any, ...]]]:
+        return [("DELETE FROM jobs WHERE id = ?", (job_id,)),
+                ("INSERT INTO journal (at, event, job, reason) VALUES (?, 'released', ?, 'reconcile')",
+                 (time.time(), job_id))]  # fmt: skip
+
+    def _inventory_row(self, row: object, where: str) -> _InventoryRow:
+        """One inventory row, checked: InputError naming ``where`` and the field."""
+        if not isinstance(row, Mapping):
+            raise InputError(f"must be a job (an object with id, servers, cpu, mem, bw), got {type(row).__name__}",
+                             field=where)  # fmt: skip
+        extra = sorted(str(k) for k in row if k not in _INVENTORY_FIELDS)
+        if extra:
+            raise InputError(
+                "is not a field of a job (id, servers, cpu, mem, bw, links, hold)", field=f"{where}.{extra[0]}"
+            )
+        for name in ("id", "servers", "cpu", "mem", "bw"):
+            if name not in row:
+                raise InputError("is missing", field=f"{where}.{name}")
+        servers, cpu, mem = row["servers"], row["cpu"], row["mem"]
+        for name, value in (("servers", servers), ("cpu", cpu), ("mem", mem)):
+            if not isinstance(value, list | tuple) or not value or len(value) > self.topology.n_servers:
+                raise InputError(f"must be a list of 1 to {self.topology.n_servers:,} entries, got {value!r:.80}",
+                                 field=f"{where}.{name}")  # fmt: skip
+        if not len(servers) == len(cpu) == len(mem):
+            raise InputError(f"servers, cpu and mem must have one entry per server; they have {len(servers)}, "
+                             f"{len(cpu)} and {len(mem)}", field=f"{where}.servers")  # fmt: skip
+        at = []
+        for name in servers:
+            v = self._server_of.get(name) if isinstance(name, str) else None
+            if v is None:
+                raise InputError(f"{name!r:.80} is not a server of {self.topology.name}", field=f"{where}.servers")
+            at.append(v)
+        if len(set(at)) != len(at):
+            raise InputError("names a server twice", field=f"{where}.servers")
+        for name, values in (("cpu", cpu), ("mem", mem)):
+            if not all(type(x) is int and 0 <= x <= MAX_UNITS for x in values):
+                raise InputError(f"must be whole numbers of units from 0 to {MAX_UNITS:,}, got {values!r:.80}",
+                                 field=f"{where}.{name}")  # fmt: skip
+        try:
+            job = NetJob(row["id"], sum(cpu), sum(mem), row["bw"], row.get("hold"))
+        except InputError as e:
+            raise InputError(e.detail, field=f"{where}.{e.field}") from None
+        links = None
+        if row.get("links") is not None:
+            listed = row["links"]
+            if not isinstance(listed, list | tuple) or len(listed) > self.topology.n_links:
+                raise InputError(f"must be a list of links (pairs of node names), got {listed!r:.80}",
+                                 field=f"{where}.links")  # fmt: skip
+            links = []
+            for pair in listed:
+                named = isinstance(pair, list | tuple) and len(pair) == 2 and all(isinstance(x, str) for x in pair)
+                link = self._link_of.get((pair[0], pair[1])) if named else None
+                if link is None:
+                    raise InputError(f"{pair!r:.80} is not a link of {self.topology.name}", field=f"{where}.links")
+                links.append(link)
+            if len(set(links)) != len(links):
+                raise InputError("names a link twice", field=f"{where}.links")
+        return _InventoryRow(job, np.array(at, dtype=np.int64), np.array(cpu, dtype=np.int64),
+                             np.array(mem, dtype=np.int64), None if links is None else np.array(sorted(links),
+                             dtype=np.int64), where)  # fmt: skip
+
+    def _adopt(self, sim: LiveNetSim, row: _InventoryRow) -> tuple[int, Allocation]:
+        """``row``'s job taken on ``sim`` where the row says it runs (routed where it gives no links): InputError
+        naming the row where it does not fit or no path joins two of its servers."""
+        bw = row.job.bw_micro
+        links = row.links
+        if links is None:
+            on: set[int] = set()
+            for k, v in enumerate(row.servers.tolist()):
+                for u in row.servers[:k].tolist():
+                    path = sim.widest_path(u, v, bw)
+                    if path is None:
+                        raise InputError(f"no candidate path between {self._names[u]} and {self._names[v]} has "
+                                         f"{row.job.bw:g} link units free", field=f"{row.where}.servers")  # fmt: skip
+                    on.update(path)
+            links = np.array(sorted(on), dtype=np.int64)
+        alloc = Allocation(row.servers, row.cpu, row.mem, links, bw, 0)
+        drained = [v for v in row.servers.tolist() if sim.drained[v]]
+        for v in drained:  # a drained server's room is held apart from new jobs, not from one that runs there
+            sim.set_drained(v, False)
+        try:
+            rid = sim.restore(alloc)
+        except ValueError as e:
+            raise InputError(f"job {row.job.id!r} cannot run as listed: {e}", field=row.where) from None
+        finally:
+            for v in drained:
+                sim.set_drained(v, True)
+        return rid, alloc
 
     def explain(self, job: NetJob) -> NetExplanation:
         """Where ``job`` would go now and why, without placing it: the policy decides it on a copy of the state
@@ -1070,8 +1311,7 @@ def network_trace(path: Path, rejected: str = "include") -> NetTrace:
             filled += asked_hold[i] < 0
             held[i] = median if asked_hold[i] < 0 else asked_hold[i]
     n_rejected = n - len(ran)
-    name = meta.get("topology_name")  # a preset only if it is one (a file's name is its stem: alpha.json)
-    preset_name = name if name in PRESETS and meta.get("topology") == fingerprint(preset(name)) else None
+    preset_name = _preset_of(meta)
     off_since = None
     with contextlib.suppress(TypeError, ValueError):  # a hand-edited note: no note
         off_since = float(meta.get("journal_off_since"))  # type: ignore[arg-type]
@@ -1104,7 +1344,7 @@ def _journalled(event: object, job: object, cpu: object, mem: object, bw: object
         and whole(mem, 0)
         and whole(bw, 1, round(MAX_BANDWIDTH * BW_SCALE))
         and (hold is None or whole(hold, 1))
-        and (reason in ("capacity", "network", "invalid") if event == "rejected" else reason is None)
+        and (reason in ("capacity", "network", "invalid") if event == "rejected" else reason in (None, "reconcile"))
     )
 
 

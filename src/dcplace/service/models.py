@@ -496,6 +496,33 @@ class JobRejectionOut(BaseModel):
     reason: Literal["capacity", "network", "invalid"]
 
 
+class NetInventoryJobIn(BaseModel):
+    """A job the cluster runs, as ``GET /jobs`` lists it (``POST /network/reconcile``'s body is a list of these):
+    ``accepted`` and ``locality`` may be there and are ignored."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+    id: str = Ident
+    servers: list[str] = Field(min_length=1, description="the servers it runs on, by name", examples=[["s0", "s1"]])
+    cpu: list[int] = Field(description="the CPU units each server gives it, one per server", examples=[[10, 5]])
+    mem: list[int] = Field(description="the memory units each server gives it, one per server", examples=[[8, 4]])
+    bw: float = Field(ge=1e-6, le=1e9, description="link units on every link between its servers", examples=[0.1])
+    links: list[list[str]] | None = Field(default=None, description="the links carrying its bandwidth, each by its "
+                                          "two endpoints; left out: routed as a placement is")  # fmt: skip
+    hold: int | None = Field(default=None, ge=1, le=1_000_000, description="its expected holding period in arrivals")
+    accepted: bool | None = Field(default=None, description="ignored (GET /jobs lists it)")
+    locality: str | None = Field(default=None, description="ignored (GET /jobs lists it)")
+
+
+class NetReconcileOut(BaseModel):
+    """What ``POST /network/reconcile`` did (or, a dry run, would do)."""
+
+    released: list[str] = Field(description="jobs recorded but not in the inventory: released")
+    recorded: list[str] = Field(description="jobs in the inventory but not recorded: recorded where it says")
+    changed: list[str] = Field(description="jobs recorded elsewhere or with other amounts: released, recorded anew")
+    kept: int = Field(description="jobs recorded as the inventory has them")
+    executed: bool = Field(description="false for a dry run: nothing was changed")
+
+
 class TierRoomOut(BaseModel):
     links_with_room: int = Field(description="links of the tier with at least the job's bandwidth free")
     widest_link: float = Field(description="the most bandwidth free on one link of the tier, link units")
@@ -532,6 +559,9 @@ class NetJournalEntryOut(BaseModel):
     policy: str | None = Field(description="started: the policy the engine started with")
     off_since: float | None = Field(description="resumed: when the journal went off (Unix time)")
     server: str | None = Field(description="drained, activated: the server")
+    by: Literal["reconcile"] | None = Field(
+        default=None, description="placed, released: `reconcile` where a reconcile recorded or released the job"
+    )
 
 
 class NetJournalOut(BaseModel):

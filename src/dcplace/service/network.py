@@ -17,7 +17,9 @@ from dcplace.service.models import (
     JobOut,
     JobRejectionOut,
     NetExplanationOut,
+    NetInventoryJobIn,
     NetJournalOut,
+    NetReconcileOut,
     NetworkOut,
     ServerOut,
 )
@@ -35,7 +37,7 @@ def _json(body: Any, status: int = 200) -> Response:
 
 def add_network_routes(app: FastAPI, net: NetworkEngine) -> None:
     """``POST /jobs``, ``GET /jobs``, ``GET /jobs/{id}``, ``DELETE /jobs/{id}``, ``GET /network``, ``POST
-    /network/explain``, ``GET /network/journal``, ``GET /network/servers[/{name}]``, ``POST
+    /network/explain``, ``POST /network/reconcile``, ``GET /network/journal``, ``GET /network/servers[/{name}]``, ``POST
     /network/servers/{name}/drain|activate`` on ``net``."""
 
     @app.post("/jobs", status_code=201, tags=["network"], response_model=JobOut,
@@ -106,6 +108,25 @@ def add_network_routes(app: FastAPI, net: NetworkEngine) -> None:
         servers no candidate path joined and the most bandwidth any of their paths has free), and each tier's room
         for its bandwidth. The next placement decides as if this had not been asked."""
         return _json(net.explain(NetJob(body.id, body.cpu, body.mem, body.bw, body.hold)).as_dict())
+
+    @app.post(
+        "/network/reconcile",
+        tags=["network"],
+        response_model=NetReconcileOut,
+        responses={**_COMMON, 409: {"description": "it would release more than half the jobs running (force)"}},
+    )
+    def reconcile_jobs(
+        body: list[NetInventoryJobIn],
+        dry_run: Annotated[bool, Query(description="check and report, change nothing")] = False,
+        force: Annotated[bool, Query(description="release more than half the jobs running if the inventory says "
+                                     "so")] = False,
+    ) -> Response:  # fmt: skip
+        """Make the running jobs what the cluster runs (docs/engine.md, "Reconciling the network engine"): the body
+        is the whole inventory, every job as `GET /jobs` lists it (`links` and `hold` optional). Jobs not in it are
+        released, jobs new to it recorded where it says, jobs recorded elsewhere released and recorded anew; all or
+        nothing, in one commit (a row that does not fit is a 422 naming it)."""
+        rows = [x.model_dump(exclude_none=True, exclude={"accepted", "locality"}) for x in body]
+        return _json(net.reconcile(rows, execute=not dry_run, force=force).as_dict())
 
     @app.get("/network/journal", tags=["network"], response_model=NetJournalOut, responses=_COMMON)
     def network_journal(
