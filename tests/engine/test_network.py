@@ -1417,3 +1417,38 @@ def test_a_reconcile_routes_jobs_without_links_and_is_all_or_nothing(tmp_path: P
     assert e.reconcile(wide, force=True).released == ("a", "b", "c")
     e.check_invariants()
     e.close()
+
+
+def test_cluster_export_of_a_network_database_is_an_inventory_reconcile_takes_back(tmp_path: Path) -> None:
+    """`cluster export` of a network database (read-only, while an engine runs on it) writes its running jobs as
+    `GET /jobs` lists them with their hold; reconciled into a new database, they run there exactly as here."""
+    from dcplace.engine.network import read_network_jobs
+
+    db = tmp_path / "n.db"
+    e = NetworkEngine.open(db, ALPHA, "tetris-bw")
+    for i, (cpu, mem, bw) in enumerate([(12, 8, 0.2), (3, 1, 0.5), (25, 30, 0.1), (1, 1, 0.05)]):
+        e.place(NetJob(f"j{i}", cpu, mem, bw, hold=i + 1 if i % 2 else None))
+    e.release("j2")
+    listed = [{**j.as_dict(), "hold": {"j1": 2, "j3": 4}.get(j.id)} for j in e.jobs()]
+    assert read_network_jobs(db) == listed  # while the engine holds the file
+    out = tmp_path / "jobs.json"
+    res = CliRunner().invoke(app, ["cluster", "export", str(out), "--db", str(db)])
+    assert res.exit_code == 0 and "wrote 3 running jobs" in res.stdout, res.output
+    assert json.loads(out.read_text()) == listed
+    e.close()
+    other = NetworkEngine.open(tmp_path / "m.db", ALPHA, "tetris")
+    other.close()
+    res = CliRunner().invoke(app, ["cluster", "reconcile", str(out), "--db", str(tmp_path / "m.db")])
+    assert res.exit_code == 0 and "3 recorded" in res.stdout, res.output
+    again = NetworkEngine.open(tmp_path / "m.db", ALPHA, "tetris")
+    assert [j.as_dict() for j in again.jobs()] == [j.as_dict() for j in NetworkEngine.open(db, ALPHA).jobs()]
+    again.check_invariants()
+    for args, words in ((["cluster", "export", str(out), "--db", str(db)], "already exists"),
+                        (["cluster", "export", str(tmp_path / "j.csv"), "--db", str(db)], "must end in .json"),
+                        (["cluster", "export", str(tmp_path / "k.json"), "--db", str(db), "--machines",
+                          str(tmp_path / "m.json")], "--machines"),
+                        (["cluster", "export", str(tmp_path / "k.json"), "--db", str(db), "--topology", "beta"],
+                         "another topology")):  # fmt: skip
+        res = CliRunner().invoke(app, args)
+        assert res.exit_code == 2 and words in res.stderr and len(res.stderr.splitlines()) == 1, (args, res.output)
+    assert not (tmp_path / "k.json").exists()

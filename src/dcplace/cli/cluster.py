@@ -299,14 +299,24 @@ def export(
     db: Db,
     machines: Annotated[Path | None, typer.Option(help="also write the machines here, .csv or .json (must not "
                                                        "exist), as `serve --machines` reads them")] = None,
+    topology: Annotated[str | None, typer.Option(help="a network database: its topology file, where it was not "
+                                                      "written for a preset")] = None,
 ) -> None:  # fmt: skip
     """Write the cluster's allocations as `serve --import`, `POST /allocations` and `cluster reconcile` read them
     (vm, machine, node, cpu, mem, pinned, uid), and with --machines its machines as `serve --machines` reads them:
     a cluster moved to a new database, or an inventory to edit and reconcile. Read-only (an online backup), also
-    while `dcplace serve` runs on DB."""
+    while `dcplace serve` runs on DB. A network database (`serve --network-db`): its running jobs as `GET /jobs`
+    lists them, with their hold, to a .json OUT that its `cluster reconcile` and POST /network/reconcile read."""
     from dcplace.engine import PlacementEngine, write_allocations
+    from dcplace.engine.store import is_network_database
 
+    if db.is_file() and is_network_database(db):
+        _export_network(out, db, machines, topology)
+        return
     try:
+        if topology is not None:
+            raise InputError(f"does not apply: {db} is a cluster database (a network one, serve --network-db, "
+                             "takes it)", field="topology")  # fmt: skip
         for path, flag in ((out, "OUT"), (machines, "--machines")):
             if path is None:
                 continue
@@ -336,6 +346,31 @@ def export(
         f"wrote {len(rows):,} allocations to {out}"
         + (f" and {len(state['machines']):,} machines to {machines}" if machines is not None else "")
     )
+
+
+def _export_network(out: Path, db: Path, machines: Path | None, topology: str | None) -> None:
+    """``cluster export`` of a network database: its running jobs, as JSON."""
+    from dcplace.atomic import write_text
+    from dcplace.engine.network import read_network_jobs
+
+    try:
+        if machines is not None:
+            raise InputError(f"does not apply: {db} is a network database, whose servers are its topology's",
+                             field="machines")  # fmt: skip
+        if out.exists() or out.is_symlink():
+            raise InputError(f"OUT: {out} already exists; choose another name")
+        if not out.parent.is_dir():
+            raise InputError(f"OUT: the folder {out.parent} does not exist")
+        if out.suffix.lower() != ".json":
+            raise InputError(f"OUT: {out} must end in .json (a network database's jobs are JSON)")
+        jobs = read_network_jobs(db, topology)
+    except InputError as exc:
+        _fail(exc)
+    try:
+        write_text(out, json.dumps(jobs, indent=1) + "\n")
+    except OSError as exc:
+        _fail(_not_written(out, exc))
+    typer.echo(f"wrote {len(jobs):,} running jobs to {out}")
 
 
 def _write_machines(machines: list[dict[str, Any]], path: Path) -> None:

@@ -371,6 +371,36 @@ def _preset_of(meta: Mapping[str, Any]) -> str | None:
     return name if name in PRESETS and meta.get("topology") == fingerprint(preset(name)) else None
 
 
+def read_network_jobs(path: Path, topology: Topology | str | None = None) -> list[dict[str, Any]]:
+    """The jobs running in the network database ``path``, each as ``GET /jobs`` lists it with its declared ``hold``
+    (null: none): an inventory :meth:`NetworkEngine.reconcile` takes back (``cluster export``). Read-only, also while
+    a service runs on the file; every row checked as a start checks it. ``topology``: the file's own where it was
+    written for a preset (None), else its topology file."""
+    where = topology if topology is not None else stored_preset(path)
+    if where is None:
+        raise InputError(f"{path} was written for a topology file, not a preset: pass it with --topology",
+                         field="topology")  # fmt: skip
+    engine = NetworkEngine(where)
+    try:
+        with _reading(path) as uri, contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
+            conn.execute("BEGIN")  # one snapshot: a service writing on meanwhile
+            mark = conn.execute("SELECT value FROM meta WHERE key = 'topology'").fetchone()
+            rows = conn.execute("SELECT id, servers, cpu, mem, links, bw, hold FROM jobs ORDER BY seq").fetchall()
+    except sqlite3.DatabaseError as e:
+        raise InputError(f"{path} cannot be read ({e})", field="db") from None
+    if mark is not None and mark[0] != fingerprint(engine.topology):
+        raise InputError(f"{path} was written for another topology, not this {engine.topology.name}",
+                         field="topology")  # fmt: skip
+    try:
+        for row in rows:
+            engine._reload(row)
+    except (ValueError, TypeError, KeyError, OverflowError, RecursionError, InputError) as e:
+        why = "a list nested too deep" if isinstance(e, RecursionError) else str(e)
+        raise InputError(f"{path} does not hold a consistent set of jobs: {why}", field="db") from None
+    holds = {row[0]: row[6] for row in rows}
+    return [{**job.as_dict(), "hold": holds[job.id]} for job in engine.jobs()]
+
+
 def read_network_inventory(path: Path) -> list[Any]:
     """The jobs a cluster runs, from a JSON file: a list of jobs as ``GET /jobs`` lists them (or an object with
     such a list under ``jobs``), for :meth:`NetworkEngine.reconcile`. InputError naming the file where it is not."""
