@@ -17,7 +17,10 @@ other sizes (``--embed``, units per message-passing stage, the paper's 16; ``--p
 policy head, the paper's none; ``--relu-per-message``, the other reading of where appendix E.1's ReLU sits,
 ``NaraConfig.relu_per_message``). ``--wide`` adds two node features the paper's observation lacks, each server's free
 CPU and memory as a share of a server (the paper's are capped at what the request still needs): a variant, not the
-paper's network, whose checkpoints the netalloc commands refuse (they observe as the paper does). Prints per
+paper's network, whose checkpoints the netalloc commands refuse (they observe as the paper does); ``--unclipped``
+divides each server's free CPU and memory by what the request still needs without the paper's cap at 1, whose
+checkpoints the netalloc commands load but feed the capped observation (evaluate them with this script's
+validation only). Prints per
 round: the teacher's agreement on the recorded states, the acceptance of the round's rollouts and the validation.
 """
 
@@ -61,6 +64,8 @@ def main() -> None:
     ap.add_argument("--unclipped", action="store_true")
     ap.add_argument("--out", type=Path, default=Path("results/nara-imitation"))
     args = ap.parse_args()
+    if args.init is not None and (args.embed != 16 or args.p2_hidden or args.relu_per_message):
+        ap.error("--init keeps its checkpoint's network: leave out --embed, --p2-hidden and --relu-per-message")
     torch.set_num_threads(1)
     top = preset(args.topology)
     if args.wide:

@@ -1400,7 +1400,13 @@ def test_a_reconcile_routes_jobs_without_links_and_is_all_or_nothing(tmp_path: P
         ([*inventory, {"id": "x", "servers": ["s1", "s2"], "cpu": [1, 1], "mem": [1, 1], "bw": 0.1,
                        "links": [["s1", "s2"]]}], "jobs[3].links", "not a link"),
         ([*inventory, {"id": "x", "servers": ["s1", "s12"], "cpu": [1, 1], "mem": [1, 1], "bw": 0.1,
-                       "links": [["s1", "r0"]]}], "jobs[3]", "do not join"),
+                       "links": [["s1", "r0"]]}], "jobs[3].links", "ends at r0"),
+        ([*inventory, {"id": "x", "servers": ["s1", "s2"], "cpu": [1, 1], "mem": [1, 1], "bw": 0.1,
+                       "links": [["s1", "r0"], ["s2", "r0"], ["s3", "r0"]]}], "jobs[3].links", "ends at s3"),
+        ([*inventory, {"id": "x", "servers": ["s1", "s2"], "cpu": [1, 1], "mem": [1, 1], "bw": 0.1,
+                       "links": [["s1", "r0"], ["s2", "r0"], ["r0", "f0.0"]]}], "jobs[3].links", "ends at f0.0"),
+        ([*inventory, {"id": "x", "servers": ["s1", "s2"], "cpu": [1, 1], "mem": [1, 1], "bw": 0.1, "links": []}],
+         "jobs[3]", "do not join"),
         ([*inventory, {**inventory[0]}], "jobs[3].id", "listed twice"),
         ([*inventory, *wide], "jobs[3].servers", "no candidate path"),
         ([*inventory, "a job"], "jobs[3]", "must be a job"),
@@ -1414,7 +1420,9 @@ def test_a_reconcile_routes_jobs_without_links_and_is_all_or_nothing(tmp_path: P
     with pytest.raises(Conflict, match="would release 3 of the 3"):
         e.reconcile(wide)
     assert _state(e) == before and (db.stat().st_size, len(read_network_journal(db, limit=None))) == size
+    released = e.counters["released"]
     assert e.reconcile(wide, force=True).released == ("a", "b", "c")
+    assert e.counters["released"] == released + 3  # the metrics count a reconcile's releases
     e.check_invariants()
     e.close()
 

@@ -140,6 +140,22 @@ def test_init_starts_from_another_runs_weights(tmp_path):
     assert second.meta()["init"]["dataset"] == "uniform"
 
 
+def test_init_refuses_a_network_option_its_checkpoint_lacks_and_checkpoints_say_the_reading(tmp_path):
+    """`train nara --init CKPT --relu-per-message` trained CKPT's network while its config said otherwise (a
+    review found it); the option is now refused by name. A checkpoint of the default network leaves the key out
+    (an older dcplace reads it); one of the other reading keeps it."""
+    first = PPOTrainer(TINY, "uniform", 0, tmp_path / "first", TINY_PPO)
+    first.train(1)
+    with pytest.raises(InputError, match="keeps its network") as err:
+        PPOTrainer(TINY, "uniform", 1, tmp_path / "second", TINY_PPO, NaraConfig(relu_per_message=True),
+                   init=tmp_path / "first" / "checkpoint.pt")  # fmt: skip
+    assert err.value.field == "relu_per_message"
+    assert "relu_per_message" not in torch.load(tmp_path / "first" / "checkpoint.pt", weights_only=True)["config"]
+    checkpoint.save(tmp_path / "pm.pt", NaraNet(NaraConfig(relu_per_message=True)), {})
+    net, _ = checkpoint.load(tmp_path / "pm.pt")
+    assert net.cfg.relu_per_message and all(stage.per_message for stage in net.policy.gnn.stages)
+
+
 def test_several_topologies_take_turns(tmp_path):
     other = fabric(2, 4, 2, 1, name="other")
     tr = PPOTrainer([TINY, other], "uniform", 0, tmp_path, TINY_PPO)

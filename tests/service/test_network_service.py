@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from dcplace.cli.main import app
 from dcplace.engine import NetworkEngine, PlacementEngine
+from dcplace.engine.network import read_network_journal
 from dcplace.service import create_app
 
 from .conftest import free_port, server_thread, start_serve
@@ -239,18 +240,26 @@ def test_reconcile_over_http_and_from_the_command_line(tmp_path: Path) -> None:
         assert [(x["event"], x["job"], x["by"]) for x in entries] == [
             ("released", "j0", "reconcile"), ("released", "j1", "reconcile"), ("placed", "j1", "reconcile"),
             ("placed", "n", "reconcile")]  # fmt: skip
-        for body, status, words in (([{**new, "servers": ["zz"]}], 422, "jobs[0].servers"),
-                                    ([{**new, "cpu": ["3"]}], 422, "cpu"),
-                                    ({"jobs": []}, 422, "valid list"),
+        for body, status, words in (([{**new, "servers": ["zz"]}], 422, "field 'jobs[0].servers'"),
+                                    ([new, {**new, "cpu": ["3"]}], 422, "field 'jobs[1].cpu.0'"),
+                                    ({"jobs": []}, 422, "field 'jobs': Input should be a valid array"),
                                     ([new], 409, "would release 2 of the 3")):  # fmt: skip
             bad = c.post("/network/reconcile", json=body)
             assert bad.status_code == status and words in bad.json()["detail"], (body, bad.text)
         assert len(c.get("/jobs").json()) == 3
+        assert doc["paths"]["/network/reconcile"]["post"]["requestBody"]["content"]["application/json"]["schema"][
+            "items"] == {"$ref": "#/components/schemas/NetInventoryJobIn"} and "NetInventoryJobIn" in doc[
+            "components"]["schemas"]  # fmt: skip
     net.close()
     inv = tmp_path / "inventory.json"
     inv.write_text(json.dumps({"jobs": [moved]}), encoding="utf-8")
+    entries = len(read_network_journal(db, limit=None))
     run = CliRunner().invoke(app, ["cluster", "reconcile", str(inv), "--db", str(db), "--dry-run"])
     assert run.exit_code == 2 and "would release 2 of the 3" in run.stderr, run.output
+    for flags in (["--dry-run", "--force"], []):  # a dry run, and a refused run: nothing written, no start either
+        run = CliRunner().invoke(app, ["cluster", "reconcile", str(inv), "--db", str(db), *flags])
+        assert run.exit_code == (0 if flags else 2), run.output
+    assert len(read_network_journal(db, limit=None)) == entries
     run = CliRunner().invoke(app, ["cluster", "reconcile", str(inv), "--db", str(db), "--force"])
     assert run.exit_code == 0 and "2 released, 0 recorded anew; 1 unchanged" in run.stdout, run.output
     inv.write_text(json.dumps([{**moved, "servers": ["s30", "x"], "cpu": [1, 1], "mem": [1, 1]}]), encoding="utf-8")
@@ -259,6 +268,12 @@ def test_reconcile_over_http_and_from_the_command_line(tmp_path: Path) -> None:
     for flags, words in ((["--as-of", "0"], "--as-of"), (["--topology", "beta"], "beta")):
         run = CliRunner().invoke(app, ["cluster", "reconcile", str(inv), "--db", str(db), *flags])
         assert run.exit_code == 2 and words in run.stderr and len(run.stderr.splitlines()) == 1, run.output
+    assert [x.event for x in read_network_journal(db, event="started")] == ["started"]  # the service's only
+    said = CliRunner().invoke(app, ["cluster", "journal", "--db", str(db), "--tail", "1"])
+    assert said.exit_code == 0 and "by reconcile" in said.stdout, said.output
+    run = CliRunner().invoke(app, ["cluster", "reconcile", str(inv), "--db", str(tmp_path / "none.db"), "--topology",
+                                   "alpha"])  # fmt: skip
+    assert run.exit_code == 2 and "does not exist" in run.stderr, run.output
     again = NetworkEngine.open(db, "alpha")
     assert [j.id for j in again.jobs()] == ["j1"]
     again.check_invariants()

@@ -217,7 +217,7 @@ def reconcile(
         _reconcile_network(inventory, db, topology, dry_run, as_of, force, json_out)
         return
     try:
-        if topology is not None:
+        if topology is not None and db.is_file():
             raise InputError(f"does not apply: {db} is a cluster database (a network one, serve --network-db, "
                              "takes it)", field="topology")  # fmt: skip
         try:
@@ -256,7 +256,7 @@ def reconcile(
 def _reconcile_network(inventory: Path, db: Path, topology: str | None, dry_run: bool, as_of: str | None, force: bool,
                        json_out: bool) -> None:  # fmt: skip
     """``cluster reconcile`` of a network database (NetworkEngine.reconcile)."""
-    from dcplace.engine.network import NetworkEngine, read_network_inventory, stored_preset
+    from dcplace.engine.network import NetworkEngine, last_policy, read_network_inventory, stored_preset
 
     try:
         if as_of is not None:
@@ -267,7 +267,14 @@ def _reconcile_network(inventory: Path, db: Path, topology: str | None, dry_run:
         if where is None:
             raise InputError(f"{db} was written for a topology file, not a preset: pass it with --topology",
                              field="topology")  # fmt: skip
-        engine = NetworkEngine.open(db, where)
+        policy = last_policy(db) or "tetris-bw"  # routed as the service routes (NALB and NULB: their own routing)
+        try:
+            policy = NetworkEngine(where, policy).policy
+        except InputError as e:
+            typer.echo(f"note: rows without links are routed as tetris-bw routes them: the service's policy "
+                       f"{policy!r} cannot be made here ({e})", err=True)  # fmt: skip
+            policy = "tetris-bw"
+        engine = NetworkEngine.open(db, where, policy, started=False)  # no start in its journal: it decides nothing
         try:
             rep = engine.reconcile(rows, execute=not dry_run, force=force)
         except InputError as e:
@@ -314,7 +321,7 @@ def export(
         _export_network(out, db, machines, topology)
         return
     try:
-        if topology is not None:
+        if topology is not None and db.is_file():
             raise InputError(f"does not apply: {db} is a cluster database (a network one, serve --network-db, "
                              "takes it)", field="topology")  # fmt: skip
         for path, flag in ((out, "OUT"), (machines, "--machines")):
@@ -546,6 +553,7 @@ def _print_entries(entries: list[Any], json_out: bool) -> None:
                 else f"{e.cpu} cpu {e.mem} mem {e.bw:g} bw" + ("" if e.hold is None else f" hold {e.hold}")
             )
             said = e.reason or e.policy or e.server or ("" if e.off_since is None else f"off since {utc(e.off_since)}")
+            said = said or ("" if e.by is None else f"by {e.by}")
             line = f"{e.seq:>8}  {when}  {e.event:<9} {e.job or '-':<20} {asked}{' ' + said if said else ''}"
             typer.echo(line.rstrip())
             continue

@@ -227,8 +227,8 @@ _SCHEMA = (
 
 JOURNAL_KEEP = 1_000_000
 """The newest journal entries a network database keeps by default (placements, rejections, releases, starts: about
-48 bytes each, 47 MB); older ones are deleted as new ones come, 1,000 at a time (``journal_keep`` of
-:meth:`NetworkEngine.open`, ``serve --journal-keep``)."""
+79 bytes each with the index on ``job``, 79 MB); older ones are deleted as new ones come, 1,000 at a time
+(``journal_keep`` of :meth:`NetworkEngine.open`, ``serve --journal-keep``)."""
 _PRUNE_EVERY = 1000
 
 NET_EVENTS = ("placed", "rejected", "released", "started", "resumed", "drained", "activated")
@@ -401,6 +401,14 @@ def read_network_jobs(path: Path, topology: Topology | str | None = None) -> lis
     return [{**job.as_dict(), "hold": holds[job.id]} for job in engine.jobs()]
 
 
+def last_policy(path: Path) -> str | None:
+    """The policy the network database ``path``'s engine last started with, by its journal (None: not known)."""
+    if "journal" not in check_network_database(path):
+        return None
+    started = read_network_journal(path, event="started", tail=1)
+    return started[0].policy if started else None
+
+
 def read_network_inventory(path: Path) -> list[Any]:
     """The jobs a cluster runs, from a JSON file: a list of jobs as ``GET /jobs`` lists them (or an object with
     such a list under ``jobs``), for :meth:`NetworkEngine.reconcile`. InputError naming the file where it is not."""
@@ -511,11 +519,12 @@ class NetworkEngine:
     # -- the database ----------------------------------------------------------------------------------------
     @classmethod
     def open(cls, path: str | Path, topology: Topology | str, policy: str | NetPolicy = "tetris-bw", *,
-             journal_keep: int | None = None, **kw: Any) -> NetworkEngine:  # fmt: skip
+             journal_keep: int | None = None, started: bool = True, **kw: Any) -> NetworkEngine:  # fmt: skip
         """An engine whose jobs are kept in the SQLite file ``path`` (made if new), reloaded exactly. A file that
         is not one, or was written for another topology, is one sentence naming ``db``. ``journal_keep``: the
         newest journal entries kept (0: none written, the journal is off; None: as the file was last opened, else
-        :data:`JOURNAL_KEEP`)."""
+        :data:`JOURNAL_KEEP`). ``started=False``: no ``started`` entry (an offline command that decides nothing:
+        ``cluster reconcile``; a trace would read it as a start of its policy)."""
         check_journal_keep(journal_keep)
         engine = cls(topology, policy, **kw)
         p = Path(path)
@@ -580,7 +589,7 @@ class NetworkEngine:
             engine._release_file(conn)
             raise
         try:  # a start, once the jobs reloaded (a refused open is none): a random policy draws anew from its seed
-            if engine.journal_keep:
+            if engine.journal_keep and started:
                 conn.execute("BEGIN IMMEDIATE")
                 if resumed is not None:  # the journal was off: a trace starts here
                     conn.execute("INSERT INTO journal (at, event, job, reason) VALUES (?, 'resumed', '', ?)",
@@ -901,6 +910,7 @@ class NetworkEngine:
             self._write(*statements)  # a 503 or a failure: nothing taken (the fork is dropped)
             self.sim, self._rid = fork, rids
             self._publish()
+            self.counters["released"] += len(released) + len(changed)  # what it records is no policy's decision
             return report
 
     @staticmethod
@@ -970,7 +980,14 @@ class NetworkEngine:
         naming the row where it does not fit or no path joins two of its servers."""
         bw = row.job.bw_micro
         links = row.links
-        if links is None:
+        if links is not None:  # only what joins its servers: a link hanging off them would hold another's room
+            ends = np.concatenate([self.topology.link_u[links], self.topology.link_v[links]])
+            nodes, degree = np.unique(ends, return_counts=True)
+            loose = nodes[(degree == 1) & ~np.isin(nodes, row.servers)]
+            if len(loose):
+                raise InputError(f"a link ends at {self._names[int(loose[0])]}, which is none of its servers: its "
+                                 "links join its servers, nothing more", field=f"{row.where}.links")  # fmt: skip
+        else:
             on: set[int] = set()
             for k, v in enumerate(row.servers.tolist()):
                 for u in row.servers[:k].tolist():

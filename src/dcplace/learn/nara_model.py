@@ -67,7 +67,12 @@ class NaraConfig:
     relu_per_message: bool = False  # the other reading of where E.1's ReLU sits: the mean of ReLU(W x) (see below)
 
     def to_dict(self) -> dict[str, int]:
-        return asdict(self)
+        """The sizes a checkpoint keeps; ``relu_per_message`` only where set, so a checkpoint of the default
+        network still loads in a dcplace from before the option."""
+        d = asdict(self)
+        if not self.relu_per_message:
+            del d["relu_per_message"]
+        return d
 
 
 class GraphIndex:

@@ -39,6 +39,7 @@ from torch import Tensor
 
 from dcplace.cluster.topology import Topology
 from dcplace.envs.net_alloc import NetObserver
+from dcplace.errors import InputError
 from dcplace.learn import checkpoint
 from dcplace.learn.config import PPOConfig as PPOConfig  # re-exported: torch-free, in dcplace.learn.config
 from dcplace.learn.nara_model import GraphIndex, NaraConfig, NaraNet, obs_tensors
@@ -149,6 +150,12 @@ class PPOTrainer(TrainingRun[NaraNet]):
         self.init: dict[str, Any] = {}
         if init is not None:
             start, start_meta = checkpoint.load(init)
+            for key in () if model is None else (f.name for f in fields(NaraConfig)):
+                value = getattr(model, key)  # an option asked of the network (not its default) that init's lacks
+                if value != getattr(NaraConfig(), key) and value != getattr(start.cfg, key):
+                    raise InputError(f"{init}'s network has {key} = {getattr(start.cfg, key)!r}, not the {value!r} "
+                                     "asked: a run from a checkpoint keeps its network (leave the option out, or "
+                                     "start afresh)", field=key)  # fmt: skip
             model = start.cfg
             keys = ("topology", "dataset", "iterations", "wall_s")
             self.init = {"path": init.name, **{k: start_meta.get(k) for k in keys}}

@@ -4,6 +4,7 @@ hot calls, placing and releasing a VM."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterable
 from dataclasses import asdict
@@ -48,7 +49,9 @@ def error_answer(exc: Exception) -> tuple[int, dict[str, Any]] | None:
 
 def _union_tag(part: Any) -> bool:
     """A part of a pydantic error location that names a union branch or a constraint, not a field
-    (``constrained-float``, ``list[constrained-float]``, ``float``)."""
+    (``constrained-float``, ``list[constrained-float]``, ``float``); a row named ``jobs[3]`` is a field."""
+    if isinstance(part, str) and re.fullmatch(r"[a-z_]+\[\d+\]", part):
+        return False
     return isinstance(part, str) and ("[" in part or "-" in part or part in ("float", "int", "str", "bool", "list"))
 
 

@@ -164,10 +164,10 @@ def _complete_document(app: FastAPI, numa: int) -> None:
 
 def _completed(doc: dict[str, Any], numa: int) -> dict[str, Any]:
     """:func:`_complete_document`'s additions, made to ``doc`` in place."""
-    from dcplace.service.models import ExtenderArgs, ExtenderBindingArgs
+    from dcplace.service.models import ExtenderArgs, ExtenderBindingArgs, NetInventoryJobIn
 
     schemas = doc["components"]["schemas"]
-    for body_model in (ExtenderArgs, ExtenderBindingArgs):
+    for body_model in (ExtenderArgs, ExtenderBindingArgs, NetInventoryJobIn):  # bodies their routes read themselves
         own = body_model.model_json_schema(ref_template="#/components/schemas/{model}")
         schemas.update(own.pop("$defs", {}))
         schemas[body_model.__name__] = own

@@ -4,15 +4,20 @@ service beside the VM routes, behind the same token check, admission, body limit
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Annotated, Any
 
-from fastapi import FastAPI, Query
+from fastapi import FastAPI, Query, Request
 from fastapi.responses import Response
+from pydantic import Field, TypeAdapter, ValidationError
 
 from dcplace.engine.journal import MAX_LIMIT
 from dcplace.engine.network import NET_EVENTS, NetJob, NetworkEngine
+from dcplace.errors import InputError
+from dcplace.service.answers import validation_sentence
 from dcplace.service.models import (
+    MAX_INVENTORY,
     JobIn,
     JobOut,
     JobRejectionOut,
@@ -29,6 +34,25 @@ _COMMON: dict[int | str, dict[str, Any]] = {
     503: {"description": "the network database failed (restart the service), or another program holds its lock"},
 }
 JOB_ERRORS: dict[int | str, dict[str, Any]] = {404: {"description": "no such job running"}, **_COMMON}
+
+
+_JOBS = TypeAdapter(Annotated[list[NetInventoryJobIn], Field(max_length=MAX_INVENTORY)])
+
+
+def _jobs(raw: bytes) -> list[dict[str, Any]]:
+    """``POST /network/reconcile``'s body, checked; a problem named as the engine names it (``jobs[3].bw``)."""
+    if not raw:
+        raise InputError("the body must be the inventory, a JSON list of jobs as GET /jobs lists them", field="jobs")
+    try:
+        rows = _JOBS.validate_json(raw)
+    except ValidationError as e:
+
+        def loc(x: Any) -> tuple[Any, ...]:
+            where = tuple(x["loc"])
+            return (f"jobs[{where[0]}]", *where[1:]) if where and isinstance(where[0], int) else ("jobs", *where)
+
+        raise InputError(validation_sentence([{**x, "loc": loc(x)} for x in e.errors()])) from None
+    return [x.model_dump(exclude_none=True, exclude={"accepted", "locality"}) for x in rows]
 
 
 def _json(body: Any, status: int = 200) -> Response:
@@ -114,9 +138,12 @@ def add_network_routes(app: FastAPI, net: NetworkEngine) -> None:
         tags=["network"],
         response_model=NetReconcileOut,
         responses={**_COMMON, 409: {"description": "it would release more than half the jobs running (force)"}},
-    )
-    def reconcile_jobs(
-        body: list[NetInventoryJobIn],
+        openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": {
+            "type": "array", "maxItems": MAX_INVENTORY,
+            "items": {"$ref": "#/components/schemas/NetInventoryJobIn"}}}}}},
+    )  # fmt: skip
+    async def reconcile_jobs(
+        request: Request,
         dry_run: Annotated[bool, Query(description="check and report, change nothing")] = False,
         force: Annotated[bool, Query(description="release more than half the jobs running if the inventory says "
                                      "so")] = False,
@@ -125,8 +152,9 @@ def add_network_routes(app: FastAPI, net: NetworkEngine) -> None:
         is the whole inventory, every job as `GET /jobs` lists it (`links` and `hold` optional). Jobs not in it are
         released, jobs new to it recorded where it says, jobs recorded elsewhere released and recorded anew; all or
         nothing, in one commit (a row that does not fit is a 422 naming it)."""
-        rows = [x.model_dump(exclude_none=True, exclude={"accepted", "locality"}) for x in body]
-        return _json(net.reconcile(rows, execute=not dry_run, force=force).as_dict())
+        rows = await asyncio.to_thread(_jobs, await request.body())
+        report = await asyncio.to_thread(lambda: net.reconcile(rows, execute=not dry_run, force=force))
+        return _json(report.as_dict())
 
     @app.get("/network/journal", tags=["network"], response_model=NetJournalOut, responses=_COMMON)
     def network_journal(
