@@ -242,15 +242,26 @@ def reconcile(
     for vm, src, src_node, dst, dst_node in rep.moved:
         typer.echo(f"  moved {vm}: {src} node {'all' if src_node is None else src_node} -> {dst} node "
                    f"{'all' if dst_node is None else dst_node}")  # fmt: skip
-    for what, ids in (("released", rep.removed), ("recorded", rep.added), ("recorded anew", rep.replaced),
-                      ("pin changed", rep.repinned),
-                      ("left as recorded (changed since --as-of)", rep.newer)):  # fmt: skip
-        if ids:
-            shown = ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
-            typer.echo(f"  {what}: {shown}")
+    _say_ids(
+        (
+            ("released", rep.removed),
+            ("recorded", rep.added),
+            ("recorded anew", rep.replaced),
+            ("pin changed", rep.repinned),
+            ("left as recorded (changed since --as-of)", rep.newer),
+        )
+    )
     verb = "would change (dry run)" if dry_run else "changed"
     typer.echo(f"{verb}: {len(rep.added)} recorded, {len(rep.removed)} released, {len(rep.moved)} moved, "
                f"{len(rep.replaced)} recorded anew, {len(rep.repinned)} pins; {rep.unchanged} unchanged")  # fmt: skip
+
+
+def _say_ids(groups: Any) -> None:
+    """A reconcile's ids by what happened to them, the first 10 of each."""
+    for what, ids in groups:
+        if ids:
+            shown = ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
+            typer.echo(f"  {what}: {shown}")
 
 
 def _reconcile_network(inventory: Path, db: Path, topology: str | None, dry_run: bool, as_of: str | None, force: bool,
@@ -290,10 +301,7 @@ def _reconcile_network(inventory: Path, db: Path, topology: str | None, dry_run:
     if json_out:
         typer.echo(json.dumps(rep.as_dict()))
         return
-    for what, ids in (("released", rep.released), ("recorded", rep.recorded), ("recorded anew", rep.changed)):
-        if ids:
-            shown = ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
-            typer.echo(f"  {what}: {shown}")
+    _say_ids((("released", rep.released), ("recorded", rep.recorded), ("recorded anew", rep.changed)))
     verb = "would change (dry run)" if dry_run else "changed"
     typer.echo(f"{verb}: {len(rep.recorded)} recorded, {len(rep.released)} released, {len(rep.changed)} recorded "
                f"anew; {rep.kept} unchanged")  # fmt: skip
