@@ -51,7 +51,7 @@ def _writes(path: Path, n: int, start: int) -> float:
         t = time.perf_counter()
         conn.execute("BEGIN IMMEDIATE")
         conn.execute("INSERT INTO journal (at, event, job, cpu, mem, bw, hold) VALUES (?, 'placed', ?, 1, 1, 1, 1)",
-                     (time.time(), f"w{start + i}"))  # fmt: skip
+                     (time.time(), f"j{((start + i) * 7919) % 1_000_003}w"))  # fmt: skip  # anywhere in the index
         conn.execute("COMMIT")
         times.append(time.perf_counter() - t)
     conn.close()

@@ -1317,9 +1317,15 @@ _JOBS = st.tuples(st.integers(1, 40), st.integers(1, 40), st.sampled_from([0.05,
 
 
 def _state(e: NetworkEngine) -> tuple:
+    """The free arrays and every job (its servers in any order: a job listed in another order runs as recorded)."""
     s = e.sim
+
+    def job(j: dict) -> tuple:
+        placed = sorted(zip(j["servers"], j["cpu"], j["mem"], strict=True))
+        return j["id"], placed, sorted(map(sorted, j["links"])), j["bw"]
+
     return (s.free_cpu.tolist(), s.free_mem.tolist(), s.free_bw.tolist(), s.held_cpu.tolist(),
-            sorted((j.as_dict() for j in e.jobs()), key=lambda j: j["id"]))  # fmt: skip
+            sorted(job(j.as_dict()) for j in e.jobs()))  # fmt: skip
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -1354,7 +1360,7 @@ def test_a_reconcile_makes_the_records_what_the_inventory_says(tmp_path_factory,
     assert report.as_dict() == {**dry.as_dict(), "executed": True}
     ours.check_invariants()
     assert _state(ours) == _state(real)
-    assert set(report.released) == {j["id"] for j in before[-1]} - {j["id"] for j in inventory}
+    assert set(report.released) == {j[0] for j in before[-1]} - {j["id"] for j in inventory}
     assert ours.reconcile(inventory).as_dict() == {"released": [], "recorded": [], "changed": [],
                                                    "kept": len(inventory), "executed": True}  # fmt: skip
     ours.close()
@@ -1400,11 +1406,14 @@ def test_a_reconcile_routes_jobs_without_links_and_is_all_or_nothing(tmp_path: P
         ([*inventory, {"id": "x", "servers": ["s1", "s2"], "cpu": [1, 1], "mem": [1, 1], "bw": 0.1,
                        "links": [["s1", "s2"]]}], "jobs[3].links", "not a link"),
         ([*inventory, {"id": "x", "servers": ["s1", "s12"], "cpu": [1, 1], "mem": [1, 1], "bw": 0.1,
-                       "links": [["s1", "r0"]]}], "jobs[3].links", "ends at r0"),
+                       "links": [["s1", "r0"]]}], "jobs[3]", "do not join"),
         ([*inventory, {"id": "x", "servers": ["s1", "s2"], "cpu": [1, 1], "mem": [1, 1], "bw": 0.1,
-                       "links": [["s1", "r0"], ["s2", "r0"], ["s3", "r0"]]}], "jobs[3].links", "ends at s3"),
+                       "links": [["s1", "r0"], ["s2", "r0"], ["s3", "r0"]]}], "jobs[3].links", "s3-r0 is on no path"),
         ([*inventory, {"id": "x", "servers": ["s1", "s2"], "cpu": [1, 1], "mem": [1, 1], "bw": 0.1,
-                       "links": [["s1", "r0"], ["s2", "r0"], ["r0", "f0.0"]]}], "jobs[3].links", "ends at f0.0"),
+                       "links": [["s1", "r0"], ["s2", "r0"], ["r0", "f0.0"]]}], "jobs[3].links", "r0-f0.0 is on no"),
+        ([*inventory, {"id": "x", "servers": ["s1", "s2"], "cpu": [1, 1], "mem": [1, 1], "bw": 0.1,
+                       "links": [["s1", "r0"], ["s2", "r0"], ["r0", "f0.0"], ["r1", "f0.0"], ["r1", "f0.1"],
+                                 ["r0", "f0.1"]]}], "jobs[3].links", "is on no path"),  # a loop off its path
         ([*inventory, {"id": "x", "servers": ["s1", "s2"], "cpu": [1, 1], "mem": [1, 1], "bw": 0.1, "links": []}],
          "jobs[3]", "do not join"),
         ([*inventory, {**inventory[0]}], "jobs[3].id", "listed twice"),
@@ -1460,3 +1469,21 @@ def test_cluster_export_of_a_network_database_is_an_inventory_reconcile_takes_ba
         res = CliRunner().invoke(app, args)
         assert res.exit_code == 2 and words in res.stderr and len(res.stderr.splitlines()) == 1, (args, res.output)
     assert not (tmp_path / "k.json").exists()
+
+
+@pytest.mark.parametrize("policy", ["tetris-bw", "nalb-strict", "nulb", "random"])
+def test_the_links_every_placement_takes_are_on_paths_between_its_servers(policy: str) -> None:
+    """The reconcile's check that given links join a job's servers and nothing more never refuses what a placement
+    itself reserves (unions of widest paths, loops between two racks included), on alpha and beta."""
+    from dcplace.engine.network import _off_paths
+
+    for name in ("alpha", "beta"):
+        top = preset(name)
+        e = NetworkEngine(top, policy)
+        req = episode_requests(top, "uniform", 128, 3, 0)
+        for i in range(len(req.cpu)):
+            e.place(NetJob(f"j{i}", int(req.cpu[i]), int(req.mem[i]), max(int(req.bw[i]), 1) / 1e6))
+        assert e.jobs()
+        for j in e.jobs():
+            a = e.sim.active[e._rid[j.id]]
+            assert _off_paths(top, a.links, a.servers) is None, (name, j)

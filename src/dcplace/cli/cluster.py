@@ -278,7 +278,11 @@ def _reconcile_network(inventory: Path, db: Path, topology: str | None, dry_run:
         if where is None:
             raise InputError(f"{db} was written for a topology file, not a preset: pass it with --topology",
                              field="topology")  # fmt: skip
-        policy = last_policy(db) or "tetris-bw"  # routed as the service routes (NALB and NULB: their own routing)
+        policy = last_policy(db)  # routed as the service routes (NALB and NULB: their own routing)
+        if policy is None:
+            typer.echo(f"note: rows without links are routed as tetris-bw routes them: {db}'s journal no longer says "
+                       "which policy its service runs", err=True)  # fmt: skip
+            policy = "tetris-bw"
         try:
             policy = NetworkEngine(where, policy).policy
         except InputError as e:

@@ -227,8 +227,8 @@ _SCHEMA = (
 
 JOURNAL_KEEP = 1_000_000
 """The newest journal entries a network database keeps by default (placements, rejections, releases, starts: about
-79 bytes each with the index on ``job``, 79 MB); older ones are deleted as new ones come, 1,000 at a time
-(``journal_keep`` of :meth:`NetworkEngine.open`, ``serve --journal-keep``)."""
+70-80 bytes each with the index on ``job``, by the ids' length: 70-80 MB); older ones are deleted as new ones come,
+1,000 at a time (``journal_keep`` of :meth:`NetworkEngine.open`, ``serve --journal-keep``)."""
 _PRUNE_EVERY = 1000
 
 NET_EVENTS = ("placed", "rejected", "released", "started", "resumed", "drained", "activated")
@@ -388,6 +388,8 @@ def read_network_jobs(path: Path, topology: Topology | str | None = None) -> lis
             rows = conn.execute("SELECT id, servers, cpu, mem, links, bw, hold FROM jobs ORDER BY seq").fetchall()
     except sqlite3.DatabaseError as e:
         raise InputError(f"{path} cannot be read ({e})", field="db") from None
+    if mark is None and rows:
+        raise InputError(f"{path} holds jobs but no topology", field="db")
     if mark is not None and mark[0] != fingerprint(engine.topology):
         raise InputError(f"{path} was written for another topology, not this {engine.topology.name}",
                          field="topology")  # fmt: skip
@@ -980,13 +982,12 @@ class NetworkEngine:
         naming the row where it does not fit or no path joins two of its servers."""
         bw = row.job.bw_micro
         links = row.links
-        if links is not None:  # only what joins its servers: a link hanging off them would hold another's room
-            ends = np.concatenate([self.topology.link_u[links], self.topology.link_v[links]])
-            nodes, degree = np.unique(ends, return_counts=True)
-            loose = nodes[(degree == 1) & ~np.isin(nodes, row.servers)]
-            if len(loose):
-                raise InputError(f"a link ends at {self._names[int(loose[0])]}, which is none of its servers: its "
-                                 "links join its servers, nothing more", field=f"{row.where}.links")  # fmt: skip
+        if links is not None:  # only what joins its servers: a link off their paths would hold another's room
+            spare = _off_paths(self.topology, links, row.servers)
+            if spare is not None:
+                u, v = self._names[int(self.topology.link_u[spare])], self._names[int(self.topology.link_v[spare])]
+                raise InputError(f"link {u}-{v} is on no path between two of its servers: its links join its servers, "
+                                 "nothing more", field=f"{row.where}.links")  # fmt: skip
         else:
             on: set[int] = set()
             for k, v in enumerate(row.servers.tolist()):
@@ -1413,6 +1414,27 @@ def _without_rejections(ids: list[str], cpu: array[int], mem: array[int], bw: ar
 
     return NetTrace([ids[i] for i in kept], pick(cpu), pick(mem), pick(bw), hold, ["placed"] * len(kept), rejected,
                     running, 0, median, *notes)  # fmt: skip
+
+
+def _off_paths(topology: Topology, links: np.ndarray, servers: np.ndarray) -> int | None:
+    """A link of ``links`` that lies on no simple path between two of ``servers`` (None: every one does). In the
+    links' graph, a block (biconnected component) is on such a path unless it is a leaf of the block tree with no
+    server beyond its one cut vertex; such leaves are dropped until none is left, and what was dropped is spare."""
+    import networkx as nx
+
+    g = nx.Graph()
+    for x in links.tolist():
+        g.add_edge(int(topology.link_u[x]), int(topology.link_v[x]), link=x)
+    ends = set(servers.tolist())
+    while g.number_of_edges():
+        cuts = set(nx.articulation_points(g))
+        for block in nx.biconnected_component_edges(g):
+            nodes = {n for e in block for n in e}
+            inner = nodes - cuts
+            if len(nodes & cuts) <= 1 and not inner & ends and (cuts or not nodes >= ends):
+                return int(g.edges[block[0]]["link"])
+        return None
+    return None
 
 
 def _draws(policy: object) -> tuple[Mapping[str, Any] | None, dict[str, Any] | None]:
