@@ -1417,23 +1417,22 @@ def _without_rejections(ids: list[str], cpu: array[int], mem: array[int], bw: ar
 
 
 def _off_paths(topology: Topology, links: np.ndarray, servers: np.ndarray) -> int | None:
-    """A link of ``links`` that lies on no simple path between two of ``servers`` (None: every one does). In the
-    links' graph, a block (biconnected component) is on such a path unless it is a leaf of the block tree with no
-    server beyond its one cut vertex; such leaves are dropped until none is left, and what was dropped is spare."""
+    """A link of ``links`` that lies on no simple path between two of ``servers`` (None: every one does; links
+    that do not join the servers at all are :meth:`~dcplace.sim.netalloc.LiveNetSim.restore`'s to refuse). Every
+    link of a block (biconnected component) lies on a simple path between any two of its nodes, so a block is spare
+    exactly when it is a leaf of the block tree (one cut vertex at most) with no server but that cut vertex; if no
+    leaf is spare, every leaf holds a server and every block lies between two of them."""
     import networkx as nx
 
     g = nx.Graph()
     for x in links.tolist():
         g.add_edge(int(topology.link_u[x]), int(topology.link_v[x]), link=x)
     ends = set(servers.tolist())
-    while g.number_of_edges():
-        cuts = set(nx.articulation_points(g))
-        for block in nx.biconnected_component_edges(g):
-            nodes = {n for e in block for n in e}
-            inner = nodes - cuts
-            if len(nodes & cuts) <= 1 and not inner & ends and (cuts or not nodes >= ends):
-                return int(g.edges[block[0]]["link"])
-        return None
+    cuts = set(nx.articulation_points(g))
+    for block in nx.biconnected_component_edges(g):
+        nodes = {n for e in block for n in e}
+        if len(nodes & cuts) <= 1 and not (nodes - cuts) & ends:
+            return int(g.edges[block[0]]["link"])
     return None
 
 
