@@ -14,9 +14,9 @@ same episodes:
   every job found a place;
 * **on demand**: only when a job is rejected for the network (never for capacity: moving cannot add CPU), the
   same repack is tried, and kept only if the job is then placed; otherwise nothing moves;
-* **one rack, on demand**: as on demand, but only the jobs that touch one rack move: for each rack, those jobs are
-  lifted, the new job placed, then they are placed again (largest first), each on a copy of the cluster; of the
-  racks where all fit, the one that moves the fewest jobs is taken.
+* **one rack, on demand**: as on demand, but only the jobs that touch one rack move (``NetworkEngine.make_room``):
+  for each rack, those jobs are lifted, the new job placed, then they are placed again (largest first), each on a
+  copy of the cluster; of the racks where all fit, the one that moves the fewest jobs is taken.
 
 A layout is applied with the public API only: ``NetworkEngine.reconcile`` with the repacked jobs as its
 inventory (the jobs whose servers changed are recorded anew), and put back the same way. Prints, per cell, each
@@ -52,40 +52,6 @@ def repacked(engine: NetworkEngine, policy: str) -> list[dict[str, Any]] | None:
     return [j.as_dict() for j in fresh.jobs()]
 
 
-def one_rack(engine: NetworkEngine, job: NetJob, policy: str, racks: list[set[str]]) -> list[dict[str, Any]] | None:
-    """The layout, the new job in it, that moves the fewest jobs of one rack (None: no rack makes room)."""
-    now = [j.as_dict() for j in engine.jobs()]
-    best: tuple[int, list[dict[str, Any]]] | None = None
-    for rack in racks:
-        lifted = [j for j in now if rack & set(j["servers"])]
-        if not lifted:
-            continue
-        copy = NetworkEngine(engine.topology, policy, hold_max=engine.hold_max)
-        for server in engine.stats()["drained"]:
-            copy.drain_server(server)
-        copy.reconcile([j for j in now if not rack & set(j["servers"])], force=True)  # as they run, links and all
-        if not copy.place(job).accepted:
-            continue
-        if not all(copy.place(NetJob(j["id"], sum(j["cpu"]), sum(j["mem"]), j["bw"])).accepted
-                   for j in sorted(lifted, key=lambda j: -(sum(j["cpu"]) + sum(j["mem"])))):  # fmt: skip
-            continue
-        layout = [j.as_dict() for j in copy.jobs()]
-        n = moved(now, [j for j in layout if j["id"] != job.id])
-        if best is None or n < best[0]:
-            best = (n, layout)
-    return None if best is None else best[1]
-
-
-def racks_of(top: Any) -> list[set[str]]:
-    """The servers under each switch that servers link to (a rack)."""
-    names = top.node_names
-    under: dict[int, set[str]] = {}
-    for u, v in zip(top.link_u.tolist(), top.link_v.tolist(), strict=True):
-        if u < top.n_servers <= v:
-            under.setdefault(v, set()).add(names[u])
-    return list(under.values())
-
-
 def moved(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> int:
     where = {j["id"]: set(j["servers"]) for j in before}
     return sum(set(j["servers"]) != where[j["id"]] for j in after)
@@ -107,11 +73,10 @@ def run(top: Any, req: Any, policy: str, way: str, every: int) -> tuple[float, i
         job = NetJob(f"j{i}", int(req.cpu[i]), int(req.mem[i]), max(int(req.bw[i]), 1) / BW_SCALE, int(req.hold[i]))
         decision = engine.place(job)
         if not decision.accepted and way == "one rack" and getattr(decision, "reason", "") == "network":
-            now = [j.as_dict() for j in engine.jobs()]
-            layout = one_rack(engine, job, policy, racks_of(top))
-            if layout is not None:
-                moves += moved(now, [j for j in layout if j["id"] != job.id])
-                engine.reconcile(layout, force=True)  # the new job recorded where the copy placed it
+            plan = engine.make_room(job)
+            if plan.accepted:
+                moves += len(plan.moves)
+                engine.reconcile(list(plan.inventory), force=True)  # the new job recorded where the plan put it
                 decision = engine.job(job.id)
         if not decision.accepted and way == "on demand" and getattr(decision, "reason", "") == "network":
             now = [j.as_dict() for j in engine.jobs()]

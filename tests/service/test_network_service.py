@@ -247,6 +247,14 @@ def test_reconcile_over_http_and_from_the_command_line(tmp_path: Path) -> None:
             bad = c.post("/network/reconcile", json=body)
             assert bad.status_code == status and words in bad.json()["detail"], (body, bad.text)
         assert len(c.get("/jobs").json()) == 3
+        room = c.post("/network/make-room", json={"id": "m", "cpu": 3, "mem": 3, "bw": 0.1})
+        assert room.status_code == 200 and room.json()["accepted"] and room.json()["moves"] == [], room.text
+        jsonschema.validate(room.json(), {**doc, "$ref": "#/components/schemas/NetRoomOut"})
+        assert [j["id"] for j in room.json()["inventory"]] == [j["id"] for j in c.get("/jobs").json()] + ["m"]
+        full = c.post("/network/make-room", json={"id": "m", "cpu": 10_000, "mem": 3, "bw": 0.1}).json()
+        assert (full["accepted"], full["reason"], full["inventory"]) == (False, "capacity", [])
+        assert c.post("/network/make-room", json={"id": "j1", "cpu": 1, "mem": 1, "bw": 0.1}).status_code == 409
+        assert c.get("/jobs/m").status_code == 404  # nothing placed
         assert doc["paths"]["/network/reconcile"]["post"]["requestBody"]["content"]["application/json"]["schema"][
             "items"] == {"$ref": "#/components/schemas/NetInventoryJobIn"} and "NetInventoryJobIn" in doc[
             "components"]["schemas"]  # fmt: skip

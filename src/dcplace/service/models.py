@@ -513,6 +513,25 @@ class NetInventoryJobIn(BaseModel):
     locality: str | None = Field(default=None, description="ignored (GET /jobs lists it)")
 
 
+class NetMoveOut(BaseModel):
+    id: str
+    source: list[str] = Field(alias="from", description="the servers it runs on now")
+    servers: list[str] = Field(description="the servers it would run on")
+
+
+class NetRoomOut(BaseModel):
+    """Where a job could run if the jobs of one rack moved (``POST /network/make-room``); nothing was changed."""
+
+    id: str
+    accepted: bool = Field(description="whether it could run: now (no moves) or after the moves")
+    reason: Literal["capacity", "network", "invalid"] | None = Field(description="why not")
+    placement: JobOut | None = Field(description="where it would run")
+    rack: str | None = Field(description="the switch whose jobs move (null: none move)")
+    moves: list[NetMoveOut] = Field(description="the running jobs to move first, and where")
+    inventory: list[JobOut] = Field(description="every job as it would run, this one included: POST "
+                                    "/network/reconcile's body once the moves are made")  # fmt: skip
+
+
 class NetReconcileOut(BaseModel):
     """What ``POST /network/reconcile`` did (or, a dry run, would do)."""
 

@@ -25,6 +25,7 @@ from dcplace.service.models import (
     NetInventoryJobIn,
     NetJournalOut,
     NetReconcileOut,
+    NetRoomOut,
     NetworkOut,
     ServerOut,
 )
@@ -61,8 +62,8 @@ def _json(body: Any, status: int = 200) -> Response:
 
 def add_network_routes(app: FastAPI, net: NetworkEngine) -> None:
     """``POST /jobs``, ``GET /jobs``, ``GET /jobs/{id}``, ``DELETE /jobs/{id}``, ``GET /network``, ``POST
-    /network/explain``, ``POST /network/reconcile``, ``GET /network/journal``, ``GET /network/servers[/{name}]``, ``POST
-    /network/servers/{name}/drain|activate`` on ``net``."""
+    /network/explain``, ``POST /network/make-room``, ``POST /network/reconcile``, ``GET /network/journal``, ``GET
+    /network/servers[/{name}]``, ``POST /network/servers/{name}/drain|activate`` on ``net``."""
 
     @app.post("/jobs", status_code=201, tags=["network"], response_model=JobOut,
               responses={**_COMMON, 409: {"model": JobRejectionOut, "description": "not placed (its reason), or a "
@@ -155,6 +156,14 @@ def add_network_routes(app: FastAPI, net: NetworkEngine) -> None:
         rows = await asyncio.to_thread(_jobs, await request.body())
         report = await asyncio.to_thread(lambda: net.reconcile(rows, execute=not dry_run, force=force))
         return _json(report.as_dict())
+
+    @app.post("/network/make-room", tags=["network"], response_model=NetRoomOut,
+              responses={**_COMMON, 409: {"description": "a job of that id runs already"}})  # fmt: skip
+    def make_room(body: JobIn) -> Response:
+        """Where a job (the body `POST /jobs` takes) could run if the running jobs of one rack moved, and where they
+        would go (docs/engine.md, "Making room"): nothing is changed. To act on it, make the moves, start the job
+        where `placement` says, and send `inventory` to `POST /network/reconcile`."""
+        return _json(net.make_room(NetJob(body.id, body.cpu, body.mem, body.bw, body.hold)).as_dict())
 
     @app.get("/network/journal", tags=["network"], response_model=NetJournalOut, responses=_COMMON)
     def network_journal(
