@@ -21,7 +21,8 @@ same episodes:
 A layout is applied with the public API only: ``NetworkEngine.reconcile`` with the repacked jobs as its
 inventory (the jobs whose servers changed are recorded anew), and put back the same way. Prints, per cell, each
 way's mean acceptance, its difference from never with a 95 % interval paired on the episodes, and the jobs moved
-(servers changed) per arrival. Moves are counted, not priced: a real cluster pays for each migration.
+per arrival (a job whose servers changed; for the one-rack way, ``make_room``'s moves: a job whose servers, split
+over them or links changed). Moves are counted, not priced: a real cluster pays for each migration.
 """
 
 from __future__ import annotations

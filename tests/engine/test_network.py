@@ -1497,7 +1497,7 @@ def test_make_room_plans_one_racks_moves_that_reconcile_applies_and_changes_noth
     whose servers changed, and every other job stays as it ran."""
     top = preset("alpha")
     asked, quiet = NetworkEngine(top, policy), NetworkEngine(top, policy)
-    req = episode_requests(top, "uniform", 400, 5, 0)
+    req = episode_requests(top, "uniform", 400, 5, 1)  # an episode where a plan re-splits a job on its servers
     plans = applied = 0
     for i in range(len(req.cpu)):
         job = NetJob(f"j{i}", int(req.cpu[i]), int(req.mem[i]), max(int(req.bw[i]), 1) / 1e6)
@@ -1512,12 +1512,16 @@ def test_make_room_plans_one_racks_moves_that_reconcile_applies_and_changes_noth
         assert d == q  # asking changed no decision, random draws included
         if not d.accepted and plan.accepted and plan.moves:
             plans += 1
-            if plans <= 3:  # a few applied: the cluster runs on with them
+            if plans <= 12:  # a dozen applied: the cluster runs on with them
                 members = {s for a, b in top_links(top) for s in (a, b) if plan.rack in (a, b)} - {plan.rack}
                 was = {j.id: j for j in asked.jobs()}
-                for m in plan.moves:
-                    assert set(m.source) & members and set(m.source) != set(m.servers)
-                    assert list(m.source) == list(was[m.id].servers)
+                for m in plan.moves:  # a job of the rack, changed: servers, their split or its links
+                    old = was[m.id]
+                    assert set(m.source) & members and list(m.source) == list(old.servers)
+                    assert (sorted(zip(m.servers, m.cpu, m.mem, strict=True)), sorted(map(sorted, m.links))) != (
+                        sorted(zip(old.servers, old.cpu, old.mem, strict=True)),
+                        sorted(map(sorted, old.links)),
+                    )
                 for engine in (asked, quiet):
                     engine.reconcile(list(plan.inventory), force=True)
                     engine.check_invariants()
@@ -1525,7 +1529,10 @@ def test_make_room_plans_one_racks_moves_that_reconcile_applies_and_changes_noth
                 now = {j.id: j for j in asked.jobs()}
                 assert now[job.id].as_dict() == plan.placement.as_dict()
                 moved = {m.id for m in plan.moves}
-                assert all(now[j].servers == was[j].servers for j in was if j not in moved)
+                assert all(now[j].as_dict() == was[j].as_dict() for j in was if j not in moved)  # exactly as it ran
+                for m in plan.moves:  # and a move says all that changes: servers, the split over them, the links
+                    assert (now[m.id].servers, now[m.id].cpu, now[m.id].mem) == (m.servers, m.cpu, m.mem)
+                    assert sorted(map(sorted, now[m.id].links)) == sorted(map(sorted, m.links))
         if i % 3 == 0 and i:  # releases, so the cluster keeps refusing and accepting
             for j in asked.jobs()[:2]:
                 asked.release(j.id)

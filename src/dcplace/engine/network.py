@@ -153,14 +153,19 @@ class NetReconcileReport:
 
 @dataclass(frozen=True)
 class NetMove:
-    """A running job a plan moves: from its servers to others (names)."""
+    """A running job a plan changes: from its servers to ``servers`` (names) with ``cpu`` and ``mem`` on each, its
+    bandwidth on ``links`` (the same servers with another split, or other links, is a change too)."""
 
     id: str
     source: tuple[str, ...]
     servers: tuple[str, ...]
+    cpu: tuple[int, ...]
+    mem: tuple[int, ...]
+    links: tuple[tuple[str, str], ...]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "from": list(self.source), "servers": list(self.servers)}
+        return {"id": self.id, "from": list(self.source), "servers": list(self.servers), "cpu": list(self.cpu),
+                "mem": list(self.mem), "links": [list(x) for x in self.links]}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -1080,10 +1085,11 @@ class NetworkEngine:
     def make_room(self, job: NetJob) -> NetRoomPlan:
         """Where ``job`` could run if the running jobs of one rack moved, and where they would go: for each rack, on
         a copy of the state, its jobs are lifted, ``job`` placed by the policy, then they are placed again, largest
-        first; of the racks where all fit, the one that moves the fewest jobs (a job whose servers change) is
-        proposed. Nothing changes, and the policy's draws are put back (as :meth:`explain`). A job that fits now
-        needs no move; one the free totals cannot hold is ``capacity`` (moving adds no room). To act on a plan:
-        make the moves (live migrations), start the job where ``placement`` says, and reconcile with ``inventory``.
+        first; of the racks where all fit, the one that changes the fewest jobs (a job whose servers, amounts on
+        them or links change) is proposed. Nothing changes, and the policy's draws are put back (as
+        :meth:`explain`). A job that fits now needs no move; one the free totals cannot hold is ``capacity`` (moving
+        adds no room). To act on a plan: make the moves (live migrations), start the job where ``placement`` says,
+        and reconcile with ``inventory`` (a job not in ``moves`` is in it exactly as it runs).
         Measured in Nara's setting (docs/netalloc.md, "Moving running jobs"): on demand this way gains 0.7-3.9
         points of acceptance with tetris-bw, at a job moved every one to five arrivals."""
         if not isinstance(job, NetJob):
@@ -1123,8 +1129,7 @@ class NetworkEngine:
                                                               max(int(a.bw), 1) / BW_SCALE))  # fmt: skip
                     if min(rids.values()) < 0:
                         continue
-                    moved = [j for j in lifted if set(sim.active[rids[j]].servers.tolist())
-                             != set(self.sim.active[self._rid[j]].servers.tolist())]  # fmt: skip
+                    moved = [j for j in lifted if not _same(sim.active[rids[j]], self.sim.active[self._rid[j]])]
                     if best is None or len(moved) < len(best[0]):
                         best = (moved, rack, sim, rids)
             finally:
@@ -1134,10 +1139,12 @@ class NetworkEngine:
             moved, rack, sim, rids = best
             where = {**self._rid, **rids}
             placement = self._placement(job.id, rids[job.id], sim)
-            moves = tuple(NetMove(j, self._placement(j, self._rid[j]).servers, self._placement(j, rids[j], sim).servers)
-                          for j in moved)  # fmt: skip
+            moves = []
+            for j in moved:
+                to = self._placement(j, rids[j], sim)
+                moves.append(NetMove(j, self._placement(j, self._rid[j]).servers, to.servers, to.cpu, to.mem, to.links))
             after = tuple(self._placement(j, r, sim).as_dict() for j, r in where.items())
-            return NetRoomPlan(job.id, True, None, placement, rack, moves, after)
+            return NetRoomPlan(job.id, True, None, placement, rack, tuple(moves), after)
 
     def _size(self, job_id: str) -> int:
         """Minus a running job's CPU and memory: the sort key of largest first."""
@@ -1538,6 +1545,13 @@ def _without_rejections(ids: list[str], cpu: array[int], mem: array[int], bw: ar
 
     return NetTrace([ids[i] for i in kept], pick(cpu), pick(mem), pick(bw), hold, ["placed"] * len(kept), rejected,
                     running, 0, median, *notes)  # fmt: skip
+
+
+def _same(a: Allocation, b: Allocation) -> bool:
+    """Whether two allocations hold the same: each server's amounts, the bandwidth and the links."""
+    mine = sorted(zip(a.servers.tolist(), a.cpu.tolist(), a.mem.tolist(), strict=True))
+    theirs = sorted(zip(b.servers.tolist(), b.cpu.tolist(), b.mem.tolist(), strict=True))
+    return mine == theirs and int(a.bw) == int(b.bw) and sorted(a.links.tolist()) == sorted(b.links.tolist())
 
 
 def _off_paths(topology: Topology, links: np.ndarray, servers: np.ndarray) -> int | None:

@@ -517,6 +517,9 @@ class NetMoveOut(BaseModel):
     id: str
     source: list[str] = Field(alias="from", description="the servers it runs on now")
     servers: list[str] = Field(description="the servers it would run on")
+    cpu: list[int] = Field(description="the CPU units each of them would give it")
+    mem: list[int] = Field(description="the memory units each of them would give it")
+    links: list[list[str]] = Field(description="the links that would carry its bandwidth")
 
 
 class NetRoomOut(BaseModel):
