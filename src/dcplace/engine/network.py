@@ -1091,7 +1091,7 @@ class NetworkEngine:
         adds no room). To act on a plan: make the moves (live migrations), start the job where ``placement`` says,
         and reconcile with ``inventory`` (a job not in ``moves`` is in it exactly as it runs).
         Measured in Nara's setting (docs/netalloc.md, "Moving running jobs"): on demand this way gains 0.6-3.7
-        points of acceptance with tetris-bw, at a job moved every one to five arrivals."""
+        points of acceptance with tetris-bw, at a job moved every one to six arrivals."""
         if not isinstance(job, NetJob):
             raise InputError(f"must be a NetJob, got {type(job).__name__}", field="job")
         with self.lock:
