@@ -25,7 +25,7 @@ import sqlite3
 import threading
 import time
 from array import array
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -410,6 +410,16 @@ def _preset_of(meta: Mapping[str, Any]) -> str | None:
     return name if name in PRESETS and meta.get("topology") == fingerprint(preset(name)) else None
 
 
+@contextlib.contextmanager
+def _reloading(path: Path) -> Iterator[None]:
+    """A file's rows reloaded: what they get wrong (a hand-edited row) is one sentence naming the file."""
+    try:
+        yield
+    except (ValueError, TypeError, KeyError, OverflowError, RecursionError, InputError) as e:
+        why = "a list nested too deep" if isinstance(e, RecursionError) else str(e)
+        raise InputError(f"{path} does not hold a consistent set of jobs: {why}", field="db") from None
+
+
 def read_network_jobs(path: Path, topology: Topology | str | None = None) -> list[dict[str, Any]]:
     """The jobs running in the network database ``path``, each as ``GET /jobs`` lists it with its declared ``hold``
     (null: none): an inventory :meth:`NetworkEngine.reconcile` takes back (``cluster export``). Read-only, also while
@@ -432,12 +442,9 @@ def read_network_jobs(path: Path, topology: Topology | str | None = None) -> lis
     if mark is not None and mark[0] != fingerprint(engine.topology):
         raise InputError(f"{path} was written for another topology, not this {engine.topology.name}",
                          field="topology")  # fmt: skip
-    try:
+    with _reloading(path):
         for row in rows:
             engine._reload(row)
-    except (ValueError, TypeError, KeyError, OverflowError, RecursionError, InputError) as e:
-        why = "a list nested too deep" if isinstance(e, RecursionError) else str(e)
-        raise InputError(f"{path} does not hold a consistent set of jobs: {why}", field="db") from None
     holds = {row[0]: row[6] for row in rows}
     return [{**job.as_dict(), "hold": holds[job.id]} for job in engine.jobs()]
 
@@ -495,10 +502,8 @@ class _InventoryRow:
     def matches(self, a: Allocation) -> bool:
         """Whether the job runs as recorded in ``a``: the same servers with the same amounts, bandwidth and (where
         the row gives them) links."""
-        mine = sorted(zip(self.servers.tolist(), self.cpu.tolist(), self.mem.tolist(), strict=True))
-        theirs = sorted(zip(a.servers.tolist(), a.cpu.tolist(), a.mem.tolist(), strict=True))
-        return (mine == theirs and int(a.bw) == self.job.bw_micro
-                and (self.links is None or sorted(a.links.tolist()) == self.links.tolist()))  # fmt: skip
+        links = a.links if self.links is None else self.links
+        return _same(Allocation(self.servers, self.cpu, self.mem, links, self.job.bw_micro, 0), a)
 
 
 class NetworkEngine:
@@ -553,15 +558,12 @@ class NetworkEngine:
         self._names = self.topology.node_names
         self._server_of = {self._names[v]: v for v in range(self.topology.n_servers)}
         top = self.topology
-        under: dict[int, list[int]] = {}  # the servers under each switch a server links to: the racks
-        for u, v in zip(top.link_u.tolist(), top.link_v.tolist(), strict=True):
-            if (u < top.n_servers) != (v < top.n_servers):
-                server, switch = (u, v) if u < top.n_servers else (v, u)
-                under.setdefault(switch, []).append(server)
-        self._racks = [(self._names[w], np.array(sorted(set(x)), dtype=np.int64)) for w, x in under.items()]
-        self._rack_of = np.full(top.n_servers, -1, dtype=np.int64)  # a server's rack (its first, where several)
-        for i, (_, members) in reversed(list(enumerate(self._racks))):
-            self._rack_of[members] = i
+        self._racks: list[tuple[str, np.ndarray]] = []  # each rack of Topology.server_rack: its switch, its servers
+        for r in range(int(top.server_rack.max(initial=-1)) + 1):
+            members = np.flatnonzero(top.server_rack == r)
+            first = int(members[0])  # a rack's server hangs from its switch by its one link
+            link = int(np.flatnonzero((top.link_u == first) | (top.link_v == first))[0])
+            self._racks.append((self._names[int(top.link_u[link] + top.link_v[link]) - first], members))
         self._link_of: dict[tuple[str, str], int] = {}
         for x, (u, v) in enumerate(zip(top.link_u.tolist(), top.link_v.tolist(), strict=True)):
             self._link_of[(self._names[u], self._names[v])] = self._link_of[(self._names[v], self._names[u])] = x
@@ -627,14 +629,11 @@ class NetworkEngine:
                 remove_database(p)
             raise
         try:
-            for row in rows:
-                engine._reload(row)
-            engine._redrain(drained)
+            with _reloading(p):
+                for row in rows:
+                    engine._reload(row)
+                engine._redrain(drained)
             engine._publish()
-        except (ValueError, TypeError, KeyError, OverflowError, RecursionError, InputError) as e:
-            engine._release_file(conn)
-            why = "a list nested too deep" if isinstance(e, RecursionError) else str(e)
-            raise InputError(f"{p} does not hold a consistent set of jobs: {why}", field="db") from None
         except BaseException:
             engine._release_file(conn)
             raise
@@ -839,12 +838,9 @@ class NetworkEngine:
     def place(self, job: NetJob) -> JobPlacement | JobRejection:
         """Place ``job`` with the policy, server by server; durable on return where accepted. A job id already
         running is a Conflict (release it first); a rejection changes nothing."""
-        if not isinstance(job, NetJob):
-            raise InputError(f"must be a NetJob, got {type(job).__name__}", field="job")
+        _check_job(job)
         with self.lock:
-            self._check()
-            if job.id in self._rid:
-                raise Conflict(f"job {job.id!r} is running already: release it first", field="id")
+            self._check_new(job)
             sim = self.sim
             hold = job.hold if job.hold is not None else max(1, self.hold_max // 2)
             drawn = _draws(self.policy)  # put back where a 503 says nothing was changed
@@ -1063,8 +1059,7 @@ class NetworkEngine:
         """Where ``job`` would go now and why, without placing it: the policy decides it on a copy of the state
         (:meth:`~dcplace.sim.netalloc.LiveNetSim.fork`), its random draws put back, so the next placement decides as
         if this had not been asked. Nothing is written; the counters do not move. ``job.id`` may be one running."""
-        if not isinstance(job, NetJob):
-            raise InputError(f"must be a NetJob, got {type(job).__name__}", field="job")
+        _check_job(job)
         with self.lock:
             self._check()
             sim = self.sim.fork()
@@ -1092,12 +1087,9 @@ class NetworkEngine:
         and reconcile with ``inventory`` (a job not in ``moves`` is in it exactly as it runs).
         Measured in Nara's setting (docs/netalloc.md, "Moving running jobs"): on demand this way gains 0.6-3.7
         points of acceptance with tetris-bw, at a job moved every one to six arrivals."""
-        if not isinstance(job, NetJob):
-            raise InputError(f"must be a NetJob, got {type(job).__name__}", field="job")
+        _check_job(job)
         with self.lock:
-            self._check()
-            if job.id in self._rid:
-                raise Conflict(f"job {job.id!r} is running already: release it first", field="id")
+            self._check_new(job)
             now = self.explain(job)
             if now.accepted or now.reason == "capacity":
                 inventory = [self._placement(j, r).as_dict() for j, r in self._rid.items()]
@@ -1106,7 +1098,7 @@ class NetworkEngine:
                                    tuple(inventory) if now.accepted else ())  # fmt: skip
             by_rack: dict[int, list[str]] = {}  # the jobs touching each rack, in the order placed
             for j, r in self._rid.items():
-                for i in np.unique(self._rack_of[self.sim.active[r].servers]).tolist():
+                for i in np.unique(self.topology.server_rack[self.sim.active[r].servers]).tolist():
                     by_rack.setdefault(i, []).append(j)
             drawn = _draws(self.policy)
             best: tuple[list[str], str, LiveNetSim, dict[str, int]] | None = None
@@ -1145,6 +1137,12 @@ class NetworkEngine:
                 moves.append(NetMove(j, self._placement(j, self._rid[j]).servers, to.servers, to.cpu, to.mem, to.links))
             after = tuple(self._placement(j, r, sim).as_dict() for j, r in where.items())
             return NetRoomPlan(job.id, True, None, placement, rack, tuple(moves), after)
+
+    def _check_new(self, job: NetJob) -> None:
+        """Under the lock: the engine usable, and ``job`` not running already (a Conflict: release it first)."""
+        self._check()
+        if job.id in self._rid:
+            raise Conflict(f"job {job.id!r} is running already: release it first", field="id")
 
     def _size(self, job_id: str) -> int:
         """Minus a running job's CPU and memory: the sort key of largest first."""
@@ -1545,6 +1543,11 @@ def _without_rejections(ids: list[str], cpu: array[int], mem: array[int], bw: ar
 
     return NetTrace([ids[i] for i in kept], pick(cpu), pick(mem), pick(bw), hold, ["placed"] * len(kept), rejected,
                     running, 0, median, *notes)  # fmt: skip
+
+
+def _check_job(job: object) -> None:
+    if not isinstance(job, NetJob):
+        raise InputError(f"must be a NetJob, got {type(job).__name__}", field="job")
 
 
 def _same(a: Allocation, b: Allocation) -> bool:
