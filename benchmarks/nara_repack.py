@@ -2,6 +2,7 @@
 
     OMP_NUM_THREADS=1 NUMBA_NUM_THREADS=1 python benchmarks/nara_repack.py [--topologies alpha beta]
         [--datasets uniform azure alibaba] [--policies tetris-bw nalb-strict tetris] [--episodes 20] [--every 8]
+        [--ways every "on demand" "one rack" "one at a time"]
 
 Each episode (the training split's sizes, seed 101, the paper's length for the topology) runs through a
 ``NetworkEngine`` in memory as a live cluster sees it: a job placed when it arrives, released when its holding
@@ -16,10 +17,13 @@ same episodes:
   same repack is tried, and kept only if the job is then placed; otherwise nothing moves;
 * **one rack, on demand**: as on demand, but only the jobs that touch one rack move (``NetworkEngine.make_room``):
   for each rack, those jobs are lifted, the new job placed, then they are placed again (largest first), each on a
-  copy of the cluster; of the racks where all fit, the one that moves the fewest jobs is taken.
+  copy of the cluster; of the racks where all fit, the one that moves the fewest jobs is taken;
+* **one rack, one at a time**: as one rack, of the racks whose moves can be made one job at a time (cold: each
+  stopped, then started where it goes), never two stopped at once (``make_room(max_together=1)``).
 
 A layout is applied with the public API only: ``NetworkEngine.reconcile`` with the repacked jobs as its
-inventory (the jobs whose servers changed are recorded anew), and put back the same way. Prints, per cell, each
+inventory (the jobs whose servers changed are recorded anew), and put back the same way; a one-rack plan by
+``make_room(execute=True)``. ``--ways`` runs some of them (never always). Prints, per cell, each
 way's mean acceptance, its difference from never with a 95 % interval paired on the episodes, and the jobs moved
 per arrival (a job whose servers changed; for the one-rack way, ``make_room``'s moves: a job whose servers, split
 over them or links changed). Moves are counted, not priced: a real cluster pays for each migration.
@@ -73,11 +77,14 @@ def run(top: Any, req: Any, policy: str, way: str, every: int) -> tuple[float, i
                 engine.reconcile(layout, force=True)
         job = NetJob(f"j{i}", int(req.cpu[i]), int(req.mem[i]), max(int(req.bw[i]), 1) / BW_SCALE, int(req.hold[i]))
         decision = engine.place(job)
-        if not decision.accepted and way == "one rack" and getattr(decision, "reason", "") == "network":
-            plan = engine.make_room(job)
+        if (
+            not decision.accepted
+            and way in ("one rack", "one at a time")
+            and getattr(decision, "reason", "") == "network"
+        ):
+            plan = engine.make_room(job, execute=True, max_together=1 if way == "one at a time" else None)
             if plan.accepted:
                 moves += len(plan.moves)
-                engine.reconcile(list(plan.inventory), force=True)  # the new job recorded where the plan put it
                 decision = engine.job(job.id)
         if not decision.accepted and way == "on demand" and getattr(decision, "reason", "") == "network":
             now = [j.as_dict() for j in engine.jobs()]
@@ -103,13 +110,17 @@ def main() -> None:
     ap.add_argument("--policies", nargs="+", default=["tetris-bw", "nalb-strict", "tetris"])
     ap.add_argument("--episodes", type=int, default=20)
     ap.add_argument("--every", type=int, default=8)
+    ap.add_argument("--ways", nargs="+", default=["every", "on demand", "one rack", "one at a time"],
+                    choices=["every", "on demand", "one rack", "one at a time"])  # fmt: skip
     args = ap.parse_args()
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; {args.episodes} episodes per cell")  # fmt: skip
-    ways = ("never", "every", "on demand", "one rack")
-    print(f"| topology | set | policy | never | every {args.every} (diff; moves/arrival) | on demand (diff; "
-          "moves/arrival) | one rack, on demand (diff; moves/arrival) |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|")
+    ways = ("never", *args.ways)
+    named = {"every": f"every {args.every}", "on demand": "on demand", "one rack": "one rack, on demand",
+             "one at a time": "one rack, one job at a time"}  # fmt: skip
+    print("| topology | set | policy | never | " + " | ".join(f"{named[w]} (diff; moves/arrival)" for w in ways[1:])
+          + " |")  # fmt: skip
+    print("|---|---|---|---|" + "---|" * len(ways[1:]))
     for name in args.topologies:
         top = preset(name)
         for dataset in args.datasets:

@@ -894,7 +894,12 @@ def test_the_network_journal_keeps_what_it_is_told_and_turns_off_and_back_on(tmp
     off.place(NetJob("b0", 1, 1, 0.01))
     off.place(NetJob("b1", 10_000, 1, 0.01))  # rejected: not journalled either
     off.release("a19")
-    assert read_network_journal(db, after=seq) == [] and off.counters == {"placed": 1, "rejected": 1, "released": 1}
+    assert read_network_journal(db, after=seq) == [] and off.counters == {
+        "placed": 1,
+        "rejected": 1,
+        "released": 1,
+        "moved": 0,
+    }
     off.close()
     trace = network_trace(db)
     assert trace.off_since is not None and trace.resumed is None and "b0" not in trace.ids
@@ -939,7 +944,7 @@ def test_cluster_journal_reads_a_network_database(tmp_path: Path) -> None:
     res = runner.invoke(app, ["cluster", "journal", "--db", str(db), "--limit", "2"])
     assert res.exit_code == 0 and "more entries: --after 2" in res.stderr, res.output
     for flags, said in ((["--vm", "x"], "--vm: does not apply"), (["--by", "import"], "--by: does not apply"),
-                        (["--event", "moved"], "--event: must be one of placed, rejected"),
+                        (["--event", "migrated"], "--event: must be one of placed, rejected"),
                         (["--limit", "0"], "--limit: must be a whole number from 1")):  # fmt: skip
         res = runner.invoke(app, ["cluster", "journal", "--db", str(db), *flags])
         assert res.exit_code == 2 and said in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.output
@@ -1362,7 +1367,7 @@ def test_a_reconcile_makes_the_records_what_the_inventory_says(tmp_path_factory,
     assert _state(ours) == _state(real)
     assert set(report.released) == {j[0] for j in before[-1]} - {j["id"] for j in inventory}
     assert ours.reconcile(inventory).as_dict() == {"released": [], "recorded": [], "changed": [],
-                                                   "kept": len(inventory), "executed": True}  # fmt: skip
+                                                   "kept": len(inventory), "executed": True, "newer": []}  # fmt: skip
     ours.close()
     again = NetworkEngine.open(db, ALPHA, policy)
     assert _state(again) == _state(real)

@@ -85,7 +85,7 @@ def test_jobs_over_http_answer_as_documented(tmp_path: Path) -> None:
         rest = c.get("/network/journal", params={"after": page["next"]}).json()
         assert page["entries"] + rest["entries"] == journal.json()["entries"] and rest["next"] is None
         assert c.get("/network/journal", params={"job": "j1", "tail": 1}).json()["entries"][0]["event"] == "released"
-        for query, field in (({"event": "moved"}, "event"), ({"limit": 0}, "limit"), ({"after": -1}, "after"),
+        for query, field in (({"event": "migrated"}, "event"), ({"limit": 0}, "limit"), ({"after": -1}, "after"),
                              ({"job": ""}, "job"), ({"vm": "x"}, "vm")):  # fmt: skip
             bad = c.get("/network/journal", params=query)
             assert bad.status_code == 422 and field in bad.json()["detail"], (query, bad.text)
@@ -231,10 +231,17 @@ def test_reconcile_over_http_and_from_the_command_line(tmp_path: Path) -> None:
         new = {"id": "n", "servers": ["s25"], "cpu": [3], "mem": [3], "bw": 0.1}
         rows = [inventory[0], moved, inventory[2], new]
         dry = c.post("/network/reconcile", params={"dry_run": "true"}, json=rows).json()
-        assert dry == {"released": [], "recorded": ["n"], "changed": ["j1"], "kept": 2, "executed": False}
+        assert dry == {"released": [], "recorded": ["n"], "changed": ["j1"], "kept": 2, "executed": False, "newer": []}
         assert c.get("/jobs").json() == inventory
         done = c.post("/network/reconcile", json=rows[1:]).json()
-        assert done == {"released": ["j0"], "recorded": ["n"], "changed": ["j1"], "kept": 1, "executed": True}
+        assert done == {
+            "released": ["j0"],
+            "recorded": ["n"],
+            "changed": ["j1"],
+            "kept": 1,
+            "executed": True,
+            "newer": [],
+        }
         assert c.get("/jobs/j1").json()["servers"] == ["s30", "s31"] and c.get("/jobs/j0").status_code == 404
         entries = c.get("/network/journal", params={"tail": 4}).json()["entries"]
         assert [(x["event"], x["job"], x["by"]) for x in entries] == [
@@ -273,7 +280,7 @@ def test_reconcile_over_http_and_from_the_command_line(tmp_path: Path) -> None:
     inv.write_text(json.dumps([{**moved, "servers": ["s30", "x"], "cpu": [1, 1], "mem": [1, 1]}]), encoding="utf-8")
     run = CliRunner().invoke(app, ["cluster", "reconcile", str(inv), "--db", str(db)])
     assert run.exit_code == 2 and run.stderr.startswith(f"error: {inv}, field 'jobs[0].servers'"), run.output
-    for flags, words in ((["--as-of", "0"], "--as-of"), (["--topology", "beta"], "beta")):
+    for flags, words in ((["--as-of", "2999-01-01"], "--as-of"), (["--topology", "beta"], "beta")):
         run = CliRunner().invoke(app, ["cluster", "reconcile", str(inv), "--db", str(db), *flags])
         assert run.exit_code == 2 and words in run.stderr and len(run.stderr.splitlines()) == 1, run.output
     assert [x.event for x in read_network_journal(db, event="started")] == ["started"]  # the service's only
@@ -285,4 +292,52 @@ def test_reconcile_over_http_and_from_the_command_line(tmp_path: Path) -> None:
     again = NetworkEngine.open(db, "alpha")
     assert [j.id for j in again.jobs()] == ["j1"]
     again.check_invariants()
+    again.close()
+
+
+def test_moves_over_http_record_a_plan_carried_out(tmp_path: Path) -> None:
+    """`POST /jobs/{id}/move` and `POST /network/moves` record jobs moved (journalled, durable, listed with their
+    hold); `POST /network/make-room?execute=true` records a plan at once; bad bodies are a 4xx with one sentence."""
+    net = NetworkEngine.open(tmp_path / "n.db", "alpha", "tetris")
+    engine = PlacementEngine()
+    with server_thread(engine, create_app(engine, network=net)) as url, httpx.Client(base_url=url) as c:
+        doc = c.get("/openapi.json").json()
+        a = c.post("/jobs", json={"id": "a", "cpu": 10, "mem": 6, "bw": 0.1, "hold": 4}).json()
+        b = c.post("/jobs", json={"id": "b", "cpu": 10, "mem": 6, "bw": 0.1}).json()
+        assert (a["hold"], b["hold"]) == (4, None) and c.get("/jobs/a").json()["hold"] == 4
+        swap = [{"id": "a", "servers": b["servers"], "cpu": [10], "mem": [6]},
+                {"id": "b", "servers": a["servers"], "cpu": [10], "mem": [6]}]  # fmt: skip
+        alone = c.post("/jobs/a/move", json={k: v for k, v in swap[0].items() if k != "id"})
+        assert alone.status_code == 422 and "cannot run" in alone.json()["detail"], alone.text
+        r = c.post("/network/moves", json=swap)
+        assert r.status_code == 200, r.text
+        jsonschema.validate(r.json(), {**doc, "type": "array", "items": {"$ref": "#/components/schemas/JobOut"}})
+        assert [(j["id"], j["servers"], j["hold"]) for j in r.json()] == [("a", b["servers"], 4),
+                                                                          ("b", a["servers"], None)]  # fmt: skip
+        back = c.post("/jobs/a/move", json={"servers": a["servers"] + ["s9"], "cpu": [5, 5], "mem": [3, 3]})
+        assert back.status_code == 422 and "cannot run" in back.json()["detail"]  # b is on a's server now
+        for path, body, status, words in (
+            ("/jobs/zz/move", {"servers": ["s1"], "cpu": [10], "mem": [6]}, 404, "no job"),
+            ("/jobs/a/move", {"servers": ["s1"], "cpu": [10]}, 422, "mem"),
+            ("/jobs/a/move", {"servers": ["s1"], "cpu": [9], "mem": [6]}, 422, "keeps its size"),
+            ("/jobs/a/move", {"servers": ["s1"], "cpu": [10], "mem": [6], "bw": 2}, 422, "bw"),
+            ("/network/moves", [], 422, "moves"),
+            ("/network/moves", [{"id": "a", "servers": ["s1"], "cpu": ["x"], "mem": [6]}], 422, "moves[0].cpu"),
+            ("/network/moves", [{"id": "zz", "servers": ["s1"], "cpu": [1], "mem": [6]}], 404, "no job"),
+        ):
+            bad = c.post(path, json=body)
+            assert bad.status_code == status and words in bad.json()["detail"], (path, body, bad.text)
+            assert len(bad.json()["detail"].splitlines()) == 1
+        assert c.post("/network/moves", content=b"").status_code == 422
+        zero = c.post("/network/make-room", params={"max_together": 0}, json={"id": "m", "cpu": 3, "mem": 3, "bw": 0.1})
+        assert zero.status_code == 422 and "max_together" in zero.json()["detail"], zero.text
+        room = c.post("/network/make-room", params={"execute": "true"}, json={"id": "m", "cpu": 3, "mem": 3, "bw": 0.1})
+        assert room.status_code == 200 and room.json()["executed"] and room.json()["moves"] == [], room.text
+        assert c.get("/jobs/m").json()["servers"] == room.json()["placement"]["servers"]
+        assert c.get("/network").json()["counters"]["moved"] == 2
+    net.close()
+    entries = read_network_journal(tmp_path / "n.db", event="moved", limit=None)
+    assert [(x.job, x.by) for x in entries] == [("a", "move"), ("b", "move")]
+    again = NetworkEngine.open(tmp_path / "n.db", "alpha", "tetris")
+    assert again.job("a").servers == tuple(b["servers"]) and again.job("a").hold == 4
     again.close()

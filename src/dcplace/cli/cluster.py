@@ -194,8 +194,8 @@ def reconcile(
     db: Db,
     dry_run: Annotated[bool, typer.Option(help="only say what would change")] = False,
     as_of: Annotated[str | None, typer.Option(help="when INVENTORY was taken (Unix seconds or ISO 8601, UTC "
-                                                   "unless it says otherwise): VMs whose records changed since are "
-                                                   "left as they are")] = None,
+                                                   "unless it says otherwise): VMs (or network jobs) whose records "
+                                                   "changed since are left as they are")] = None,
     force: Annotated[bool, typer.Option(help="release more than half of the VMs recorded if INVENTORY says so "
                                              "(refused otherwise: an empty or truncated file)")] = False,
     topology: Annotated[str | None, typer.Option(help="a network database: its topology file, where it was not "
@@ -267,12 +267,14 @@ def _say_ids(groups: Any) -> None:
 def _reconcile_network(inventory: Path, db: Path, topology: str | None, dry_run: bool, as_of: str | None, force: bool,
                        json_out: bool) -> None:  # fmt: skip
     """``cluster reconcile`` of a network database (NetworkEngine.reconcile)."""
+    from dcplace.engine.journal import parse_time
     from dcplace.engine.network import NetworkEngine, last_policy, read_network_inventory, stored_preset
 
     try:
-        if as_of is not None:
-            raise InputError(f"does not apply: {db} is a network database, whose reconcile takes the whole inventory "
-                             "as it is now", field="as_of")  # fmt: skip
+        try:
+            when = None if as_of is None else parse_time(as_of)
+        except InputError as e:
+            raise InputError(e.detail, field="as_of") from None
         rows = read_network_inventory(inventory)
         where = topology if topology is not None else stored_preset(db)
         if where is None:
@@ -291,7 +293,7 @@ def _reconcile_network(inventory: Path, db: Path, topology: str | None, dry_run:
             policy = "tetris-bw"
         engine = NetworkEngine.open(db, where, policy, started=False)  # no start in its journal: it decides nothing
         try:
-            rep = engine.reconcile(rows, execute=not dry_run, force=force)
+            rep = engine.reconcile(rows, execute=not dry_run, force=force, as_of=when)
         except InputError as e:
             if e.field is None or not e.field.startswith("jobs"):
                 raise
@@ -305,7 +307,8 @@ def _reconcile_network(inventory: Path, db: Path, topology: str | None, dry_run:
     if json_out:
         typer.echo(json.dumps(rep.as_dict()))
         return
-    _say_ids((("released", rep.released), ("recorded", rep.recorded), ("recorded anew", rep.changed)))
+    _say_ids((("released", rep.released), ("recorded", rep.recorded), ("recorded anew", rep.changed),
+              ("left as recorded (changed since --as-of)", rep.newer)))  # fmt: skip
     verb = "would change (dry run)" if dry_run else "changed"
     typer.echo(f"{verb}: {len(rep.recorded)} recorded, {len(rep.released)} released, {len(rep.changed)} recorded "
                f"anew; {rep.kept} unchanged")  # fmt: skip

@@ -29,7 +29,8 @@ from dcplace.engine.engine import (
     write_allocations,
 )
 from dcplace.engine.explain import Candidate, Explanation
-from dcplace.engine.network import JobPlacement, JobRejection, NetJob, NetworkEngine
+from dcplace.engine.network import JobPlacement, JobRejection, NetJob, NetMove, NetRoomPlan, NetworkEngine
+from dcplace.engine.network_check import check_room_plan
 from dcplace.engine.reopt import MoveRecord, ReoptPolicy, ReoptReport, efficiency
 from dcplace.engine.store import SqliteStore, Store, StoreError
 
@@ -47,6 +48,8 @@ __all__ = [
     "MachineSpec",
     "MoveRecord",
     "NetJob",
+    "NetMove",
+    "NetRoomPlan",
     "NetworkEngine",
     "NotFound",
     "Placement",
@@ -66,6 +69,7 @@ __all__ = [
     "VmRequest",
     "allocation_rows",
     "check_id",
+    "check_room_plan",
     "efficiency",
     "read_allocations",
     "read_allocations_at",

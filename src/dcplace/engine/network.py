@@ -26,15 +26,16 @@ import threading
 import time
 from array import array
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from dcplace.cluster.topology import BW_SCALE, PRESETS, TIER_NAMES, Topology, load_topology, preset
-from dcplace.engine.engine import Conflict, NotFound, Unavailable, _id_ok
+from dcplace.engine.engine import CLOCK_SKEW_S, Conflict, NotFound, Unavailable, _check_time, _id_ok
 from dcplace.engine.journal import check_window, paged
+from dcplace.engine.network_check import check_room_plan
 from dcplace.engine.store import (
     StoreError,
     _reading,
@@ -101,7 +102,8 @@ class NetJob:
 @dataclass(frozen=True)
 class JobPlacement:
     """Where a job runs: its servers (names) with the CPU and memory each gives, the links that carry its
-    bandwidth (each reserved once, by its two endpoints' names), and how local it is (``LOCALITY_NAMES``)."""
+    bandwidth (each reserved once, by its two endpoints' names), how local it is (``LOCALITY_NAMES``) and its
+    declared ``hold``."""
 
     id: str
     servers: tuple[str, ...]
@@ -110,13 +112,15 @@ class JobPlacement:
     links: tuple[tuple[str, str], ...]
     bw: float
     locality: str
+    hold: int | None = None
+    """Its expected holding period in arrivals, as declared (None: none was)."""
 
     accepted = True
 
     def as_dict(self) -> dict[str, Any]:
         return {"id": self.id, "accepted": True, "servers": list(self.servers), "cpu": list(self.cpu),
                 "mem": list(self.mem), "links": [list(x) for x in self.links], "bw": self.bw,
-                "locality": self.locality}  # fmt: skip
+                "locality": self.locality, "hold": self.hold}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -138,17 +142,19 @@ class NetReconcileReport:
     """What :meth:`NetworkEngine.reconcile` did (or, a dry run, would do): jobs ``released`` (recorded, not in the
     inventory), ``recorded`` (in the inventory, not recorded), ``changed`` (recorded elsewhere, with other amounts or
     another bandwidth: released and recorded anew), and how many were ``kept`` as they were; ``executed``: False
-    for a dry run."""
+    for a dry run; ``newer``: jobs left as recorded because their records changed after the inventory was taken
+    (``as_of``)."""
 
     released: tuple[str, ...]
     recorded: tuple[str, ...]
     changed: tuple[str, ...]
     kept: int
     executed: bool
+    newer: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         return {"released": list(self.released), "recorded": list(self.recorded), "changed": list(self.changed),
-                "kept": self.kept, "executed": self.executed}  # fmt: skip
+                "kept": self.kept, "executed": self.executed, "newer": list(self.newer)}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -162,10 +168,13 @@ class NetMove:
     cpu: tuple[int, ...]
     mem: tuple[int, ...]
     links: tuple[tuple[str, str], ...]
+    step: int = 0
+    """The moves of one step are carried out together, all stopped before any starts (a step of one move: that job
+    alone); steps one after another, in order."""
 
     def as_dict(self) -> dict[str, Any]:
         return {"id": self.id, "from": list(self.source), "servers": list(self.servers), "cpu": list(self.cpu),
-                "mem": list(self.mem), "links": [list(x) for x in self.links]}  # fmt: skip
+                "mem": list(self.mem), "links": [list(x) for x in self.links], "step": self.step}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -173,8 +182,8 @@ class NetRoomPlan:
     """Where a job could run if the jobs of one rack moved (:meth:`NetworkEngine.make_room`), nothing changed.
     ``accepted``: whether it could run, now (no moves) or after ``moves``; ``reason``: why not (``capacity``: the
     free totals cannot hold it, and moving adds none; ``network``: no rack's jobs moved make a path for it);
-    ``rack``: the switch whose jobs move; ``inventory``: every job as it would run, the new one included, as ``GET
-    /jobs`` lists them: ``POST /network/reconcile`` records it once the moves are made."""
+    ``rack``: the switch whose jobs move; ``moves``: in the order to carry them out, by ``step`` (cold);
+    ``inventory``: every job as it would run, the new one included, as ``GET /jobs`` lists them."""
 
     id: str
     accepted: bool
@@ -183,11 +192,16 @@ class NetRoomPlan:
     rack: str | None
     moves: tuple[NetMove, ...]
     inventory: tuple[dict[str, Any], ...]
+    executed: bool = False
+    """Whether the moves and the job were recorded (``make_room(execute=True)`` of a plan that accepts it)."""
+    at: float = 0.0
+    """When the plan was made (Unix time): ``inventory`` is the state then, a reconcile's ``as_of``."""
 
     def as_dict(self) -> dict[str, Any]:
         return {"id": self.id, "accepted": self.accepted, "reason": self.reason,
                 "placement": None if self.placement is None else self.placement.as_dict(), "rack": self.rack,
-                "moves": [m.as_dict() for m in self.moves], "inventory": list(self.inventory)}  # fmt: skip
+                "moves": [m.as_dict() for m in self.moves], "inventory": list(self.inventory),
+                "executed": self.executed, "at": self.at}  # fmt: skip
 
 
 _INVENTORY_FIELDS = {"id", "servers", "cpu", "mem", "bw", "links", "hold", "accepted", "locality"}
@@ -248,9 +262,10 @@ class NetExplanation:
         }  # fmt: skip
 
 
-SCHEMA_VERSION = 2
-"""The network database's layout, in SQLite's ``user_version`` (1: meta and jobs; 2: and the journal); a newer one is
-refused. A version-1 file gains the journal when opened (its jobs then running have no entry in it)."""
+SCHEMA_VERSION = 3
+"""The network database's layout, in SQLite's ``user_version`` (1: meta and jobs; 2: and the journal; 3: its entries
+may be ``moved``, which a dcplace reading up to 2 would take for hand-edited rows); a newer one is refused. A
+version-1 file gains the journal when opened (its jobs then running have no entry in it)."""
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -270,9 +285,10 @@ JOURNAL_KEEP = 1_000_000
 1,000 at a time (``journal_keep`` of :meth:`NetworkEngine.open`, ``serve --journal-keep``)."""
 _PRUNE_EVERY = 1000
 
-NET_EVENTS = ("placed", "rejected", "released", "started", "resumed", "drained", "activated")
+NET_EVENTS = ("placed", "rejected", "released", "moved", "started", "resumed", "drained", "activated")
 """What the network journal records: a job ``placed`` or ``rejected`` (what it asked for, as asked; a rejection's
-reason), ``released``; each start of the engine (``started``, with its policy); ``resumed`` where the journal was
+reason), ``released``, ``moved`` (a running job's new servers recorded: its size, and who moved it, ``make-room``
+or ``move``); each start of the engine (``started``, with its policy); ``resumed`` where the journal was
 off (``journal_keep`` 0) for a while, with when it went off: a trace starts there; a server ``drained`` or
 ``activated`` (:meth:`NetworkEngine.drain_server`)."""
 
@@ -283,7 +299,8 @@ class NetJournalEntry:
     (page with ``after=seq``); ``at``: Unix time; ``job``, ``cpu``, ``mem`` (units), ``bw`` (link units), ``hold``
     (arrivals, where declared): what a ``placed`` or ``rejected`` job asked for (``released`` has its ``job`` only);
     ``reason``: a rejection's (capacity, network, invalid); ``by``: ``reconcile`` for a job a reconcile recorded or
-    released; ``policy``: a start's; ``off_since``: a resume's, when
+    released, ``make-room`` or ``move`` for a job moved (or recorded by an executed plan); ``policy``: a start's;
+    ``off_since``: a resume's, when
     the journal went off; ``server``: a drain's or activation's. None where it does not apply."""
 
     seq: int
@@ -299,7 +316,8 @@ class NetJournalEntry:
     off_since: float | None
     server: str | None = None
     by: str | None = None
-    """``reconcile`` where a reconcile recorded or released the job (not the policy or its client)."""
+    """``reconcile`` where a reconcile recorded or released the job (not the policy or its client); ``make-room`` or
+    ``move`` where a plan recorded or moved it."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -331,6 +349,8 @@ def _journal_entry(row: Sequence[Any]) -> NetJournalEntry:
         ok = _journalled(event, job, cpu, mem, bw, hold, reason) and bool(job)
     elif event == "released":
         ok = isinstance(job, str) and bool(job) and reason in (None, "reconcile")
+    elif event == "moved":
+        ok = _journalled("placed", job, cpu, mem, bw, hold, None) and bool(job) and reason in _MOVERS
     elif event == "started":  # the policy's name, which a user's policy may leave empty
         ok = isinstance(reason, str)
     elif event in ("drained", "activated"):
@@ -343,7 +363,7 @@ def _journal_entry(row: Sequence[Any]) -> NetJournalEntry:
     return NetJournalEntry(seq, float(at), event, job or None, cpu, mem, None if bw is None else bw / BW_SCALE, hold,
                            reason if event == "rejected" else None, reason if event == "started" else None,
                            off, reason if event in ("drained", "activated") else None,
-                           reason if event in ("placed", "released") else None)  # fmt: skip
+                           reason if event in ("placed", "released", "moved") else None)  # fmt: skip
 
 
 def read_network_journal(
@@ -445,8 +465,7 @@ def read_network_jobs(path: Path, topology: Topology | str | None = None) -> lis
     with _reloading(path):
         for row in rows:
             engine._reload(row)
-    holds = {row[0]: row[6] for row in rows}
-    return [{**job.as_dict(), "hold": holds[job.id]} for job in engine.jobs()]
+    return [job.as_dict() for job in engine.jobs()]
 
 
 def last_policy(path: Path) -> str | None:
@@ -537,6 +556,7 @@ class NetworkEngine:
         self.sim = LiveNetSim(self.topology, k, routing, bool(getattr(self.policy, "any_server", False)), self.hold_max)
         self.lock = threading.RLock()
         self._rid: dict[str, int] = {}  # job id -> its allocation in the simulator
+        self._hold: dict[str, int | None] = {}  # job id -> its declared hold (None: none), as the file keeps it
         self._conn: sqlite3.Connection | None = None
         self._lock_fd: int | None = None
         self._path = Path()
@@ -545,7 +565,7 @@ class NetworkEngine:
         self._noticing = threading.Lock()  # one thread makes the failure's sentence (and the recovery copy)
         self.on_failure: Any = None
         """Called once (no arguments) when the database fails: ``serve --exit-on-failure`` stops on it."""
-        self.counters = {"placed": 0, "rejected": 0, "released": 0}
+        self.counters = {"placed": 0, "rejected": 0, "released": 0, "moved": 0}
         self.in_use = (0, 0, 0, 0)
         """(CPU used, memory used, CPU held apart on drained servers, memory held apart), published whole after each
         change: the metrics' source, read without the lock in one read (two reads of the simulator's totals taken
@@ -720,6 +740,7 @@ class NetworkEngine:
             self._rid[job_id] = self.sim.restore(alloc)
         except ValueError as e:
             raise ValueError(f"job {job_id!r}: {e}") from None
+        self._hold[job_id] = hold
 
     def _decided(self, drawn: tuple[Mapping[str, Any] | None, dict[str, Any] | None],
                  *statements: tuple[str, tuple[Any, ...]]) -> None:  # fmt: skip
@@ -874,6 +895,7 @@ class NetworkEngine:
                 sim.release(rid)
                 raise
             self._rid[job.id] = rid
+            self._hold[job.id] = job.hold
             self._publish()
             self.counters["placed"] += 1
             return self._placement(job.id, rid)
@@ -893,12 +915,13 @@ class NetworkEngine:
             )
             self.sim.release(rid)
             del self._rid[job_id]
+            del self._hold[job_id]
             self._publish()
             self.counters["released"] += 1
             return was
 
     def reconcile(self, rows: Sequence[Mapping[str, Any]], *, execute: bool = True, force: bool = False,
-                  source: str = "jobs") -> NetReconcileReport:  # fmt: skip
+                  source: str = "jobs", as_of: float | None = None) -> NetReconcileReport:  # fmt: skip
         """Make the running jobs what ``rows`` says the cluster runs: the whole inventory, each row a job as ``GET
         /jobs`` lists it (``id``; ``servers``, names; ``cpu`` and ``mem``, what each server gives; ``bw``, link
         units; ``links``, pairs of node names, and ``hold`` optional). Jobs not in it are released; jobs new to it
@@ -910,7 +933,14 @@ class NetworkEngine:
         All or nothing, in one commit: the result must fit every server and link, or nothing changes and an
         InputError names the row (``jobs[3].servers``). ``execute=False``: the same checks and report, nothing
         changed (a dry run). A reconcile that would release more than half of the recorded jobs is refused
-        (Conflict) unless ``force``: an empty or truncated inventory would have released them all."""
+        (Conflict) unless ``force``: an empty or truncated inventory would have released them all. ``as_of``: the
+        Unix time the inventory was taken (a listing's, or a plan's ``at``); a job placed, moved or released after
+        it is left as recorded (``newer``), since the inventory cannot know of it: without it, a job placed
+        meanwhile was released and one released meanwhile recorded again. Needs the journal."""
+        as_of = _check_time(as_of, "as_of")
+        if as_of is not None and as_of > time.time() + CLOCK_SKEW_S:
+            raise InputError(f"is {as_of - time.time():.0f} s after this host's clock: an inventory cannot have been "
+                             "taken later than it is given (seconds, not milliseconds?)", field="as_of")  # fmt: skip
         if isinstance(rows, str | bytes | Mapping) or not isinstance(rows, Sequence):
             raise InputError(f"must be a list of jobs, got {type(rows).__name__}", field=source)
         parsed = [self._inventory_row(row, f"{source}[{i}]") for i, row in enumerate(rows)]
@@ -923,21 +953,27 @@ class NetworkEngine:
         with self.lock:
             self._check()
             sim = self.sim
-            released = [j for j in self._rid if j not in seen]
+            newer = self._changed_since(as_of) if as_of is not None else set()
+            released = [j for j in self._rid if j not in seen and j not in newer]
             recorded, changed = [], []
             for row in parsed:
+                if row.job.id in newer:
+                    continue
                 rid = self._rid.get(row.job.id)
                 if rid is None:
                     recorded.append(row)
                 elif not row.matches(sim.active[rid]):
                     changed.append(row)
-            if not force and released and 2 * len(released) > len(self._rid):
+            known = len(self._rid) - len(newer & self._rid.keys())  # what the inventory can know of
+            if not force and released and 2 * len(released) > known:
                 raise Conflict(f"the inventory would release {len(released):,} of the {len(self._rid):,} jobs "
                                "running: send the whole inventory, or force it (force=true, --force)",
                                field="force")  # fmt: skip
+            left = tuple(sorted(newer & (self._rid.keys() | seen.keys())))
             report = NetReconcileReport(tuple(released), tuple(r.job.id for r in recorded),
-                                        tuple(r.job.id for r in changed), len(parsed) - len(recorded) - len(changed),
-                                        execute)  # fmt: skip
+                                        tuple(r.job.id for r in changed),
+                                        len(parsed) - len(recorded) - len(changed) - len(newer & seen.keys()), execute,
+                                        left)  # fmt: skip
             if not (released or recorded or changed):
                 return report
             fork, rids = sim.fork(), dict(self._rid)
@@ -955,9 +991,32 @@ class NetworkEngine:
                 return report
             self._write(*statements)  # a 503 or a failure: nothing taken (the fork is dropped)
             self.sim, self._rid = fork, rids
+            self._hold = {j: self._hold[j] for j in rids if j in self._hold}
+            self._hold.update((row.job.id, row.job.hold) for row in changed + recorded)
             self._publish()
             self.counters["released"] += len(released) + len(changed)  # what it records is no policy's decision
             return report
+
+    def _changed_since(self, at: float) -> set[str]:
+        """The jobs the journal records as placed, moved or released after Unix time ``at`` (under the lock: every
+        change is committed before it is answered, so the journal has them all)."""
+        from dcplace.engine.journal import seq_at
+
+        conn = self._conn
+        if conn is None or not self.journal_keep:
+            raise InputError("needs the journal, which this engine does not keep (no database, or --journal-keep 0)",
+                             field="as_of")  # fmt: skip
+        after = seq_at(conn, at)
+        first = conn.execute("SELECT min(seq) FROM journal").fetchone()[0]
+        if first is not None and first > 1 and after < first:
+            raise InputError(f"the journal no longer reaches back to that time (pruned): it begins at entry {first}",
+                             field="as_of")  # fmt: skip
+        if conn.execute("SELECT EXISTS (SELECT 1 FROM journal WHERE seq > ? AND event = 'resumed')",
+                        (after,)).fetchone()[0]:  # fmt: skip
+            raise InputError("the journal was off after that time: what changed then is not in it", field="as_of")
+        rows = conn.execute("SELECT DISTINCT job FROM journal WHERE seq > ? AND event IN ('placed', 'moved', "
+                            "'released')", (after,))  # fmt: skip
+        return {job for (job,) in rows}
 
     @staticmethod
     def _released_rows(job_id: str) -> list[tuple[str, tuple[Any, ...]]]:
@@ -1077,37 +1136,64 @@ class NetworkEngine:
                 _put_back(self.policy, drawn)
             return self._explanation(job, sim, picks, rid)
 
-    def make_room(self, job: NetJob) -> NetRoomPlan:
+    def make_room(self, job: NetJob, *, execute: bool = False, max_together: int | None = None) -> NetRoomPlan:
         """Where ``job`` could run if the running jobs of one rack moved, and where they would go: for each rack, on
         a copy of the state, its jobs are lifted, ``job`` placed by the policy, then they are placed again, largest
-        first; of the racks where all fit, the one that changes the fewest jobs (a job whose servers, amounts on
-        them or links change) is proposed. Nothing changes, and the policy's draws are put back (as
-        :meth:`explain`). A job that fits now needs no move; one the free totals cannot hold is ``capacity`` (moving
-        adds no room). To act on a plan: make the moves (live migrations), start the job where ``placement`` says,
-        and reconcile with ``inventory`` (a job not in ``moves`` is in it exactly as it runs).
-        Measured in Nara's setting (docs/netalloc.md, "Moving running jobs"): on demand this way gains 0.6-3.7
-        points of acceptance with tetris-bw, at a job moved every one to six arrivals."""
+        first; of the racks where all fit, the one that changes the fewest jobs (a job whose servers, amounts on them
+        or links change) is proposed. A job that fits now needs no move; one the free totals cannot hold is
+        ``capacity`` (moving adds no room).
+
+        The moves come in steps safe to carry out **cold**: a job stopped where it runs and started where its move
+        says, its old servers and links free before its new ones are taken. One job a step while one fits alone;
+        the moves that need each other's room (a swap) form one last step, all stopped before any starts. Every
+        server and link is within capacity after each step; then ``job`` is started where ``placement`` says. (Live
+        migration, both ends held, is the VM planner's reading; here a job's new servers may be its old ones with
+        another split, which a live move would hold twice.) ``max_together``: the most jobs one step may stop at once
+        (1: one at a time); a rack whose moves need more is passed over (None: no limit). Every plan is re-checked
+        by :func:`dcplace.engine.network_check.check_room_plan` before it is answered.
+
+        ``execute=False`` (the default): nothing changes, and the policy's draws are put back (as :meth:`explain`).
+        To act on it: carry the steps out in order and tell the engine after each (:meth:`moves`; :meth:`move` for a
+        step of one job), then place the job (or send ``inventory``, every job as the plan leaves it, to
+        :meth:`reconcile` with ``as_of`` the plan's ``at``). ``execute=True``: the moves
+        and the job are recorded at once, in one commit (journalled ``moved`` and ``placed`` by ``make-room``), as
+        an executed re-optimisation event records its moves; the records then run ahead of the cluster until the
+        moves are made. Measured in Nara's setting (docs/netalloc.md, "Moving running jobs"): on demand this way
+        gains 0.6-3.7 points of acceptance with tetris-bw, at a job moved every one to six arrivals."""
         _check_job(job)
+        if max_together is not None and (isinstance(max_together, bool) or not isinstance(max_together, int)
+                                         or max_together < 1):  # fmt: skip
+            raise InputError(f"must be a whole number of jobs from 1, got {max_together!r}", field="max_together")
         with self.lock:
             self._check_new(job)
+            at = time.time()  # under the lock: nothing changes while the plan is made
             now = self.explain(job)
             if now.accepted or now.reason == "capacity":
+                if now.accepted and execute:
+                    placed = self.place(job)  # the policy decides as the explanation said (its draws were put back)
+                    assert isinstance(placed, JobPlacement), "a job explained as fitting was refused"
+                    now = replace(now, placement=placed)
                 inventory = [self._placement(j, r).as_dict() for j, r in self._rid.items()]
-                inventory += [now.placement.as_dict()] if now.placement is not None else []
-                return NetRoomPlan(job.id, now.accepted, now.reason, now.placement, None, (),
-                                   tuple(inventory) if now.accepted else ())  # fmt: skip
+                inventory += [now.placement.as_dict()] if now.placement is not None and not execute else []
+                plan = NetRoomPlan(job.id, now.accepted, now.reason, now.placement, None, (),
+                                   tuple(inventory) if now.accepted else (), execute and now.accepted, at)  # fmt: skip
+                return plan
             by_rack: dict[int, list[str]] = {}  # the jobs touching each rack, in the order placed
+            drained = self.sim.drained
             for j, r in self._rid.items():
-                for i in np.unique(self.topology.server_rack[self.sim.active[r].servers]).tolist():
+                servers = self.sim.active[r].servers
+                if drained[servers].any():  # it could not come back to a drained server: left where it runs
+                    continue
+                for i in np.unique(self.topology.server_rack[servers]).tolist():
                     by_rack.setdefault(i, []).append(j)
             drawn = _draws(self.policy)
-            best: tuple[list[str], str, LiveNetSim, dict[str, int]] | None = None
+            best: tuple[list[list[str]], int, str, LiveNetSim, dict[str, int]] | None = None
             try:
                 for i, (rack, _) in enumerate(self._racks):
                     lifted = by_rack.get(i, [])
                     if not lifted:
                         continue
-                    if best is not None and not best[0]:
+                    if best is not None and not best[1]:
                         break  # no rack moves fewer than none
                     sim = self.sim.fork()
                     for j in lifted:
@@ -1118,25 +1204,177 @@ class NetworkEngine:
                             break
                         a = self.sim.active[self._rid[j]]
                         rids[j] = self._decide_on(sim, NetJob(j, int(a.cpu.sum()), int(a.mem.sum()),
-                                                              max(int(a.bw), 1) / BW_SCALE))  # fmt: skip
+                                                              max(int(a.bw), 1) / BW_SCALE, self._hold[j]))  # fmt: skip
                     if min(rids.values()) < 0:
                         continue
                     moved = [j for j in lifted if not _same(sim.active[rids[j]], self.sim.active[self._rid[j]])]
-                    if best is None or len(moved) < len(best[0]):
-                        best = (moved, rack, sim, rids)
+                    if best is None or len(moved) < best[1]:
+                        steps = self._cold_steps(moved, sim, rids)
+                        if max_together is None or max(map(len, steps), default=0) <= max_together:
+                            best = (steps, len(moved), rack, sim, rids)
             finally:
                 _put_back(self.policy, drawn)
             if best is None:
-                return NetRoomPlan(job.id, False, "network", None, None, (), ())
-            moved, rack, sim, rids = best
-            where = {**self._rid, **rids}
-            placement = self._placement(job.id, rids[job.id], sim)
+                return NetRoomPlan(job.id, False, "network", None, None, (), (), at=at)
+            steps, _, rack, sim, rids = best
+            placement = self._placement(job.id, rids[job.id], sim, job.hold)
             moves = []
-            for j in moved:
-                to = self._placement(j, rids[j], sim)
-                moves.append(NetMove(j, self._placement(j, self._rid[j]).servers, to.servers, to.cpu, to.mem, to.links))
-            after = tuple(self._placement(j, r, sim).as_dict() for j, r in where.items())
-            return NetRoomPlan(job.id, True, None, placement, rack, tuple(moves), after)
+            for step, group in enumerate(steps):
+                for j in group:
+                    to = self._placement(j, rids[j], sim)
+                    moves.append(NetMove(j, self._placement(j, self._rid[j]).servers, to.servers, to.cpu, to.mem,
+                                         to.links, step))  # fmt: skip
+            where = {**self._rid, **rids}
+            after = tuple(self._placement(j, r, sim, job.hold).as_dict() for j, r in where.items())
+            plan = NetRoomPlan(job.id, True, None, placement, rack, tuple(moves), after, at=at)
+            self._verify(job, plan)
+            if execute:
+                plan = replace(plan, executed=True)
+                self._record_room(job, plan, sim, where)
+            return plan
+
+    def _cold_steps(self, moved: list[str], sim: LiveNetSim, rids: dict[str, int]) -> list[list[str]]:
+        """``moved`` in steps that carry the moves out cold: one job at a time while one fits (repeatedly the first,
+        largest first, whose new share fits once its old one is free), then the rest in one step, all stopped
+        before any starts (the moves need each other's room: a swap). Every server and link stays within capacity
+        after each step: the last ends where ``sim`` does, which holds them all."""
+        free_cpu, free_mem, free_bw = self.sim.free_cpu.copy(), self.sim.free_mem.copy(), self.sim.free_bw.copy()
+
+        def shift(a: Allocation, sign: int) -> None:
+            np.add.at(free_cpu, a.servers, sign * a.cpu)
+            np.add.at(free_mem, a.servers, sign * a.mem)
+            np.add.at(free_bw, a.links, sign * a.bw)
+
+        left, steps = list(moved), []
+        while left:
+            for j in left:
+                a, b = self.sim.active[self._rid[j]], sim.active[rids[j]]
+                shift(a, 1)
+                shift(b, -1)
+                if min(free_cpu.min(), free_mem.min(), free_bw.min(initial=0)) >= 0:
+                    steps.append([j])
+                    left.remove(j)
+                    break
+                shift(b, 1)  # undone: it does not fit on its own yet
+                shift(a, -1)
+            else:
+                steps.append(left)
+                break
+        return steps
+
+    def _verify(self, job: NetJob, plan: NetRoomPlan) -> None:
+        """The plan re-checked by the independent checker (a failure is a bug of the planner's: RuntimeError)."""
+        drained = [self._names[v] for v in np.flatnonzero(self.sim.drained).tolist()]
+        request = {"id": job.id, "cpu": job.cpu, "mem": job.mem, "bw": job.bw_micro / BW_SCALE}
+        jobs = [self._placement(j, r).as_dict() for j, r in self._rid.items()]
+        problems = check_room_plan(self.topology, jobs, drained, request, plan.as_dict())
+        if problems:
+            raise RuntimeError(f"make_room's plan for {job.id!r} failed its check: {'; '.join(problems[:3])}")
+
+    def _record_room(self, job: NetJob, plan: NetRoomPlan, sim: LiveNetSim, where: dict[str, int]) -> None:
+        """An accepted plan recorded (under the lock): its moves and the job in one commit, then the state swapped
+        for ``sim``, where they were made (a 503 or a failure: nothing changed)."""
+        statements = []
+        for m in plan.moves:
+            a = sim.active[where[m.id]]
+            statements.append(self._moved_row(m.id, a))
+            statements.append(self._moved_entry(m.id, a, "make-room"))
+        a = sim.active[where[job.id]]
+        lists = [json.dumps(x.tolist()) for x in (a.servers, a.cpu, a.mem, a.links)]
+        statements.append(("INSERT INTO jobs (id, servers, cpu, mem, links, bw, hold) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                           (job.id, *lists, int(a.bw), job.hold)))  # fmt: skip
+        statements.append(self._entry("placed", job, "make-room"))
+        self._write(*statements)
+        self.sim, self._rid = sim, where
+        self._hold[job.id] = job.hold
+        self._publish()
+        self.counters["placed"] += 1
+        self.counters["moved"] += len(plan.moves)
+
+    @staticmethod
+    def _moved_row(job_id: str, a: Allocation) -> tuple[str, tuple[Any, ...]]:
+        """The jobs table's row of a moved job, rewritten where it keeps its place in the order placed."""
+        lists = [json.dumps(x.tolist()) for x in (a.servers, a.cpu, a.mem, a.links)]
+        return "UPDATE jobs SET servers = ?, cpu = ?, mem = ?, links = ? WHERE id = ?", (*lists, job_id)
+
+    def _moved_entry(self, job_id: str, a: Allocation, by: str) -> tuple[str, tuple[Any, ...]]:
+        """A move's journal entry: the job's size (unchanged) and hold, and who moved it (``by``)."""
+        sql = "INSERT INTO journal (at, event, job, cpu, mem, bw, hold, reason) VALUES (?, 'moved', ?, ?, ?, ?, ?, ?)"
+        return sql, (time.time(), job_id, int(a.cpu.sum()), int(a.mem.sum()), int(a.bw), self._hold[job_id], by)
+
+    def move(self, job_id: str, row: Mapping[str, Any]) -> JobPlacement:
+        """Record that running job ``job_id`` now runs where ``row`` says: :meth:`moves` of that one job (``row``
+        without ``id``, or with this one)."""
+        if not isinstance(row, Mapping):
+            raise InputError(f"must be where the job runs (servers, cpu, mem, links), got {type(row).__name__}",
+                             field="body")  # fmt: skip
+        if row.get("id", job_id) != job_id:
+            raise InputError(f"names job {row['id']!r:.80}, not {job_id!r}", field="id")
+        try:
+            return self.moves([{**row, "id": job_id}])[0]
+        except InputError as e:
+            field = "servers" if e.field == "moves[0]" else (e.field or "").removeprefix("moves[0].")
+            raise type(e)(e.detail, field=field) from None  # a 404 stays one
+
+    def moves(self, rows: Sequence[Mapping[str, Any]]) -> list[JobPlacement]:
+        """Record that running jobs now run elsewhere, as a plan of :meth:`make_room` carried out step by step tells
+        it: each row a job (``id``) where it runs now (``servers``, names; ``cpu`` and ``mem``, what each gives;
+        ``links`` optional, pairs of node names: routed as a reconcile routes where absent). A move keeps the job's
+        CPU, memory and bandwidth (a job of another size is a release and a placement, or a reconcile). Cold and
+        together: every listed job's old share is free before the new ones are taken, so a step's swap is one call;
+        a job may take a drained server only where it ran before. All or nothing, durable on return, journalled
+        ``moved`` by ``move``; a row where the job runs already changes nothing. NotFound where a job does not
+        run; InputError naming the row and field (``moves[1].servers``) where a row is not a placement of its job
+        or the moves do not fit (nothing changed)."""
+        if isinstance(rows, str | bytes | Mapping) or not isinstance(rows, Sequence) or not rows:
+            raise InputError("must be a non-empty list of moves (id, servers, cpu, mem, links)", field="moves")
+        with self.lock:
+            self._check()
+            parsed, seen = [], set()
+            for i, row in enumerate(rows):
+                where = f"moves[{i}]"
+                if not isinstance(row, Mapping):
+                    raise InputError(f"must be a move (id, servers, cpu, mem, links), got {type(row).__name__}",
+                                     field=where)  # fmt: skip
+                extra = sorted(str(k) for k in row if k not in ("id", "servers", "cpu", "mem", "links"))
+                if extra:
+                    raise InputError("is not a field of a move (id, servers, cpu, mem, links)",
+                                     field=f"{where}.{extra[0]}")  # fmt: skip
+                job_id = row.get("id")
+                rid = self._rid.get(job_id) if isinstance(job_id, str) else None
+                if rid is None or not isinstance(job_id, str):
+                    raise NotFound(f"no job {job_id!r:.80} is running", field=f"{where}.id")
+                if job_id in seen:
+                    raise InputError(f"job {job_id!r} moves twice", field=f"{where}.id")
+                seen.add(job_id)
+                a = self.sim.active[rid]
+                r = self._inventory_row({**row, "bw": a.bw / BW_SCALE, "hold": self._hold[job_id]}, where)
+                if (int(r.cpu.sum()), int(r.mem.sum())) != (int(a.cpu.sum()), int(a.mem.sum())):
+                    raise InputError(f"gives {int(r.cpu.sum())} CPU and {int(r.mem.sum())} memory units where the "
+                                     f"job has {int(a.cpu.sum())} and {int(a.mem.sum())}: a move keeps its size",
+                                     field=f"{where}.cpu")  # fmt: skip
+                fresh = [self._names[v] for v in r.servers.tolist() if self.sim.drained[v] and v not in a.servers]
+                if fresh:
+                    raise InputError(f"server {fresh[0]} is drained: no job is given any of it",
+                                     field=f"{where}.servers")  # fmt: skip
+                parsed.append((r, rid))
+            fork, rids = self.sim.fork(), dict(self._rid)
+            for _, rid in parsed:
+                fork.release(rid)
+            changed = []
+            for r, rid in parsed:
+                rids[r.job.id], alloc = self._adopt(fork, r)
+                if not _same(alloc, self.sim.active[rid]):
+                    changed.append((r.job.id, alloc))
+            if changed:
+                statements = []
+                for job_id, alloc in changed:
+                    statements += [self._moved_row(job_id, alloc), self._moved_entry(job_id, alloc, "move")]
+                self._write(*statements)  # a 503 or a failure: nothing taken (the fork is dropped)
+                self.sim, self._rid = fork, rids
+                self._publish()
+                self.counters["moved"] += len(changed)
+            return [self._placement(r.job.id, self._rid[r.job.id]) for r, _ in parsed]
 
     def _check_new(self, job: NetJob) -> None:
         """Under the lock: the engine usable, and ``job`` not running already (a Conflict: release it first)."""
@@ -1178,7 +1416,7 @@ class NetworkEngine:
                                   now.free_mem_total, tiers, summary)  # fmt: skip
 
         if rid in sim.active:
-            where = self._placement(job.id, rid, sim)
+            where = self._placement(job.id, rid, sim, job.hold)
             on = f", with {where.bw:g} link units on {len(where.links)} link(s)" if where.links else ""
             return said(where, None, f"{self.policy_name} would place it on {len(where.servers)} server(s), "
                         f"{where.locality} ({', '.join(where.servers)}){on}")  # fmt: skip
@@ -1283,7 +1521,9 @@ class NetworkEngine:
                                        peek=tail is None)  # fmt: skip
         return (entries, None) if tail is not None else paged(entries, limit)
 
-    def _placement(self, job_id: str, rid: int, sim: LiveNetSim | None = None) -> JobPlacement:
+    def _placement(self, job_id: str, rid: int, sim: LiveNetSim | None = None, hold: int | None = None) -> JobPlacement:
+        """Where job ``job_id`` (allocation ``rid`` of ``sim``, the engine's own by default) runs, with its declared
+        hold (the engine's record, else ``hold``: a job not running yet)."""
         sim = self.sim if sim is None else sim
         a = sim.active[rid]
         names, top = self._names, self.topology
@@ -1295,6 +1535,7 @@ class NetworkEngine:
             tuple((names[int(top.link_u[x])], names[int(top.link_v[x])]) for x in a.links),
             a.bw / BW_SCALE,
             LOCALITY_NAMES[sim.locality_of(a.servers)],
+            self._hold.get(job_id, hold),
         )
 
     def stats(self) -> dict[str, Any]:
@@ -1443,6 +1684,8 @@ def network_trace(path: Path, rejected: str = "include") -> NetTrace:
                 if event in ("drained", "activated"):
                     drains += 1
                     continue
+                if event == "moved":  # the same job running on: its arrival stays where it was placed
+                    continue
                 if event == "started":
                     restarted = bool(ids)  # counted when a job follows: an idle service since is no replay's
                     starting = str(reason)
@@ -1503,6 +1746,12 @@ def network_trace(path: Path, rejected: str = "include") -> NetTrace:
     return NetTrace(ids, cpu_, mem_, bw_, held, live, n_rejected, len(running), filled, median, *notes)
 
 
+_MOVERS = ("make-room", "move")
+"""Who a ``moved`` entry says moved the job: an executed :meth:`NetworkEngine.make_room`, or
+:meth:`~NetworkEngine.move`."""
+_RECORDERS = ("reconcile", "make-room")
+"""Who a ``placed`` entry may say recorded the job, where no client's placement did."""
+
 _LIVE = {"placed": "placed", "capacity": "capacity", "network": "network", "invalid": "invalid"}
 """One string object per answer: a million rows share four."""
 
@@ -1521,7 +1770,7 @@ def _journalled(event: object, job: object, cpu: object, mem: object, bw: object
         and whole(mem, 0)
         and whole(bw, 1, round(MAX_BANDWIDTH * BW_SCALE))
         and (hold is None or whole(hold, 1))
-        and (reason in ("capacity", "network", "invalid") if event == "rejected" else reason in (None, "reconcile"))
+        and (reason in ("capacity", "network", "invalid") if event == "rejected" else reason in (None, *_RECORDERS))
     )
 
 

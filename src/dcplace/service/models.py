@@ -485,6 +485,7 @@ class JobOut(BaseModel):
     links: list[list[str]] = Field(description="each link by its two endpoints, reserved once")
     bw: float
     locality: Literal["single server", "one rack", "neighbouring racks", "non-neighbouring racks"]
+    hold: int | None = Field(default=None, description="its expected holding period in arrivals, as declared")
 
 
 class JobRejectionOut(BaseModel):
@@ -513,6 +514,23 @@ class NetInventoryJobIn(BaseModel):
     locality: str | None = Field(default=None, description="ignored (GET /jobs lists it)")
 
 
+class NetMoveIn(BaseModel):
+    """Where a running job runs now (``POST /jobs/{id}/move``): a move of a plan carried out."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+    servers: list[str] = Field(min_length=1, description="the servers it runs on now, by name", examples=[["s2", "s3"]])
+    cpu: list[int] = Field(description="the CPU units each server gives it (the job's total)", examples=[[10, 5]])
+    mem: list[int] = Field(description="the memory units each server gives it (the job's total)", examples=[[8, 4]])
+    links: list[list[str]] | None = Field(default=None, description="the links carrying its bandwidth, each by its "
+                                          "two endpoints; left out: routed as a placement is")  # fmt: skip
+
+
+class NetJobMoveIn(NetMoveIn):
+    """A running job where it runs now (``POST /network/moves``'s body is a list of these: one step of a plan)."""
+
+    id: str = Ident
+
+
 class NetMoveOut(BaseModel):
     id: str
     source: list[str] = Field(alias="from", description="the servers it runs on now")
@@ -520,19 +538,24 @@ class NetMoveOut(BaseModel):
     cpu: list[int] = Field(description="the CPU units each of them would give it")
     mem: list[int] = Field(description="the memory units each of them would give it")
     links: list[list[str]] = Field(description="the links that would carry its bandwidth")
+    step: int = Field(description="moves of one step are made together (all stopped, then all started); steps in "
+                      "order")  # fmt: skip
 
 
 class NetRoomOut(BaseModel):
-    """Where a job could run if the jobs of one rack moved (``POST /network/make-room``); nothing was changed."""
+    """Where a job could run if the jobs of one rack moved (``POST /network/make-room``); changed only where
+    ``executed``."""
 
     id: str
     accepted: bool = Field(description="whether it could run: now (no moves) or after the moves")
     reason: Literal["capacity", "network", "invalid"] | None = Field(description="why not")
     placement: JobOut | None = Field(description="where it would run")
     rack: str | None = Field(description="the switch whose jobs move (null: none move)")
-    moves: list[NetMoveOut] = Field(description="the running jobs to move first, and where")
-    inventory: list[JobOut] = Field(description="every job as it would run, this one included: POST "
-                                    "/network/reconcile's body once the moves are made")  # fmt: skip
+    moves: list[NetMoveOut] = Field(description="the running jobs to move first, and where, in the order to move "
+                                    "them (cold: each stopped, then started where it says)")  # fmt: skip
+    inventory: list[JobOut] = Field(description="every job as it would run, this one included")
+    executed: bool = Field(description="whether the moves and the job were recorded (execute=true)")
+    at: float = Field(description="when the plan was made (Unix time): the inventory's as_of for a reconcile")
 
 
 class NetReconcileOut(BaseModel):
@@ -543,6 +566,7 @@ class NetReconcileOut(BaseModel):
     changed: list[str] = Field(description="jobs recorded elsewhere or with other amounts: released, recorded anew")
     kept: int = Field(description="jobs recorded as the inventory has them")
     executed: bool = Field(description="false for a dry run: nothing was changed")
+    newer: list[str] = Field(description="jobs left as recorded: placed, moved or released after as_of")
 
 
 class TierRoomOut(BaseModel):

@@ -23,7 +23,9 @@ from dcplace.service.models import (
     JobRejectionOut,
     NetExplanationOut,
     NetInventoryJobIn,
+    NetJobMoveIn,
     NetJournalOut,
+    NetMoveIn,
     NetReconcileOut,
     NetRoomOut,
     NetworkOut,
@@ -38,22 +40,28 @@ JOB_ERRORS: dict[int | str, dict[str, Any]] = {404: {"description": "no such job
 
 
 _JOBS = TypeAdapter(Annotated[list[NetInventoryJobIn], Field(max_length=MAX_INVENTORY)])
+_MOVES = TypeAdapter(Annotated[list[NetJobMoveIn], Field(min_length=1, max_length=MAX_INVENTORY)])
 
 
-def _jobs(raw: bytes) -> list[dict[str, Any]]:
-    """``POST /network/reconcile``'s body, checked; a problem named as the engine names it (``jobs[3].bw``)."""
+def _rows(raw: bytes, adapter: TypeAdapter[Any], name: str, what: str) -> list[dict[str, Any]]:
+    """A body that is a list (``POST /network/reconcile``'s, ``POST /network/moves``'s), checked; a problem named
+    as the engine names it (``jobs[3].bw``, ``moves[0].servers``). ``what``: the sentence for an empty body."""
     if not raw:
-        raise InputError("the body must be the inventory, a JSON list of jobs as GET /jobs lists them", field="jobs")
+        raise InputError(f"the body must be {what}", field=name)
     try:
-        rows = _JOBS.validate_json(raw)
+        rows = adapter.validate_json(raw)
     except ValidationError as e:
 
         def loc(x: Any) -> tuple[Any, ...]:
             where = tuple(x["loc"])
-            return (f"jobs[{where[0]}]", *where[1:]) if where and isinstance(where[0], int) else ("jobs", *where)
+            return (f"{name}[{where[0]}]", *where[1:]) if where and isinstance(where[0], int) else (name, *where)
 
         raise InputError(validation_sentence([{**x, "loc": loc(x)} for x in e.errors()])) from None
     return [x.model_dump(exclude_none=True, exclude={"accepted", "locality"}) for x in rows]
+
+
+def _jobs(raw: bytes) -> list[dict[str, Any]]:
+    return _rows(raw, _JOBS, "jobs", "the inventory, a JSON list of jobs as GET /jobs lists them")
 
 
 def _json(body: Any, status: int = 200) -> Response:
@@ -61,9 +69,11 @@ def _json(body: Any, status: int = 200) -> Response:
 
 
 def add_network_routes(app: FastAPI, net: NetworkEngine) -> None:
-    """``POST /jobs``, ``GET /jobs``, ``GET /jobs/{id}``, ``DELETE /jobs/{id}``, ``GET /network``, ``POST
-    /network/explain``, ``POST /network/make-room``, ``POST /network/reconcile``, ``GET /network/journal``, ``GET
-    /network/servers[/{name}]``, ``POST /network/servers/{name}/drain|activate`` on ``net``."""
+    """``POST /jobs``, ``GET /jobs``, ``GET /jobs/{id}``, ``DELETE /jobs/{id}``, ``POST /jobs/{id}/move``, ``GET
+    /network``, ``POST /network/explain``, ``POST /network/make-room``, ``POST /network/moves``, ``POST
+    /network/reconcile``, ``GET
+    /network/journal``, ``GET /network/servers[/{name}]``, ``POST /network/servers/{name}/drain|activate`` on
+    ``net``."""
 
     @app.post("/jobs", status_code=201, tags=["network"], response_model=JobOut,
               responses={**_COMMON, 409: {"model": JobRejectionOut, "description": "not placed (its reason), or a "
@@ -148,22 +158,60 @@ def add_network_routes(app: FastAPI, net: NetworkEngine) -> None:
         dry_run: Annotated[bool, Query(description="check and report, change nothing")] = False,
         force: Annotated[bool, Query(description="release more than half the jobs running if the inventory says "
                                      "so")] = False,
+        as_of: Annotated[float | None, Query(description="when the inventory was taken (Unix seconds): jobs placed, "
+                                             "moved or released since are left as recorded")] = None,
     ) -> Response:  # fmt: skip
         """Make the running jobs what the cluster runs (docs/engine.md, "Reconciling the network engine"): the body
         is the whole inventory, every job as `GET /jobs` lists it (`links` and `hold` optional). Jobs not in it are
         released, jobs new to it recorded where it says, jobs recorded elsewhere released and recorded anew; all or
         nothing, in one commit (a row that does not fit is a 422 naming it)."""
         rows = await asyncio.to_thread(_jobs, await request.body())
-        report = await asyncio.to_thread(lambda: net.reconcile(rows, execute=not dry_run, force=force))
+        report = await asyncio.to_thread(lambda: net.reconcile(rows, execute=not dry_run, force=force, as_of=as_of))
         return _json(report.as_dict())
 
     @app.post("/network/make-room", tags=["network"], response_model=NetRoomOut,
               responses={**_COMMON, 409: {"description": "a job of that id runs already"}})  # fmt: skip
-    def make_room(body: JobIn) -> Response:
+    def make_room(
+        body: JobIn,
+        execute: Annotated[bool, Query(description="record the moves and the job at once (one commit)")] = False,
+        max_together: Annotated[int | None, Query(ge=1, le=1_000_000, description="the most jobs one step may stop "
+                                                  "at once (1: one at a time); none: no limit")] = None,
+    ) -> Response:  # fmt: skip
         """Where a job (the body `POST /jobs` takes) could run if the running jobs of one rack moved, and where they
-        would go (docs/engine.md, "Making room"): nothing is changed. To act on it, make the moves, start the job
-        where `placement` says, and send `inventory` to `POST /network/reconcile`."""
-        return _json(net.make_room(NetJob(body.id, body.cpu, body.mem, body.bw, body.hold)).as_dict())
+        would go, in steps safe to carry out (docs/engine.md, "Making room"). Nothing is changed unless
+        `execute=true`, which records the moves and the job in one commit. Otherwise, to act on it: make each step's
+        moves and tell `POST /network/moves` (or `POST /jobs/{id}/move` for a step of one), then place the job."""
+        job = NetJob(body.id, body.cpu, body.mem, body.bw, body.hold)
+        return _json(net.make_room(job, execute=execute, max_together=max_together).as_dict())
+
+    @app.post(
+        "/jobs/{job_id:vmid}/move",
+        tags=["network"],
+        response_model=JobOut,
+        responses={**JOB_ERRORS, 422: {"description": "not a placement of that job, or it does not fit there"}},
+    )
+    def move_job(job_id: str, body: NetMoveIn) -> Response:
+        """Record that a running job now runs elsewhere (a move of a plan, carried out): its servers with what each
+        gives (the job's CPU and memory in all) and, optionally, its links. Cold: its old share is free before the
+        new one is taken. Durable when answered; journalled `moved`."""
+        return _json(net.move(job_id, body.model_dump(exclude_none=True)).as_dict())
+
+    @app.post(
+        "/network/moves",
+        tags=["network"],
+        response_model=list[JobOut],
+        responses={**JOB_ERRORS, 422: {"description": "a row not a placement of its job, or the moves do not fit"}},
+        openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": {
+            "type": "array", "minItems": 1, "maxItems": MAX_INVENTORY,
+            "items": {"$ref": "#/components/schemas/NetJobMoveIn"}}}}}},
+    )  # fmt: skip
+    async def move_jobs(request: Request) -> Response:
+        """Record that running jobs now run elsewhere, together (one step of a plan: all stopped, then all started;
+        a swap): each row a job with its servers, what each gives and, optionally, its links. All or nothing, in one
+        commit; journalled `moved`."""
+        what = "a JSON list of moves (id, servers, cpu, mem, links)"
+        rows = await asyncio.to_thread(_rows, await request.body(), _MOVES, "moves", what)
+        return _json([j.as_dict() for j in await asyncio.to_thread(net.moves, rows)])
 
     @app.get("/network/journal", tags=["network"], response_model=NetJournalOut, responses=_COMMON)
     def network_journal(
