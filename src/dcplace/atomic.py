@@ -27,11 +27,27 @@ Example::
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from dcplace.errors import InputError
+
+_CANNOT_WRITE = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG}
+"""Errors that say the place cannot take the output (a full disk, a read-only mount, no permission), not a bug."""
+
+
+def unwritable(target: Path, exc: OSError) -> InputError | None:
+    """``exc`` raised while writing ``target`` as one sentence (nothing was written: the atomic write removed its
+    temporary), or None where it is not a write refused by the place (a bug: let it be a traceback)."""
+    if exc.errno not in _CANNOT_WRITE:
+        return None
+    full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    return InputError(f"{target} could not be written ({exc.strerror or exc}); nothing was written"
+                      + (f": free space in {target.parent.absolute()}" if full else ""))  # fmt: skip
 
 
 def _sibling(path: Path, tag: str) -> Path:
@@ -101,12 +117,21 @@ def atomic_path(path: Path | str) -> Iterator[Path]:
     FileNotFoundError after the whole run).
     """
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale(target)
-    tmp = _own(_sibling(target, "tmp"))
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _remove_stale(target)
+        tmp = _own(_sibling(target, "tmp"))
+    except OSError as e:
+        raise unwritable(target, e) or e from None
     try:
         yield tmp
         tmp.replace(target)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        said = unwritable(target, e)
+        if said is None:
+            raise
+        raise said from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -136,15 +161,24 @@ def atomic_dir(path: Path | str, *, carry: bool = False) -> Iterator[Path]:
     target = Path(path)
     _remove_stale(target)
     tmp = _sibling(target, "tmp")
-    if tmp.is_symlink():  # planted: removing the link, never what it points at
-        tmp.unlink()
-    elif tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)  # mkdir never follows a link (one planted in between makes it fail)
+    try:
+        if tmp.is_symlink():  # planted: removing the link, never what it points at
+            tmp.unlink()
+        elif tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir(parents=True)  # mkdir never follows a link (one planted in between makes it fail)
+    except OSError as e:
+        raise unwritable(target, e) or e from None
     try:
         yield tmp
         if carry and target.is_dir():
             _link_tree(target, tmp)
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        said = unwritable(target, e)
+        if said is None:
+            raise
+        raise said from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -26,6 +26,7 @@ import inspect
 import os
 import shlex
 import shutil
+import tempfile
 import tomllib
 import types
 import typing
@@ -302,6 +303,12 @@ def check_out(out: object) -> None:
     made_in = out if out.is_dir() else next((p for p in out.parents if p.is_dir()), Path("."))
     if not os.access(made_in, os.W_OK | os.X_OK):
         raise InputError(f"--out {out}: cannot write in {made_in} (permission denied)")
+    try:  # os.access says yes for root, a read-only mount, sysfs, ACLs: a file made and removed says for sure
+        fd, probe = tempfile.mkstemp(prefix=".dcplace-probe-", dir=made_in)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise InputError(f"--out {out}: cannot write in {made_in} ({e.strerror or e})") from None
     for name in ("result.json", "config.toml"):  # the files a run writes there: a folder in their place was a
         if (out / name).is_dir():  # traceback after the run
             raise InputError(f"--out {out}: {out / name} is a folder, where the run writes its {name}")

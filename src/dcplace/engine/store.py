@@ -456,7 +456,10 @@ def backup_database(db: Path, out: Path) -> dict[str, int]:
         raise InputError(f"OUT: {out} already exists; choose another name")
     if not out.parent.is_dir():
         raise InputError(f"OUT: the folder {out.parent} does not exist")
-    fd, name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent)  # never a planted link
+    try:
+        fd, name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent)  # never a planted link
+    except OSError as e:  # a read-only mount, no permission: the place, not a bug
+        raise InputError(f"OUT: {out.parent} cannot be written ({e.strerror or e}); no copy was made") from None
     os.close(fd)
     partial = Path(name)
     try:
@@ -468,7 +471,7 @@ def backup_database(db: Path, out: Path) -> dict[str, int]:
         if check != "ok":
             raise InputError(f"{db} fails SQLite's integrity check ({check}); no copy was made", field="db")
         os.replace(partial, out)
-    except sqlite3.Error as e:  # which side failed, SQLite does not say: neither flag is named
+    except (sqlite3.Error, OSError) as e:  # which side failed, SQLite does not say: neither flag is named
         raise InputError(f"the copy of {db} to {out} failed ({e}); no copy was made") from None
     finally:
         partial.unlink(missing_ok=True)
