@@ -36,18 +36,26 @@ from pathlib import Path
 
 from dcplace.errors import InputError
 
-_CANNOT_WRITE = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG}
+CANNOT_WRITE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG})
 """Errors that say the place cannot take the output (a full disk, a read-only mount, no permission), not a bug."""
 
 
-def unwritable(target: Path, exc: OSError) -> InputError | None:
-    """``exc`` raised while writing ``target`` as one sentence (nothing was written: the atomic write removed its
-    temporary), or None where it is not a write refused by the place (a bug: let it be a traceback)."""
-    if exc.errno not in _CANNOT_WRITE:
+def _named(target: Path, exc: OSError) -> OSError:
+    """A write refused by the place (:data:`CANNOT_WRITE`) as an OSError naming ``target``, not the temporary
+    sibling it was written to (the name a user never gave); any other error as it was."""
+    return OSError(exc.errno, exc.strerror, str(target)) if exc.errno in CANNOT_WRITE else exc
+
+
+def unwritable(exc: OSError) -> InputError | None:
+    """An output that could not be written (an OSError of :data:`CANNOT_WRITE`, naming the file) as one sentence:
+    nothing was written, since the atomic write removed its temporary; None for any other error (a bug)."""
+    if exc.errno not in CANNOT_WRITE:
         return None
-    full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
-    return InputError(f"{target} could not be written ({exc.strerror or exc}); nothing was written"
-                      + (f": free space in {target.parent.absolute()}" if full else ""))  # fmt: skip
+    where = Path(exc.filename) if exc.filename else None
+    full = exc.errno in (errno.ENOSPC, errno.EDQUOT) and where is not None
+    free = next((p for p in where.parents if p.is_dir()), Path(".")).absolute() if full and where else None
+    return InputError(f"{where or 'an output'} could not be written ({exc.strerror or exc}); nothing was written"
+                      + (f": free space in {free}" if free else ""))  # fmt: skip
 
 
 def _sibling(path: Path, tag: str) -> Path:
@@ -122,16 +130,13 @@ def atomic_path(path: Path | str) -> Iterator[Path]:
         _remove_stale(target)
         tmp = _own(_sibling(target, "tmp"))
     except OSError as e:
-        raise unwritable(target, e) or e from None
+        raise _named(target, e) from None
     try:
         yield tmp
         tmp.replace(target)
     except OSError as e:
         tmp.unlink(missing_ok=True)
-        said = unwritable(target, e)
-        if said is None:
-            raise
-        raise said from None
+        raise _named(target, e) from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -168,17 +173,14 @@ def atomic_dir(path: Path | str, *, carry: bool = False) -> Iterator[Path]:
             shutil.rmtree(tmp)
         tmp.mkdir(parents=True)  # mkdir never follows a link (one planted in between makes it fail)
     except OSError as e:
-        raise unwritable(target, e) or e from None
+        raise _named(target, e) from None
     try:
         yield tmp
         if carry and target.is_dir():
             _link_tree(target, tmp)
     except OSError as e:
         shutil.rmtree(tmp, ignore_errors=True)
-        said = unwritable(target, e)
-        if said is None:
-            raise
-        raise said from None
+        raise _named(target, e) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -53,6 +53,11 @@ MAX_ID = 2**53
 """Largest id (e.g. a VM id): every whole number up to it is exact in float64, in which CSV columns are parsed."""
 
 
+def _a(what: str) -> str:
+    """``what`` with its article: "an allocations file", "a trace"."""
+    return f"{'an' if what[:1].lower() in 'aeiou' else 'a'} {what}"
+
+
 def check_file(path: str | Path, what: str = "file") -> Path:
     """``path`` as a Path, after checking it names a readable regular file; else an InputError naming it.
 
@@ -60,11 +65,11 @@ def check_file(path: str | Path, what: str = "file") -> Path:
     """
     p = Path(path)
     if p.is_dir():
-        raise InputError(f"is a folder, expected a {what}", path=p)
+        raise InputError(f"is a folder, expected {_a(what)}", path=p)
     if not p.exists():
         raise InputError(f"no such {what}", path=p)
     if not p.is_file():
-        raise InputError(f"is not a regular file, expected a {what}", path=p)
+        raise InputError(f"is not a regular file, expected {_a(what)}", path=p)
     if not os.access(p, os.R_OK):
         raise InputError(f"cannot read the {what} (permission denied)", path=p)
     return p

@@ -292,3 +292,54 @@ def test_max_together_passes_over_racks_whose_moves_need_a_joint_step() -> None:
         with pytest.raises(InputError) as err:
             NetworkEngine(ALPHA).make_room(NetJob("x", 1, 1, 0.1), max_together=bad)  # type: ignore[arg-type]
         assert err.value.field == "max_together"
+
+
+def test_what_reviews_found_in_moves_stays_fixed(tmp_path: Path) -> None:
+    """The checker refuses amounts a cluster cannot give (below 0, fractions) and names a malformed plan instead of
+    raising; a move may not give a job more of a drained server; a move listing a job's servers in another order
+    changes nothing; an executed plan keeps the policy's draws (a dry one puts them back); a file becomes layout 3
+    only with its first move; an explanation of a running id shows the hold asked."""
+    n = ALPHA.node_names
+    jobs = [{"id": "b", "servers": [n[0], n[1]], "cpu": [5, 5], "mem": [5, 5], "links": [[n[0], n[40]], [n[1], n[40]]],
+             "bw": 0.1}]  # fmt: skip
+    request = {"id": "c", "cpu": 15, "mem": 1, "bw": 0.1}
+    links = jobs[0]["links"] + [[n[2], n[40]]]
+    bad = {"accepted": True, "moves": [{"id": "b", "from": [n[0], n[1]], "servers": [n[0], n[1], n[2]],
+                                        "cpu": [-5, 10, 5], "mem": [5, 5, 0], "links": links, "step": 0}],
+           "placement": {"id": "c", "servers": [n[0]], "cpu": [15], "mem": [1], "links": [], "bw": 0.1}}  # fmt: skip
+    bad["inventory"] = [{**jobs[0], **{k: bad["moves"][0][k] for k in ("servers", "cpu", "mem", "links")}},
+                        bad["placement"]]  # fmt: skip
+    assert any("not a whole number" in p for p in check_room_plan(ALPHA, jobs, [], request, bad))
+    half = copy.deepcopy(bad)
+    half["moves"][0]["cpu"] = [4.5, 5.5, 0]
+    assert any("not a whole number" in p for p in check_room_plan(ALPHA, jobs, [], request, half))
+    assert check_room_plan(ALPHA, jobs, [], request, {"accepted": True, "moves": [{"id": "b"}]}) != []
+    uneven = copy.deepcopy(bad)
+    uneven["moves"][0]["cpu"] = [5, 5]
+    assert any("do not match" in p for p in check_room_plan(ALPHA, jobs, [], request, uneven))
+
+    db = tmp_path / "n.db"
+    e = NetworkEngine.open(db, ALPHA, "tetris")
+    e.reconcile([{"id": "a", "servers": [n[0], n[1]], "cpu": [3, 3], "mem": [2, 2], "bw": 0.1, "hold": 3}])
+    e.drain_server(n[0])
+    with pytest.raises(InputError, match="drained") as err:
+        e.move("a", {"servers": [n[0], n[1]], "cpu": [6, 0], "mem": [2, 2]})
+    assert err.value.field == "servers"
+    e.move("a", {"servers": [n[0], n[1]], "cpu": [1, 5], "mem": [2, 2]})  # less of it is fine
+    assert e.job("a").cpu == (1, 5)
+    assert e.move("a", {"servers": [n[1], n[0]], "cpu": [5, 1], "mem": [2, 2]}).servers == (n[0], n[1])
+    assert e.counters["moved"] == 1
+    assert e.explain(NetJob("a", 2, 2, 0.1, hold=9)).placement.hold == 9
+    assert sqlite3.connect(db).execute("PRAGMA user_version").fetchone()[0] == 3  # the move made it 3
+    e.close()
+    fresh = tmp_path / "m.db"
+    NetworkEngine.open(fresh, ALPHA).close()
+    assert sqlite3.connect(fresh).execute("PRAGMA user_version").fetchone()[0] == 2  # none yet: still 2
+
+    for execute in (False, True):
+        job, plan = next((x[1], x[2]) for x in _refusals("random", 2) if x[2].moves)
+        e = NetworkEngine(ALPHA, "random")
+        e.reconcile([j for j in plan.inventory if j["id"] != job.id])  # the state before that plan
+        before = e.policy.rng.bit_generator.state
+        assert e.make_room(job, execute=execute).executed == execute
+        assert (e.policy.rng.bit_generator.state == before) != execute

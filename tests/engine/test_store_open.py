@@ -533,3 +533,28 @@ def test_a_relative_path_survives_a_chdir_and_a_link_saves_beside_the_real_file(
     assert not list(links.glob("*.recovered-*")) and (saved.stat().st_mode & 0o777) == 0o600
     with contextlib.closing(sqlite3.connect(saved)) as conn:
         assert [r[0] for r in conn.execute("SELECT id FROM vms")] == ["y"]
+
+
+def test_a_run_whose_out_cannot_be_written_is_one_sentence_and_leaves_nothing(small_disk: Path, tmp_path: Path) -> None:
+    """A command-line review: `simulate`, `solve` and the other commands writing --out after the whole run were a
+    traceback (exit 1) on a full disk, leaving a folder with only config.toml; --out on a read-only mount passed the
+    check before the run (os.access says yes for root) and failed after it. `cluster backup` into a folder it
+    cannot write was a traceback too."""
+    filler = small_disk / "filler"
+    free = os.statvfs(small_disk).f_bavail * os.statvfs(small_disk).f_frsize
+    filler.write_bytes(b"\0" * max(free - 1024, 0))
+    for args in (["simulate", "numa", "--trace", "synthetic", "--pms", "10", "--episodes", "1"],
+                 ["solve", "--instance", "exp2", "--method", "greedy"]):  # fmt: skip
+        res = runner.invoke(app, [*args, "--out", str(small_disk / "run")])
+        assert res.exit_code == 2 and "Traceback" not in res.output, (args, res.output)
+        assert "could not be written (No space left on device); nothing was written" in res.output, res.output
+        assert sorted(p.name for p in small_disk.iterdir()) == ["filler"], (args, list(small_disk.iterdir()))
+    filler.unlink()
+    subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True, capture_output=True)
+    res = runner.invoke(app, ["simulate", "numa", "--trace", "synthetic", "--pms", "10", "--episodes", "1",
+                              "--out", str(small_disk / "run")])  # fmt: skip
+    assert res.exit_code == 2 and "cannot write in" in res.output and "Traceback" not in res.output, res.output
+    db = tmp_path / "c.db"
+    _cluster(db, vms=5)
+    res = runner.invoke(app, ["cluster", "backup", str(small_disk / "b.db"), "--db", str(db)])
+    assert res.exit_code == 2 and "cannot be written (Read-only file system)" in res.output, res.output

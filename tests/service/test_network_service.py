@@ -335,6 +335,9 @@ def test_moves_over_http_record_a_plan_carried_out(tmp_path: Path) -> None:
         assert room.status_code == 200 and room.json()["executed"] and room.json()["moves"] == [], room.text
         assert c.get("/jobs/m").json()["servers"] == room.json()["placement"]["servers"]
         assert c.get("/network").json()["counters"]["moved"] == 2
+        journal = c.get("/network/journal").json()  # moved and placed-by-make-room entries as the schema says
+        assert {x["by"] for x in journal["entries"]} >= {"move"}
+        jsonschema.validate(journal, {**doc, "$ref": "#/components/schemas/NetJournalOut"})
     net.close()
     entries = read_network_journal(tmp_path / "n.db", event="moved", limit=None)
     assert [(x.job, x.by) for x in entries] == [("a", "move"), ("b", "move")]

@@ -374,7 +374,9 @@ def compare_netalloc(
         except InputError as e:  # a topology or request set names its own field
             if e.path is not None:  # a topology or request file: its own file, line and field, not the policy's
                 raise
-            raise InputError(f"{spec}: {e.detail}", field=e.field or "policies") from None
+            if e.field not in (None, "policy", "policies", "checkpoint"):  # the topology's or the set's own flag
+                raise
+            raise InputError(f"{spec}: {e.detail}", field="policies") from None
     per_episode: dict[str, list[dict[str, float]]] = {}
     n = 0
     for spec in policies:

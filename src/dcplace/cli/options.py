@@ -37,6 +37,7 @@ from typing import Annotated, Any, Concatenate, ParamSpec, TypeVar
 import typer
 
 from dcplace import config, limits
+from dcplace.atomic import unwritable
 from dcplace.cli.outputs import ASSIGNMENT_SUFFIXES, EPISODE_SUFFIXES
 from dcplace.errors import InputError
 
@@ -175,6 +176,20 @@ def _no_settings_only_folder(out: object) -> Iterator[None]:
         raise
 
 
+@contextlib.contextmanager
+def _unwritable_outputs() -> Iterator[None]:
+    """An output the place would not take (a full disk, a read-only mount, no permission: after the whole run, or a
+    place ``--out``'s probe could not see) as one sentence naming the file, where it was a traceback (a review);
+    any other OSError stays one (a bug)."""
+    try:
+        yield
+    except OSError as exc:
+        said = unwritable(exc)
+        if said is None:
+            raise
+        raise said from None
+
+
 def config_command(
     cls: type[C], flags: Mapping[str, Flag] | None = None, resume: Resume | None = None
 ) -> Callable[[Callable[Concatenate[C, P], None]], Callable[..., None]]:
@@ -217,7 +232,11 @@ def config_command(
                         given[opt.leaf.key] = _from_flag(opt, value)
                 if resume is not None and kwargs.get("resume"):
                     config_file = run_settings(cls, resume, config_file, given, kwargs.get("out"), by_key)
-            with errors_as_exit(by_key, from_file, config_file), _no_settings_only_folder(kwargs.get("out")):
+            with (
+                errors_as_exit(by_key, from_file, config_file),
+                _no_settings_only_folder(kwargs.get("out")),
+                _unwritable_outputs(),
+            ):
                 with limits.unguarded() if force else contextlib.nullcontext():
                     cfg = resolve(cls, config_file, given, from_file)
                     if resume is not None:  # a run's files by absolute path, in its checkpoint as in its config.toml

@@ -719,7 +719,8 @@ def stream(
     if res.samples:
         last = res.samples[-1]
         peak = max(s.machines_in_use for s in res.samples)
-        typer.echo(f"  at the end: {last.vms} VMs on {last.machines_in_use} machines, CPU {last.cpu_alloc:.1%}, "
+        machines = f"{last.machines_in_use} machine{'s' if last.machines_in_use != 1 else ''}"
+        typer.echo(f"  at the end: {last.vms} VMs on {machines}, CPU {last.cpu_alloc:.1%}, "
                    f"memory {last.mem_alloc:.1%} allocated; at most {peak} machines in use")  # fmt: skip
     return rec
 

@@ -39,6 +39,7 @@ from dcplace.engine.network_check import check_room_plan
 from dcplace.engine.store import (
     StoreError,
     _reading,
+    _why,
     check_journal_keep,
     check_network_database,
     create_new,
@@ -204,6 +205,9 @@ class NetRoomPlan:
                 "executed": self.executed, "at": self.at}  # fmt: skip
 
 
+_RECORDED: Any = object()
+"""``NetworkEngine._placement``'s hold of a running job: the engine's record of it."""
+
 _INVENTORY_FIELDS = {"id", "servers", "cpu", "mem", "bw", "links", "hold", "accepted", "locality"}
 """What an inventory row may have: a running job as ``GET /jobs`` lists it (``accepted`` and ``locality`` are
 ignored), with ``links`` and ``hold`` optional."""
@@ -263,8 +267,10 @@ class NetExplanation:
 
 
 SCHEMA_VERSION = 3
-"""The network database's layout, in SQLite's ``user_version`` (1: meta and jobs; 2: and the journal; 3: its entries
-may be ``moved``, which a dcplace reading up to 2 would take for hand-edited rows); a newer one is refused. A
+"""The newest network database layout this dcplace reads, in SQLite's ``user_version`` (1: meta and jobs; 2: and the
+journal; 3: its entries may be ``moved``, or ``placed`` by ``make-room``, which a dcplace reading up to 2 would take
+for hand-edited rows: a file becomes 3 with the first such entry, so one never moved stays readable by an older
+dcplace); a newer one is refused. A
 version-1 file gains the journal when opened (its jobs then running have no entry in it)."""
 
 _SCHEMA = (
@@ -284,6 +290,8 @@ JOURNAL_KEEP = 1_000_000
 70-80 bytes each with the index on ``job``, by the ids' length: 70-80 MB); older ones are deleted as new ones come,
 1,000 at a time (``journal_keep`` of :meth:`NetworkEngine.open`, ``serve --journal-keep``)."""
 _PRUNE_EVERY = 1000
+_JOURNAL_LAYOUT = 2
+"""The layout a file is brought up to when opened (the journal); :data:`SCHEMA_VERSION` once a move is written."""
 
 NET_EVENTS = ("placed", "rejected", "released", "moved", "started", "resumed", "drained", "activated")
 """What the network journal records: a job ``placed`` or ``rejected`` (what it asked for, as asked; a rejection's
@@ -557,6 +565,7 @@ class NetworkEngine:
         self.lock = threading.RLock()
         self._rid: dict[str, int] = {}  # job id -> its allocation in the simulator
         self._hold: dict[str, int | None] = {}  # job id -> its declared hold (None: none), as the file keeps it
+        self._layout = SCHEMA_VERSION  # the file's user_version (open); 3 once a move is written
         self._conn: sqlite3.Connection | None = None
         self._lock_fd: int | None = None
         self._path = Path()
@@ -625,7 +634,8 @@ class NetworkEngine:
                                  f"reads up to {SCHEMA_VERSION}): upgrade dcplace", field="db")  # fmt: skip
             for statement in _SCHEMA:
                 conn.execute(statement)
-            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            engine._layout = max(version, _JOURNAL_LAYOUT)
+            conn.execute(f"PRAGMA user_version = {engine._layout}")
             mark = fingerprint(engine.topology)
             row = conn.execute("SELECT value FROM meta WHERE key = 'topology'").fetchone()
             if row is None:
@@ -679,10 +689,10 @@ class NetworkEngine:
         self._release_file(conn)
         if made:
             remove_database(p)
-        if "locked" in str(e) or "busy" in str(e):
-            return InputError(f"{p} is locked by another program ({e}): an sqlite3 shell or a backup tool holding a "
-                              "transaction? Close it and try again", field="db")  # fmt: skip
-        return InputError(f"{p} {why} ({e})", field="db")
+        said = _why(p, e) if isinstance(e, sqlite3.DatabaseError) else ""
+        if not said or said.startswith("is not"):  # SQLite's own words for a file that is no database of ours
+            said = f"{why} ({e})"
+        return InputError(f"{p} {said}", field="db")
 
     def _journal_setting(self, conn: sqlite3.Connection, asked: int | None) -> str | None:
         """In :meth:`open`'s transaction: the ``journal_keep`` in force (``asked``, else the one stored, else
@@ -1152,10 +1162,12 @@ class NetworkEngine:
         (1: one at a time); a rack whose moves need more is passed over (None: no limit). Every plan is re-checked
         by :func:`dcplace.engine.network_check.check_room_plan` before it is answered.
 
-        ``execute=False`` (the default): nothing changes, and the policy's draws are put back (as :meth:`explain`).
+        ``execute=False`` (the default): nothing changes, and the policy's draws are put back (as :meth:`explain`;
+        an executed plan keeps them, as a placement does).
         To act on it: carry the steps out in order and tell the engine after each (:meth:`moves`; :meth:`move` for a
-        step of one job), then place the job (or send ``inventory``, every job as the plan leaves it, to
-        :meth:`reconcile` with ``as_of`` the plan's ``at``). ``execute=True``: the moves
+        step of one job), then record the job by sending ``inventory`` (every job as the plan leaves it) to
+        :meth:`reconcile` with ``as_of`` the plan's ``at`` (placing it anew lets the policy decide on another state,
+        which may refuse it). ``execute=True``: the moves
         and the job are recorded at once, in one commit (journalled ``moved`` and ``placed`` by ``make-room``), as
         an executed re-optimisation event records its moves; the records then run ahead of the cluster until the
         moves are made. Measured in Nara's setting (docs/netalloc.md, "Moving running jobs"): on demand this way
@@ -1169,9 +1181,10 @@ class NetworkEngine:
             at = time.time()  # under the lock: nothing changes while the plan is made
             now = self.explain(job)
             if now.accepted or now.reason == "capacity":
-                if now.accepted and execute:
-                    placed = self.place(job)  # the policy decides as the explanation said (its draws were put back)
-                    assert isinstance(placed, JobPlacement), "a job explained as fitting was refused"
+                if now.accepted and execute:  # placed as POST /jobs places it: the policy decides again, its draws
+                    placed = self.place(job)  # put back, so as the explanation said (a user's policy may not)
+                    if not isinstance(placed, JobPlacement):
+                        return NetRoomPlan(job.id, False, placed.reason, None, None, (), (), at=at)
                     now = replace(now, placement=placed)
                 inventory = [self._placement(j, r).as_dict() for j, r in self._rid.items()]
                 inventory += [now.placement.as_dict()] if now.placement is not None and not execute else []
@@ -1188,7 +1201,7 @@ class NetworkEngine:
                     by_rack.setdefault(i, []).append(j)
             drawn = _draws(self.policy)
             best: tuple[list[list[str]], int, str, LiveNetSim, dict[str, int]] | None = None
-            try:
+            try:  # the draws put back unless the plan is recorded: then the policy has decided, as a placement does
                 for i, (rack, _) in enumerate(self._racks):
                     lifted = by_rack.get(i, [])
                     if not lifted:
@@ -1212,25 +1225,33 @@ class NetworkEngine:
                         steps = self._cold_steps(moved, sim, rids)
                         if max_together is None or max(map(len, steps), default=0) <= max_together:
                             best = (steps, len(moved), rack, sim, rids)
-            finally:
+            except BaseException:
+                _put_back(self.policy, drawn)
+                raise
+            if best is None or not execute:
                 _put_back(self.policy, drawn)
             if best is None:
                 return NetRoomPlan(job.id, False, "network", None, None, (), (), at=at)
             steps, _, rack, sim, rids = best
             placement = self._placement(job.id, rids[job.id], sim, job.hold)
-            moves = []
+            moves: list[NetMove] = []
             for step, group in enumerate(steps):
                 for j in group:
                     to = self._placement(j, rids[j], sim)
                     moves.append(NetMove(j, self._placement(j, self._rid[j]).servers, to.servers, to.cpu, to.mem,
                                          to.links, step))  # fmt: skip
             where = {**self._rid, **rids}
-            after = tuple(self._placement(j, r, sim, job.hold).as_dict() for j, r in where.items())
+            after = tuple(self._placement(j, r, sim, job.hold if j == job.id else _RECORDED).as_dict()
+                          for j, r in where.items())  # fmt: skip
             plan = NetRoomPlan(job.id, True, None, placement, rack, tuple(moves), after, at=at)
             self._verify(job, plan)
             if execute:
                 plan = replace(plan, executed=True)
-                self._record_room(job, plan, sim, where)
+                try:
+                    self._record_room(job, plan, sim, where)
+                except Unavailable:  # nothing changed: the policy as if it had not decided
+                    _put_back(self.policy, drawn)
+                    raise
             return plan
 
     def _cold_steps(self, moved: list[str], sim: LiveNetSim, rids: dict[str, int]) -> list[list[str]]:
@@ -1284,12 +1305,19 @@ class NetworkEngine:
         statements.append(("INSERT INTO jobs (id, servers, cpu, mem, links, bw, hold) VALUES (?, ?, ?, ?, ?, ?, ?)",
                            (job.id, *lists, int(a.bw), job.hold)))  # fmt: skip
         statements.append(self._entry("placed", job, "make-room"))
-        self._write(*statements)
+        self._write_moves(*statements)
         self.sim, self._rid = sim, where
         self._hold[job.id] = job.hold
         self._publish()
         self.counters["placed"] += 1
         self.counters["moved"] += len(plan.moves)
+
+    def _write_moves(self, *statements: tuple[str, tuple[Any, ...]]) -> None:
+        """:meth:`_write` of statements that journal a move: the file's layout becomes :data:`SCHEMA_VERSION` in the
+        same commit, where it is older (a dcplace that reads only up to 2 then refuses it, not misreads it)."""
+        bump = [("PRAGMA user_version = " + str(SCHEMA_VERSION), ())] if self._layout < SCHEMA_VERSION else []
+        self._write(*bump, *statements)
+        self._layout = SCHEMA_VERSION
 
     @staticmethod
     def _moved_row(job_id: str, a: Allocation) -> tuple[str, tuple[Any, ...]]:
@@ -1322,7 +1350,7 @@ class NetworkEngine:
         ``links`` optional, pairs of node names: routed as a reconcile routes where absent). A move keeps the job's
         CPU, memory and bandwidth (a job of another size is a release and a placement, or a reconcile). Cold and
         together: every listed job's old share is free before the new ones are taken, so a step's swap is one call;
-        a job may take a drained server only where it ran before. All or nothing, durable on return, journalled
+        a job may be given no more of a drained server than it had. All or nothing, durable on return, journalled
         ``moved`` by ``move``; a row where the job runs already changes nothing. NotFound where a job does not
         run; InputError naming the row and field (``moves[1].servers``) where a row is not a placement of its job
         or the moves do not fit (nothing changed)."""
@@ -1353,24 +1381,27 @@ class NetworkEngine:
                     raise InputError(f"gives {int(r.cpu.sum())} CPU and {int(r.mem.sum())} memory units where the "
                                      f"job has {int(a.cpu.sum())} and {int(a.mem.sum())}: a move keeps its size",
                                      field=f"{where}.cpu")  # fmt: skip
-                fresh = [self._names[v] for v in r.servers.tolist() if self.sim.drained[v] and v not in a.servers]
-                if fresh:
-                    raise InputError(f"server {fresh[0]} is drained: no job is given any of it",
+                had = {int(v): (int(c), int(m)) for v, c, m in zip(a.servers, a.cpu, a.mem, strict=True)}
+                now = zip(r.servers.tolist(), r.cpu.tolist(), r.mem.tolist(), strict=True)
+                fresh = [self._names[v] for v, c, m in now if self.sim.drained[v]
+                         and (c > had.get(v, (0, 0))[0] or m > had.get(v, (0, 0))[1])]  # fmt: skip
+                if fresh:  # what it gives the job may only shrink there
+                    raise InputError(f"server {fresh[0]} is drained: no job is given more of it than it had",
                                      field=f"{where}.servers")  # fmt: skip
                 parsed.append((r, rid))
+            moving = [(r, rid) for r, rid in parsed if not r.matches(self.sim.active[rid])]  # the rest: as recorded
             fork, rids = self.sim.fork(), dict(self._rid)
-            for _, rid in parsed:
+            for _, rid in moving:
                 fork.release(rid)
             changed = []
-            for r, rid in parsed:
+            for r, _ in moving:
                 rids[r.job.id], alloc = self._adopt(fork, r)
-                if not _same(alloc, self.sim.active[rid]):
-                    changed.append((r.job.id, alloc))
+                changed.append((r.job.id, alloc))
             if changed:
                 statements = []
                 for job_id, alloc in changed:
                     statements += [self._moved_row(job_id, alloc), self._moved_entry(job_id, alloc, "move")]
-                self._write(*statements)  # a 503 or a failure: nothing taken (the fork is dropped)
+                self._write_moves(*statements)  # a 503 or a failure: nothing taken (the fork is dropped)
                 self.sim, self._rid = fork, rids
                 self._publish()
                 self.counters["moved"] += len(changed)
@@ -1521,9 +1552,9 @@ class NetworkEngine:
                                        peek=tail is None)  # fmt: skip
         return (entries, None) if tail is not None else paged(entries, limit)
 
-    def _placement(self, job_id: str, rid: int, sim: LiveNetSim | None = None, hold: int | None = None) -> JobPlacement:
-        """Where job ``job_id`` (allocation ``rid`` of ``sim``, the engine's own by default) runs, with its declared
-        hold (the engine's record, else ``hold``: a job not running yet)."""
+    def _placement(self, job_id: str, rid: int, sim: LiveNetSim | None = None, hold: Any = _RECORDED) -> JobPlacement:
+        """Where job ``job_id`` (allocation ``rid`` of ``sim``, the engine's own by default) runs, with ``hold``
+        (:data:`_RECORDED`, the default for a running job: the engine's record)."""
         sim = self.sim if sim is None else sim
         a = sim.active[rid]
         names, top = self._names, self.topology
@@ -1535,7 +1566,7 @@ class NetworkEngine:
             tuple((names[int(top.link_u[x])], names[int(top.link_v[x])]) for x in a.links),
             a.bw / BW_SCALE,
             LOCALITY_NAMES[sim.locality_of(a.servers)],
-            self._hold.get(job_id, hold),
+            self._hold.get(job_id) if hold is _RECORDED else hold,
         )
 
     def stats(self) -> dict[str, Any]:

@@ -14,7 +14,8 @@ alone, or several that need each other's room) are all stopped where they run, t
   each job moved once, the steps in order;
 - after each step no server gives more CPU or memory than it has and no link carries more than its capacity;
 - no move or new job takes any part of a drained server;
-- every placement's links join all its servers (a job on one server needs none) and name links of the topology;
+- every placement's links join all its servers (a job on one server needs none) and name links of the topology,
+  and its amounts are whole numbers of units, none below 0;
 - the new job takes what it asks (``cpu``, ``mem``, ``bw`` of the request), and
 - ``inventory`` is every job as it runs after the moves, the new one included, and nothing else.
 """
@@ -31,6 +32,11 @@ __all__ = ["check_room_plan"]
 
 def _micro(bw: float) -> int:
     return round(float(bw) * BW_SCALE)
+
+
+def _total(amounts: Sequence[Any]) -> int | None:
+    """The sum of whole amounts (None where one is not a whole number: :func:`check_room_plan` names it)."""
+    return sum(amounts) if all(type(x) is int for x in amounts) else None
 
 
 def _joined(servers: Sequence[str], links: Sequence[Sequence[str]]) -> bool:
@@ -60,7 +66,24 @@ def check_room_plan(
     """The problems of ``plan`` (a :class:`~dcplace.engine.network.NetRoomPlan` as a dict) for the job
     ``request`` (``id``, ``cpu``, ``mem``, ``bw``) on ``topology`` running ``jobs`` (``GET /jobs`` rows) with
     ``drained`` servers, carried out cold (module docstring): one sentence each, none for a sound plan. A plan that
-    does not accept the job is sound when it moves nothing and lists no inventory."""
+    does not accept the job is sound when it moves nothing and lists no inventory; one that is not shaped as a plan
+    (a field missing, a list that is not one) is one problem."""
+    problems: list[str] = []
+    try:
+        _check(topology, jobs, drained, request, plan, problems)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:  # what was found before it, and this
+        problems.append(f"the plan is not well formed ({type(e).__name__}: {e})")
+    return problems
+
+
+def _check(
+    topology: Topology,
+    jobs: Sequence[Mapping[str, Any]],
+    drained: Sequence[str],
+    request: Mapping[str, Any],
+    plan: Mapping[str, Any],
+    problems: list[str],
+) -> None:
     names = topology.node_names
     cpu_cap = {names[v]: int(topology.server_cpu[v]) for v in range(topology.n_servers)}
     mem_cap = {names[v]: int(topology.server_mem[v]) for v in range(topology.n_servers)}
@@ -70,15 +93,20 @@ def check_room_plan(
             topology.link_cap[e]
         )
     if not plan.get("accepted"):
-        return [] if not plan.get("moves") and not plan.get("inventory") else ["a refused plan moves or lists jobs"]
-    problems: list[str] = []
+        if plan.get("moves") or plan.get("inventory"):
+            problems.append("a refused plan moves or lists jobs")
+        return
     cpu = {s: 0 for s in cpu_cap}  # what is given, by server and link name
     mem = {s: 0 for s in mem_cap}
     bw = {k: 0 for k in link_cap}
     running: dict[str, Mapping[str, Any]] = {}
 
     def take(row: Mapping[str, Any], sign: int, what: str) -> None:
+        if not len(row["servers"]) == len(row["cpu"]) == len(row["mem"]):
+            return  # named by sound()
         for s, c, m in zip(row["servers"], row["cpu"], row["mem"], strict=True):
+            if type(c) is not int or type(m) is not int:
+                continue  # named by sound()
             if s not in cpu_cap:
                 problems.append(f"{what}: {s!r} is not a server")
                 continue
@@ -100,6 +128,8 @@ def check_room_plan(
     def sound(row: Mapping[str, Any], what: str) -> None:
         if not len(row["servers"]) == len(row["cpu"]) == len(row["mem"]) or not row["servers"]:
             problems.append(f"{what}: servers, cpu and mem do not match")
+        if not all(type(x) is int and x >= 0 for x in (*row["cpu"], *row["mem"])):
+            problems.append(f"{what}: an amount is not a whole number of units from 0 (a server cannot give back)")
         if len(set(row["servers"])) != len(row["servers"]):
             problems.append(f"{what}: a server twice")
         if len({frozenset(p) for p in row["links"]}) != len(row["links"]):
@@ -135,9 +165,9 @@ def check_room_plan(
             if list(move["from"]) != list(was["servers"]):
                 problems.append(f"{what}: it runs on {was['servers']}, not {move['from']}")
             now = {**was, "servers": move["servers"], "cpu": move["cpu"], "mem": move["mem"], "links": move["links"]}
-            if (sum(now["cpu"]), sum(now["mem"])) != (sum(was["cpu"]), sum(was["mem"])):
-                problems.append(f"{what}: changes the job's CPU or memory")
             sound(now, what)
+            if (_total(now["cpu"]), _total(now["mem"])) != (_total(was["cpu"]), _total(was["mem"])):
+                problems.append(f"{what}: changes the job's CPU or memory")
             take(was, -1, what)
             started.append((what, now))
         for what, now in started:  # then started where they go
@@ -146,11 +176,12 @@ def check_room_plan(
         over(f"after step {step}")
     placement = plan.get("placement")
     if placement is None:
-        return [*problems, "an accepted plan has no placement"]
+        problems.append("an accepted plan has no placement")
+        return
     what = f"job {request['id']}"
     if placement["id"] != request["id"] or request["id"] in running:
         problems.append(f"{what}: the placement is of {placement['id']!r}, or the job runs already")
-    if (sum(placement["cpu"]), sum(placement["mem"]), _micro(placement["bw"])) != (
+    if (_total(placement["cpu"]), _total(placement["mem"]), _micro(placement["bw"])) != (
         int(request["cpu"]),
         int(request["mem"]),
         _micro(request["bw"]),
@@ -173,4 +204,4 @@ def check_room_plan(
                         "or not only those running after the plan")  # fmt: skip
     problems.extend(f"the inventory has job {j} elsewhere than the plan leaves it"
                     for j in set(listed) & set(running) if key(listed[j]) != key(running[j]))  # fmt: skip
-    return problems
+    return

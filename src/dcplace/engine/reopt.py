@@ -118,7 +118,8 @@ class ReoptPolicy:
               "a finite number > 0")  # fmt: skip
         check(self.below is None or 0 < self.below <= 1, "below", self.below, "in (0, 1]")
         check(self.min_gap_s >= 0, "min_gap_s", self.min_gap_s, "at least 0")
-        check(0 <= self.improve_s <= self.time_limit_s, "improve_s", self.improve_s, "in [0, time_limit_s]")
+        check(0 <= self.improve_s <= self.time_limit_s, "improve_s", self.improve_s,
+              f"from 0 to the time limit ({self.time_limit_s:g} s)")  # fmt: skip
 
     def due(self, state: ClusterState, now: float, last: float | None) -> str | None:
         """Why an event is due at time ``now`` (``last``: the previous event's time, None if none): ``"timer"``,

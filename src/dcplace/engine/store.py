@@ -403,8 +403,10 @@ def check_network_database(p: Path) -> set[str]:
         raise InputError(f"{p} is not a file", field="db")
     try:
         tables = _tables(p)
-    except sqlite3.DatabaseError as e:
-        raise InputError(f"{p} is not a dcplace network database ({e})", field="db") from None
+    except sqlite3.DatabaseError as e:  # a read-only mount or a full disk is not "not a database" (a review)
+        said = _why(p, e)
+        said = said if not said.startswith("is not") else f"is not a dcplace network database ({e})"
+        raise InputError(f"{p} {said}", field="db") from None
     if _network_tables(tables):
         return tables
     if "vms" in tables:

@@ -595,7 +595,7 @@ class NetExplanationOut(BaseModel):
 class NetJournalEntryOut(BaseModel):
     seq: int = Field(description="grows with every entry: pass the last one read as `after` to read on")
     at: float = Field(description="Unix time")
-    event: Literal["placed", "rejected", "released", "started", "resumed", "drained", "activated"]
+    event: Literal["placed", "rejected", "released", "moved", "started", "resumed", "drained", "activated"]
     job: str | None = Field(description="placed, rejected, released: the job")
     cpu: int | None = Field(description="placed, rejected: the CPU units it asked for")
     mem: int | None = Field(description="placed, rejected: the memory units it asked for")
@@ -605,8 +605,10 @@ class NetJournalEntryOut(BaseModel):
     policy: str | None = Field(description="started: the policy the engine started with")
     off_since: float | None = Field(description="resumed: when the journal went off (Unix time)")
     server: str | None = Field(description="drained, activated: the server")
-    by: Literal["reconcile"] | None = Field(
-        default=None, description="placed, released: `reconcile` where a reconcile recorded or released the job"
+    by: Literal["reconcile", "make-room", "move"] | None = Field(
+        default=None,
+        description="placed, released, moved: `reconcile` where a reconcile recorded or released the job, "
+        "`make-room` where an executed plan moved or placed it, `move` where a client told a move",
     )
 
 

@@ -180,7 +180,8 @@ def add_network_routes(app: FastAPI, net: NetworkEngine) -> None:
         """Where a job (the body `POST /jobs` takes) could run if the running jobs of one rack moved, and where they
         would go, in steps safe to carry out (docs/engine.md, "Making room"). Nothing is changed unless
         `execute=true`, which records the moves and the job in one commit. Otherwise, to act on it: make each step's
-        moves and tell `POST /network/moves` (or `POST /jobs/{id}/move` for a step of one), then place the job."""
+        moves and tell `POST /network/moves` (or `POST /jobs/{id}/move` for a step of one), then record the job by
+        sending `inventory` to `POST /network/reconcile?as_of=` the plan's `at`."""
         job = NetJob(body.id, body.cpu, body.mem, body.bw, body.hold)
         return _json(net.make_room(job, execute=execute, max_together=max_together).as_dict())
 
