@@ -273,6 +273,8 @@ def test_the_trace_of_the_journal_is_the_demand(tmp_path: Path) -> None:
     out = tmp_path / "trace.csv"
     res = runner.invoke(app, ["cluster", "trace", str(out), "--db", str(db)])
     assert res.exit_code == 0, res.output
+    named = runner.invoke(app, ["cluster", "trace", str(tmp_path / "t.json"), "--db", str(db)])  # a CSV, named so
+    assert named.exit_code == 2 and "must end in .csv" in named.stderr and not (tmp_path / "t.json").exists()
     assert "wrote 3 requests" in res.output
     back = load_trace(str(out), seed=0)
     assert back.cpu.tolist() == [2, 3, 1] and np.isinf(back.departure[1:]).all()

@@ -666,6 +666,8 @@ def trace(
             raise InputError(f"OUT: {out} already exists; choose another name")
         if not out.parent.is_dir():
             raise InputError(f"OUT: the folder {out.parent} does not exist")
+        if out.suffix.lower() != ".csv":  # it is a CSV, whatever the name said (a review found CSV in t.json)
+            raise InputError(f"OUT: {out} must end in .csv: the trace is a CSV file")
         if db.is_file() and is_network_database(db):
             return _network_trace(db, out, rejected or "include")
         table, summary = journal_trace(journal_entries(db, TRACE_EVENTS), rejected=rejected or "skip")
