@@ -114,3 +114,28 @@ def test_atomic_dir_carry_keeps_other_files(tmp_path: Path) -> None:
         (tmp / "checkpoint.pt").write_text("new")
     assert (target / "checkpoint.pt").read_text() == "new"
     assert (target / "config.toml").read_text() == "kept" and (target / "sub" / "f").read_text() == "deep"
+
+
+def test_only_the_helpers_own_writes_become_output_errors(tmp_path: Path) -> None:
+    """A write the place refuses (here a full disk's ENOSPC, a permission error on the temporary) is an OutputError
+    naming the target, which the command line says in one sentence; an error about anything else raised inside
+    the block (an input that cannot be read) stays what it was (a review found one reported as the output)."""
+    import errno
+
+    from dcplace.atomic import OutputError, unwritable
+
+    target = tmp_path / "out.json"
+    for make in (lambda tmp: OSError(errno.ENOSPC, "No space left on device"),
+                 lambda tmp: PermissionError(errno.EACCES, "Permission denied", str(tmp))):  # fmt: skip
+        with pytest.raises(OutputError) as err, atomic_path(target) as tmp:
+            raise make(tmp)
+        assert err.value.filename == str(target) and not target.exists()
+        said = unwritable(err.value)
+        assert said is not None and f"{target} could not be written" in str(said)
+    with pytest.raises(PermissionError) as err, atomic_dir(tmp_path / "run"):
+        raise PermissionError(errno.EACCES, "Permission denied", "/some/input.csv")
+    assert not isinstance(err.value, OutputError) and err.value.filename == "/some/input.csv"
+    assert unwritable(err.value) is None
+    with pytest.raises(OutputError), atomic_dir(tmp_path / "run") as tmp:
+        raise OSError(errno.EROFS, "Read-only file system", str(tmp / "records.jsonl"))
+    assert list(tmp_path.iterdir()) == []

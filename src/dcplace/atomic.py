@@ -40,16 +40,31 @@ CANNOT_WRITE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES,
 """Errors that say the place cannot take the output (a full disk, a read-only mount, no permission), not a bug."""
 
 
-def _named(target: Path, exc: OSError) -> OSError:
-    """A write refused by the place (:data:`CANNOT_WRITE`) as an OSError naming ``target``, not the temporary
-    sibling it was written to (the name a user never gave); any other error as it was."""
-    return OSError(exc.errno, exc.strerror, str(target)) if exc.errno in CANNOT_WRITE else exc
+class OutputError(OSError):
+    """An output the place would not take (:data:`CANNOT_WRITE`: a full disk, a read-only mount, no permission),
+    naming the output, not its temporary sibling; raised by :func:`atomic_path` and :func:`atomic_dir` only for
+    their own writes, so an input that cannot be read stays what it is (a review found one reported as an output).
+    An OSError still: ``except OSError`` catches it."""
+
+
+def _named(target: Path, exc: OSError, tmp: Path | None = None) -> OSError:
+    """``exc`` as an :class:`OutputError` naming ``target`` where it is a write of the output refused by the place:
+    one of the helper's own steps (``tmp`` None), or, inside the block, one naming the temporary (or nothing: a
+    full disk's write or close carries no name); any other error as it was."""
+    if exc.errno not in CANNOT_WRITE:
+        return exc
+    if tmp is not None:
+        name = os.fsdecode(exc.filename) if exc.filename is not None else None
+        ours = name is None and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+        if not (ours or (name is not None and (name == str(tmp) or name.startswith(str(tmp) + os.sep)))):
+            return exc
+    return OutputError(exc.errno, exc.strerror, str(target))
 
 
 def unwritable(exc: OSError) -> InputError | None:
-    """An output that could not be written (an OSError of :data:`CANNOT_WRITE`, naming the file) as one sentence:
-    nothing was written, since the atomic write removed its temporary; None for any other error (a bug)."""
-    if exc.errno not in CANNOT_WRITE:
+    """An output that could not be written (an :class:`OutputError`) as one sentence: nothing was written, since
+    the atomic write removed its temporary; None for any other error (an input, or a bug)."""
+    if not isinstance(exc, OutputError):
         return None
     where = Path(exc.filename) if exc.filename else None
     full = exc.errno in (errno.ENOSPC, errno.EDQUOT) and where is not None
@@ -133,6 +148,13 @@ def atomic_path(path: Path | str) -> Iterator[Path]:
         raise _named(target, e) from None
     try:
         yield tmp
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise _named(target, e, tmp) from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    try:
         tmp.replace(target)
     except OSError as e:
         tmp.unlink(missing_ok=True)
@@ -176,6 +198,13 @@ def atomic_dir(path: Path | str, *, carry: bool = False) -> Iterator[Path]:
         raise _named(target, e) from None
     try:
         yield tmp
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise _named(target, e, tmp) from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    try:
         if carry and target.is_dir():
             _link_tree(target, tmp)
     except OSError as e:

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dcplace.cluster.topology import preset
-from dcplace.engine import NetJob, NetworkEngine, NotFound, check_room_plan
+from dcplace.engine import Conflict, NetJob, NetworkEngine, NotFound, check_room_plan
 from dcplace.engine.network import SCHEMA_VERSION, network_trace, read_network_journal
 from dcplace.errors import InputError
 from dcplace.sim.netalloc_episodes import episode_requests
@@ -91,14 +91,16 @@ def test_a_plan_carried_out_move_by_move_ends_where_the_executed_plan_does(tmp_p
         done = NetworkEngine(ALPHA, "tetris-bw")
         done.reconcile(before)
         done.make_room(job, execute=True)
-        for step in sorted({m.step for m in plan.moves}):  # a step's moves together; one of them alone: move
-            rows = [{"id": m.id, "servers": list(m.servers), "cpu": list(m.cpu), "mem": list(m.mem),
-                     "links": [list(x) for x in m.links]} for m in plan.moves if m.step == step]  # fmt: skip
+        for step in sorted({m.step for m in plan.moves}):  # a step's moves together, as the plan lists them
+            rows = [m.as_dict() for m in plan.moves if m.step == step]
             if len(rows) == 1:
-                told.move(rows[0].pop("id"), rows[0])
+                told.move(rows[0]["id"], rows[0])
             else:
                 told.moves(rows)
             told.check_invariants()
+        if plan.moves:  # a plan told twice: its moves' `from` is no longer where the jobs run
+            with pytest.raises(Conflict, match="the plan is older"):
+                told.moves([plan.moves[0].as_dict()])
         told.reconcile(list(plan.inventory))
         assert _rows(told) == _rows(done)
         seen += 1
@@ -269,6 +271,19 @@ def test_a_reconcile_as_of_a_stale_inventory_leaves_what_changed_since_as_record
     with pytest.raises(InputError, match="needs the journal"):
         NetworkEngine(ALPHA).reconcile([], as_of=taken)
     e.close()
+    off = NetworkEngine.open(tmp_path / "n.db", ALPHA, "tetris", journal_keep=0)  # the journal off a while
+    off.place(NetJob("unseen", 1, 1, 0.1))
+    off.close()
+    back = NetworkEngine.open(tmp_path / "n.db", ALPHA, "tetris", journal_keep=1_000)
+    with pytest.raises(InputError, match="was off after that time") as err:
+        back.reconcile([j.as_dict() for j in back.jobs()], as_of=taken)
+    assert err.value.field == "as_of"
+    for i in range(2_100):  # pruned past the time (1,000 kept, pruned every 1,000)
+        back.place(NetJob(f"p{i}", 1, 1, 0.1))
+        back.release(f"p{i}")
+    with pytest.raises(InputError, match="no longer reaches back") as err:
+        back.reconcile([j.as_dict() for j in back.jobs()], as_of=taken)
+    back.close()
 
 
 def test_max_together_passes_over_racks_whose_moves_need_a_joint_step() -> None:

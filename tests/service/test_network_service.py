@@ -305,12 +305,16 @@ def test_moves_over_http_record_a_plan_carried_out(tmp_path: Path) -> None:
         a = c.post("/jobs", json={"id": "a", "cpu": 10, "mem": 6, "bw": 0.1, "hold": 4}).json()
         b = c.post("/jobs", json={"id": "b", "cpu": 10, "mem": 6, "bw": 0.1}).json()
         assert (a["hold"], b["hold"]) == (4, None) and c.get("/jobs/a").json()["hold"] == 4
-        swap = [{"id": "a", "servers": b["servers"], "cpu": [10], "mem": [6]},
-                {"id": "b", "servers": a["servers"], "cpu": [10], "mem": [6]}]  # fmt: skip
+        swap = [{"id": "a", "from": a["servers"], "servers": b["servers"], "cpu": [10], "mem": [6], "links": [],
+                 "step": 0},
+                {"id": "b", "from": b["servers"], "servers": a["servers"], "cpu": [10], "mem": [6], "links": [],
+                 "step": 0}]  # fmt: skip  # as a plan lists its moves
         alone = c.post("/jobs/a/move", json={k: v for k, v in swap[0].items() if k != "id"})
         assert alone.status_code == 422 and "cannot run" in alone.json()["detail"], alone.text
         r = c.post("/network/moves", json=swap)
         assert r.status_code == 200, r.text
+        stale = c.post("/network/moves", json=swap[:1])  # told twice: `from` is no longer where a runs
+        assert stale.status_code == 409 and "the plan is older" in stale.json()["detail"], stale.text
         jsonschema.validate(r.json(), {**doc, "type": "array", "items": {"$ref": "#/components/schemas/JobOut"}})
         assert [(j["id"], j["servers"], j["hold"]) for j in r.json()] == [("a", b["servers"], 4),
                                                                           ("b", a["servers"], None)]  # fmt: skip

@@ -479,7 +479,8 @@ def journal(
                                                    "machine-active, machine-failed, machine-changed, "
                                                    "machine-removed, "
                                                    "journal-resumed; a network database: placed, rejected, "
-                                                   "released, started, resumed, drained, activated")] = None,
+                                                   "released, moved, started, resumed, drained, "
+                                                   "activated")] = None,
     by: Annotated[str | None, typer.Option(help="only VM entries made for this reason: import, reconcile, reported, "
                                                 "resize, reoptimisation, evacuation, failure, bind, assign")] = None,
     after: Annotated[int, typer.Option(help="entries after this seq (the last one read)")] = 0,
@@ -493,7 +494,8 @@ def journal(
 ) -> None:  # fmt: skip
     """What happened to the cluster, oldest first: VMs placed, moved, pinned, released, dropped, requests
     rejected, machines added, drained, activated, failed, removed (docs/engine.md, "The journal"); of a network
-    database (`serve --network-db`), jobs placed, rejected and released, and the engine's starts. Read-only, also
+    database (`serve --network-db`), jobs placed, rejected, released and moved, servers drained and activated, and
+    the engine's starts. Read-only, also
     while `dcplace serve` runs on the database; `--follow` goes on printing what happens."""
     from dcplace.engine.journal import MAX_LIMIT, paged, read_journal
     from dcplace.engine.network import read_network_journal

@@ -2631,23 +2631,15 @@ class PlacementEngine:
         """The VMs the journal records as placed, moved, pinned, unpinned, released or dropped after Unix time
         ``at`` (the caller holds the lock, at a moment when the journal has every change:
         :meth:`_locked_when_durable`)."""
-        from dcplace.engine.journal import seq_at
+        from dcplace.engine.journal import changed_since
 
         reading = getattr(self.store, "reading", None)
         if reading is None or not self._journals():
             raise InputError("needs the journal, which this engine does not keep (no database, or --journal-keep 0)",
                              field="as_of")  # fmt: skip
-        with reading() as conn:
-            after = seq_at(conn, at)
-            first = conn.execute("SELECT min(seq) FROM journal").fetchone()[0]
-            if first is not None and first > 1 and after < first:  # the time lies in what was pruned, or before
-                raise InputError("the journal no longer reaches back to that time (pruned): it begins at entry "
-                                 f"{first}", field="as_of")  # fmt: skip
-            entries = query_journal(conn, JournalQuery(after=after, limit=None))
-        if any(e.event == "journal-resumed" for e in entries):
-            raise InputError("the journal was off after that time: what changed then is not in it", field="as_of")
         moves = ("placed", "moved", "pinned", "unpinned", "released", "dropped")
-        return {e.vm for e in entries if e.vm is not None and e.event in moves}
+        with reading() as conn:
+            return changed_since(conn, at, moves, "journal-resumed", "vm")
 
     def _saved(self, dry: bool = False) -> tuple[Any, ...]:
         """What an operation that may be undone, or is only a dry run, changes beside the database (the caller holds

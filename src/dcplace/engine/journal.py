@@ -520,6 +520,25 @@ def seq_at(conn: sqlite3.Connection, at: float) -> int:
     return 0 if row is None else int(row[0])
 
 
+def changed_since(conn: sqlite3.Connection, at: float, events: Sequence[str], resumed: str, key: str) -> set[str]:
+    """What the journal on ``conn`` records as changed after Unix time ``at``: the ``key`` column (``vm``, ``job``)
+    of its entries of ``events``. The inventory reconciles' ``as_of``, VM and network alike. InputError naming
+    ``as_of`` where the journal no longer reaches back to ``at`` (pruned) or was off since (a ``resumed`` entry):
+    what changed then is not in it."""
+    after = seq_at(conn, at)
+    first = conn.execute("SELECT min(seq) FROM journal").fetchone()[0]
+    if first is not None and first > 1 and after < first:  # the time lies in what was pruned, or before
+        raise InputError(f"the journal no longer reaches back to that time (pruned): it begins at entry {first}",
+                         field="as_of")  # fmt: skip
+    off = conn.execute("SELECT EXISTS (SELECT 1 FROM journal WHERE seq > ? AND event = ?)", (after, resumed))
+    if off.fetchone()[0]:
+        raise InputError("the journal was off after that time: what changed then is not in it", field="as_of")
+    marks = ", ".join("?" * len(events))
+    rows = conn.execute(f"SELECT DISTINCT {key} FROM journal WHERE seq > ? AND event IN ({marks}) AND {key} IS NOT "
+                        "NULL", (after, *events))  # fmt: skip
+    return {x for (x,) in rows}
+
+
 def vms_held(path: str | Path) -> int:
     """How many VMs the database ``path`` holds now, read read-only."""
     with _connected(path) as conn:

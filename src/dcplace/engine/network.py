@@ -1010,23 +1010,13 @@ class NetworkEngine:
     def _changed_since(self, at: float) -> set[str]:
         """The jobs the journal records as placed, moved or released after Unix time ``at`` (under the lock: every
         change is committed before it is answered, so the journal has them all)."""
-        from dcplace.engine.journal import seq_at
+        from dcplace.engine.journal import changed_since
 
         conn = self._conn
         if conn is None or not self.journal_keep:
             raise InputError("needs the journal, which this engine does not keep (no database, or --journal-keep 0)",
                              field="as_of")  # fmt: skip
-        after = seq_at(conn, at)
-        first = conn.execute("SELECT min(seq) FROM journal").fetchone()[0]
-        if first is not None and first > 1 and after < first:
-            raise InputError(f"the journal no longer reaches back to that time (pruned): it begins at entry {first}",
-                             field="as_of")  # fmt: skip
-        if conn.execute("SELECT EXISTS (SELECT 1 FROM journal WHERE seq > ? AND event = 'resumed')",
-                        (after,)).fetchone()[0]:  # fmt: skip
-            raise InputError("the journal was off after that time: what changed then is not in it", field="as_of")
-        rows = conn.execute("SELECT DISTINCT job FROM journal WHERE seq > ? AND event IN ('placed', 'moved', "
-                            "'released')", (after,))  # fmt: skip
-        return {job for (job,) in rows}
+        return changed_since(conn, at, ("placed", "moved", "released"), "resumed", "job")
 
     @staticmethod
     def _released_rows(job_id: str) -> list[tuple[str, tuple[Any, ...]]]:
@@ -1244,21 +1234,22 @@ class NetworkEngine:
             after = tuple(self._placement(j, r, sim, job.hold if j == job.id else _RECORDED).as_dict()
                           for j, r in where.items())  # fmt: skip
             plan = NetRoomPlan(job.id, True, None, placement, rack, tuple(moves), after, at=at)
-            self._verify(job, plan)
-            if execute:
-                plan = replace(plan, executed=True)
-                try:
+            try:
+                self._verify(job, plan)
+                if execute:
+                    plan = replace(plan, executed=True)
                     self._record_room(job, plan, sim, where)
-                except Unavailable:  # nothing changed: the policy as if it had not decided
+            except BaseException:  # nothing changed (a 503; a bug): the policy as if it had not decided
+                if execute:
                     _put_back(self.policy, drawn)
-                    raise
+                raise
             return plan
 
     def _cold_steps(self, moved: list[str], sim: LiveNetSim, rids: dict[str, int]) -> list[list[str]]:
         """``moved`` in steps that carry the moves out cold: one job at a time while one fits (repeatedly the first,
-        largest first, whose new share fits once its old one is free), then the rest in one step, all stopped
-        before any starts (the moves need each other's room: a swap). Every server and link stays within capacity
-        after each step: the last ends where ``sim`` does, which holds them all."""
+        in the order the jobs were placed, whose new share fits once its old one is free), then the rest in one
+        step, all stopped before any starts (the moves need each other's room: a swap). Every server and link stays
+        within capacity after each step: the last ends where ``sim`` does, which holds them all."""
         free_cpu, free_mem, free_bw = self.sim.free_cpu.copy(), self.sim.free_mem.copy(), self.sim.free_bw.copy()
 
         def shift(a: Allocation, sign: int) -> None:
@@ -1364,10 +1355,10 @@ class NetworkEngine:
                 if not isinstance(row, Mapping):
                     raise InputError(f"must be a move (id, servers, cpu, mem, links), got {type(row).__name__}",
                                      field=where)  # fmt: skip
-                extra = sorted(str(k) for k in row if k not in ("id", "servers", "cpu", "mem", "links"))
+                extra = sorted(str(k) for k in row if k not in _MOVE_FIELDS)
                 if extra:
-                    raise InputError("is not a field of a move (id, servers, cpu, mem, links)",
-                                     field=f"{where}.{extra[0]}")  # fmt: skip
+                    raise InputError("is not a field of a move (id, servers, cpu, mem, links; from and step as a "
+                                     "plan lists them)", field=f"{where}.{extra[0]}")  # fmt: skip
                 job_id = row.get("id")
                 rid = self._rid.get(job_id) if isinstance(job_id, str) else None
                 if rid is None or not isinstance(job_id, str):
@@ -1376,7 +1367,14 @@ class NetworkEngine:
                     raise InputError(f"job {job_id!r} moves twice", field=f"{where}.id")
                 seen.add(job_id)
                 a = self.sim.active[rid]
-                r = self._inventory_row({**row, "bw": a.bw / BW_SCALE, "hold": self._hold[job_id]}, where)
+                source = row.get("from")
+                if source is not None and (not isinstance(source, list | tuple) or sorted(map(str, source)) != sorted(
+                        self._names[v] for v in a.servers.tolist())):  # fmt: skip
+                    on = [self._names[v] for v in a.servers.tolist()]
+                    raise Conflict(f"job {job_id!r} runs on {on}, not {source!r:.80}: the plan is older than what the "
+                                   "engine records (ask again)", field=f"{where}.from")  # fmt: skip
+                listed = {k: v for k, v in row.items() if k not in ("from", "step")}
+                r = self._inventory_row({**listed, "bw": a.bw / BW_SCALE, "hold": self._hold[job_id]}, where)
                 if (int(r.cpu.sum()), int(r.mem.sum())) != (int(a.cpu.sum()), int(a.mem.sum())):
                     raise InputError(f"gives {int(r.cpu.sum())} CPU and {int(r.mem.sum())} memory units where the "
                                      f"job has {int(a.cpu.sum())} and {int(a.mem.sum())}: a move keeps its size",
@@ -1777,6 +1775,9 @@ def network_trace(path: Path, rejected: str = "include") -> NetTrace:
     return NetTrace(ids, cpu_, mem_, bw_, held, live, n_rejected, len(running), filled, median, *notes)
 
 
+_MOVE_FIELDS = ("id", "servers", "cpu", "mem", "links", "from", "step")
+"""What a row of :meth:`NetworkEngine.moves` may have: a plan's move as it lists it (``from`` checked against where
+the job runs, ``step`` ignored)."""
 _MOVERS = ("make-room", "move")
 """Who a ``moved`` entry says moved the job: an executed :meth:`NetworkEngine.make_room`, or
 :meth:`~NetworkEngine.move`."""

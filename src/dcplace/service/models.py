@@ -523,10 +523,15 @@ class NetMoveIn(BaseModel):
     mem: list[int] = Field(description="the memory units each server gives it (the job's total)", examples=[[8, 4]])
     links: list[list[str]] | None = Field(default=None, description="the links carrying its bandwidth, each by its "
                                           "two endpoints; left out: routed as a placement is")  # fmt: skip
+    source: list[str] | None = Field(default=None, alias="from", description="where it ran, as the plan says: "
+                                     "refused (409) where the engine records it elsewhere")  # fmt: skip
+    step: int | None = Field(default=None, description="the plan's step: ignored")
+    id: str | None = Field(default=None, description="the job, as the plan's move names it (the path's)")
 
 
 class NetJobMoveIn(NetMoveIn):
-    """A running job where it runs now (``POST /network/moves``'s body is a list of these: one step of a plan)."""
+    """A running job where it runs now (``POST /network/moves``'s body is a list of these: one step of a plan, its
+    moves as the plan lists them)."""
 
     id: str = Ident
 

@@ -57,7 +57,7 @@ def _rows(raw: bytes, adapter: TypeAdapter[Any], name: str, what: str) -> list[d
             return (f"{name}[{where[0]}]", *where[1:]) if where and isinstance(where[0], int) else (name, *where)
 
         raise InputError(validation_sentence([{**x, "loc": loc(x)} for x in e.errors()])) from None
-    return [x.model_dump(exclude_none=True, exclude={"accepted", "locality"}) for x in rows]
+    return [x.model_dump(exclude_none=True, exclude={"accepted", "locality"}, by_alias=True) for x in rows]
 
 
 def _jobs(raw: bytes) -> list[dict[str, Any]]:
@@ -195,7 +195,7 @@ def add_network_routes(app: FastAPI, net: NetworkEngine) -> None:
         """Record that a running job now runs elsewhere (a move of a plan, carried out): its servers with what each
         gives (the job's CPU and memory in all) and, optionally, its links. Cold: its old share is free before the
         new one is taken. Durable when answered; journalled `moved`."""
-        return _json(net.move(job_id, body.model_dump(exclude_none=True)).as_dict())
+        return _json(net.move(job_id, body.model_dump(exclude_none=True, by_alias=True)).as_dict())
 
     @app.post(
         "/network/moves",
