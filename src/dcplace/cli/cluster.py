@@ -24,6 +24,7 @@ from typing import Annotated, Any
 
 import typer
 
+from dcplace.atomic import OutputError
 from dcplace.cli.common import JSON_HELP, StderrHandler, outcome_failed, unwritten
 from dcplace.cli.compare import FromClusterState
 from dcplace.cli.options import config_command
@@ -81,7 +82,8 @@ def _store_log_says_warnings_only() -> None:
 
 
 def _not_written(out: Path, exc: OSError) -> InputError:
-    """OUT could not be written (a full disk): one sentence; the atomic write left nothing behind."""
+    """OUT could not be written (an :class:`~dcplace.atomic.OutputError`: a full disk, a read-only mount): one
+    sentence naming OUT; the atomic write left nothing behind (any other OSError is a bug, a traceback)."""
     import errno
 
     full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
@@ -355,12 +357,12 @@ def export(
              "pinned": v["pinned"], "uid": v["uid"]} for v in state["vms"]]  # fmt: skip
     try:
         write_allocations(rows, out)
-    except OSError as exc:
+    except OutputError as exc:
         _fail(_not_written(out, exc))
     if machines is not None:
         try:
             _write_machines(state["machines"], machines)
-        except OSError as exc:  # all or nothing: the allocations written just now go too
+        except OutputError as exc:  # all or nothing: the allocations written just now go too
             out.unlink(missing_ok=True)
             why = exc.strerror or str(exc)
             _fail(InputError(f"--machines: {machines} could not be written ({why}); nothing was written"))
@@ -390,7 +392,7 @@ def _export_network(out: Path, db: Path, machines: Path | None, topology: str | 
         _fail(exc)
     try:
         write_text(out, json.dumps(jobs, indent=1) + "\n")
-    except OSError as exc:
+    except OutputError as exc:
         _fail(_not_written(out, exc))
     typer.echo(f"wrote {len(jobs):,} running jobs to {out}")
 
@@ -597,7 +599,7 @@ def _network_trace(db: Path, out: Path, rejected: str) -> None:
     try:
         with atomic_path(out) as tmp:
             trace.write(tmp)
-    except OSError as exc:
+    except OutputError as exc:
         _fail(_not_written(out, exc))
     ran = sum(x == "placed" for x in trace.live)
     if rejected == "include":
@@ -680,7 +682,7 @@ def trace(
     try:
         with atomic_path(out) as tmp:
             write_huawei_events(table, tmp, [summary.names[int(v)] for v in table.vmid])
-    except OSError as exc:  # a full disk: a traceback before
+    except OutputError as exc:  # a full disk: a traceback before
         _fail(_not_written(out, exc))
     span = float(table.arrival[-1] - table.arrival[0])
     spanned = f"{span / 3600:.2f} h" if span >= 3600 else f"{span:.1f} s"
@@ -747,7 +749,7 @@ def rewind(
                    err=True)  # fmt: skip
     try:
         write_text(out, json.dumps(state))
-    except OSError as exc:
+    except OutputError as exc:
         _fail(_not_written(out, exc))
     typer.echo(f"wrote the state{moment_said}: {len(state['machines']):,} machines, {len(state['vms']):,} VMs, to "
                f"{out}")  # fmt: skip
