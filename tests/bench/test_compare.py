@@ -161,6 +161,8 @@ def test_the_command_prints_writes_and_refuses(tmp_path: Path) -> None:
                       (["--policies", "best-fit", "--policies", "cvd-rl=nope.pt"], "cvd-rl=nope.pt:"),
                       (["--policies", "random", "--policies", "random"], "--policies: names 'random' twice"),
                       (["--policies", "random", "--policies", "nope"], "--policies: nope: must be one of"),
+                      (["--policies", "random", "--policies", "no_pkg.x:Y"],  # the name once (a review)
+                       "--policies: policy 'no_pkg.x:Y': cannot import module"),
                       (["--policies", "random", "--policies", "first-fit", "--baseline", "x"],
                        "--baseline must be one of --policies")):  # fmt: skip
         r = runner.invoke(app, ["compare", "numa", *bad, "--pms", "5"])

@@ -251,7 +251,12 @@ def _named(spec: str, field: str | None = None) -> Iterator[None]:
     try:
         yield
     except InputError as e:
-        raise InputError(f"{spec}: {e.detail}", field=field or "policies") from None
+        raise InputError(_said_of(spec, e.detail), field=field or "policies") from None
+
+
+def _said_of(spec: str, detail: str) -> str:
+    """``detail`` naming the policy ``spec``, once (a refusal that names it already is left as it is)."""
+    return detail if detail.startswith((f"policy {spec!r}", f"{spec}:")) else f"{spec}: {detail}"
 
 
 def _tabled(
@@ -376,7 +381,7 @@ def compare_netalloc(
                 raise
             if e.field not in (None, "policy", "policies", "checkpoint"):  # the topology's or the set's own flag
                 raise
-            raise InputError(f"{spec}: {e.detail}", field="policies") from None
+            raise InputError(_said_of(spec, e.detail), field="policies") from None
     per_episode: dict[str, list[dict[str, float]]] = {}
     n = 0
     for spec in policies:
