@@ -358,3 +358,23 @@ def test_what_reviews_found_in_moves_stays_fixed(tmp_path: Path) -> None:
         before = e.policy.rng.bit_generator.state
         assert e.make_room(job, execute=execute).executed == execute
         assert (e.policy.rng.bit_generator.state == before) != execute
+
+
+def test_a_time_limit_bounds_the_racks_tried_and_still_answers_a_checked_plan() -> None:
+    """``time_limit_s``: racks are begun only within it; what is answered is the best plan of those tried (each
+    checked), at least as many moves as the unlimited one, or none; a bad limit is one sentence."""
+    found = 0
+    for e, job, plan, before in _refusals("tetris-bw", 4, n=160):
+        quick = e.make_room(job, time_limit_s=1e-9)  # the first rack with jobs, and no other
+        found += quick.accepted
+        if quick.accepted:
+            assert len(quick.moves) >= len(plan.moves)
+            request = {"id": job.id, "cpu": job.cpu, "mem": job.mem, "bw": job.bw}
+            assert check_room_plan(e.topology, before, [], request, quick.as_dict()) == []
+        else:
+            assert quick.reason == "network" and not quick.moves
+    assert found, "no plan from the first rack alone in this episode: choose another"
+    for bad in (0, -1.0, float("nan"), 4000, True, "1"):
+        with pytest.raises(InputError) as err:
+            NetworkEngine(ALPHA).make_room(NetJob("x", 1, 1, 0.1), time_limit_s=bad)  # type: ignore[arg-type]
+        assert err.value.field == "time_limit"

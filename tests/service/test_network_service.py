@@ -335,6 +335,8 @@ def test_moves_over_http_record_a_plan_carried_out(tmp_path: Path) -> None:
         assert c.post("/network/moves", content=b"").status_code == 422
         zero = c.post("/network/make-room", params={"max_together": 0}, json={"id": "m", "cpu": 3, "mem": 3, "bw": 0.1})
         assert zero.status_code == 422 and "max_together" in zero.json()["detail"], zero.text
+        zero = c.post("/network/make-room", params={"time_limit": 0}, json={"id": "m", "cpu": 3, "mem": 3, "bw": 0.1})
+        assert zero.status_code == 422 and "time_limit" in zero.json()["detail"], zero.text
         room = c.post("/network/make-room", params={"execute": "true"}, json={"id": "m", "cpu": 3, "mem": 3, "bw": 0.1})
         assert room.status_code == 200 and room.json()["executed"] and room.json()["moves"] == [], room.text
         assert c.get("/jobs/m").json()["servers"] == room.json()["placement"]["servers"]

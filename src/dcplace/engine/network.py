@@ -1136,7 +1136,8 @@ class NetworkEngine:
                 _put_back(self.policy, drawn)
             return self._explanation(job, sim, picks, rid)
 
-    def make_room(self, job: NetJob, *, execute: bool = False, max_together: int | None = None) -> NetRoomPlan:
+    def make_room(self, job: NetJob, *, execute: bool = False, max_together: int | None = None,
+                  time_limit_s: float | None = None) -> NetRoomPlan:  # fmt: skip
         """Where ``job`` could run if the running jobs of one rack moved, and where they would go: for each rack, on
         a copy of the state, its jobs are lifted, ``job`` placed by the policy, then they are placed again, largest
         first; of the racks where all fit, the one that changes the fewest jobs (a job whose servers, amounts on them
@@ -1149,8 +1150,10 @@ class NetworkEngine:
         server and link is within capacity after each step; then ``job`` is started where ``placement`` says. (Live
         migration, both ends held, is the VM planner's reading; here a job's new servers may be its old ones with
         another split, which a live move would hold twice.) ``max_together``: the most jobs one step may stop at once
-        (1: one at a time); a rack whose moves need more is passed over (None: no limit). Every plan is re-checked
-        by :func:`dcplace.engine.network_check.check_room_plan` before it is answered.
+        (1: one at a time); a rack whose moves need more is passed over (None: no limit). ``time_limit_s``: no rack
+        is begun after this many seconds, the first excepted (the engine's lock is held meanwhile; None: every rack
+        is tried); the best plan of the racks tried is answered, none if none fitted (``network``). Every plan is
+        re-checked by :func:`dcplace.engine.network_check.check_room_plan` before it is answered.
 
         ``execute=False`` (the default): nothing changes, and the policy's draws are put back (as :meth:`explain`;
         an executed plan keeps them, as a placement does).
@@ -1166,6 +1169,10 @@ class NetworkEngine:
         if max_together is not None and (isinstance(max_together, bool) or not isinstance(max_together, int)
                                          or max_together < 1):  # fmt: skip
             raise InputError(f"must be a whole number of jobs from 1, got {max_together!r}", field="max_together")
+        if time_limit_s is not None and (isinstance(time_limit_s, bool) or not isinstance(time_limit_s, int | float)
+                                         or not 0 < time_limit_s <= 3600):  # fmt: skip  # NaN fails too
+            raise InputError(f"must be seconds from above 0 to 3600, got {time_limit_s!r}", field="time_limit")
+        started = time.perf_counter()
         with self.lock:
             self._check_new(job)
             at = time.time()  # under the lock: nothing changes while the plan is made
@@ -1191,6 +1198,7 @@ class NetworkEngine:
                     by_rack.setdefault(i, []).append(j)
             drawn = _draws(self.policy)
             best: tuple[list[list[str]], int, str, LiveNetSim, dict[str, int]] | None = None
+            tried = 0
             try:  # the draws put back unless the plan is recorded: then the policy has decided, as a placement does
                 for i, (rack, _) in enumerate(self._racks):
                     lifted = by_rack.get(i, [])
@@ -1198,6 +1206,9 @@ class NetworkEngine:
                         continue
                     if best is not None and not best[1]:
                         break  # no rack moves fewer than none
+                    if tried and time_limit_s is not None and time.perf_counter() - started > time_limit_s:
+                        break
+                    tried += 1
                     sim = self.sim.fork()
                     for j in lifted:
                         sim.release(self._rid[j])

@@ -176,6 +176,9 @@ def add_network_routes(app: FastAPI, net: NetworkEngine) -> None:
         execute: Annotated[bool, Query(description="record the moves and the job at once (one commit)")] = False,
         max_together: Annotated[int | None, Query(ge=1, le=1_000_000, description="the most jobs one step may stop "
                                                   "at once (1: one at a time); none: no limit")] = None,
+        time_limit: Annotated[float | None, Query(gt=0, le=3600, description="seconds after which no rack is "
+                                                  "begun: the best plan of those tried (the lock is held meanwhile)"
+                                                  )] = None,
     ) -> Response:  # fmt: skip
         """Where a job (the body `POST /jobs` takes) could run if the running jobs of one rack moved, and where they
         would go, in steps safe to carry out (docs/engine.md, "Making room"). Nothing is changed unless
@@ -183,7 +186,8 @@ def add_network_routes(app: FastAPI, net: NetworkEngine) -> None:
         moves and tell `POST /network/moves` (or `POST /jobs/{id}/move` for a step of one), then record the job by
         sending `inventory` to `POST /network/reconcile?as_of=` the plan's `at`."""
         job = NetJob(body.id, body.cpu, body.mem, body.bw, body.hold)
-        return _json(net.make_room(job, execute=execute, max_together=max_together).as_dict())
+        plan = net.make_room(job, execute=execute, max_together=max_together, time_limit_s=time_limit)
+        return _json(plan.as_dict())
 
     @app.post(
         "/jobs/{job_id:vmid}/move",
