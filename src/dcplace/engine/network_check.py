@@ -40,20 +40,13 @@ def _total(amounts: Sequence[Any]) -> int | None:
 
 
 def _joined(servers: Sequence[str], links: Sequence[Sequence[str]]) -> bool:
-    """Whether ``links`` (pairs of node names) form one piece holding every server: union-find over their ends."""
-    parent: dict[str, str] = {}
+    """Whether ``links`` (pairs of node names) form one piece holding every server (networkx's connectivity)."""
+    import networkx as nx
 
-    def root(x: str) -> str:
-        parent.setdefault(x, x)
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for u, v in links:
-        parent[root(u)] = root(v)
-    nodes = set(servers) | {x for pair in links for x in pair}
-    return len({root(x) for x in nodes}) <= 1
+    g = nx.Graph()
+    g.add_nodes_from(servers)
+    g.add_edges_from(tuple(pair) for pair in links)
+    return bool(nx.number_connected_components(g) <= 1)
 
 
 def check_room_plan(
