@@ -341,6 +341,7 @@ def test_moves_over_http_record_a_plan_carried_out(tmp_path: Path) -> None:
         assert room.status_code == 200 and room.json()["executed"] and room.json()["moves"] == [], room.text
         assert c.get("/jobs/m").json()["servers"] == room.json()["placement"]["servers"]
         assert c.get("/network").json()["counters"]["moved"] == 2
+        assert "dcplace_network_moves_total 2.0" in c.get("/metrics").text
         journal = c.get("/network/journal").json()  # moved and placed-by-make-room entries as the schema says
         assert {x["by"] for x in journal["entries"]} >= {"move"}
         jsonschema.validate(journal, {**doc, "$ref": "#/components/schemas/NetJournalOut"})

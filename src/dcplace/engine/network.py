@@ -270,8 +270,8 @@ SCHEMA_VERSION = 3
 """The newest network database layout this dcplace reads, in SQLite's ``user_version`` (1: meta and jobs; 2: and the
 journal; 3: its entries may be ``moved``, or ``placed`` by ``make-room``, which a dcplace reading up to 2 would take
 for hand-edited rows: a file becomes 3 with the first such entry, so one never moved stays readable by an older
-dcplace); a newer one is refused. A
-version-1 file gains the journal when opened (its jobs then running have no entry in it)."""
+dcplace); a newer one is refused. A version-1 file gains the journal when opened (its jobs then running have no
+entry in it)."""
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -308,8 +308,8 @@ class NetJournalEntry:
     (arrivals, where declared): what a ``placed`` or ``rejected`` job asked for (``released`` has its ``job`` only);
     ``reason``: a rejection's (capacity, network, invalid); ``by``: ``reconcile`` for a job a reconcile recorded or
     released, ``make-room`` or ``move`` for a job moved (or recorded by an executed plan); ``policy``: a start's;
-    ``off_since``: a resume's, when
-    the journal went off; ``server``: a drain's or activation's. None where it does not apply."""
+    ``off_since``: a resume's, when the journal went off; ``server``: a drain's or activation's. None where it
+    does not apply."""
 
     seq: int
     at: float

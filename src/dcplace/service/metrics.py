@@ -127,6 +127,8 @@ class NetworkCollector(Collector):
             why.add_metric([reason], n)
         yield why
         yield CounterMetricFamily("dcplace_network_releases", "Network jobs released", value=c["released"])
+        yield CounterMetricFamily("dcplace_network_moves", "Network jobs moved (a make-room plan executed, or moves "
+                                  "told)", value=c["moved"])  # fmt: skip
         used = GaugeMetricFamily("dcplace_network_allocated", "Allocated to network jobs, in server units",
                                  labels=["resource"])  # fmt: skip
         cap = GaugeMetricFamily("dcplace_network_capacity", "The network's servers' capacity, in server units",
