@@ -558,3 +558,35 @@ def test_a_run_whose_out_cannot_be_written_is_one_sentence_and_leaves_nothing(sm
     _cluster(db, vms=5)
     res = runner.invoke(app, ["cluster", "backup", str(small_disk / "b.db"), "--db", str(db)])
     assert res.exit_code == 2 and "cannot be written (Read-only file system)" in res.output, res.output
+
+
+def test_dry_runs_read_a_copy_of_a_database_on_a_read_only_mount(small_disk: Path, tmp_path: Path) -> None:
+    """A command-line review: `cluster reconcile --dry-run` and `cluster reoptimise --dry-run` on a database that
+    cannot be written were refused, though a dry run changes nothing; they now read a consistent copy (and say
+    so), the file untouched, while the commands that change it are still refused in one sentence. The network
+    reconcile too."""
+    import json
+
+    from dcplace.engine import NetJob, NetworkEngine
+
+    db, net = small_disk / "c.db", small_disk / "n.db"
+    _cluster(db, vms=6)
+    n = NetworkEngine.open(net, "alpha", "tetris")
+    n.place(NetJob("a", 5, 5, 0.1))
+    n.close()
+    inventory, jobs = tmp_path / "alloc.csv", tmp_path / "jobs.json"
+    inventory.write_text("vm,machine,cpu,mem\nvm-00,m0,1,2\n", encoding="utf-8")
+    jobs.write_text(json.dumps([]), encoding="utf-8")
+    subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True, capture_output=True)
+    before = db.read_bytes(), net.read_bytes()
+    for args, said in ((["cluster", "reconcile", str(inventory), "--db", str(db), "--dry-run", "--force"],
+                        "would change (dry run): 0 recorded, 5 released"),
+                       (["cluster", "reoptimise", "--db", str(db), "--dry-run"], ""),
+                       (["cluster", "reconcile", str(jobs), "--db", str(net), "--dry-run", "--force"],
+                        "would change (dry run): 0 recorded, 1 released")):  # fmt: skip
+        res = runner.invoke(app, args)
+        assert res.exit_code in (0, 3) and "Traceback" not in res.output, (args, res.output)
+        assert "the dry run reads a copy of it" in res.stderr and said in res.stdout, (args, res.output)
+    assert (db.read_bytes(), net.read_bytes()) == before
+    res = runner.invoke(app, ["cluster", "reconcile", str(inventory), "--db", str(db), "--force"])
+    assert res.exit_code == 2 and "cannot write" in res.stderr and "read-only" in res.stderr, res.output

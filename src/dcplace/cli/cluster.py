@@ -42,9 +42,38 @@ Db = Annotated[Path, typer.Option(help="SQLite database of the cluster (from `dc
 JsonOut = Annotated[bool, typer.Option("--json", help="print the report as one JSON object")]
 
 
-def _open(db: Path) -> Any:
-    from dcplace.engine import PlacementEngine
+def _unwritable_db(db: Path) -> str | None:
+    """Why the database ``db`` cannot be written (None: it can)."""
     from dcplace.engine.store import read_only_mount
+
+    if read_only_mount(db.parent):
+        return "its file system is mounted read-only"
+    if not os.access(db, os.W_OK) or not os.access(db.parent, os.W_OK | os.X_OK):
+        return "permission denied"
+    return None
+
+
+def _dry_run_copy(db: Path, why: str) -> Path:
+    """A consistent copy of ``db`` (SQLite's backup, read-only) in a folder removed when the command ends: what a
+    dry run on a file it cannot write reads (it changes nothing, yet opening the file writes its notes)."""
+    import atexit
+    import shutil
+    import tempfile
+
+    from dcplace.engine.store import backup_database
+
+    scratch = Path(tempfile.mkdtemp(prefix="dcplace-dry-run-"))
+    atexit.register(shutil.rmtree, scratch, ignore_errors=True)
+    copy = scratch / db.name
+    backup_database(db, copy)
+    typer.echo(f"note: {db} cannot be written ({why}): the dry run reads a copy of it", err=True)
+    return copy
+
+
+def _open(db: Path, dry_run: bool = False) -> Any:
+    """The engine on ``db``, refused where the file cannot be written; a ``dry_run`` there (it changes nothing)
+    runs on a consistent copy instead (a review found dry runs refused on a read-only mount)."""
+    from dcplace.engine import PlacementEngine
 
     _store_log_says_warnings_only()
 
@@ -52,9 +81,11 @@ def _open(db: Path) -> Any:
         raise InputError(f"{db} does not exist (a cluster's database is made by `dcplace serve --db`)", field="db")
     if not db.is_file():
         raise InputError(f"{db} is not a database file", field="db")
-    if not os.access(db, os.W_OK) or not os.access(db.parent, os.W_OK | os.X_OK):
-        why = "its file system is mounted read-only" if read_only_mount(db.parent) else "permission denied"
-        raise InputError(f"cannot write {db} ({why}): the cluster command changes it", field="db")
+    why = _unwritable_db(db)
+    if why is not None:
+        if not dry_run:
+            raise InputError(f"cannot write {db} ({why}): the cluster command changes it", field="db")
+        db = _dry_run_copy(db, why)
     # an empty or foreign file is refused before anything is written to it (SqliteStore)
     engine = PlacementEngine.open(db)
     for warning in engine.load_warnings:
@@ -149,7 +180,7 @@ def reoptimise(
         policy = ReoptPolicy(selection=selection, underused_below=underused_below,  # type: ignore[arg-type]
                              migration_weight=migration_weight, max_moves=max_moves, max_gb=max_gb,
                              time_limit_s=time_limit, bound=bound, improve_s=improve)  # fmt: skip
-        engine = _open(db)
+        engine = _open(db, dry_run)
         try:
             rep = engine.reoptimise(policy, now=time.time(), execute=not dry_run)  # the service's clock
         finally:
@@ -174,7 +205,7 @@ def evacuate(
     """Drain a machine (live-migrate its VMs away) or mark it failed (place its VMs again), with the fewest moves
     through a verified plan; the machine stays drained or failed (`dcplace serve`'s /activate undoes it)."""
     try:
-        engine = _open(db)
+        engine = _open(db, dry_run)
         try:
             rep = engine.evacuate(machine, failed=failed, now=time.time(), execute=not dry_run)
         finally:
@@ -227,7 +258,7 @@ def reconcile(
         except InputError as e:
             raise InputError(e.detail, field="as_of") from None
         rows, lines = read_allocations_at(inventory)
-        engine = _open(db)
+        engine = _open(db, dry_run)
         try:
             rep = engine.reconcile(
                 rows, source=str(inventory), lines=lines, execute=not dry_run, now=time.time(), as_of=when, force=force
@@ -293,7 +324,8 @@ def _reconcile_network(inventory: Path, db: Path, topology: str | None, dry_run:
             typer.echo(f"note: rows without links are routed as tetris-bw routes them: the service's policy "
                        f"{policy!r} cannot be made here ({e})", err=True)  # fmt: skip
             policy = "tetris-bw"
-        engine = NetworkEngine.open(db, where, policy, started=False)  # no start in its journal: it decides nothing
+        why = _unwritable_db(db) if dry_run else None
+        engine = NetworkEngine.open(_dry_run_copy(db, why) if why else db, where, policy, started=False)  # no start
         try:
             rep = engine.reconcile(rows, execute=not dry_run, force=force, as_of=when)
         except InputError as e:
@@ -433,7 +465,7 @@ def move(
     try:
         if node.strip() != "all" and not node.strip().isdigit():
             raise InputError(f"must be a NUMA node number or 'all', got {node!r}", field="node")
-        engine = _open(db)
+        engine = _open(db, dry_run)
         try:
             at_node = None if node.strip() == "all" else int(node)
             rec = engine.move(vm, machine, at_node, now=time.time(), execute=not dry_run)
