@@ -160,6 +160,9 @@ def test_the_checker_finds_what_is_wrong_with_a_plan() -> None:
     assert any("no such job" in x for x in problems(lambda p: p["moves"][0].update({"id": "z"})))
     assert any("do not join" in x for x in problems(lambda p: p["placement"].update({"links": [[s0, r0]]})))
     assert any("not a link" in x for x in problems(lambda p: p["placement"].update({"links": [[s0, s2]]})))
+    for pair in ([s0], [], [s0, r0, s2, r0]):  # not a pair: one problem, never an exception (a review)
+        said = problems(lambda p, pair=pair: p["moves"][0].update({"links": [pair]}))
+        assert any("not well formed" in x for x in said), said
     assert any("does not take what" in x for x in problems(lambda p: p["placement"].update({"cpu": [5, 4]})))
     assert any("inventory" in x for x in problems(lambda p: p["inventory"].pop()))
     assert any("elsewhere" in x for x in problems(lambda p: p["inventory"][0].update({"servers": [s0]})))

@@ -1151,9 +1151,9 @@ class NetworkEngine:
         migration, both ends held, is the VM planner's reading; here a job's new servers may be its old ones with
         another split, which a live move would hold twice.) ``max_together``: the most jobs one step may stop at once
         (1: one at a time); a rack whose moves need more is passed over (None: no limit). ``time_limit_s``: no rack
-        is begun after this many seconds, the first excepted (the engine's lock is held meanwhile; None: every rack
-        is tried); the best plan of the racks tried is answered, none if none fitted (``network``). Every plan is
-        re-checked by :func:`dcplace.engine.network_check.check_room_plan` before it is answered.
+        is begun this many seconds after the lock was taken, the first excepted (the lock is held meanwhile; None:
+        every rack is tried); the best plan of the racks tried is answered, none if none fitted (``network``).
+        Every plan is re-checked by :func:`dcplace.engine.network_check.check_room_plan` before it is answered.
 
         ``execute=False`` (the default): nothing changes, and the policy's draws are put back (as :meth:`explain`;
         an executed plan keeps them, as a placement does).
@@ -1172,8 +1172,8 @@ class NetworkEngine:
         if time_limit_s is not None and (isinstance(time_limit_s, bool) or not isinstance(time_limit_s, int | float)
                                          or not 0 < time_limit_s <= 3600):  # fmt: skip  # NaN fails too
             raise InputError(f"must be seconds from above 0 to 3600, got {time_limit_s!r}", field="time_limit")
-        started = time.perf_counter()
         with self.lock:
+            started = time.perf_counter()  # the lock's wait does not count: the limit bounds the racks tried
             self._check_new(job)
             at = time.time()  # under the lock: nothing changes while the plan is made
             now = self.explain(job)

@@ -43,6 +43,8 @@ def _joined(servers: Sequence[str], links: Sequence[Sequence[str]]) -> bool:
     """Whether ``links`` (pairs of node names) form one piece holding every server (networkx's connectivity)."""
     import networkx as nx
 
+    if not all(len(pair) == 2 for pair in links):
+        raise ValueError("a link is not a pair of node names")  # named as a plan not well formed
     g = nx.Graph()
     g.add_nodes_from(servers)
     g.add_edges_from(tuple(pair) for pair in links)
