@@ -24,7 +24,7 @@ from typing import Annotated, Any
 
 import typer
 
-from dcplace.atomic import OutputError
+from dcplace.atomic import OutputError, unwritable
 from dcplace.cli.common import JSON_HELP, StderrHandler, outcome_failed, unwritten
 from dcplace.cli.compare import FromClusterState
 from dcplace.cli.options import config_command
@@ -115,11 +115,8 @@ def _store_log_says_warnings_only() -> None:
 def _not_written(out: Path, exc: OSError) -> InputError:
     """OUT could not be written (an :class:`~dcplace.atomic.OutputError`: a full disk, a read-only mount): one
     sentence naming OUT; the atomic write left nothing behind (any other OSError is a bug, a traceback)."""
-    import errno
-
-    full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
-    return InputError(f"OUT: {out} could not be written ({exc.strerror or exc}); nothing was written"
-                      + (f": free space in {out.parent.resolve()}" if full else ""))  # fmt: skip
+    said = unwritable(exc) or InputError(f"{out} could not be written ({exc.strerror or exc}); nothing was written")
+    return InputError(f"OUT: {said.detail}")
 
 
 def _report(rep: Any, json_out: bool, dry_run: bool = False) -> None:

@@ -897,10 +897,7 @@ class NetworkEngine:
                 return JobRejection(job.id, reason)
             a = sim.active[rid]
             try:
-                lists = [json.dumps(x.tolist()) for x in (a.servers, a.cpu, a.mem, a.links)]
-                self._decided(drawn, ("INSERT INTO jobs (id, servers, cpu, mem, links, bw, hold) VALUES (?, ?, ?, ?, "
-                                      "?, ?, ?)", (job.id, *lists, int(a.bw), job.hold)),
-                              self._entry("placed", job))  # fmt: skip
+                self._decided(drawn, _job_row(job.id, a, job.hold), self._entry("placed", job))
             except BaseException:  # not durable (a lock: 503; a failure: stopped): nothing taken
                 sim.release(rid)
                 raise
@@ -993,9 +990,7 @@ class NetworkEngine:
                 statements += self._released_rows(job_id)
             for row in changed + recorded:
                 rids[row.job.id], alloc = self._adopt(fork, row)
-                lists = [json.dumps(x.tolist()) for x in (alloc.servers, alloc.cpu, alloc.mem, alloc.links)]
-                statements.append(("INSERT INTO jobs (id, servers, cpu, mem, links, bw, hold) VALUES (?, ?, ?, ?, ?, "
-                                   "?, ?)", (row.job.id, *lists, int(alloc.bw), row.job.hold)))  # fmt: skip
+                statements.append(_job_row(row.job.id, alloc, row.job.hold))
                 statements.append(self._entry("placed", row.job, "reconcile"))
             if not execute:
                 return report
@@ -1302,10 +1297,7 @@ class NetworkEngine:
             a = sim.active[where[m.id]]
             statements.append(self._moved_row(m.id, a))
             statements.append(self._moved_entry(m.id, a, "make-room"))
-        a = sim.active[where[job.id]]
-        lists = [json.dumps(x.tolist()) for x in (a.servers, a.cpu, a.mem, a.links)]
-        statements.append(("INSERT INTO jobs (id, servers, cpu, mem, links, bw, hold) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                           (job.id, *lists, int(a.bw), job.hold)))  # fmt: skip
+        statements.append(_job_row(job.id, sim.active[where[job.id]], job.hold))
         statements.append(self._entry("placed", job, "make-room"))
         self._write_moves(*statements)
         self.sim, self._rid = sim, where
@@ -1324,8 +1316,7 @@ class NetworkEngine:
     @staticmethod
     def _moved_row(job_id: str, a: Allocation) -> tuple[str, tuple[Any, ...]]:
         """The jobs table's row of a moved job, rewritten where it keeps its place in the order placed."""
-        lists = [json.dumps(x.tolist()) for x in (a.servers, a.cpu, a.mem, a.links)]
-        return "UPDATE jobs SET servers = ?, cpu = ?, mem = ?, links = ? WHERE id = ?", (*lists, job_id)
+        return "UPDATE jobs SET servers = ?, cpu = ?, mem = ?, links = ? WHERE id = ?", (*_stored(a), job_id)
 
     def _moved_entry(self, job_id: str, a: Allocation, by: str) -> tuple[str, tuple[Any, ...]]:
         """A move's journal entry: the job's size (unchanged) and hold, and who moved it (``by``)."""
@@ -1371,17 +1362,18 @@ class NetworkEngine:
                     raise InputError("is not a field of a move (id, servers, cpu, mem, links; from and step as a "
                                      "plan lists them)", field=f"{where}.{extra[0]}")  # fmt: skip
                 job_id = row.get("id")
-                rid = self._rid.get(job_id) if isinstance(job_id, str) else None
-                if rid is None or not isinstance(job_id, str):
+                if not isinstance(job_id, str) or job_id not in self._rid:
                     raise NotFound(f"no job {job_id!r:.80} is running", field=f"{where}.id")
+                rid = self._rid[job_id]
                 if job_id in seen:
                     raise InputError(f"job {job_id!r} moves twice", field=f"{where}.id")
                 seen.add(job_id)
                 a = self.sim.active[rid]
-                source = row.get("from")
-                if source is not None and (not isinstance(source, list | tuple) or sorted(map(str, source)) != sorted(
-                        self._names[v] for v in a.servers.tolist())):  # fmt: skip
-                    on = [self._names[v] for v in a.servers.tolist()]
+                source, on = row.get("from"), [self._names[v] for v in a.servers.tolist()]
+                stale = source is not None and (
+                    not isinstance(source, list | tuple) or sorted(map(str, source)) != sorted(on)
+                )
+                if stale:
                     raise Conflict(f"job {job_id!r} runs on {on}, not {source!r:.80}: the plan is older than what the "
                                    "engine records (ask again)", field=f"{where}.from")  # fmt: skip
                 listed = {k: v for k, v in row.items() if k not in ("from", "step")}
@@ -1399,21 +1391,18 @@ class NetworkEngine:
                                      field=f"{where}.servers")  # fmt: skip
                 parsed.append((r, rid))
             moving = [(r, rid) for r, rid in parsed if not r.matches(self.sim.active[rid])]  # the rest: as recorded
-            fork, rids = self.sim.fork(), dict(self._rid)
-            for _, rid in moving:
-                fork.release(rid)
-            changed = []
-            for r, _ in moving:
-                rids[r.job.id], alloc = self._adopt(fork, r)
-                changed.append((r.job.id, alloc))
-            if changed:
+            if moving:
+                fork, rids = self.sim.fork(), dict(self._rid)
+                for _, rid in moving:
+                    fork.release(rid)
                 statements = []
-                for job_id, alloc in changed:
-                    statements += [self._moved_row(job_id, alloc), self._moved_entry(job_id, alloc, "move")]
+                for r, _ in moving:
+                    rids[r.job.id], alloc = self._adopt(fork, r)
+                    statements += [self._moved_row(r.job.id, alloc), self._moved_entry(r.job.id, alloc, "move")]
                 self._write_moves(*statements)  # a 503 or a failure: nothing taken (the fork is dropped)
                 self.sim, self._rid = fork, rids
                 self._publish()
-                self.counters["moved"] += len(changed)
+                self.counters["moved"] += len(moving)
             return [self._placement(r.job.id, self._rid[r.job.id]) for r, _ in parsed]
 
     def _check_new(self, job: NetJob) -> None:
@@ -1835,6 +1824,17 @@ def _without_rejections(ids: list[str], cpu: array[int], mem: array[int], bw: ar
 
     return NetTrace([ids[i] for i in kept], pick(cpu), pick(mem), pick(bw), hold, ["placed"] * len(kept), rejected,
                     running, 0, median, *notes)  # fmt: skip
+
+
+def _stored(a: Allocation) -> tuple[str, str, str, str]:
+    """An allocation's servers, amounts and links as the jobs table keeps them (JSON lists)."""
+    return tuple(json.dumps(x.tolist()) for x in (a.servers, a.cpu, a.mem, a.links))  # type: ignore[return-value]
+
+
+def _job_row(job_id: str, a: Allocation, hold: int | None) -> tuple[str, tuple[Any, ...]]:
+    """The jobs table's row of a job recorded where ``a`` says (placed, reconciled, or by a plan)."""
+    return ("INSERT INTO jobs (id, servers, cpu, mem, links, bw, hold) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (job_id, *_stored(a), int(a.bw), hold))  # fmt: skip
 
 
 def _check_job(job: object) -> None:
