@@ -35,6 +35,7 @@ import numpy as np
 from dcplace.cluster.topology import BW_SCALE, PRESETS, TIER_NAMES, Topology, load_topology, preset
 from dcplace.engine.engine import CLOCK_SKEW_S, Conflict, NotFound, Unavailable, _check_time, _id_ok
 from dcplace.engine.journal import check_window, paged
+from dcplace.engine.locks import YieldingLock
 from dcplace.engine.network_check import check_room_plan
 from dcplace.engine.store import (
     StoreError,
@@ -203,6 +204,34 @@ class NetRoomPlan:
                 "placement": None if self.placement is None else self.placement.as_dict(), "rack": self.rack,
                 "moves": [m.as_dict() for m in self.moves], "inventory": list(self.inventory),
                 "executed": self.executed, "at": self.at}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Trial:
+    """A rack of :meth:`NetworkEngine.make_room`'s search where every job fitted: the rack (its index), how many jobs
+    move, their steps, and the copy of the state with the moves and the job made (``rids``: where each went)."""
+
+    rack: int
+    moved: int
+    steps: list[list[str]]
+    sim: LiveNetSim
+    rids: dict[str, int]
+
+
+class _Stopwatch:
+    """Seconds counted only while running: :meth:`NetworkEngine.make_room`'s time limit counts the lock held."""
+
+    def __init__(self) -> None:
+        self.spent, self.since = 0.0, time.perf_counter()
+
+    def seconds(self) -> float:
+        return self.spent + time.perf_counter() - self.since
+
+    def pause(self) -> None:
+        self.spent += time.perf_counter() - self.since
+
+    def resume(self) -> None:
+        self.since = time.perf_counter()
 
 
 _RECORDED: Any = object()
@@ -562,7 +591,13 @@ class NetworkEngine:
         routing = Routings(self.topology, get_setting("paper"), k).for_policy(self.policy)
         self.hold_max = horizon(self.policy) if hold_max is None else hold_max
         self.sim = LiveNetSim(self.topology, k, routing, bool(getattr(self.policy, "any_server", False)), self.hold_max)
-        self.lock = threading.RLock()
+        self.lock = YieldingLock()
+        """Held by every call that reads or changes the state; :meth:`make_room` lets waiting calls go first between
+        two racks (:class:`~dcplace.engine.locks.YieldingLock`)."""
+        self.make_room_yields = True
+        """Whether :meth:`make_room` lets waiting calls go first between two racks (False: it holds the lock for its
+        whole search, as before 2026-11-29; ``benchmarks/bench_network_make_room.py --contention`` compares both)."""
+        self._changes = 0  # bumped by every write: a search that let others go sees whether they changed anything
         self._rid: dict[str, int] = {}  # job id -> its allocation in the simulator
         self._hold: dict[str, int | None] = {}  # job id -> its declared hold (None: none), as the file keeps it
         self._layout = SCHEMA_VERSION  # the file's user_version (open); 3 once a move is written
@@ -779,6 +814,7 @@ class NetworkEngine:
         entries the oldest beyond :data:`JOURNAL_KEEP` go in it too. Another program's lock held past ``BUSY_S`` is
         a 503 (Unavailable) with nothing changed; any other failure stops the engine (memory then holds what the
         file may not)."""
+        self._changes += 1  # under the lock, before anything can fail: a change refused counts too (harmless)
         conn = self._conn
         if conn is None:
             return
@@ -1146,9 +1182,15 @@ class NetworkEngine:
         migration, both ends held, is the VM planner's reading; here a job's new servers may be its old ones with
         another split, which a live move would hold twice.) ``max_together``: the most jobs one step may stop at once
         (1: one at a time); a rack whose moves need more is passed over (None: no limit). ``time_limit_s``: no rack
-        is begun this many seconds after the lock was taken, the first excepted (the lock is held meanwhile; None:
-        every rack is tried); the best plan of the racks tried is answered, none if none fitted (``network``).
+        is begun once the search has held the lock this many seconds, the first excepted (None: every rack is
+        tried); the best plan of the racks tried is answered, none if none fitted (``network``).
         Every plan is re-checked by :func:`dcplace.engine.network_check.check_room_plan` before it is answered.
+
+        The search holds the engine's lock, but between two racks it lets the calls waiting for it go first
+        (placements, releases: they wait for one rack's trial, not the whole search). Where one of them changed the
+        state, what was found before is dropped: the search goes on over the racks left on the new state (the job
+        asked again first: it may fit now), and the best rack before the change is tried again at the end
+        (:attr:`make_room_yields`; docs/engine.md, "Making room", measures it).
 
         ``execute=False`` (the default): nothing changes, and the policy's draws are put back (as :meth:`explain`;
         an executed plan keeps them, as a placement does).
@@ -1168,88 +1210,139 @@ class NetworkEngine:
                                          or not 0 < time_limit_s <= 3600):  # fmt: skip  # NaN fails too
             raise InputError(f"must be seconds from above 0 to 3600, got {time_limit_s!r}", field="time_limit")
         with self.lock:
-            started = time.perf_counter()  # the lock's wait does not count: the limit bounds the racks tried
-            self._check_new(job)
-            at = time.time()  # under the lock: nothing changes while the plan is made
-            now = self.explain(job)
-            if now.accepted or now.reason == "capacity":
-                if now.accepted and execute:  # placed as POST /jobs places it: the policy decides again, its draws
-                    placed = self.place(job)  # put back, so as the explanation said (a user's policy may not)
-                    if not isinstance(placed, JobPlacement):
-                        return NetRoomPlan(job.id, False, placed.reason, None, None, (), (), at=at)
-                    now = replace(now, placement=placed)
-                inventory = [self._placement(j, r).as_dict() for j, r in self._rid.items()]
-                inventory += [now.placement.as_dict()] if now.placement is not None and not execute else []
-                plan = NetRoomPlan(job.id, now.accepted, now.reason, now.placement, None, (),
-                                   tuple(inventory) if now.accepted else (), execute and now.accepted, at)  # fmt: skip
-                return plan
-            by_rack: dict[int, list[str]] = {}  # the jobs touching each rack, in the order placed
-            drained = self.sim.drained
-            for j, r in self._rid.items():
-                servers = self.sim.active[r].servers
-                if drained[servers].any():  # it could not come back to a drained server: left where it runs
+            return self._room(job, execute, max_together, time_limit_s)
+
+    def _room(self, job: NetJob, execute: bool, max_together: int | None, time_limit_s: float | None) -> NetRoomPlan:
+        """:meth:`make_room` under the lock."""
+        clock = _Stopwatch()  # the lock's waits do not count: the limit bounds the racks tried
+        answer, by_rack, at = self._room_start(job, execute)
+        if answer is not None:
+            return answer
+        drawn = _draws(self.policy)
+        best: _Trial | None = None
+        again: int | None = None  # the best rack before a waiting call changed the state: tried again at the end
+        tried = 0
+        try:  # the draws put back unless the plan is recorded: then the policy has decided, as a placement does
+            for i in range(len(self._racks)):
+                if not by_rack.get(i):
                     continue
+                if best is not None and not best.moved:
+                    break  # no rack moves fewer than none
+                if tried and time_limit_s is not None and clock.seconds() > time_limit_s:
+                    break
+                if tried and self.make_room_yields and self.lock.waiting and self._step_aside(drawn, clock):
+                    answer, by_rack, at = self._room_start(job, execute)  # what was found holds no more
+                    if answer is not None:
+                        return answer
+                    drawn = _draws(self.policy)
+                    again, best = (best.rack if best is not None else again), None
+                    if not by_rack.get(i):
+                        continue
+                tried += 1
+                best = self._try_rack(job, i, by_rack[i], max_together, best)
+            if again is not None and by_rack.get(again) and (best is None or best.moved):
+                best = self._try_rack(job, again, by_rack[again], max_together, best)
+        except BaseException:
+            _put_back(self.policy, drawn)
+            raise
+        if best is None or not execute:
+            _put_back(self.policy, drawn)
+        if best is None:
+            return NetRoomPlan(job.id, False, "network", None, None, (), (), at=at)
+        steps, rack, sim, rids = best.steps, self._racks[best.rack][0], best.sim, best.rids
+        placement = self._placement(job.id, rids[job.id], sim, job.hold)
+        moves: list[NetMove] = []
+        for step, group in enumerate(steps):
+            for j in group:
+                to = self._placement(j, rids[j], sim)
+                moves.append(NetMove(j, self._placement(j, self._rid[j]).servers, to.servers, to.cpu, to.mem,
+                                     to.links, step))  # fmt: skip
+        where = {**self._rid, **rids}
+        after = tuple(self._placement(j, r, sim, job.hold if j == job.id else _RECORDED).as_dict()
+                      for j, r in where.items())  # fmt: skip
+        plan = NetRoomPlan(job.id, True, None, placement, rack, tuple(moves), after, at=at)
+        try:
+            self._verify(job, plan)
+            if execute:
+                plan = replace(plan, executed=True)
+                self._record_room(job, plan, sim, where)
+        except BaseException:  # nothing changed (a 503; a bug): the policy as if it had not decided
+            if execute:
+                _put_back(self.policy, drawn)
+            raise
+        return plan
+
+    def _room_start(self, job: NetJob, execute: bool) -> tuple[NetRoomPlan | None, dict[int, list[str]], float]:
+        """Where :meth:`make_room` begins, and begins again after a waiting call changed the state: its answer where
+        ``job`` fits now (placed where ``execute``) or the free totals cannot hold it; otherwise none, the running
+        jobs touching each rack (in the order placed; those on a drained server are left where they run, as they
+        could not come back to it), and the time of the state."""
+        self._check_new(job)
+        at = time.time()  # under the lock: the plan is made on the state of this moment
+        now = self.explain(job)
+        if now.accepted or now.reason == "capacity":
+            if now.accepted and execute:  # placed as POST /jobs places it: the policy decides again, its draws
+                placed = self.place(job)  # put back, so as the explanation said (a user's policy may not)
+                if not isinstance(placed, JobPlacement):
+                    return NetRoomPlan(job.id, False, placed.reason, None, None, (), (), at=at), {}, at
+                now = replace(now, placement=placed)
+            inventory = [self._placement(j, r).as_dict() for j, r in self._rid.items()]
+            inventory += [now.placement.as_dict()] if now.placement is not None and not execute else []
+            plan = NetRoomPlan(job.id, now.accepted, now.reason, now.placement, None, (),
+                               tuple(inventory) if now.accepted else (), execute and now.accepted, at)  # fmt: skip
+            return plan, {}, at
+        by_rack: dict[int, list[str]] = {}
+        drained = self.sim.drained
+        for j, r in self._rid.items():
+            servers = self.sim.active[r].servers
+            if not drained[servers].any():
                 for i in np.unique(self.topology.server_rack[servers]).tolist():
                     by_rack.setdefault(i, []).append(j)
-            drawn = _draws(self.policy)
-            best: tuple[list[list[str]], int, str, LiveNetSim, dict[str, int]] | None = None
-            tried = 0
-            try:  # the draws put back unless the plan is recorded: then the policy has decided, as a placement does
-                for i, (rack, _) in enumerate(self._racks):
-                    lifted = by_rack.get(i, [])
-                    if not lifted:
-                        continue
-                    if best is not None and not best[1]:
-                        break  # no rack moves fewer than none
-                    if tried and time_limit_s is not None and time.perf_counter() - started > time_limit_s:
-                        break
-                    tried += 1
-                    sim = self.sim.fork()
-                    for j in lifted:
-                        sim.release(self._rid[j])
-                    rids = {job.id: self._decide_on(sim, job)}
-                    for j in sorted(lifted, key=self._size):  # largest first
-                        if min(rids.values()) < 0:
-                            break
-                        a = self.sim.active[self._rid[j]]
-                        rids[j] = self._decide_on(sim, NetJob(j, int(a.cpu.sum()), int(a.mem.sum()),
-                                                              max(int(a.bw), 1) / BW_SCALE, self._hold[j]))  # fmt: skip
-                    if min(rids.values()) < 0:
-                        continue
-                    moved = [j for j in lifted if not _same(sim.active[rids[j]], self.sim.active[self._rid[j]])]
-                    if best is None or len(moved) < best[1]:
-                        steps = self._cold_steps(moved, sim, rids)
-                        if max_together is None or max(map(len, steps), default=0) <= max_together:
-                            best = (steps, len(moved), rack, sim, rids)
-            except BaseException:
-                _put_back(self.policy, drawn)
-                raise
-            if best is None or not execute:
-                _put_back(self.policy, drawn)
-            if best is None:
-                return NetRoomPlan(job.id, False, "network", None, None, (), (), at=at)
-            steps, _, rack, sim, rids = best
-            placement = self._placement(job.id, rids[job.id], sim, job.hold)
-            moves: list[NetMove] = []
-            for step, group in enumerate(steps):
-                for j in group:
-                    to = self._placement(j, rids[j], sim)
-                    moves.append(NetMove(j, self._placement(j, self._rid[j]).servers, to.servers, to.cpu, to.mem,
-                                         to.links, step))  # fmt: skip
-            where = {**self._rid, **rids}
-            after = tuple(self._placement(j, r, sim, job.hold if j == job.id else _RECORDED).as_dict()
-                          for j, r in where.items())  # fmt: skip
-            plan = NetRoomPlan(job.id, True, None, placement, rack, tuple(moves), after, at=at)
-            try:
-                self._verify(job, plan)
-                if execute:
-                    plan = replace(plan, executed=True)
-                    self._record_room(job, plan, sim, where)
-            except BaseException:  # nothing changed (a 503; a bug): the policy as if it had not decided
-                if execute:
-                    _put_back(self.policy, drawn)
-                raise
-            return plan
+        return None, by_rack, at
+
+    def _try_rack(self, job: NetJob, rack: int, lifted: list[str], max_together: int | None,
+                  best: _Trial | None) -> _Trial | None:  # fmt: skip
+        """One rack of :meth:`make_room`'s search, on a copy of the state: ``lifted`` (its jobs) released, ``job``
+        placed by the policy, then they are placed again, largest first. The better of this rack and ``best``: this
+        one where every job fits, fewer move than in ``best`` and no step stops more than ``max_together``."""
+        sim = self.sim.fork()
+        for j in lifted:
+            sim.release(self._rid[j])
+        rids = {job.id: self._decide_on(sim, job)}
+        for j in sorted(lifted, key=self._size):  # largest first
+            if min(rids.values()) < 0:
+                break
+            a = self.sim.active[self._rid[j]]
+            rids[j] = self._decide_on(sim, NetJob(j, int(a.cpu.sum()), int(a.mem.sum()), max(int(a.bw), 1) / BW_SCALE,
+                                                  self._hold[j]))  # fmt: skip
+        if min(rids.values()) < 0:
+            return best
+        moved = [j for j in lifted if not _same(sim.active[rids[j]], self.sim.active[self._rid[j]])]
+        if best is not None and len(moved) >= best.moved:
+            return best
+        steps = self._cold_steps(moved, sim, rids)
+        if max_together is not None and max(map(len, steps), default=0) > max_together:
+            return best
+        return _Trial(rack, len(moved), steps, sim, rids)
+
+    def _step_aside(self, drawn: tuple[Mapping[str, Any] | None, dict[str, Any] | None], clock: _Stopwatch) -> bool:
+        """Between two racks of :meth:`make_room`'s search, the calls waiting for the lock go first, the policy as the
+        search found it (so they decide as if it had not begun). True where one of them changed the state (the
+        search goes on from there, the policy where they left it); False where none did (the policy's draws where
+        the search had them)."""
+        mine = _draws(self.policy)
+        _put_back(self.policy, drawn)
+        changes = self._changes
+        clock.pause()
+        try:
+            self.lock.let_waiters_go()
+        finally:
+            clock.resume()
+        self._check()  # stopped or failed meanwhile
+        if self._changes != changes:
+            return True
+        _put_back(self.policy, mine)
+        return False
 
     def _cold_steps(self, moved: list[str], sim: LiveNetSim, rids: dict[str, int]) -> list[list[str]]:
         """``moved`` in steps that carry the moves out cold: one job at a time while one fits (repeatedly the first,
