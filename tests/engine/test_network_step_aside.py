@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from dcplace.cluster.topology import preset
-from dcplace.engine import NetJob, NetworkEngine, NotFound, check_room_plan
+from dcplace.engine import NetJob, NetworkEngine, NotFound, check_room_plan, locks
 from dcplace.engine.locks import YieldingLock
 from dcplace.policies.base import NetPolicy
 from dcplace.policies.registry import get_net_policy
@@ -77,15 +77,45 @@ def test_the_lock_refuses_a_release_by_another_thread_and_counts_a_timed_out_wai
     lock.release()
 
 
+def test_an_error_while_stepping_aside_still_takes_the_lock_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An exception while the holder waits for the waiters (a signal's handler raising) leaves it holding the lock
+    again, so the error it raised is the one seen, not "cannot release a lock this thread does not hold"."""
+    lock = YieldingLock()
+
+    class Interrupted:
+        sleep = staticmethod(time.sleep)
+
+        @staticmethod
+        def perf_counter() -> float:
+            raise RuntimeError("a signal's handler raised")
+
+    waiter = threading.Thread(target=lambda: lock.acquire() and lock.release())
+    with pytest.raises(RuntimeError, match="a signal's handler raised"), lock:
+        waiter.start()
+        assert _until(lambda: lock.waiting == 1)
+        monkeypatch.setattr(locks, "time", Interrupted)
+        lock.let_waiters_go()
+    waiter.join()
+    assert lock.acquire(blocking=False)
+    lock.release()
+    with pytest.raises(ValueError, match="timeout for a non-blocking call"):
+        lock.acquire(blocking=False, timeout=1)
+
+
 class _Hooked(NetPolicy):
-    """tetris-bw whose first decision after :meth:`arm` calls the hook (once: kept in a list emptied in place, as
-    the engine puts a policy's attributes back after a dry run, which would arm a rebound one again)."""
+    """A registered policy (tetris-bw by default) whose first decision after :meth:`arm` calls the hook (once: kept
+    in a list emptied in place, as the engine puts a policy's attributes back after a dry run, which would arm a
+    rebound one again). Its ``rng`` is the inner policy's, which the engine saves and puts back."""
 
     name = "hooked"
 
-    def __init__(self) -> None:
-        self.inner = get_net_policy("tetris-bw", seed=0)
+    def __init__(self, inner: str = "tetris-bw") -> None:
+        self.inner = get_net_policy(inner, seed=0)
         self.hooks: list[Any] = []
+
+    @property
+    def rng(self) -> Any:
+        return getattr(self.inner, "rng", None)
 
     def arm(self, hook: Any) -> None:
         self.hooks[:] = [hook]
@@ -153,6 +183,87 @@ def test_a_placement_arriving_mid_search_goes_first_and_the_plan_is_made_on_the_
         assert midway > 0, "no placement went first in 12 searches"
     else:
         assert midway == 0
+
+
+def test_a_placement_beside_a_search_decides_as_it_would_alone() -> None:
+    """The random draws: a search steps aside with the policy where it found it, so a placement made meanwhile draws
+    what it would have drawn with no search at all, and so does the next one."""
+    engines, policies = [], []
+    for _ in range(2):
+        policies.append(_Hooked("random"))
+        engines.append(NetworkEngine(ALPHA, policies[-1]))
+    searched, alone = engines
+    small = [NetJob("x", 3, 3, 0.05), NetJob("y", 3, 3, 0.05)]
+    threads: list[threading.Thread] = []
+    beside: list[Any] = []
+
+    def arrive() -> None:
+        t = threading.Thread(target=lambda: beside.append(searched.place(small[0])))
+        t.start()
+        threads.append(t)
+        assert _until(lambda: searched.lock.waiting == 1)
+
+    refusals = zip(_episode_refusals(searched, seed=4), _episode_refusals(alone, seed=4), strict=False)
+    for checked, (job, same) in enumerate(refusals):
+        assert job == same
+        policies[0].arm(arrive)
+        searched.make_room(job)
+        threads.pop().join()
+        assert beside.pop().as_dict() == alone.place(small[0]).as_dict()
+        assert searched.place(small[1]).as_dict() == alone.place(small[1]).as_dict()
+        for e in engines:
+            for j in ("x", "y"):
+                if j in {p.id for p in e.jobs()}:
+                    e.release(j)
+        if checked == 5:
+            break
+    assert [j.as_dict() for j in searched.jobs()] == [j.as_dict() for j in alone.jobs()]
+
+
+def test_changes_that_undo_themselves_leave_the_plans_as_good() -> None:
+    """A thread drains and activates a server over and over (each pair a change that leaves the state as it was)
+    while make_room searches: every search starts over on the racks left, and the best racks found before each change
+    are tried again at the end, so each plan moves as few jobs as the undisturbed search's (a review found a second
+    change forgot the first's best rack: 7-8 moves instead of 6)."""
+    engine = NetworkEngine(ALPHA, "tetris-bw")
+    stepped: list[bool] = []
+    let_go = engine.lock.let_waiters_go
+
+    def counted(*args: Any) -> bool:
+        stepped.append(let_go(*args))
+        return stepped[-1]
+
+    engine.lock.let_waiters_go = counted  # type: ignore[method-assign]
+    server = engine.servers()[0].name
+    stop = threading.Event()
+
+    def churn() -> None:
+        while not stop.is_set():
+            with engine.lock:
+                engine.drain_server(server)
+                engine.activate_server(server)
+            time.sleep(0.0005)
+
+    compared = 0
+    for job in _episode_refusals(engine, seed=3, n=3000):
+        quiet = engine.make_room(job)
+        if not quiet.accepted or not quiet.moves:
+            continue
+        churner = threading.Thread(target=churn)
+        churner.start()
+        try:
+            busy = engine.make_room(job)
+        finally:
+            stop.set()
+            churner.join()
+            stop.clear()
+        assert busy.accepted
+        assert len(busy.moves) == len(quiet.moves), (job.id, len(busy.moves), len(quiet.moves))
+        compared += 1
+        if compared == 12:
+            break
+    assert compared == 12
+    assert any(stepped), "no search stepped aside: the test exercised nothing"
 
 
 def test_threads_placing_releasing_and_executing_plans_never_over_commit_and_the_file_agrees(tmp_path) -> None:

@@ -38,6 +38,8 @@ class YieldingLock:
         return self._waiting
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if not blocking and timeout != -1:
+            raise ValueError("can't specify a timeout for a non-blocking call")  # as threading.RLock says it
         if not self._lock.acquire(blocking=False):
             if not blocking:
                 return False
@@ -75,8 +77,10 @@ class YieldingLock:
         if not self._waiting or self._owner != threading.get_ident() or self._depth != 1:
             return False
         self.release()
-        deadline = time.perf_counter() + max_wait_s
-        while self._waiting and time.perf_counter() < deadline:
-            time.sleep(0.0002)  # the waiters take it in turn; each leaves the count as it does
-        self.acquire()
+        try:
+            deadline = time.perf_counter() + max_wait_s
+            while self._waiting and time.perf_counter() < deadline:
+                time.sleep(0.0002)  # the waiters take it in turn; each leaves the count as it does
+        finally:  # taken back even where an exception (a signal's) ends the wait: the caller's release expects it
+            self.acquire()
         return True

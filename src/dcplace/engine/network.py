@@ -1189,7 +1189,8 @@ class NetworkEngine:
         The search holds the engine's lock, but between two racks it lets the calls waiting for it go first
         (placements, releases: they wait for one rack's trial, not the whole search). Where one of them changed the
         state, what was found before is dropped: the search goes on over the racks left on the new state (the job
-        asked again first: it may fit now), and the best rack before the change is tried again at the end
+        asked again first: it may fit now), and the best racks before each change are tried again at the end, fewest
+        moves first, while one could still move fewer (and, once a plan is found, within the time limit)
         (:attr:`make_room_yields`; docs/engine.md, "Making room", measures it).
 
         ``execute=False`` (the default): nothing changes, and the policy's draws are put back (as :meth:`explain`;
@@ -1215,12 +1216,16 @@ class NetworkEngine:
     def _room(self, job: NetJob, execute: bool, max_together: int | None, time_limit_s: float | None) -> NetRoomPlan:
         """:meth:`make_room` under the lock."""
         clock = _Stopwatch()  # the lock's waits do not count: the limit bounds the racks tried
+
+        def out_of_time() -> bool:
+            return time_limit_s is not None and clock.seconds() > time_limit_s
+
         answer, by_rack, at = self._room_start(job, execute)
         if answer is not None:
             return answer
         drawn = _draws(self.policy)
         best: _Trial | None = None
-        again: int | None = None  # the best rack before a waiting call changed the state: tried again at the end
+        again: dict[int, int] = {}  # the best racks before waiting calls changed the state (their moves then)
         tried = 0
         try:  # the draws put back unless the plan is recorded: then the policy has decided, as a placement does
             for i in range(len(self._racks)):
@@ -1228,20 +1233,25 @@ class NetworkEngine:
                     continue
                 if best is not None and not best.moved:
                     break  # no rack moves fewer than none
-                if tried and time_limit_s is not None and clock.seconds() > time_limit_s:
+                if tried and out_of_time():
                     break
                 if tried and self.make_room_yields and self.lock.waiting and self._step_aside(drawn, clock):
-                    answer, by_rack, at = self._room_start(job, execute)  # what was found holds no more
+                    drawn = _draws(self.policy)  # where the waiting calls left it: an error below keeps their draws
+                    if best is not None:  # what was found holds no more: its rack is tried again at the end
+                        again[best.rack] = min(best.moved, again.get(best.rack, best.moved))
+                        best = None
+                    answer, by_rack, at = self._room_start(job, execute)
                     if answer is not None:
                         return answer
-                    drawn = _draws(self.policy)
-                    again, best = (best.rack if best is not None else again), None
                     if not by_rack.get(i):
                         continue
                 tried += 1
                 best = self._try_rack(job, i, by_rack[i], max_together, best)
-            if again is not None and by_rack.get(again) and (best is None or best.moved):
-                best = self._try_rack(job, again, by_rack[again], max_together, best)
+            for r, moved in sorted(again.items(), key=lambda x: (x[1], x[0])):  # fewest moves first
+                if best is not None and (moved >= best.moved or out_of_time()):
+                    break  # none left moved fewer before: the first found on the state the plan answers for stands
+                if by_rack.get(r):
+                    best = self._try_rack(job, r, by_rack[r], max_together, best)
         except BaseException:
             _put_back(self.policy, drawn)
             raise

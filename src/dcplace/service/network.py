@@ -176,9 +176,9 @@ def add_network_routes(app: FastAPI, net: NetworkEngine) -> None:
         execute: Annotated[bool, Query(description="record the moves and the job at once (one commit)")] = False,
         max_together: Annotated[int | None, Query(ge=1, le=1_000_000, description="the most jobs one step may stop "
                                                   "at once (1: one at a time); none: no limit")] = None,
-        time_limit: Annotated[float | None, Query(gt=0, le=3600, description="seconds after which no rack is "
-                                                  "begun: the best plan of those tried (the lock is held meanwhile)"
-                                                  )] = None,
+        time_limit: Annotated[float | None, Query(gt=0, le=3600, description="seconds of the search (the "
+                                                  "time it holds the engine's lock) after which no rack is begun: "
+                                                  "the best plan of those tried")] = None,
     ) -> Response:  # fmt: skip
         """Where a job (the body `POST /jobs` takes) could run if the running jobs of one rack moved, and where they
         would go, in steps safe to carry out (docs/engine.md, "Making room"). Nothing is changed unless
