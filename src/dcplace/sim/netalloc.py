@@ -241,6 +241,10 @@ class NetAllocSim:
         self.routing = routing if routing is not None else routing_for(topology, k)
         # The routing's own widest-candidate search where it has one (dcplace's routings do), else the loop.
         self._widest: Callable[[int, int, IntArray, int], Path | None] | None = getattr(self.routing, "widest", None)
+        # And every pair of a pick at once, where it can (the Fabric routing on four planes: gamma, delta).
+        self._widest_all: Callable[[IntArray, int, IntArray, int, BoolArray], int] | None = getattr(
+            self.routing, "widest_all", None
+        )
         self.n_servers = topology.n_servers
         self._rack = topology.server_rack
         self._pod = topology.server_pod
@@ -279,6 +283,8 @@ class NetAllocSim:
         self._took_cpu: list[int] = []
         self._took_mem: list[int] = []
         self._pair_paths: list[tuple[int, ...]] = []
+        self._pair_links = np.zeros(len(top.link_cap), dtype=np.bool_)  # (links,) the pairs' links (_widest_all)
+        self._pair_marked = False  # whether any is marked
         # Statistics.
         self.accepted = 0
         self.rejected = {"capacity": 0, "network": 0, "invalid": 0}
@@ -325,6 +331,9 @@ class NetAllocSim:
         for v in self.picks:
             self.selected[v] = False
         self.picks, self._took_cpu, self._took_mem, self._pair_paths = [], [], [], []
+        if self._pair_marked:
+            self._pair_links[:] = False
+            self._pair_marked = False
         self.need_cpu = self.need_mem = 0
         self._sample()
         self.t += 1
@@ -392,13 +401,19 @@ class NetAllocSim:
             return self._reject("invalid")
         v = int(v)
         bw = self._req_bw[self.t]
-        new_paths = []
-        for u in self.picks:
-            path = self.widest_path(u, v, bw)
-            if path is None:
-                return self._reject("network")
-            new_paths.append(path)
-        self._pair_paths.extend(new_paths)
+        if self._widest_all is not None:
+            if self.picks:
+                if self._widest_all(np.array(self.picks, np.int64), v, self.free_bw, bw, self._pair_links) >= 0:
+                    return self._reject("network")
+                self._pair_marked = True
+        else:
+            new_paths = []
+            for u in self.picks:
+                path = self.widest_path(u, v, bw)
+                if path is None:
+                    return self._reject("network")
+                new_paths.append(path)
+            self._pair_paths.extend(new_paths)
         self._take(v)
         if self.need_cpu or self.need_mem:
             return Outcome.CONTINUE, self.rewards.step, {}
@@ -422,6 +437,8 @@ class NetAllocSim:
 
     def _accept(self, bw: int) -> None:
         links = np.array(sorted({link for path in self._pair_paths for link in path}), dtype=np.int64)
+        if self._pair_marked:
+            links = np.flatnonzero(self._pair_links).astype(np.int64)
         if len(links):
             self.free_bw[links] -= bw
             self._add_tier_use(links, bw)

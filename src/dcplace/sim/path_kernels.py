@@ -124,6 +124,85 @@ def widest_ranked(
     return best_len
 
 
+@nb.njit(cache=True, nogil=True)
+def fabric_widest_all(
+    us: IntArray,
+    v: int,
+    free_bw: IntArray,
+    bw: int,
+    k: int,
+    rack: IntArray,
+    pod: IntArray,
+    n_servers: int,
+    racks: int,
+    planes: int,
+    spines: int,
+    used: npt.NDArray[np.bool_],
+) -> int:
+    """The widest candidate between server ``v`` and each server of ``us``, as the Fabric routing chooses it
+    (:class:`dcplace.sim.routing.FabricRouting`) where no pair needs a longer path (every pod has at least ``k``
+    planes, or equal-cost paths only): -1 where every pair has one of at least ``bw``, its links then marked in
+    ``used``; otherwise the index in ``us`` of the first pair without one, and nothing marked.
+
+    The candidates of a pair ``a < b`` in the routing's canonical order: one path within a rack (the two server
+    links); within a pod, one per plane ``f`` (``a``, rack ``ra``'s link to plane ``f``, rack ``rb``'s, ``b``);
+    across pods, one per plane and spine (``f * spines + sp``). Rotated by ``(a + b) mod n``, the first ``k`` kept,
+    the first whose tightest link has the most free bandwidth is the pair's (:func:`dcplace.sim.routing.widest_of`).
+    Link ids as :class:`dcplace.cluster.topology.FabricShape` numbers them: a server's link is its id."""
+    m = len(us)
+    chosen = np.empty(m, np.int64)  # the candidate's index in canonical order, -1 within a rack
+    rf0 = n_servers  # rack-fabric links: rf0 + rack * planes + plane
+    fs0 = n_servers + racks * planes  # fabric-spine links: fs0 + (pod * planes + plane) * spines + spine
+    for i in range(m):
+        a, b = us[i], v
+        if a > b:
+            a, b = b, a
+        ends = min(free_bw[a], free_bw[b])
+        ra, rb = rack[a], rack[b]
+        if ra == rb:
+            if ends < bw:
+                return i
+            chosen[i] = -1
+            continue
+        pa, pb = pod[a], pod[b]
+        n = planes if pa == pb else planes * spines
+        start = (a + b) % n
+        best, best_tight = -1, bw - 1
+        for j in range(min(k, n)):
+            c = (start + j) % n
+            if pa == pb:
+                tight = min(ends, free_bw[rf0 + ra * planes + c], free_bw[rf0 + rb * planes + c])
+            else:
+                f, sp = c // spines, c % spines
+                up_a, up_b = free_bw[rf0 + ra * planes + f], free_bw[rf0 + rb * planes + f]
+                core_a = free_bw[fs0 + (pa * planes + f) * spines + sp]
+                core_b = free_bw[fs0 + (pb * planes + f) * spines + sp]
+                tight = min(ends, up_a, up_b, core_a, core_b)
+            if tight > best_tight:
+                best, best_tight = c, tight
+        if best < 0:
+            return i
+        chosen[i] = best
+    for i in range(m):
+        a, b = us[i], v
+        used[a] = True
+        used[b] = True
+        c = chosen[i]
+        if c < 0:
+            continue
+        ra, rb, pa, pb = rack[a], rack[b], pod[a], pod[b]
+        if pa == pb:
+            used[rf0 + ra * planes + c] = True
+            used[rf0 + rb * planes + c] = True
+        else:
+            f, sp = c // spines, c % spines
+            used[rf0 + ra * planes + f] = True
+            used[rf0 + rb * planes + f] = True
+            used[fs0 + (pa * planes + f) * spines + sp] = True
+            used[fs0 + (pb * planes + f) * spines + sp] = True
+    return -1
+
+
 _warm = False
 
 
@@ -140,4 +219,6 @@ def warm() -> None:
     out, scratch = np.empty(4, np.int64), np.empty(4, np.int64)
     unrank(0, 1, -1, -1, 0, dist, count, start, node, link, out)
     widest_ranked(0, 1, -1, -1, 0, 1, dist, count, start, node, link, one, 1, out, scratch)
+    zero = np.zeros(2, np.int64)
+    fabric_widest_all(zero[:1], 1, np.ones(2, np.int64), 1, 1, zero, zero, 2, 1, 1, 1, np.zeros(2, np.bool_))
     _warm = True

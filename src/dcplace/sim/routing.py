@@ -46,7 +46,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dcplace.cluster.topology import BW_SCALE, Topology
-from dcplace.sim.path_kernels import bfs_counts, unrank, warm, widest_ranked
+from dcplace.sim.path_kernels import bfs_counts, fabric_widest_all, unrank, warm, widest_ranked
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -159,6 +159,23 @@ class FabricRouting(_Static):
         self._pod = topology.server_pod.tolist()
         self._rack_node = [shape.rack_node(r) for r in range(shape.racks)] if paths == "ksp" else []
         self._longer = _SwitchPaths(topology) if paths == "ksp" else None
+        self._racks, self._pods = topology.server_rack, topology.server_pod
+        self.widest_all = self._widest_all if paths == "ecmp" or shape.planes >= k else None
+        """The widest candidate of every pair of a new server and those picked before it, in one compiled pass
+        (:func:`dcplace.sim.path_kernels.fabric_widest_all`), where no pair needs a longer path; None otherwise
+        (alpha and beta: two planes, k = 3), where the simulator asks :meth:`widest` pair by pair. A request over the
+        whole of delta (2,560 servers, 3.3 million pairs) was decided in 29 s pair by pair."""
+        if self.widest_all is not None:
+            warm()
+
+    def _widest_all(self, us: npt.NDArray[np.int64], v: int, free_bw: npt.NDArray[np.int64], bw: int,
+                    used: npt.NDArray[np.bool_]) -> int:  # fmt: skip
+        """:func:`~dcplace.sim.path_kernels.fabric_widest_all` on this fabric: -1 where every pair of ``v`` and a
+        server of ``us`` has a candidate of at least ``bw`` (their links marked in ``used``), else the first that
+        has none (nothing marked)."""
+        s = self.shape
+        return int(fabric_widest_all(us, v, free_bw, bw, self.k, self._racks, self._pods, s.n_servers, s.racks,
+                                     s.planes, s.spines_per_plane, used))  # fmt: skip
 
     def candidates(self, u: int, v: int) -> list[Path]:
         s = self.shape
