@@ -1,15 +1,16 @@
-"""Checking every pair of a pick at once (``FabricRouting.widest_all``, compiled) against pair by pair.
+"""Checking every pair of a pick at once (``widest_all`` of the Fabric and Leaf routings) against pair by pair.
 
-    OMP_NUM_THREADS=1 NUMBA_NUM_THREADS=1 python benchmarks/bench_fabric_pairs.py [--topologies gamma delta]
-        [--repeats 3]
+    OMP_NUM_THREADS=1 NUMBA_NUM_THREADS=1 python benchmarks/bench_fabric_pairs.py [--topologies gamma delta
+        gamma-file delta-file] [--repeats 3]
 
 A job's servers must be joined pairwise by a path with its bandwidth, so the k-th server of a job checks k - 1
 pairs, and a job of n servers n (n - 1) / 2 in all. Per topology (Fabric presets with four planes, where the
-compiled check applies): how long the network engine takes to decide (``explain``, nothing changes) a job of a
-quarter and of all of the cluster's CPU and memory on an empty cluster, at once and pair by pair; then one
-``uniform`` episode (the paper's length, seed 0, ``tetris``) through the simulator, both ways, as requests decided
-per second. Each figure is the median of ``--repeats`` runs, both ways, which goes first alternating; prints date,
-machine and load.
+Fabric routing's compiled check applies; ``NAME-file``: the preset read as a plain graph, as a network loaded from
+a file is, routed by ``LeafRouting``, whose check batches from ``BATCH_FROM`` pairs): how long the network engine
+takes to decide (``explain``, nothing changes) a job of a quarter and of all of the cluster's CPU and memory on an
+empty cluster, at once and pair by pair; then one ``uniform`` episode (the paper's length, seed 0, ``tetris``)
+through the simulator, both ways, as requests decided per second. Each figure is the median of ``--repeats`` runs,
+both ways, which goes first alternating; prints date, machine and load.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import platform
 import statistics
 import time
 
+from dcplace.cluster.topology import Topology, from_networkx, preset
 from dcplace.engine import NetJob, NetworkEngine
 from dcplace.policies import get_net_policy
 from dcplace.sim.netalloc_episodes import (
@@ -32,8 +34,15 @@ from dcplace.sim.netalloc_episodes import (
 )
 
 
+def topology(name: str) -> Topology:
+    """A preset, or with ``-file`` the preset as a plain graph (no Fabric structure: ``LeafRouting``)."""
+    if name.endswith("-file"):
+        return from_networkx(preset(name.removesuffix("-file")).to_networkx(), name=name)
+    return preset(name)
+
+
 def decide_job(name: str, share: float, at_once: bool) -> float:
-    engine = NetworkEngine(name, "tetris-bw")
+    engine = NetworkEngine(topology(name), "tetris-bw")
     if not at_once:
         engine.sim._widest_all = None
     n = engine.topology.n_servers
@@ -46,8 +55,7 @@ def decide_job(name: str, share: float, at_once: bool) -> float:
 
 
 def episode(name: str, at_once: bool) -> float:
-    engine = NetworkEngine(name, "tetris")  # its topology object, built once per call either way
-    top = engine.topology
+    top = topology(name)
     req = episode_requests(top, "uniform", default_requests(top), 0, 0)
     policy = get_net_policy("tetris", seed=0)
     sim = new_sim(top, req, Routings(top, get_setting("paper"), 3), policy)

@@ -1,18 +1,22 @@
-"""The Fabric routing's compiled check of every pair of a pick at once (``FabricRouting.widest_all``) chooses what
-the pair-by-pair search chooses: the same first pair without a path, the same links taken; and an episode decided
-with it is the episode decided without it, server for server."""
+"""The routings' check of every pair of a pick at once (``FabricRouting.widest_all``, compiled; ``LeafRouting.
+widest_all``, compiled passes per destination switch) chooses what the pair-by-pair search chooses: a pair without a
+path (the same first one, for the Fabric pass), the same links taken; and an episode decided with it is the episode
+decided without it, server for server."""
 
 from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dcplace.cluster.topology import fabric, preset
+from dcplace.cluster.topology import fabric, from_networkx, preset
 from dcplace.policies import get_net_policy
 from dcplace.sim.netalloc_episodes import Routings, episode_requests, get_setting, new_sim, run_episode
-from dcplace.sim.routing import FabricRouting, widest_of
+from dcplace.sim.routing import BATCH_FROM, FabricRouting, LeafRouting, widest_of
 
 
 @st.composite
@@ -63,15 +67,82 @@ def test_only_where_no_pair_needs_a_longer_path() -> None:
 def test_an_episode_on_gamma_is_the_same_with_and_without_it(policy: str) -> None:
     top = preset("gamma")
     routings = Routings(top, get_setting("paper"), 3)
-    req = episode_requests(top, "uniform", 300, 0, 0)
+    base = episode_requests(top, "uniform", 300, 0, 0)
+    rng = np.random.default_rng(0)  # the uniform set's holds and bandwidths, sizes of up to 40 servers' worth
+    req = replace(base, cpu=rng.integers(1, 400, len(base)), mem=rng.integers(1, 400, len(base)))
     ends = []
+    batched: list[int] = []
     for fast in (True, False):
         pol = get_net_policy(policy, seed=0)
         sim = new_sim(top, req, routings, pol)
-        assert (sim._widest_all is not None) == isinstance(sim.routing, FabricRouting)
-        if not fast:
+        inner = sim._widest_all
+        assert (inner is not None) == isinstance(sim.routing, FabricRouting)
+        if not fast or inner is None:
             sim._widest_all = None  # the pair-by-pair search
+        else:
+
+            def counted(*args: object, inner: Any = inner) -> int:
+                batched.append(1)
+                return int(inner(*args))
+
+            sim._widest_all = counted
         result = run_episode(sim, pol)
         ends.append((result.acceptance, sim.free_bw.tolist(), sim.free_cpu.tolist(),
                      {t: (a.servers.tolist(), a.links.tolist()) for t, a in sim.active.items()}))  # fmt: skip
     assert ends[0] == ends[1]
+    assert batched or not isinstance(sim.routing, FabricRouting), "no request was large enough to be batched"
+
+
+@st.composite
+def _leaf_cases(draw: st.DrawFn) -> tuple:
+    """A fabric read as a plain graph (``LeafRouting``: any tree-like network loaded from a file), any planes and
+    rule (with ksp and fewer planes than k, pairs of one pod take longer paths: the general loop inside)."""
+    planes = draw(st.integers(1, 4))
+    racks_per_pod = draw(st.integers(1, 3))
+    built = fabric(draw(st.integers(1, 6)), racks_per_pod * draw(st.integers(1, 3)), racks_per_pod, planes,
+                   draw(st.integers(1, 2)))  # fmt: skip
+    top = from_networkx(built.to_networkx(), name="loaded")
+    routing = LeafRouting(top, draw(st.integers(1, 4)), paths=draw(st.sampled_from(["ksp", "ecmp"])))
+    levels = draw(st.lists(st.integers(0, 1_000_000), min_size=1, max_size=4))
+    free = np.array(draw(st.lists(st.sampled_from(levels), min_size=len(top.link_cap), max_size=len(top.link_cap))),
+                    dtype=np.int64)  # fmt: skip
+    servers = draw(st.permutations(range(top.n_servers)))
+    n = draw(st.integers(1, top.n_servers))
+    return top, routing, free, np.array(servers[1:n], dtype=np.int64), servers[0], draw(st.sampled_from([*levels, 1]))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_leaf_cases())
+def test_the_leaf_routing_checks_every_pair_as_pair_by_pair(case: tuple) -> None:
+    top, routing, free, us, v, bw = case
+    failed, links = False, set()
+    for u in us.tolist():
+        path = routing.widest(min(u, v), max(u, v), free, bw)
+        if path is None:
+            failed = True
+            break
+        links |= set(path)
+    used = np.zeros(len(top.link_cap), dtype=np.bool_)
+    answer = routing.widest_all(us, v, free, bw, used)
+    assert (answer >= 0) == failed
+    if failed:
+        assert routing.widest(*sorted((int(us[answer]), v)), free, bw) is None  # a pair without one
+    assert set(np.flatnonzero(used).tolist()) == (set() if failed else links)
+
+
+def test_a_job_over_a_loaded_fabric_is_batched_and_decided_as_pair_by_pair() -> None:
+    """A whole-cluster job on gamma read as a plain graph (LeafRouting: 640 servers, over BATCH_FROM pairs from the
+    ninth pick on) ends with the same servers and links either way."""
+    from dcplace.engine import NetJob, NetworkEngine
+
+    top = from_networkx(preset("gamma").to_networkx(), name="gamma-file")
+    answers = []
+    for fast in (True, False):
+        engine = NetworkEngine(top, "tetris-bw")
+        assert isinstance(engine.sim.routing, LeafRouting) and BATCH_FROM < 640
+        if not fast:
+            engine.sim._widest_all = None
+        placed = engine.place(NetJob("all", 6000, 6000, 0.05))
+        assert placed.accepted
+        answers.append(placed.as_dict())
+    assert answers[0] == answers[1]

@@ -241,10 +241,12 @@ class NetAllocSim:
         self.routing = routing if routing is not None else routing_for(topology, k)
         # The routing's own widest-candidate search where it has one (dcplace's routings do), else the loop.
         self._widest: Callable[[int, int, IntArray, int], Path | None] | None = getattr(self.routing, "widest", None)
-        # And every pair of a pick at once, where it can (the Fabric routing on four planes: gamma, delta).
+        # And every pair of a pick at once, where it can (the Fabric routing on four planes: gamma, delta; the Leaf
+        # routing: a tree-like network from a file), once a request has enough servers for it to pay.
         self._widest_all: Callable[[IntArray, int, IntArray, int, BoolArray], int] | None = getattr(
             self.routing, "widest_all", None
         )
+        self._batch_from = int(getattr(self.routing, "batch_from", 1))
         self.n_servers = topology.n_servers
         self._rack = topology.server_rack
         self._pod = topology.server_pod
@@ -401,11 +403,10 @@ class NetAllocSim:
             return self._reject("invalid")
         v = int(v)
         bw = self._req_bw[self.t]
-        if self._widest_all is not None:
-            if self.picks:
-                if self._widest_all(np.array(self.picks, np.int64), v, self.free_bw, bw, self._pair_links) >= 0:
-                    return self._reject("network")
-                self._pair_marked = True
+        if self._widest_all is not None and len(self.picks) >= self._batch_from:
+            if self._widest_all(np.array(self.picks, np.int64), v, self.free_bw, bw, self._pair_links) >= 0:
+                return self._reject("network")
+            self._pair_marked = True
         else:
             new_paths = []
             for u in self.picks:
@@ -436,9 +437,10 @@ class NetAllocSim:
         self.selected[v] = True
 
     def _accept(self, bw: int) -> None:
-        links = np.array(sorted({link for path in self._pair_paths for link in path}), dtype=np.int64)
-        if self._pair_marked:
-            links = np.flatnonzero(self._pair_links).astype(np.int64)
+        taken = {link for path in self._pair_paths for link in path}
+        if self._pair_marked:  # the pairs checked at once (a request's later picks)
+            taken.update(np.flatnonzero(self._pair_links).tolist())
+        links = np.array(sorted(taken), dtype=np.int64)
         if len(links):
             self.free_bw[links] -= bw
             self._add_tier_use(links, bw)

@@ -203,6 +203,55 @@ def fabric_widest_all(
     return -1
 
 
+@nb.njit(cache=True, nogil=True)
+def counted_widest_all(
+    s: IntArray,
+    pre: IntArray,
+    t: int,
+    post: IntArray,
+    uv: IntArray,
+    k: int,
+    ksp: bool,
+    dist: IntArray,
+    count: IntArray,
+    nb_start: IntArray,
+    nb_node: IntArray,
+    nb_link: IntArray,
+    free_bw: IntArray,
+    bw: int,
+    mark: npt.NDArray[np.bool_],
+    general: npt.NDArray[np.bool_],
+    out: IntArray,
+    scratch: IntArray,
+) -> int:
+    """:func:`widest_ranked` for pairs that share their destination ``t`` (tables ``dist``, ``count`` toward it):
+    pair ``i`` from ``s[i]`` (link ``pre[i]`` before it) to ``t`` (link ``post[i]`` after it), ranks rotated by
+    ``uv[i] mod count[s[i]]``, as :meth:`dcplace.sim.routing._Counted.widest` chooses. Marks each chosen path's links
+    in ``mark``; a pair with fewer than ``k`` shortest paths under ``ksp`` (longer ones follow: the general loop's)
+    is flagged in ``general``, not decided. Returns the index of the first pair without a candidate of at least
+    ``bw`` (what is marked then is to be dropped), else -1."""
+    for i in range(len(s)):
+        if s[i] == t:
+            if min(free_bw[pre[i]], free_bw[post[i]]) < bw:
+                return i
+            mark[pre[i]] = True
+            mark[post[i]] = True
+            continue
+        n = count[s[i]]
+        if n == 0:
+            return i
+        if ksp and n < k:
+            general[i] = True
+            continue
+        size = widest_ranked(s[i], t, pre[i], post[i], uv[i] % n, min(k, n), dist, count, nb_start, nb_node, nb_link,
+                             free_bw, bw, out, scratch)  # fmt: skip
+        if size == 0:
+            return i
+        for j in range(size):
+            mark[out[j]] = True
+    return -1
+
+
 _warm = False
 
 
@@ -221,4 +270,6 @@ def warm() -> None:
     widest_ranked(0, 1, -1, -1, 0, 1, dist, count, start, node, link, one, 1, out, scratch)
     zero = np.zeros(2, np.int64)
     fabric_widest_all(zero[:1], 1, np.ones(2, np.int64), 1, 1, zero, zero, 2, 1, 1, 1, np.zeros(2, np.bool_))
+    counted_widest_all(zero[:1], zero[:1], 0, zero[:1], zero[:1], 1, True, dist, count, start, node, link,
+                       np.ones(2, np.int64), 1, np.zeros(2, np.bool_), np.zeros(1, np.bool_), out, scratch)  # fmt: skip
     _warm = True
