@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from dcplace.cluster.topology import fabric, from_networkx, preset
 from dcplace.policies import get_net_policy
 from dcplace.sim.netalloc_episodes import Routings, episode_requests, get_setting, new_sim, run_episode
-from dcplace.sim.routing import BATCH_FROM, FabricRouting, LeafRouting, widest_of
+from dcplace.sim.routing import BATCH_FROM, FabricRouting, LeafRouting, routing_for, widest_of
 
 
 @st.composite
@@ -146,3 +146,24 @@ def test_a_job_over_a_loaded_fabric_is_batched_and_decided_as_pair_by_pair() -> 
         assert placed.accepted
         answers.append(placed.as_dict())
     assert answers[0] == answers[1]
+
+
+def test_a_subclass_with_its_own_per_request_links_still_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The audit's reading that reserves bandwidth per pair (``benchmarks/audit_nara_baselines.py``,
+    ``PairBandwidthSim``) keeps its own list of a request's links: a review found the simulator's new mark array took
+    its name and the audit crashed."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).parents[2] / "benchmarks" / "audit_nara_baselines.py"
+    spec = importlib.util.spec_from_file_location("audit_nara_baselines", path)
+    assert spec is not None and spec.loader is not None
+    audit = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, audit)  # its dataclasses look their module up
+    spec.loader.exec_module(audit)
+    top = preset("alpha")
+    reading = next(r for r in audit.READINGS if r.name == "bw-per-pair")
+    sim = audit.PairBandwidthSim(top, audit.requests_for(top, "uniform", 0, 0, reading), routing=routing_for(top, 3))
+    result = run_episode(sim, audit._before("tetris", 0))
+    assert 0 < result.acceptance < 1

@@ -285,8 +285,8 @@ class NetAllocSim:
         self._took_cpu: list[int] = []
         self._took_mem: list[int] = []
         self._pair_paths: list[tuple[int, ...]] = []
-        self._pair_links = np.zeros(len(top.link_cap), dtype=np.bool_)  # (links,) the pairs' links (_widest_all)
-        self._pair_marked = False  # whether any is marked
+        self._joined_links = np.zeros(len(top.link_cap), dtype=np.bool_)  # (links,) the pairs' links (_widest_all)
+        self._joined_marked = False  # whether any is marked
         # Statistics.
         self.accepted = 0
         self.rejected = {"capacity": 0, "network": 0, "invalid": 0}
@@ -333,9 +333,9 @@ class NetAllocSim:
         for v in self.picks:
             self.selected[v] = False
         self.picks, self._took_cpu, self._took_mem, self._pair_paths = [], [], [], []
-        if self._pair_marked:
-            self._pair_links[:] = False
-            self._pair_marked = False
+        if self._joined_marked:
+            self._joined_links[:] = False
+            self._joined_marked = False
         self.need_cpu = self.need_mem = 0
         self._sample()
         self.t += 1
@@ -404,9 +404,9 @@ class NetAllocSim:
         v = int(v)
         bw = self._req_bw[self.t]
         if self._widest_all is not None and len(self.picks) >= self._batch_from:
-            if self._widest_all(np.array(self.picks, np.int64), v, self.free_bw, bw, self._pair_links) >= 0:
+            if self._widest_all(np.array(self.picks, np.int64), v, self.free_bw, bw, self._joined_links) >= 0:
                 return self._reject("network")
-            self._pair_marked = True
+            self._joined_marked = True
         else:
             new_paths = []
             for u in self.picks:
@@ -438,8 +438,8 @@ class NetAllocSim:
 
     def _accept(self, bw: int) -> None:
         taken = {link for path in self._pair_paths for link in path}
-        if self._pair_marked:  # the pairs checked at once (a request's later picks)
-            taken.update(np.flatnonzero(self._pair_links).tolist())
+        if self._joined_marked:  # the pairs checked at once (a request's later picks)
+            taken.update(np.flatnonzero(self._joined_links).tolist())
         links = np.array(sorted(taken), dtype=np.int64)
         if len(links):
             self.free_bw[links] -= bw

@@ -164,8 +164,8 @@ class FabricRouting(_Static):
         self.widest_all = self._widest_all if paths == "ecmp" or shape.planes >= k else None
         """The widest candidate of every pair of a new server and those picked before it, in one compiled pass
         (:func:`dcplace.sim.path_kernels.fabric_widest_all`), where no pair needs a longer path; None otherwise
-        (alpha and beta: two planes, k = 3), where the simulator asks :meth:`widest` pair by pair. A request over the
-        whole of delta (2,560 servers, 3.3 million pairs) was decided in 29 s pair by pair."""
+        (alpha and beta under ``ksp``: two planes, k = 3), where the simulator asks :meth:`widest` pair by pair. A
+        request over the whole of delta (2,560 servers, 3.3 million pairs) was decided in 29 s pair by pair."""
         if self.widest_all is not None:
             warm()
 
