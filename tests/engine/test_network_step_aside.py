@@ -335,3 +335,26 @@ def test_threads_placing_releasing_and_executing_plans_never_over_commit_and_the
     reopened.check_invariants()
     reopened.close()
     assert any(stepped), "no search stepped aside: the test exercised nothing"
+
+
+@pytest.mark.parametrize("execute", [False, True])
+def test_every_plan_is_checked_even_once_the_lock_is_let_go(monkeypatch: pytest.MonkeyPatch, execute: bool) -> None:
+    """A plan that changes nothing is re-checked after make_room lets the lock go (the check replays what the search
+    saw, so placements need not wait for it); an executed one before it is recorded. Either way a plan the checker
+    refuses is a RuntimeError (a planner's bug), and nothing is recorded."""
+    from dcplace.engine import network
+
+    engine = NetworkEngine(ALPHA, "tetris-bw")
+    job = next(iter(_episode_refusals(engine, seed=3)))
+    before = [j.as_dict() for j in engine.jobs()]
+    seen: list[int] = []
+
+    def refuse(top: Any, jobs: Any, drained: Any, request: Any, plan: Any) -> list[str]:
+        seen.append(len(jobs))
+        return ["a fault planted by the test"]
+
+    monkeypatch.setattr(network, "check_room_plan", refuse)
+    with pytest.raises(RuntimeError, match="failed its check: a fault planted by the test"):
+        engine.make_room(job, execute=execute)
+    assert seen == [len(before)]
+    assert [j.as_dict() for j in engine.jobs()] == before

@@ -218,6 +218,16 @@ class _Trial:
     rids: dict[str, int]
 
 
+@dataclass(frozen=True)
+class _CheckInputs:
+    """What :func:`~dcplace.engine.network_check.check_room_plan` replays a plan from: the drained servers' names,
+    the request, every running job as ``GET /jobs`` lists it."""
+
+    drained: list[str]
+    request: dict[str, Any]
+    jobs: list[dict[str, Any]]
+
+
 class _Stopwatch:
     """Seconds counted only while running: :meth:`NetworkEngine.make_room`'s time limit counts the lock held."""
 
@@ -1210,11 +1220,16 @@ class NetworkEngine:
         if time_limit_s is not None and (isinstance(time_limit_s, bool) or not isinstance(time_limit_s, int | float)
                                          or not 0 < time_limit_s <= 3600):  # fmt: skip  # NaN fails too
             raise InputError(f"must be seconds from above 0 to 3600, got {time_limit_s!r}", field="time_limit")
+        later: list[_CheckInputs] = []
         with self.lock:
-            return self._room(job, execute, max_together, time_limit_s)
+            plan = self._room(job, execute, max_together, time_limit_s, later)
+        for inputs in later:  # a plan that changes nothing is checked once the lock is let go, on what it saw then
+            self._check_plan(job, plan, inputs)
+        return plan
 
-    def _room(self, job: NetJob, execute: bool, max_together: int | None, time_limit_s: float | None) -> NetRoomPlan:
-        """:meth:`make_room` under the lock."""
+    def _room(self, job: NetJob, execute: bool, max_together: int | None, time_limit_s: float | None,
+              later: list[_CheckInputs]) -> NetRoomPlan:  # fmt: skip
+        """:meth:`make_room` under the lock; a plan that changes nothing leaves its check's inputs in ``later``."""
         clock = _Stopwatch()  # the lock's waits do not count: the limit bounds the racks tried
 
         def out_of_time() -> bool:
@@ -1271,14 +1286,15 @@ class NetworkEngine:
         after = tuple(self._placement(j, r, sim, job.hold if j == job.id else _RECORDED).as_dict()
                       for j, r in where.items())  # fmt: skip
         plan = NetRoomPlan(job.id, True, None, placement, rack, tuple(moves), after, at=at)
+        if not execute:
+            later.append(self._check_inputs(job))
+            return plan
         try:
-            self._verify(job, plan)
-            if execute:
-                plan = replace(plan, executed=True)
-                self._record_room(job, plan, sim, where)
+            self._check_plan(job, plan, self._check_inputs(job))
+            plan = replace(plan, executed=True)
+            self._record_room(job, plan, sim, where)
         except BaseException:  # nothing changed (a 503; a bug): the policy as if it had not decided
-            if execute:
-                _put_back(self.policy, drawn)
+            _put_back(self.policy, drawn)
             raise
         return plan
 
@@ -1383,12 +1399,16 @@ class NetworkEngine:
                 break
         return steps
 
-    def _verify(self, job: NetJob, plan: NetRoomPlan) -> None:
-        """The plan re-checked by the independent checker (a failure is a bug of the planner's: RuntimeError)."""
+    def _check_inputs(self, job: NetJob) -> _CheckInputs:
+        """Under the lock: what the independent checker replays a plan for ``job`` from, read once."""
         drained = [self._names[v] for v in np.flatnonzero(self.sim.drained).tolist()]
         request = {"id": job.id, "cpu": job.cpu, "mem": job.mem, "bw": job.bw_micro / BW_SCALE}
-        jobs = [self._placement(j, r).as_dict() for j, r in self._rid.items()]
-        problems = check_room_plan(self.topology, jobs, drained, request, plan.as_dict())
+        return _CheckInputs(drained, request, [self._placement(j, r).as_dict() for j, r in self._rid.items()])
+
+    def _check_plan(self, job: NetJob, plan: NetRoomPlan, inputs: _CheckInputs) -> None:
+        """The plan re-checked by the independent checker on ``inputs`` (:meth:`_check_inputs`; the lock is not
+        needed): a failure is a bug of the planner's, RuntimeError."""
+        problems = check_room_plan(self.topology, inputs.jobs, inputs.drained, inputs.request, plan.as_dict())
         if problems:
             raise RuntimeError(f"make_room's plan for {job.id!r} failed its check: {'; '.join(problems[:3])}")
 
