@@ -102,6 +102,19 @@ def test_an_error_while_stepping_aside_still_takes_the_lock_back(monkeypatch: py
         lock.acquire(blocking=False, timeout=1)
 
 
+def _count_step_asides(engine: NetworkEngine) -> list[bool]:
+    """A list that fills, as the engine's searches try to step aside, with whether each did."""
+    stepped: list[bool] = []
+    let_go = engine.lock.let_waiters_go
+
+    def counted(*args: Any) -> bool:
+        stepped.append(let_go(*args))
+        return stepped[-1]
+
+    engine.lock.let_waiters_go = counted  # type: ignore[method-assign]
+    return stepped
+
+
 class _Hooked(NetPolicy):
     """A registered policy (tetris-bw by default) whose first decision after :meth:`arm` calls the hook (once: kept
     in a list emptied in place, as the engine puts a policy's attributes back after a dry run, which would arm a
@@ -226,14 +239,7 @@ def test_changes_that_undo_themselves_leave_the_plans_as_good() -> None:
     are tried again at the end, so each plan moves as few jobs as the undisturbed search's (a review found a second
     change forgot the first's best rack: 7-8 moves instead of 6)."""
     engine = NetworkEngine(ALPHA, "tetris-bw")
-    stepped: list[bool] = []
-    let_go = engine.lock.let_waiters_go
-
-    def counted(*args: Any) -> bool:
-        stepped.append(let_go(*args))
-        return stepped[-1]
-
-    engine.lock.let_waiters_go = counted  # type: ignore[method-assign]
+    stepped = _count_step_asides(engine)
     server = engine.servers()[0].name
     stop = threading.Event()
 
@@ -277,14 +283,7 @@ def test_threads_placing_releasing_and_executing_plans_never_over_commit_and_the
         for i in range(len(req.cpu))
     ]
     refused: list[NetJob] = []
-    stepped: list[bool] = []
-    let_go = engine.lock.let_waiters_go
-
-    def counted(*args: Any) -> bool:
-        stepped.append(let_go(*args))
-        return stepped[-1]
-
-    engine.lock.let_waiters_go = counted  # type: ignore[method-assign]
+    stepped = _count_step_asides(engine)
     errors: list[BaseException] = []
     done = threading.Event()
 
