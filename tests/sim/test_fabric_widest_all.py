@@ -5,6 +5,7 @@ decided without it, server for server."""
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 from typing import Any
 
@@ -64,12 +65,17 @@ def test_only_where_no_pair_needs_a_longer_path() -> None:
 
 
 @pytest.mark.parametrize("policy", ["tetris", "tetris-bw", "nalb-strict", "random"])
-def test_an_episode_on_gamma_is_the_same_with_and_without_it(policy: str) -> None:
+@pytest.mark.parametrize("requests", ["uniform, larger", "azure"])
+def test_an_episode_on_gamma_is_the_same_with_and_without_it(policy: str, requests: str) -> None:
+    """Episodes whose jobs reach their ninth server (then their pairs are checked at once): the Azure set of the
+    paper's setting (up to 16 servers on gamma), and the uniform set's holds and bandwidths with sizes of up to 40
+    servers' worth."""
     top = preset("gamma")
     routings = Routings(top, get_setting("paper"), 3)
-    base = episode_requests(top, "uniform", 300, 0, 0)
-    rng = np.random.default_rng(0)  # the uniform set's holds and bandwidths, sizes of up to 40 servers' worth
-    req = replace(base, cpu=rng.integers(1, 400, len(base)), mem=rng.integers(1, 400, len(base)))
+    base = episode_requests(top, requests.split(",")[0], 300, 0, 0)
+    rng = np.random.default_rng(0)
+    req = base if requests == "azure" else replace(base, cpu=rng.integers(1, 400, len(base)),
+                                                    mem=rng.integers(1, 400, len(base)))  # fmt: skip
     ends = []
     batched: list[int] = []
     for fast in (True, False):
@@ -128,6 +134,110 @@ def test_the_leaf_routing_checks_every_pair_as_pair_by_pair(case: tuple) -> None
     if failed:
         assert routing.widest(*sorted((int(us[answer]), v)), free, bw) is None  # a pair without one
     assert set(np.flatnonzero(used).tolist()) == (set() if failed else links)
+
+
+@st.composite
+def _lopsided_cases(draw: st.DrawFn) -> tuple:
+    """A random connected switch graph (a random tree and a few more links) with servers hung on random switches,
+    names shuffled so that node order is not wiring order: paths whose order depends on their direction, and pairs
+    with fewer shortest paths than k (ksp then takes longer ones)."""
+    import networkx as nx
+
+    n_sw = draw(st.integers(2, 9))
+    names = draw(st.permutations([f"n{i:02d}" for i in range(n_sw + 16)]))
+    g = nx.Graph()
+    if draw(st.booleans()):  # a random tree and a few more links
+        for i in range(1, n_sw):
+            g.add_edge(names[i], names[draw(st.integers(0, i - 1))], capacity=1.0)
+        for _ in range(draw(st.integers(0, n_sw))):
+            a, b = draw(st.integers(0, n_sw - 1)), draw(st.integers(0, n_sw - 1))
+            if a != b:
+                g.add_edge(names[a], names[b], capacity=1.0)
+        edge = range(n_sw)  # servers hang anywhere
+    else:  # random layers (leaves, then two above): many equal-cost paths, more than k between two leaves
+        cut = sorted(draw(st.lists(st.integers(1, n_sw - 1), min_size=2, max_size=2))) if n_sw > 2 else [1, 1]
+        layers = [list(range(0, cut[0])), list(range(cut[0], cut[1])), list(range(cut[1], n_sw))]
+        for low, high in itertools.pairwise(layers):
+            for x in low:
+                for y in high:
+                    if draw(st.booleans()) or y == high[0]:
+                        g.add_edge(names[x], names[y], capacity=1.0)
+        g.add_nodes_from(names[i] for i in range(n_sw))
+        if not nx.is_connected(g):
+            for x, y in itertools.pairwise(range(n_sw)):
+                g.add_edge(names[x], names[y], capacity=1.0)
+        edge = layers[0]
+    n_servers = draw(st.integers(2, 16))
+    for j in range(n_servers):
+        g.add_node(names[n_sw + j], cpu=10, mem=10)
+        g.add_edge(names[n_sw + j], names[draw(st.sampled_from(list(edge)))], capacity=1.0)
+    top = from_networkx(g, name="lopsided")
+    k, rule = draw(st.integers(1, 4)), draw(st.sampled_from(["ksp", "ecmp"]))
+    bw = draw(st.integers(1, 1_000_000))
+    # Links full, just short of the request, or with room: a pair's shortest paths often fail where a longer one
+    # would carry it, the case that tells ksp's longer paths from the shortest ones alone.
+    levels = [0, bw - 1, bw, draw(st.integers(bw, 1_000_000))]
+    free = np.array(draw(st.lists(st.sampled_from(levels), min_size=len(top.link_cap), max_size=len(top.link_cap))),
+                    dtype=np.int64)  # fmt: skip
+    servers = draw(st.permutations(range(top.n_servers)))
+    n = draw(st.integers(2, top.n_servers))
+    us = np.array(servers[1:n], dtype=np.int64)
+    return top, k, rule, free, us, servers[0], bw
+
+
+@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_lopsided_cases())
+def test_the_leaf_routings_batched_pass_agrees_with_networks_own_paths_on_lopsided_graphs(case: tuple) -> None:
+    """The batched pass itself (below BATCH_FROM pairs too) against the reference routing (networkx's paths,
+    ``GraphRouting``): a review found that reversing the pairs' orientation, or deciding on shortest paths a pair
+    that needs longer ones, passed the fabric-shaped cases above."""
+    from dcplace.sim.routing import GraphRouting
+
+    top, k, rule, free, us, v, bw = case
+    reference = GraphRouting(top, k, rule)
+    failed, links = False, set()
+    for u in us.tolist():
+        path = widest_of(reference.candidates(min(u, v), max(u, v)), free, bw)
+        if path is None:
+            failed = True
+            break
+        links |= set(path)
+    used = np.zeros(len(top.link_cap), dtype=np.bool_)
+    answer = LeafRouting(top, k, paths=rule)._widest_batched(us, v, free, bw, used)
+    assert (answer >= 0) == failed
+    assert set(np.flatnonzero(used).tolist()) == (set() if failed else links)
+
+
+def test_the_batched_pass_routes_each_pair_from_its_lower_server() -> None:
+    """A graph (found by a random search) where the orientation decides: with k = 2 under ksp, servers n06 and n15
+    have no candidate of 5 free when routed from n06's side (the lower id, as the reference routes them), and one when
+    routed from n15's. The batched pass must route them as the reference does, whichever of the two came first."""
+    import networkx as nx
+
+    from dcplace.sim.routing import GraphRouting
+
+    g = nx.Graph()
+    g.add_nodes_from(["n04", "n00", "n07", "n05", "n09", "n02", "n12", "n03"])
+    for name in ("n01", "n06", "n15", "n08"):
+        g.add_node(name, cpu=10, mem=10)
+    free_of = {
+        ("n04", "n00"): 4, ("n04", "n07"): 5, ("n04", "n05"): 9, ("n04", "n06"): 9, ("n00", "n12"): 5,
+        ("n07", "n02"): 5, ("n07", "n12"): 9, ("n07", "n05"): 9, ("n05", "n09"): 5, ("n05", "n02"): 4,
+        ("n05", "n01"): 0, ("n02", "n03"): 4, ("n12", "n03"): 9, ("n03", "n15"): 5, ("n03", "n08"): 4,
+    }  # fmt: skip
+    g.add_edges_from(free_of, capacity=1.0)
+    top = from_networkx(g, name="oriented")
+    names = list(top.node_names)
+    ends = zip(top.link_u.tolist(), top.link_v.tolist(), strict=True)
+    free = np.array([free_of.get((names[u], names[v]), free_of.get((names[v], names[u]))) for u, v in ends], np.int64)
+    a, b = sorted((names.index("n06"), names.index("n15")))
+    routing = LeafRouting(top, 2, paths="ksp")
+    expected = widest_of(GraphRouting(top, 2, "ksp").candidates(a, b), free, 5)
+    assert expected is None and routing.widest(b, a, free, 5) is not None  # the orientation decides here
+    for us, v in (([a], b), ([b], a)):
+        used = np.zeros(len(free), dtype=np.bool_)
+        assert routing._widest_batched(np.array(us, dtype=np.int64), v, free, 5, used) == 0
+        assert not used.any()
 
 
 def test_a_job_over_a_loaded_fabric_is_batched_and_decided_as_pair_by_pair() -> None:

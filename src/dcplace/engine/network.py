@@ -606,7 +606,8 @@ class NetworkEngine:
         two racks (:class:`~dcplace.engine.locks.YieldingLock`)."""
         self.make_room_yields = True
         """Whether :meth:`make_room` lets waiting calls go first between two racks (False: it holds the lock for its
-        whole search, as before 2026-11-29; ``benchmarks/bench_network_make_room.py --contention`` compares both)."""
+        whole search, as the search did before 2026-11-29; a plan that changes nothing is checked after the lock is
+        let go either way; ``benchmarks/bench_network_make_room.py --contention`` compares both)."""
         self._changes = 0  # bumped by every write: a search that let others go sees whether they changed anything
         self._rid: dict[str, int] = {}  # job id -> its allocation in the simulator
         self._hold: dict[str, int | None] = {}  # job id -> its declared hold (None: none), as the file keeps it

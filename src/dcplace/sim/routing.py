@@ -165,7 +165,8 @@ class FabricRouting(_Static):
         """The widest candidate of every pair of a new server and those picked before it, in one compiled pass
         (:func:`dcplace.sim.path_kernels.fabric_widest_all`), where no pair needs a longer path; None otherwise
         (alpha and beta under ``ksp``: two planes, k = 3), where the simulator asks :meth:`widest` pair by pair. A
-        request over the whole of delta (2,560 servers, 3.3 million pairs) was decided in 29 s pair by pair."""
+        request over the whole of delta (2,560 servers, 3.3 million pairs) was decided in 29 s pair by pair. The
+        pass enumerates the Fabric's own paths: a subclass that changes :meth:`candidates` sets this to None."""
         if self.widest_all is not None:
             warm()
 
@@ -397,7 +398,9 @@ class LeafRouting(_Counted):
         """:meth:`widest` of every pair of server ``v`` and a server of ``us``: -1 where each has a candidate of at
         least ``bw``, their links then marked in ``used``; otherwise the index of a pair without one, nothing marked.
         From :data:`BATCH_FROM` pairs on, the pairs sharing a destination switch go through one compiled pass
-        (:func:`~dcplace.sim.path_kernels.counted_widest_all`); fewer, one by one (each pass has its own cost)."""
+        (:func:`~dcplace.sim.path_kernels.counted_widest_all`); fewer, one by one (each pass has its own cost).
+        The passes unrank the counted shortest paths, not :meth:`candidates`: a subclass that changes those
+        overrides this too."""
         if len(us) >= BATCH_FROM:
             return self._widest_batched(us, v, free_bw, bw, used)
         paths = []
