@@ -1,7 +1,7 @@
 """What ``NetworkEngine.make_room`` (``POST /network/make-room``) costs, against a placement, on each topology.
 
     OMP_NUM_THREADS=1 NUMBA_NUM_THREADS=1 python benchmarks/bench_network_make_room.py [--topologies alpha delta]
-        [--time-limit 0.1] [--contention [--ops 400] [--gap-ms 5]]
+        [--time-limit 0.1] [--contention [--ops 400] [--gap-ms 5]] [--listing]
 
 Per topology: one episode of the ``uniform`` set (the paper's length, seed 0) through an engine in memory
 (``tetris-bw``), each job released when its holding period ends; every job the network refuses is then asked of
@@ -18,6 +18,11 @@ times, ``--gap-ms`` apart too; it prints the placement
 and release latency (median, 99th percentile, largest) alone, then beside make_room holding the lock for its whole
 search (``make_room_yields = False``, as before 2026-11-29), then beside make_room letting waiting calls go first
 between racks (the default), and make_room's own median time in each.
+
+``--listing``: what listing the running jobs costs (``GET /jobs``, and what make_room lists for its plan and its
+check), at the end of each topology's episode: ``NetworkEngine.jobs()`` and the rows as JSON would carry them, each
+timed 20 times, built afresh (the engine's listing cache emptied before each, as every listing was built before
+2026-11-29 16:00 UTC) and reused from the last listing (the default since); medians.
 """
 
 from __future__ import annotations
@@ -43,11 +48,15 @@ def main() -> None:
     ap.add_argument("--contention", action="store_true", help="placements beside make_room, instead (see above)")
     ap.add_argument("--ops", type=int, default=400, help="with --contention: placements (and releases) timed")
     ap.add_argument("--gap-ms", type=float, default=5.0, help="with --contention: the pause between two of them")
+    ap.add_argument("--listing", action="store_true", help="the cost of listing the running jobs, instead")
     args = ap.parse_args()
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")  # fmt: skip
     if args.contention:
         contention(args)
+        return
+    if args.listing:
+        listing(args)
         return
     print("| topology | time limit, s | jobs running at the end | network refusals asked | plans | moves per plan | "
           "make_room median, ms | largest, ms | of which the plan's check, median ms | a placement, ms |")  # fmt: skip
@@ -153,6 +162,28 @@ def ask(engine: NetworkEngine, refused: list[NetJob], stop: threading.Event, ask
             asked.append(time.perf_counter() - t)
             if stop.wait(gap_ms / 1e3):
                 return
+
+
+def listing(args: argparse.Namespace) -> None:
+    print("| topology | jobs running | listed afresh, ms | reused, ms | afresh, as rows, ms | reused, as rows, ms |")
+    print("|---|---|---|---|---|---|")
+    for name in args.topologies:
+        engine, _ = episode_end(name, refusals=10**9)  # the whole episode
+        cells = []
+        for rows in (False, True):
+            for fresh in (True, False):
+                took = []
+                engine.jobs()
+                for _ in range(20):
+                    if fresh:
+                        engine._shown.clear()
+                    t = time.perf_counter()
+                    listed = engine.jobs()
+                    if rows:
+                        [j.as_dict() for j in listed]
+                    took.append(time.perf_counter() - t)
+                cells.append(f"{statistics.median(took) * 1e3:.2f}")
+        print(f"| {name} | {len(engine.jobs()):,} | {' | '.join(cells)} |", flush=True)
 
 
 def spread(seconds: list[float]) -> str:

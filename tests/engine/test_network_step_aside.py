@@ -357,3 +357,39 @@ def test_every_plan_is_checked_even_once_the_lock_is_let_go(monkeypatch: pytest.
         engine.make_room(job, execute=execute)
     assert seen == [len(before)]
     assert [j.as_dict() for j in engine.jobs()] == before
+
+
+def test_a_listing_reused_from_the_last_one_is_what_a_fresh_one_says() -> None:
+    """The engine lists a job again from its last listing while its allocation and hold are the same objects:
+    through placements, releases, executed plans, moves told step by step and a reconcile that changes holds, every
+    listing equals one built afresh."""
+    engine = NetworkEngine(ALPHA, "tetris-bw")
+
+    def listing() -> list[dict[str, Any]]:
+        return [j.as_dict() for j in engine.jobs()]
+
+    def same_as_fresh() -> None:
+        listed = listing()
+        engine._shown.clear()
+        assert listed == listing()
+
+    for k, job in enumerate(_episode_refusals(engine, seed=5)):
+        same_as_fresh()
+        plan = engine.make_room(job, execute=k % 3 == 0)
+        same_as_fresh()
+        if plan.accepted and plan.moves and not plan.executed:
+            first = [m.as_dict() for m in plan.moves if m.step == 0]
+            engine.moves([{k: v for k, v in m.items() if k != "step"} for m in first])
+            same_as_fresh()
+        if k % 4 == 1:
+            rows = listing()
+            for row in rows[::2]:
+                row["hold"] = (row["hold"] or 0) + 1
+            engine.reconcile(rows)
+            same_as_fresh()
+        if k == 12:
+            break
+    some, rid = next(iter(engine._rid.items()))  # the same allocation shown with another hold (a plan's job) is so
+    assert engine._placement(some, rid, hold=99).hold == 99
+    assert engine.job(some).hold == engine._hold[some] != 99
+    engine.check_invariants()
