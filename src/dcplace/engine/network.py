@@ -885,6 +885,7 @@ class NetworkEngine:
                 self._release_file(self._conn)
                 self._conn = None
             self._closed = True
+            self._shown.clear()
 
     @property
     def job_count(self) -> int:
@@ -973,6 +974,7 @@ class NetworkEngine:
             self.sim.release(rid)
             del self._rid[job_id]
             del self._hold[job_id]
+            self._shown.pop(job_id, None)
             self._publish()
             self.counters["released"] += 1
             return was

@@ -625,7 +625,7 @@ class LiveNetSim(NetAllocSim):
     def _accept(self, bw: int) -> None:
         rid = self.t
         super()._accept(bw)
-        self.active[rid] = replace(self.active[rid], end=LIVE_END)  # it ends when released, not after a period
+        self.active[rid] = _frozen(replace(self.active[rid], end=LIVE_END))  # it ends when released, not after a period
         self._ends.clear()
 
     def _joins(self, servers: IntArray, links: IntArray) -> bool:
@@ -752,7 +752,7 @@ class LiveNetSim(NetAllocSim):
             self.free_bw[links] -= alloc.bw
             self._add_tier_use(links, alloc.bw)
         rid = self.t
-        self.active[rid] = replace(alloc, end=LIVE_END)
+        self.active[rid] = _frozen(replace(alloc, end=LIVE_END))
         self.t += 1
         self.clock += 1
         self.accepted += 1
@@ -761,6 +761,14 @@ class LiveNetSim(NetAllocSim):
 
 LIVE_END = np.iinfo(np.int64).max
 """The end of a live allocation: none until it is released."""
+
+
+def _frozen(alloc: Allocation) -> Allocation:
+    """``alloc`` with its arrays read-only: a live allocation is replaced, never changed in place (the engine reuses a
+    job's listing while its allocation is the same object), and a write to one now raises instead of going unseen."""
+    for x in (alloc.servers, alloc.cpu, alloc.mem, alloc.links):
+        x.setflags(write=False)
+    return alloc
 
 
 class _Latest:
