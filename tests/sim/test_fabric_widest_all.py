@@ -20,6 +20,18 @@ from dcplace.sim.netalloc_episodes import Routings, episode_requests, get_settin
 from dcplace.sim.routing import BATCH_FROM, FabricRouting, LeafRouting, routing_for, widest_of
 
 
+def _pair_by_pair(widest: Any, us: np.ndarray, v: int) -> tuple[int, set[int]]:
+    """The reference: ``widest(a, b)`` (a < b) of each pair of ``v`` and a server of ``us`` in turn: the index of the
+    first without a path (-1: none) and the links of the paths chosen until then."""
+    links: set[int] = set()
+    for i, u in enumerate(us.tolist()):
+        path = widest(min(u, v), max(u, v))
+        if path is None:
+            return i, links
+        links |= set(path)
+    return -1, links
+
+
 @st.composite
 def _cases(draw: st.DrawFn) -> tuple:
     planes = draw(st.integers(1, 5))
@@ -44,13 +56,7 @@ def _cases(draw: st.DrawFn) -> tuple:
 def test_every_pair_at_once_chooses_as_pair_by_pair(case: tuple) -> None:
     top, routing, free, us, v, bw = case
     assert routing.widest_all is not None
-    expected, links = -1, set()
-    for i, u in enumerate(us.tolist()):
-        path = widest_of(routing.candidates(min(u, v), max(u, v)), free, bw)
-        if path is None:
-            expected = i
-            break
-        links |= set(path)
+    expected, links = _pair_by_pair(lambda a, b: widest_of(routing.candidates(a, b), free, bw), us, v)
     used = np.zeros(len(top.link_cap), dtype=np.bool_)
     assert routing.widest_all(us, v, free, bw, used) == expected
     assert set(np.flatnonzero(used).tolist()) == (links if expected < 0 else set())
@@ -121,13 +127,8 @@ def _leaf_cases(draw: st.DrawFn) -> tuple:
 @given(_leaf_cases())
 def test_the_leaf_routing_checks_every_pair_as_pair_by_pair(case: tuple) -> None:
     top, routing, free, us, v, bw = case
-    failed, links = False, set()
-    for u in us.tolist():
-        path = routing.widest(min(u, v), max(u, v), free, bw)
-        if path is None:
-            failed = True
-            break
-        links |= set(path)
+    first, links = _pair_by_pair(lambda a, b: routing.widest(a, b, free, bw), us, v)
+    failed = first >= 0
     used = np.zeros(len(top.link_cap), dtype=np.bool_)
     answer = routing.widest_all(us, v, free, bw, used)
     assert (answer >= 0) == failed
@@ -195,13 +196,8 @@ def test_the_leaf_routings_batched_pass_agrees_with_networks_own_paths_on_lopsid
 
     top, k, rule, free, us, v, bw = case
     reference = GraphRouting(top, k, rule)
-    failed, links = False, set()
-    for u in us.tolist():
-        path = widest_of(reference.candidates(min(u, v), max(u, v)), free, bw)
-        if path is None:
-            failed = True
-            break
-        links |= set(path)
+    first, links = _pair_by_pair(lambda a, b: widest_of(reference.candidates(a, b), free, bw), us, v)
+    failed = first >= 0
     used = np.zeros(len(top.link_cap), dtype=np.bool_)
     answer = LeafRouting(top, k, paths=rule)._widest_batched(us, v, free, bw, used)
     assert (answer >= 0) == failed
