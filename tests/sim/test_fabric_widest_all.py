@@ -199,7 +199,7 @@ def test_the_leaf_routings_batched_pass_agrees_with_networks_own_paths_on_lopsid
     first, links = _pair_by_pair(lambda a, b: widest_of(reference.candidates(a, b), free, bw), us, v)
     failed = first >= 0
     used = np.zeros(len(top.link_cap), dtype=np.bool_)
-    answer = LeafRouting(top, k, paths=rule)._widest_batched(us, v, free, bw, used)
+    answer = LeafRouting(top, k, paths=rule).widest_all(us, v, free, bw, used)
     assert (answer >= 0) == failed
     assert set(np.flatnonzero(used).tolist()) == (set() if failed else links)
 
@@ -232,7 +232,7 @@ def test_the_batched_pass_routes_each_pair_from_its_lower_server() -> None:
     assert expected is None and routing.widest(b, a, free, 5) is not None  # the orientation decides here
     for us, v in (([a], b), ([b], a)):
         used = np.zeros(len(free), dtype=np.bool_)
-        assert routing._widest_batched(np.array(us, dtype=np.int64), v, free, 5, used) == 0
+        assert routing.widest_all(np.array(us, dtype=np.int64), v, free, 5, used) == 0
         assert not used.any()
 
 

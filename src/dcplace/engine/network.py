@@ -1226,16 +1226,16 @@ class NetworkEngine:
         if time_limit_s is not None and (isinstance(time_limit_s, bool) or not isinstance(time_limit_s, int | float)
                                          or not 0 < time_limit_s <= 3600):  # fmt: skip  # NaN fails too
             raise InputError(f"must be seconds from above 0 to 3600, got {time_limit_s!r}", field="time_limit")
-        later: list[_CheckInputs] = []
         with self.lock:
-            plan = self._room(job, execute, max_together, time_limit_s, later)
-        for inputs in later:  # a plan that changes nothing is checked once the lock is let go, on what it saw then
-            self._check_plan(job, plan, inputs)
+            plan, unchecked = self._room(job, execute, max_together, time_limit_s)
+        if unchecked is not None:  # a plan that changes nothing is checked once the lock is let go, on what it saw
+            self._check_plan(job, plan, unchecked)
         return plan
 
-    def _room(self, job: NetJob, execute: bool, max_together: int | None, time_limit_s: float | None,
-              later: list[_CheckInputs]) -> NetRoomPlan:  # fmt: skip
-        """:meth:`make_room` under the lock; a plan that changes nothing leaves its check's inputs in ``later``."""
+    def _room(self, job: NetJob, execute: bool, max_together: int | None,
+              time_limit_s: float | None) -> tuple[NetRoomPlan, _CheckInputs | None]:  # fmt: skip
+        """:meth:`make_room` under the lock: the plan, and for a plan that moves jobs but changes nothing yet, what
+        its check replays (the caller checks it once the lock is let go; an executed plan is checked here)."""
         clock = _Stopwatch()  # the lock's waits do not count: the limit bounds the racks tried
 
         def out_of_time() -> bool:
@@ -1243,7 +1243,7 @@ class NetworkEngine:
 
         answer, by_rack, at = self._room_start(job, execute)
         if answer is not None:
-            return answer
+            return answer, None
         drawn = _draws(self.policy)
         best: _Trial | None = None
         again: dict[int, int] = {}  # the best racks before waiting calls changed the state (their moves then)
@@ -1263,7 +1263,7 @@ class NetworkEngine:
                         best = None
                     answer, by_rack, at = self._room_start(job, execute)
                     if answer is not None:
-                        return answer
+                        return answer, None
                     if not by_rack.get(i):
                         continue
                 tried += 1
@@ -1279,7 +1279,7 @@ class NetworkEngine:
         if best is None or not execute:
             _put_back(self.policy, drawn)
         if best is None:
-            return NetRoomPlan(job.id, False, "network", None, None, (), (), at=at)
+            return NetRoomPlan(job.id, False, "network", None, None, (), (), at=at), None
         steps, rack, sim, rids = best.steps, self._racks[best.rack][0], best.sim, best.rids
         placement = self._placement(job.id, rids[job.id], sim, job.hold)
         moves: list[NetMove] = []
@@ -1293,8 +1293,7 @@ class NetworkEngine:
                       for j, r in where.items())  # fmt: skip
         plan = NetRoomPlan(job.id, True, None, placement, rack, tuple(moves), after, at=at)
         if not execute:
-            later.append(self._check_inputs(job))
-            return plan
+            return plan, self._check_inputs(job)
         try:
             self._check_plan(job, plan, self._check_inputs(job))
             plan = replace(plan, executed=True)
@@ -1302,7 +1301,7 @@ class NetworkEngine:
         except BaseException:  # nothing changed (a 503; a bug): the policy as if it had not decided
             _put_back(self.policy, drawn)
             raise
-        return plan
+        return plan, None
 
     def _room_start(self, job: NetJob, execute: bool) -> tuple[NetRoomPlan | None, dict[int, list[str]], float]:
         """Where :meth:`make_room` begins, and begins again after a waiting call changed the state: its answer where

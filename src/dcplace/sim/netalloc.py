@@ -58,7 +58,7 @@ import numpy.typing as npt
 
 from dcplace.cluster.topology import TIER_NAMES, Topology
 from dcplace.sim.arrays import read_only
-from dcplace.sim.routing import Path, Routing, routing_for, widest_of
+from dcplace.sim.routing import BATCH_FROM, Path, Routing, routing_for, widest_of
 from dcplace.workload.netreq import NetRequests
 
 IntArray = npt.NDArray[np.int64]
@@ -246,7 +246,6 @@ class NetAllocSim:
         self._widest_all: Callable[[IntArray, int, IntArray, int, BoolArray], int] | None = getattr(
             self.routing, "widest_all", None
         )
-        self._batch_from = int(getattr(self.routing, "batch_from", 1))
         self.n_servers = topology.n_servers
         self._rack = topology.server_rack
         self._pod = topology.server_pod
@@ -403,7 +402,7 @@ class NetAllocSim:
             return self._reject("invalid")
         v = int(v)
         bw = self._req_bw[self.t]
-        if self._widest_all is not None and len(self.picks) >= self._batch_from:
+        if self._widest_all is not None and len(self.picks) >= BATCH_FROM:
             if self._widest_all(np.array(self.picks, np.int64), v, self.free_bw, bw, self._joined_links) >= 0:
                 return self._reject("network")
             self._joined_marked = True

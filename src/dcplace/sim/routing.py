@@ -160,7 +160,6 @@ class FabricRouting(_Static):
         self._rack_node = [shape.rack_node(r) for r in range(shape.racks)] if paths == "ksp" else []
         self._longer = _SwitchPaths(topology) if paths == "ksp" else None
         self._racks, self._pods = topology.server_rack, topology.server_pod
-        self.batch_from = BATCH_FROM
         self.widest_all = self._widest_all if paths == "ecmp" or shape.planes >= k else None
         """The widest candidate of every pair of a new server and those picked before it, in one compiled pass
         (:func:`dcplace.sim.path_kernels.fabric_widest_all`), where no pair needs a longer path; None otherwise
@@ -239,9 +238,9 @@ class GraphRouting(_Static):
 
 
 BATCH_FROM = 8
-"""Pairs from which the simulator checks a pick's pairs at once (a routing's ``widest_all``, its ``batch_from``)
-rather than one by one: below it the arrays and passes cost more than they save (the paper's requests mostly take a
-few servers, and ran 2-6 % slower with every pick batched)."""
+"""Pairs from which the simulator checks a pick's pairs at once (a routing's ``widest_all``) rather than one by one:
+below it the arrays and passes cost more than they save (the paper's requests mostly take a few servers, and ran
+2-6 % slower with every pick batched)."""
 
 TABLE_BYTES = 256 * 2**20
 """Memory the counting routings' tables may take (one routing): the cache holds fewer destinations on big graphs."""
@@ -386,7 +385,6 @@ class LeafRouting(_Counted):
                 uplink[a], switch[a] = e, b - ns
         self._uplink_l, self._switch_l = uplink, switch
         self._uplink, self._switch = np.array(uplink, np.int64), np.array(switch, np.int64)
-        self.batch_from = BATCH_FROM
         between = {(a - ns, b - ns): e for (a, b), e in link_of.items() if a >= ns and b >= ns}
         self._build(topology.n_nodes - ns, between, cache)
 
@@ -397,24 +395,10 @@ class LeafRouting(_Counted):
                    used: npt.NDArray[np.bool_]) -> int:  # fmt: skip
         """:meth:`widest` of every pair of server ``v`` and a server of ``us``: -1 where each has a candidate of at
         least ``bw``, their links then marked in ``used``; otherwise the index of a pair without one, nothing marked.
-        From :data:`BATCH_FROM` pairs on, the pairs sharing a destination switch go through one compiled pass
-        (:func:`~dcplace.sim.path_kernels.counted_widest_all`); fewer, one by one (each pass has its own cost).
-        The passes unrank the counted shortest paths, not :meth:`candidates`: a subclass that changes those
-        overrides this too."""
-        if len(us) >= BATCH_FROM:
-            return self._widest_batched(us, v, free_bw, bw, used)
-        paths = []
-        for i, u in enumerate(us.tolist()):
-            path = self.widest(u, v, free_bw, bw) if u < v else self.widest(v, u, free_bw, bw)
-            if path is None:
-                return i
-            paths.append(path)
-        for path in paths:
-            used[list(path)] = True
-        return -1
-
-    def _widest_batched(self, us: npt.NDArray[np.int64], v: int, free_bw: npt.NDArray[np.int64], bw: int,
-                        used: npt.NDArray[np.bool_]) -> int:  # fmt: skip
+        The pairs sharing a destination switch go through one compiled pass
+        (:func:`~dcplace.sim.path_kernels.counted_widest_all`), those with fewer shortest paths than k under ksp
+        through :meth:`widest`. The passes unrank the counted shortest paths, not :meth:`candidates`: a subclass
+        that changes those overrides this too. (The simulator asks from :data:`BATCH_FROM` pairs on.)"""
         low = us < v  # the pair (a, b) with a < b is routed from a's switch to b's, as widest(a, b) routes it
         s = np.where(low, self._switch[us], self._switch_l[v])
         pre = np.where(low, self._uplink[us], self._uplink_l[v])
